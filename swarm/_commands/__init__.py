@@ -1,0 +1,1 @@
+"""One module per `swarm` subcommand; see `swarm.cli`."""

@@ -1,0 +1,68 @@
+"""Span names and attribute keys: OpenTelemetry GenAI conventions plus swarm's own.
+
+The GenAI conventions are still in development, so we keep our own constants and emit
+current names only (`gen_ai.provider.name`, not `gen_ai.system`). See TRACING.md.
+"""
+
+from __future__ import annotations
+
+# operations (the first word of span names)
+OP_WORKFLOW = "invoke_workflow"
+OP_AGENT = "invoke_agent"
+OP_CHAT = "chat"
+OP_TOOL = "execute_tool"
+WAIT_SPAN = "swarm.wait"
+FIRST_TOKEN_EVENT = "First Token Stream Event"
+
+# gen_ai.*
+OPERATION = "gen_ai.operation.name"
+WORKFLOW_NAME = "gen_ai.workflow.name"
+PROVIDER = "gen_ai.provider.name"
+REQUEST_MODEL = "gen_ai.request.model"
+RESPONSE_MODEL = "gen_ai.response.model"
+REQUEST_STREAM = "gen_ai.request.stream"
+REQUEST_MAX_TOKENS = "gen_ai.request.max_tokens"
+FINISH_REASONS = "gen_ai.response.finish_reasons"
+TIME_TO_FIRST_CHUNK = "gen_ai.response.time_to_first_chunk"
+INPUT_TOKENS = "gen_ai.usage.input_tokens"
+OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+REASONING_TOKENS = "gen_ai.usage.reasoning.output_tokens"
+CACHED_INPUT_TOKENS = "gen_ai.usage.cache_read.input_tokens"
+AGENT_NAME = "gen_ai.agent.name"
+AGENT_ID = "gen_ai.agent.id"
+TOOL_NAME = "gen_ai.tool.name"
+TOOL_CALL_ID = "gen_ai.tool.call.id"
+INPUT_MESSAGES = "gen_ai.input.messages"
+OUTPUT_MESSAGES = "gen_ai.output.messages"
+SERVER_ADDRESS = "server.address"
+ERROR_TYPE = "error.type"
+
+# swarm.*
+RUN_ID = "swarm.run.id"
+ROLE = "swarm.role"
+TIER = "swarm.tier"
+SUBTASK_ID = "swarm.subtask.id"
+STEP = "swarm.step"
+ATTEMPTS = "swarm.attempt.count"
+TTFT_S = "swarm.ttft_s"
+DECODE_TPS = "swarm.decode.tokens_per_s"
+COST_USD = "swarm.cost.usd"
+SIMULATED = "swarm.simulated"
+WAIT_KIND = "swarm.wait.kind"
+TOOL_EXIT_CODE = "swarm.tool.exit_code"
+TESTS_PASSED = "swarm.tests.passed"
+TESTS_FAILED = "swarm.tests.failed"
+LINK_TYPE = "swarm.link.type"
+LINK_DEPENDS_ON = "depends_on"
+HEDGE_WINNER = "swarm.hedge.winner"
+
+# swarm.wait.kind values
+WAIT_QUEUE = "queue"
+WAIT_RATE_LIMIT = "rate_limit"
+WAIT_BACKOFF = "backoff"
+WAIT_HEDGE = "hedge"
+WAIT_DEPENDENCY = "dependency"
+WAIT_MERGE = "merge"
+
+# content capture switch (opt-in)
+CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"

@@ -1,0 +1,117 @@
+"""Every error swarm raises, in one tree.
+
+```text
+SwarmError
+  ConfigError          bad config, task file or plan: the user fixes it; says file and field
+  ProviderError        a model call failed (status, provider, model); `retryable` says if
+    RateLimited        429, with the provider's Retry-After
+  ModelBehaviorError   unparsable reply or unknown tool: the agent tells the model and retries
+  ToolError            a tool failed: the message goes back to the model
+  WorkspaceError       a git worktree could not be made, patched or removed
+  BudgetExceeded       steps, tokens, money or deadline ran out (says which and how much)
+```
+
+Constructors store fields and build the message; they have no side effects. Errors that
+leave a task group arrive in an `ExceptionGroup`; catch them with `except*`.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BudgetExceeded",
+    "ConfigError",
+    "ModelBehaviorError",
+    "ProviderError",
+    "RateLimited",
+    "SwarmError",
+    "ToolError",
+    "WorkspaceError",
+]
+
+
+class SwarmError(Exception):
+    """The root of every error swarm raises on purpose."""
+
+
+class ConfigError(SwarmError):
+    """Bad configuration, task file or plan; the message names the place and the fix."""
+
+    def __init__(self, message: str, *, path: str | None = None, key: str | None = None) -> None:
+        where = ":".join(p for p in (path, key) if p)
+        super().__init__(f"{where}: {message}" if where else message)
+        self.path = path
+        """The file at fault, when there is one."""
+        self.key = key
+        """The key, field or line at fault (`tiers.speed.models`, `line 3`)."""
+
+
+class ProviderError(SwarmError):
+    """A model call failed: HTTP status, connection, stall or a malformed stream."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str = "",
+        model: str = "",
+        status: int | None = None,
+        kind: str = "http",
+        retryable: bool = False,
+    ) -> None:
+        label = "/".join(p for p in (provider, model) if p)
+        super().__init__(f"{label}: {message}" if label else message)
+        self.provider = provider
+        """Config name of the provider (`cerebras`)."""
+        self.model = model
+        """Model name as sent to the provider."""
+        self.status = status
+        """HTTP status, when the provider answered."""
+        self.kind = kind
+        """`http`, `connect`, `stall`, `malformed`, `timeout` or `budget`: what went wrong."""
+        self.retryable = retryable
+        """True when the same call may succeed if tried again (5xx, 429, drops, stalls)."""
+
+
+class RateLimited(ProviderError):
+    """The provider answered 429; `retry_after` is its Retry-After in seconds, if given."""
+
+    def __init__(
+        self,
+        message: str = "rate limited (429)",
+        *,
+        provider: str = "",
+        model: str = "",
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(
+            message, provider=provider, model=model, status=429, kind="http", retryable=True
+        )
+        self.retry_after = retry_after
+        """Seconds the provider asked us to wait, from `Retry-After` or `x-ratelimit-reset-*`."""
+
+
+class ModelBehaviorError(SwarmError):
+    """The model's reply can't be used: bad JSON, unknown tool, output failing validation."""
+
+
+class ToolError(SwarmError):
+    """A tool refused or failed; the message is shown to the model as the tool's result."""
+
+
+class WorkspaceError(SwarmError):
+    """A git worktree could not be created, patched or removed."""
+
+
+class BudgetExceeded(SwarmError):
+    """A budget ran out: `kind` is steps, tokens, usd or deadline."""
+
+    def __init__(self, kind: str, *, limit: float, spent: float, scope: str = "run") -> None:
+        super().__init__(f"{scope} budget exceeded: {kind} spent {spent:g} of {limit:g}")
+        self.kind = kind
+        """What ran out: `steps`, `tokens`, `usd` or `deadline`."""
+        self.limit = limit
+        """The limit that was set."""
+        self.spent = spent
+        """What had been spent when the budget stopped the work."""
+        self.scope = scope
+        """Whose budget: `run`, a tier name (`tier speed`) or an agent."""

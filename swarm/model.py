@@ -1,0 +1,53 @@
+"""The two seams every model call passes through.
+
+`Model` is what agents talk to: one request in, one result out. The router's tier models,
+the simulator and the test doubles in `swarm.testing` all implement it.
+
+`Provider` is one HTTP endpoint speaking one protocol (OpenAI-compatible, Anthropic, the
+in-process simulator). It makes exactly one attempt per `chat`; retries, failover, hedging,
+limits, spans and prices belong to the router.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol, runtime_checkable
+
+from swarm.messages import ChatRequest, ChatResult
+
+__all__ = ["FirstTokenCallback", "Model", "Provider"]
+
+FirstTokenCallback = Callable[[], None]
+"""Called once, synchronously, when the first content or tool-call chunk arrives."""
+
+
+@runtime_checkable
+class Model(Protocol):
+    """Anything an agent can chat with."""
+
+    name: str
+    """A label for traces and errors (`tier:speed`, `scripted`)."""
+
+    async def chat(self, request: ChatRequest) -> ChatResult: ...
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """One endpoint; one attempt per call; raises `ProviderError` on failure."""
+
+    name: str
+    """Config name (`cerebras`, `local`, `sim`)."""
+    kind: str
+    """Protocol: `openai`, `anthropic` or `sim`."""
+    address: str
+    """Host (and port) for `server.address` on spans; empty for in-process."""
+
+    async def chat(
+        self,
+        model: str,
+        request: ChatRequest,
+        *,
+        on_first_token: FirstTokenCallback | None = None,
+    ) -> ChatResult: ...
+
+    async def aclose(self) -> None: ...
