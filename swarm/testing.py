@@ -1,19 +1,113 @@
 """Test helpers for users of swarm and for swarm's own tests.
 
-Loaded as a pytest plugin (`pytest_plugins = ["swarm.testing"]`), it refuses every network
-connection that is not to loopback, so a test that would reach a real provider fails
-loudly instead of spending money.
+- `ScriptedModel` plays a model from a list of replies and fails on an unexpected call;
+  `FunctionModel` lets a function play the model. Both implement `swarm.model.Model`.
+- `call(...)` and `reply(...)` build scripted replies.
+- Loaded as a pytest plugin (`pytest_plugins = ["swarm.testing"]`), this module refuses
+  every network connection that is not to loopback, so a test that would reach a real
+  provider fails loudly instead of spending money.
 """
 
 from __future__ import annotations
 
+import inspect
 import ipaddress
+import itertools
+import json
 import socket
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeAlias
 
 import pytest
 
-__all__ = ["NetworkBlocked", "block_network"]
+from swarm.messages import ChatRequest, ChatResult, Message, Timing, ToolCall, Usage
+
+__all__ = [
+    "FunctionModel",
+    "NetworkBlocked",
+    "ScriptedModel",
+    "block_network",
+    "call",
+    "reply",
+]
+
+_ids = itertools.count(1)
+
+Scripted: TypeAlias = "ChatResult | str | ToolCall | Sequence[ToolCall]"
+"""A scripted reply: a full result, plain text, one tool call, or parallel tool calls."""
+
+
+def call(name: str, /, **arguments: Any) -> ToolCall:
+    """A tool call as a model would make it: `call("edit_file", path="a.py", old=..., new=...)`."""
+    return ToolCall(id=f"call_{next(_ids)}", name=name, arguments=json.dumps(arguments))
+
+
+def reply(item: Scripted, *, output_tokens: int = 10, cost_usd: float = 0.0) -> ChatResult:
+    """Turn a scripted item into a `ChatResult`."""
+    if isinstance(item, ChatResult):
+        return item
+    if isinstance(item, str):
+        message, finish = Message.assistant(item), "stop"
+    else:
+        calls = [item] if isinstance(item, ToolCall) else list(item)
+        message, finish = Message.assistant(None, calls), "tool_calls"
+    return ChatResult.model_construct(
+        message=message,
+        finish_reason=finish,
+        usage=Usage(input_tokens=0, output_tokens=output_tokens),
+        timing=Timing(),
+        provider="scripted",
+        model="scripted",
+        cost_usd=cost_usd,
+        attempts=1,
+        simulated=True,
+        rate_limit=None,
+        extras={},
+    )
+
+
+class ScriptedModel:
+    """Replies from a list, in order; records every request; fails past the end."""
+
+    def __init__(self, replies: Sequence[Scripted], *, name: str = "scripted") -> None:
+        self.name = name
+        self._replies = list(replies)
+        self.requests: list[ChatRequest] = []
+        """Every request received, in order."""
+
+    async def chat(self, request: ChatRequest) -> ChatResult:
+        self.requests.append(request)
+        if len(self.requests) > len(self._replies):
+            last = request.messages[-1].content if request.messages else None
+            raise AssertionError(
+                f"{self.name}: unexpected call #{len(self.requests)} "
+                f"(script has {len(self._replies)}); last message: {last!r}"
+            )
+        return reply(self._replies[len(self.requests) - 1])
+
+    def assert_complete(self) -> None:
+        """Fail unless every scripted reply was used."""
+        left = len(self._replies) - len(self.requests)
+        assert left == 0, f"{self.name}: {left} scripted replies were never requested"
+
+
+ModelFunction: TypeAlias = Callable[[ChatRequest], "Scripted | Awaitable[Scripted]"]
+
+
+class FunctionModel:
+    """A function plays the model: it gets the request and returns a scripted item."""
+
+    def __init__(self, function: ModelFunction, *, name: str = "function") -> None:
+        self.name = name
+        self._function = function
+        self.requests: list[ChatRequest] = []
+
+    async def chat(self, request: ChatRequest) -> ChatResult:
+        self.requests.append(request)
+        out = self._function(request)
+        if inspect.isawaitable(out):
+            out = await out
+        return reply(out)
 
 _LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
 

@@ -1,0 +1,93 @@
+"""`swarm providers`: the catalog's providers and models, and which are configured and keyed.
+
+Key values are never printed: only whether the named env var is set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+__all__ = ["register", "rows"]
+
+_COLUMNS = ("provider", "model", "api_name", "in_usd_per_m", "out_usd_per_m", "ttft_s",
+            "output_tps", "key_env", "configured", "keyed")
+
+
+def register(subparsers: Any) -> None:
+    """Add `providers` to the `swarm` parser."""
+    p = subparsers.add_parser(
+        "providers",
+        help="list known providers and models, prices, speeds, and which are keyed",
+        description="List catalog providers and models; show which are configured and keyed.",
+    )
+    p.add_argument("--config", metavar="FILE", help="swarm.toml to check against")
+    p.add_argument("--json", action="store_true", help="print as JSON")
+    p.set_defaults(func=_providers)
+
+
+def rows(config_path: str | None, env: dict[str, str]) -> tuple[list[dict[str, Any]], Any]:
+    """One row per catalog model plus one per configured non-catalog provider."""
+    from swarm.config import load_config
+    from swarm.providers.catalog import PROVIDERS
+
+    config = load_config(config_path, env=env)
+    out: list[dict[str, Any]] = []
+    for name, info in PROVIDERS.items():
+        pc = config.providers.get(name)
+        key_env = pc.api_key_env if pc and pc.api_key_env else info.api_key_env
+        for short, m in info.models.items():
+            out.append({
+                "provider": name, "model": short, "api_name": m.api_name,
+                "in_usd_per_m": m.input_usd_per_m, "out_usd_per_m": m.output_usd_per_m,
+                "ttft_s": m.profile.ttft_s, "output_tps": m.profile.output_tps,
+                "key_env": key_env, "configured": pc is not None, "keyed": bool(env.get(key_env)),
+            })
+    for name, pc in config.providers.items():
+        if name in PROVIDERS:
+            continue
+        key_env = pc.api_key_env or ""
+        out.append({
+            "provider": name, "model": "*", "api_name": "", "in_usd_per_m": None,
+            "out_usd_per_m": None, "ttft_s": None, "output_tps": None, "key_env": key_env,
+            "configured": True,
+            "keyed": pc.kind == "sim" or bool(key_env and env.get(key_env)),
+        })
+    return out, config
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _providers(args: argparse.Namespace) -> int:
+    table, config = rows(args.config, dict(os.environ))
+    if args.json:
+        print(json.dumps({"config": config.source, "simulated": config.simulated,
+                          "models": table}, indent=2))
+        return 0
+    if sys.stdout.isatty():
+        from rich.console import Console
+        from rich.table import Table
+
+        t = Table(title="swarm providers")
+        for col in _COLUMNS:
+            t.add_column(col)
+        for r in table:
+            t.add_row(*(_cell(r[c]) for c in _COLUMNS))
+        Console().print(t)
+    else:
+        print("\t".join(_COLUMNS))
+        for r in table:
+            print("\t".join(_cell(r[c]) for c in _COLUMNS))
+    source = config.source or "built-in default"
+    note = " (simulator: no provider keys found)" if config.simulated else ""
+    print(f"config: {source}{note}", file=sys.stderr)
+    return 0

@@ -1,0 +1,86 @@
+"""`swarm sim serve`: the simulator as an OpenAI-compatible HTTP server on this machine."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import signal
+import sys
+from typing import Any
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    """Add `sim` (with its `serve` subcommand) to the `swarm` parser."""
+    sim = subparsers.add_parser("sim", help="simulated inference (no keys needed)")
+    sim_sub = sim.add_subparsers(dest="sim_command", metavar="SUBCOMMAND", required=True)
+    serve = sim_sub.add_parser(
+        "serve",
+        help="serve simulated chat completions over OpenAI-compatible HTTP",
+        description="Serve /v1/chat/completions with the latency of a catalog profile.",
+    )
+    serve.add_argument("--profile", default="cerebras/kimi-k2.6",
+                       help="catalog ref whose latency to simulate (default: %(default)s)")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8765, help="0 picks a free port")
+    serve.add_argument("--seed", type=int, default=0)
+    serve.add_argument("--time-scale", type=float, default=1.0,
+                       help="multiply every delay (0 = no latency)")
+    serve.add_argument("--error-rate", type=float, default=0.0, help="share of 500s")
+    serve.add_argument("--rate-limit-rate", type=float, default=0.0, help="share of 429s")
+    serve.add_argument("--retry-after", type=float, default=1.0,
+                       help="Retry-After of a 429, seconds")
+    serve.add_argument("--drop-rate", type=float, default=0.0,
+                       help="share of connections dropped mid-stream")
+    serve.add_argument("--stall-rate", type=float, default=0.0,
+                       help="share of streams that stop mid-way")
+    serve.add_argument("--malformed-rate", type=float, default=0.0,
+                       help="share of streams with a garbage chunk")
+    serve.add_argument("--script", metavar="MODULE:FUNCTION",
+                       help="reply script (default: the built-in demo script)")
+    serve.set_defaults(func=_serve)
+
+
+def _load_script(spec: str) -> Any:
+    from swarm.errors import ConfigError
+
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ConfigError(f"expected MODULE:FUNCTION, got {spec!r}", key="--script")
+    try:
+        func = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"cannot load {spec!r}: {exc}", key="--script") from exc
+    if not callable(func):
+        raise ConfigError(f"{spec!r} is not callable", key="--script")
+    return func
+
+
+async def _serve(args: argparse.Namespace) -> int:
+    import anyio
+
+    from swarm.providers.sim import Faults, SimEngine
+    from swarm.providers.sim_server import serve_sim
+
+    engine = SimEngine(
+        profile=args.profile,
+        script=_load_script(args.script) if args.script else None,
+        faults=Faults(
+            error_rate=args.error_rate,
+            rate_limit_rate=args.rate_limit_rate,
+            retry_after_s=args.retry_after,
+            drop_rate=args.drop_rate,
+            stall_rate=args.stall_rate,
+            malformed_rate=args.malformed_rate,
+        ),
+        seed=args.seed,
+        time_scale=args.time_scale,
+    )
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with serve_sim(engine, host=args.host, port=args.port) as url:
+            print(f"swarm sim: serving {args.profile} on {url}", flush=True)
+            async for _ in signals:
+                break
+    print("swarm sim: stopped", file=sys.stderr, flush=True)
+    return 0

@@ -1,0 +1,100 @@
+"""`swarm solve`, `swarm resume` and `swarm runs`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("solve", help="run a coding task as a swarm; hands back a branch")
+    p.add_argument("task", help="task file (markdown with optional YAML front matter)")
+    p.add_argument("--repo", help="target git repository (default: the task's, else the demo)")
+    p.add_argument("--plan", help="use this plan JSON instead of asking the planner")
+    _run_options(p)
+    p.set_defaults(func=_solve)
+
+    r = sub.add_parser("resume", help="continue a stopped, interrupted or crashed run")
+    r.add_argument("run_id")
+    _run_options(r)
+    r.set_defaults(func=_resume)
+
+    runs = sub.add_parser("runs", help="list runs and their state")
+    runs.add_argument("--state-dir", default=".swarm")
+    runs.add_argument("--json", action="store_true")
+    runs.set_defaults(func=_runs)
+
+
+def _run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", help="swarm.toml (default: $SWARM_CONFIG, ./swarm.toml)")
+    p.add_argument("--max-agents", type=int, help="sub-agents at once")
+    p.add_argument("--budget-usd", type=float, help="stop when this much is spent")
+    p.add_argument("--max-steps", type=int, help="stop after this many model calls")
+    p.add_argument("--deadline", help="stop after this long, e.g. 15m, 90s, 1h30m")
+    p.add_argument("--state-dir", default=".swarm", help="journal, reports, patches")
+    p.add_argument("--traces-dir", default="traces")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def _request(args: argparse.Namespace, **extra: Any) -> Any:
+    from swarm._duration import parse_duration
+    from swarm.solve import SolveRequest
+
+    return SolveRequest(
+        config_path=args.config,
+        max_agents=args.max_agents,
+        budget_usd=args.budget_usd,
+        max_steps=args.max_steps,
+        deadline_s=parse_duration(args.deadline) if args.deadline else None,
+        state_dir=args.state_dir,
+        traces_dir=args.traces_dir,
+        quiet=args.quiet or args.json,
+        **extra,
+    )
+
+
+async def _solve(args: argparse.Namespace) -> int:
+    from swarm.solve import solve
+
+    report = await solve(
+        _request(args, task_path=args.task, repo=args.repo, plan_path=args.plan)
+    )
+    return _print(report, args.json)
+
+
+async def _resume(args: argparse.Namespace) -> int:
+    from swarm.solve import solve
+
+    report = await solve(_request(args, task_path="", run_id=args.run_id))
+    return _print(report, args.json)
+
+
+def _print(report: dict[str, Any], as_json: bool) -> int:
+    if as_json:
+        print(json.dumps(report, indent=2))
+    else:
+        from pathlib import Path
+
+        print(Path(report["report"]).read_text(), end="")
+    return 0 if report["status"] == "done" else 1
+
+
+def _runs(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from swarm.journal import Journal
+
+    path = Path(args.state_dir) / "journal.db"
+    if not path.exists():
+        print("no runs yet" if not args.json else "[]")
+        return 0
+    with Journal.open(path) as journal:
+        rows = journal.list_runs()
+    if args.json:
+        print(json.dumps([r.model_dump(mode="json") for r in rows], indent=2))
+        return 0
+    for r in rows:
+        print(f"{r.run_id}  {r.status:<11} ${r.cost_usd:.4f}  {r.task_title}")
+    return 0

@@ -1,0 +1,138 @@
+"""OTLP JSON encoding of spans: the OpenTelemetry file-exporter format, one line per batch.
+
+Rules of the format (OTLP/JSON): trace and span ids as lowercase hex, enums as integers,
+lowerCamelCase keys, 64-bit integers as decimal strings, `parentSpanId` omitted on roots,
+zero dropped-counts omitted. Each line is one `TracesData` object:
+`{"resourceSpans": [{"resource": ..., "scopeSpans": [{"scope": ..., "spans": [...]}]}]}`.
+
+Everything here builds strings directly (no intermediate dicts) because the recorder and the
+synthetic-trace writer encode up to millions of spans.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+__all__ = [
+    "KIND_CLIENT",
+    "KIND_INTERNAL",
+    "KIND_SERVER",
+    "STATUS_ERROR",
+    "STATUS_OK",
+    "STATUS_UNSET",
+    "encode_attributes",
+    "encode_span",
+    "encode_value",
+    "traces_data_line",
+]
+
+KIND_INTERNAL = 1
+KIND_SERVER = 2
+KIND_CLIENT = 3
+STATUS_UNSET = 0
+STATUS_OK = 1
+STATUS_ERROR = 2
+
+_dumps = json.dumps
+
+
+def encode_value(value: Any) -> str:
+    """One OTLP `AnyValue` as JSON text."""
+    if isinstance(value, bool):  # before int: bool is an int subclass
+        return '{"boolValue":true}' if value else '{"boolValue":false}'
+    if isinstance(value, int):
+        return f'{{"intValue":"{value}"}}'
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            return f'{{"stringValue":"{value}"}}'
+        return f'{{"doubleValue":{value!r}}}'
+    if isinstance(value, str):
+        return f'{{"stringValue":{_dumps(value)}}}'
+    if isinstance(value, (list, tuple)):
+        inner = ",".join(encode_value(v) for v in value)
+        return f'{{"arrayValue":{{"values":[{inner}]}}}}'
+    if isinstance(value, bytes):
+        return f'{{"stringValue":{_dumps(value.hex())}}}'
+    return f'{{"stringValue":{_dumps(str(value))}}}'
+
+
+def encode_attributes(attrs: Mapping[str, Any] | None) -> str:
+    """A JSON array of OTLP `KeyValue`s (without the surrounding key)."""
+    if not attrs:
+        return "[]"
+    parts = [f'{{"key":{_dumps(k)},"value":{encode_value(v)}}}' for k, v in attrs.items()]
+    return "[" + ",".join(parts) + "]"
+
+
+def encode_span(
+    *,
+    trace_id: str,
+    span_id: str,
+    parent_span_id: str | None,
+    name: str,
+    kind: int,
+    start_ns: int,
+    end_ns: int,
+    attributes: Mapping[str, Any] | None = None,
+    events: Sequence[tuple[str, int, Mapping[str, Any] | None]] = (),
+    links: Sequence[tuple[str, str, Mapping[str, Any] | None]] = (),
+    status_code: int = STATUS_UNSET,
+    status_message: str = "",
+    dropped_attributes: int = 0,
+    dropped_events: int = 0,
+    dropped_links: int = 0,
+    raw_attributes: str | None = None,
+) -> str:
+    """One OTLP `Span` as JSON text. Events are (name, time_ns, attrs); links are
+    (trace_id, span_id, attrs), all ids in hex. `raw_attributes`, when given, is an
+    already-encoded attribute array used instead of `attributes` (hot writers)."""
+    out = [f'{{"traceId":"{trace_id}","spanId":"{span_id}"']
+    if parent_span_id:
+        out.append(f',"parentSpanId":"{parent_span_id}"')
+    out.append(
+        f',"name":{_dumps(name)},"kind":{kind},'
+        f'"startTimeUnixNano":"{start_ns}","endTimeUnixNano":"{end_ns}",'
+        f'"attributes":{raw_attributes or encode_attributes(attributes)}'
+    )
+    if dropped_attributes:
+        out.append(f',"droppedAttributesCount":{dropped_attributes}')
+    if events:
+        evs = ",".join(
+            f'{{"timeUnixNano":"{t}","name":{_dumps(n)},"attributes":{encode_attributes(a)}}}'
+            for n, t, a in events
+        )
+        out.append(f',"events":[{evs}]')
+    if dropped_events:
+        out.append(f',"droppedEventsCount":{dropped_events}')
+    if links:
+        lks = ",".join(
+            f'{{"traceId":"{t}","spanId":"{s}","attributes":{encode_attributes(a)}}}'
+            for t, s, a in links
+        )
+        out.append(f',"links":[{lks}]')
+    if dropped_links:
+        out.append(f',"droppedLinksCount":{dropped_links}')
+    if status_code:
+        msg = f',"message":{_dumps(status_message)}' if status_message else ""
+        out.append(f',"status":{{"code":{status_code}{msg}}}')
+    else:
+        out.append(',"status":{}')
+    out.append("}")
+    return "".join(out)
+
+
+def traces_data_line(
+    resource_attrs: Mapping[str, Any],
+    scope_name: str,
+    spans_json: Iterable[str],
+    scope_version: str = "",
+) -> str:
+    """One JSON Lines record (no trailing newline) holding already-encoded spans."""
+    version = f',"version":{_dumps(scope_version)}' if scope_version else ""
+    return (
+        f'{{"resourceSpans":[{{"resource":{{"attributes":{encode_attributes(resource_attrs)}}},'
+        f'"scopeSpans":[{{"scope":{{"name":{_dumps(scope_name)}{version}}},'
+        f'"spans":[{",".join(spans_json)}]}}]}}]}}'
+    )

@@ -1,0 +1,1 @@
+"""Latency analysis of swarm traces: load, critical path, ledger, summary, what-if."""

@@ -1,0 +1,352 @@
+"""Configuration: providers, tiers, roles, routing and budgets, from `swarm.toml`.
+
+Where it comes from, first found wins: an explicit path, `$SWARM_CONFIG`, `./swarm.toml`,
+`[tool.swarm]` in `./pyproject.toml`, else a default built from the catalog providers whose
+key env var is set, else the simulator. Config holds only the *name* of each key's env var;
+keys are read from the environment when providers are built (`build_providers`) and never
+stored here, so they cannot leak through a repr, a span or a log line.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from swarm.errors import ConfigError
+from swarm.model import Provider
+
+__all__ = [
+    "DEFAULT_ROLES",
+    "BudgetConfig",
+    "ModelConfig",
+    "ProviderConfig",
+    "RoutingConfig",
+    "SwarmConfig",
+    "TierConfig",
+    "build_providers",
+    "load_config",
+    "split_ref",
+]
+
+DEFAULT_ROLES: Mapping[str, str] = {
+    "planner": "reasoning",
+    "coder": "speed",
+    "tester": "speed",
+    "fixer": "speed",
+}
+"""Role → tier when `[roles]` does not say otherwise."""
+
+_STRICT = ConfigDict(frozen=True, extra="forbid")
+
+
+class ModelConfig(BaseModel):
+    """Per-model overrides under `[providers.NAME.models."MODEL"]`."""
+
+    model_config = _STRICT
+    api_name: str | None = None
+    """Name sent to the provider, when it differs from the name in tier refs."""
+    input_usd_per_m: float | None = Field(default=None, ge=0)
+    output_usd_per_m: float | None = Field(default=None, ge=0)
+    profile: str | None = None
+    """Catalog ref whose latency profile this model has (`cerebras/kimi-k2.6`)."""
+    max_concurrency: int | None = Field(default=None, ge=1)
+    rpm: int | None = Field(default=None, ge=1)
+    tpm: int | None = Field(default=None, ge=1)
+
+
+class ProviderConfig(BaseModel):
+    """One endpoint under `[providers.NAME]`; a catalog preset name fills the blanks."""
+
+    model_config = _STRICT
+    kind: Literal["openai", "anthropic", "sim"] | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    """Name of the env var holding the key (never the key itself)."""
+    auth_style: Literal["bearer", "api-key"] | None = None
+    query: dict[str, str] | None = None
+    headers: dict[str, str] = Field(default_factory=dict)
+    max_concurrency: int | None = Field(default=None, ge=1)
+    """Requests in flight at once to this provider (AIMD lowers it after 429s)."""
+    rpm: int | None = Field(default=None, ge=1)
+    """Requests per minute."""
+    tpm: int | None = Field(default=None, ge=1)
+    """Tokens (in + out) per minute."""
+    connect_timeout_s: float = Field(default=10.0, gt=0)
+    stall_timeout_s: float = Field(default=30.0, gt=0)
+    seed: int = 0
+    """Simulator only: random seed for jitter and faults."""
+    time_scale: float = Field(default=1.0, ge=0)
+    """Simulator only: multiplies every simulated duration (0.01 for quick demos)."""
+    models: dict[str, ModelConfig] = Field(default_factory=dict)
+
+
+class TierConfig(BaseModel):
+    """A tier: candidate models in order of preference, and optional budgets."""
+
+    model_config = _STRICT
+    models: list[str] = Field(min_length=1)
+    """Candidates as `provider/model`, e.g. `["cerebras/kimi-k2.6", "groq/kimi-k2.6"]`."""
+    budget_usd: float | None = Field(default=None, gt=0)
+    budget_tokens: int | None = Field(default=None, gt=0)
+
+
+class RoutingConfig(BaseModel):
+    """Retries, backoff, circuit breaker, hedging and AIMD settings (`[routing]`)."""
+
+    model_config = _STRICT
+    max_attempts: int = Field(default=3, ge=1)
+    """Attempts per candidate before failing over to the next one."""
+    backoff_initial_s: float = Field(default=0.5, ge=0)
+    backoff_max_s: float = Field(default=20.0, ge=0)
+    max_retry_after_s: float = Field(default=60.0, ge=0)
+    """Longest Retry-After honoured; longer asks fail over instead of waiting."""
+    breaker_failures: int = Field(default=5, ge=1)
+    """Consecutive failures (or stalls) that open a candidate's circuit."""
+    breaker_cooldown_s: float = Field(default=15.0, ge=0)
+    """How long an open circuit is skipped before one probe call is let through."""
+    hedge: bool = True
+    """Start the next candidate when the first token is later than the p95 TTFT."""
+    hedge_min_s: float = Field(default=0.05, ge=0)
+    """Never hedge sooner than this."""
+    hedge_after_s: float | None = Field(default=None, gt=0)
+    """Fixed hedge delay, instead of the observed p95 TTFT."""
+    aimd_recover_every: int = Field(default=10, ge=1)
+    """Successes per +1 of the concurrency limit after a 429 cut it."""
+    default_output_tokens: int = Field(default=1024, ge=1)
+    """Output estimate for limits and budgets when a request sets no max_tokens."""
+
+
+class BudgetConfig(BaseModel):
+    """Spend caps for a whole run (`[budget]`)."""
+
+    model_config = _STRICT
+    usd: float | None = Field(default=None, gt=0)
+    tokens: int | None = Field(default=None, gt=0)
+
+
+class SwarmConfig(BaseModel):
+    """The whole configuration, validated and with catalog presets resolved."""
+
+    model_config = _STRICT
+    providers: dict[str, ProviderConfig] = Field(default_factory=dict)
+    tiers: dict[str, TierConfig] = Field(default_factory=dict)
+    roles: dict[str, str] = Field(default_factory=dict)
+    routing: RoutingConfig = Field(default_factory=RoutingConfig)
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    source: str | None = None
+    """File the config came from; None for the built-in default."""
+
+    @property
+    def simulated(self) -> bool:
+        """True when every provider is the simulator: replies and latency are not real."""
+        return bool(self.providers) and all(p.kind == "sim" for p in self.providers.values())
+
+    def tier_for_role(self, role: str) -> str:
+        tier = self.roles.get(role) or DEFAULT_ROLES.get(role, "speed")
+        return tier if tier in self.tiers else "speed"
+
+
+def split_ref(ref: str) -> tuple[str, str]:
+    """`provider/model` → (provider, model), split at the first `/`."""
+    provider, sep, model = ref.partition("/")
+    if not sep or not provider or not model:
+        raise ValueError(f"expected 'provider/model', got {ref!r}")
+    return provider, model
+
+
+def load_config(
+    path: str | Path | None = None, *, env: Mapping[str, str] = os.environ
+) -> SwarmConfig:
+    """Find, parse and validate the config; raise ConfigError naming file and key."""
+    if path is None and env.get("SWARM_CONFIG"):
+        path = env["SWARM_CONFIG"]
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError("config file not found", path=str(p))
+        data = _read_toml(p)
+        if p.name == "pyproject.toml":
+            data = data.get("tool", {}).get("swarm", {})
+        return _build(data, source=str(p), env=env)
+    if Path("swarm.toml").is_file():
+        return _build(_read_toml(Path("swarm.toml")), source="swarm.toml", env=env)
+    if Path("pyproject.toml").is_file():
+        tool = _read_toml(Path("pyproject.toml")).get("tool", {})
+        if isinstance(tool, dict) and "swarm" in tool:
+            return _build(tool["swarm"], source="pyproject.toml", env=env)
+    return _build({}, source=None, env=env)
+
+
+def _read_toml(p: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(p.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        line = getattr(exc, "lineno", None)
+        raise ConfigError(
+            f"invalid TOML: {exc}", path=str(p), key=f"line {line}" if line else None
+        ) from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot read config: {exc.strerror}", path=str(p)) from exc
+
+
+def _loc(loc: tuple[int | str, ...], prefix: str = "") -> str:
+    out = prefix
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _build(data: Mapping[str, Any], *, source: str | None, env: Mapping[str, str]) -> SwarmConfig:
+    prefix = "tool.swarm" if source and source.endswith("pyproject.toml") else ""
+    try:
+        raw = SwarmConfig.model_validate({**data, "source": source})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = _loc(err["loc"], prefix) or None
+        more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        raise ConfigError(f"{msg}{more}", path=source, key=key) from exc
+    providers = {n: _resolve(n, p, source, prefix) for n, p in raw.providers.items()}
+    if not providers:
+        providers = _default_providers(env)
+    tiers = raw.tiers or _default_tiers(providers)
+    _check_refs(tiers, providers, raw.roles, source, prefix)
+    return raw.model_copy(update={"providers": providers, "tiers": tiers})
+
+
+def _resolve(name: str, p: ProviderConfig, source: str | None, prefix: str) -> ProviderConfig:
+    """Fill kind/base_url/key env/auth from the catalog preset of the same name."""
+    from swarm.providers.catalog import PROVIDERS
+
+    preset = PROVIDERS.get(name)
+    update: dict[str, Any] = {}
+    if preset is not None:
+        for field in ("kind", "base_url", "api_key_env", "auth_style", "query"):
+            value = getattr(preset, field)
+            if getattr(p, field) is None and value:
+                update[field] = dict(value) if field == "query" else value
+    kind = update.get("kind", p.kind)
+    key = _loc(("providers", name), prefix)
+    if kind is None:
+        known = ", ".join(sorted(PROVIDERS))
+        raise ConfigError(
+            f"not a catalog provider ({known}): set kind = 'openai' | 'anthropic' | 'sim'",
+            path=source,
+            key=f"{key}.kind",
+        )
+    if kind != "sim" and not (update.get("base_url") or p.base_url):
+        raise ConfigError("base_url is required for this provider", path=source, key=key)
+    return p.model_copy(update=update) if update else p
+
+
+def _default_providers(env: Mapping[str, str]) -> dict[str, ProviderConfig]:
+    from swarm.providers.catalog import PROVIDERS
+
+    out: dict[str, ProviderConfig] = {}
+    for name, info in PROVIDERS.items():
+        if info.api_key_env and env.get(info.api_key_env):
+            out[name] = _resolve(name, ProviderConfig(), None, "")
+    return out or {"sim": ProviderConfig(kind="sim")}
+
+
+def _catalog_models(info: Any) -> list[Any]:
+    models = info.models
+    return list(models.values()) if isinstance(models, Mapping) else list(models)
+
+
+def _default_tiers(providers: Mapping[str, ProviderConfig]) -> dict[str, TierConfig]:
+    if all(p.kind == "sim" for p in providers.values()):
+        name = next(iter(providers))
+        return {
+            "speed": TierConfig(models=[f"{name}/cerebras/kimi-k2.6"]),
+            "reasoning": TierConfig(models=[f"{name}/moonshot/kimi-k2.6"]),
+        }
+    from swarm.providers.catalog import PROVIDERS
+
+    refs: list[tuple[float, str, int]] = []
+    for name in providers:
+        info = PROVIDERS.get(name)
+        for m in _catalog_models(info) if info else []:
+            model = split_ref(m.ref)[1] if m.ref.startswith(f"{name}/") else m.api_name
+            refs.append(
+                (m.profile.expected_s(10_000, 500), f"{name}/{model}", m.profile.reasoning_tokens)
+            )
+    if not refs:
+        raise ConfigError("no tiers configured and no catalog models for the keyed providers")
+    speed = [r for _, r, _ in sorted(refs)]
+    # Reasoning tier: models that think first, then the rest, slowest-but-thinking first.
+    reasoning = [r for _, r, _ in sorted(refs, key=lambda t: (-t[2], t[0]))]
+    return {"speed": TierConfig(models=speed), "reasoning": TierConfig(models=reasoning)}
+
+
+def _check_refs(
+    tiers: Mapping[str, TierConfig],
+    providers: Mapping[str, ProviderConfig],
+    roles: Mapping[str, str],
+    source: str | None,
+    prefix: str,
+) -> None:
+    configured = ", ".join(sorted(providers)) or "(none)"
+    for tier, t in tiers.items():
+        for i, ref in enumerate(t.models):
+            key = _loc(("tiers", tier, "models", i), prefix)
+            try:
+                provider, _ = split_ref(ref)
+            except ValueError as exc:
+                raise ConfigError(str(exc), path=source, key=key) from None
+            if provider not in providers:
+                raise ConfigError(
+                    f"unknown provider {provider!r} in {ref!r}; configured providers: {configured}",
+                    path=source,
+                    key=key,
+                )
+    for role, tier in roles.items():
+        if tier not in tiers:
+            raise ConfigError(
+                f"unknown tier {tier!r}; configured tiers: {', '.join(sorted(tiers))}",
+                path=source,
+                key=_loc(("roles", role), prefix),
+            )
+
+
+def build_providers(
+    config: SwarmConfig, env: Mapping[str, str] = os.environ
+) -> dict[str, Provider]:
+    """Make one Provider per configured provider, reading keys from `env` now."""
+    out: dict[str, Provider] = {}
+    for name, p in config.providers.items():
+        key = env.get(p.api_key_env) if p.api_key_env else None
+        if p.kind == "sim":
+            from swarm.providers.sim import SimProvider
+
+            out[name] = SimProvider(name, seed=p.seed, time_scale=p.time_scale)
+        elif p.kind == "anthropic":
+            from swarm.providers.anthropic import AnthropicProvider
+
+            out[name] = AnthropicProvider(
+                name, p.base_url or "https://api.anthropic.com", api_key=key
+            )
+        else:
+            from swarm.providers.openai import OpenAIProvider
+
+            out[name] = OpenAIProvider(
+                name,
+                p.base_url or "",
+                api_key=key,
+                auth_style=p.auth_style or "bearer",
+                query=p.query,
+                headers=p.headers or None,
+                connect_timeout_s=p.connect_timeout_s,
+                stall_timeout_s=p.stall_timeout_s,
+            )
+    return out

@@ -1,0 +1,144 @@
+"""The merge queue: green patches land on the integration branch one at a time.
+
+The integration branch `swarm/<run-id>` lives in its own worktree, so the user's checkout
+and current branch are never touched. Each merge applies a patch with a three-way merge,
+re-runs the check, and commits; a conflict or a red check is reported back so the
+coordinator can send a fixer to rebase on the new head.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import anyio
+
+from swarm import _semconv as sc
+from swarm.check import CheckResult, run_check
+from swarm.errors import WorkspaceError
+from swarm.tracing import tracer
+from swarm.workspace import git
+
+__all__ = ["MergeQueue", "MergeResult"]
+
+MergeKind = Literal["merged", "empty", "conflict", "red"]
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    kind: MergeKind
+    commit: str | None = None
+    output: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.kind in ("merged", "empty")
+
+
+class MergeQueue:
+    """Serialises merges onto the integration branch, checking after each one."""
+
+    def __init__(self, worktree: Path, branch: str, check: str | None, timeout_s: float) -> None:
+        self.worktree = worktree
+        """The integration branch's own worktree."""
+        self.branch = branch
+        self.check = check
+        self.timeout_s = timeout_s
+        self.head = ""
+        """Commit at the tip of the integration branch."""
+        self._lock = anyio.Lock()
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls,
+        repo: Path,
+        *,
+        run_id: str,
+        base: str,
+        check: str | None,
+        timeout_s: float = 600.0,
+    ) -> AsyncIterator[MergeQueue]:
+        """Create (or, on resume, reuse) `swarm/<run-id>` at `base` and check it out apart."""
+        branch = f"swarm/{run_id}"
+        common = await git("rev-parse", "--path-format=absolute", "--git-common-dir", cwd=repo)
+        path = Path(common) / "swarm-worktrees" / run_id / "integration"
+        exists = await _branch_exists(repo, branch)
+        if not exists:
+            await git("branch", branch, base, cwd=repo)
+        if path.exists():
+            await git("worktree", "remove", "--force", str(path), cwd=repo)
+        await git("worktree", "prune", cwd=repo)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        await git("worktree", "add", "--quiet", str(path), branch, cwd=repo)
+        queue = cls(path, branch, check, timeout_s)
+        try:
+            queue.head = await git("rev-parse", "HEAD", cwd=path)
+            yield queue
+        finally:
+            with anyio.move_on_after(30, shield=True):
+                await git("worktree", "remove", "--force", str(path), cwd=repo)
+
+    async def merge(self, name: str, title: str, patch: str) -> MergeResult:
+        """Apply `patch`, run the check, commit; or undo and say why not."""
+        with tracer().start_as_current_span(
+            f"{sc.WAIT_SPAN} {sc.WAIT_MERGE}", attributes={sc.WAIT_KIND: sc.WAIT_MERGE}
+        ):
+            await self._lock.acquire()
+        try:
+            return await self._merge(name, title, patch)
+        finally:
+            self._lock.release()
+
+    async def _merge(self, name: str, title: str, patch: str) -> MergeResult:
+        if not patch.strip():
+            return MergeResult("empty", self.head)
+        with tempfile.NamedTemporaryFile("w", suffix=".patch", delete=False) as f:
+            f.write(patch if patch.endswith("\n") else patch + "\n")
+        try:
+            await git("apply", "--3way", "--index", "--whitespace=nowarn", f.name,
+                      cwd=self.worktree)  # fmt: skip
+        except WorkspaceError as exc:
+            await self._reset()
+            return MergeResult("conflict", output=str(exc))
+        finally:
+            os.unlink(f.name)
+        if self.check:
+            result = await self.run_check()
+            if not result.passed:
+                await self._reset()
+                return MergeResult("red", output=result.output)
+        return MergeResult("merged", await self.commit(f"swarm: {name}: {title}"))
+
+    async def run_check(self) -> CheckResult:
+        assert self.check is not None
+        return await run_check(self.check, self.worktree, timeout_s=self.timeout_s)
+
+    async def commit(self, message: str) -> str:
+        """Commit everything in the integration worktree (a no-op when clean)."""
+        await git("add", "-A", cwd=self.worktree)
+        status = await git("status", "--porcelain", cwd=self.worktree)
+        if status.strip():
+            await git(
+                "-c", "user.name=swarm", "-c", "user.email=swarm@localhost",
+                "commit", "--quiet", "--no-verify", "-m", message, cwd=self.worktree,
+            )  # fmt: skip
+        self.head = await git("rev-parse", "HEAD", cwd=self.worktree)
+        return self.head
+
+    async def _reset(self) -> None:
+        await git("reset", "--hard", "--quiet", "HEAD", cwd=self.worktree)
+        await git("clean", "-fdq", cwd=self.worktree)
+
+
+async def _branch_exists(repo: Path, branch: str) -> bool:
+    try:
+        await git("rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", cwd=repo)
+    except WorkspaceError:
+        return False
+    return True

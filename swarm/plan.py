@@ -1,0 +1,490 @@
+"""The plan contract: a DAG of subtasks with file scopes, its validation and its order.
+
+```json
+{"subtasks": [{"id": "a", "title": "...", "instructions": "...",
+               "files": ["src/log.py", "src/util/"], "depends_on": []}]}
+```
+
+`validate_plan` turns untrusted JSON (a planner model's reply, `--plan plan.json`) into a
+`Plan`, reporting every problem at once so the planner can fix them in one go. Two
+subtasks that could run at the same time and whose file scopes overlap are not an error:
+the later one (in plan order) is made to depend on the earlier one, and the added edge is
+recorded in `Plan.added_dependencies`. Scopes overlap when they name the same path, one is
+a directory prefix of the other, or a glob may match the other (checked conservatively).
+
+`Plan.ready` hands out runnable subtasks longest-remaining-chain first, the classic
+critical-path list-scheduling rule, so the makespan is not set by a chain started late.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import posixpath
+import re
+from collections.abc import Iterator, Mapping, Sequence, Set
+from fnmatch import fnmatchcase
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from pydantic import BaseModel, PrivateAttr, model_validator
+
+from swarm.errors import ConfigError
+
+__all__ = [
+    "Plan",
+    "PlanError",
+    "Subtask",
+    "load_plan",
+    "parse_plan_reply",
+    "validate_plan",
+]
+
+_KEYS = ("id", "title", "instructions", "files", "depends_on")
+_GLOB_CHARS = "*?["
+
+
+class Subtask(BaseModel, frozen=True):
+    """One unit of work for one coder agent."""
+
+    id: str
+    """Unique within the plan; used in branch names, traces and the journal."""
+    title: str
+    instructions: str
+    """What the coder is asked to do."""
+    files: tuple[str, ...] = ()
+    """The subtask's file scope: paths, directories (`src/util/`) or globs (`tests/*.py`)."""
+    depends_on: tuple[str, ...] = ()
+    """Ids that must be merged before this one starts (overlap edges included)."""
+
+
+class Plan(BaseModel, frozen=True):
+    """A validated DAG of subtasks. Build it with `validate_plan` from untrusted data."""
+
+    subtasks: tuple[Subtask, ...]
+    added_dependencies: tuple[tuple[str, str], ...] = ()
+    """(subtask, now depends on) edges added because their file scopes overlap."""
+
+    _by_id: Mapping[str, Subtask] = PrivateAttr(default_factory=dict)
+    _chain: dict[str, int] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check_graph(self) -> Plan:
+        ids = [s.id for s in self.subtasks]
+        deps = [list(s.depends_on) for s in self.subtasks]
+        problems = _graph_problems(ids, deps, [f"subtasks[{i}]" for i in range(len(ids))])
+        if problems:
+            raise ValueError("; ".join(problems))
+        self._by_id = MappingProxyType({s.id: s for s in self.subtasks})
+        return self
+
+    def by_id(self) -> Mapping[str, Subtask]:
+        """Subtasks by id (read-only)."""
+        return self._by_id
+
+    def chain_length(self, id: str) -> int:
+        """Subtasks on the longest path from `id` to one nothing depends on (itself counts)."""
+        if not self._chain:
+            ids = [s.id for s in self.subtasks]
+            index = {s: i for i, s in enumerate(ids)}
+            deps = [[index[d] for d in s.depends_on] for s in self.subtasks]
+            lengths = _chain_lengths(deps)
+            self._chain.update(zip(ids, lengths, strict=True))
+        return self._chain[id]
+
+    def ready(self, done: Set[str], running: Set[str] = frozenset()) -> list[Subtask]:
+        """Subtasks whose dependencies are all done, not done or running themselves;
+        longest remaining chain first, ties by id."""
+        out = [
+            s
+            for s in self.subtasks
+            if s.id not in done and s.id not in running and all(d in done for d in s.depends_on)
+        ]
+        out.sort(key=lambda s: (-self.chain_length(s.id), s.id))
+        return out
+
+    def to_json(self) -> str:
+        return self.model_dump_json(indent=2)
+
+
+class PlanError(ConfigError):
+    """A plan that cannot be used; `problems` lists every reason, one sentence each."""
+
+    def __init__(self, problems: Sequence[str], *, source: str = "plan") -> None:
+        self.problems = list(problems)
+        """Each problem, naming the subtask (`subtasks[2] ('c')`) and the fix."""
+        if len(self.problems) == 1:
+            message = self.problems[0]
+        else:
+            listed = "\n".join(f"- {p}" for p in self.problems)
+            message = f"{len(self.problems)} problems:\n{listed}"
+        super().__init__(message, path=source)
+
+
+def load_plan(path: Path) -> Plan:
+    """Read and validate a plan file (JSON)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PlanError([f"cannot read plan file: {exc}"], source=str(path)) from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        where = f"line {exc.lineno}, column {exc.colno}"
+        raise PlanError([f"{where}: not valid JSON: {exc.msg}"], source=str(path)) from None
+    return validate_plan(data, source=str(path))
+
+
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[^\n]*\n(.*?)```", re.DOTALL)
+
+
+def parse_plan_reply(text: str) -> Plan:
+    """The plan in a model's reply: bare JSON, a ```json fence, or JSON amid prose."""
+    source = "planner reply"
+    candidates = [m.group(2) for m in _FENCE.finditer(text)]
+    decode_error: json.JSONDecodeError | None = None
+    for candidate in [*candidates, text]:
+        try:
+            data = json.loads(candidate)
+        except json.JSONDecodeError as exc:
+            if candidate is not text and decode_error is None:
+                decode_error = exc
+            continue
+        return validate_plan({"subtasks": data} if isinstance(data, list) else data, source=source)
+    found = _embedded_object(text)
+    if found is not None:
+        return validate_plan(found, source=source)
+    if decode_error is not None:
+        where = f"line {decode_error.lineno}, column {decode_error.colno}"
+        problem = f"the JSON block is not valid JSON ({where} of the block): {decode_error.msg}"
+        raise PlanError([problem], source=source)
+    raise PlanError(
+        ['the reply contains no JSON plan; answer with {"subtasks": [...]}'], source=source
+    )
+
+
+def _embedded_object(text: str) -> object | None:
+    """The first JSON object in `text` that has a `subtasks` key, else the first object."""
+    decoder = json.JSONDecoder()
+    first: object | None = None
+    for match in re.finditer(r"\{", text):
+        try:
+            value, _ = decoder.raw_decode(text, match.start())
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict) and "subtasks" in value:
+            return value
+        if first is None and isinstance(value, dict):
+            first = value
+    return first
+
+
+def validate_plan(data: object, *, source: str = "plan") -> Plan:
+    """Check `data` against the plan contract; raise PlanError listing every problem."""
+    if not isinstance(data, dict) or "subtasks" not in data:
+        raise PlanError(['a plan is a JSON object {"subtasks": [...]}'], source=source)
+    raw = data["subtasks"]
+    if not isinstance(raw, list) or not raw:
+        raise PlanError(["subtasks must be a non-empty list of subtask objects"], source=source)
+    problems: list[str] = []
+    items = [_read_subtask(i, item, problems) for i, item in enumerate(raw)]
+    ids = [str(item.get("id", "")) for item in items]
+    deps = [list(item.get("depends_on", ())) for item in items]
+    labels = [f"subtasks[{i}]" + (f" ({x!r})" if x else "") for i, x in enumerate(ids)]
+    problems += _graph_problems(ids, deps, labels, skip_empty=True)
+    if problems:
+        raise PlanError(problems, source=source)
+    index = {x: i for i, x in enumerate(ids)}
+    edges = [[index[d] for d in ds] for ds in deps]
+    added = _serialise_overlaps(edges, _overlap_masks([item["files"] for item in items]))
+    for later, earlier in added:
+        deps[later].append(ids[earlier])
+    subtasks = tuple(
+        Subtask(
+            id=ids[i],
+            title=item["title"],
+            instructions=item["instructions"],
+            files=tuple(item["files"]),
+            depends_on=tuple(deps[i]),
+        )
+        for i, item in enumerate(items)
+    )
+    return Plan(
+        subtasks=subtasks,
+        added_dependencies=tuple((ids[a], ids[b]) for a, b in added),
+    )
+
+
+def _read_subtask(i: int, item: object, problems: list[str]) -> dict[str, Any]:
+    """The subtask's fields, normalised; type problems are appended to `problems`."""
+    at = f"subtasks[{i}]"
+    if not isinstance(item, dict):
+        problems.append(f"{at} must be an object with keys {', '.join(_KEYS)}")
+        return {"files": []}
+    out: dict[str, Any] = {}
+    for key in item:
+        if key not in _KEYS:
+            problems.append(f"{at}: unknown key {key!r} (allowed: {', '.join(_KEYS)})")
+    for key in ("id", "title", "instructions"):
+        value = item.get(key)
+        if not isinstance(value, str) or not value.strip():
+            what = "missing" if value is None else "empty" if isinstance(value, str) else "not text"
+            problems.append(f"{at}.{key} must be a non-empty string ({what})")
+        else:
+            out[key] = value.strip() if key == "id" else value
+    for key in ("files", "depends_on"):
+        value = item.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            problems.append(f"{at}.{key} must be a list of strings")
+            value = [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+        out[key] = list(dict.fromkeys(value))
+    files = []
+    for f in out["files"]:
+        norm = _normalise(f)
+        if norm is None:
+            problems.append(f"{at}.files: {f!r} must be a path inside the repository")
+        else:
+            files.append(norm)
+    out["files"] = list(dict.fromkeys(files))
+    return out
+
+
+def _normalise(path: str) -> str | None:
+    """Repo-relative POSIX path; a trailing `/` is kept to mark a directory."""
+    text = path.strip().replace("\\", "/")
+    if not text or text.startswith("/") or re.match(r"^[A-Za-z]:/", text):
+        return None
+    norm = posixpath.normpath(text)
+    if norm == ".." or norm.startswith("../"):
+        return None
+    if norm == ".":
+        return "*"  # the whole repository
+    return norm + "/" if text.endswith("/") else norm
+
+
+def _overlap_masks(scopes: Sequence[Sequence[str]]) -> list[int]:
+    """For each subtask, a bitset of the other subtasks whose scope overlaps its own."""
+    exact: dict[str, int] = {}  # literal path -> subtasks naming it
+    under: dict[str, int] = {}  # directory -> subtasks naming something below it
+    literals: list[tuple[int, str, bool]] = []  # (subtask, path, may be a directory)
+    globs: list[tuple[int, str]] = []
+    for j, scope in enumerate(scopes):
+        for entry in scope:
+            if any(c in entry for c in _GLOB_CHARS):
+                globs.append((j, entry))
+                continue
+            path = entry.rstrip("/")
+            maybe_dir = entry.endswith("/") or "." not in posixpath.basename(path)
+            literals.append((j, path, maybe_dir))
+            exact[path] = exact.get(path, 0) | (1 << j)
+            for parent in _parents(path):
+                under[parent] = under.get(parent, 0) | (1 << j)
+    masks = [0] * len(scopes)
+    for j, path, _ in literals:
+        masks[j] |= exact[path] | under.get(path, 0)
+        for parent in _parents(path):
+            masks[j] |= exact.get(parent, 0)
+    for n, (j, pattern) in enumerate(globs):
+        prefix, suffix = _literal_ends(pattern)
+        for k, path, maybe_dir in literals:
+            if fnmatchcase(path, pattern) or (maybe_dir and _compatible(path + "/", prefix)):
+                masks[j] |= 1 << k
+                masks[k] |= 1 << j
+        for k, other in globs[n + 1 :]:
+            other_prefix, other_suffix = _literal_ends(other)
+            if _compatible(prefix, other_prefix) and _compatible_end(suffix, other_suffix):
+                masks[j] |= 1 << k
+                masks[k] |= 1 << j
+    return [mask & ~(1 << j) for j, mask in enumerate(masks)]
+
+
+def _parents(path: str) -> Iterator[str]:
+    """`a/b/c` -> `a/b`, `a`."""
+    while "/" in path:
+        path = path.rsplit("/", 1)[0]
+        yield path
+
+
+def _literal_ends(pattern: str) -> tuple[str, str]:
+    """The text before a glob's first wildcard and after its last one."""
+    first = min(pattern.index(c) for c in _GLOB_CHARS if c in pattern)
+    last = max((pattern.rindex(c) for c in "*?]" if c in pattern), default=first)
+    return pattern[:first], pattern[last + 1 :]
+
+
+def _compatible(a: str, b: str) -> bool:
+    return a.startswith(b) or b.startswith(a)
+
+
+def _compatible_end(a: str, b: str) -> bool:
+    return a.endswith(b) or b.endswith(a)
+
+
+# --- graph algorithms on index lists: deps[i] holds the indices subtask i depends on ---
+
+
+def _graph_problems(
+    ids: Sequence[str],
+    deps: Sequence[Sequence[str]],
+    labels: Sequence[str],
+    *,
+    skip_empty: bool = False,
+) -> list[str]:
+    """Duplicate ids, unknown and self dependencies, and one named cycle per knot."""
+    problems: list[str] = []
+    index: dict[str, int] = {}
+    for i, x in enumerate(ids):
+        if not x:
+            if not skip_empty:
+                problems.append(f"{labels[i]} has an empty id")
+        elif x in index:
+            problems.append(f"duplicate id {x!r}: {labels[index[x]]} and {labels[i]}")
+        else:
+            index[x] = i
+    adj: list[list[int]] = [[] for _ in ids]
+    for i, ds in enumerate(deps):
+        for d in ds:
+            if d == ids[i]:
+                problems.append(f"{labels[i]} depends on itself")
+            elif d in index:
+                adj[i].append(index[d])
+            else:
+                close = difflib.get_close_matches(d, list(index), n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                problems.append(f"{labels[i]} depends on unknown id {d!r}{hint}")
+    for comp in _knots(adj):
+        cycle = _cycle_through(min(comp), adj, set(comp))
+        names = " -> ".join(ids[v] for v in [*cycle, cycle[0]])
+        problems.append(f"dependency cycle: {names} (each depends on the next)")
+    return problems
+
+
+def _knots(adj: Sequence[Sequence[int]]) -> list[list[int]]:
+    """Strongly connected components with more than one node (iterative Tarjan)."""
+    n = len(adj)
+    order, low = [-1] * n, [0] * n
+    on_stack = [False] * n
+    stack: list[int] = []
+    out: list[list[int]] = []
+    counter = 0
+    for root in range(n):
+        if order[root] != -1:
+            continue
+        work = [(root, 0)]
+        while work:
+            v, start = work.pop()
+            if start == 0:
+                order[v] = low[v] = counter
+                counter += 1
+                stack.append(v)
+                on_stack[v] = True
+            for k in range(start, len(adj[v])):
+                w = adj[v][k]
+                if order[w] == -1:
+                    work += [(v, k + 1), (w, 0)]
+                    break
+                if on_stack[w]:
+                    low[v] = min(low[v], order[w])
+            else:
+                if low[v] == order[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on_stack[w] = False
+                        comp.append(w)
+                        if w == v:
+                            break
+                    if len(comp) > 1:
+                        out.append(comp)
+                if work:  # back in the parent: fold the child's low-link in
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[v])
+    return out
+
+
+def _cycle_through(start: int, adj: Sequence[Sequence[int]], within: Set[int]) -> list[int]:
+    """A shortest cycle from `start` back to itself inside one strongly connected component."""
+    parent = {start: start}
+    frontier = [start]
+    while frontier:
+        nxt = []
+        for v in frontier:
+            for w in adj[v]:
+                if w == start:
+                    path = [v]
+                    while path[-1] != start:
+                        path.append(parent[path[-1]])
+                    return path[::-1]
+                if w in within and w not in parent:
+                    parent[w] = v
+                    nxt.append(w)
+        frontier = nxt
+    raise AssertionError("a strongly connected component always has a cycle")
+
+
+def _topo_order(deps: Sequence[Sequence[int]]) -> list[int]:
+    """Indices with every subtask after all of its dependencies (the graph is acyclic)."""
+    waiting = [len(ds) for ds in deps]
+    dependents: list[list[int]] = [[] for _ in deps]
+    for v, ds in enumerate(deps):
+        for d in ds:
+            dependents[d].append(v)
+    order = [v for v, n in enumerate(waiting) if n == 0]
+    for v in order:  # grows while iterating: Kahn's algorithm
+        for u in dependents[v]:
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                order.append(u)
+    return order
+
+
+def _chain_lengths(deps: Sequence[Sequence[int]]) -> list[int]:
+    """For each subtask, the node count of the longest path to one nothing depends on."""
+    length = [1] * len(deps)
+    for v in reversed(_topo_order(deps)):
+        for d in deps[v]:
+            length[d] = max(length[d], length[v] + 1)
+    return length
+
+
+def _bits(mask: int) -> Iterator[int]:
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
+
+
+def _serialise_overlaps(
+    deps: Sequence[Sequence[int]], overlaps: Sequence[int]
+) -> list[tuple[int, int]]:
+    """Add (later, earlier) edges so no two overlapping subtasks are ever independent.
+
+    Ancestor and descendant sets are bitsets (Python ints), updated as edges are added; an
+    edge is added only when neither subtask already reaches the other, so no cycle can form.
+    Nearest earlier overlaps are linked first, so a file shared by many becomes one chain.
+    """
+    order = _topo_order(deps)
+    anc = [0] * len(deps)
+    desc = [0] * len(deps)
+    for v in order:
+        for d in deps[v]:
+            anc[v] |= anc[d] | (1 << d)
+    for v in reversed(order):
+        for d in deps[v]:
+            desc[d] |= desc[v] | (1 << v)
+    added: list[tuple[int, int]] = []
+    for later, mask in enumerate(overlaps):
+        free = mask & ((1 << later) - 1) & ~(anc[later] | desc[later])
+        while free:
+            earlier = free.bit_length() - 1
+            above = anc[earlier] | (1 << earlier)
+            below = desc[later] | (1 << later)
+            for v in _bits(below):
+                anc[v] |= above
+            # desc[] is only read for subtasks not yet processed, so skip the rest
+            for v in _bits(above >> (later + 1)):
+                desc[v + later + 1] |= below
+            added.append((later, earlier))
+            free &= ~anc[later]
+    return added

@@ -1,0 +1,1 @@
+"""Model providers: the catalog of known endpoints, the simulator and the HTTP adapters."""

@@ -1,0 +1,198 @@
+"""An httpx transport backed by one aiohttp session: httpx's API, aiohttp's pool.
+
+httpcore's connection pool does work proportional to connections plus waiters on every
+request and collapses at hundreds of concurrent streams (measured here: 17x the ideal
+makespan and 3.5 ms CPU per call at 300 agents, against 1.06x and 0.25 ms for raw
+aiohttp). `AiohttpTransport` keeps `httpx.AsyncClient` as the public surface (users and
+tests still pass clients and `MockTransport`s) and does the I/O with aiohttp.
+
+- One `aiohttp.ClientSession` per transport, made lazily inside the running event loop.
+- Bodies are handed to httpx raw (`auto_decompress=False`): httpx decodes
+  `Content-Encoding` itself.
+- Every aiohttp/OS failure is re-raised as the matching httpx exception, so callers only
+  ever catch httpx's.
+- Under trio (no aiohttp there) requests go through httpx's default transport instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import httpx
+import sniffio
+
+__all__ = ["AiohttpTransport", "default_async_client"]
+
+_TimeoutKey = tuple[float | None, float | None, float | None]
+
+
+def _map_error(exc: BaseException, request: httpx.Request, *, reading: bool) -> httpx.HTTPError:
+    """The httpx exception that says what the aiohttp/OS failure `exc` means."""
+    msg = str(exc) or type(exc).__name__
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return httpx.ConnectTimeout(msg, request=request)
+    if isinstance(exc, asyncio.TimeoutError):  # SocketTimeoutError, ServerTimeoutError
+        return httpx.ReadTimeout(msg, request=request)
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return httpx.ConnectError(msg, request=request)
+    if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
+        return httpx.RemoteProtocolError(msg, request=request)
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return httpx.RemoteProtocolError(msg, request=request)
+    if isinstance(exc, OSError | aiohttp.ClientOSError):
+        if reading:
+            return httpx.ReadError(msg, request=request)
+        return httpx.WriteError(msg, request=request)
+    if isinstance(exc, aiohttp.InvalidURL):
+        return httpx.UnsupportedProtocol(msg, request=request)
+    return httpx.RemoteProtocolError(msg, request=request)
+
+
+_ERRORS = (aiohttp.ClientError, OSError, asyncio.TimeoutError)
+
+
+class _ResponseStream(httpx.AsyncByteStream):
+    """An aiohttp response body as httpx sees it; closing releases the connection."""
+
+    __slots__ = ("_request", "_response")
+
+    def __init__(self, response: aiohttp.ClientResponse, request: httpx.Request) -> None:
+        self._response = response
+        self._request = request
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        content = self._response.content
+        try:
+            while True:
+                chunk = await content.readany()
+                if not chunk:
+                    return
+                yield chunk
+        except _ERRORS as exc:
+            raise _map_error(exc, self._request, reading=True) from exc
+
+    async def aclose(self) -> None:
+        # release() closes the connection instead of pooling it if the body was not read
+        # to the end, so an abandoned stream never leaves a half-read socket in the pool.
+        self._response.release()
+
+
+async def _stream_body(stream: httpx.AsyncByteStream) -> AsyncIterator[bytes]:
+    async for chunk in stream:
+        yield chunk
+
+
+class AiohttpTransport(httpx.AsyncBaseTransport):
+    """`httpx.AsyncBaseTransport` doing its I/O through one pooled aiohttp session."""
+
+    def __init__(
+        self,
+        *,
+        max_connections: int | None = None,
+        keepalive_s: float = 60.0,
+        max_per_host: int | None = None,
+    ) -> None:
+        """`max_connections=None` means unbounded (the router bounds concurrency)."""
+        self._limit = max_connections or 0
+        self._limit_per_host = max_per_host or 0
+        self._keepalive_s = keepalive_s
+        self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._fallback: httpx.AsyncHTTPTransport | None = None
+        self._timeouts: dict[_TimeoutKey, aiohttp.ClientTimeout] = {}
+
+    def _new_session(self, loop: asyncio.AbstractEventLoop) -> aiohttp.ClientSession:
+        connector = aiohttp.TCPConnector(
+            limit=self._limit,
+            limit_per_host=self._limit_per_host,
+            keepalive_timeout=self._keepalive_s,
+            ttl_dns_cache=300,
+        )
+        self._loop = loop
+        self._session = aiohttp.ClientSession(
+            connector=connector,
+            auto_decompress=False,
+            # httpx already set these; do not let aiohttp add its own.
+            skip_auto_headers=("Accept", "Accept-Encoding", "User-Agent", "Content-Type"),
+            cookie_jar=aiohttp.DummyCookieJar(),
+            timeout=aiohttp.ClientTimeout(total=None),
+            raise_for_status=False,
+        )
+        return self._session
+
+    def _timeout(self, request: httpx.Request) -> aiohttp.ClientTimeout:
+        t = request.extensions.get("timeout") or {}
+        key = (t.get("connect"), t.get("read"), t.get("pool"))
+        timeout = self._timeouts.get(key)
+        if timeout is None:
+            connect, read, pool = key
+            # aiohttp's `connect` covers waiting for a pooled slot plus connecting.
+            total_connect = None if connect is None or pool is None else connect + pool
+            timeout = aiohttp.ClientTimeout(
+                total=None, connect=total_connect, sock_connect=connect, sock_read=read
+            )
+            self._timeouts[key] = timeout
+        return timeout
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # trio (or another non-asyncio loop)
+            return await self._fallback_transport().handle_async_request(request)
+        session = self._session
+        if session is None or self._loop is not loop:
+            session = self._new_session(loop)
+        data: Any
+        try:
+            data = request.content
+        except httpx.RequestNotRead:
+            data = _stream_body(request.stream)  # type: ignore[arg-type]
+        try:
+            response = await session.request(
+                request.method,
+                str(request.url),
+                headers=request.headers.multi_items(),
+                data=data,
+                timeout=self._timeout(request),
+                allow_redirects=False,
+                compress=None,
+            )
+        except _ERRORS as exc:
+            raise _map_error(exc, request, reading=False) from exc
+        return httpx.Response(
+            response.status,
+            headers=response.raw_headers,
+            stream=_ResponseStream(response, request),
+            extensions={
+                "http_version": b"HTTP/1.1",
+                "reason_phrase": (response.reason or "").encode(),
+            },
+            request=request,
+        )
+
+    def _fallback_transport(self) -> httpx.AsyncHTTPTransport:
+        if self._fallback is None:
+            self._fallback = httpx.AsyncHTTPTransport()
+        return self._fallback
+
+    async def aclose(self) -> None:
+        session, self._session = self._session, None
+        if session is not None and not session.closed:
+            await session.close()
+        fallback, self._fallback = self._fallback, None
+        if fallback is not None:
+            await fallback.aclose()
+
+
+def default_async_client(**kwargs: Any) -> httpx.AsyncClient:
+    """An `httpx.AsyncClient` on `AiohttpTransport` (httpx's own transport under trio)."""
+    try:
+        library = sniffio.current_async_library()
+    except sniffio.AsyncLibraryNotFoundError:
+        library = "asyncio"  # constructed outside a loop: the transport decides per loop
+    if library != "asyncio" or "transport" in kwargs:
+        return httpx.AsyncClient(**kwargs)
+    return httpx.AsyncClient(transport=AiohttpTransport(), **kwargs)

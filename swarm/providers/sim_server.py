@@ -1,0 +1,324 @@
+"""The simulator as an OpenAI-compatible HTTP server (aiohttp, so always on asyncio).
+
+`POST /v1/chat/completions` (streaming and not), `GET /v1/models` and `GET /health`. Any
+model name is accepted; catalog refs (`groq/llama-3.3-70b`) get that profile's latency.
+Faults look like the real thing: a 500 JSON error, a 429 with `Retry-After`, a connection
+aborted mid-stream, a stream that stops while the connection stays open, a garbage chunk.
+
+Streams are paced in ticks of about 15 ms, each carrying the text decoded since the last
+one, so hundreds of concurrent streams cost little CPU. Request bodies are read with
+`json.loads` and `model_construct`: no validation on the hot path.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, Literal
+
+import anyio
+from aiohttp import web
+
+from swarm.messages import ChatRequest, Message, ToolCall, ToolSpec
+from swarm.providers.catalog import all_models
+from swarm.providers.sim import SimEngine, SimPlan
+
+__all__ = ["create_app", "serve_sim"]
+
+TICK_S = 0.015
+"""Shortest gap between two chunks of one stream."""
+_DONE = b"data: [DONE]\n\n"
+_TOOL_CHOICES: dict[Any, Literal["auto", "required", "none"]] = {
+    "auto": "auto", "required": "required", "none": "none",
+}
+_STALL_MAX_S = 300.0
+
+
+def _error(status: int, message: str, kind: str, code: str | None, **headers: str) -> web.Response:
+    body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
+    return web.json_response(body, status=status, headers=headers or None)
+
+
+def _content(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return "".join(p.get("text", "") for p in value if isinstance(p, dict))  # content parts
+
+
+def _to_request(body: dict[str, Any]) -> ChatRequest:
+    messages = []
+    for m in body["messages"]:
+        calls = [
+            ToolCall.model_construct(
+                id=c.get("id", ""),
+                name=c["function"]["name"],
+                arguments=c["function"].get("arguments") or "{}",
+            )
+            for c in m.get("tool_calls") or ()
+        ]
+        messages.append(Message.model_construct(
+            role=m["role"], content=_content(m.get("content")), tool_calls=calls,
+            tool_call_id=m.get("tool_call_id"), name=m.get("name"),
+        ))
+    tools = [
+        ToolSpec.model_construct(
+            name=t["function"]["name"],
+            description=t["function"].get("description", ""),
+            parameters=t["function"].get("parameters") or {"type": "object"},
+        )
+        for t in body.get("tools") or ()
+    ]
+    metadata = {str(k): str(v) for k, v in (body.get("metadata") or {}).items()}
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict):  # {"type": "function", "function": {"name": ...}}
+        metadata.setdefault("sim.tool", choice.get("function", {}).get("name", ""))
+        choice = "required"
+    max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
+    return ChatRequest.model_construct(
+        messages=messages,
+        tools=tools,
+        max_tokens=int(max_tokens) if max_tokens is not None else None,
+        temperature=body.get("temperature"),
+        tool_choice=_TOOL_CHOICES.get(choice) if isinstance(choice, str) else None,
+        stream=bool(body.get("stream", False)),
+        metadata=metadata,
+    )
+
+
+def _usage(plan: SimPlan) -> dict[str, Any]:
+    completion = plan.output_tokens + plan.reasoning_tokens
+    return {
+        "prompt_tokens": plan.input_tokens,
+        "completion_tokens": completion,
+        "total_tokens": plan.input_tokens + completion,
+        "prompt_tokens_details": {"cached_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": plan.reasoning_tokens},
+    }
+
+
+async def _stall(request: web.Request) -> None:
+    """Send nothing more; hold the connection until the client gives up (aiohttp then
+    cancels the handler: `serve_sim` turns on handler_cancellation) or at most 5 minutes."""
+    await anyio.sleep(_STALL_MAX_S)
+    _abort(request)
+
+
+def _abort(request: web.Request) -> None:
+    if request.transport is not None:
+        request.transport.abort()
+
+
+class _SimHandlers:
+    def __init__(self, engine: SimEngine, headers: dict[str, str]) -> None:
+        self.engine = engine
+        self.headers = headers
+        self._ids = itertools.count(1)
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok", "profile": self.engine.profile_name})
+
+    async def models(self, request: web.Request) -> web.Response:
+        refs = [self.engine.profile_name, *(m.ref for m in all_models())]
+        data = [
+            {"id": ref, "object": "model", "created": 0, "owned_by": ref.split("/")[0]}
+            for ref in dict.fromkeys(refs)
+        ]
+        return web.json_response({"object": "list", "data": data})
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        try:
+            body = json.loads(await request.read())
+            model = str(body["model"])
+            chat = _to_request(body)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            return _error(400, f"invalid request: {exc!r}", "invalid_request_error", None)
+        plan = await self.engine.plan(model, chat)
+        if plan.fault == "rate_limit":
+            retry = self.engine.faults.retry_after_s
+            return _error(
+                429, "Rate limit reached (simulated)", "rate_limit_error", "rate_limit_exceeded",
+                **{"Retry-After": f"{retry:g}", "retry-after-ms": str(int(retry * 1000))},
+                **self.headers,
+            )
+        if plan.fault == "error":
+            return _error(500, "The server had an error (simulated)", "server_error", None)
+        cid = f"chatcmpl-sim-{next(self._ids)}"
+        if chat.stream:
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            return await self._stream(request, cid, model, plan, include_usage)
+        return await self._complete(request, cid, model, plan)
+
+    async def _complete(
+        self, request: web.Request, cid: str, model: str, plan: SimPlan
+    ) -> web.StreamResponse:
+        if plan.fault is None:
+            await anyio.sleep(plan.ttft_s + plan.decode_s)
+        else:
+            await anyio.sleep(plan.ttft_s + plan.decode_s * plan.fault_at)
+            if plan.fault == "drop":
+                _abort(request)
+                return web.Response(status=500)  # never reaches the client
+            if plan.fault == "stall":
+                await _stall(request)
+                return web.Response(status=500)
+            return web.Response(
+                text="{not json", content_type="application/json", headers=self.headers
+            )
+        reply = plan.reply
+        message: dict[str, Any] = {"role": "assistant", "content": reply.text, "refusal": None}
+        if reply.tool_calls:
+            message["tool_calls"] = [
+                {"id": c.id, "type": "function",
+                 "function": {"name": c.name, "arguments": c.arguments or "{}"}}
+                for c in reply.tool_calls
+            ]
+        body = {
+            "id": cid,
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [{
+                "index": 0, "message": message, "logprobs": None,
+                "finish_reason": plan.finish_reason,
+            }],
+            "usage": _usage(plan),
+        }
+        return web.json_response(body, headers=self.headers)
+
+    async def _stream(
+        self, request: web.Request, cid: str, model: str, plan: SimPlan, include_usage: bool
+    ) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={
+            "Content-Type": "text/event-stream", "Cache-Control": "no-cache", **self.headers,
+        })
+        await resp.prepare(request)
+        head = json.dumps({
+            "id": cid, "object": "chat.completion.chunk", "created": int(time.time()),
+            "model": model,
+        })[:-1]
+        prefix = f'data: {head}, "choices": [{{"index": 0, "delta": '.encode()
+        suffix_open = b', "logprobs": null, "finish_reason": null}]}\n\n'
+
+        # the visible output as segments: None for text, else the tool-call index
+        reply = plan.reply
+        segments: list[tuple[int | None, str]] = []
+        if reply.text:
+            segments.append((None, reply.text))
+        segments.extend((i, c.arguments or "{}") for i, c in enumerate(reply.tool_calls))
+        total = sum(len(s) for _, s in segments)
+        ticks = max(1, min(math.ceil(plan.decode_s / TICK_S), total))
+        fault_tick = int(plan.fault_at * ticks) if plan.fault else -1
+
+        def deltas(a: int, b: int, first: bool) -> bytes:
+            out = []
+            offset = 0
+            for index, text in segments:
+                lo, hi = max(a, offset), min(b, offset + len(text))
+                if lo < hi:
+                    piece = text[lo - offset: hi - offset]
+                    delta: dict[str, Any]
+                    if index is None:
+                        delta = {"content": piece}
+                    else:
+                        call: dict[str, Any] = {"index": index, "function": {"arguments": piece}}
+                        if lo == offset:  # the call's first chunk names it
+                            c = reply.tool_calls[index]
+                            call = {"index": index, "id": c.id, "type": "function",
+                                    "function": {"name": c.name, "arguments": piece}}
+                        delta = {"tool_calls": [call]}
+                    if first:
+                        delta = {"role": "assistant", **delta}
+                        first = False
+                    out.append(prefix + json.dumps(delta).encode() + suffix_open)
+                offset += len(text)
+            return b"".join(out)
+
+        await anyio.sleep(plan.ttft_s)
+        start = anyio.current_time()
+        step = plan.decode_s / ticks
+        for i in range(ticks):
+            wait = start + i * step - anyio.current_time()
+            if wait > 0:
+                await anyio.sleep(wait)
+            if i == fault_tick:
+                return await self._stream_fault(request, resp, plan)
+            await resp.write(deltas(i * total // ticks, (i + 1) * total // ticks, i == 0))
+        wait = start + plan.decode_s - anyio.current_time()
+        if wait > 0:
+            await anyio.sleep(wait)
+        finish = f', "logprobs": null, "finish_reason": "{plan.finish_reason}"}}]}}\n\n'
+        tail = [prefix + b"{}" + finish.encode()]
+        if include_usage:
+            usage = {
+                "id": cid, "object": "chat.completion.chunk", "created": int(time.time()),
+                "model": model, "choices": [], "usage": _usage(plan),
+            }
+            tail.append(b"data: " + json.dumps(usage).encode() + b"\n\n")
+        tail.append(_DONE)
+        await resp.write(b"".join(tail))
+        await resp.write_eof()
+        return resp
+
+    async def _stream_fault(
+        self, request: web.Request, resp: web.StreamResponse, plan: SimPlan
+    ) -> web.StreamResponse:
+        if plan.fault == "drop":
+            _abort(request)
+        elif plan.fault == "stall":
+            await _stall(request)
+        else:
+            await resp.write(b"data: {not json\n\n" + _DONE)
+            await resp.write_eof()
+        return resp
+
+
+def create_app(
+    engine: SimEngine,
+    *,
+    remaining_requests: int | None = None,
+    remaining_tokens: int | None = None,
+) -> web.Application:
+    """The server's routes; `remaining_*` adds fixed `x-ratelimit-remaining-*` headers."""
+    headers = {}
+    if remaining_requests is not None:
+        headers["x-ratelimit-remaining-requests"] = str(remaining_requests)
+    if remaining_tokens is not None:
+        headers["x-ratelimit-remaining-tokens"] = str(remaining_tokens)
+    handlers = _SimHandlers(engine, headers)
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", handlers.chat)
+    app.router.add_get("/v1/models", handlers.models)
+    app.router.add_get("/health", handlers.health)
+    return app
+
+
+@asynccontextmanager
+async def serve_sim(
+    engine: SimEngine,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    remaining_requests: int | None = None,
+    remaining_tokens: int | None = None,
+) -> AsyncIterator[str]:
+    """Serve `engine` on loopback (asyncio only); yields the base URL, `http://host:port/v1`."""
+    app = create_app(
+        engine, remaining_requests=remaining_requests, remaining_tokens=remaining_tokens
+    )
+    runner = web.AppRunner(
+        app, access_log=None, handler_cancellation=True, shutdown_timeout=0.25
+    )
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        bound_port = runner.addresses[0][1]
+        shown = f"[{host}]" if ":" in host else host
+        yield f"http://{shown}:{bound_port}/v1"
+    finally:
+        with anyio.move_on_after(5, shield=True):
+            await runner.cleanup()

@@ -1,0 +1,75 @@
+"""The swarm's roles: what each sub-agent is told, which tools it gets, and its prompts.
+
+Roles are low-cardinality names (`planner`, `coder`, `fixer`) that config maps to tiers;
+agent ids (`coder:<subtask>`, `fixer:<subtask>:<round>`) are stable across a resumed run
+so journaled model calls replay to the same agent.
+"""
+
+from __future__ import annotations
+
+from swarm.plan import Subtask
+from swarm.task import Task
+
+__all__ = [
+    "CODER",
+    "FIXER",
+    "PLANNER",
+    "PLANNER_TOOLS",
+    "coder_prompt",
+    "fix_prompt",
+    "planner_prompt",
+    "rebase_prompt",
+]
+
+PLANNER_TOOLS = ("read_file", "list_dir", "search")
+
+PLANNER = """You are the planner of a swarm of coding agents. Explore the repository with
+the read-only tools, then answer with ONLY a JSON object:
+{"subtasks": [{"id": "short-id", "title": "...", "instructions": "...",
+  "files": ["paths this subtask edits"], "depends_on": ["ids it needs first"]}]}
+Make subtasks small and independent where possible: they run in parallel, each in its own
+copy of the repository, and are merged one by one. Subtasks whose files overlap run in
+order. Every subtask must leave the repository's check passing."""
+
+CODER = """You are a coder in a swarm. You work in your own git worktree of the repository.
+Make the change your subtask asks for, confined to its files where you can, using the
+tools (edit_file needs an exact, unique match of the old text). Run the tests with
+run_tests. When the change is complete and the tests pass, call finish(summary)."""
+
+FIXER = """You are a fixer in a swarm. A change in your worktree fails the repository's
+check, or no longer applies on the integration branch. Read the failure, find the cause,
+fix it with the tools, run run_tests, and call finish(summary) when the check passes."""
+
+
+def planner_prompt(task: Task, errors: list[str] | None = None) -> str:
+    text = f"# {task.title}\n\n{task.instructions}"
+    if task.check:
+        text += f"\n\nThe check that must pass: `{task.check}`"
+    if errors:
+        listed = "\n".join(f"- {e}" for e in errors)
+        text += f"\n\nYour previous plan was invalid:\n{listed}\nAnswer with a corrected plan."
+    return text
+
+
+def coder_prompt(task: Task, subtask: Subtask) -> str:
+    files = ", ".join(subtask.files) or "(not specified)"
+    return (
+        f"Overall task: {task.title}\n\nYour subtask `{subtask.id}`: {subtask.title}\n\n"
+        f"{subtask.instructions}\n\nFiles in scope: {files}"
+    )
+
+
+def fix_prompt(subtask: Subtask, check: str, output: str) -> str:
+    return (
+        f"The check failed for subtask `{subtask.id}` ({subtask.title}).\n"
+        f"Command: `{check}`\n\nOutput:\n{output}\n\nFix the code so the check passes."
+    )
+
+
+def rebase_prompt(subtask: Subtask, patch: str, reason: str) -> str:
+    return (
+        f"Subtask `{subtask.id}` ({subtask.title}) was done on an older version of the "
+        f"integration branch and {reason}. Your worktree is at the new head.\n\n"
+        f"Instructions: {subtask.instructions}\n\nThe earlier patch:\n```diff\n{patch}\n```\n"
+        "Re-apply the change on top of the current code, run the tests, and finish."
+    )

@@ -1,0 +1,608 @@
+"""The router every model call goes through: tiers, failover, retries, breakers, hedging.
+
+`Router.chat(request, tier=..., need=...)` tries the tier's candidates in order (skipping
+open circuits, filtering by price for a `Need`), takes the shared limits (`swarm.limits`),
+calls `provider.chat` inside a `chat {model}` CLIENT span with GenAI attributes, retries
+retryable errors with tenacity (exponential backoff with jitter, honouring Retry-After),
+fails over to the next candidate, and hedges: when the first token is later than the
+candidate's p95 TTFT, the next candidate races it and the slower one is cancelled.
+
+Hot-path rule: everything that does not depend on the request (attribute dicts, prices,
+gates, span names) is computed once per candidate in `__init__`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import anyio
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.util.types import AttributeValue
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+
+from swarm import _semconv as sc
+from swarm._breaker import Breaker
+from swarm.config import SwarmConfig, split_ref
+from swarm.errors import BudgetExceeded, ConfigError, ProviderError, RateLimited
+from swarm.limits import Gate, SpendSnapshot, SpendTracker
+from swarm.messages import ChatRequest, ChatResult
+from swarm.model import FirstTokenCallback, Provider
+from swarm.tracing import tracer
+
+__all__ = ["Need", "Router", "Spend", "TierModel"]
+
+_NO_FAILOVER = frozenset({400, 422})  # the request itself is wrong: no provider will take it
+_TTFT_WINDOW = 64
+
+
+@dataclass(frozen=True)
+class Need:
+    """What one step needs from its call, beyond the tier."""
+
+    latency: Literal["interactive", "batch"] | None = None
+    """`interactive` prefers the candidate with the lowest expected latency."""
+    max_cost_usd: float | None = None
+    """Skip candidates whose estimated cost for this request is above this."""
+
+
+@dataclass(frozen=True)
+class Spend:
+    """What the router has spent: run totals and per tier."""
+
+    usd: float
+    tokens: int
+    tiers: Mapping[str, SpendSnapshot]
+
+
+class _Target:
+    """One provider/model: its provider, prices, limits, breaker and observed TTFTs."""
+
+    def __init__(
+        self,
+        ref: str,
+        provider: Provider,
+        model: str,
+        gates: tuple[Gate, ...],
+        in_usd_per_m: float,
+        out_usd_per_m: float,
+        profile: Any,
+        breaker: Breaker,
+    ) -> None:
+        self.ref = ref
+        self.provider = provider
+        self.model = model
+        self.gates = gates
+        self.in_price = in_usd_per_m / 1e6
+        self.out_price = out_usd_per_m / 1e6
+        self.profile = profile
+        self.breaker = breaker
+        self.simulated = provider.kind == "sim"
+        self.span_name = f"{sc.OP_CHAT} {model}"
+        self.attrs: dict[str, dict[str, AttributeValue]] = {}
+        self._ttfts: list[float] = []
+        self._next = 0
+        self.p95_ttft: float | None = None
+
+    def cost(self, in_tokens: int, out_tokens: int) -> float:
+        return in_tokens * self.in_price + out_tokens * self.out_price
+
+    def expected_s(self, in_tokens: int, out_tokens: int) -> float:
+        return float(self.profile.expected_s(in_tokens, out_tokens)) if self.profile else 1e9
+
+    def observe_ttft(self, ttft: float) -> None:
+        if ttft <= 0:
+            return
+        if len(self._ttfts) < _TTFT_WINDOW:
+            self._ttfts.append(ttft)
+        else:
+            self._ttfts[self._next] = ttft
+        self._next = (self._next + 1) % _TTFT_WINDOW
+        if len(self._ttfts) >= 20 and self._next % 8 == 0:
+            ordered = sorted(self._ttfts)
+            self.p95_ttft = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
+
+    def hedge_delay(self, fixed: float | None, floor: float) -> float | None:
+        if fixed is not None:
+            return fixed
+        p95 = self.p95_ttft
+        if p95 is None and self.profile is not None:
+            p95 = float(self.profile.p95_ttft_s())
+        return None if p95 is None else max(p95, floor)
+
+
+class _Call:
+    """Per-call state shared by attempts, retries and hedges."""
+
+    __slots__ = ("attempts", "est_tokens", "priority", "request", "role", "tier")
+
+    def __init__(
+        self, request: ChatRequest, tier: str, role: str | None, priority: int, est_tokens: int
+    ) -> None:
+        self.request = request
+        self.tier = tier
+        self.role = role
+        self.priority = priority
+        self.est_tokens = est_tokens
+        self.attempts = 0
+
+
+class _Race:
+    __slots__ = ("decided", "ended", "errors", "hedge_span", "results", "scopes", "winner")
+
+    def __init__(self) -> None:
+        self.decided = anyio.Event()
+        self.scopes = (anyio.CancelScope(), anyio.CancelScope())
+        self.results: list[ChatResult | None] = [None, None]
+        self.errors: list[ProviderError | None] = [None, None]
+        self.ended = [False, False]
+        self.winner: int | None = None
+        self.hedge_span: trace.Span | None = None
+
+    def first(self, idx: int) -> None:
+        if self.winner is not None:
+            return
+        self.winner = idx
+        self.scopes[1 - idx].cancel()
+        if self.hedge_span is not None:
+            self.hedge_span.set_attribute(sc.HEDGE_WINNER, idx)
+            self.hedge_span.end()
+            self.hedge_span = None
+        self.decided.set()
+
+
+def estimate_input_tokens(request: ChatRequest) -> int:
+    """A cheap estimate (4 characters a token) for limits and budgets before the call."""
+    chars = 0
+    for m in request.messages:
+        if m.content:
+            chars += len(m.content)
+        for tc in m.tool_calls:
+            chars += len(tc.name) + len(tc.arguments)
+    return chars // 4 + 4 * len(request.messages) + 60 * len(request.tools)
+
+
+class Router:
+    """Routes each call to a tier's candidates under the swarm's shared limits."""
+
+    def __init__(
+        self,
+        config: SwarmConfig,
+        *,
+        providers: Mapping[str, Provider] | None = None,
+        env: Mapping[str, str] = os.environ,
+    ) -> None:
+        from swarm.config import build_providers
+
+        self.config = config
+        self._owned = providers is None
+        self._providers = dict(providers) if providers is not None else build_providers(config, env)
+        r = config.routing
+        self._routing = r
+        self._capture = env.get(sc.CAPTURE_CONTENT_ENV, "").lower() == "true"
+        self._secrets = [
+            env[p.api_key_env]
+            for p in config.providers.values()
+            if p.api_key_env and env.get(p.api_key_env)
+        ]
+        self.gates: dict[str, Gate] = {}
+        for name, p in config.providers.items():
+            self.gates[name] = Gate(
+                name,
+                max_concurrency=p.max_concurrency,
+                rpm=p.rpm,
+                tpm=p.tpm,
+                recover_every=r.aimd_recover_every,
+            )
+        self._targets: dict[str, _Target] = {}
+        self._tiers: dict[str, list[_Target]] = {}
+        for tier, tc in config.tiers.items():
+            self._tiers[tier] = [self._target(ref, tier) for ref in tc.models]
+        self._run_spend = SpendTracker(usd=config.budget.usd, tokens=config.budget.tokens)
+        self._tier_spend = {
+            t: SpendTracker(usd=tc.budget_usd, tokens=tc.budget_tokens, scope=f"tier {t}")
+            for t, tc in config.tiers.items()
+        }
+
+    def _target(self, ref: str, tier: str) -> _Target:
+        t = self._targets.get(ref)
+        if t is None:
+            t = self._targets[ref] = self._make_target(ref)
+        attrs: dict[str, AttributeValue] = {
+            sc.OPERATION: sc.OP_CHAT,
+            sc.PROVIDER: t.provider.name,
+            sc.REQUEST_MODEL: t.model,
+            sc.TIER: tier,
+            sc.SIMULATED: t.simulated,
+        }
+        if t.provider.address:
+            attrs[sc.SERVER_ADDRESS] = t.provider.address
+        t.attrs[tier] = attrs
+        return t
+
+    def _make_target(self, ref: str) -> _Target:
+        from swarm.providers import catalog
+
+        pname, model = split_ref(ref)
+        pc = self.config.providers[pname]
+        provider = self._providers.get(pname)
+        if provider is None:
+            raise ConfigError(f"no provider object for {pname!r}", key=f"providers.{pname}")
+        mc = pc.models.get(model)
+        info = None
+        for candidate in (ref, model):  # sim models and custom hosts may name a catalog ref
+            try:
+                info = catalog.find_model(candidate)
+                break
+            except ConfigError:
+                continue
+        api_name = (mc.api_name if mc and mc.api_name else None) or (
+            info.api_name if info is not None and info.ref == ref else model
+        )
+        profile = info.profile if info is not None else None
+        if mc and mc.profile:
+            profile = catalog.find_profile(mc.profile)
+        in_p = mc.input_usd_per_m if mc and mc.input_usd_per_m is not None else None
+        out_p = mc.output_usd_per_m if mc and mc.output_usd_per_m is not None else None
+        gates: tuple[Gate, ...] = (self.gates[pname],)
+        if mc and (mc.max_concurrency or mc.rpm or mc.tpm):
+            g = Gate(
+                ref,
+                max_concurrency=mc.max_concurrency,
+                rpm=mc.rpm,
+                tpm=mc.tpm,
+                recover_every=self._routing.aimd_recover_every,
+            )
+            self.gates[ref] = g
+            gates = (*gates, g)
+        r = self._routing
+        return _Target(
+            ref,
+            provider,
+            api_name,
+            gates,
+            in_p if in_p is not None else (info.input_usd_per_m if info else 0.0),
+            out_p if out_p is not None else (info.output_usd_per_m if info else 0.0),
+            profile,
+            Breaker(r.breaker_failures, r.breaker_cooldown_s),
+        )
+
+    # -- public API ---------------------------------------------------------------------
+
+    def tier_for_role(self, role: str) -> str:
+        return self.config.tier_for_role(role)
+
+    def model(
+        self, tier: str, *, need: Need | None = None, priority: int = 0, role: str | None = None
+    ) -> TierModel:
+        if tier not in self._tiers:
+            raise ConfigError(f"unknown tier {tier!r}; configured: {', '.join(self._tiers)}")
+        return TierModel(self, tier, need=need, priority=priority, role=role)
+
+    @property
+    def spend(self) -> Spend:
+        return Spend(
+            self._run_spend.usd,
+            self._run_spend.tokens,
+            {t: s.snapshot() for t, s in self._tier_spend.items()},
+        )
+
+    def breaker_state(self, ref: str) -> str:
+        return self._targets[ref].breaker.state
+
+    async def chat(
+        self,
+        request: ChatRequest,
+        *,
+        tier: str | None = None,
+        need: Need | None = None,
+        priority: int = 0,
+        role: str | None = None,
+    ) -> ChatResult:
+        tier = tier or (self.tier_for_role(role) if role else "speed")
+        targets = self._tiers.get(tier)
+        if targets is None:
+            raise ConfigError(f"unknown tier {tier!r}; configured: {', '.join(self._tiers)}")
+        est_in = estimate_input_tokens(request)
+        est_out = request.max_tokens or self._routing.default_output_tokens
+        if need is not None:
+            targets = self._order(targets, need, est_in, est_out)
+        est_usd = targets[0].cost(est_in, est_out)
+        est_tokens = est_in + est_out
+        run, tier_spend = self._run_spend, self._tier_spend[tier]
+        run.reserve(est_usd, est_tokens)
+        try:
+            tier_spend.reserve(est_usd, est_tokens)
+        except BudgetExceeded:
+            run.release(est_usd, est_tokens)
+            raise
+        call = _Call(request, tier, role, priority, est_tokens)
+        try:
+            result = await self._failover(targets, call)
+        except BaseException:
+            run.release(est_usd, est_tokens)
+            tier_spend.release(est_usd, est_tokens)
+            raise
+        used = result.usage.input_tokens + result.usage.output_tokens
+        run.record(result.cost_usd, used, reserved_usd=est_usd, reserved_tokens=est_tokens)
+        tier_spend.record(result.cost_usd, used, reserved_usd=est_usd, reserved_tokens=est_tokens)
+        result.attempts = call.attempts
+        return result
+
+    async def aclose(self) -> None:
+        if not self._owned:
+            return
+        with anyio.move_on_after(5, shield=True):
+            for p in self._providers.values():
+                await p.aclose()
+
+    async def __aenter__(self) -> Router:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- candidate selection and failover -----------------------------------------------
+
+    def _order(
+        self, targets: list[_Target], need: Need, est_in: int, est_out: int
+    ) -> list[_Target]:
+        if need.max_cost_usd is not None:
+            cap = need.max_cost_usd
+            kept = [t for t in targets if t.cost(est_in, est_out) <= cap]
+            if not kept:
+                cheapest = min(t.cost(est_in, est_out) for t in targets)
+                raise BudgetExceeded("usd", limit=cap, spent=cheapest, scope="call")
+            targets = kept
+        if need.latency == "interactive":
+            targets = sorted(targets, key=lambda t: t.expected_s(est_in, est_out))
+        return targets
+
+    async def _failover(self, targets: list[_Target], call: _Call) -> ChatResult:
+        last: ProviderError | None = None
+        for i, t in enumerate(targets):
+            if not t.breaker.allow():
+                continue
+            backup = None
+            if self._routing.hedge:
+                backup = next((b for b in targets[i + 1 :] if b.breaker.available()), None)
+            try:
+                return await self._with_retries(t, backup, call)
+            except ProviderError as exc:
+                if exc.status in _NO_FAILOVER:
+                    raise
+                last = exc
+        if last is not None:
+            raise last
+        refs = ", ".join(t.ref for t in targets)
+        raise ProviderError(
+            f"tier {call.tier}: every candidate's circuit is open ({refs})",
+            kind="connect",
+            retryable=True,
+        )
+
+    def _retryable(self, exc: BaseException) -> bool:
+        if not isinstance(exc, ProviderError) or not exc.retryable:
+            return False
+        if isinstance(exc, RateLimited) and exc.retry_after is not None:
+            return exc.retry_after <= self._routing.max_retry_after_s
+        return True
+
+    def _delay(self, attempt: int, exc: BaseException | None) -> float:
+        if isinstance(exc, RateLimited) and exc.retry_after is not None:
+            return exc.retry_after
+        r = self._routing
+        base: float = min(r.backoff_max_s, r.backoff_initial_s * 2.0 ** (attempt - 1))
+        return base / 2 + random.uniform(0, base / 2)
+
+    def _wait(self, state: RetryCallState) -> float:
+        exc: BaseException | None = state.outcome.exception() if state.outcome else None
+        return self._delay(state.attempt_number + 1, exc)
+
+    async def _backoff(self, delay: float) -> None:
+        if delay <= 0:
+            return
+        attrs = {sc.WAIT_KIND: sc.WAIT_BACKOFF}
+        with tracer().start_as_current_span(sc.WAIT_SPAN, attributes=attrs):
+            await anyio.sleep(delay)
+
+    async def _with_retries(self, t: _Target, backup: _Target | None, call: _Call) -> ChatResult:
+        try:  # the first attempt stays off tenacity: it is the path every call takes
+            return await self._hedged(t, backup, call)
+        except ProviderError as exc:
+            if self._routing.max_attempts < 2 or not self._retryable(exc):
+                raise
+            first = exc
+        await self._backoff(self._delay(1, first))
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self._routing.max_attempts - 1),
+            wait=self._wait,
+            retry=retry_if_exception(self._retryable),
+            sleep=self._backoff,
+            reraise=True,
+        )
+        async for attempt in retrying:
+            with attempt:
+                if not t.breaker.allow():
+                    raise ProviderError(
+                        "circuit open", provider=t.provider.name, model=t.model, kind="connect"
+                    )
+                return await self._hedged(t, backup, call)
+        raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
+
+    # -- hedging ------------------------------------------------------------------------
+
+    async def _hedged(self, t: _Target, backup: _Target | None, call: _Call) -> ChatResult:
+        if backup is None:
+            return await self._attempt(t, call, None)
+        delay = t.hedge_delay(self._routing.hedge_after_s, self._routing.hedge_min_s)
+        if delay is None:
+            return await self._attempt(t, call, None)
+        race = _Race()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._racer, race, 0, t, call)
+            with anyio.move_on_after(delay):
+                await race.decided.wait()
+            if race.winner is None and not race.ended[0] and backup.breaker.allow():
+                race.hedge_span = tracer().start_span(
+                    sc.WAIT_SPAN, attributes={sc.WAIT_KIND: sc.WAIT_HEDGE}
+                )
+                tg.start_soon(self._racer, race, 1, backup, call)
+        if race.hedge_span is not None:
+            race.hedge_span.end()
+        if race.winner is not None and (res := race.results[race.winner]) is not None:
+            return res
+        err = race.errors[race.winner if race.winner is not None else 0] or race.errors[1]
+        assert err is not None
+        raise err
+
+    async def _racer(self, race: _Race, idx: int, t: _Target, call: _Call) -> None:
+        with race.scopes[idx]:
+            try:
+                res = await self._attempt(t, call, lambda: race.first(idx))
+            except ProviderError as exc:
+                race.errors[idx] = exc
+            else:
+                race.first(idx)
+                race.results[idx] = res
+        race.ended[idx] = True
+        if idx == 0 or race.ended[0]:
+            race.decided.set()
+
+    # -- one attempt --------------------------------------------------------------------
+
+    def _scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    async def _attempt(
+        self, t: _Target, call: _Call, on_first: FirstTokenCallback | None
+    ) -> ChatResult:
+        call.attempts += 1
+        gates = t.gates
+        entered: list[Gate] = []
+        try:
+            for g in gates:
+                await g.enter(call.est_tokens, call.priority)
+                entered.append(g)
+        except BaseException:
+            for g in entered:
+                g.exit(call.est_tokens, None, ok=False)
+            raise
+        request = call.request
+        span = tracer().start_span(t.span_name, kind=SpanKind.CLIENT, attributes=t.attrs[call.tier])
+        span.set_attribute(sc.ATTEMPTS, call.attempts)
+        span.set_attribute(sc.REQUEST_STREAM, request.stream)
+        if call.role:
+            span.set_attribute(sc.ROLE, call.role)
+        if self._capture:
+            span.set_attribute(
+                sc.INPUT_MESSAGES,
+                json.dumps([m.model_dump(exclude_defaults=True) for m in request.messages]),
+            )
+
+        def first_token() -> None:
+            span.add_event(sc.FIRST_TOKEN_EVENT)
+            if on_first is not None:
+                on_first()
+
+        result: ChatResult | None = None
+        try:
+            with trace.use_span(span, record_exception=False, set_status_on_exception=False):
+                result = await t.provider.chat(t.model, request, on_first_token=first_token)
+        except ProviderError as exc:
+            self._failed(t, span, exc)
+            raise
+        except anyio.get_cancelled_exc_class():
+            span.set_attribute(sc.ERROR_TYPE, "cancelled")
+            span.set_status(Status(StatusCode.ERROR, "cancelled"))
+            t.breaker.abandon()
+            raise
+        except BaseException as exc:
+            span.set_attribute(sc.ERROR_TYPE, type(exc).__qualname__)
+            span.set_status(Status(StatusCode.ERROR, self._scrub(str(exc))))
+            t.breaker.abandon()
+            raise
+        finally:
+            used = (
+                None if result is None else result.usage.input_tokens + result.usage.output_tokens
+            )
+            info = None if result is None else result.rate_limit
+            for g in gates:
+                g.exit(call.est_tokens, used, ok=result is not None, info=info)
+            if result is None:
+                span.end()
+        self._succeeded(t, span, result)
+        return result
+
+    def _failed(self, t: _Target, span: trace.Span, exc: ProviderError) -> None:
+        span.set_attribute(sc.ERROR_TYPE, str(exc.status) if exc.status else exc.kind)
+        span.set_status(Status(StatusCode.ERROR, self._scrub(str(exc))))
+        if isinstance(exc, RateLimited):
+            for g in t.gates:
+                g.rate_limited(exc.retry_after)
+            t.breaker.abandon()
+        elif exc.status in _NO_FAILOVER:
+            t.breaker.success()  # it answered; the request was at fault
+        else:
+            t.breaker.failure()
+
+    def _succeeded(self, t: _Target, span: trace.Span, result: ChatResult) -> None:
+        t.breaker.success()
+        usage = result.usage
+        result.cost_usd = cost = t.cost(usage.input_tokens, usage.output_tokens)
+        if not result.provider:
+            result.provider = t.provider.name
+        if t.simulated:
+            result.simulated = True
+        ttft = result.timing.ttft_s
+        t.observe_ttft(ttft)
+        span.set_attributes(
+            {
+                sc.RESPONSE_MODEL: result.model or t.model,
+                sc.FINISH_REASONS: (result.finish_reason,),
+                sc.TIME_TO_FIRST_CHUNK: ttft,
+                sc.INPUT_TOKENS: usage.input_tokens,
+                sc.OUTPUT_TOKENS: usage.output_tokens,
+                sc.REASONING_TOKENS: usage.reasoning_tokens,
+                sc.CACHED_INPUT_TOKENS: usage.cached_input_tokens,
+                sc.DECODE_TPS: result.tokens_per_s,
+                sc.COST_USD: cost,
+            }
+        )
+        if self._capture:
+            span.set_attribute(
+                sc.OUTPUT_MESSAGES, json.dumps([result.message.model_dump(exclude_defaults=True)])
+            )
+        span.end()
+
+
+class TierModel:
+    """A tier as a `swarm.model.Model`: what agents hold."""
+
+    def __init__(
+        self,
+        router: Router,
+        tier: str,
+        *,
+        need: Need | None = None,
+        priority: int = 0,
+        role: str | None = None,
+    ) -> None:
+        self.name = f"tier:{tier}"
+        self.tier = tier
+        self._router = router
+        self._need = need
+        self._priority = priority
+        self._role = role
+
+    async def chat(self, request: ChatRequest) -> ChatResult:
+        return await self._router.chat(
+            request, tier=self.tier, need=self._need, priority=self._priority, role=self._role
+        )

@@ -1,0 +1,241 @@
+"""Task files (`tasks/*.md`): optional YAML front matter, then a `# Title` and instructions.
+
+```markdown
+---
+repo: ../app
+check: pytest -q
+max_agents: 8
+deadline: 15m
+roles: {fixer: reasoning}
+---
+# Replace the homegrown logger with structlog
+
+Every module under src/ ...
+```
+
+Every mistake becomes a `ConfigError` naming the file, the line and the fix. Pydantic does
+the type checks; its errors are translated into sentences, and the line of the key at
+fault comes from the YAML node tree (so flow mappings and quoted keys are located too).
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from swarm._duration import parse_duration
+from swarm.errors import ConfigError
+
+__all__ = ["Task", "load_task", "parse_task"]
+
+
+class Task(BaseModel, frozen=True, extra="forbid"):
+    """One task for `swarm solve`, as written in a task file."""
+
+    title: str
+    """The first `# ` heading."""
+    instructions: str
+    """Everything else in the markdown body, stripped."""
+    repo: str | None = None
+    """Repository to work on, as written (relative paths are relative to the task file)."""
+    check: str | None = None
+    """Shell command that must pass on the final branch (e.g. `pytest -q`)."""
+    max_agents: int | None = None
+    """Sub-agents allowed to run at once."""
+    budget_usd: float | None = None
+    """Money the run may spend on model calls."""
+    deadline_s: float | None = None
+    """Wall-clock limit for the run, in seconds (front matter `deadline: 15m`)."""
+    max_steps: int | None = None
+    """Agent steps allowed per sub-agent."""
+    roles: dict[str, str] = Field(default_factory=dict)
+    """Role -> tier overrides, e.g. `{"fixer": "reasoning"}`."""
+    tiers: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Per-tier setting overrides, passed to the config layer as written."""
+    source: str | None = None
+    """The file the task came from, when it came from a file."""
+
+
+class _FrontMatter(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    repo: str | None = None
+    check: str | None = None
+    max_agents: int | None = Field(default=None, ge=1)
+    budget_usd: float | None = Field(default=None, gt=0)
+    deadline: str | int | float | None = None
+    max_steps: int | None = Field(default=None, ge=1)
+    roles: dict[str, str] = Field(default_factory=dict)
+    tiers: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+_ALLOWED = sorted(_FrontMatter.model_fields)
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_DURATION_HINT = 'a duration like "15m", "90s" or "1h30m"'
+# What each top-level key must be, in words, for type errors.
+_SHAPES = {
+    "repo": "a string (a path to a git repository)",
+    "check": "a string (a shell command)",
+    "max_agents": "a whole number",
+    "budget_usd": "a number",
+    "deadline": _DURATION_HINT,
+    "max_steps": "a whole number",
+    "roles": "a mapping of role to tier, e.g. {fixer: reasoning}",
+    "tiers": "a mapping of tier name to settings, e.g. {speed: {max_in_flight: 32}}",
+}
+
+
+def load_task(path: Path) -> Task:
+    """Read and validate a task file; any problem is a ConfigError naming file and line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError("no such task file", path=str(path)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read task file: {exc}", path=str(path)) from None
+    return parse_task(text, source=str(path))
+
+
+def parse_task(text: str, *, source: str = "<task>") -> Task:
+    """Parse task-file text. `source` names it in errors; `<...>` names are not paths."""
+    lines = text.removeprefix("\ufeff").splitlines()
+    fields = _validate_front({}, None, source)
+    body_start = 0  # index of the first body line
+    if lines and lines[0].rstrip() == "---":
+        end = next((i for i in range(1, len(lines)) if lines[i].rstrip() in ("---", "...")), None)
+        if end is None:
+            raise _error(source, 1, "front matter starts with '---' but has no closing '---' line")
+        fields = _validate_front(*_front_matter(lines[1:end], source), source)
+        body_start = end + 1
+    title, instructions = _body(lines, body_start, source)
+    return Task(
+        title=title,
+        instructions=instructions,
+        source=None if source.startswith("<") else source,
+        **fields,
+    )
+
+
+def _front_matter(block: list[str], source: str) -> tuple[dict[str, Any], yaml.Node | None]:
+    """Parse the YAML between the `---` lines; the node tree is kept for line lookups."""
+    text = "\n".join(block)
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line = mark.line + 2 if mark is not None else 2  # +1 for 1-based, +1 for '---'
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        context = getattr(exc, "context_mark", None)
+        if context is not None and context.line + 2 != line:
+            problem += f" (in what starts on line {context.line + 2})"
+        raise _error(source, line, f"front matter is not valid YAML: {problem}") from None
+    if data is None:
+        return {}, None
+    if not isinstance(data, dict) or not isinstance(node, yaml.MappingNode):
+        raise _error(source, 2, "front matter must be a mapping of keys like `check: pytest -q`")
+    seen: dict[str, int] = {}
+    for key_node, _ in node.value:
+        key, line = str(key_node.value), key_node.start_mark.line + 2
+        if key in seen:
+            raise _error(source, line, f"{key} is given twice (first on line {seen[key]})")
+        seen[key] = line
+    return data, node
+
+
+def _line(node: yaml.Node | None, loc: tuple[str | int, ...]) -> int:
+    """The 1-based file line of the deepest key of `loc` that exists in the node tree."""
+    line = 2
+    for part in loc:
+        if not isinstance(node, yaml.MappingNode):
+            break
+        for key_node, value_node in node.value:
+            if str(key_node.value) == str(part):
+                line = key_node.start_mark.line + 2
+                node = value_node
+                break
+        else:
+            break
+    return line
+
+
+def _validate_front(front: dict[str, Any], node: yaml.Node | None, source: str) -> dict[str, Any]:
+    for key in front:
+        if key not in _FrontMatter.model_fields:
+            close = difflib.get_close_matches(str(key), _ALLOWED, n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise _error(
+                source,
+                _line(node, (key,)),
+                f"unknown key {key!r} ({hint}allowed: {', '.join(_ALLOWED)})",
+            )
+    try:
+        fm = _FrontMatter.model_validate(front)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        # a union's errors name the member tried (`deadline.str`); the user never wrote it
+        loc = ("deadline",) if err["loc"][0] == "deadline" else tuple(err["loc"])
+        raise _error(source, _line(node, loc), _explain(loc, err)) from None
+    deadline_s = None
+    if fm.deadline is not None:
+        try:
+            deadline_s = parse_duration(fm.deadline)
+        except ValueError:
+            deadline_s = 0.0
+        if deadline_s <= 0:
+            line = _line(node, ("deadline",))
+            raise _error(source, line, f"deadline must be {_DURATION_HINT} (got {fm.deadline!r})")
+    return {
+        "repo": fm.repo,
+        "check": fm.check,
+        "max_agents": fm.max_agents,
+        "budget_usd": fm.budget_usd,
+        "deadline_s": deadline_s,
+        "max_steps": fm.max_steps,
+        "roles": fm.roles,
+        "tiers": fm.tiers,
+    }
+
+
+def _explain(loc: tuple[str | int, ...], err: Any) -> str:
+    key = str(loc[0]) if loc else "front matter"
+    kind: str = err["type"]
+    ctx = err.get("ctx") or {}
+    if len(loc) > 1:
+        where = ".".join(str(p) for p in loc)
+        if key == "roles":
+            return f"{where} must be a tier name (a string), e.g. `fixer: reasoning`"
+        return f"{where}: {err['msg']}"
+    if kind == "greater_than_equal":
+        return f"{key} must be at least {ctx.get('ge')}"
+    if kind == "greater_than":
+        return f"{key} must be more than {ctx.get('gt'):g}"
+    return f"{key} must be {_SHAPES.get(key, 'valid')} (got {err.get('input')!r})"
+
+
+def _body(lines: list[str], start: int, source: str) -> tuple[str, str]:
+    """Find the title (first `# ` heading outside code fences) and the instructions."""
+    in_fence = False
+    for i in range(start, len(lines)):
+        if _FENCE.match(lines[i]):
+            in_fence = not in_fence
+            continue
+        if not in_fence and lines[i].startswith("# ") and lines[i][2:].strip():
+            title = lines[i][2:].strip().rstrip("#").strip()
+            rest = [*lines[start:i], *lines[i + 1 :]]
+            instructions = "\n".join(rest).strip()
+            if not instructions:
+                raise _error(source, i + 1, "the task has a title but no instructions below it")
+            return title, instructions
+    raise _error(
+        source, start + 1, "missing title: the task needs a `# Title` line after the front matter"
+    )
+
+
+def _error(source: str, line: int, message: str) -> ConfigError:
+    return ConfigError(message, path=source, key=f"line {line}")

@@ -1,0 +1,287 @@
+"""`@tool`: turn a typed, documented Python function into something a model can call.
+
+A `Tool` carries the JSON schema models see (built with pydantic from the signature and
+the docstring's `Args:` section) and `run`s the function on the model's JSON arguments.
+Everything that goes wrong in a call — bad JSON, invalid arguments, an exception in the
+tool's body — becomes a `ToolError` whose message is written for the model to read;
+`Finish` (raised by the `finish` tool) passes through so the agent loop can end.
+
+Tools that touch the filesystem or run commands take a `ToolContext` as their first
+parameter: the workspace they are confined to and the environment their subprocesses get.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any, get_type_hints, overload
+
+import anyio.to_thread
+import pydantic_core
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from swarm.errors import ToolError
+from swarm.messages import ToolSpec
+
+__all__ = ["Finish", "Tool", "ToolContext", "scrub_env", "tool", "truncate"]
+
+_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
+_SECRET_NAMES = frozenset(
+    {
+        # provider and tooling secrets whose names the words above miss
+        "MYSQL_PWD",
+        "SSH_AUTH_SOCK",
+        "GPG_AGENT_INFO",
+        "NETRC",
+        # these would point git at the user's checkout instead of the workspace
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_COMMON_DIR",
+        # set afresh per subprocess from the current span
+        "TRACEPARENT",
+        "TRACESTATE",
+    }
+)
+
+
+def scrub_env(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` without secrets: names containing KEY, TOKEN, SECRET, PASSWORD, CREDENTIAL."""
+    out: dict[str, str] = {}
+    for name, value in env.items():
+        upper = name.upper()
+        if upper in _SECRET_NAMES or any(word in upper for word in _SECRET_WORDS):
+            continue
+        out[name] = value
+    return out
+
+
+def truncate(text: str, limit: int) -> str:
+    """`text` cut to about `limit` characters, keeping its head and tail."""
+    if len(text) <= limit:
+        return text
+    head = limit // 2
+    tail = limit - head
+    cut = len(text) - head - tail
+    return f"{text[:head]}\n[… {cut} characters cut …]\n{text[len(text) - tail :]}"
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """Where a tool call may act and how its subprocesses run."""
+
+    root: Path
+    """The workspace directory tools are confined to."""
+    check: str | None = None
+    """The task's check command; `run_tests` runs it."""
+    env: Mapping[str, str] = field(default_factory=lambda: scrub_env(os.environ))
+    """Environment for subprocesses, already scrubbed of secrets."""
+    timeout_s: float = 120.0
+    """Default timeout of a command."""
+    max_output_chars: int = 20_000
+    """Longer outputs are cut in the middle."""
+    base: str | None = None
+    """The commit `git_diff` compares against (`HEAD` when None)."""
+
+
+class Finish(Exception):
+    """Raised by the `finish` tool: the agent is done; `summary` is its report."""
+
+    def __init__(self, summary: str) -> None:
+        super().__init__(summary)
+        self.summary = summary
+        """What the agent says it did."""
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A function a model can call, with the JSON schema of its arguments."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    """JSON schema of the arguments object."""
+    fn: Callable[..., Any]
+    takes_context: bool
+    """True when `fn`'s first parameter is a `ToolContext`."""
+    _args: type[BaseModel] | None = field(default=None, repr=False, compare=False)
+    _spec: ToolSpec = field(init=False, repr=False, compare=False)
+    _is_async: bool = field(init=False, repr=False, compare=False)
+    _names: dict[str, str] = field(init=False, repr=False, compare=False)
+    """Internal field name → parameter name."""
+
+    def __post_init__(self) -> None:
+        args = self._args or _signature_model(self.fn, self.name)[0]
+        spec = ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
+        object.__setattr__(self, "_args", args)
+        object.__setattr__(self, "_spec", spec)
+        object.__setattr__(self, "_is_async", inspect.iscoroutinefunction(self.fn))
+        names = {key: f.alias or key for key, f in args.model_fields.items()}
+        object.__setattr__(self, "_names", names)
+
+    @property
+    def spec(self) -> ToolSpec:
+        """The tool as offered to a model."""
+        return self._spec
+
+    async def run(self, arguments: str | Mapping[str, Any], ctx: ToolContext | None = None) -> str:
+        """Validate `arguments`, call the tool and return its result as text.
+
+        Raises `ToolError` (for the model to read) and `Finish`; nothing else.
+        """
+        kwargs = self._validate(arguments)
+        if self.takes_context:
+            if ctx is None:
+                raise TypeError(f"tool {self.name} needs a ToolContext")
+            call = partial(self.fn, ctx, **kwargs)
+        else:
+            call = partial(self.fn, **kwargs)
+        try:
+            if self._is_async:
+                result = await call()
+            else:
+                result = await anyio.to_thread.run_sync(call)
+        except (ToolError, Finish):
+            raise
+        except Exception as exc:
+            raise ToolError(f"{self.name} failed: {type(exc).__name__}: {exc}") from exc
+        text = result if isinstance(result, str) else pydantic_core.to_json(result).decode()
+        return truncate(text, ctx.max_output_chars if ctx else ToolContext.max_output_chars)
+
+    def _validate(self, arguments: str | Mapping[str, Any]) -> dict[str, Any]:
+        model = self._args
+        assert model is not None
+        try:
+            if isinstance(arguments, str):
+                parsed = model.model_validate_json(arguments if arguments.strip() else "{}")
+            else:
+                parsed = model.model_validate(dict(arguments))
+        except ValidationError as exc:
+            raise ToolError(_explain(self, exc)) from None
+        names = self._names
+        return {names[k]: v for k, v in parsed.__dict__.items()}
+
+
+def _explain(t: Tool, exc: ValidationError) -> str:
+    problems: list[str] = []
+    for err in exc.errors(include_url=False):
+        if err["type"] == "json_invalid":
+            return f"arguments for {t.name} are not valid JSON: {err['msg']}"
+        where = ".".join(str(part) for part in err["loc"]) or "arguments"
+        if err["type"] == "extra_forbidden":
+            problems.append(f"{where}: unexpected argument")
+        elif err["type"] == "missing":
+            problems.append(f"{where}: required argument missing")
+        else:
+            got = json.dumps(err.get("input"), default=str)[:80]
+            problems.append(f"{where}: {err['msg']} (got {got})")
+    accepted = ", ".join(t.parameters.get("properties", {})) or "none"
+    return f"invalid arguments for {t.name}: " + "; ".join(problems) + f". Accepted: {accepted}."
+
+
+_ARG_LINE = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+_SECTION = re.compile(r"^(Args|Arguments|Parameters|Returns|Yields|Raises|Examples?|Notes?):\s*$")
+
+
+def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
+    """The summary (text before the first section) and the `Args:` descriptions."""
+    lines = inspect.cleandoc(doc or "").splitlines()
+    summary: list[str] = []
+    params: dict[str, str] = {}
+    section: str | None = None
+    current: str | None = None
+    indent = 0
+    for line in lines:
+        match = _SECTION.match(line.strip())
+        if match and not line.startswith(" "):
+            section, current = match.group(1), None
+            continue
+        if section is None:
+            summary.append(line)
+        elif section in ("Args", "Arguments", "Parameters") and line.strip():
+            this_indent = len(line) - len(line.lstrip())
+            arg = _ARG_LINE.match(line.strip())
+            if arg and (current is None or this_indent <= indent):
+                current, indent = arg.group(1).lstrip("*"), this_indent
+                params[current] = arg.group(2).strip()
+            elif current is not None:
+                params[current] = f"{params[current]} {line.strip()}".strip()
+    return "\n".join(summary).strip(), params
+
+
+def _signature_model(fn: Callable[..., Any], name: str) -> tuple[type[BaseModel], bool]:
+    """A pydantic model of `fn`'s arguments (ToolContext excluded) and whether it takes one."""
+    hints = get_type_hints(fn, include_extras=True)
+    params = list(inspect.signature(fn).parameters.values())
+    takes_context = bool(params) and hints.get(params[0].name) is ToolContext
+    if takes_context:
+        params = params[1:]
+    _, docs = _parse_docstring(fn.__doc__)
+    fields: dict[str, Any] = {}
+    for i, p in enumerate(params):
+        if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY):
+            raise TypeError(f"tool {name}: parameter {p.name!r} must be a named parameter")
+        default = ... if p.default is inspect.Parameter.empty else p.default
+        # internal field names avoid clashes with BaseModel attributes (`json`, `copy`, ...)
+        fields[f"p{i}"] = (
+            hints.get(p.name, Any),
+            Field(default, alias=p.name, description=docs.get(p.name)),
+        )
+    model: type[BaseModel] = create_model(
+        f"{name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
+    )
+    return model, takes_context
+
+
+def _schema(model: type[BaseModel]) -> dict[str, Any]:
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+    return schema
+
+
+def _make(fn: Callable[..., Any], name: str | None, description: str | None) -> Tool:
+    tool_name = name or fn.__name__
+    model, takes_context = _signature_model(fn, tool_name)
+    summary, _ = _parse_docstring(fn.__doc__)
+    return Tool(
+        name=tool_name,
+        description=description if description is not None else summary,
+        parameters=_schema(model),
+        fn=fn,
+        takes_context=takes_context,
+        _args=model,
+    )
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+@overload
+def tool(
+    *, name: str | None = None, description: str | None = None
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a `Tool` of a function: `@tool` or `@tool(name=..., description=...)`.
+
+    The schema comes from the type hints; parameter descriptions from the docstring's
+    `Args:` section; parameters with defaults are optional. A first parameter annotated
+    `ToolContext` is filled in by the caller, not the model.
+    """
+    if fn is not None:
+        return _make(fn, name, description)
+    return lambda f: _make(f, name, description)

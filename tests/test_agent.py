@@ -1,0 +1,179 @@
+from __future__ import annotations
+
+import anyio
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from pydantic import BaseModel, ValidationError
+
+from swarm.agent import Agent
+from swarm.errors import ToolError
+from swarm.messages import ChatRequest
+from swarm.testing import FunctionModel, ScriptedModel, call
+from swarm.tool import Finish, tool
+from swarm.tracing import use_tracer
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+@tool
+def finish(summary: str) -> None:
+    """End the run."""
+    raise Finish(summary)
+
+
+@tool
+def broken(reason: str) -> str:
+    """Always fails."""
+    raise ToolError(f"broken: {reason}")
+
+
+def tool_texts(request: ChatRequest) -> list[str]:
+    return [m.content or "" for m in request.messages if m.role == "tool"]
+
+
+async def test_tools_then_finish() -> None:
+    model = ScriptedModel([call("add", a=2, b=3), call("finish", summary="sum is 5")])
+    result = await Agent[str]("coder", model=model, tools=[add, finish]).run("add 2 and 3")
+    assert result.finished
+    assert result.stop_reason == "finish"
+    assert result.output == "sum is 5"
+    assert result.steps == 2
+    assert tool_texts(model.requests[1]) == ["5"]
+    model.assert_complete()
+
+
+async def test_tool_errors_unknown_tools_and_bad_arguments_go_back_to_the_model() -> None:
+    model = ScriptedModel(
+        [
+            [call("broken", reason="disk"), call("nope"), call("add", a="x", b=1)],
+            call("finish", summary="gave up"),
+        ]
+    )
+    result = await Agent[str]("coder", model=model, tools=[add, broken, finish]).run("go")
+    assert result.finished
+    broken_text, unknown_text, bad_args_text = tool_texts(model.requests[1])
+    assert broken_text == "error: broken: disk"
+    assert "unknown tool 'nope'" in unknown_text
+    assert "add" in unknown_text
+    assert bad_args_text.startswith("error:")
+    assert "a" in bad_args_text
+
+
+async def test_parallel_tool_calls_run_concurrently() -> None:
+    ping, pong = anyio.Event(), anyio.Event()
+
+    @tool
+    async def first() -> str:
+        """Waits for the second."""
+        ping.set()
+        with anyio.fail_after(2):
+            await pong.wait()
+        return "first"
+
+    @tool
+    async def second() -> str:
+        """Waits for the first."""
+        with anyio.fail_after(2):
+            await ping.wait()
+        pong.set()
+        return "second"
+
+    model = ScriptedModel([[call("first"), call("second")], "both done"])
+    result = await Agent[str]("coder", model=model, tools=[first, second]).run("go")
+    assert result.output == "both done"
+    assert tool_texts(model.requests[1]) == ["first", "second"]
+
+
+async def test_step_budget_stops_the_loop() -> None:
+    model = FunctionModel(lambda request: call("add", a=1, b=1))
+    result = await Agent[str]("coder", model=model, tools=[add, finish], max_steps=3).run("loop")
+    assert not result.finished
+    assert result.stop_reason == "max_steps"
+    assert result.steps == 3
+    assert len(model.requests) == 3
+
+
+async def test_text_reply_when_finish_is_required_gets_a_nudge() -> None:
+    model = ScriptedModel(["I think I am done", call("finish", summary="done")])
+    result = await Agent[str]("coder", model=model, tools=[finish]).run("go")
+    assert result.output == "done"
+    assert "finish" in (model.requests[1].messages[-1].content or "")
+
+
+class Verdict(BaseModel):
+    ok: bool
+    reason: str
+
+
+async def test_output_type_invalid_reply_is_retried() -> None:
+    model = ScriptedModel(['{"ok": "maybe"}', '```json\n{"ok": true, "reason": "tests pass"}\n```'])
+    result = await Agent[Verdict]("tester", model=model, output_type=Verdict).run("judge")
+    assert result.output == Verdict(ok=True, reason="tests pass")
+    assert "did not validate" in (model.requests[1].messages[-1].content or "")
+
+
+async def test_output_type_retries_are_bounded() -> None:
+    model = ScriptedModel(["no", "still no", "never"])
+    agent = Agent[Verdict]("tester", model=model, output_type=Verdict, max_output_retries=2)
+    with pytest.raises(ValidationError):
+        await agent.run("judge")
+
+
+async def test_a_crash_in_our_own_code_propagates() -> None:
+    def crash(request: ChatRequest) -> str:
+        raise RuntimeError("bug in the model double")
+
+    with pytest.raises(RuntimeError, match="bug in the model double"):
+        await Agent[str]("coder", model=FunctionModel(crash)).run("go")
+
+
+async def test_cancellation_mid_tool_ends_the_tool_and_the_spans() -> None:
+    started, cleaned = anyio.Event(), anyio.Event()
+
+    @tool
+    async def slow() -> str:
+        """Never returns on its own."""
+        started.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            cleaned.set()
+        return "unreachable"
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    model = ScriptedModel([call("slow")])
+    with use_tracer(provider):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(Agent[str]("coder", model=model, tools=[slow]).run, "go")
+            await started.wait()
+            tg.cancel_scope.cancel()
+    assert cleaned.is_set()
+    names = sorted(s.name for s in exporter.get_finished_spans())
+    assert names == ["execute_tool slow", "invoke_agent coder"]
+
+
+async def test_spans_nest_tools_under_the_agent() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    model = ScriptedModel([call("add", a=1, b=2), call("finish", summary="3")])
+    with use_tracer(provider):
+        await Agent[str]("coder", model=model, tools=[add, finish], agent_id="coder-7").run("go")
+    spans = {s.name: s for s in exporter.get_finished_spans()}
+    agent_span = spans["invoke_agent coder"]
+    tool_span = spans["execute_tool add"]
+    assert tool_span.parent is not None
+    assert tool_span.parent.span_id == agent_span.context.span_id
+    assert agent_span.attributes is not None and tool_span.attributes is not None
+    assert agent_span.attributes["gen_ai.agent.id"] == "coder-7"
+    assert agent_span.attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert tool_span.attributes["gen_ai.tool.name"] == "add"
+    assert tool_span.attributes["swarm.step"] == 1

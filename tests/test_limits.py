@@ -1,0 +1,242 @@
+"""Shared limits: concurrency with priorities, cancellation safety, token buckets, AIMD,
+x-ratelimit pacing and spend caps."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import anyio
+import pytest
+from anyio.lowlevel import checkpoint
+from anyio import wait_all_tasks_blocked
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from swarm import _semconv as sc
+from swarm.errors import BudgetExceeded
+from swarm.limits import ConcurrencyLimiter, Gate, SpendTracker, TokenBucket
+from swarm.messages import RateLimitInfo
+from swarm.tracing import use_tracer
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    with use_tracer(provider):
+        yield exporter
+
+
+def wait_kinds(exporter: InMemorySpanExporter) -> list[object]:
+    return [
+        (s.attributes or {}).get(sc.WAIT_KIND)
+        for s in exporter.get_finished_spans()
+        if s.name == sc.WAIT_SPAN
+    ]
+
+
+async def test_concurrency_respected_under_500_callers(spans: InMemorySpanExporter) -> None:
+    gate = Gate("p", max_concurrency=10)
+    in_flight = peak = 0
+
+    async def caller(i: int) -> None:
+        nonlocal in_flight, peak
+        await gate.enter(100, priority=i % 3)
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await checkpoint()
+        in_flight -= 1
+        gate.exit(100, 90, ok=True)
+
+    async with anyio.create_task_group() as tg:
+        for i in range(500):
+            tg.start_soon(caller, i)
+    assert peak == 10
+    assert gate.slots.max_in_flight == 10
+    assert gate.slots.in_flight == 0
+    assert "queue" in wait_kinds(spans)
+
+
+async def test_uncontended_path_makes_no_spans(spans: InMemorySpanExporter) -> None:
+    gate = Gate("p", max_concurrency=4, rpm=1000, tpm=1_000_000)
+    for _ in range(50):
+        await gate.enter(10)
+        gate.exit(10, 10, ok=True)
+    assert spans.get_finished_spans() == ()
+
+
+async def test_priority_order_then_fifo() -> None:
+    limiter = ConcurrencyLimiter(1)
+    await limiter.acquire()
+    order: list[str] = []
+
+    async def waiter(label: str, priority: int) -> None:
+        await limiter.acquire(priority)
+        order.append(label)
+        limiter.release()
+
+    async with anyio.create_task_group() as tg:
+        for label, prio in [("low1", 0), ("high1", 5), ("mid", 1), ("high2", 5), ("low2", 0)]:
+            tg.start_soon(waiter, label, prio)
+            await wait_all_tasks_blocked()
+        limiter.release()
+    assert order == ["high1", "high2", "mid", "low1", "low2"]
+
+
+async def test_cancelled_waiter_never_leaks_a_slot() -> None:
+    limiter = ConcurrencyLimiter(1)
+    await limiter.acquire()
+    async with anyio.create_task_group() as tg:
+        scope = anyio.CancelScope()
+
+        async def cancelled_waiter() -> None:
+            with scope:
+                await limiter.acquire()
+                pytest.fail("should have been cancelled")
+
+        tg.start_soon(cancelled_waiter)
+        await wait_all_tasks_blocked()
+        scope.cancel()
+    limiter.release()
+    assert limiter.in_flight == 0
+    assert limiter.try_acquire()
+    limiter.release()
+
+
+async def test_slot_granted_during_cancellation_is_passed_on() -> None:
+    limiter = ConcurrencyLimiter(1)
+    await limiter.acquire()
+    got: list[str] = []
+    async with anyio.create_task_group() as tg:
+        scope = anyio.CancelScope()
+
+        async def first() -> None:
+            with scope:
+                await limiter.acquire()
+                got.append("first")  # may run if the grant wins; then it must release
+                limiter.release()
+
+        async def second() -> None:
+            await limiter.acquire()
+            got.append("second")
+            limiter.release()
+
+        tg.start_soon(first)
+        await wait_all_tasks_blocked()
+        tg.start_soon(second)
+        await wait_all_tasks_blocked()
+        limiter.release()  # grants `first` ...
+        scope.cancel()  # ... which is cancelled before it runs
+    assert "second" in got
+    assert limiter.in_flight == 0
+
+
+def test_token_bucket_reserves_and_waits() -> None:
+    bucket = TokenBucket(60)  # 1 per second, burst of 60
+    now = bucket._stamp
+    assert bucket.reserve(60, now) == 0.0
+    assert bucket.reserve(1, now) == pytest.approx(1.0)
+    assert bucket.reserve(1, now) == pytest.approx(2.0)  # queued behind the first debt
+    assert bucket.reserve(1, now + 10) == pytest.approx(0.0)  # 10 s refilled the debt
+    assert bucket.reserve(10_000, now + 100) > 0  # larger than capacity: clamped, still served
+
+
+async def test_tpm_corrected_by_real_usage() -> None:
+    gate = Gate("p", tpm=6000)
+    assert gate.tpm is not None
+    await gate.enter(5000)
+    gate.exit(5000, 1000, ok=True)  # used far less than estimated: refunded
+    assert gate.tpm.level == pytest.approx(5000, abs=5)
+
+
+async def test_rate_wait_makes_a_span_and_refunds_on_cancel(
+    spans: InMemorySpanExporter,
+) -> None:
+    gate = Gate("p", rpm=60)
+    assert gate.rpm is not None
+    gate.rpm.level = 0.0
+    with anyio.move_on_after(0.05):
+        await gate.enter(1)
+    assert gate.slots.in_flight == 0
+    assert gate.rpm.level > -0.5  # the cancelled reservation was refunded
+    assert wait_kinds(spans) == ["rate_limit"]
+
+
+async def test_pacing_from_ratelimit_headers(spans: InMemorySpanExporter) -> None:
+    gate = Gate("p")
+    await gate.enter(10)
+    gate.exit(10, 10, ok=True, info=RateLimitInfo(remaining_requests=0, reset_requests_s=0.1))
+    start = anyio.current_time()
+    await gate.enter(10)
+    gate.exit(10, 10, ok=True)
+    assert anyio.current_time() - start >= 0.09
+    assert wait_kinds(spans) == ["rate_limit"]
+
+
+def test_aimd_cuts_once_per_burst_and_recovers_additively() -> None:
+    limiter = ConcurrencyLimiter(8, recover_every=3)
+    limiter.on_rate_limited(now=100.0)
+    assert limiter.limit == 4
+    limiter.on_rate_limited(now=100.5)  # same burst
+    assert limiter.limit == 4
+    limiter.on_rate_limited(now=102.0)
+    assert limiter.limit == 2
+    for _ in range(3):
+        limiter.on_success()
+    assert limiter.limit == 3
+    for _ in range(100):
+        limiter.on_success()
+    assert limiter.limit == 8  # never above the configured ceiling
+    one = ConcurrencyLimiter(1)
+    one.on_rate_limited(now=0.0)
+    assert one.limit == 1  # min 1
+
+
+def test_aimd_on_unbounded_limiter_cuts_from_in_flight() -> None:
+    limiter = ConcurrencyLimiter()
+    for _ in range(20):
+        assert limiter.try_acquire()
+    limiter.on_rate_limited(now=0.0)
+    assert limiter.limit == 10
+    assert not limiter.try_acquire()
+
+
+async def test_aimd_cut_holds_back_waiters_until_recovery() -> None:
+    gate = Gate("p", max_concurrency=4, recover_every=1)
+    for _ in range(4):
+        await gate.enter(1)
+    gate.rate_limited(None)
+    assert gate.slots.limit == 2
+    for _ in range(3):
+        gate.exit(1, 1, ok=False)
+    assert gate.slots.in_flight == 1
+    assert gate.slots.try_acquire()  # 2 allowed now
+    assert not gate.slots.try_acquire()
+
+
+def test_spend_cap_raises_with_what_was_spent() -> None:
+    run = SpendTracker(usd=0.01, tokens=1000)
+    run.reserve(0.004, 100)
+    run.record(0.006, 300, reserved_usd=0.004, reserved_tokens=100)
+    run.reserve(0.003, 100)
+    run.record(0.005, 200, reserved_usd=0.003, reserved_tokens=100)
+    with pytest.raises(BudgetExceeded) as info:
+        run.check()
+    assert info.value.kind == "usd"
+    assert info.value.spent == pytest.approx(0.011)
+    assert info.value.limit == 0.01
+    assert info.value.scope == "run"
+
+
+def test_token_cap_counts_in_flight_reservations() -> None:
+    tier = SpendTracker(tokens=1000, scope="tier speed")
+    tier.reserve(0.0, 600)
+    tier.reserve(0.0, 600)  # 600 < 1000 when checked
+    with pytest.raises(BudgetExceeded) as info:
+        tier.reserve(0.0, 10)
+    assert info.value.kind == "tokens" and info.value.scope == "tier speed"
+    assert "tier speed budget exceeded" in str(info.value)
+    tier.release(0.0, 1200)
+    tier.reserve(0.0, 10)

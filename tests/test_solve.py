@@ -1,0 +1,335 @@
+"""Whole runs of `solve()` against real temporary git repositories, scripted models."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from swarm.messages import ChatRequest
+from swarm.model import Model
+from swarm.solve import SolveRequest, solve
+from swarm.testing import FunctionModel, Scripted, ScriptedModel, call, reply
+
+CHECK = "python check.py"
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=repo, check=True, capture_output=True, text=True,
+    ).stdout.strip()  # fmt: skip
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "a.py").write_text("def one():\n    return 1\n")
+    (repo / "b.py").write_text("def two():\n    return 2\n")
+    (repo / "shared.py").write_text('NAMES = ["one", "two"]\n')
+    (repo / "check.py").write_text(
+        "import a, b, shared\nassert a.one() == 1, 'one is wrong'\n"
+        "assert b.two() == 2, 'two is wrong'\nprint('ok', shared.NAMES)\n"
+    )
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "init")
+    return repo
+
+
+def write_task(tmp_path: Path, *, check: str = CHECK, extra: str = "") -> Path:
+    path = tmp_path / "task.md"
+    path.write_text(f"---\ncheck: {check}\n{extra}---\n# Tidy up\n\nMake the code nicer.\n")
+    return path
+
+
+def write_plan(tmp_path: Path, subtasks: Sequence[dict[str, Any]]) -> Path:
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps({"subtasks": list(subtasks)}))
+    return path
+
+
+def subtask(id: str, files: list[str], deps: Sequence[str] = ()) -> dict[str, Any]:
+    return {"id": id, "title": f"do {id}", "instructions": f"do {id}", "files": files,
+            "depends_on": list(deps)}  # fmt: skip
+
+
+class Scripts:
+    """A model source that gives each agent id its own scripted model."""
+
+    def __init__(self, scripts: dict[str, list[Scripted]], *, default: Model | None = None):
+        self.scripts = scripts
+        self.default = default
+        self.models: dict[str, Model] = {}
+        self.escalated: list[str] = []
+
+    def model(self, role: str, *, agent_id: str, escalate: bool = False) -> Model:
+        if escalate:
+            self.escalated.append(agent_id)
+        if agent_id not in self.models:
+            if agent_id in self.scripts:
+                self.models[agent_id] = ScriptedModel(self.scripts[agent_id], name=agent_id)
+            elif self.default is not None:
+                self.models[agent_id] = self.default
+            else:
+                raise AssertionError(f"no script for {agent_id}")
+        return self.models[agent_id]
+
+
+def request(tmp_path: Path, repo: Path, plan: Path | None, **kw: Any) -> SolveRequest:
+    return SolveRequest(
+        task_path=str(kw.pop("task", write_task(tmp_path))),
+        repo=str(repo),
+        plan_path=str(plan) if plan else None,
+        state_dir=str(tmp_path / "state"),
+        traces_dir=str(tmp_path / "traces"),
+        quiet=True,
+        **kw,
+    )
+
+
+def worktrees(repo: Path) -> list[str]:
+    lines = git(repo, "worktree", "list", "--porcelain").splitlines()
+    return [line for line in lines if line.startswith("worktree ")]
+
+
+def edit(path: str, old: str, new: str) -> Scripted:
+    return call("edit_file", path=path, old=old, new=new)
+
+
+def done(summary: str = "done") -> Scripted:
+    return call("finish", summary=summary)
+
+
+def assert_untouched(repo: Path) -> None:
+    assert git(repo, "rev-parse", "--abbrev-ref", "HEAD") == "main"
+    assert git(repo, "status", "--porcelain") == ""
+    assert len(worktrees(repo)) == 1, worktrees(repo)
+
+
+async def test_multi_subtask_plan_is_merged_to_green(tmp_path: Path, repo: Path) -> None:
+    plan = write_plan(tmp_path, [
+        subtask("s1", ["a.py"]), subtask("s2", ["b.py"]), subtask("s3", ["a.py"], ["s1"]),
+    ])  # fmt: skip
+    scripts = Scripts({
+        "coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()],
+        "coder:s2": [edit("b.py", "def two():", "def two() -> int:"), done()],
+        "coder:s3": [edit("a.py", "    return 1", '    """One."""\n    return 1'), done()],
+    })  # fmt: skip
+    report = await solve(request(tmp_path, repo, plan), source=scripts)
+    assert report["status"] == "done", report
+    assert report["final_check"] == "passed"
+    assert {s["id"]: s["status"] for s in report["subtasks"]} == {
+        "s1": "merged", "s2": "merged", "s3": "merged",
+    }  # fmt: skip
+    a = git(repo, "show", f"{report['branch']}:a.py")
+    assert "def one() -> int:" in a and '"""One."""' in a
+    assert "def two() -> int:" in git(repo, "show", f"{report['branch']}:b.py")
+    assert "def one() -> int" in Path(report["patch"]).read_text()
+    assert Path(report["trace"]).stat().st_size > 0
+    assert "s3" in Path(report["report"]).read_text()
+    assert_untouched(repo)
+    for model in scripts.models.values():
+        assert isinstance(model, ScriptedModel)
+        model.assert_complete()
+
+
+async def test_a_failing_check_is_fixed_by_a_fixer(tmp_path: Path, repo: Path) -> None:
+    plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
+    scripts = Scripts({
+        "coder:s1": [edit("a.py", "return 1", "return 2"), done("oops")],
+        "fixer:s1:1": [call("run_tests"), edit("a.py", "return 2", "return 1"), done("fixed")],
+    })  # fmt: skip
+    report = await solve(request(tmp_path, repo, plan), source=scripts)
+    assert report["status"] == "done"
+    (s1,) = report["subtasks"]
+    assert s1["status"] == "merged" and s1["fix_rounds"] == 1
+    fixer = scripts.models["fixer:s1:1"]
+    assert isinstance(fixer, ScriptedModel)
+    assert "one is wrong" in (fixer.requests[0].messages[-1].content or "")
+    assert scripts.escalated == []
+
+
+async def test_a_fix_loop_that_gives_up_escalates_then_fails(tmp_path: Path, repo: Path) -> None:
+    plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["b.py"], ["s1"])])
+    scripts = Scripts({
+        "coder:s1": [edit("a.py", "return 1", "return 2"), done()],
+        "fixer:s1:1": [done("could not")],
+        "fixer:s1:2": [done("could not")],
+        "fixer:s1:3": [done("could not")],
+    })  # fmt: skip
+    report = await solve(request(tmp_path, repo, plan), source=scripts)
+    assert report["status"] == "failed"
+    states = {s["id"]: s["status"] for s in report["subtasks"]}
+    assert states == {"s1": "failed", "s2": "skipped"}
+    assert scripts.escalated == ["fixer:s1:2", "fixer:s1:3"]
+    assert_untouched(repo)
+
+
+async def test_a_merge_conflict_is_rebased_by_a_fixer(tmp_path: Path, repo: Path) -> None:
+    plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["b.py"])])
+    both = 'NAMES = ["one", "two", "three", "four"]\n'
+    scripts = Scripts({
+        "coder:s1": [edit("shared.py", '"two"]', '"two", "three"]'), done()],
+        "coder:s2": [edit("shared.py", '"two"]', '"two", "four"]'), done()],
+        "fixer:s1:rebase1": [call("write_file", path="shared.py", content=both), done()],
+        "fixer:s2:rebase1": [call("write_file", path="shared.py", content=both), done()],
+    })  # fmt: skip
+    report = await solve(request(tmp_path, repo, plan, max_agents=2), source=scripts)
+    assert report["status"] == "done", report
+    assert sorted(s["rebases"] for s in report["subtasks"]) == [0, 1]
+    assert git(repo, "show", f"{report['branch']}:shared.py") == both.strip()
+    assert_untouched(repo)
+
+
+async def test_step_budget_stops_cleanly_and_keeps_merged_work(
+    tmp_path: Path, repo: Path
+) -> None:
+    plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["b.py"], ["s1"])])
+    scripts = Scripts({
+        "coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()],
+        "coder:s2": [edit("b.py", "def two():", "def two() -> int:"), done()],
+    })  # fmt: skip
+    report = await solve(request(tmp_path, repo, plan, max_steps=3), source=scripts)
+    assert report["status"] == "stopped"
+    assert report["stop_reason"] == "steps"
+    assert {s["id"]: s["status"] for s in report["subtasks"]} == {"s1": "merged", "s2": "skipped"}
+    assert "def one() -> int" in git(repo, "show", f"{report['branch']}:a.py")
+    assert_untouched(repo)
+
+
+async def test_usd_budget_stops_the_run(tmp_path: Path, repo: Path) -> None:
+    plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["b.py"], ["s1"])])
+    pricey = lambda item: reply(item, cost_usd=0.3)  # noqa: E731
+    scripts = Scripts({
+        "coder:s1": [pricey(edit("a.py", "def one():", "def one() -> int:")), pricey(done())],
+        "coder:s2": [pricey(done())],
+    })  # fmt: skip
+    report = await solve(request(tmp_path, repo, plan, budget_usd=0.5), source=scripts)
+    assert report["status"] == "stopped" and report["stop_reason"] == "usd"
+    assert report["cost_usd"] == pytest.approx(0.6)
+
+
+async def test_deadline_stops_the_run_and_leaves_no_worktrees(
+    tmp_path: Path, repo: Path
+) -> None:
+    async def slow(request: ChatRequest) -> Scripted:
+        await anyio.sleep(30)
+        return done()
+
+    plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["b.py"])])
+    scripts = Scripts({}, default=FunctionModel(slow))
+    report = await solve(request(tmp_path, repo, plan, deadline_s=1.0), source=scripts)
+    assert report["status"] == "stopped" and report["stop_reason"] == "deadline"
+    assert report["wall_s"] < 20
+    assert_untouched(repo)
+
+
+async def test_cancellation_mid_run_leaves_no_worktrees(tmp_path: Path, repo: Path) -> None:
+    started = anyio.Event()
+
+    async def hang(request: ChatRequest) -> Scripted:
+        started.set()
+        await anyio.sleep_forever()
+        raise AssertionError
+
+    plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["b.py"])])
+    scripts = Scripts({}, default=FunctionModel(hang))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(solve, request(tmp_path, repo, plan), scripts)
+        with anyio.fail_after(20):
+            await started.wait()
+        await anyio.sleep(0.2)
+        tg.cancel_scope.cancel()
+    assert_untouched(repo)
+    from swarm.journal import Journal
+
+    with Journal.open(tmp_path / "state" / "journal.db") as journal:
+        (run,) = journal.list_runs()
+    assert run.status == "interrupted"
+
+
+RUNNER = textwrap.dedent(
+    """
+    import json, sys, anyio
+    from pathlib import Path
+    from swarm.solve import SolveRequest, solve
+    from swarm.testing import FunctionModel, call
+
+    log = Path(sys.argv[1])
+    request = SolveRequest(**json.loads(sys.argv[2]))
+
+    async def play(req):
+        agent = req.metadata["agent"]
+        step = sum(1 for m in req.messages if m.role == "assistant")
+        with log.open("a") as f:
+            f.write(f"{agent} {step}\\n")
+        await anyio.sleep(0.15)
+        if step == 0:
+            names = {"coder:s1": "a.py", "coder:s2": "b.py", "coder:s3": "shared.py"}
+            return call("write_file", path=names[agent] + ".txt", content=agent)
+        return call("finish", summary="done")
+
+    class Source:
+        def model(self, role, *, agent_id, escalate=False):
+            return FunctionModel(play, name=agent_id)
+
+    report = anyio.run(lambda: solve(request, source=Source()))
+    print(json.dumps(report))
+    """
+)
+
+
+def test_kill_9_then_resume_finishes_without_repeating_calls(tmp_path: Path, repo: Path) -> None:
+    plan = write_plan(tmp_path, [
+        subtask("s1", ["a.py.txt"]), subtask("s2", ["b.py.txt"], ["s1"]),
+        subtask("s3", ["shared.py.txt"], ["s2"]),
+    ])  # fmt: skip
+    req = request(tmp_path, repo, plan)
+    log = tmp_path / "calls.log"
+    args = json.dumps(dict(req.__dict__))
+    script = tmp_path / "runner.py"
+    script.write_text(RUNNER)
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    first = subprocess.Popen([sys.executable, str(script), str(log), args], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not (log.exists() and len(log.read_text().splitlines()) >= 3):
+        assert time.monotonic() < deadline, first.stderr.read() if first.stderr else ""
+        time.sleep(0.05)
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait()
+    before = log.read_text().splitlines()
+
+    from swarm.journal import Journal
+
+    with Journal.open(tmp_path / "state" / "journal.db") as journal:
+        (run,) = journal.list_runs()
+    resume = json.dumps({**json.loads(args), "run_id": run.run_id, "plan_path": None})
+    second = subprocess.run([sys.executable, str(script), str(log), resume], env=env,
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert second.returncode == 0, second.stderr[-3000:]
+    report = json.loads(second.stdout.strip().splitlines()[-1])
+    assert report["status"] == "done", report
+    assert report["run_id"] == run.run_id
+    calls = log.read_text().splitlines()
+    after = calls[len(before):]
+    # the call in flight at the kill may be made again; no completed call is repeated
+    assert len(set(before) & set(after)) <= 1, (before, after)
+    assert sorted(set(calls)) == sorted(
+        f"coder:{s} {n}" for s in ("s1", "s2", "s3") for n in (0, 1)
+    )
+    for name in ("a.py.txt", "b.py.txt", "shared.py.txt"):
+        assert git(repo, "show", f"{report['branch']}:{name}").startswith("coder:")
+    assert_untouched(repo)

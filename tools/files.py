@@ -1,0 +1,168 @@
+"""File tools: read_file, list_dir, edit_file, write_file — all confined to the workspace.
+
+Loaded by `swarm.toolbox.coding_tools()` as `swarm._builtin_tools.files`.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+from swarm.errors import ToolError
+from swarm.tool import ToolContext, tool, truncate
+from swarm.toolbox import resolve_path
+
+_BINARY_SNIFF = 8192
+_CONTEXT_LINES = 2
+"""Lines shown around an edit and around candidate matches."""
+
+
+def _rel(ctx: ToolContext, path: Path) -> str:
+    return path.relative_to(ctx.root.resolve()).as_posix() or "."
+
+
+def _read_text(ctx: ToolContext, path: str) -> tuple[Path, str]:
+    target = resolve_path(ctx, path)
+    if target.is_dir():
+        raise ToolError(f"{path!r} is a directory; use list_dir")
+    try:
+        data = target.read_bytes()
+    except FileNotFoundError:
+        raise ToolError(f"no such file: {path!r}") from None
+    if b"\0" in data[:_BINARY_SNIFF]:
+        raise ToolError(f"{path!r} is a binary file")
+    try:
+        return target, data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ToolError(f"{path!r} is not UTF-8 text") from None
+
+
+def _numbered(lines: list[str], first: int) -> str:
+    return "\n".join(f"{n:>6}\t{line}" for n, line in enumerate(lines, start=first))
+
+
+@tool
+def read_file(ctx: ToolContext, path: str, start: int | None = None, end: int | None = None) -> str:
+    """Read a text file, with line numbers.
+
+    Args:
+        path: File path relative to the workspace root.
+        start: First line to show (1-based, inclusive). Default: the first line.
+        end: Last line to show (inclusive). Default: the last line.
+    """
+    _, text = _read_text(ctx, path)
+    lines = text.splitlines()
+    first = 1 if start is None else start
+    last = len(lines) if end is None else min(end, len(lines))
+    if first < 1 or (end is not None and end < first):
+        raise ToolError(f"bad range start={start} end={end}: lines are numbered from 1")
+    if lines and first > len(lines):
+        raise ToolError(f"start={first} is past the end: {path!r} has {len(lines)} lines")
+    if not lines:
+        return f"({path} is empty)"
+    shown = _numbered(lines[first - 1 : last], first)
+    if len(shown) > ctx.max_output_chars:
+        hint = f"\n({path} has {len(lines)} lines; read a range with start and end)"
+        return truncate(shown, ctx.max_output_chars - len(hint)) + hint
+    return shown
+
+
+@tool
+def list_dir(ctx: ToolContext, path: str = ".") -> str:
+    """List a directory: one entry per line, directories with a trailing slash.
+
+    Args:
+        path: Directory relative to the workspace root.
+    """
+    target = resolve_path(ctx, path)
+    if not target.exists():
+        raise ToolError(f"no such directory: {path!r}")
+    if not target.is_dir():
+        raise ToolError(f"{path!r} is a file; use read_file")
+    entries = sorted(
+        (f"{e.name}/" if e.is_dir() else e.name) for e in target.iterdir() if e.name != ".git"
+    )
+    return "\n".join(entries) if entries else f"({_rel(ctx, target)} is empty)"
+
+
+def _line_of(text: str, index: int) -> int:
+    return text.count("\n", 0, index) + 1
+
+
+def _candidates(text: str, old: str) -> str:
+    """The places in `text` that look most like `old`, numbered, for a failed edit."""
+    lines = text.splitlines()
+    wanted = old.strip().splitlines()
+    probe = wanted[0].strip() if wanted else ""
+    matcher = difflib.SequenceMatcher(autojunk=False)
+    matcher.set_seq2(probe)
+    scored: list[tuple[float, int]] = []
+    for i, line in enumerate(lines):
+        matcher.set_seq1(line.strip())
+        if matcher.real_quick_ratio() >= 0.5 and matcher.quick_ratio() >= 0.5:
+            ratio = matcher.ratio()
+            if ratio >= 0.5:
+                scored.append((ratio, i))
+    if not scored:
+        return "no similar lines found; read the file to see its current text"
+    best = sorted(scored, key=lambda s: (-s[0], s[1]))[:3]
+    shown = []
+    for _, i in sorted(best, key=lambda s: s[1]):
+        stop = min(len(lines), i + max(len(wanted), 1) + _CONTEXT_LINES)
+        shown.append(_numbered(lines[i:stop], i + 1))
+    return "closest candidates:\n" + "\n  ...\n".join(shown)
+
+
+@tool
+def edit_file(ctx: ToolContext, path: str, old: str, new: str) -> str:
+    """Replace an exact, unique snippet of a file with new text.
+
+    Args:
+        path: File path relative to the workspace root.
+        old: The exact text to replace, including indentation; must occur exactly once.
+        new: The text to put in its place.
+    """
+    if not old:
+        raise ToolError("old is empty; to create or overwrite a file use write_file")
+    target, text = _read_text(ctx, path)
+    resolve_path(ctx, path, writing=True)
+    if old not in text and "\r\n" in text:  # the model writes \n; the file uses \r\n
+        old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
+    count = text.count(old)
+    if count == 0:
+        raise ToolError(f"old text not found in {path!r}. {_candidates(text, old)}")
+    if count > 1:
+        at, index = [], text.find(old)
+        while index != -1:
+            at.append(str(_line_of(text, index)))
+            index = text.find(old, index + 1)
+        raise ToolError(
+            f"old text occurs {count} times in {path!r} (at lines {', '.join(at)}); "
+            "include more surrounding lines to make it unique"
+        )
+    index = text.index(old)
+    updated = text[:index] + new + text[index + len(old) :]
+    target.write_bytes(updated.encode("utf-8"))
+    first = _line_of(updated, index)
+    lines = updated.splitlines()
+    shown_from = max(1, first - _CONTEXT_LINES)
+    shown_to = min(len(lines), first + new.count("\n") + _CONTEXT_LINES)
+    excerpt = _numbered(lines[shown_from - 1 : shown_to], shown_from)
+    return f"edited {_rel(ctx, target)} at line {first}:\n{excerpt}"
+
+
+@tool
+def write_file(ctx: ToolContext, path: str, content: str) -> str:
+    """Create or overwrite a file with the given content (parent directories are created).
+
+    Args:
+        path: File path relative to the workspace root.
+        content: The whole new content of the file.
+    """
+    target = resolve_path(ctx, path, writing=True)
+    if target.is_dir():
+        raise ToolError(f"{path!r} is a directory")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    data = content.encode("utf-8")
+    target.write_bytes(data)
+    return f"wrote {len(data)} bytes to {_rel(ctx, target)}"

@@ -1,0 +1,15 @@
+"""The finish tool: the agent says it is done. Loaded as `swarm._builtin_tools.finish`."""
+
+from __future__ import annotations
+
+from swarm.tool import Finish, ToolContext, tool
+
+
+@tool
+async def finish(ctx: ToolContext, summary: str) -> str:
+    """Finish the task: call this once the work is done (or cannot be done).
+
+    Args:
+        summary: What you changed and why, or why the task cannot be done.
+    """
+    raise Finish(summary)

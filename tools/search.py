@@ -1,0 +1,104 @@
+"""The search tool: regex search over the workspace, printed as `path:line:text`.
+
+Uses ripgrep (`rg`) when it is on the workspace's PATH (it honours .gitignore); otherwise a
+Python walk that skips hidden and common build directories. Loaded by
+`swarm.toolbox.coding_tools()` as `swarm._builtin_tools.search`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import shutil
+from pathlib import Path
+
+import anyio.to_thread
+
+from swarm.errors import ToolError
+from swarm.tool import ToolContext, tool
+from swarm.toolbox import resolve_path, run_command
+
+MAX_LINE_CHARS = 300
+"""Longer matching lines (minified code) are clipped."""
+_SKIP_DIRS = frozenset({"node_modules", "__pycache__", "venv", "target", "dist", "build"})
+
+
+@tool
+async def search(
+    ctx: ToolContext, pattern: str, path: str | None = None, glob: str | None = None
+) -> str:
+    """Search file contents for a regular expression; prints `path:line:text` per match.
+
+    Args:
+        pattern: Regular expression to look for.
+        path: File or directory to search, relative to the workspace root. Default: all.
+        glob: Only search files whose name matches this glob, e.g. `*.py`.
+    """
+    root = ctx.root.resolve()
+    target = resolve_path(ctx, path or ".")
+    if not target.exists():
+        raise ToolError(f"no such file or directory: {path!r}")
+    rel = target.relative_to(root).as_posix()
+    rg = shutil.which("rg", path=ctx.env.get("PATH", os.defpath))
+    if rg:
+        found = await _ripgrep(ctx, rg, pattern, rel, glob)
+    else:
+        found = await anyio.to_thread.run_sync(_python_search, root, pattern, rel, glob)
+    return found or f"no matches for {pattern!r}"
+
+
+async def _ripgrep(ctx: ToolContext, rg: str, pattern: str, rel: str, glob: str | None) -> str:
+    argv = [rg, "--line-number", "--no-heading", "--with-filename", "--color=never"]
+    argv += ["--sort=path", f"--max-columns={MAX_LINE_CHARS}", "--max-columns-preview"]
+    if glob:
+        argv += ["--glob", glob]
+    argv += ["--regexp", pattern]
+    if rel != ".":
+        argv += ["--", rel]
+    result = await run_command(argv, ctx)
+    if result.exit_code == 1:
+        return ""
+    if result.exit_code != 0:
+        raise ToolError(f"search failed: {result.output.strip()}")
+    return result.output.rstrip("\n")
+
+
+def _glob_matches(rel: str, glob: str) -> bool:
+    if "/" not in glob:
+        return fnmatch.fnmatchcase(rel.rsplit("/", 1)[-1], glob)
+    return fnmatch.fnmatchcase(rel, glob) or fnmatch.fnmatchcase(rel, glob.removeprefix("**/"))
+
+
+def _files(root: Path, rel: str) -> list[Path]:
+    start = root / rel
+    if start.is_file():
+        return [start]
+    out: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(start):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in _SKIP_DIRS)
+        files = (Path(dirpath, f) for f in sorted(filenames) if not f.startswith("."))
+        out.extend(f for f in files if not f.is_symlink())  # rg does not follow them either
+    return out
+
+
+def _python_search(root: Path, pattern: str, rel: str, glob: str | None) -> str:
+    try:
+        regex = re.compile(pattern)
+    except re.error as exc:
+        raise ToolError(f"bad regular expression {pattern!r}: {exc}") from None
+    hits: list[str] = []
+    for file in _files(root, rel):
+        name = file.relative_to(root).as_posix()
+        if glob and not _glob_matches(name, glob):
+            continue
+        try:
+            data = file.read_bytes()
+        except OSError:
+            continue
+        if b"\0" in data[:8192]:
+            continue
+        for number, line in enumerate(data.decode(errors="replace").splitlines(), start=1):
+            if regex.search(line):
+                hits.append(f"{name}:{number}:{line[:MAX_LINE_CHARS]}")
+    return "\n".join(hits)
