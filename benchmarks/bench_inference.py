@@ -17,9 +17,13 @@ Per variant: calls/s, client CPU ms per call (process CPU over the run / calls),
 ideal makespan (calls x (ttft + tokens/tps)) and their ratio. Mode `zero` reruns with no
 server latency at all, which shows pure CPU cost per call.
 
-The server is `swarm sim serve` when it can be given a fixed latency, else the built-in
-one (`python -m benchmarks.bench_inference --serve ...`): it waits `ttft`, then sends the
-tokens that are due every 20 ms, one SSE event per token.
+Servers (`--server`), each in its own process:
+  sim      swarm's simulator server (`serve_sim` + `SimEngine` with an exact, jitter-free
+           profile): waits `ttft`, then one SSE event per ~15 ms tick with the words due;
+           `swarm sim serve` itself only takes catalog profiles, hence this route
+  builtin  a bare aiohttp server sending one SSE event per token (as OpenAI does), the
+           tokens due every 20 ms: ~13x more events per call, so more parsing per call
+  auto     sim when swarm.providers.sim_server exists, else builtin
 """
 
 from __future__ import annotations
@@ -29,9 +33,11 @@ import importlib.util
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -55,10 +61,13 @@ def _tail(tokens: int) -> bytes:
     head = {"id": "chatcmpl-b", "object": "chat.completion.chunk", "created": 0, "model": "bench"}
     finish = {**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
     usage = {**head, "choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": tokens}}
-    return b"".join(
-        b"data: " + json.dumps(c, separators=(",", ":")).encode() + b"\n\n"
-        for c in (finish, usage)
-    ) + b"data: [DONE]\n\n"
+    return (
+        b"".join(
+            b"data: " + json.dumps(c, separators=(",", ":")).encode() + b"\n\n"
+            for c in (finish, usage)
+        )
+        + b"data: [DONE]\n\n"
+    )
 
 
 def make_app(ttft: float, tps: float, tokens: int, tick: float = 0.02) -> web.Application:
@@ -91,6 +100,9 @@ def make_app(ttft: float, tps: float, tokens: int, tick: float = 0.02) -> web.Ap
 
 
 async def _serve(args: argparse.Namespace) -> None:
+    if args.serve == "sim":
+        await _serve_sim(args)
+        return
     runner = web.AppRunner(make_app(args.ttft, args.tps, args.tokens), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", args.port, backlog=4096)
@@ -103,18 +115,31 @@ async def _serve(args: argparse.Namespace) -> None:
             await runner.cleanup()
 
 
+async def _serve_sim(args: argparse.Namespace) -> None:
+    """swarm's simulator server with an exact profile: `swarm sim serve` only takes catalog
+    refs, whose jitter and reasoning tokens would blur the ideal makespan."""
+    from swarm.providers.catalog import LatencyProfile
+    from swarm.providers.sim import SimEngine
+    from swarm.providers.sim_server import serve_sim
+
+    zero = args.tps <= 0
+    profile = LatencyProfile(
+        ttft_s=args.ttft, output_tps=1e12 if zero else args.tps, prefill_tps=1e12, jitter=0.0
+    )
+    engine = SimEngine(profile=profile, seed=0, time_scale=0.0 if zero else 1.0)
+    async with serve_sim(engine, port=args.port) as url:
+        print(f"listening {url}", flush=True)
+        await anyio.sleep_forever()
+
+
 @contextmanager
 def server(kind: str, ttft: float, tps: float, tokens: int) -> Iterator[tuple[str, str]]:
     """Start a server process; yield (base_url, description); stop it on exit."""
-    use_sim = kind == "sim" or (kind == "auto" and _sim_serve_available())
-    if use_sim:
-        cmd = [sys.executable, "-m", "swarm", "sim", "serve", "--port", "0",
-               "--ttft", str(ttft), "--tps", str(tps)]  # fmt: skip
-        label = "swarm sim serve"
-    else:
-        cmd = [sys.executable, "-m", "benchmarks.bench_inference", "--serve", "--port", "0",
-               "--ttft", str(ttft), "--tps", str(tps), "--tokens", str(tokens)]  # fmt: skip
-        label = "built-in server"
+    if kind == "auto":
+        kind = "sim" if importlib.util.find_spec("swarm.providers.sim_server") else "builtin"
+    label = "swarm sim server (SimEngine, fixed profile)" if kind == "sim" else "built-in server"
+    cmd = [sys.executable, "-m", "benchmarks.bench_inference", "--serve", kind, "--port", "0",
+           "--ttft", str(ttft), "--tps", str(tps), "--tokens", str(tokens)]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
@@ -130,19 +155,6 @@ def server(kind: str, ttft: float, tps: float, tokens: int) -> Iterator[tuple[st
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-
-
-def _sim_serve_available() -> bool:
-    # `swarm sim serve` must accept a fixed ttft/tps to be used here; see the report.
-    if importlib.util.find_spec("swarm.providers.sim_server") is None:
-        return False
-    out = subprocess.run(
-        [sys.executable, "-m", "swarm", "sim", "serve", "--help"],
-        capture_output=True,
-        text=True,
-        check=False,
-    ).stdout
-    return "--ttft" in out and "--tps" in out
 
 
 # ---------------------------------------------------------------------- variants
@@ -192,7 +204,7 @@ class _Variant:
         elif self.name == "provider":
             self._provider = OpenAIProvider("bench", self.base_url)
         elif self.name == "router":
-            self._router = _make_router(self.base_url)
+            self._router, self._provider = _make_router(self.base_url)
 
     async def call(self) -> None:
         if self._session is not None:
@@ -205,11 +217,12 @@ class _Variant:
             ) as resp:
                 async for _ in resp.aiter_bytes():
                     pass
-        elif self._provider is not None:
-            result = await self._provider.chat("bench", self.request)
+        elif self._router is not None:
+            result = await self._router.chat(self.request, tier="speed")
             assert result.usage.output_tokens == self.tokens, result.usage
         else:
-            result = await self._router.chat(self.request, tier="speed")
+            assert self._provider is not None
+            result = await self._provider.chat("bench", self.request)
             assert result.usage.output_tokens == self.tokens, result.usage
 
     async def close(self) -> None:
@@ -217,33 +230,33 @@ class _Variant:
             await self._session.close()
         if self._client is not None:
             await self._client.aclose()
+        if self._router is not None:
+            await self._router.aclose()
         if self._provider is not None:
             await self._provider.aclose()
-        if self._router is not None and hasattr(self._router, "aclose"):
-            await self._router.aclose()
 
 
 def _router_available() -> bool:
     return importlib.util.find_spec("swarm.routing") is not None
 
 
-def _make_router(base_url: str) -> Any:
+def _make_router(base_url: str) -> tuple[Any, OpenAIProvider]:
     """A Router whose speed tier is one OpenAI-compatible provider at `base_url`."""
-    from swarm.config import load_config  # type: ignore[attr-defined]
-    from swarm.routing import Router  # type: ignore[import-not-found]
+    from swarm.config import load_config
+    from swarm.routing import Router
 
-    config = load_config(
-        {
-            "providers": {"bench": {"kind": "openai", "base_url": base_url}},
-            "tiers": {"speed": {"models": ["bench/bench"]}},
-        }
-    )
-    return Router(config, providers={"bench": OpenAIProvider("bench", base_url)})
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "swarm.toml"
+        path.write_text(
+            f'[providers.bench]\nkind = "openai"\nbase_url = "{base_url}"\n'
+            '[tiers.speed]\nmodels = ["bench/bench"]\n'
+        )
+        config = load_config(path, env={})
+    provider = OpenAIProvider("bench", base_url)
+    return Router(config, providers={"bench": provider}, env={}), provider
 
 
-async def run_variant(
-    variant: _Variant, agents: int, calls: int, ideal_s: float
-) -> dict[str, Any]:
+async def run_variant(variant: _Variant, agents: int, calls: int, ideal_s: float) -> dict[str, Any]:
     await variant.open()
     try:
         await variant.call()  # warm up: imports, first connection
@@ -321,7 +334,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--modes", default="latency,zero")
     parser.add_argument("--variants", default="aiohttp,httpx,httpx+aiohttp,provider,router")
     parser.add_argument("--server", choices=("auto", "builtin", "sim"), default="auto")
-    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--serve", choices=("builtin", "sim"), help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve:

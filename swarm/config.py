@@ -10,6 +10,7 @@ stored here, so they cannot leak through a repr, a span or a log line.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -186,10 +187,11 @@ def _read_toml(p: Path) -> dict[str, Any]:
     try:
         return tomllib.loads(p.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
-        line = getattr(exc, "lineno", None)
-        raise ConfigError(
-            f"invalid TOML: {exc}", path=str(p), key=f"line {line}" if line else None
-        ) from exc
+        # Python 3.11 has no exc.lineno; the message always ends "(at line N, column M)"
+        found = re.search(r"line (\d+)", str(exc))
+        line = getattr(exc, "lineno", None) or (found.group(1) if found else None)
+        key = f"line {line}" if line else None
+        raise ConfigError(f"invalid TOML: {exc}", path=str(p), key=key) from exc
     except OSError as exc:
         raise ConfigError(f"cannot read config: {exc.strerror}", path=str(p)) from exc
 
@@ -219,7 +221,7 @@ def _build(data: Mapping[str, Any], *, source: str | None, env: Mapping[str, str
     providers = {n: _resolve(n, p, source, prefix) for n, p in raw.providers.items()}
     if not providers:
         providers = _default_providers(env)
-    tiers = raw.tiers or _default_tiers(providers)
+    tiers = raw.tiers or _default_tiers(providers, source)
     _check_refs(tiers, providers, raw.roles, source, prefix)
     return raw.model_copy(update={"providers": providers, "tiers": tiers})
 
@@ -264,7 +266,9 @@ def _catalog_models(info: Any) -> list[Any]:
     return list(models.values()) if isinstance(models, Mapping) else list(models)
 
 
-def _default_tiers(providers: Mapping[str, ProviderConfig]) -> dict[str, TierConfig]:
+def _default_tiers(
+    providers: Mapping[str, ProviderConfig], source: str | None = None
+) -> dict[str, TierConfig]:
     if all(p.kind == "sim" for p in providers.values()):
         name = next(iter(providers))
         return {
@@ -282,7 +286,12 @@ def _default_tiers(providers: Mapping[str, ProviderConfig]) -> dict[str, TierCon
                 (m.profile.expected_s(10_000, 500), f"{name}/{model}", m.profile.reasoning_tokens)
             )
     if not refs:
-        raise ConfigError("no tiers configured and no catalog models for the keyed providers")
+        raise ConfigError(
+            "no [tiers] and no catalog models for the configured providers: add "
+            '[tiers.speed] models = ["provider/model"]',
+            path=source,
+            key="tiers",
+        )
     speed = [r for _, r, _ in sorted(refs)]
     # Reasoning tier: models that think first, then the rest, slowest-but-thinking first.
     reasoning = [r for _, r, _ in sorted(refs, key=lambda t: (-t[2], t[0]))]

@@ -27,7 +27,7 @@ import anyio.lowlevel
 from pydantic import BaseModel
 
 from swarm.errors import ConfigError
-from swarm.messages import ChatRequest, ChatResult
+from swarm.messages import ChatRequest, ChatResult, ToolSpec
 from swarm.model import Model
 from swarm.plan import Plan
 from swarm.task import Task
@@ -44,7 +44,9 @@ __all__ = [
 DEFAULT_JOURNAL = Path(".swarm") / "journal.db"
 """Where a project's journal lives, relative to the target repository."""
 SCHEMA_VERSION = 1
-RUN_STATUSES = frozenset({"running", "done", "failed", "stopped"})
+# `stopped` means a budget or deadline ended the run (`detail` says which); `interrupted`
+# means it was cancelled (Ctrl-C, SIGTERM) and can be resumed.
+RUN_STATUSES = frozenset({"running", "done", "failed", "stopped", "interrupted"})
 SUBTASK_STATUSES = frozenset(
     {"pending", "running", "coded", "testing", "fixing", "merged", "failed", "skipped"}
 )
@@ -78,7 +80,7 @@ class RunRow(BaseModel, frozen=True):
 
     run_id: str
     status: str
-    """`running`, `done`, `failed` or `stopped` (`detail` says why: budget, deadline, ...)."""
+    """`running`, `done`, `failed`, `stopped` (`detail`: budget, deadline) or `interrupted`."""
     created_at: datetime
     updated_at: datetime
     task_title: str
@@ -120,16 +122,22 @@ class Journal:
     def open(cls, path: Path) -> Journal:
         """Open (creating if needed) the journal at `path`; ConfigError if it is not one."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if path.parent.name == ".swarm" and not (path.parent / ".gitignore").exists():
-            # the journal usually lives inside the target repo: keep it out of its commits
-            (path.parent / ".gitignore").write_text("*\n")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if path.parent.name == ".swarm" and not (path.parent / ".gitignore").exists():
+                # the journal usually lives inside the target repo: keep it out of its commits
+                (path.parent / ".gitignore").write_text("*\n")
+        except OSError as exc:
+            raise ConfigError(f"cannot create the journal: {exc}", path=str(path)) from None
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10)
         try:
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.execute("PRAGMA foreign_keys=ON")
             _migrate(conn, path)
+        except sqlite3.OperationalError as exc:  # locked, unreadable, disk full
+            conn.close()
+            raise ConfigError(f"cannot open the journal: {exc}", path=str(path)) from None
         except sqlite3.DatabaseError as exc:
             conn.close()
             raise ConfigError(f"not a swarm journal ({exc})", path=str(path)) from None
@@ -356,24 +364,40 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
 
 def request_hash(request: ChatRequest) -> str:
     """sha256 of what decides a model's reply: messages, tools, max_tokens, temperature and
-    tool_choice, as canonical JSON. `metadata` and `stream` are left out."""
-    digest = hashlib.sha256()
-    head = {
-        "max_tokens": request.max_tokens,
-        "temperature": request.temperature,
-        "tool_choice": request.tool_choice,
-        "tools": [[t.name, t.description, t.parameters] for t in request.tools],
-    }
-    digest.update(_canonical(head))
+    tool_choice; `metadata` and `stream` are left out.
+
+    Every text field is framed by its length (unambiguous, and far cheaper than JSON for
+    long conversations); tool specs are canonical JSON, cached per ToolSpec object.
+    """
+    parts = [
+        f"swarm-request-v1|{request.max_tokens}|{request.temperature}|{request.tool_choice}|",
+        *(_tool_text(t) for t in request.tools),
+    ]
     for m in request.messages:
-        calls = [[c.id, c.name, c.arguments] for c in m.tool_calls]
-        digest.update(b"\n")
-        digest.update(_canonical([m.role, m.content, calls, m.tool_call_id, m.name]))
-    return digest.hexdigest()
+        parts.append(
+            f"{m.role}|{_f(m.content)}{_f(m.tool_call_id)}{_f(m.name)}{len(m.tool_calls)}|"
+        )
+        parts.extend(f"{_f(c.id)}{_f(c.name)}{_f(c.arguments)}" for c in m.tool_calls)
+    return hashlib.sha256("".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _canonical(value: object) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":")).encode()
+def _f(text: str | None) -> str:
+    return "~" if text is None else f"{len(text)}:{text}"
+
+
+_TOOL_CACHE: dict[int, tuple[ToolSpec, str]] = {}
+
+
+def _tool_text(tool: ToolSpec) -> str:
+    """Canonical JSON of a tool spec; agents resend the same specs, so keep the encoding."""
+    hit = _TOOL_CACHE.get(id(tool))
+    if hit is not None and hit[0] is tool:  # the entry holds the object, so ids can't be reused
+        return hit[1]
+    text = _f(json.dumps([tool.name, tool.description, tool.parameters], sort_keys=True))
+    if len(_TOOL_CACHE) >= 1024:
+        _TOOL_CACHE.clear()
+    _TOOL_CACHE[id(tool)] = (tool, text)
+    return text
 
 
 class ReplayModel:

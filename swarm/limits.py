@@ -73,7 +73,13 @@ class ConcurrencyLimiter:
         self._wake()  # cancelled entries may have hidden a free slot
         if waiter.granted:
             return
-        with tracer().start_as_current_span(sc.WAIT_SPAN, attributes={sc.WAIT_KIND: sc.WAIT_QUEUE}):
+        # a cancelled wait is normal (hedge losers, timeouts): not an error on the wait span
+        with tracer().start_as_current_span(
+            sc.WAIT_SPAN,
+            attributes={sc.WAIT_KIND: sc.WAIT_QUEUE},
+            record_exception=False,
+            set_status_on_exception=False,
+        ):
             try:
                 await waiter.event.wait()
             except BaseException:
@@ -182,7 +188,7 @@ class Gate:
                 wait = max(wait, self.rpm.reserve(1, now))
             if self.tpm is not None:
                 wait = max(wait, self.tpm.reserve(tokens, now))
-            if wait > 0:
+            if wait > 1e-3:  # sub-millisecond debts are clock noise, not worth a span
                 await self._rate_wait(wait, tokens)
         except BaseException:
             slots.release()
@@ -190,7 +196,9 @@ class Gate:
 
     async def _rate_wait(self, wait: float, tokens: int) -> None:
         attrs = {sc.WAIT_KIND: sc.WAIT_RATE_LIMIT}
-        with tracer().start_as_current_span(sc.WAIT_SPAN, attributes=attrs):
+        with tracer().start_as_current_span(
+            sc.WAIT_SPAN, attributes=attrs, record_exception=False, set_status_on_exception=False
+        ):
             try:
                 await anyio.sleep(wait)
             except BaseException:

@@ -19,6 +19,7 @@ critical-path list-scheduling rule, so the makespan is not set by a chain starte
 from __future__ import annotations
 
 import difflib
+import itertools
 import json
 import posixpath
 import re
@@ -76,7 +77,11 @@ class Plan(BaseModel, frozen=True):
         problems = _graph_problems(ids, deps, [f"subtasks[{i}]" for i in range(len(ids))])
         if problems:
             raise ValueError("; ".join(problems))
+        # derived once here (O(V+E)), so equal plans stay equal and reads never mutate
+        index = {x: i for i, x in enumerate(ids)}
+        lengths = _chain_lengths([[index[d] for d in ds] for ds in deps])
         self._by_id = MappingProxyType({s.id: s for s in self.subtasks})
+        self._chain = dict(zip(ids, lengths, strict=True))
         return self
 
     def by_id(self) -> Mapping[str, Subtask]:
@@ -85,12 +90,6 @@ class Plan(BaseModel, frozen=True):
 
     def chain_length(self, id: str) -> int:
         """Subtasks on the longest path from `id` to one nothing depends on (itself counts)."""
-        if not self._chain:
-            ids = [s.id for s in self.subtasks]
-            index = {s: i for i, s in enumerate(ids)}
-            deps = [[index[d] for d in s.depends_on] for s in self.subtasks]
-            lengths = _chain_lengths(deps)
-            self._chain.update(zip(ids, lengths, strict=True))
         return self._chain[id]
 
     def ready(self, done: Set[str], running: Set[str] = frozenset()) -> list[Subtask]:
@@ -109,16 +108,23 @@ class Plan(BaseModel, frozen=True):
 
 
 class PlanError(ConfigError):
-    """A plan that cannot be used; `problems` lists every reason, one sentence each."""
+    """A plan that cannot be used; `problems` lists every reason, one sentence each.
 
-    def __init__(self, problems: Sequence[str], *, source: str = "plan") -> None:
+    `PlanError(problems=[...])` renders the list; `PlanError("summary", problems=[...])`
+    puts a summary first (e.g. "no valid plan after 3 attempts").
+    """
+
+    def __init__(
+        self, message: str | None = None, *, problems: Sequence[str] = (), source: str = "plan"
+    ) -> None:
         self.problems = list(problems)
         """Each problem, naming the subtask (`subtasks[2] ('c')`) and the fix."""
-        if len(self.problems) == 1:
-            message = self.problems[0]
-        else:
-            listed = "\n".join(f"- {p}" for p in self.problems)
-            message = f"{len(self.problems)} problems:\n{listed}"
+        listed = "\n".join(f"- {p}" for p in self.problems)
+        if message is None:
+            n = len(self.problems)
+            message = self.problems[0] if n == 1 else f"{n} problems:\n{listed}"
+        elif listed:
+            message = f"{message}:\n{listed}"
         super().__init__(message, path=source)
 
 
@@ -127,12 +133,14 @@ def load_plan(path: Path) -> Plan:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise PlanError([f"cannot read plan file: {exc}"], source=str(path)) from None
+        raise PlanError(problems=[f"cannot read plan file: {exc}"], source=str(path)) from None
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno}, column {exc.colno}"
-        raise PlanError([f"{where}: not valid JSON: {exc.msg}"], source=str(path)) from None
+        raise PlanError(
+            problems=[f"{where}: not valid JSON: {exc.msg}"], source=str(path)
+        ) from None
     return validate_plan(data, source=str(path))
 
 
@@ -140,53 +148,61 @@ _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[^\n]*\n(.*?)```", re.DOTALL)
 
 
 def parse_plan_reply(text: str) -> Plan:
-    """The plan in a model's reply: bare JSON, a ```json fence, or JSON amid prose."""
+    """The plan in a model's reply: bare JSON, a ```json fence, or JSON amid prose.
+
+    Among several JSON values, one with a `subtasks` key wins; a bare list is taken as
+    the subtasks list.
+    """
     source = "planner reply"
-    candidates = [m.group(2) for m in _FENCE.finditer(text)]
+    values: list[object] = []
     decode_error: json.JSONDecodeError | None = None
-    for candidate in [*candidates, text]:
+    for block in [*(m.group(2) for m in _FENCE.finditer(text)), text]:
         try:
-            data = json.loads(candidate)
+            values.append(json.loads(block))
         except json.JSONDecodeError as exc:
-            if candidate is not text and decode_error is None:
+            if block is not text and decode_error is None and block.lstrip()[:1] in ("{", "["):
                 decode_error = exc
-            continue
-        return validate_plan({"subtasks": data} if isinstance(data, list) else data, source=source)
-    found = _embedded_object(text)
-    if found is not None:
-        return validate_plan(found, source=source)
+    fallback: object = None
+    for value in itertools.chain(values, _embedded_objects(text)):
+        if isinstance(value, dict) and "subtasks" in value:
+            return validate_plan(value, source=source)
+        if fallback is None and isinstance(value, list | dict):
+            fallback = value
+    if fallback is not None:
+        data = {"subtasks": fallback} if isinstance(fallback, list) else fallback
+        return validate_plan(data, source=source)
     if decode_error is not None:
         where = f"line {decode_error.lineno}, column {decode_error.colno}"
         problem = f"the JSON block is not valid JSON ({where} of the block): {decode_error.msg}"
-        raise PlanError([problem], source=source)
+        raise PlanError(problems=[problem], source=source)
     raise PlanError(
-        ['the reply contains no JSON plan; answer with {"subtasks": [...]}'], source=source
+        problems=['the reply contains no JSON plan; answer with {"subtasks": [...]}'], source=source
     )
 
 
-def _embedded_object(text: str) -> object | None:
-    """The first JSON object in `text` that has a `subtasks` key, else the first object."""
+def _embedded_objects(text: str) -> Iterator[object]:
+    """JSON objects found in prose, scanning from each `{` not inside an earlier one."""
     decoder = json.JSONDecoder()
-    first: object | None = None
-    for match in re.finditer(r"\{", text):
+    pos = text.find("{")
+    while pos != -1:
         try:
-            value, _ = decoder.raw_decode(text, match.start())
+            value, end = decoder.raw_decode(text, pos)
         except json.JSONDecodeError:
-            continue
-        if isinstance(value, dict) and "subtasks" in value:
-            return value
-        if first is None and isinstance(value, dict):
-            first = value
-    return first
+            end = pos + 1
+        else:
+            yield value
+        pos = text.find("{", end)
 
 
 def validate_plan(data: object, *, source: str = "plan") -> Plan:
     """Check `data` against the plan contract; raise PlanError listing every problem."""
     if not isinstance(data, dict) or "subtasks" not in data:
-        raise PlanError(['a plan is a JSON object {"subtasks": [...]}'], source=source)
+        raise PlanError(problems=['a plan is a JSON object {"subtasks": [...]}'], source=source)
     raw = data["subtasks"]
     if not isinstance(raw, list) or not raw:
-        raise PlanError(["subtasks must be a non-empty list of subtask objects"], source=source)
+        raise PlanError(
+            problems=["subtasks must be a non-empty list of subtask objects"], source=source
+        )
     problems: list[str] = []
     items = [_read_subtask(i, item, problems) for i, item in enumerate(raw)]
     ids = [str(item.get("id", "")) for item in items]
@@ -194,7 +210,7 @@ def validate_plan(data: object, *, source: str = "plan") -> Plan:
     labels = [f"subtasks[{i}]" + (f" ({x!r})" if x else "") for i, x in enumerate(ids)]
     problems += _graph_problems(ids, deps, labels, skip_empty=True)
     if problems:
-        raise PlanError(problems, source=source)
+        raise PlanError(problems=problems, source=source)
     index = {x: i for i, x in enumerate(ids)}
     edges = [[index[d] for d in ds] for ds in deps]
     added = _serialise_overlaps(edges, _overlap_masks([item["files"] for item in items]))

@@ -113,6 +113,8 @@ class _Target:
         p95 = self.p95_ttft
         if p95 is None and self.profile is not None:
             p95 = float(self.profile.p95_ttft_s())
+            if self.simulated:  # the simulator thinks before its first token; real APIs stream it
+                p95 += self.profile.reasoning_tokens / self.profile.output_tps
         return None if p95 is None else max(p95, floor)
 
 
@@ -408,7 +410,9 @@ class Router:
         if delay <= 0:
             return
         attrs = {sc.WAIT_KIND: sc.WAIT_BACKOFF}
-        with tracer().start_as_current_span(sc.WAIT_SPAN, attributes=attrs):
+        with tracer().start_as_current_span(
+            sc.WAIT_SPAN, attributes=attrs, record_exception=False, set_status_on_exception=False
+        ):
             await anyio.sleep(delay)
 
     async def _with_retries(self, t: _Target, backup: _Target | None, call: _Call) -> ChatResult:

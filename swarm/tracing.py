@@ -24,6 +24,8 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.context import Context
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
@@ -32,6 +34,7 @@ from swarm import _semconv as sc
 from swarm._otlp_json import encode_span, traces_data_line
 
 __all__ = [
+    "GenAIMetricsProcessor",
     "JsonlSpanProcessor",
     "RunTrace",
     "current_run",
@@ -220,6 +223,48 @@ class _CountingBatchProcessor(BatchSpanProcessor):
         return self.queue_dropped + self.counting.failed
 
 
+_DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48,
+                     40.96, 81.92)
+_TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304)
+
+
+class GenAIMetricsProcessor(SpanProcessor):
+    """Derives the GenAI client metrics from finished `chat` spans, so code that makes
+    spans need not also record metrics: `gen_ai.client.operation.duration`,
+    `gen_ai.client.token.usage` and `gen_ai.client.operation.time_to_first_chunk`."""
+
+    def __init__(self, meter_provider: MeterProvider) -> None:
+        meter = meter_provider.get_meter("swarm")
+        self._duration = meter.create_histogram(
+            "gen_ai.client.operation.duration", unit="s",
+            description="GenAI operation duration",
+            explicit_bucket_boundaries_advisory=_DURATION_BUCKETS)
+        self._tokens = meter.create_histogram(
+            "gen_ai.client.token.usage", unit="{token}",
+            description="Number of input and output tokens used",
+            explicit_bucket_boundaries_advisory=_TOKEN_BUCKETS)
+        self._ttft = meter.create_histogram(
+            "gen_ai.client.operation.time_to_first_chunk", unit="s",
+            description="Time to receive the first chunk of a streamed response",
+            explicit_bucket_boundaries_advisory=_DURATION_BUCKETS)
+
+    def on_end(self, span: ReadableSpan) -> None:
+        attrs = span.attributes or {}
+        if attrs.get(sc.OPERATION) != sc.OP_CHAT or not span.end_time or not span.start_time:
+            return
+        labels: dict[str, Any] = {
+            k: attrs[k] for k in (sc.OPERATION, sc.PROVIDER, sc.REQUEST_MODEL, sc.TIER,
+                                  sc.ERROR_TYPE) if k in attrs}
+        self._duration.record((span.end_time - span.start_time) / 1e9, labels)
+        for key, kind in ((sc.INPUT_TOKENS, "input"), (sc.OUTPUT_TOKENS, "output")):
+            value = attrs.get(key)
+            if isinstance(value, int):
+                self._tokens.record(value, {**labels, "gen_ai.token.type": kind})
+        ttft = attrs.get(sc.TIME_TO_FIRST_CHUNK, attrs.get(sc.TTFT_S))
+        if isinstance(ttft, (int, float)):
+            self._ttft.record(float(ttft), labels)
+
+
 def _otlp_traces_url(endpoint: str | None) -> str | None:
     """The OTLP/HTTP traces URL from an argument or the standard environment variables."""
     if endpoint:
@@ -247,6 +292,8 @@ class RunTrace:
     otlp_url: str | None = None
     _jsonl: JsonlSpanProcessor | None = field(default=None, repr=False)
     _otlp: _CountingBatchProcessor | None = field(default=None, repr=False)
+    meter_provider: MeterProvider | None = None
+    """Set when GenAI client metrics are exported (a metric reader was configured)."""
 
     @property
     def spans_written(self) -> int:
@@ -275,12 +322,15 @@ def run_tracing(
     traces_dir: Path = Path("traces"),
     otlp_endpoint: str | None = None,
     capture_content: bool | None = None,
+    metric_reader: MetricReader | None = None,
 ) -> Iterator[RunTrace]:
     """Record the spans of one run to `traces_dir/<run_id>.jsonl` (and OTLP if configured).
 
     Installs a TracerProvider for the run via `use_tracer`; on exit flushes and shuts it
     down, so the file is complete. The OTLP endpoint comes from the argument or from
-    `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` / `OTEL_EXPORTER_OTLP_ENDPOINT`."""
+    `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` / `OTEL_EXPORTER_OTLP_ENDPOINT`. GenAI client
+    metrics are derived from chat spans when `metric_reader` is given or
+    `OTEL_EXPORTER_OTLP_METRICS_ENDPOINT` is set."""
     if capture_content is None:
         capture_content = os.environ.get(sc.CAPTURE_CONTENT_ENV, "").lower() in ("1", "true")
     resource = Resource.create({"service.name": "swarm", sc.RUN_ID: run_id})
@@ -296,7 +346,10 @@ def run_tracing(
         otlp = _CountingBatchProcessor(_CountingExporter(OTLPSpanExporter(endpoint=url)),
                                        _OTLP_QUEUE)
         provider.add_span_processor(otlp)
-    run = RunTrace(run_id, path, provider, capture_content, url, jsonl, otlp)
+    meters = _meter_provider(resource, metric_reader)
+    if meters is not None:
+        provider.add_span_processor(GenAIMetricsProcessor(meters))
+    run = RunTrace(run_id, path, provider, capture_content, url, jsonl, otlp, meters)
     token = _current_run.set(run)
     try:
         with use_tracer(provider):
@@ -304,3 +357,13 @@ def run_tracing(
     finally:
         _current_run.reset(token)
         provider.shutdown()
+        if meters is not None:
+            meters.shutdown()
+
+
+def _meter_provider(resource: Resource, reader: MetricReader | None) -> MeterProvider | None:
+    if reader is None and os.environ.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"):
+        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+
+        reader = PeriodicExportingMetricReader(OTLPMetricExporter())
+    return None if reader is None else MeterProvider(resource=resource, metric_readers=[reader])

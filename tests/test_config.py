@@ -65,10 +65,12 @@ def test_full_config_parses_and_inherits_catalog_preset(tmp_path: Path) -> None:
 def test_config_is_frozen(tmp_path: Path) -> None:
     cfg = load_config(write(tmp_path, FULL), env={})
     with pytest.raises(ValueError, match="frozen"):
-        cfg.providers["cerebras"].rpm = 1  # type: ignore[misc]
+        cfg.providers["cerebras"].rpm = 1
 
 
-def test_default_without_keys_is_the_simulator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_without_keys_is_the_simulator(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     cfg = load_config(env={})
     assert cfg.simulated
@@ -94,13 +96,18 @@ def test_default_with_keys_uses_keyed_catalog_providers(
 
 def test_sources_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    write(tmp_path, '[tool.swarm.tiers.speed]\nmodels = ["sim/cerebras/llama-3.3-70b"]\n'
-          '[tool.swarm.providers.sim]\nkind = "sim"\n', "pyproject.toml")
+    write(
+        tmp_path,
+        '[tool.swarm.tiers.speed]\nmodels = ["sim/cerebras/llama-3.3-70b"]\n'
+        '[tool.swarm.providers.sim]\nkind = "sim"\n',
+        "pyproject.toml",
+    )
     assert load_config(env={}).source == "pyproject.toml"
     write(tmp_path, '[providers.sim]\nkind = "sim"\n[tiers.speed]\nmodels = ["sim/x"]\n')
     assert load_config(env={}).source == "swarm.toml"
-    other = write(tmp_path, '[providers.s2]\nkind = "sim"\n[tiers.speed]\nmodels = ["s2/x"]\n',
-                  "other.toml")
+    other = write(
+        tmp_path, '[providers.s2]\nkind = "sim"\n[tiers.speed]\nmodels = ["s2/x"]\n', "other.toml"
+    )
     assert load_config(env={"SWARM_CONFIG": str(other)}).source == str(other)
     assert set(load_config(other, env={}).providers) == {"s2"}
 
@@ -138,12 +145,16 @@ def test_unknown_key_is_rejected(tmp_path: Path) -> None:
 
 def test_tier_ref_without_slash(tmp_path: Path) -> None:
     p = write(tmp_path, FULL.replace('"cerebras/gpt-oss-120b"', '"gpt-oss-120b"'))
-    with pytest.raises(ConfigError, match=r"tiers\.reasoning\.models\[0\]: expected 'provider/model'"):
+    with pytest.raises(
+        ConfigError, match=r"tiers\.reasoning\.models\[0\]: expected 'provider/model'"
+    ):
         load_config(p, env={})
 
 
 def test_custom_provider_needs_kind(tmp_path: Path) -> None:
-    p = write(tmp_path, '[providers.mine]\nbase_url = "http://x"\n[tiers.speed]\nmodels=["mine/m"]\n')
+    p = write(
+        tmp_path, '[providers.mine]\nbase_url = "http://x"\n[tiers.speed]\nmodels=["mine/m"]\n'
+    )
     with pytest.raises(ConfigError, match=r"providers\.mine\.kind"):
         load_config(p, env={})
 
@@ -158,7 +169,8 @@ def test_toml_syntax_error_names_file_and_line(tmp_path: Path) -> None:
     p = write(tmp_path, "[tiers.speed]\nmodels = [\n\n= broken\n")
     with pytest.raises(ConfigError) as info:
         load_config(p, env={})
-    assert str(p) in str(info.value) and "line" in str(info.value)
+    assert str(p) in str(info.value)
+    assert info.value.key is not None and info.value.key.startswith("line ")
 
 
 def test_missing_file(tmp_path: Path) -> None:
@@ -193,3 +205,16 @@ async def test_build_providers_reads_keys_from_env_only(tmp_path: Path) -> None:
 
 def test_simulated_property() -> None:
     assert not SwarmConfig().simulated
+
+
+def test_custom_providers_without_tiers(tmp_path: Path) -> None:
+    p = write(tmp_path, '[providers.mine]\nkind = "openai"\nbase_url = "http://127.0.0.1:1/v1"\n')
+    with pytest.raises(ConfigError, match=r"tiers: no \[tiers\]") as info:
+        load_config(p, env={})
+    assert info.value.path == str(p)
+
+
+def test_keyed_preset_without_tiers_gets_default_tiers(tmp_path: Path) -> None:
+    cfg = load_config(write(tmp_path, "[providers.groq]\nrpm = 30\n"), env={})
+    assert "groq/kimi-k2.6" in cfg.tiers["speed"].models
+    assert cfg.providers["groq"].rpm == 30

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import anyio
 import pytest
-from anyio.lowlevel import checkpoint
 from anyio import wait_all_tasks_blocked
+from anyio.lowlevel import checkpoint
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -140,7 +140,9 @@ def test_token_bucket_reserves_and_waits() -> None:
     assert bucket.reserve(1, now) == pytest.approx(1.0)
     assert bucket.reserve(1, now) == pytest.approx(2.0)  # queued behind the first debt
     assert bucket.reserve(1, now + 10) == pytest.approx(0.0)  # 10 s refilled the debt
-    assert bucket.reserve(10_000, now + 100) > 0  # larger than capacity: clamped, still served
+    # larger than the capacity: clamped to a full bucket, so it is served, not stuck forever
+    assert bucket.reserve(10_000, now + 100) == 0.0
+    assert bucket.reserve(1, now + 100) == pytest.approx(1.0)
 
 
 async def test_tpm_corrected_by_real_usage() -> None:

@@ -6,6 +6,7 @@ import json
 import time
 
 import anyio
+import anyio.lowlevel
 import pytest
 import trio
 import trio.testing
@@ -27,7 +28,7 @@ FAST = LatencyProfile(ttft_s=0.0, output_tps=1e9, prefill_tps=1e12, jitter=0.0)
 
 
 def ask(text: str = "hello there", **kwargs: object) -> ChatRequest:
-    return ChatRequest(messages=[Message.user(text)], **kwargs)  # type: ignore[arg-type]
+    return ChatRequest(messages=[Message.user(text)], **kwargs)
 
 
 def read_file_tool() -> ToolSpec:
@@ -51,9 +52,15 @@ def test_default_script_calls_the_named_tool_once() -> None:
     assert [c.name for c in reply.tool_calls] == ["read_file"]
     assert json.loads(reply.tool_calls[0].arguments) == {"path": "a.py"}
     call = reply.tool_calls[0]
-    answered = request.model_copy(update={"messages": [
-        *request.messages, Message.assistant(None, [call]), Message.tool(call, "print(1)")
-    ]})
+    answered = request.model_copy(
+        update={
+            "messages": [
+                *request.messages,
+                Message.assistant(None, [call]),
+                Message.tool(call, "print(1)"),
+            ]
+        }
+    )
     assert default_script(answered).tool_calls == ()
     # a tool that is not offered is never called
     assert default_script(ask(metadata={"sim.tool": "read_file"})).tool_calls == ()
@@ -103,7 +110,7 @@ async def test_long_script_text_is_truncated_to_max_tokens() -> None:
 
 async def test_async_script() -> None:
     async def script(request: ChatRequest) -> Reply:
-        await anyio.sleep(0)
+        await anyio.lowlevel.checkpoint()
         return Reply(text=f"echo {request.messages[-1].content}")
 
     result = await SimProvider(profile=FAST, script=script).chat("m", ask("ping"))

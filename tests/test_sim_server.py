@@ -17,27 +17,32 @@ import anyio
 import httpx
 import openai
 import pytest
+from openai.types.chat import ChatCompletionFunctionToolParam
 
+from swarm.errors import ConfigError
 from swarm.providers.catalog import LatencyProfile
-from swarm.providers.sim import Faults, SimEngine
+from swarm.providers.sim import Faults, SimEngine, default_script
 from swarm.providers.sim_server import serve_sim
 
 FAST = LatencyProfile(ttft_s=0.0, output_tps=1e9, prefill_tps=1e12, jitter=0.0)
 # slow enough that a reply spans many 15 ms ticks
 PACED = LatencyProfile(ttft_s=0.0, output_tps=400, prefill_tps=1e12, jitter=0.0)
-TOOLS = [{
-    "type": "function",
-    "function": {"name": "edit_file", "description": "edit", "parameters": {"type": "object"}},
-}]
+TOOLS: list[ChatCompletionFunctionToolParam] = [
+    {
+        "type": "function",
+        "function": {"name": "edit_file", "description": "edit", "parameters": {"type": "object"}},
+    }
+]
 EDIT_ARGS = {"path": "src/app.py", "old": " ".join(["x"] * 40), "new": " ".join(["y"] * 40)}
 
 
 @asynccontextmanager
 async def sim_client(**engine: Any) -> AsyncIterator[httpx.AsyncClient]:
     engine.setdefault("profile", FAST)
-    async with serve_sim(SimEngine(**engine)) as url, httpx.AsyncClient(
-        base_url=url, timeout=10
-    ) as client:
+    async with (
+        serve_sim(SimEngine(**engine)) as url,
+        httpx.AsyncClient(base_url=url, timeout=10) as client,
+    ):
         yield client
 
 
@@ -94,7 +99,10 @@ async def test_stream_shape_usage_and_pacing() -> None:
     # 100 tokens at 400 tok/s = 0.25 s: paced in ~15 ms ticks, not one chunk per token
     assert 5 <= len(content) <= 25
     assert finish["choices"][0] == {
-        "index": 0, "delta": {}, "logprobs": None, "finish_reason": "stop"
+        "index": 0,
+        "delta": {},
+        "logprobs": None,
+        "finish_reason": "stop",
     }
     assert usage["choices"] == []
     assert usage["usage"]["completion_tokens"] == 100
@@ -183,12 +191,14 @@ async def test_dropped_connection_mid_stream() -> None:
 async def test_stalled_stream_keeps_the_connection_open() -> None:
     async with sim_client(profile=PACED, faults=Faults(stall_rate=1.0)) as client:
         with pytest.raises(httpx.ReadTimeout):
-            async with client.stream(
-                "POST", "/chat/completions", json=body(max_tokens=100, stream=True),
-                timeout=httpx.Timeout(5, read=0.3),
-            ) as resp:
-                async for _ in resp.aiter_lines():
-                    pass
+            await read_stream(client, body(max_tokens=100, stream=True))
+
+
+async def read_stream(client: httpx.AsyncClient, payload: dict[str, Any]) -> None:
+    timeout = httpx.Timeout(5, read=0.3)
+    async with client.stream("POST", "/chat/completions", json=payload, timeout=timeout) as r:
+        async for _ in r.aiter_lines():
+            pass
 
 
 async def test_malformed_chunk() -> None:
@@ -212,8 +222,11 @@ async def test_openai_sdk_non_stream_and_stream() -> None:
             assert done.usage is not None and done.usage.completion_tokens == 9
 
             stream = await client.chat.completions.create(
-                model="sim-model", messages=[{"role": "user", "content": "hi"}],
-                max_tokens=30, stream=True, stream_options={"include_usage": True},
+                model="sim-model",
+                messages=[{"role": "user", "content": "hi"}],
+                max_tokens=30,
+                stream=True,
+                stream_options={"include_usage": True},
             )
             text, usage = "", None
             async for chunk in stream:
@@ -234,8 +247,10 @@ async def test_openai_sdk_tool_calls() -> None:
         client = openai.AsyncOpenAI(base_url=url, api_key="sim", max_retries=0)
         try:
             done = await client.chat.completions.create(
-                model="m", messages=[{"role": "user", "content": "edit"}],
-                tools=TOOLS, metadata=meta,  # type: ignore[arg-type]
+                model="m",
+                messages=[{"role": "user", "content": "edit"}],
+                tools=TOOLS,
+                metadata=meta,
             )
             assert done.choices[0].finish_reason == "tool_calls"
             (call,) = done.choices[0].message.tool_calls or []
@@ -244,8 +259,10 @@ async def test_openai_sdk_tool_calls() -> None:
             assert json.loads(call.function.arguments) == EDIT_ARGS
 
             async with client.chat.completions.stream(
-                model="m", messages=[{"role": "user", "content": "edit"}],
-                tools=TOOLS, metadata=meta,  # type: ignore[arg-type]
+                model="m",
+                messages=[{"role": "user", "content": "edit"}],
+                tools=TOOLS,
+                metadata=meta,
             ) as stream:
                 final = await stream.get_final_completion()
             (streamed,) = final.choices[0].message.tool_calls or []
@@ -270,7 +287,8 @@ async def test_openai_sdk_sees_rate_limits() -> None:
 
 
 def _serve_command() -> list[str]:
-    args = ["sim", "serve", "--port", "0", "--profile", "groq/llama-3.3-70b"]
+    args = ["sim", "serve", "--port", "0", "--profile", "groq/llama-3.3-70b", "--seed", "3"]
+    args += ["--script", "swarm.providers.sim:default_script", "--time-scale", "0.5"]
     if all(importlib.util.find_spec(f"swarm._commands.{m}") for m in ("ask", "providers")):
         return [sys.executable, "-m", "swarm", *args]
     # until the sibling commands exist, drive this module's parser directly
@@ -285,9 +303,7 @@ def _serve_command() -> list[str]:
 async def test_swarm_sim_serve_subprocess() -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     root = Path(__file__).resolve().parents[1]
-    process = await anyio.open_process(
-        _serve_command(), cwd=root, env=env, stderr=subprocess.PIPE
-    )
+    process = await anyio.open_process(_serve_command(), cwd=root, env=env, stderr=subprocess.PIPE)
     try:
         assert process.stdout is not None
         line = b""
@@ -297,7 +313,7 @@ async def test_swarm_sim_serve_subprocess() -> None:
         text = line.decode().strip()
         prefix = "swarm sim: serving groq/llama-3.3-70b on "
         assert text.startswith(prefix), text
-        url = text[len(prefix):]
+        url = text[len(prefix) :]
         assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
         assert not url.endswith(":0/v1")
         async with httpx.AsyncClient(base_url=url, timeout=10) as client:
@@ -314,3 +330,20 @@ async def test_swarm_sim_serve_subprocess() -> None:
             with anyio.move_on_after(5, shield=True):
                 await process.wait()
         await process.aclose()
+
+
+def test_bad_script_spec_is_a_config_error() -> None:
+    from swarm._commands.sim import _load_script
+
+    assert _load_script("swarm.providers.sim:default_script") is default_script
+    for spec in ("nocolon", "swarm.providers.sim:missing", "no_such_module_xyz:f"):
+        with pytest.raises(ConfigError, match="--script"):
+            _load_script(spec)
+
+
+async def test_empty_reply_still_streams_a_role_chunk() -> None:
+    async with sim_client() as client:
+        events = await sse_events(client, body(max_tokens=0, stream=True))
+    first = json.loads(events[0])["choices"][0]
+    assert first["delta"] == {"role": "assistant", "content": ""}
+    assert json.loads(events[1])["choices"][0]["finish_reason"] == "stop"

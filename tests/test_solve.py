@@ -10,6 +10,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -247,7 +248,7 @@ async def test_cancellation_mid_run_leaves_no_worktrees(tmp_path: Path, repo: Pa
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["b.py"])])
     scripts = Scripts({}, default=FunctionModel(hang))
     async with anyio.create_task_group() as tg:
-        tg.start_soon(solve, request(tmp_path, repo, plan), scripts)
+        tg.start_soon(partial(solve, request(tmp_path, repo, plan), source=scripts))
         with anyio.fail_after(20):
             await started.wait()
         await anyio.sleep(0.2)
@@ -302,14 +303,17 @@ def test_kill_9_then_resume_finishes_without_repeating_calls(tmp_path: Path, rep
     script = tmp_path / "runner.py"
     script.write_text(RUNNER)
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
-    first = subprocess.Popen([sys.executable, str(script), str(log), args], env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
-    deadline = time.monotonic() + 30
-    while not (log.exists() and len(log.read_text().splitlines()) >= 3):
-        assert time.monotonic() < deadline, first.stderr.read() if first.stderr else ""
-        time.sleep(0.05)
-    os.kill(first.pid, signal.SIGKILL)
-    first.wait()
+    errors = tmp_path / "first.err"
+    with errors.open("w") as err:
+        first = subprocess.Popen([sys.executable, str(script), str(log), args], env=env,
+                                 stdout=subprocess.DEVNULL, stderr=err)  # fmt: skip
+        deadline = time.monotonic() + 30
+        while not (log.exists() and len(log.read_text().splitlines()) >= 3):
+            assert time.monotonic() < deadline, errors.read_text()
+            assert first.poll() is None, errors.read_text()
+            time.sleep(0.05)
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait()
     before = log.read_text().splitlines()
 
     from swarm.journal import Journal

@@ -39,7 +39,7 @@ def _report(result: CommandResult, what: str) -> str:
 async def run(
     ctx: ToolContext,
     command: str,
-    timeout: Annotated[float, Field(gt=0, le=MAX_TIMEOUT_S)] | None = None,
+    timeout: Annotated[float, Field(gt=0, le=MAX_TIMEOUT_S)] | None = None,  # noqa: ASYNC109
 ) -> str:
     """Run a shell command (bash) in the workspace root; returns its exit code and output.
 

@@ -35,8 +35,10 @@ async def _ask(args: argparse.Namespace) -> int:
 
     config = load_config(args.config, env=os.environ)
     if config.simulated:
-        notice = SIMULATOR_NOTICE if config.source is None else (
-            "running on the simulator (simulated latency)"
+        notice = (
+            SIMULATOR_NOTICE
+            if config.source is None
+            else ("running on the simulator (simulated latency)")
         )
         print(notice, file=sys.stderr)
     request = ChatRequest(messages=[Message.user(args.prompt)], max_tokens=args.max_tokens)

@@ -13,8 +13,18 @@ from typing import Any
 
 __all__ = ["register", "rows"]
 
-_COLUMNS = ("provider", "model", "api_name", "in_usd_per_m", "out_usd_per_m", "ttft_s",
-            "output_tps", "key_env", "configured", "keyed")
+_COLUMNS = (
+    "provider",
+    "model",
+    "api_name",
+    "in_usd_per_m",
+    "out_usd_per_m",
+    "ttft_s",
+    "output_tps",
+    "key_env",
+    "configured",
+    "keyed",
+)
 
 
 def register(subparsers: Any) -> None:
@@ -40,22 +50,38 @@ def rows(config_path: str | None, env: dict[str, str]) -> tuple[list[dict[str, A
         pc = config.providers.get(name)
         key_env = pc.api_key_env if pc and pc.api_key_env else info.api_key_env
         for short, m in info.models.items():
-            out.append({
-                "provider": name, "model": short, "api_name": m.api_name,
-                "in_usd_per_m": m.input_usd_per_m, "out_usd_per_m": m.output_usd_per_m,
-                "ttft_s": m.profile.ttft_s, "output_tps": m.profile.output_tps,
-                "key_env": key_env, "configured": pc is not None, "keyed": bool(env.get(key_env)),
-            })
+            out.append(
+                {
+                    "provider": name,
+                    "model": short,
+                    "api_name": m.api_name,
+                    "in_usd_per_m": m.input_usd_per_m,
+                    "out_usd_per_m": m.output_usd_per_m,
+                    "ttft_s": m.profile.ttft_s,
+                    "output_tps": m.profile.output_tps,
+                    "key_env": key_env,
+                    "configured": pc is not None,
+                    "keyed": bool(env.get(key_env)),
+                }
+            )
     for name, pc in config.providers.items():
         if name in PROVIDERS:
             continue
         key_env = pc.api_key_env or ""
-        out.append({
-            "provider": name, "model": "*", "api_name": "", "in_usd_per_m": None,
-            "out_usd_per_m": None, "ttft_s": None, "output_tps": None, "key_env": key_env,
-            "configured": True,
-            "keyed": pc.kind == "sim" or bool(key_env and env.get(key_env)),
-        })
+        out.append(
+            {
+                "provider": name,
+                "model": "*",
+                "api_name": "",
+                "in_usd_per_m": None,
+                "out_usd_per_m": None,
+                "ttft_s": None,
+                "output_tps": None,
+                "key_env": key_env,
+                "configured": True,
+                "keyed": pc.kind == "sim" or bool(key_env and env.get(key_env)),
+            }
+        )
     return out, config
 
 
@@ -70,8 +96,11 @@ def _cell(v: Any) -> str:
 def _providers(args: argparse.Namespace) -> int:
     table, config = rows(args.config, dict(os.environ))
     if args.json:
-        print(json.dumps({"config": config.source, "simulated": config.simulated,
-                          "models": table}, indent=2))
+        print(
+            json.dumps(
+                {"config": config.source, "simulated": config.simulated, "models": table}, indent=2
+            )
+        )
         return 0
     if sys.stdout.isatty():
         from rich.console import Console

@@ -20,25 +20,36 @@ def register(subparsers: Any) -> None:
         help="serve simulated chat completions over OpenAI-compatible HTTP",
         description="Serve /v1/chat/completions with the latency of a catalog profile.",
     )
-    serve.add_argument("--profile", default="cerebras/kimi-k2.6",
-                       help="catalog ref whose latency to simulate (default: %(default)s)")
+    serve.add_argument(
+        "--profile",
+        default="cerebras/kimi-k2.6",
+        help="catalog ref whose latency to simulate (default: %(default)s)",
+    )
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8765, help="0 picks a free port")
     serve.add_argument("--seed", type=int, default=0)
-    serve.add_argument("--time-scale", type=float, default=1.0,
-                       help="multiply every delay (0 = no latency)")
+    serve.add_argument(
+        "--time-scale", type=float, default=1.0, help="multiply every delay (0 = no latency)"
+    )
     serve.add_argument("--error-rate", type=float, default=0.0, help="share of 500s")
     serve.add_argument("--rate-limit-rate", type=float, default=0.0, help="share of 429s")
-    serve.add_argument("--retry-after", type=float, default=1.0,
-                       help="Retry-After of a 429, seconds")
-    serve.add_argument("--drop-rate", type=float, default=0.0,
-                       help="share of connections dropped mid-stream")
-    serve.add_argument("--stall-rate", type=float, default=0.0,
-                       help="share of streams that stop mid-way")
-    serve.add_argument("--malformed-rate", type=float, default=0.0,
-                       help="share of streams with a garbage chunk")
-    serve.add_argument("--script", metavar="MODULE:FUNCTION",
-                       help="reply script (default: the built-in demo script)")
+    serve.add_argument(
+        "--retry-after", type=float, default=1.0, help="Retry-After of a 429, seconds"
+    )
+    serve.add_argument(
+        "--drop-rate", type=float, default=0.0, help="share of connections dropped mid-stream"
+    )
+    serve.add_argument(
+        "--stall-rate", type=float, default=0.0, help="share of streams that stop mid-way"
+    )
+    serve.add_argument(
+        "--malformed-rate", type=float, default=0.0, help="share of streams with a garbage chunk"
+    )
+    serve.add_argument(
+        "--script",
+        metavar="MODULE:FUNCTION",
+        help="reply script (default: the built-in demo script)",
+    )
     serve.set_defaults(func=_serve)
 
 

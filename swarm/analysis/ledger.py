@@ -107,8 +107,8 @@ def ledger_indices(trace: Trace, indices: Iterable[int] | None = None) -> dict[s
             n_wait += delta
     if hi > prev:
         acc[orch] += float(hi - prev)
-    for n, c in enumerate(cats):
-        result[c] = acc[n] / 1e9
+    for n, cat in enumerate(cats):
+        result[cat] = acc[n] / 1e9
     return result
 
 

@@ -208,93 +208,109 @@ def _op_of(name: str, op_attr: str, wait_kind: str) -> str:
     return first if first in (sc.OP_CHAT, sc.OP_TOOL, sc.OP_AGENT, sc.OP_WORKFLOW) else "other"
 
 
+class _Loader:
+    """Appends spans decoded from OTLP JSON to a Trace's columns."""
+
+    def __init__(self, tr: Trace) -> None:
+        self.tr = tr
+        self.intern: dict[str, str] = {"": ""}
+        self.ops: dict[tuple[str, str, str], str] = {}
+        self.parent_ids: list[str] = []
+        self.link_ids: dict[int, list[str]] = {}
+        self.first_token: dict[int, int] = {}
+
+    def s(self, x: Any) -> str:
+        if x is None:
+            return ""
+        x = x if isinstance(x, str) else str(x)
+        got = self.intern.get(x)
+        if got is None:
+            got = self.intern[x] = x
+        return got
+
+    def add(self, sp: dict[str, Any], line_no: int, pos: int) -> None:
+        tr, s = self.tr, self.s
+        i = len(tr.span_id)
+        tr._line_of.append(line_no)
+        tr._pos_in_line.append(pos)
+        tid = sp.get("traceId", "")
+        if tid:
+            tr.trace_ids.add(tid if len(tid) == 32 else _hex_id(tid, 16))
+        sid = sp.get("spanId", "")
+        tr.span_id.append(sid if len(sid) == 16 else _hex_id(sid, 8))
+        pid = sp.get("parentSpanId") or ""
+        self.parent_ids.append(pid if len(pid) in (0, 16) else _hex_id(pid, 8))
+        name = s(sp.get("name", ""))
+        tr.name.append(name)
+        tr.kind.append(int(sp.get("kind", 0)) & 0x7F)
+        tr.start.append(int(sp.get("startTimeUnixNano", 0)))
+        tr.end.append(int(sp.get("endTimeUnixNano", 0)))
+        st = sp.get("status") or {}
+        code = int(st.get("code", 0))
+        tr.status.append(code)
+        vals: list[Any] = [None] * 17
+        want = _WANT
+        for a in sp.get("attributes", ()):
+            c = want.get(a["key"])
+            if c is not None:
+                vals[c] = otlp_value(a.get("value", {}))
+        wait_kind = s(vals[13])
+        key = (name, vals[0] or "", wait_kind)
+        op = self.ops.get(key)
+        if op is None:
+            op = self.ops[key] = s(_op_of(name, str(key[1]), wait_kind))
+        tr.op.append(op)
+        tr.agent.append(s(vals[1]))
+        tr.tier.append(s(vals[2]))
+        tr.provider.append(s(vals[3]))
+        tr.model.append(s(vals[4] or vals[5]))
+        tr.wait_kind.append(wait_kind)
+        tr.tool.append(s(vals[14]))
+        err = vals[12] or ((st.get("message", "") or "error") if code == 2 else "")
+        tr.error.append(s(err))
+        tr.input_tokens.append(int(vals[6] or 0))
+        tr.output_tokens.append(int(vals[7] or 0))
+        tr.reasoning_tokens.append(-1 if vals[8] is None else int(vals[8]))
+        tr.ttft.append(-1.0 if vals[9] is None else float(vals[9]))
+        tr.cost.append(float(vals[10] or 0.0))
+        tr.attempts.append(int(vals[11] or 1))
+        tr.tests_failed.append(-1 if vals[15] is None else int(vals[15]))
+        if vals[16] and not tr.run_id:
+            tr.run_id = str(vals[16])
+        if vals[9] is None and op == sc.OP_CHAT:
+            for ev in sp.get("events", ()):
+                if ev.get("name") == sc.FIRST_TOKEN_EVENT:
+                    self.first_token[i] = int(ev.get("timeUnixNano", 0))
+                    break
+        for ln in sp.get("links", ()):
+            for a in ln.get("attributes", ()):
+                if a["key"] == sc.LINK_TYPE and otlp_value(a["value"]) == sc.LINK_DEPENDS_ON:
+                    self.link_ids.setdefault(i, []).append(_hex_id(ln["spanId"], 8))
+
+
 def load_trace(path: Path | str) -> Trace:
     """Read an OTLP JSON Lines trace file (one `TracesData` object per line)."""
     path = Path(path)
     tr = Trace(path)
-    intern: dict[str, str] = {"": ""}
-
-    def s(x: Any) -> str:
-        x = str(x)
-        return intern.setdefault(x, x)
-
-    parent_ids: list[str] = []
-    link_ids: dict[int, list[str]] = {}
-    first_token: dict[int, int] = {}
+    loader = _Loader(tr)
+    add = loader.add
     offset = 0
-    want = _WANT
     with path.open("rb") as fh:
         for line_no, line in enumerate(fh):
             tr._line_offsets.append(offset)
             offset += len(line)
             if not line.strip():
                 continue
-            doc = json.loads(line)
             pos = 0
-            for rs in doc.get("resourceSpans", []):
+            for rs in json.loads(line).get("resourceSpans", []):
                 for a in rs.get("resource", {}).get("attributes", []):
                     if a["key"] == sc.RUN_ID and not tr.run_id:
                         tr.run_id = str(otlp_value(a["value"]))
                 for ss in rs.get("scopeSpans", []):
                     for sp in ss.get("spans", []):
-                        i = len(tr.span_id)
-                        tr._line_of.append(line_no)
-                        tr._pos_in_line.append(pos)
+                        add(sp, line_no, pos)
                         pos += 1
-                        tid = sp.get("traceId", "")
-                        if tid:
-                            tr.trace_ids.add(_hex_id(tid, 16))
-                        tr.span_id.append(_hex_id(sp.get("spanId", ""), 8))
-                        pid = sp.get("parentSpanId")
-                        parent_ids.append(_hex_id(pid, 8) if pid else "")
-                        name = s(sp.get("name", ""))
-                        tr.name.append(name)
-                        tr.kind.append(int(sp.get("kind", 0)) & 0x7F)
-                        tr.start.append(int(sp.get("startTimeUnixNano", 0)))
-                        tr.end.append(int(sp.get("endTimeUnixNano", 0)))
-                        st = sp.get("status") or {}
-                        code = int(st.get("code", 0))
-                        tr.status.append(code)
-                        vals: list[Any] = [None] * 17
-                        for a in sp.get("attributes", ()):
-                            c = want.get(a["key"])
-                            if c is not None:
-                                vals[c] = otlp_value(a.get("value", {}))
-                        wait_kind = s(vals[13] or "")
-                        op = s(_op_of(name, str(vals[0] or ""), wait_kind))
-                        if op == sc.WAIT_SPAN:
-                            op = "wait"
-                        tr.op.append(op)
-                        tr.agent.append(s(vals[1] or ""))
-                        tr.tier.append(s(vals[2] or ""))
-                        tr.provider.append(s(vals[3] or ""))
-                        tr.model.append(s(vals[4] or vals[5] or ""))
-                        tr.wait_kind.append(wait_kind)
-                        tr.tool.append(s(vals[14] or ""))
-                        err = vals[12] or (st.get("message", "") or "error" if code == 2 else "")
-                        tr.error.append(s(err))
-                        tr.input_tokens.append(int(vals[6] or 0))
-                        tr.output_tokens.append(int(vals[7] or 0))
-                        tr.reasoning_tokens.append(-1 if vals[8] is None else int(vals[8]))
-                        tr.ttft.append(-1.0 if vals[9] is None else float(vals[9]))
-                        tr.cost.append(float(vals[10] or 0.0))
-                        tr.attempts.append(int(vals[11] or 1))
-                        tr.tests_failed.append(-1 if vals[15] is None else int(vals[15]))
-                        if vals[16] and not tr.run_id:
-                            tr.run_id = str(vals[16])
-                        if vals[9] is None and op == sc.OP_CHAT:
-                            for ev in sp.get("events", ()):
-                                if ev.get("name") == sc.FIRST_TOKEN_EVENT:
-                                    first_token[i] = int(ev.get("timeUnixNano", 0))
-                                    break
-                        for ln in sp.get("links", ()):
-                            kind = ""
-                            for a in ln.get("attributes", ()):
-                                if a["key"] == sc.LINK_TYPE:
-                                    kind = str(otlp_value(a.get("value", {})))
-                            if kind == sc.LINK_DEPENDS_ON:
-                                link_ids.setdefault(i, []).append(_hex_id(ln["spanId"], 8))
-    _resolve(tr, parent_ids, link_ids, first_token)
+    _resolve(tr, loader.parent_ids, loader.link_ids, loader.first_token)
     return tr
 
 

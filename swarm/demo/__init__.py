@@ -20,6 +20,8 @@ __all__ = ["DEMO_REPO", "PLAN", "create_demo_repo", "demo_script", "init_source"
 DEMO_REPO = Path(__file__).parent / "repo"
 """The demo repository's files, shipped as package data (no `.git`)."""
 
+_NOT_SHIPPED = (".git", "__pycache__", "*.pyc", ".pytest_cache", ".ruff_cache", ".mypy_cache")
+"""Caches that linters and test runs may leave in the package's copy; never copied."""
 _AUTHOR = ("-c", "user.name=swarm", "-c", "user.email=swarm@localhost")
 _DATE = "2026-01-01T00:00:00+00:00"
 """A fixed commit date, so every fresh demo repository has the same commit id."""
@@ -34,7 +36,7 @@ def create_demo_repo(dest: Path) -> Path:
         DEMO_REPO,
         dest,
         dirs_exist_ok=True,
-        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache"),
+        ignore=shutil.ignore_patterns(*_NOT_SHIPPED),
     )
     env = {
         **os.environ,

@@ -3,7 +3,18 @@ the shipped files in `repo/` into these). Kept as text so swarm's own linters sk
 
 from __future__ import annotations
 
-__all__ = ["ITEM", "PRICING", "PRICING_WITH_BUG", "README", "REPORT", "STOCK", "TEST_ITEM", "TEST_PRICING", "TEST_REPORT", "TEST_STOCK"]
+__all__ = [
+    "ITEM",
+    "PRICING",
+    "PRICING_WITH_BUG",
+    "README",
+    "REPORT",
+    "STOCK",
+    "TEST_ITEM",
+    "TEST_PRICING",
+    "TEST_REPORT",
+    "TEST_STOCK",
+]
 
 ITEM = '''\
 """The Item dataclass: one line of an order."""
@@ -33,7 +44,7 @@ class Item:
         return cls(name=str(data["name"]), price=float(data["price"]), qty=int(data["qty"]))
 '''
 
-TEST_ITEM = '''\
+TEST_ITEM = """\
 import dataclasses
 
 import pytest
@@ -53,7 +64,7 @@ def test_items_are_frozen():
     item = Item("bolt", 0.25, 4)
     with pytest.raises(dataclasses.FrozenInstanceError):
         item.qty = 5
-'''
+"""
 
 PRICING = '''\
 """Prices for orders: an order is a sequence of `Item`s."""
@@ -108,7 +119,7 @@ def summary(items: Sequence[Item], stock: Mapping[str, int]) -> str:
     return "\\n".join(lines)
 '''
 
-TEST_PRICING = '''\
+TEST_PRICING = """\
 from inventory.item import Item
 from inventory.pricing import apply_discount, order_total
 
@@ -127,9 +138,9 @@ def test_bulk_lines_are_discounted():
 
 def test_empty_order_is_free():
     assert order_total([]) == 0.0
-'''
+"""
 
-TEST_REPORT = '''\
+TEST_REPORT = """\
 from inventory.item import Item
 from inventory.report import summary
 
@@ -141,7 +152,7 @@ def test_summary_lists_lines_and_total():
         "gear: 1 x 12.00 (backorder)",
         "total: 16.75",
     ]
-'''
+"""
 
 STOCK = '''\
 """Stock levels, kept as a {name: quantity} mapping."""
@@ -172,7 +183,7 @@ def low_stock(stock: Mapping[str, int], threshold: int = LOW_STOCK) -> list[str]
     return sorted(name for name, level in stock.items() if level < threshold)
 '''
 
-TEST_STOCK = '''\
+TEST_STOCK = """\
 import pytest
 
 from inventory.stock import in_stock, low_stock, restock
@@ -197,9 +208,9 @@ def test_low_stock_lists_names_below_the_threshold():
     stock = {"gear": 1, "bolt": 50, "nut": 4, "washer": 5}
     assert low_stock(stock) == ["gear", "nut"]
     assert low_stock(stock, threshold=2) == ["gear"]
-'''
+"""
 
-README = '''\
+README = """\
 # inventory
 
 A tiny stock and pricing library. It is the demo repository of `swarm solve`:
@@ -215,7 +226,7 @@ print(low_stock({"bolt": 3, "gear": 40}))  # ['bolt']
 ```
 
 Run the tests with `python -m pytest -q`.
-'''
+"""
 
 PRICING_WITH_BUG = PRICING.replace("item.qty >= BULK_THRESHOLD", "item.qty > BULK_THRESHOLD")
 """The off-by-one the demo's pricing coder slips in: ten units no longer get the discount."""

@@ -15,8 +15,7 @@ second to merge conflicts and a rebase fixer re-applies it on the new integratio
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,8 +45,12 @@ PLAN: dict[str, list[dict[str, object]]] = {
             "instructions": "Rename `calc_total` to `order_total` taking `Item`s, type-hint "
             "pricing.py and report.py, move their callers and tests to `Item`, and update "
             "the package exports.",
-            "files": ["inventory/pricing.py", "inventory/report.py",
-                      "tests/test_pricing.py", "tests/test_report.py"],
+            "files": [
+                "inventory/pricing.py",
+                "inventory/report.py",
+                "tests/test_pricing.py",
+                "tests/test_report.py",
+            ],
             "depends_on": ["item"],
         },
         {
@@ -123,8 +126,11 @@ _CHANGES: dict[str, list[_Change]] = {
 }
 _EXPORTS = ("item", "pricing", "stock")
 """Subtasks that also add their names to the package exports in `__init__.py`."""
-_OWN_TESTS = {"item": "tests/test_item.py", "pricing": "tests/test_pricing.py",
-              "stock": "tests/test_stock.py"}
+_OWN_TESTS = {
+    "item": "tests/test_item.py",
+    "pricing": "tests/test_pricing.py",
+    "stock": "tests/test_stock.py",
+}
 
 
 # -- building replies ------------------------------------------------------------------
@@ -137,7 +143,7 @@ def _call(turn: int, i: int, name: str, **arguments: object) -> ToolCall:
     )
 
 
-def _reply(turn: int, text: str, calls: Sequence[tuple[str, dict[str, object]]]) -> Reply:
+def _reply(turn: int, text: str, calls: Sequence[tuple[str, Mapping[str, object]]]) -> Reply:
     return Reply(text=text, tool_calls=[_call(turn, i, n, **a) for i, (n, a) in enumerate(calls)])
 
 
@@ -188,7 +194,8 @@ def _last_tool_text(request: ChatRequest) -> str:
 
 
 def _tests_passed(request: ChatRequest) -> bool:
-    return re.search(r"\b(failed|error)\b", _last_tool_text(request)) is None
+    """Whether the run_tests result just returned says PASSED."""
+    return _last_tool_text(request).startswith("PASSED")
 
 
 # -- the roles ---------------------------------------------------------------------------
@@ -198,10 +205,14 @@ Step = Callable[[ChatRequest, int], Reply]
 
 def _planner() -> list[Step]:
     def explore(_: ChatRequest, turn: int) -> Reply:
-        return _reply(turn, "Let me look at the package layout and who calls calc_total.", [
-            ("list_dir", {"path": "inventory"}),
-            ("search", {"pattern": "calc_total"}),
-        ])
+        return _reply(
+            turn,
+            "Let me look at the package layout and who calls calc_total.",
+            [
+                ("list_dir", {"path": "inventory"}),
+                ("search", {"pattern": "calc_total"}),
+            ],
+        )
 
     def answer(_: ChatRequest, turn: int) -> Reply:
         text = (
@@ -225,7 +236,8 @@ def _apply_steps(subtask: str, *, rebase: bool) -> list[Step]:
     def read(_: ChatRequest, turn: int) -> Reply:
         text = (
             f"The `{subtask}` patch no longer applies: re-reading the files on the new head."
-            if rebase else f"Reading {', '.join(reads)} before changing them."
+            if rebase
+            else f"Reading {', '.join(reads)} before changing them."
         )
         return _reply(turn, text, [("read_file", {"path": p}) for p in reads])
 
@@ -233,7 +245,9 @@ def _apply_steps(subtask: str, *, rebase: bool) -> list[Step]:
         seen = _results(request)
         calls: list[tuple[str, dict[str, object]]] = []
         for c in changes:
-            after = _files.PRICING_WITH_BUG if (c.path.endswith("pricing.py") and not rebase) else c.after
+            # the coder plants the demo's bug; a rebase re-applies the fixed patch
+            bug = c.path == "inventory/pricing.py" and not rebase
+            after = _files.PRICING_WITH_BUG if bug else c.after
             if c.new_file:
                 calls.append(("write_file", {"path": c.path, "content": after}))
             elif c.done_mark not in seen.get(c.path, ""):
@@ -274,8 +288,11 @@ def _fixer(subtask: str) -> list[Step]:
 
     def fix(request: ChatRequest, turn: int) -> Reply:
         if target and "qty > BULK_THRESHOLD" in _results(request).get(target, ""):
-            return _reply(turn, "Off by one: ten units must qualify, so `>=`, not `>`.",
-                          [("edit_file", {"path": target, "old": _BUG, "new": _FIX})])
+            return _reply(
+                turn,
+                "Off by one: ten units must qualify, so `>=`, not `>`.",
+                [("edit_file", {"path": target, "old": _BUG, "new": _FIX})],
+            )
         return _reply(turn, "Running the whole suite.", [("run_tests", {})])
 
     def test(_: ChatRequest, turn: int) -> Reply:
@@ -283,8 +300,11 @@ def _fixer(subtask: str) -> list[Step]:
 
     def finish(request: ChatRequest, turn: int) -> Reply:
         ok = _tests_passed(request)
-        summary = ("Fixed the bulk-discount threshold in order_total (`>` → `>=`); all tests "
-                   "pass." if ok else "Could not find the cause; the check still fails.")
+        summary = (
+            "Fixed the bulk-discount threshold in order_total (`>` → `>=`); all tests pass."
+            if ok
+            else "Could not find the cause; the check still fails."
+        )
         return _reply(turn, "Done.", [("finish", {"summary": summary})])
 
     return [look, fix, test, finish]
@@ -297,8 +317,11 @@ def _fallback() -> list[Step]:
         return _reply(turn, "Running the tests.", [("run_tests", {})])
 
     def finish(_: ChatRequest, turn: int) -> Reply:
-        return _reply(turn, "Nothing more for me to do.",
-                      [("finish", {"summary": "No scripted change for this step."})])
+        return _reply(
+            turn,
+            "Nothing more for me to do.",
+            [("finish", {"summary": "No scripted change for this step."})],
+        )
 
     return [test, finish]
 

@@ -48,37 +48,52 @@ class _Named(Protocol):
 async def iter_sse_batches(response: httpx.Response) -> AsyncIterator[list[bytes]]:
     """The `data` of the SSE events in `response`, a list per network read.
 
-    Batching per read keeps the per-event cost to a list step: a fast provider sends
-    dozens of one-token events in one TCP segment.
+    Batching per read keeps the per-event cost to a few byte operations: a fast provider
+    sends dozens of one-token events in one TCP segment.
     """
     pending = b""
-    data: list[bytes] = []
     async for chunk in response.aiter_bytes():
         if pending:
             chunk = pending + chunk
-        lines = chunk.split(b"\n")
-        pending = lines.pop()
+        if b"\r" in chunk:
+            chunk = _normalise_newlines(chunk)
+        events = chunk.split(b"\n\n")
+        pending = events.pop()
         batch: list[bytes] = []
-        for line in lines:
-            if line[-1:] == b"\r":
-                line = line[:-1]
-            if not line:
-                if data:
-                    batch.append(data[0] if len(data) == 1 else b"\n".join(data))
-                    data = []
-            elif line[:5] == b"data:":
-                data.append(line[6:] if line[5:6] == b" " else line[5:])
-            # `event:`, `id:`, `retry:` and `:` comments carry nothing we use
+        for event in events:
+            if event[:6] == b"data: " and b"\n" not in event:
+                batch.append(event[6:])  # the common case: one `data: ` line
+            else:
+                data = _event_data(event)
+                if data is not None:
+                    batch.append(data)
         if batch:
             yield batch
-    line = pending.rstrip(b"\r")
-    if line[:5] == b"data:":
-        data.append(line[6:] if line[5:6] == b" " else line[5:])
-    if data:
-        yield [b"\n".join(data)]
+    data = _event_data(pending.rstrip(b"\r\n"))
+    if data is not None:
+        yield [data]
 
 
-_scan_once = json.JSONDecoder().scan_once
+def _normalise_newlines(chunk: bytes) -> bytes:
+    """CRLF and CR line ends as LF; a trailing CR stays (its LF may be in the next read)."""
+    tail = chunk[-1:] == b"\r"
+    if tail:
+        chunk = chunk[:-1]
+    chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    return chunk + b"\r" if tail else chunk
+
+
+def _event_data(event: bytes) -> bytes | None:
+    """The joined `data` lines of one event (None if it has none), per the SSE rules."""
+    data: list[bytes] = []
+    for line in event.split(b"\n"):
+        if line[:5] == b"data:":
+            data.append(line[6:] if line[5:6] == b" " else line[5:])
+        # `event:`, `id:`, `retry:` and `:` comments carry nothing we use
+    return b"\n".join(data) if data else None
+
+
+_scan_once: Any = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # C scanner
 
 
 def loads(data: bytes) -> Any:
@@ -259,4 +274,3 @@ def estimate_tokens(*parts: str | Iterable[ToolCall] | None) -> int:
         else:
             chars += sum(len(c.name) + len(c.arguments) for c in part)
     return (chars + 3) // 4
-

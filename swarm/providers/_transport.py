@@ -146,15 +146,18 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         if session is None or self._loop is not loop:
             session = self._new_session(loop)
         data: Any
+        headers = request.headers.multi_items()
         try:
             data = request.content
         except httpx.RequestNotRead:
             data = _stream_body(request.stream)  # type: ignore[arg-type]
+            # aiohttp frames a streamed body itself and refuses a preset header
+            headers = [(k, v) for k, v in headers if k.lower() != "transfer-encoding"]
         try:
             response = await session.request(
                 request.method,
                 str(request.url),
-                headers=request.headers.multi_items(),
+                headers=headers,
                 data=data,
                 timeout=self._timeout(request),
                 allow_redirects=False,

@@ -93,9 +93,7 @@ class ModelInfo:
 
     def cost_usd(self, input_tokens: int, output_tokens: int) -> float:
         """List price of one call."""
-        return (
-            input_tokens * self.input_usd_per_m + output_tokens * self.output_usd_per_m
-        ) / 1e6
+        return (input_tokens * self.input_usd_per_m + output_tokens * self.output_usd_per_m) / 1e6
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,8 +126,9 @@ _Row = tuple[str, str, float, float, LatencyProfile]
 # 10k-in / 500-out figure (5.6 s) holds; Cerebras prices for Kimi are assumed.
 _KIMI_CEREBRAS = _P(ttft_s=0.03, output_tps=981, prefill_tps=1_000_000, reasoning_tokens=5000)
 # Kimi K2.6 on Moonshot: ~34 tok/s, ~1.6 s TTFT plus ~0.33 s to prefill 10k tokens.
-_KIMI_MOONSHOT = _P(ttft_s=1.6, output_tps=34, prefill_tps=30_000, reasoning_tokens=5000,
-                    jitter=0.2)
+_KIMI_MOONSHOT = _P(
+    ttft_s=1.6, output_tps=34, prefill_tps=30_000, reasoning_tokens=5000, jitter=0.2
+)
 
 
 def _provider(
@@ -159,6 +158,7 @@ def _provider(
     )
 
 
+# fmt: off
 _ALL = [
     _provider("cerebras", "https://api.cerebras.ai/v1", "CEREBRAS_API_KEY", [
         ("kimi-k2.6", "kimi-k2.6", 1.00, 3.00, _KIMI_CEREBRAS),
@@ -246,6 +246,7 @@ _ALL = [
          _P(ttft_s=0.6, output_tps=110, prefill_tps=60_000, jitter=0.2)),
     ], kind="anthropic"),
 ]
+# fmt: on
 
 PROVIDERS: Mapping[str, ProviderInfo] = MappingProxyType({p.name: p for p in _ALL})
 """Every known provider by config name."""

@@ -295,9 +295,7 @@ class OpenAIProvider:
         ended = time.perf_counter()
         return self._result(model, request, state, response, started, ended)
 
-    def _decode(
-        self, batch: list[bytes], response: httpx.Response, model: str
-    ) -> list[Any]:
+    def _decode(self, batch: list[bytes], response: httpx.Response, model: str) -> list[Any]:
         """The JSON chunks of one network read (`[DONE]` dropped), parsed in one go."""
         if batch[-1] == b"[DONE]":
             batch = batch[:-1]

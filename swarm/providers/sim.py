@@ -24,7 +24,7 @@ from typing import Any
 
 import anyio
 
-from swarm.errors import ProviderError, RateLimited
+from swarm.errors import ConfigError, ProviderError, RateLimited
 from swarm.messages import ChatRequest, ChatResult, Message, Timing, ToolCall, Usage
 from swarm.model import FirstTokenCallback
 from swarm.providers.catalog import LatencyProfile, find_model, find_profile
@@ -94,8 +94,12 @@ _WORDS = (
 _CORPUS_WORDS = 4096
 _CORPUS = " ".join(itertools.islice(itertools.cycle(_WORDS), _CORPUS_WORDS))
 # _ENDS[n] is the length of the prefix of _CORPUS holding exactly n words.
-_ENDS = [0, *itertools.accumulate(len(w) + 1 for w in itertools.islice(
-    itertools.cycle(_WORDS), _CORPUS_WORDS))]
+_ENDS = [
+    0,
+    *itertools.accumulate(
+        len(w) + 1 for w in itertools.islice(itertools.cycle(_WORDS), _CORPUS_WORDS)
+    ),
+]
 
 
 def _text_of(n: int) -> str:
@@ -189,8 +193,11 @@ class SimEngine:
         self._rng = random.Random(seed)
         self._profiles: dict[str, LatencyProfile] = {}
         f = faults
-        self._thresholds = tuple(itertools.accumulate(
-            (f.error_rate, f.rate_limit_rate, f.drop_rate, f.stall_rate, f.malformed_rate)))
+        self._thresholds = tuple(
+            itertools.accumulate(
+                (f.error_rate, f.rate_limit_rate, f.drop_rate, f.stall_rate, f.malformed_rate)
+            )
+        )
         self._any_fault = self._thresholds[-1] > 0
 
     def profile_for(self, model: str) -> LatencyProfile:
@@ -199,7 +206,7 @@ class SimEngine:
         if profile is None:
             try:
                 profile = find_model(model).profile
-            except Exception:  # not a catalog ref: any model name is served
+            except ConfigError:  # not a catalog ref: any model name is served
                 profile = self.profile
             self._profiles[model] = profile
         return profile
@@ -224,7 +231,8 @@ class SimEngine:
         reply = self.script(request)
         if inspect.isawaitable(reply):
             reply = await reply
-        assert isinstance(reply, Reply), f"sim script returned {type(reply).__name__}"
+        if not isinstance(reply, Reply):
+            raise TypeError(f"a sim script must return Reply, not {type(reply).__name__}")
 
         finish = "tool_calls" if reply.tool_calls else "stop"
         out = 0
@@ -241,8 +249,10 @@ class SimEngine:
 
         ttft = p.ttft_s
         tps = p.output_tps
+        sigma = p.ttft_sigma()
+        if sigma > 0:
+            ttft *= math.exp(sigma * g_ttft)
         if p.jitter > 0:
-            ttft *= math.exp(p.ttft_sigma() * g_ttft)
             tps *= math.exp(p.jitter * g_rate)
         scale = self.time_scale
         return SimPlan(
@@ -291,13 +301,18 @@ class SimProvider:
         fault = plan.fault
         if fault == FAULT_RATE_LIMIT:
             raise RateLimited(
-                "rate limited (429, simulated)", provider=self.name, model=model,
+                "rate limited (429, simulated)",
+                provider=self.name,
+                model=model,
                 retry_after=self.engine.faults.retry_after_s,
             )
         if fault == FAULT_ERROR:
             raise ProviderError(
-                "server error (500, simulated)", provider=self.name, model=model,
-                status=500, retryable=True,
+                "server error (500, simulated)",
+                provider=self.name,
+                model=model,
+                status=500,
+                retryable=True,
             )
         await anyio.sleep(plan.ttft_s)
         first = anyio.current_time()
@@ -337,19 +352,27 @@ class SimProvider:
         # the errors an HTTP client raises for the same faults
         if fault == FAULT_DROP:
             raise ProviderError(
-                "connection dropped mid-stream (simulated)", provider=self.name, model=model,
-                kind="connect", retryable=True,
+                "connection dropped mid-stream (simulated)",
+                provider=self.name,
+                model=model,
+                kind="connect",
+                retryable=True,
             )
         if fault == FAULT_MALFORMED:
             raise ProviderError(
-                "malformed stream chunk (simulated)", provider=self.name, model=model,
-                kind="malformed", retryable=True,
+                "malformed stream chunk (simulated)",
+                provider=self.name,
+                model=model,
+                kind="malformed",
+                retryable=True,
             )
         raise ProviderError(
-            f"stream stalled for {self.stall_timeout_s:g} s (simulated)", provider=self.name,
-            model=model, kind="stall", retryable=True,
+            f"stream stalled for {self.stall_timeout_s:g} s (simulated)",
+            provider=self.name,
+            model=model,
+            kind="stall",
+            retryable=True,
         )
 
     async def aclose(self) -> None:
         return None
-

@@ -33,7 +33,9 @@ TICK_S = 0.015
 """Shortest gap between two chunks of one stream."""
 _DONE = b"data: [DONE]\n\n"
 _TOOL_CHOICES: dict[Any, Literal["auto", "required", "none"]] = {
-    "auto": "auto", "required": "required", "none": "none",
+    "auto": "auto",
+    "required": "required",
+    "none": "none",
 }
 _STALL_MAX_S = 300.0
 
@@ -60,10 +62,15 @@ def _to_request(body: dict[str, Any]) -> ChatRequest:
             )
             for c in m.get("tool_calls") or ()
         ]
-        messages.append(Message.model_construct(
-            role=m["role"], content=_content(m.get("content")), tool_calls=calls,
-            tool_call_id=m.get("tool_call_id"), name=m.get("name"),
-        ))
+        messages.append(
+            Message.model_construct(
+                role=m["role"],
+                content=_content(m.get("content")),
+                tool_calls=calls,
+                tool_call_id=m.get("tool_call_id"),
+                name=m.get("name"),
+            )
+        )
     tools = [
         ToolSpec.model_construct(
             name=t["function"]["name"],
@@ -140,7 +147,10 @@ class _SimHandlers:
         if plan.fault == "rate_limit":
             retry = self.engine.faults.retry_after_s
             return _error(
-                429, "Rate limit reached (simulated)", "rate_limit_error", "rate_limit_exceeded",
+                429,
+                "Rate limit reached (simulated)",
+                "rate_limit_error",
+                "rate_limit_exceeded",
                 **{"Retry-After": f"{retry:g}", "retry-after-ms": str(int(retry * 1000))},
                 **self.headers,
             )
@@ -172,8 +182,11 @@ class _SimHandlers:
         message: dict[str, Any] = {"role": "assistant", "content": reply.text, "refusal": None}
         if reply.tool_calls:
             message["tool_calls"] = [
-                {"id": c.id, "type": "function",
-                 "function": {"name": c.name, "arguments": c.arguments or "{}"}}
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments or "{}"},
+                }
                 for c in reply.tool_calls
             ]
         body = {
@@ -181,10 +194,14 @@ class _SimHandlers:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": model,
-            "choices": [{
-                "index": 0, "message": message, "logprobs": None,
-                "finish_reason": plan.finish_reason,
-            }],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "logprobs": None,
+                    "finish_reason": plan.finish_reason,
+                }
+            ],
             "usage": _usage(plan),
         }
         return web.json_response(body, headers=self.headers)
@@ -192,14 +209,22 @@ class _SimHandlers:
     async def _stream(
         self, request: web.Request, cid: str, model: str, plan: SimPlan, include_usage: bool
     ) -> web.StreamResponse:
-        resp = web.StreamResponse(headers={
-            "Content-Type": "text/event-stream", "Cache-Control": "no-cache", **self.headers,
-        })
+        resp = web.StreamResponse(
+            headers={
+                "Content-Type": "text/event-stream",
+                "Cache-Control": "no-cache",
+                **self.headers,
+            }
+        )
         await resp.prepare(request)
-        head = json.dumps({
-            "id": cid, "object": "chat.completion.chunk", "created": int(time.time()),
-            "model": model,
-        })[:-1]
+        head = json.dumps(
+            {
+                "id": cid,
+                "object": "chat.completion.chunk",
+                "created": int(time.time()),
+                "model": model,
+            }
+        )[:-1]
         prefix = f'data: {head}, "choices": [{{"index": 0, "delta": '.encode()
         suffix_open = b', "logprobs": null, "finish_reason": null}]}\n\n'
 
@@ -219,7 +244,7 @@ class _SimHandlers:
             for index, text in segments:
                 lo, hi = max(a, offset), min(b, offset + len(text))
                 if lo < hi:
-                    piece = text[lo - offset: hi - offset]
+                    piece = text[lo - offset : hi - offset]
                     delta: dict[str, Any]
                     if index is None:
                         delta = {"content": piece}
@@ -227,8 +252,12 @@ class _SimHandlers:
                         call: dict[str, Any] = {"index": index, "function": {"arguments": piece}}
                         if lo == offset:  # the call's first chunk names it
                             c = reply.tool_calls[index]
-                            call = {"index": index, "id": c.id, "type": "function",
-                                    "function": {"name": c.name, "arguments": piece}}
+                            call = {
+                                "index": index,
+                                "id": c.id,
+                                "type": "function",
+                                "function": {"name": c.name, "arguments": piece},
+                            }
                         delta = {"tool_calls": [call]}
                     if first:
                         delta = {"role": "assistant", **delta}
@@ -246,7 +275,10 @@ class _SimHandlers:
                 await anyio.sleep(wait)
             if i == fault_tick:
                 return await self._stream_fault(request, resp, plan)
-            await resp.write(deltas(i * total // ticks, (i + 1) * total // ticks, i == 0))
+            chunk = deltas(i * total // ticks, (i + 1) * total // ticks, i == 0)
+            await resp.write(
+                chunk or prefix + b'{"role": "assistant", "content": ""}' + suffix_open
+            )
         wait = start + plan.decode_s - anyio.current_time()
         if wait > 0:
             await anyio.sleep(wait)
@@ -254,8 +286,12 @@ class _SimHandlers:
         tail = [prefix + b"{}" + finish.encode()]
         if include_usage:
             usage = {
-                "id": cid, "object": "chat.completion.chunk", "created": int(time.time()),
-                "model": model, "choices": [], "usage": _usage(plan),
+                "id": cid,
+                "object": "chat.completion.chunk",
+                "created": int(time.time()),
+                "model": model,
+                "choices": [],
+                "usage": _usage(plan),
             }
             tail.append(b"data: " + json.dumps(usage).encode() + b"\n\n")
         tail.append(_DONE)
@@ -309,9 +345,7 @@ async def serve_sim(
     app = create_app(
         engine, remaining_requests=remaining_requests, remaining_tokens=remaining_tokens
     )
-    runner = web.AppRunner(
-        app, access_log=None, handler_cancellation=True, shutdown_timeout=0.25
-    )
+    runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=0.25)
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port)

@@ -133,7 +133,14 @@ class ViewerData:
         crit = [r.index for r in path_records]
         spans_json = _columns(trace, order, page, set(crit))
         summary = _summary(trace, page, crit)
-        summary["ledger"] = _jsonable(ledger(trace, path_records))
+        # summarize() already computed both ledgers; only recompute if its shape changes
+        analysed = summary["summary"]
+        on_path = analysed.get("critical_path", {}).get("ledger")
+        summary["ledger"] = (
+            on_path if on_path is not None else _jsonable(ledger(trace, path_records))
+        )
+        run = analysed.get("ledger")
+        summary["ledger_run"] = run if run is not None else _jsonable(ledger(trace))
         data = cls(
             trace=trace,
             order=order,
@@ -275,8 +282,6 @@ def _summary(trace: Trace, page: list[int], crit: list[int]) -> dict[str, Any]:
     t0 = trace.start_ns
     return {
         "summary": _jsonable(summarize(trace)),
-        "ledger": {},
-        "ledger_run": _jsonable(ledger(trace)),
         "histograms": {
             tier: {"ttft_s": histogram(ttfts), "latency_s": histogram(lat)}
             for tier, (ttfts, lat) in sorted(by_tier.items())

@@ -12,6 +12,7 @@ Endpoints (all payloads precomputed at startup except what-if, which is cached p
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import webbrowser
 from collections.abc import AsyncIterator
@@ -78,9 +79,8 @@ async def _whatif(request: web.Request) -> web.Response:
             )
         except (KeyError, ValueError, SwarmError) as exc:
             raise web.HTTPBadRequest(text=f"what-if: {exc}") from None
-        cache[key] = web.json_response(result).body  # type: ignore[assignment]
-    body = cache[key]
-    return web.Response(body=body, content_type=_JSON)
+        cache[key] = json.dumps(result, separators=(",", ":")).encode()
+    return web.Response(body=cache[key], content_type=_JSON)
 
 
 def build_app(data: ViewerData) -> web.Application:
@@ -103,10 +103,12 @@ async def serve_viewer(
 ) -> AsyncIterator[str]:
     """Serve the viewer for `trace_path`; yields its URL (port 0 picks a free port)."""
     data = await anyio.to_thread.run_sync(ViewerData.build, Path(trace_path))
-    runner = web.AppRunner(build_app(data), access_log=None, handle_signals=False)
+    runner = web.AppRunner(
+        build_app(data), access_log=None, handle_signals=False, shutdown_timeout=1.0
+    )
     await runner.setup()
     try:
-        site = web.TCPSite(runner, host, port, shutdown_timeout=1.0)
+        site = web.TCPSite(runner, host, port)
         await site.start()
         bound = runner.addresses[0][1]
         yield f"http://{host}:{bound}/"

@@ -29,6 +29,8 @@
   const V = (window.__viewer = {
     ready: false, summaryReady: false, spanCount: 0, drawnCount: 0, firstDrawMs: null,
     selected: -1, frames: 0, selectSpanAt, spanCenter, reveal, kindName, select,
+    view: () => ({ t0: viewT0, t1: viewT1, scrollY }),
+    drawNow: () => { const t = performance.now(); draw(); return performance.now() - t; },
   });
 
   let D = null; // columns as typed arrays plus tables
@@ -101,7 +103,7 @@
   function rowY(i) { return AXIS_H + laneTop[D.lane[i]] + D.depth[i] * ROW_STEP - scrollY; }
   function totalH() { return laneTop[laneTop.length - 1]; }
   function clampView() {
-    const span = Math.max(1e-3, viewT1 - viewT0), pad = runEnd * 0.02;
+    const span = Math.max(1e-3, viewT1 - viewT0), pad = Math.min(runEnd * 0.02, span * 0.05);
     if (span > runEnd + 2 * pad) { viewT0 = -pad; viewT1 = runEnd + pad; }
     if (viewT0 < -pad) { viewT1 += -pad - viewT0; viewT0 = -pad; }
     if (viewT1 > runEnd + pad) { viewT0 -= viewT1 - runEnd - pad; viewT1 = runEnd + pad; }
@@ -164,6 +166,11 @@
     drawOverlays(k, l0, lEnd);
     drawLabels(l0, lEnd);
     drawAxis(k);
+    drawScrollbar();
+    if (!D.n) {
+      ctx.fillStyle = "#7d889a"; ctx.font = "13px system-ui, sans-serif"; ctx.textBaseline = "middle";
+      ctx.fillText("This trace has no spans.", LABEL_W + 16, AXIS_H + 40);
+    }
     V.drawnCount = drawn; V.frames++;
     if (!V.ready) { V.firstDrawMs = performance.now(); V.ready = true; }
   }
@@ -197,11 +204,17 @@
     ctx.fillStyle = "#262e3b"; ctx.fillRect(LABEL_W - 1, AXIS_H, 1, cssH);
     ctx.font = "10.5px system-ui, sans-serif"; ctx.textBaseline = "middle"; ctx.fillStyle = "#9aa5b8";
     for (let l = l0; l <= l1; l++) {
-      const y = AXIS_H + laneTop[l] - scrollY + Math.min(laneRows[l], 2) * ROW_STEP / 2;
+      const y = Math.max(AXIS_H + 6, AXIS_H + laneTop[l] - scrollY + Math.min(laneRows[l], 2) * ROW_STEP / 2);
       let label = D.lanes[l];
       if (label.length > 22) label = label.slice(0, 21) + "…";
       ctx.fillText(label, 8, y);
     }
+  }
+  function drawScrollbar() {
+    const view = cssH - AXIS_H, total = totalH();
+    if (total <= view) return;
+    const h = Math.max(20, (view * view) / total), y = AXIS_H + (scrollY / (total - view)) * (view - h);
+    ctx.fillStyle = "#3a4558"; ctx.fillRect(cssW - 5, Math.min(y, cssH - h), 4, h);
   }
   function niceStep(raw) {
     const p = Math.pow(10, Math.floor(Math.log10(raw))), m = raw / p;
@@ -361,11 +374,14 @@
     return ["#6b7280", "#94a3b8", "#a78bfa", "#f472b6"][j % 4];
   }
   function renderSummary(s) {
-    const sm = s.summary || {};
-    const wall = sm.wall_clock_s != null ? sm.wall_clock_s * 1000 : s.duration_ms;
+    const sm = s.summary || {}, tot = sm.totals || {}, cpSum = sm.critical_path || {};
+    const wall = sm.wall_s != null ? sm.wall_s * 1000 : s.duration_ms;
     const stats = [[fmtMs(wall), "wall-clock"], [fmtNum(s.span_count), "spans"], [fmtNum(s.lane_count - 1), "agents"]];
-    if (sm.cost_usd != null) stats.push([fmtUsd(sm.cost_usd), "cost"]);
-    if (sm.critical_path_s != null) stats.push([fmtMs(sm.critical_path_s * 1000), "critical path"]);
+    if (tot.calls != null) stats.push([fmtNum(tot.calls), "model calls"]);
+    if (tot.output_tokens != null) stats.push([fmtNum(tot.output_tokens), "output tokens"]);
+    if (tot.cost_usd != null) stats.push([fmtUsd(tot.cost_usd), "cost"]);
+    if (cpSum.steps != null) stats.push([fmtNum(cpSum.steps), "critical-path steps"]);
+    if (tot.ttft_p50_s != null) stats.push([fmtMs(tot.ttft_p50_s * 1000), "TTFT p50"]);
     $("stats").innerHTML = stats.map(([v, k]) => `<span class="stat"><b>${esc(v)}</b><span>${esc(k)}</span></span>`).join("");
     // ledger: the critical path's wall-clock by cause, next to the whole run's (shared)
     const crit = s.ledger || {}, run = s.ledger_run || {};
@@ -431,16 +447,18 @@
       .catch((e) => { out.innerHTML = `<span class="err">${esc(e.message)}</span>`; });
   });
   function renderWhatif(w) {
-    const pick = (...ks) => { for (const k of ks) if (w[k] != null) return w[k]; return null; };
-    const wall = pick("wall_clock_s", "predicted_wall_clock_s", "makespan_s");
-    const base = pick("baseline_wall_clock_s", "recorded_wall_clock_s");
-    const cost = pick("cost_usd", "predicted_cost_usd");
-    const baseCost = pick("baseline_cost_usd", "recorded_cost_usd");
+    const rec = w.recorded || {}, pred = w.predicted || {};
+    const wall = pred.wall_s, base = rec.wall_s;
     let html = `<div class="big">${wall != null ? fmtMs(wall * 1000) : "–"} <span class="muted">predicted wall-clock</span></div>`;
-    if (base != null && wall) html += `<div>recorded ${fmtMs(base * 1000)} · ${(base / wall).toFixed(2)}× ${base >= wall ? "faster" : "slower"}</div>`;
-    html += `<div>cost ${fmtUsd(cost)}${baseCost != null ? ` <span class="muted">(recorded ${fmtUsd(baseCost)})</span>` : ""}</div>`;
-    const rest = Object.entries(w).filter(([, v]) => typeof v !== "object");
-    html += `<table class="attrs"><tbody>${rest.map(([k, v]) => `<tr><td>${esc(k)}</td><td>${esc(fmtVal(v))}</td></tr>`).join("")}</tbody></table>`;
+    if (base != null && wall) {
+      const f = base / wall;
+      html += `<div>recorded ${fmtMs(base * 1000)} · <b>${(f >= 1 ? f : 1 / f).toFixed(2)}× ${f >= 1 ? "faster" : "slower"}</b></div>`;
+    }
+    html += `<div>cost ${fmtUsd(pred.cost_usd)} <span class="muted">(recorded ${fmtUsd(rec.cost_usd)})</span></div>`;
+    const rows = [["model calls re-timed", fmtNum(w.calls_changed)], ["max agents", fmtNum(w.max_agents)]];
+    if (w.baseline_wall_s != null) rows.push(["simulated as recorded", fmtMs(w.baseline_wall_s * 1000)]);
+    Object.entries(w.set || {}).forEach(([k, v]) => rows.push([`${k} →`, v]));
+    html += `<table class="attrs"><tbody>${rows.map(([k, v]) => `<tr><td>${esc(k)}</td><td>${esc(v)}</td></tr>`).join("")}</tbody></table>`;
     return html;
   }
 

@@ -1,0 +1,238 @@
+"""`swarm trace …`: summary, critical-path, whatif, export, send, diff and view.
+
+Every subcommand that reports figures has `--json`; otherwise output is rich tables on a
+terminal and plain text when piped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["register"]
+
+
+def register(subparsers: Any) -> None:
+    """Add `trace` and its subcommands to the `swarm` parser."""
+    p = subparsers.add_parser("trace", help="analyse a run's trace (latency, critical path)",
+                              description="Analyse traces/<run-id>.jsonl files.")
+    sub = p.add_subparsers(dest="trace_command", metavar="SUBCOMMAND", required=True)
+
+    s = sub.add_parser("summary", help="where the time and money went")
+    s.add_argument("trace", type=Path)
+    s.add_argument("--json", action="store_true", help="print as JSON")
+    s.set_defaults(func=_summary)
+
+    s = sub.add_parser("critical-path", help="the steps that set the wall-clock")
+    s.add_argument("trace", type=Path)
+    s.add_argument("--json", action="store_true", help="print as JSON")
+    s.set_defaults(func=_critical_path)
+
+    s = sub.add_parser("whatif", help="re-simulate the run on other providers")
+    s.add_argument("trace", type=Path)
+    s.add_argument("--set", action="append", default=[], metavar="KEY=PROVIDER/MODEL",
+                   help="tier, role, recorded provider/model or * = catalog ref (repeatable)")
+    s.add_argument("--max-agents", type=int, metavar="N", help="cap on concurrent agents")
+    s.add_argument("--json", action="store_true", help="print as JSON")
+    s.set_defaults(func=_whatif)
+
+    s = sub.add_parser("export", help="convert for other viewers")
+    s.add_argument("trace", type=Path)
+    s.add_argument("--format", choices=("otlp-json", "chrome"), default="chrome")
+    s.add_argument("-o", "--output", type=Path, metavar="FILE", help="default: stdout")
+    s.set_defaults(func=_export)
+
+    s = sub.add_parser("send", help="replay the trace into an OTLP/HTTP endpoint")
+    s.add_argument("trace", type=Path)
+    s.add_argument("--otlp", required=True, metavar="URL",
+                   help="e.g. http://localhost:4318 (…/v1/traces is added)")
+    s.set_defaults(func=_send)
+
+    s = sub.add_parser("diff", help="compare two runs by latency")
+    s.add_argument("a", type=Path)
+    s.add_argument("b", type=Path)
+    s.add_argument("--json", action="store_true", help="print as JSON")
+    s.set_defaults(func=_diff)
+
+    s = sub.add_parser("view", help="open the latency viewer in a browser")
+    s.add_argument("trace", type=Path)
+    s.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    s.add_argument("--no-browser", action="store_true", help="only print the URL")
+    s.set_defaults(func=_view)
+
+
+def _load(path: Path) -> Any:
+    from swarm.analysis import load_trace
+    from swarm.errors import ConfigError
+
+    if not path.is_file():
+        raise ConfigError(f"no trace file at {path}")
+    return load_trace(path)
+
+
+def _dump(data: Any) -> None:
+    json.dump(data, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")
+
+
+def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    cells = [[_fmt(v) for v in row] for row in rows]
+    if sys.stdout.isatty():
+        from rich.console import Console
+        from rich.table import Table
+
+        t = Table(title=title)
+        for c in columns:
+            t.add_column(c, justify="left" if c == columns[0] else "right")
+        for row in cells:
+            t.add_row(*row)
+        Console().print(t)
+        return
+    widths = [max([len(c), *(len(r[k]) for r in cells)]) for k, c in enumerate(columns)]
+    print(title)
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)))
+    for row in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)))
+    print()
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:,.3f}" if abs(v) < 1000 else f"{v:,.0f}"
+    return "-" if v is None else str(v)
+
+
+def _ledger_rows(ledger: dict[str, float], wall: float) -> list[list[Any]]:
+    return [[k, v, f"{100 * v / wall:.1f}%" if wall else "-"]
+            for k, v in sorted(ledger.items(), key=lambda kv: -kv[1]) if v]
+
+
+def _summary(args: argparse.Namespace) -> int:
+    from swarm.analysis import summarize
+
+    s = summarize(_load(args.trace))
+    if args.json:
+        _dump(s)
+        return 0
+    t = s["totals"]
+    print(f"run {s['run_id'] or '?'}: {s['spans']:,} spans, wall {s['wall_s']:.1f} s, "
+          f"{t['calls']:,} calls, ${t['cost_usd']:.4f}, {t['errors']} errors, "
+          f"{t['retries']} retries\n")
+    for group in ("by_tier", "by_model", "by_role"):
+        _table(group.replace("_", " "),
+               ["key", "calls", "tokens out", "cost $", "errors", "TTFT p50", "TTFT p95",
+                "TTFT p99", "tok/s", "profile tok/s"],
+               [[k, g["calls"], g["output_tokens"], g["cost_usd"], g["errors"], g["ttft_p50_s"],
+                 g["ttft_p95_s"], g["ttft_p99_s"], g["tokens_per_s"], g["profile_tokens_per_s"]]
+                for k, g in s[group].items()])
+    wall = s["wall_s"]
+    _table("ledger (whole run)", ["cause", "seconds", "share"], _ledger_rows(s["ledger"], wall))
+    cp = s["critical_path"]
+    _table("ledger (critical path)", ["cause", "seconds", "share"],
+           _ledger_rows(cp["ledger"], wall))
+    if cp["top_savings"]:
+        _table("critical-path calls a faster provider would shorten most",
+               ["span", "model", "recorded s", "faster", "expected s", "saving s"],
+               [[r["name"], r["model"], r["recorded_s"], r["faster"], r["expected_s"],
+                 r["saving_s"]] for r in cp["top_savings"]])
+    return 0
+
+
+def _critical_path(args: argparse.Namespace) -> int:
+    from swarm.analysis import critical_path, ledger
+
+    tr = _load(args.trace)
+    path = critical_path(tr)
+    led = ledger(tr, path)
+    if args.json:
+        _dump({"wall_s": tr.wall_s, "ledger": led, "steps": [
+            {"span_id": s.span_id, "name": s.name, "op": s.op, "role": s.role, "tier": s.tier,
+             "model": s.model, "start_s": (s.start_ns - tr.start_ns) / 1e9,
+             "duration_s": s.duration_s} for s in path]})
+        return 0
+    _table(f"critical path: {len(path)} steps over {tr.wall_s:.1f} s",
+           ["step", "role", "start s", "duration s"],
+           [[s.name, s.role, (s.start_ns - tr.start_ns) / 1e9, s.duration_s] for s in path])
+    _table("ledger (critical path)", ["cause", "seconds", "share"],
+           _ledger_rows(led, tr.wall_s))
+    return 0
+
+
+def _parse_sets(items: Sequence[str]) -> dict[str, str]:
+    from swarm.errors import ConfigError
+
+    out = {}
+    for item in items:
+        key, sep, ref = item.partition("=")
+        if not sep or "/" not in ref:
+            raise ConfigError(f"--set wants KEY=PROVIDER/MODEL, got {item!r}")
+        out[key.strip()] = ref.strip()
+    return out
+
+
+def _whatif(args: argparse.Namespace) -> int:
+    from swarm.analysis import whatif
+
+    result = whatif(_load(args.trace), set=_parse_sets(args.set), max_agents=args.max_agents)
+    if args.json:
+        _dump(result)
+        return 0
+    rec, pred = result["recorded"], result["predicted"]
+    _table("what if", ["", "wall s", "cost $"],
+           [["recorded", rec["wall_s"], rec["cost_usd"]],
+            ["predicted", pred["wall_s"], pred["cost_usd"]]])
+    print(f"{result['calls_changed']} calls re-timed, concurrency cap "
+          f"{result['max_agents']}, speed-up x{result['speedup']:.2f} (the unchanged run "
+          f"re-simulates to {result['baseline_wall_s']:.1f} s)")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from swarm.analysis import export_chrome
+
+    if args.format == "chrome":
+        text = json.dumps(export_chrome(_load(args.trace)))
+    else:
+        text = args.trace.read_text(encoding="utf-8")
+    if args.output:
+        args.output.write_text(text, encoding="utf-8")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+async def _send(args: argparse.Namespace) -> int:
+    from swarm.analysis import send_otlp
+
+    n = await send_otlp(args.trace, args.otlp)
+    print(f"sent {n:,} spans to {args.otlp}")
+    return 0
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from swarm.analysis import diff
+
+    d = diff(_load(args.a), _load(args.b))
+    if args.json:
+        _dump(d)
+        return 0
+    _table("a → b", ["", "a", "b", "delta"],
+           [[k, d[k]["a"], d[k]["b"], d[k]["delta"]]
+            for k in ("wall_s", "critical_path_busy_s", "cost_usd", "calls")])
+    _table("critical-path ledger", ["cause", "a", "b", "delta"],
+           [[r["category"], r["a"], r["b"], r["delta"]]
+            for r in d["critical_path_ledger"] if r["a"] or r["b"]])
+    _table("biggest changes (call seconds)", ["group", "key", "delta s"],
+           [[c["group"], c["key"], c["delta_s"]] for c in d["biggest_changes"]])
+    return 0
+
+
+def _view(args: argparse.Namespace) -> int:
+    from swarm.viewer.serve import main_view
+
+    code: int = main_view(args)
+    return code

@@ -1,0 +1,116 @@
+"""`swarm trace …` subcommands: --json outputs, plain tables, export files."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from swarm._commands import trace as trace_cmd
+from swarm.analysis.synthetic import build_chain, build_fanout
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="swarm")
+    trace_cmd.register(parser.add_subparsers(dest="command", required=True))
+    return parser.parse_args(argv)
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    args = _parse(argv)
+    assert not inspect.iscoroutinefunction(args.func)
+    code = args.func(args)
+    return code, capsys.readouterr().out
+
+
+def _json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> Any:
+    code, out = _run([*argv, "--json"], capsys)
+    assert code == 0
+    return json.loads(out)
+
+
+@pytest.fixture
+def chain(tmp_path: Path) -> Path:
+    return build_chain(tmp_path / "chain.jsonl", steps=2, chat_s=2.0, ttft_s=0.5,
+                       tool_s=1.0).path
+
+
+def test_summary_json(chain: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    s = _json(["trace", "summary", str(chain)], capsys)
+    assert s["wall_s"] == 6.0 and s["totals"]["calls"] == 2
+    assert s["ledger"]["tests"] == pytest.approx(2.0)
+
+
+def test_critical_path_json(chain: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cp = _json(["trace", "critical-path", str(chain)], capsys)
+    assert [s["op"] for s in cp["steps"]] == ["chat", "execute_tool"] * 2
+    assert cp["steps"][1]["start_s"] == pytest.approx(2.0)
+    assert sum(cp["ledger"].values()) == pytest.approx(6.0)
+
+
+def test_whatif_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = build_chain(tmp_path / "k.jsonl", steps=1, chat_s=10.0, tool_s=0.0,
+                       input_tokens=10_000, output_tokens=500).path
+    r = _json(["trace", "whatif", str(path), "--set", "speed=cerebras/kimi-k2.6",
+               "--max-agents", "4"], capsys)
+    assert r["predicted"]["wall_s"] == pytest.approx(5.6, abs=0.05)
+    assert r["max_agents"] == 4 and r["set"] == {"speed": "cerebras/kimi-k2.6"}
+
+
+def test_whatif_rejects_a_bad_set(chain: Path) -> None:
+    from swarm.errors import ConfigError
+
+    args = _parse(["trace", "whatif", str(chain), "--set", "speed"])
+    with pytest.raises(ConfigError, match="KEY=PROVIDER/MODEL"):
+        args.func(args)
+
+
+def test_diff_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = build_chain(tmp_path / "a.jsonl", steps=2).path
+    b = build_chain(tmp_path / "b.jsonl", steps=3).path
+    d = _json(["trace", "diff", str(a), str(b)], capsys)
+    assert d["wall_s"]["delta"] == pytest.approx(3.0)
+
+
+def test_plain_output_when_piped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = build_fanout(tmp_path / "f.jsonl").path
+    code, out = _run(["trace", "summary", str(path)], capsys)
+    assert code == 0 and "ledger (critical path)" in out and "\x1b[" not in out
+    code, out = _run(["trace", "critical-path", str(path)], capsys)
+    assert code == 0 and "critical path: 3 steps over 11.5 s" in out
+    code, out = _run(["trace", "whatif", str(path), "--set", "speed=cerebras/llama-3.3-70b"],
+                     capsys)
+    assert code == 0 and "predicted" in out
+    code, out = _run(["trace", "diff", str(path), str(path)], capsys)
+    assert code == 0 and "biggest changes" in out
+
+
+def test_export_chrome_and_otlp_json(chain: Path, tmp_path: Path,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    out_file = tmp_path / "chrome.json"
+    code, _ = _run(["trace", "export", str(chain), "--format", "chrome", "-o", str(out_file)],
+                   capsys)
+    assert code == 0
+    events = json.loads(out_file.read_text())["traceEvents"]
+    assert sum(1 for e in events if e["ph"] == "X") == 6
+    code, out = _run(["trace", "export", str(chain), "--format", "otlp-json"], capsys)
+    assert code == 0 and out == chain.read_text()
+
+
+def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
+    from swarm.errors import ConfigError
+
+    args = _parse(["trace", "summary", str(tmp_path / "nope.jsonl")])
+    with pytest.raises(ConfigError, match="no trace file"):
+        args.func(args)
+
+
+def test_send_and_view_are_wired() -> None:
+    send = _parse(["trace", "send", "t.jsonl", "--otlp", "http://127.0.0.1:4318"])
+    assert inspect.iscoroutinefunction(send.func) and send.otlp == "http://127.0.0.1:4318"
+    view = _parse(["trace", "view", "t.jsonl", "--port", "0", "--no-browser"])
+    assert view.no_browser and view.port == 0

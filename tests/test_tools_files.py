@@ -1,0 +1,212 @@
+"""The file, search and git_diff tools, each confined to its workspace."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from swarm.errors import ToolError
+from swarm.tool import Tool, ToolContext
+from swarm.toolbox import coding_tools
+
+TOOLS = {t.name: t for t in coding_tools()}
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "calc.py").write_text(
+        "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n"
+    )
+    (root / "README.md").write_text("# calc\nadd and sub\n")
+    (tmp_path / "outside.txt").write_text("secret outside\n")
+    return root
+
+
+def ctx_for(root: Path, **kw: object) -> ToolContext:
+    return ToolContext(root=root, **kw)  # type: ignore[arg-type]
+
+
+async def call(name: str, root: Path, /, **args: object) -> str:
+    return await TOOLS[name].run(args, ctx_for(root))
+
+
+async def test_read_file_numbers_lines_and_takes_ranges(ws: Path) -> None:
+    out = await call("read_file", ws, path="src/calc.py")
+    assert out.splitlines()[0] == "     1\tdef add(a, b):"
+    assert out.splitlines()[-1] == "     6\t    return a - b"
+    assert await call("read_file", ws, path="src/calc.py", start=5, end=6) == (
+        "     5\tdef sub(a, b):\n     6\t    return a - b"
+    )
+    assert await call("read_file", ws, path="src/calc.py", start=6, end=99) == (
+        "     6\t    return a - b"
+    )
+    with pytest.raises(ToolError, match="past the end: 'src/calc.py' has 6 lines"):
+        await call("read_file", ws, path="src/calc.py", start=7)
+    with pytest.raises(ToolError, match="bad range"):
+        await call("read_file", ws, path="src/calc.py", start=3, end=2)
+    with pytest.raises(ToolError, match="no such file"):
+        await call("read_file", ws, path="nope.py")
+    with pytest.raises(ToolError, match="is a directory"):
+        await call("read_file", ws, path="src")
+    (ws / "blob.bin").write_bytes(b"\x00\x01\x02")
+    with pytest.raises(ToolError, match="binary"):
+        await call("read_file", ws, path="blob.bin")
+
+
+async def test_read_file_truncates_long_files_with_a_hint(ws: Path) -> None:
+    (ws / "big.txt").write_text("".join(f"line {i}\n" for i in range(1, 5001)))
+    out = await TOOLS["read_file"].run({"path": "big.txt"}, ctx_for(ws, max_output_chars=2000))
+    assert out.startswith("     1\tline 1\n")
+    assert "characters cut" in out
+    assert "  5000\tline 5000" in out
+    assert out.endswith("(big.txt has 5000 lines; read a range with start and end)")
+    assert len(out) < 2200
+
+
+async def test_list_dir(ws: Path) -> None:
+    assert await call("list_dir", ws) == "README.md\nsrc/"
+    assert await call("list_dir", ws, path="src") == "calc.py"
+    (ws / "empty").mkdir()
+    assert await call("list_dir", ws, path="empty") == "(empty is empty)"
+    with pytest.raises(ToolError, match="is a file"):
+        await call("list_dir", ws, path="README.md")
+
+
+async def test_write_file_creates_parents(ws: Path) -> None:
+    out = await call("write_file", ws, path="pkg/sub/new.py", content="x = 1\n")
+    assert out == "wrote 6 bytes to pkg/sub/new.py"
+    assert (ws / "pkg" / "sub" / "new.py").read_text() == "x = 1\n"
+
+
+async def test_edit_file_replaces_a_unique_match(ws: Path) -> None:
+    out = await call(
+        "edit_file", ws, path="src/calc.py", old="def add(a, b):\n    return a - b",
+        new="def add(a, b):\n    return a + b",
+    )  # fmt: skip
+    assert out.startswith("edited src/calc.py at line 1:\n     1\tdef add(a, b):")
+    assert "     2\t    return a + b" in out
+    assert (ws / "src" / "calc.py").read_text().startswith("def add(a, b):\n    return a + b\n")
+
+
+async def test_edit_file_reports_every_place_when_ambiguous(ws: Path) -> None:
+    with pytest.raises(ToolError, match=r"occurs 2 times .* \(at lines 2, 6\)"):
+        await call("edit_file", ws, path="src/calc.py", old="return a - b", new="return 0")
+
+
+async def test_edit_file_shows_closest_candidates_when_missing(ws: Path) -> None:
+    with pytest.raises(ToolError) as info:
+        await call("edit_file", ws, path="src/calc.py", old="def ad(a,b):\n  return a-b", new="")
+    message = str(info.value)
+    assert message.startswith("old text not found in 'src/calc.py'. closest candidates:")
+    assert "     1\tdef add(a, b):" in message
+    with pytest.raises(ToolError, match="no similar lines found"):
+        await call("edit_file", ws, path="src/calc.py", old="zzzzzzzzzzzz", new="")
+    with pytest.raises(ToolError, match="old is empty"):
+        await call("edit_file", ws, path="src/calc.py", old="", new="x")
+
+
+async def test_edit_file_keeps_crlf_line_endings(ws: Path) -> None:
+    (ws / "win.txt").write_bytes(b"one\r\ntwo\r\nthree\r\n")
+    await call("edit_file", ws, path="win.txt", old="one\ntwo", new="one\n2")
+    assert (ws / "win.txt").read_bytes() == b"one\r\n2\r\nthree\r\n"
+
+
+@pytest.mark.parametrize("name", ["read_file", "write_file", "edit_file", "list_dir", "search"])
+async def test_escapes_are_refused(ws: Path, tmp_path: Path, name: str) -> None:
+    tool = TOOLS[name]
+    outside = str(tmp_path / "outside.txt")
+    os.symlink(tmp_path / "outside.txt", ws / "link.txt")
+    os.symlink(tmp_path, ws / "linkdir")
+    for path, reason in [
+        ("../outside.txt", "outside the workspace"),
+        ("src/../../outside.txt", "outside the workspace"),
+        (outside, "outside the workspace"),
+        ("link.txt", "symlink pointing outside"),
+        ("linkdir/outside.txt", "symlink pointing outside"),
+    ]:
+        args = _args_for(tool, path)
+        with pytest.raises(ToolError, match=reason):
+            await tool.run(args, ctx_for(ws))
+    assert (tmp_path / "outside.txt").read_text() == "secret outside\n"
+
+
+def _args_for(tool: Tool, path: str) -> dict[str, object]:
+    if tool.name == "search":
+        return {"pattern": "secret", "path": path}
+    if tool.name == "write_file":
+        return {"path": path, "content": "pwned"}
+    if tool.name == "edit_file":
+        return {"path": path, "old": "secret", "new": "pwned"}
+    return {"path": path}
+
+
+async def test_absolute_paths_inside_are_fine_and_git_is_read_only(ws: Path) -> None:
+    assert "def add" in await call("read_file", ws, path=str(ws / "src" / "calc.py"))
+    (ws / ".git").mkdir()
+    with pytest.raises(ToolError, match="inside .git"):
+        await call("write_file", ws, path=".git/config", content="x")
+    assert await call("list_dir", ws) == "README.md\nsrc/"
+
+
+@pytest.fixture(params=["rg", "python"])
+def search_ctx(request: pytest.FixtureRequest, ws: Path) -> ToolContext:
+    (ws / "src" / "util.py").write_text("def helper():\n    return add(1, 2)\n")
+    (ws / "notes.txt").write_text("add notes\n")
+    (ws / ".hidden").mkdir()
+    (ws / ".hidden" / "x.py").write_text("add hidden\n")
+    # the Python fallback is used when rg is not on the workspace's PATH
+    path = os.environ["PATH"] if request.param == "rg" else str(ws / "no-bin")
+    return ctx_for(ws, env={"PATH": path})
+
+
+async def test_search_prints_path_line_text(search_ctx: ToolContext) -> None:
+    run = TOOLS["search"].run
+    assert await run({"pattern": r"def \w+\("}, search_ctx) == (
+        "src/calc.py:1:def add(a, b):\nsrc/calc.py:5:def sub(a, b):\nsrc/util.py:1:def helper():"
+    )
+    assert await run({"pattern": "add", "glob": "*.txt"}, search_ctx) == "notes.txt:1:add notes"
+    assert await run({"pattern": "add", "path": "src/util.py"}, search_ctx) == (
+        "src/util.py:2:    return add(1, 2)"
+    )
+    assert await run({"pattern": "add", "path": "src", "glob": "calc.*"}, search_ctx) == (
+        "src/calc.py:1:def add(a, b):"
+    )
+    assert await run({"pattern": "nowhere_to_be_found"}, search_ctx) == (
+        "no matches for 'nowhere_to_be_found'"
+    )
+    with pytest.raises(ToolError):
+        await run({"pattern": "(unclosed"}, search_ctx)
+    with pytest.raises(ToolError, match="no such file or directory"):
+        await run({"pattern": "x", "path": "missing"}, search_ctx)
+
+
+def _git(root: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}  # fmt: skip
+    done = subprocess.run(["git", *args], cwd=root, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+async def test_git_diff_includes_untracked_files_and_leaves_the_index(ws: Path) -> None:
+    _git(ws, "init", "-q")
+    _git(ws, "add", "-A")
+    _git(ws, "commit", "-qm", "base")
+    assert await call("git_diff", ws) == "(no changes)"
+    (ws / "src" / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+    (ws / "new.py").write_text("print('new')\n")
+    diff = await call("git_diff", ws)
+    assert "diff --git a/new.py b/new.py\nnew file mode 100644" in diff
+    assert "+print('new')" in diff
+    assert "-    return a - b\n+    return a + b" in diff
+    assert _git(ws, "status", "--porcelain") == " M src/calc.py\n?? new.py\n"
+
+
+async def test_git_diff_outside_a_repository_is_a_tool_error(ws: Path) -> None:
+    with pytest.raises(ToolError, match="git_diff failed"):
+        await call("git_diff", ws)  # tmp_path is in no repository

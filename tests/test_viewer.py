@@ -1,0 +1,187 @@
+"""The viewer's data and server: columnar payload, span details, summary, what-if, CLI entry.
+
+The page itself is driven in a real browser in `test_viewer_browser.py`."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from anyio.streams.text import TextReceiveStream
+
+from swarm import _semconv as sc
+from swarm.analysis.synthetic import build_fanout, span_id, write_synthetic_trace
+from swarm.viewer.data import KINDS, ViewerData, histogram
+from swarm.viewer.serve import STATIC, main_view, serve_viewer
+
+
+@pytest.fixture(scope="module")
+def big_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("viewer") / "run.jsonl"
+    write_synthetic_trace(path, agents=12, calls_per_agent=6, seed=3)
+    return path
+
+
+def _columns(data: ViewerData) -> dict[str, Any]:
+    cols: dict[str, Any] = json.loads(data.spans_json)
+    return cols
+
+
+def test_payload_columns_are_consistent(big_trace: Path) -> None:
+    data = ViewerData.build(big_trace)
+    cols = _columns(data)
+    n = cols["n"]
+    assert n == len(data.trace) > 100
+    for key in ("start", "end", "lane", "depth", "kind", "tier", "wait", "parent", "name", "crit"):
+        assert len(cols[key]) == n, key
+    assert cols["start"] == sorted(cols["start"])
+    assert cols["start"][0] == 0
+    assert all(e >= s for s, e in zip(cols["start"], cols["end"], strict=True))
+    assert cols["kinds"] == list(KINDS)
+    kinds = [cols["kinds"][k] for k in cols["kind"]]
+    for i in range(n):
+        p = cols["parent"][i]
+        if p >= 0:  # a child is drawn in its parent's lane, one row deeper (agents open lanes)
+            if kinds[i] != "agent":
+                assert cols["lane"][i] == cols["lane"][p]
+                assert cols["depth"][i] == min(3, cols["depth"][p] + 1)
+        if kinds[i] == "agent":
+            assert cols["depth"][i] == 0 and cols["lane"][i] > 0
+        if kinds[i] == "chat":
+            assert cols["tiers"][cols["tier"][i]] in ("speed", "reasoning")
+        if kinds[i] == "wait":
+            assert cols["waits"][cols["wait"][i]] in (
+                sc.WAIT_QUEUE,
+                sc.WAIT_RATE_LIMIT,
+                sc.WAIT_BACKOFF,
+                sc.WAIT_HEDGE,
+                sc.WAIT_DEPENDENCY,
+                sc.WAIT_MERGE,
+            )
+    agent_lanes = [cols["lane"][i] for i in range(n) if kinds[i] == "agent"]
+    assert sorted(agent_lanes) == list(range(1, len(cols["lanes"])))
+    assert 0 < sum(cols["crit"]) < n
+
+
+def test_known_fanout_lanes_critical_path_and_links(tmp_path: Path) -> None:
+    known = build_fanout(tmp_path / "fanout.jsonl")
+    data = ViewerData.build(known.path)
+    cols = _columns(data)
+    assert cols["lanes"] == ["run", "planner 1", "coder 1", "coder 2", "coder 3", "fixer 1"]
+    on_path = {data.trace.span_id[data.order[p]] for p in range(cols["n"]) if cols["crit"][p]}
+    assert on_path == set(known.critical)
+    summary = json.loads(data.summary_json)
+    assert [c["index"] for c in summary["critical_path"]] == [
+        data.page_of[s] for s in known.critical
+    ]
+    assert sum(summary["ledger"].values()) == pytest.approx(known.wall_s)
+    assert set(summary["histograms"]) == {"speed", "reasoning"}
+    assert summary["histograms"]["speed"]["ttft_s"]["n"] == 4
+    # the fixer's depends_on link resolves to the first coder's page index
+    fixer = data.page_of[span_id(len(known.specs) - 2)]
+    detail = data.span_detail(fixer)
+    assert detail["kind"] == "agent"
+    assert [ln["index"] for ln in detail["links"]] == [data.page_of[span_id(3)]]
+    assert detail["links"][0]["attributes"] == {sc.LINK_TYPE: sc.LINK_DEPENDS_ON}
+
+
+def test_chat_detail_has_every_attribute_and_derived_figures(tmp_path: Path) -> None:
+    known = build_fanout(tmp_path / "fanout.jsonl")
+    data = ViewerData.build(known.path)
+    p = data.page_of[span_id(2)]  # the planner's reasoning call: 2 s, TTFT 1 s, 100 tokens
+    d = data.span_detail(p)
+    assert d["name"] == "chat kimi-k2.6" and d["kind"] == "chat" and d["critical"]
+    assert d["duration_ms"] == pytest.approx(2000)
+    assert d["attributes"][sc.OUTPUT_TOKENS] == 100
+    assert d["attributes"][sc.PROVIDER] == "moonshot"
+    m = d["metrics"]
+    assert m["ttft_s"] == pytest.approx(1.0)
+    assert m["tokens_per_s"] == pytest.approx(100.0)
+    assert m["input_tokens"] == 1000 and m["cost_usd"] == pytest.approx(0.001)
+    assert [e["name"] for e in d["events"]] == [sc.FIRST_TOKEN_EVENT]
+    assert d["events"][0]["offset_ms"] == pytest.approx(1000)
+    assert d["parent"] == data.page_of[span_id(1)]
+
+
+def test_histogram_bins() -> None:
+    h = histogram([0.0, 1.0, 2.0, 3.0, 100.0], bins=4)
+    assert h["n"] == 5 and sum(h["counts"]) == 5
+    assert len(h["edges"]) == 5 and h["edges"][0] == 0
+    assert h["counts"][-1] >= 1  # the tail lands in the last bin
+    assert histogram([])["n"] == 0
+
+
+def test_static_page_makes_no_external_requests() -> None:
+    for name in ("index.html", "viewer.js", "viewer.css"):
+        text = (STATIC / name).read_text()
+        assert "http://" not in text and "https://" not in text and "//cdn" not in text, name
+
+
+async def test_http_endpoints(big_trace: Path) -> None:
+    async with serve_viewer(big_trace) as url, httpx.AsyncClient(base_url=url) as client:
+        assert url.startswith("http://127.0.0.1:")
+        page = await client.get("/")
+        assert page.status_code == 200 and "<canvas" in page.text
+        for asset in ("viewer.js", "viewer.css"):
+            assert (await client.get(f"/static/{asset}")).status_code == 200
+        cols = (await client.get("/api/spans")).json()
+        assert cols["n"] > 100 and len(cols["start"]) == cols["n"]
+        summary = (await client.get("/api/summary")).json()
+        assert {"summary", "ledger", "ledger_run", "histograms", "critical_path", "catalog"} <= set(
+            summary
+        )
+        assert summary["critical_path"] and summary["catalog"]
+        chat = cols["kinds"].index("chat")
+        i = cols["kind"].index(chat)
+        detail = (await client.get(f"/api/span/{i}")).json()
+        assert detail["index"] == i and sc.OUTPUT_TOKENS in detail["attributes"]
+        assert (await client.get(f"/api/span/{cols['n']}")).status_code == 404
+        assert (await client.get("/api/span/x")).status_code == 400
+
+        same = (await client.get("/api/whatif")).json()
+        assert isinstance(same, dict) and same
+        model = summary["catalog"][0]
+        faster = await client.get("/api/whatif", params={"speed": model, "max_agents": "4"})
+        assert faster.status_code == 200, faster.text
+        assert (await client.get("/api/whatif", params={"max_agents": "0"})).status_code == 400
+        bad = await client.get("/api/whatif", params={"speed": "nowhere/no-model"})
+        assert bad.status_code == 400 and "no-model" in bad.text
+
+
+async def test_main_view_serves_until_interrupted(big_trace: Path) -> None:
+    code = (
+        "import sys, argparse; from swarm.viewer.serve import main_view; "
+        f"sys.exit(main_view(argparse.Namespace(trace={str(big_trace)!r}, port=0, "
+        "no_browser=True)))"
+    )
+    async with await anyio.open_process([sys.executable, "-c", code]) as proc:
+        assert proc.stdout is not None
+        line = ""
+        with anyio.fail_after(30):
+            async for chunk in TextReceiveStream(proc.stdout):
+                line += chunk
+                if "\n" in line:
+                    break
+        assert line.startswith("swarm trace view: http://127.0.0.1:")
+        url = line.split(": ", 1)[1].strip()
+        async with httpx.AsyncClient() as client:
+            assert (await client.get(url + "api/summary")).status_code == 200
+        proc.send_signal(signal.SIGINT)
+        with anyio.fail_after(15):
+            assert await proc.wait() == 0
+
+
+def test_main_view_missing_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    class Args:
+        trace = str(tmp_path / "nope.jsonl")
+        port = 0
+        no_browser = True
+
+    assert main_view(Args()) == 2
+    assert "no such trace file" in capsys.readouterr().err

@@ -1,0 +1,175 @@
+"""The viewer page in a real headless Chromium (Debian's; never a downloaded browser).
+
+One test drives the whole page over a ~20k-span trace: first draw, pixels on the canvas,
+hover/click details, zoom and pan, the critical-path, ledger and histogram panels, a
+what-if prediction, and a screenshot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.async_api import Page, async_playwright
+
+from swarm import _semconv as sc
+from swarm.analysis.synthetic import write_synthetic_trace
+from swarm.viewer.serve import serve_viewer
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+
+
+def require_chromium(path: Path = CHROMIUM) -> str:
+    """The browser's path; a missing browser fails the test (it must not skip silently)."""
+    if not path.is_file():
+        pytest.fail(f"Chromium not found at {path}: run .ci/install to install it", False)
+    return str(path)
+
+
+def test_missing_chromium_fails_with_install_hint(tmp_path: Path) -> None:
+    with pytest.raises(pytest.fail.Exception, match=r"\.ci/install"):
+        require_chromium(tmp_path / "chromium")
+
+
+@pytest.fixture(scope="module")
+def large_trace(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
+    path = tmp_path_factory.mktemp("browser") / "large.jsonl"
+    n = write_synthetic_trace(path, agents=500, calls_per_agent=12, seed=7)
+    return path, n
+
+
+async def _js(page: Page, expr: str, arg: Any = None) -> Any:
+    return await page.evaluate(expr, arg)
+
+
+async def test_page_draws_and_answers(large_trace: tuple[Path, int], tmp_path: Path) -> None:
+    path, n = large_trace
+    assert n >= 15_000
+    executable = require_chromium()
+    async with serve_viewer(path) as url, async_playwright() as pw:
+        browser = await pw.chromium.launch(
+            executable_path=executable, headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            page = await browser.new_page(viewport={"width": 1400, "height": 1000})
+            errors: list[str] = []
+            requests: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+            page.on("request", lambda r: requests.append(r.url))
+            await page.goto(url)
+            await page.wait_for_function(
+                "window.__viewer && window.__viewer.ready && window.__viewer.summaryReady",
+                timeout=60_000,
+            )
+            v = await _js(
+                page,
+                "({n: __viewer.spanCount, drawn: __viewer.drawnCount,"
+                " first: __viewer.firstDrawMs})",
+            )
+            assert v["n"] == n
+            assert v["drawn"] > 0 and v["first"] > 0
+
+            # the canvas is not blank: many pixels differ from the background, in many colours
+            pixels = await _js(
+                page,
+                """() => {
+                const c = document.getElementById('timeline');
+                const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+                let lit = 0; const colours = new Set();
+                for (let i = 0; i < d.length; i += 4) {
+                    if (Math.abs(d[i] - 11) + Math.abs(d[i+1] - 14) + Math.abs(d[i+2] - 19) > 30) {
+                        lit++; colours.add((d[i] << 16) | (d[i+1] << 8) | d[i+2]);
+                    }
+                }
+                return {lit, colours: colours.size, total: d.length / 4};
+            }""",
+            )
+            assert pixels["lit"] > pixels["total"] * 0.05, pixels
+            assert pixels["colours"] > 6, pixels
+
+            # panels: critical path list, ledger bars, per-tier histograms, legend
+            assert await page.locator("[data-testid=critical-path] .crit-row").count() > 0
+            assert await page.locator("[data-testid=ledger] .ledger-bar div").count() >= 2
+            assert await page.locator("[data-testid=histograms] canvas").count() >= 4
+            assert "critical path" in await page.locator("[data-testid=legend]").inner_text()
+
+            # click a model call: the details panel shows its attributes and figures
+            canvas = page.locator("#timeline")
+            box = await canvas.bounding_box()
+            assert box is not None
+            target = await _js(
+                page,
+                """() => {
+                const V = __viewer;
+                for (let i = 0; i < V.spanCount; i++) if (V.kindName(i) === 'chat') {
+                    V.reveal(i); return i;
+                }
+                return -1;
+            }""",
+            )
+            assert target >= 0
+            await page.wait_for_timeout(50)  # one animation frame
+            center = await _js(page, "(i) => __viewer.spanCenter(i)", target)
+            assert center is not None and center["w"] > 20
+            await page.mouse.move(box["x"] + center["x"], box["y"] + center["y"])
+            await page.wait_for_selector("#tooltip:not([hidden])")
+            assert "chat" in await page.locator("#tooltip").inner_text()
+            await page.mouse.click(box["x"] + center["x"], box["y"] + center["y"])
+            details = page.locator("[data-testid=details]")
+            await details.locator("[data-testid=attributes]").wait_for()
+            assert await _js(page, "__viewer.selected") == target
+            text = await details.inner_text()
+            for key in (sc.OUTPUT_TOKENS, sc.INPUT_TOKENS, sc.TIER, sc.COST_USD):
+                assert key in text, key
+            assert "TTFT" in text and "tok/s" in text and "output tokens" in text
+
+            # zoom with the wheel, then pan by dragging: the view moves and is redrawn
+            before = await _js(page, "__viewer.view()")
+            frames = await _js(page, "__viewer.frames")
+            await page.mouse.wheel(0, 400)
+            await page.wait_for_function(f"__viewer.frames > {frames}")
+            zoomed = await _js(page, "__viewer.view()")
+            assert zoomed["t1"] - zoomed["t0"] > before["t1"] - before["t0"]
+            x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+            await page.mouse.move(x, y)
+            await page.mouse.down()
+            await page.mouse.move(x - 200, y - 120, steps=4)
+            await page.mouse.up()
+            panned = await _js(page, "__viewer.view()")
+            assert panned["t0"] > zoomed["t0"] and panned["scrollY"] > zoomed["scrollY"]
+            assert await _js(page, "__viewer.drawnCount") > 0
+
+            # a row of the critical-path list selects its span
+            row = page.locator("[data-testid=critical-path] .crit-row").first
+            want = int(await row.get_attribute("data-span") or -1)
+            await row.click()
+            await page.wait_for_function(f"__viewer.selected === {want}")
+            await details.locator("[data-testid=attributes]").wait_for()
+
+            # what-if: another speed-tier model, fewer agents
+            await page.select_option("#wf-speed", index=1)
+            await page.fill("#wf-max", "8")
+            await page.click("#wf-run")
+            result = page.locator("[data-testid=whatif-result]")
+            await page.wait_for_function("__viewer.whatif != null", timeout=30_000)
+            assert "predicted wall-clock" in await result.inner_text()
+
+            shot = tmp_path / "viewer.png"
+            await page.screenshot(path=str(shot), full_page=True)
+            assert shot.stat().st_size > 20_000
+            assert errors == []
+            assert all(r.startswith(url) or r.startswith("data:") for r in requests), requests
+        finally:
+            await browser.close()
