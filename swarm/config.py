@@ -272,8 +272,10 @@ def _default_tiers(
     if all(p.kind == "sim" for p in providers.values()):
         name = next(iter(providers))
         return {
-            "speed": TierConfig(models=[f"{name}/cerebras/kimi-k2.6"]),
-            "reasoning": TierConfig(models=[f"{name}/moonshot/kimi-k2.6"]),
+            # fast profiles, so a first run on the simulator takes seconds, not minutes;
+            # `swarm trace whatif` shows the same run on slower providers
+            "speed": TierConfig(models=[f"{name}/cerebras/gpt-oss-120b"]),
+            "reasoning": TierConfig(models=[f"{name}/cerebras/kimi-k2.6"]),
         }
     from swarm.providers.catalog import PROVIDERS
 

@@ -113,8 +113,6 @@ class _Target:
         p95 = self.p95_ttft
         if p95 is None and self.profile is not None:
             p95 = float(self.profile.p95_ttft_s())
-            if self.simulated:  # the simulator thinks before its first token; real APIs stream it
-                p95 += self.profile.reasoning_tokens / self.profile.output_tps
         return None if p95 is None else max(p95, floor)
 
 
@@ -135,13 +133,14 @@ class _Call:
 
 
 class _Race:
-    __slots__ = ("decided", "ended", "errors", "hedge_span", "results", "scopes", "winner")
+    __slots__ = ("decided", "ended", "errors", "hedge_span", "refs", "results", "scopes", "winner")
 
-    def __init__(self) -> None:
+    def __init__(self, refs: tuple[str, str]) -> None:
+        self.refs = refs
         self.decided = anyio.Event()
         self.scopes = (anyio.CancelScope(), anyio.CancelScope())
         self.results: list[ChatResult | None] = [None, None]
-        self.errors: list[ProviderError | None] = [None, None]
+        self.errors: list[Exception | None] = [None, None]
         self.ended = [False, False]
         self.winner: int | None = None
         self.hedge_span: trace.Span | None = None
@@ -152,7 +151,7 @@ class _Race:
         self.winner = idx
         self.scopes[1 - idx].cancel()
         if self.hedge_span is not None:
-            self.hedge_span.set_attribute(sc.HEDGE_WINNER, idx)
+            self.hedge_span.set_attribute(sc.HEDGE_WINNER, self.refs[idx])
             self.hedge_span.end()
             self.hedge_span = None
         self.decided.set()
@@ -447,7 +446,7 @@ class Router:
         delay = t.hedge_delay(self._routing.hedge_after_s, self._routing.hedge_min_s)
         if delay is None:
             return await self._attempt(t, call, None)
-        race = _Race()
+        race = _Race((t.ref, backup.ref))
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._racer, race, 0, t, call)
             with anyio.move_on_after(delay):
@@ -469,7 +468,7 @@ class Router:
         with race.scopes[idx]:
             try:
                 res = await self._attempt(t, call, lambda: race.first(idx))
-            except ProviderError as exc:
+            except Exception as exc:  # kept, so it leaves the race as itself, not in a group
                 race.errors[idx] = exc
             else:
                 race.first(idx)

@@ -7,8 +7,9 @@ beside the run's result branch `swarm/<run_id>`.) The user's checkout, index and
 touched: patches are computed with a throwaway index file.
 
 Git ref and worktree mutations on one repository are serialised by an `anyio.Lock` per
-repository (per event loop) and retried on `.lock` contention from other processes; the
-slow parts (checking files out, deleting them) run outside the lock. Each workspace
+repository (per event loop; `repo_lock`) and retried on `.lock` contention from other
+processes; the slow parts (checking files out, deleting them) run outside the lock, and
+branch deletions are batched. Each workspace
 leaves an owner file (`<name>.owner`: host and pid) beside its directory, so
 `cleanup_stale` can tell a crashed run's leftovers from a live run's workspaces.
 """
@@ -38,7 +39,7 @@ import anyio.to_thread
 from swarm.errors import WorkspaceError
 from swarm.tool import ToolContext
 
-__all__ = ["Workspace", "cleanup_stale", "git", "worktree_diff"]
+__all__ = ["Workspace", "cleanup_stale", "git", "repo_lock", "worktree_diff"]
 
 log = logging.getLogger(__name__)
 
@@ -56,13 +57,11 @@ _LOCK_RETRIES = 6
 
 @dataclass
 class _Repo:
-    """Per repository and event loop: the ref lock, queued ref updates and their outcomes."""
+    """Per repository and event loop: the lock on worktree and ref changes."""
 
     lock: anyio.Lock = field(default_factory=anyio.Lock)
-    queued: dict[object, str] = field(default_factory=dict)
-    """`update-ref --stdin` commands waiting for the lock, by their caller's key."""
-    outcomes: dict[object, WorkspaceError | None] = field(default_factory=dict)
-    """Results of commands another task applied in its batch, by key."""
+    doomed: set[str] = field(default_factory=set)
+    """Refs waiting to be deleted by the next task that gets the lock."""
 
 
 _repos: WeakKeyDictionary[object, dict[Path, _Repo]] = WeakKeyDictionary()
@@ -120,6 +119,13 @@ async def _git_retry(*args: str, cwd: Path, input: bytes | None = None) -> str:
                 raise
             await anyio.sleep(0.05 * 2**attempt)
     raise AssertionError("unreachable")
+
+
+async def repo_lock(repo: Path) -> anyio.Lock:
+    """The lock swarm holds while adding or removing worktrees of `repo` (and changing its
+    workspace refs). Code outside this module that runs `git worktree add/remove/prune` on
+    the same repository should hold it too: git cannot add two worktrees at once."""
+    return _repo(await _common_dir(Path(await anyio.Path(repo).resolve()))).lock
 
 
 async def _common_dir(repo: Path) -> Path:
@@ -197,41 +203,29 @@ def _owner_alive(owner: Path) -> bool:
     return True
 
 
-async def _update_ref(repo: Path, common: Path, command: str) -> None:
-    """Apply one `git update-ref --stdin` command (`create <ref> <sha>`, `delete <ref>`).
-
-    Batched: whoever gets the repo lock applies every command queued so far in one git
-    process, so a hundred workspaces do not queue a hundred processes behind one lock.
-    """
+async def _delete_branch(repo: Path, common: Path, branch: str) -> None:
+    """Delete a branch. Batched: whoever gets the repo lock deletes every branch queued so
+    far in one git process, so a hundred removals do not queue a hundred processes."""
     state = _repo(common)
-    key = object()
-    state.queued[key] = f"{command}\n"
+    ref = f"refs/heads/{branch}"
+    state.doomed.add(ref)
     async with state.lock:
-        if key in state.outcomes:  # an earlier batch took it
-            error = state.outcomes.pop(key)
-        else:
-            batch, state.queued = state.queued, {}
-            outcomes = await _apply_refs(repo, batch)
-            error = outcomes.pop(key)
-            state.outcomes.update(outcomes)
-    if error is not None:
-        raise error
-
-
-async def _apply_refs(repo: Path, batch: dict[object, str]) -> dict[object, WorkspaceError | None]:
-    try:
-        await _git_retry("update-ref", "--stdin", cwd=repo, input="".join(batch.values()).encode())
-        return dict.fromkeys(batch)
-    except WorkspaceError:
-        pass  # one bad command fails the whole transaction: apply them one by one
-    outcomes: dict[object, WorkspaceError | None] = {}
-    for key, line in batch.items():
+        if ref not in state.doomed:
+            return  # an earlier batch took it
+        batch = sorted(state.doomed)
+        state.doomed.clear()
+        lines = "".join(f"delete {r}\n" for r in batch).encode()
         try:
-            await _git_retry("update-ref", "--stdin", cwd=repo, input=line.encode())
-            outcomes[key] = None
-        except WorkspaceError as exc:
-            outcomes[key] = exc
-    return outcomes
+            await _git_retry("update-ref", "--stdin", cwd=repo, input=lines)
+        except WorkspaceError:
+            # one bad ref fails the whole transaction: the rest go one by one
+            for other in batch:
+                try:
+                    await _git_retry("update-ref", "-d", other, cwd=repo)
+                except WorkspaceError as exc:
+                    if other == ref:
+                        raise
+                    log.warning("could not delete branch %s: %s", other, exc)
 
 
 async def _unregister(
@@ -252,7 +246,7 @@ async def _unregister(
                 await git("worktree", "remove", "--force", str(path), cwd=repo)
             except WorkspaceError:
                 pass  # not registered (any more); `git worktree prune` drops what is left
-    await _update_ref(repo, common, f"delete refs/heads/{branch}")
+    await _delete_branch(repo, common, branch)
 
 
 def _admin_dir(path: Path) -> Path | None:
@@ -455,4 +449,6 @@ async def cleanup_stale(repo: Path, *, run_id: str | None = None) -> list[Path]:
         removed.append(path)
     async with _repo(common).lock:
         await git("worktree", "prune", cwd=repo)
+    for trash in common.glob("swarm-trash-*"):  # a crash in the middle of a removal
+        await anyio.to_thread.run_sync(_rmtree, trash)
     return removed

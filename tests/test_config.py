@@ -76,8 +76,8 @@ def test_default_without_keys_is_the_simulator(
     assert cfg.simulated
     assert cfg.source is None
     assert cfg.providers["sim"].kind == "sim"
-    assert cfg.tiers["speed"].models == ["sim/cerebras/kimi-k2.6"]
-    assert cfg.tiers["reasoning"].models == ["sim/moonshot/kimi-k2.6"]
+    assert cfg.tiers["speed"].models == ["sim/cerebras/gpt-oss-120b"]
+    assert cfg.tiers["reasoning"].models == ["sim/cerebras/kimi-k2.6"]
     assert cfg.tier_for_role("planner") == "reasoning"
 
 

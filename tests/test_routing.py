@@ -266,7 +266,8 @@ async def test_hedge_picks_the_fast_one_and_cancels_the_loser(
     assert loser.status.description == "cancelled"
     assert (loser.attributes or {})[sc.ERROR_TYPE] == "cancelled"
     assert by_provider["b"].status.status_code != StatusCode.ERROR
-    assert len(waits(spans, "hedge")) == 1
+    [hedge] = waits(spans, "hedge")
+    assert (hedge.attributes or {})[sc.HEDGE_WINNER] == "b/m"
 
 
 async def test_no_hedge_when_first_token_is_on_time(

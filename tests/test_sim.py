@@ -148,13 +148,13 @@ async def test_plan_latency_follows_profile() -> None:
     durations = []
     for _ in range(50):
         plan = await engine.plan("m", ask(prompt, max_tokens=500))
-        durations.append(plan.ttft_s + plan.decode_s)
+        durations.append(plan.ttft_s + plan.think_s + plan.decode_s)
     durations.sort()
     assert 130 < durations[25] < 200  # median near the published 163.7 s
     scaled = await SimEngine(profile="moonshot/kimi-k2.6", time_scale=0.01).plan(
         "m", ask(prompt, max_tokens=500)
     )
-    assert 1.0 < scaled.ttft_s + scaled.decode_s < 2.5
+    assert 1.0 < scaled.ttft_s + scaled.think_s + scaled.decode_s < 2.5
 
 
 async def test_in_process_latency_roughly_respected() -> None:
@@ -246,3 +246,14 @@ async def test_zero_latency_calls_are_cheap() -> None:
             tg.start_soon(provider.chat, "m", request)
     per_call_ms = (time.process_time() - cpu) / calls * 1000
     assert per_call_ms < 5  # generous: measured well under 0.1 ms
+
+
+async def test_thinking_streams_after_the_first_token_so_tokens_per_s_matches_profile() -> None:
+    profile = LatencyProfile(ttft_s=0.0, output_tps=2_000, reasoning_tokens=200, jitter=0.0)
+    firsts: list[float] = []
+    result = await SimProvider(profile=profile).chat(
+        "m", ask(max_tokens=100), on_first_token=lambda: firsts.append(anyio.current_time())
+    )
+    assert len(firsts) == 1
+    assert result.timing.ttft_s < result.timing.duration_s / 2
+    assert 500 < result.tokens_per_s < 4_000  # ~2,000: thinking and answer both decode

@@ -53,8 +53,15 @@ def test_schema_comes_from_hints_defaults_and_docstring() -> None:
     assert schema["additionalProperties"] is False
     props = schema["properties"]
     assert list(props) == ["pattern", "limit", "mode", "paths"]  # ToolContext excluded
-    assert props["pattern"] == {"type": "string", "description": "The regular expression to look for."}
-    assert props["limit"] == {"type": "integer", "default": 10, "description": "At most this many lines."}
+    assert props["pattern"] == {
+        "type": "string",
+        "description": "The regular expression to look for.",
+    }
+    assert props["limit"] == {
+        "type": "integer",
+        "default": 10,
+        "description": "At most this many lines.",
+    }
     assert props["mode"]["enum"] == ["fast", "exact"]
     assert props["mode"]["description"] == "How to match."
     assert props["paths"]["default"] is None

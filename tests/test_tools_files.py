@@ -45,7 +45,7 @@ async def test_read_file_numbers_lines_and_takes_ranges(ws: Path) -> None:
     assert await call("read_file", ws, path="src/calc.py", start=6, end=99) == (
         "     6\t    return a - b"
     )
-    with pytest.raises(ToolError, match="past the end: 'src/calc.py' has 6 lines"):
+    with pytest.raises(ToolError, match=r"past the end: 'src/calc\.py' has 6 lines"):
         await call("read_file", ws, path="src/calc.py", start=7)
     with pytest.raises(ToolError, match="bad range"):
         await call("read_file", ws, path="src/calc.py", start=3, end=2)
@@ -148,7 +148,7 @@ def _args_for(tool: Tool, path: str) -> dict[str, object]:
 async def test_absolute_paths_inside_are_fine_and_git_is_read_only(ws: Path) -> None:
     assert "def add" in await call("read_file", ws, path=str(ws / "src" / "calc.py"))
     (ws / ".git").mkdir()
-    with pytest.raises(ToolError, match="inside .git"):
+    with pytest.raises(ToolError, match=r"inside \.git"):
         await call("write_file", ws, path=".git/config", content="x")
     assert await call("list_dir", ws) == "README.md\nsrc/"
 

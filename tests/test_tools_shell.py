@@ -31,7 +31,7 @@ def _alive(pid: int) -> bool:
 
 async def _wait_gone(*pids: int) -> None:
     with anyio.fail_after(5):
-        while any(_alive(p) for p in pids):
+        while any(_alive(p) for p in pids):  # noqa: ASYNC110 - nothing to wait on but /proc
             await anyio.sleep(0.02)
 
 
@@ -41,7 +41,9 @@ async def test_run_reports_exit_code_and_combined_output(tmp_path: Path) -> None
     first, *rest = out.splitlines()
     assert first.startswith("command exited with code 3 in ")
     assert rest == ["out", "err", str(tmp_path)]
-    assert (await TOOLS["run"].run({"command": "true"}, ctx)).startswith("command exited with code 0")
+    assert (await TOOLS["run"].run({"command": "true"}, ctx)).startswith(
+        "command exited with code 0"
+    )
 
 
 async def test_run_truncates_long_output_keeping_head_and_tail(tmp_path: Path) -> None:
@@ -61,8 +63,7 @@ async def test_run_rejects_bad_timeouts(tmp_path: Path) -> None:
 
 
 SPAWN_TREE = (
-    "bash -c 'sleep 30 & echo $! > grandchild.pid; wait' & echo $! > child.pid; "
-    "echo started; wait"
+    "bash -c 'sleep 30 & echo $! > grandchild.pid; wait' & echo $! > child.pid; echo started; wait"
 )
 
 

@@ -146,11 +146,17 @@ async def test_tools_work_inside_a_workspace(repo: Path) -> None:
 
 
 async def test_removed_when_the_block_raises(repo: Path) -> None:
-    with pytest.raises(RuntimeError, match="agent crashed"):
+    seen: list[Path] = []
+
+    async def crashing_agent() -> None:
         async with Workspace.open(repo, name="boom") as ws:
+            seen.append(ws.path)
             (ws.path / "file.txt").write_text("work in progress\n")
             raise RuntimeError("agent crashed")
-    assert not ws.path.exists()
+
+    with pytest.raises(RuntimeError, match="agent crashed"):
+        await crashing_agent()
+    assert seen and not seen[0].exists()
     assert_clean(repo)
 
 

@@ -143,8 +143,16 @@ def _call(turn: int, i: int, name: str, **arguments: object) -> ToolCall:
     )
 
 
+_THINK = {"edit_file": 300, "write_file": 300, "finish": 30, "run_tests": 20}
+"""Hidden thinking tokens of a reply, by the weightiest tool it calls (others: 60). The
+catalog's figure for Kimi K2.6 (5,000 a call) would stretch the demo to minutes."""
+_PLAN_THINK = 150
+
+
 def _reply(turn: int, text: str, calls: Sequence[tuple[str, Mapping[str, object]]]) -> Reply:
-    return Reply(text=text, tool_calls=[_call(turn, i, n, **a) for i, (n, a) in enumerate(calls)])
+    think = max((_THINK.get(name, 60) for name, _ in calls), default=60)
+    tool_calls = [_call(turn, i, n, **a) for i, (n, a) in enumerate(calls)]
+    return Reply(text=text, tool_calls=tool_calls, reasoning_tokens=think)
 
 
 def _edit(path: str, before: str, after: str) -> tuple[str, dict[str, object]]:
@@ -219,9 +227,9 @@ def _planner() -> list[Step]:
             "calc_total is defined in pricing.py and used by report.py, the tests and the "
             "package exports. Item comes first; pricing and stock are independent of each "
             "other and can run in parallel; the README waits for both.\n\n"
-            f"```json\n{json.dumps(PLAN, indent=2)}\n```"
+            f"```json\n{json.dumps(PLAN)}\n```"
         )
-        return Reply(text=text)
+        return Reply(text=text, reasoning_tokens=_PLAN_THINK)
 
     return [explore, answer]
 

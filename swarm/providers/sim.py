@@ -147,9 +147,9 @@ class SimPlan:
     output_tokens: int
     """Visible output tokens: text plus tool-call names and arguments."""
     reasoning_tokens: int
-    """Hidden thinking tokens (decoded before the first visible token)."""
+    """Thinking tokens, decoded (and streamed as reasoning) before the visible answer."""
     ttft_s: float
-    """Until the first visible token: TTFT + prefill + thinking."""
+    """Until the first token, thinking or visible: TTFT + prefill."""
     decode_s: float
     """From the first visible token to the last."""
     fault: str | None
@@ -158,6 +158,10 @@ class SimPlan:
     """Where in the stream a mid-stream fault strikes, as a fraction of the decode."""
     finish_reason: str = "stop"
     """`stop`, `length` (text truncated to max_tokens) or `tool_calls`."""
+    think_s: float = 0.0
+    """Decoding the thinking tokens, between the first token and the visible answer.
+    Real providers stream reasoning chunks, so clients see their first token at the start
+    of thinking and measure tokens/s over thinking and answer together."""
 
 
 def _input_tokens(messages: Sequence[Message]) -> int:
@@ -260,11 +264,12 @@ class SimEngine:
             input_tokens=inp,
             output_tokens=out,
             reasoning_tokens=thinking,
-            ttft_s=(ttft + inp / p.prefill_tps + thinking / tps) * scale,
+            ttft_s=(ttft + inp / p.prefill_tps) * scale,
             decode_s=out / tps * scale,
             fault=fault,
             fault_at=fault_at,
             finish_reason=finish,
+            think_s=thinking / tps * scale,
         )
 
 
@@ -318,6 +323,8 @@ class SimProvider:
         first = anyio.current_time()
         if on_first_token is not None:
             on_first_token()
+        if plan.think_s:
+            await anyio.sleep(plan.think_s)
         if fault is not None:
             await anyio.sleep(plan.decode_s * plan.fault_at)
             if fault == FAULT_STALL:

@@ -166,9 +166,9 @@ class _SimHandlers:
         self, request: web.Request, cid: str, model: str, plan: SimPlan
     ) -> web.StreamResponse:
         if plan.fault is None:
-            await anyio.sleep(plan.ttft_s + plan.decode_s)
+            await anyio.sleep(plan.ttft_s + plan.think_s + plan.decode_s)
         else:
-            await anyio.sleep(plan.ttft_s + plan.decode_s * plan.fault_at)
+            await anyio.sleep(plan.ttft_s + plan.think_s + plan.decode_s * plan.fault_at)
             if plan.fault == "drop":
                 _abort(request)
                 return web.Response(status=500)  # never reaches the client
@@ -267,6 +267,8 @@ class _SimHandlers:
             return b"".join(out)
 
         await anyio.sleep(plan.ttft_s)
+        if plan.think_s:
+            await self._stream_thinking(resp, prefix, suffix_open, plan.think_s)
         start = anyio.current_time()
         step = plan.decode_s / ticks
         for i in range(ticks):
@@ -298,6 +300,23 @@ class _SimHandlers:
         await resp.write(b"".join(tail))
         await resp.write_eof()
         return resp
+
+    async def _stream_thinking(
+        self, resp: web.StreamResponse, prefix: bytes, suffix: bytes, think_s: float
+    ) -> None:
+        """Stream `reasoning_content` chunks while the model thinks (at most ~20 chunks)."""
+        ticks = max(1, min(20, math.ceil(think_s / TICK_S)))
+        start = anyio.current_time()
+        first = prefix + b'{"role": "assistant", "reasoning_content": "Thinking."}' + suffix
+        more = prefix + b'{"reasoning_content": " ..."}' + suffix
+        for i in range(ticks):
+            wait = start + i * think_s / ticks - anyio.current_time()
+            if wait > 0:
+                await anyio.sleep(wait)
+            await resp.write(first if i == 0 else more)
+        wait = start + think_s - anyio.current_time()
+        if wait > 0:
+            await anyio.sleep(wait)
 
     async def _stream_fault(
         self, request: web.Request, resp: web.StreamResponse, plan: SimPlan
