@@ -22,7 +22,7 @@ from swarm import _semconv as sc
 from swarm.check import CheckResult, run_check
 from swarm.errors import WorkspaceError
 from swarm.tracing import tracer
-from swarm.workspace import git
+from swarm.workspace import git, repo_lock
 
 __all__ = ["MergeQueue", "MergeResult"]
 
@@ -67,22 +67,25 @@ class MergeQueue:
         """Create (or, on resume, reuse) `swarm/<run-id>` at `base` and check it out apart."""
         branch = f"swarm/{run_id}"
         common = await git("rev-parse", "--path-format=absolute", "--git-common-dir", cwd=repo)
-        path = Path(common) / "swarm-worktrees" / run_id / "integration"
-        exists = await _branch_exists(repo, branch)
-        if not exists:
-            await git("branch", branch, base, cwd=repo)
-        if path.exists():
-            await git("worktree", "remove", "--force", str(path), cwd=repo)
-        await git("worktree", "prune", cwd=repo)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        await git("worktree", "add", "--quiet", str(path), branch, cwd=repo)
+        # "_integration": subtask ids are plain names, so none can collide with it
+        path = Path(common) / "swarm-worktrees" / run_id / "_integration"
+        lock = await repo_lock(repo)  # git worktree commands on one repo race otherwise
+        async with lock:
+            if not await _branch_exists(repo, branch):
+                await git("branch", branch, base, cwd=repo)
+            if await anyio.Path(path).exists():
+                await git("worktree", "remove", "--force", str(path), cwd=repo)
+            await git("worktree", "prune", cwd=repo)
+            await anyio.Path(path.parent).mkdir(parents=True, exist_ok=True)
+            await git("worktree", "add", "--quiet", str(path), branch, cwd=repo)
         queue = cls(path, branch, check, timeout_s)
         try:
             queue.head = await git("rev-parse", "HEAD", cwd=path)
             yield queue
         finally:
             with anyio.move_on_after(30, shield=True):
-                await git("worktree", "remove", "--force", str(path), cwd=repo)
+                async with lock:
+                    await git("worktree", "remove", "--force", str(path), cwd=repo)
 
     async def merge(self, name: str, title: str, patch: str) -> MergeResult:
         """Apply `patch`, run the check, commit; or undo and say why not."""

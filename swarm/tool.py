@@ -151,7 +151,11 @@ class Tool:
             raise
         except Exception as exc:
             raise ToolError(f"{self.name} failed: {type(exc).__name__}: {exc}") from exc
-        text = result if isinstance(result, str) else pydantic_core.to_json(result).decode()
+        text = (
+            result
+            if isinstance(result, str)
+            else pydantic_core.to_json(result, fallback=str).decode()
+        )
         return truncate(text, ctx.max_output_chars if ctx else ToolContext.max_output_chars)
 
     def _validate(self, arguments: str | Mapping[str, Any]) -> dict[str, Any]:

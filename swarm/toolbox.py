@@ -166,30 +166,31 @@ class CommandResult:
 
 
 class _Capture:
-    """Keeps the first and last `limit` bytes of a stream and counts the rest."""
+    """Keeps the first and last `limit // 2` bytes of a stream and counts what falls between."""
 
     def __init__(self, limit: int) -> None:
-        self.limit = limit
+        self.keep = max(limit // 2, 1)
         self.head = bytearray()
         self.tail = bytearray()
         self.total = 0
 
     def add(self, chunk: bytes) -> None:
         self.total += len(chunk)
-        room = self.limit - len(self.head)
+        room = self.keep - len(self.head)
         if room > 0:
             self.head += chunk[:room]
             chunk = chunk[room:]
-        if chunk:
-            self.tail += chunk
-            if len(self.tail) > 2 * self.limit:
-                del self.tail[: len(self.tail) - self.limit]
+        self.tail += chunk
+        if len(self.tail) > 4 * self.keep:
+            del self.tail[: -self.keep]
 
     def text(self, limit_chars: int) -> str:
-        cut = self.total - len(self.head) - len(self.tail)
-        middle = f"\n[… {cut} bytes cut …]\n" if cut > 0 else ""
-        body = self.head.decode(errors="replace") + middle + self.tail.decode(errors="replace")
-        return truncate(body, limit_chars)
+        if self.total == len(self.head) + len(self.tail):  # nothing dropped: cut exactly
+            return truncate((self.head + self.tail).decode(errors="replace"), limit_chars)
+        tail = self.tail[-self.keep :]
+        cut = self.total - len(self.head) - len(tail)
+        head_text, tail_text = self.head.decode(errors="replace"), tail.decode(errors="replace")
+        return f"{head_text}\n[… {cut} bytes cut …]\n{tail_text}"
 
 
 def _shell(command: str) -> list[str]:

@@ -238,7 +238,10 @@ async def _unregister(
     if admin is not None and await anyio.Path(admin).is_dir():
         trash = common / f"swarm-trash-{uuid.uuid4().hex}"
         async with state.lock:  # a `worktree add` must never see it half deleted
-            await anyio.Path(admin).rename(trash)
+            try:
+                await anyio.Path(admin).rename(trash)
+            except FileNotFoundError:
+                pass  # someone's `git worktree prune` got there first
         await anyio.to_thread.run_sync(_rmtree, trash)
     else:
         async with state.lock:

@@ -131,6 +131,7 @@ async def test_fresh_demo_repo_is_committed_and_green(repo: Path, task: Task) ->
     status = (await _git(repo, "status", "--porcelain")).stdout.decode()
     assert status == ""
     assert (repo / "inventory" / "__init__.py").read_text() == init_source(set())
+    assert not (DEMO_REPO / ".git").exists()  # shipped as plain files
     tracked = (await _git(repo, "ls-files")).stdout.decode().split()
     assert {".gitignore", "pyproject.toml", "inventory/pricing.py"} <= set(tracked)
     assert not [p for p in tracked if "cache" in p]

@@ -53,7 +53,9 @@ async def test_run_truncates_long_output_keeping_head_and_tail(tmp_path: Path) -
     assert lines[0].startswith("command exited with code 0")
     assert lines[1:4] == ["1", "2", "3"]
     assert lines[-1] == "100000"
-    assert "cut …]" in out
+    total = sum(len(f"{i}\n") for i in range(1, 100001))
+    # 800 characters of output are kept (200 are left for the status line): 400 + 400
+    assert f"\n[… {total - 800} bytes cut …]\n" in out
     assert len(out) <= 1000 + 100
 
 

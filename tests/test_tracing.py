@@ -188,3 +188,11 @@ def test_genai_client_metrics_are_derived_from_chat_spans(tmp_path: Path) -> Non
              for p in points["gen_ai.client.token.usage"]}
     assert usage == {"input": 100, "output": 7}
     assert points["gen_ai.client.operation.time_to_first_chunk"][0].sum == pytest.approx(0.05)
+
+
+def test_a_partial_last_line_is_skipped(tmp_path: Path) -> None:
+    path = _record_run(tmp_path)
+    whole = path.read_text()
+    path.write_text(whole + whole[: len(whole) // 2])  # a second copy cut mid-line
+    tr = load_trace(path)
+    assert tr.truncated and len(tr) == 5

@@ -12,6 +12,7 @@ from swarm.errors import ToolError
 from swarm.tool import ToolContext, tool, truncate
 from swarm.toolbox import resolve_path
 
+MAX_FILE_BYTES = 20_000_000
 _BINARY_SNIFF = 8192
 _CONTEXT_LINES = 2
 """Lines shown around an edit and around candidate matches."""
@@ -26,6 +27,9 @@ def _read_text(ctx: ToolContext, path: str) -> tuple[Path, str]:
     if target.is_dir():
         raise ToolError(f"{path!r} is a directory; use list_dir")
     try:
+        size = target.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise ToolError(f"{path!r} is too large ({size} bytes); look into it with search")
         data = target.read_bytes()
     except FileNotFoundError:
         raise ToolError(f"no such file: {path!r}") from None

@@ -130,6 +130,8 @@ class Trace:
         """depends_on targets of each span that has any (indices)."""
         self.children: dict[int, list[int]] = {}
         """Child indices of each span that has children, in file order."""
+        self.truncated = False
+        """True when the file ended in a partial line (the run died mid-write)."""
         self.roots: list[int] = []
         self.root = -1
         """The `invoke_workflow` span if any, else the earliest root."""
@@ -301,8 +303,15 @@ def load_trace(path: Path | str) -> Trace:
             offset += len(line)
             if not line.strip():
                 continue
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                if not line.endswith(b"\n"):  # a run killed mid-write: keep the rest
+                    tr.truncated = True
+                    break
+                raise ValueError(f"{path}:{line_no + 1}: not an OTLP JSON line") from None
             pos = 0
-            for rs in json.loads(line).get("resourceSpans", []):
+            for rs in doc.get("resourceSpans", []):
                 for a in rs.get("resource", {}).get("attributes", []):
                     if a["key"] == sc.RUN_ID and not tr.run_id:
                         tr.run_id = str(otlp_value(a["value"]))

@@ -179,7 +179,7 @@ class _Synth:
         """One agent: its calls and tools; returns (span id, end time, tests failed)."""
         rng = self.rng
         sid = self.sid()
-        t = t_ready
+        t = t0 = t_ready
         if dep is not None:  # waits for another subtask, linked to it
             self.wait(sid, sc.WAIT_DEPENDENCY, t_ready, dep[1], links=[dep[0]])
             t_ready = dep[1]
@@ -203,7 +203,7 @@ class _Synth:
             self.wait(sid, sc.WAIT_MERGE, t, t1)
             t = t1
         t += 0.002
-        self.span(sid, parent, f"{sc.OP_AGENT} {role}", t_ready, t,
+        self.span(sid, parent, f"{sc.OP_AGENT} {role}", t0, t,
                   {sc.OPERATION: sc.OP_AGENT, sc.AGENT_NAME: role,
                    sc.AGENT_ID: f"{role}-{index}", sc.SUBTASK_ID: f"t{index}",
                    sc.ROLE: role}, links=links)

@@ -216,8 +216,7 @@ class AnthropicProvider:
         self.base_url = base_url.rstrip("/")
         self.address = urlsplit(self.base_url).netloc
         path = "/messages" if self.base_url.endswith("/v1") else "/v1/messages"
-        self._url = self.base_url + path
-        self._query = dict(query) if query else None
+        self._url = httpx.URL(self.base_url + path, params=dict(query or {}))
         base = {"content-type": "application/json", "anthropic-version": ANTHROPIC_VERSION}
         base.update(headers or {})
         if api_key:
@@ -273,7 +272,6 @@ class AnthropicProvider:
             self._url,
             content=self._payload(model, request),
             headers=headers,
-            params=self._query,
             timeout=self._timeout,
         )
         started = time.perf_counter()

@@ -201,8 +201,8 @@ class OpenAIProvider:
         self.name = name
         self.base_url = base_url.rstrip("/")
         self.address = urlsplit(self.base_url).netloc
-        self._url = f"{self.base_url}/chat/completions"
-        self._query = dict(query) if query else None
+        # parsed once: httpx re-parses a str URL (and params) on every request
+        self._url = httpx.URL(f"{self.base_url}/chat/completions", params=dict(query or {}))
         base = {"content-type": "application/json", **(headers or {})}
         if api_key:
             if auth_style == "api-key":
@@ -265,7 +265,6 @@ class OpenAIProvider:
             self._url,
             content=self._payload(model, request),
             headers=headers,
-            params=self._query,
             timeout=self._timeout,
         )
         started = time.perf_counter()
