@@ -14,7 +14,9 @@ OpenAI-compatible server in another process (so its CPU is not counted here). Va
   router         swarm.routing.Router, when that module exists
 
 Per variant: calls/s, client CPU ms per call (process CPU over the run / calls), makespan,
-ideal makespan (calls x (ttft + tokens/tps)) and their ratio. Mode `zero` reruns with no
+ideal makespan (calls x (ttft + tokens/tps), plus the start spread) and their ratio, and
+how busy the client and server processes were (CPU seconds / wall seconds; near 1.0 means
+that process is the bottleneck). Mode `zero` reruns with no
 server latency at all, which shows pure CPU cost per call.
 
 Servers (`--server`), each in its own process:
@@ -31,6 +33,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -133,8 +136,8 @@ async def _serve_sim(args: argparse.Namespace) -> None:
 
 
 @contextmanager
-def server(kind: str, ttft: float, tps: float, tokens: int) -> Iterator[tuple[str, str]]:
-    """Start a server process; yield (base_url, description); stop it on exit."""
+def server(kind: str, ttft: float, tps: float, tokens: int) -> Iterator[tuple[str, str, int]]:
+    """Start a server process; yield (base_url, description, pid); stop it on exit."""
     if kind == "auto":
         kind = "sim" if importlib.util.find_spec("swarm.providers.sim_server") else "builtin"
     label = "swarm sim server (SimEngine, fixed profile)" if kind == "sim" else "built-in server"
@@ -147,7 +150,7 @@ def server(kind: str, ttft: float, tps: float, tokens: int) -> Iterator[tuple[st
         url = next((w for w in line.split() if w.startswith("http")), None)
         if url is None:
             raise RuntimeError(f"{label} did not say where it listens: {line!r}")
-        yield url.rstrip("/"), label
+        yield url.rstrip("/"), label, proc.pid
     finally:
         proc.terminate()
         try:
@@ -236,6 +239,16 @@ class _Variant:
             await self._provider.aclose()
 
 
+def _process_cpu_s(pid: int) -> float | None:
+    """CPU seconds (user + system) a process has used so far; None off Linux."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _router_available() -> bool:
     return importlib.util.find_spec("swarm.routing") is not None
 
@@ -256,20 +269,29 @@ def _make_router(base_url: str) -> tuple[Any, OpenAIProvider]:
     return Router(config, providers={"bench": provider}, env={}), provider
 
 
-async def run_variant(variant: _Variant, agents: int, calls: int, ideal_s: float) -> dict[str, Any]:
+async def run_variant(
+    variant: _Variant, agents: int, calls: int, call_s: float, server_pid: int, stagger: bool
+) -> dict[str, Any]:
+    """Run `agents` x `calls`; agent i starts i/agents of a call late when `stagger`."""
+    offset = call_s / agents if stagger else 0.0
+    ideal_s = calls * call_s + offset * (agents - 1)
     await variant.open()
     try:
         await variant.call()  # warm up: imports, first connection
         cpu0, t0 = time.process_time(), time.perf_counter()
+        server0 = _process_cpu_s(server_pid)
 
-        async def agent() -> None:
+        async def agent(delay: float) -> None:
+            if delay:
+                await anyio.sleep(delay)
             for _ in range(calls):
                 await variant.call()
 
         async with anyio.create_task_group() as tg:
-            for _ in range(agents):
-                tg.start_soon(agent)
+            for i in range(agents):
+                tg.start_soon(agent, i * offset)
         wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+        server1 = _process_cpu_s(server_pid)
     finally:
         await variant.close()
     total = agents * calls
@@ -282,6 +304,10 @@ async def run_variant(variant: _Variant, agents: int, calls: int, ideal_s: float
         "makespan_s": round(wall, 3),
         "ideal_makespan_s": round(ideal_s, 3),
         "ratio": round(wall / ideal_s, 2) if ideal_s > 0 else None,
+        "client_cpu_share": round(cpu / wall, 2),
+        "server_cpu_share": (
+            round((server1 - server0) / wall, 2) if server0 is not None and server1 else None
+        ),
     }
 
 
@@ -294,13 +320,14 @@ async def _bench(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"config": vars(args) | {"variants": variants}, "results": []}
     for mode in args.modes.split(","):
         ttft, tps = (args.ttft, args.tps) if mode == "latency" else (0.0, 0.0)
-        ideal = args.calls * (ttft + (args.tokens / tps if tps > 0 else 0.0))
-        with server(args.server, ttft, tps, args.tokens) as (base_url, label):
+        call_s = ttft + (args.tokens / tps if tps > 0 else 0.0)
+        with server(args.server, ttft, tps, args.tokens) as (base_url, label, pid):
             out.setdefault("server", label)
             for agents in (int(a) for a in args.agents.split(",")):
                 for name in variants:
-                    row = await run_variant(_Variant(name, base_url, args.tokens), agents,
-                                            args.calls, ideal)  # fmt: skip
+                    variant = _Variant(name, base_url, args.tokens)
+                    stagger = args.start == "staggered"
+                    row = await run_variant(variant, agents, args.calls, call_s, pid, stagger)
                     row["mode"] = mode
                     out["results"].append(row)
                     if not args.json:
@@ -314,7 +341,8 @@ def _print_row(r: dict[str, Any]) -> None:
         f"{r['mode']:>7} {r['agents']:>4} agents  {r['variant']:<14}"
         f"{r['calls_per_s']:>8.0f} calls/s  {r['cpu_ms_per_call']:>7.3f} ms CPU/call  "
         f"makespan {r['makespan_s']:>7.2f} s  ideal {r['ideal_makespan_s']:>5.2f} s  "
-        f"ratio {r['ratio'] if r['ratio'] is not None else '-'}",
+        f"ratio {r['ratio'] if r['ratio'] is not None else '-':<5} "
+        f"CPU busy: client {r['client_cpu_share']:.0%} server {r['server_cpu_share'] or 0:.0%}",
         flush=True,
     )
 
@@ -332,6 +360,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ttft", type=float, default=0.2)
     parser.add_argument("--tps", type=float, default=1000.0)
     parser.add_argument("--modes", default="latency,zero")
+    parser.add_argument(
+        "--start",
+        choices=("staggered", "lockstep"),
+        default="staggered",
+        help="staggered: agent i starts i/N of a call late, as real agents drift apart "
+        "(ideal grows by that spread); lockstep: all at once, every call in the same wave",
+    )
     parser.add_argument("--variants", default="aiohttp,httpx,httpx+aiohttp,provider,router")
     parser.add_argument("--server", choices=("auto", "builtin", "sim"), default="auto")
     parser.add_argument("--serve", choices=("builtin", "sim"), help=argparse.SUPPRESS)

@@ -27,8 +27,9 @@ def _one(spans: int, workdir: Path) -> dict[str, Any]:
 
     path = workdir / f"synthetic-{spans}.jsonl"
     t = time.perf_counter()
-    written = write_synthetic_trace(path, agents=max(1, round(spans / _SPANS_PER_AGENT)),
-                                    max_agents=64)
+    written = write_synthetic_trace(
+        path, agents=max(1, round(spans / _SPANS_PER_AGENT)), max_agents=64
+    )
     write_s = time.perf_counter() - t
     t, cpu = time.perf_counter(), time.process_time()
     tr = load_trace(path)
@@ -77,16 +78,22 @@ def main() -> int:
     results = []
     with tempfile.TemporaryDirectory() as d:
         for size in (int(s) for s in args.sizes.split(",")):
-            out = subprocess.run([sys.executable, __file__, "--one", str(size), "--dir", d],
-                                 capture_output=True, text=True, check=True).stdout
+            out = subprocess.run(
+                [sys.executable, __file__, "--one", str(size), "--dir", d],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
             results.append(json.loads(out))
             if not args.json:
                 r = results[-1]
-                print(f"{r['spans']:>9,} spans {r['file_mb']:>7.1f} MB  write {r['write_s']:6.2f} s"
-                      f"  load {r['load_s']:6.2f} s (cpu {r['load_cpu_s']:.2f})"
-                      f"  critical path {r['critical_path_s']:6.3f} s"
-                      f"  ledger {r['ledger_s']:5.2f} s  summarize {r['summarize_s']:6.2f} s"
-                      f"  whatif {r['whatif_s']:5.2f} s  max RSS {r['max_rss_mb']} MB")
+                print(
+                    f"{r['spans']:>9,} spans {r['file_mb']:>7.1f} MB  write {r['write_s']:6.2f} s"
+                    f"  load {r['load_s']:6.2f} s (cpu {r['load_cpu_s']:.2f})"
+                    f"  critical path {r['critical_path_s']:6.3f} s"
+                    f"  ledger {r['ledger_s']:5.2f} s  summarize {r['summarize_s']:6.2f} s"
+                    f"  whatif {r['whatif_s']:5.2f} s  max RSS {r['max_rss_mb']} MB"
+                )
     if args.json:
         print(json.dumps({"benchmark": "trace", "results": results}, indent=2))
     return 0

@@ -6,12 +6,19 @@ A map for newcomers, top to bottom as data flows:
 - `model`     the `Model` seam agents talk to and the `Provider` seam endpoints implement
 - `providers` OpenAI-compatible and Anthropic adapters over httpx, the simulator, the catalog
 - `config`, `routing`, `limits`  tiers, failover, hedging, rate and spend limits
-- `tracing`   OpenTelemetry spans for every call and every wait
+- `agent`, `tool`, `toolbox`  the step loop, `@tool`, the built-in coding tools (tools/)
+- `workspace` git worktrees per sub-agent; `check` runs a repository's tests in one
+- `task`, `plan`, `coordinator`, `merge`, `solve`  `swarm solve`: plan/code/test/fix/merge
+- `journal`   the SQLite run journal (resume, replay of model calls)
+- `tracing`   OpenTelemetry spans for every call and every wait; `analysis`, `viewer`
+- `testing`   ScriptedModel, FunctionModel and the pytest plugin that blocks real providers
 - `errors`    the one error tree
 
 Modules with a leading underscore are internal.
 """
 
+from swarm.agent import Agent, AgentResult
+from swarm.config import SwarmConfig, load_config
 from swarm.errors import (
     BudgetExceeded,
     ConfigError,
@@ -33,26 +40,42 @@ from swarm.messages import (
     Usage,
 )
 from swarm.model import Model, Provider
+from swarm.routing import Need, Router
+from swarm.tool import Finish, Tool, ToolContext, tool
+from swarm.toolbox import coding_tools
+from swarm.workspace import Workspace
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "Agent",
+    "AgentResult",
     "BudgetExceeded",
     "ChatRequest",
     "ChatResult",
     "ConfigError",
+    "Finish",
     "Message",
     "Model",
     "ModelBehaviorError",
+    "Need",
     "Provider",
     "ProviderError",
     "RateLimitInfo",
     "RateLimited",
+    "Router",
+    "SwarmConfig",
     "SwarmError",
     "Timing",
+    "Tool",
     "ToolCall",
+    "ToolContext",
     "ToolError",
     "ToolSpec",
     "Usage",
+    "Workspace",
     "WorkspaceError",
+    "coding_tools",
+    "load_config",
+    "tool",
 ]

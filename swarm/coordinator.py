@@ -6,12 +6,16 @@ first; each gets a coder in its own worktree from the current integration head, 
 check, then bounded fixer rounds (escalating to the reasoning tier); green patches go
 through the merge queue; a final verification (with a fix loop) closes the run.
 Subtask states are journaled, so `swarm resume` continues without redoing merged work.
+
+Seams (`CoordinatorParts`): where workspaces come from (`Sandbox`), how a check runs and
+which tools agents get. They default to git worktrees, the check subprocess and the coding
+tools; `swarm simulate` plugs in in-memory versions that only sleep.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -23,7 +27,7 @@ from swarm.budget import RunBudget
 from swarm.check import CheckResult, check_env, run_check
 from swarm.errors import BudgetExceeded, SwarmError
 from swarm.journal import Journal
-from swarm.merge import MergeQueue, MergeResult
+from swarm.merge import Merger, MergeResult
 from swarm.model import Model
 from swarm.plan import Plan, PlanError, Subtask, parse_plan_reply
 from swarm.progress import Progress
@@ -38,17 +42,70 @@ from swarm.roles import (
     rebase_prompt,
 )
 from swarm.task import Task
-from swarm.tool import ToolContext
+from swarm.tool import Tool, ToolContext
 from swarm.toolbox import coding_tools
 from swarm.workspace import Workspace
 
-__all__ = ["Coordinator", "ModelSource", "SolveOptions", "SubtaskOutcome"]
+__all__ = [
+    "CheckFn",
+    "Coordinator",
+    "CoordinatorParts",
+    "GitSandbox",
+    "ModelSource",
+    "Sandbox",
+    "SolveOptions",
+    "SubtaskOutcome",
+    "WorkspaceLike",
+]
 
 
 class ModelSource(Protocol):
     """Gives each agent its model: by role, with an id stable across resumes."""
 
     def model(self, role: str, *, agent_id: str, escalate: bool = False) -> Model: ...
+
+
+class WorkspaceLike(Protocol):
+    """One agent's working copy: where its tools act, and its changes as a patch."""
+
+    @property
+    def path(self) -> Path: ...
+
+    async def patch(self) -> str: ...
+
+    async def apply(self, patch: str) -> None: ...
+
+
+class Sandbox(Protocol):
+    """Opens a workspace at commit `base`, named after its subtask, removed on exit."""
+
+    def open(self, base: str, name: str) -> AbstractAsyncContextManager[WorkspaceLike]: ...
+
+
+CheckFn = Callable[[Path], Awaitable[CheckResult]]
+"""Runs the task's check in a workspace."""
+
+
+class GitSandbox:
+    """The real sandbox: a git worktree of `repo` per workspace."""
+
+    def __init__(self, repo: Path, run_id: str) -> None:
+        self.repo, self.run_id = repo, run_id
+
+    def open(self, base: str, name: str) -> AbstractAsyncContextManager[WorkspaceLike]:
+        return Workspace.open(self.repo, base=base, name=name, run_id=self.run_id)
+
+
+@dataclass(frozen=True)
+class CoordinatorParts:
+    """The coordinator's seams; None means the real implementation."""
+
+    sandbox: Sandbox | None = None
+    """Where workspaces come from (default: git worktrees of the repository)."""
+    check: CheckFn | None = None
+    """How the task's check runs (default: its command in a subprocess)."""
+    tools: Sequence[Tool] | None = None
+    """The tools agents get (default: `coding_tools()`)."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +156,7 @@ class Coordinator:
         budget: RunBudget,
         options: SolveOptions,
         progress: Progress,
+        parts: CoordinatorParts = CoordinatorParts(),
     ) -> None:
         self.task, self.repo, self.run_id = task, repo, run_id
         self.models, self.journal, self.budget = models, journal, budget
@@ -108,8 +166,10 @@ class Coordinator:
         self.stop_reason: str | None = None
         """Why the run stopped early: a budget kind, `deadline`, or None."""
         self.final_check: CheckResult | None = None
-        self._tools = coding_tools()
-        self._queue: MergeQueue | None = None
+        self._tools = list(parts.tools) if parts.tools is not None else coding_tools()
+        self._sandbox: Sandbox = parts.sandbox or GitSandbox(repo, run_id)
+        self._run_check: CheckFn = parts.check or self._check_command
+        self._queue: Merger | None = None
         self._changed = anyio.Event()
         self._dispatch_scope: anyio.CancelScope | None = None
 
@@ -119,7 +179,7 @@ class Coordinator:
         """Ask the planner, feeding validation errors back a bounded number of times."""
         tools = [t for t in self._tools if t.name in PLANNER_TOOLS]
         errors: list[str] | None = None
-        async with Workspace.open(self.repo, base=base, name="planner", run_id=self.run_id) as ws:
+        async with self._sandbox.open(base, "planner") as ws:
             for attempt in range(self.options.plan_retries + 1):
                 agent_id = "planner" if attempt == 0 else f"planner:{attempt}"
                 agent: Agent[str] = Agent(
@@ -131,9 +191,9 @@ class Coordinator:
                     max_steps=self.options.max_steps_per_agent,
                     agent_id=agent_id,
                 )
-                started = time.perf_counter()
+                started = anyio.current_time()
                 result = await agent.run(planner_prompt(self.task, errors))
-                self.times.add("planning", time.perf_counter() - started)
+                self.times.add("planning", anyio.current_time() - started)
                 try:
                     return parse_plan_reply(str(result.output or ""))
                 except PlanError as exc:
@@ -145,7 +205,7 @@ class Coordinator:
 
     # -- the run ----------------------------------------------------------------------
 
-    async def execute(self, plan: Plan, queue: MergeQueue, done: set[str]) -> None:
+    async def execute(self, plan: Plan, queue: Merger, done: set[str]) -> None:
         """Run every subtask not already in `done` (merged by an earlier process)."""
         self._queue = queue
         for st in plan.subtasks:
@@ -201,10 +261,10 @@ class Coordinator:
         self, st: Subtask, limiter: anyio.CapacityLimiter, done: set[str], finished: set[str]
     ) -> None:
         outcome = self.outcomes[st.id]
-        started = 0.0
+        started: float | None = None  # the virtual clock may start at 0
         try:
             async with limiter:
-                started = time.perf_counter()
+                started = anyio.current_time()
                 outcome.status = "running"
                 self.progress.running(st.id)
                 self.journal.set_subtask(self.run_id, st.id, "running")
@@ -219,7 +279,7 @@ class Coordinator:
         except SwarmError as exc:  # a failed subtask does not cancel its siblings
             outcome.status, outcome.error = "failed", f"{type(exc).__name__}: {exc}"
         finally:
-            outcome.wall_s = time.perf_counter() - started if started else 0.0
+            outcome.wall_s = anyio.current_time() - started if started is not None else 0.0
             if outcome.status in ("merged", "failed"):
                 finished.add(st.id)
                 if outcome.status == "merged":
@@ -233,9 +293,7 @@ class Coordinator:
     async def _code_test_merge(self, st: Subtask, outcome: SubtaskOutcome) -> MergeResult:
         queue = self._queue
         assert queue is not None
-        async with Workspace.open(
-            self.repo, base=queue.head, name=st.id, run_id=self.run_id
-        ) as ws:
+        async with self._sandbox.open(queue.head, st.id) as ws:
             await self._agent("coder", f"coder:{st.id}", CODER, ws.path, st).run(
                 coder_prompt(self.task, st)
             )
@@ -249,10 +307,7 @@ class Coordinator:
                 if merged.kind == "conflict"
                 else f"the check fails after merging it:\n{merged.output[-3000:]}"
             )
-            async with Workspace.open(
-                self.repo, base=queue.head, name=f"{st.id}-rebase{outcome.rebases}",
-                run_id=self.run_id,
-            ) as ws:  # fmt: skip
+            async with self._sandbox.open(queue.head, f"{st.id}-rebase{outcome.rebases}") as ws:
                 if merged.kind == "red":
                     await ws.apply(patch)
                 agent_id = f"fixer:{st.id}:rebase{outcome.rebases}"
@@ -270,7 +325,7 @@ class Coordinator:
         """Run the check; on failure send fixers, a bounded number of rounds."""
         if not self.task.check:
             return
-        result = await self._timed("checks", self._check(path))
+        result = await self._timed("checks", self._run_check(path))
         rounds = 0
         while not result.passed:
             if rounds >= self.options.fix_rounds:
@@ -279,7 +334,7 @@ class Coordinator:
             outcome.fix_rounds += 1
             self.progress.fixing(st.id)
             await self._fix(st, path, result, round_=rounds, tag=tag)
-            result = await self._timed("checks", self._check(path))
+            result = await self._timed("checks", self._run_check(path))
 
     async def _fix(
         self, st: Subtask, path: Path, failed: CheckResult, *, round_: int, tag: str = ""
@@ -313,16 +368,16 @@ class Coordinator:
             timeout_s=self.options.check_timeout_s,
         )  # fmt: skip
 
-    async def _check(self, path: Path) -> CheckResult:
+    async def _check_command(self, path: Path) -> CheckResult:
         assert self.task.check is not None
         return await run_check(self.task.check, path, timeout_s=self.options.check_timeout_s)
 
     async def _timed(self, phase: str, work: Awaitable[CheckResult]) -> CheckResult:
-        started = time.perf_counter()
+        started = anyio.current_time()
         try:
             return await work
         finally:
-            self.times.add(phase, time.perf_counter() - started)
+            self.times.add(phase, anyio.current_time() - started)
 
 
 class _GaveUp(SwarmError):
@@ -334,9 +389,9 @@ class _TimedAgent:
         self._agent, self._times, self._phase = agent, times, phase
 
     async def run(self, prompt: str) -> None:
-        started = time.perf_counter()
+        started = anyio.current_time()
         try:
             await self._agent.run(prompt)  # the check, not the agent's word, decides
         finally:
-            self._times.add(self._phase, time.perf_counter() - started)
+            self._times.add(self._phase, anyio.current_time() - started)
 

@@ -3,7 +3,8 @@
 The integration branch `swarm/<run-id>` lives in its own worktree, so the user's checkout
 and current branch are never touched. Each merge applies a patch with a three-way merge,
 re-runs the check, and commits; a conflict or a red check is reported back so the
-coordinator can send a fixer to rebase on the new head.
+coordinator can send a fixer to rebase on the new head. `Merger` is the protocol the
+coordinator needs, so a simulated queue can stand in for this one.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 import anyio
 
@@ -24,7 +25,7 @@ from swarm.errors import WorkspaceError
 from swarm.tracing import tracer
 from swarm.workspace import git, repo_lock
 
-__all__ = ["MergeQueue", "MergeResult"]
+__all__ = ["MergeQueue", "MergeResult", "Merger"]
 
 MergeKind = Literal["merged", "empty", "conflict", "red"]
 
@@ -38,6 +39,26 @@ class MergeResult:
     @property
     def ok(self) -> bool:
         return self.kind in ("merged", "empty")
+
+
+class Merger(Protocol):
+    """What the coordinator needs of a merge queue."""
+
+    @property
+    def head(self) -> str:
+        """Commit at the tip of the integration branch."""
+        ...
+
+    @property
+    def worktree(self) -> Path:
+        """Where the final verification's fixers work."""
+        ...
+
+    async def merge(self, name: str, title: str, patch: str) -> MergeResult: ...
+
+    async def run_check(self) -> CheckResult: ...
+
+    async def commit(self, message: str) -> str: ...
 
 
 class MergeQueue:

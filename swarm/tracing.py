@@ -153,8 +153,8 @@ class JsonlSpanProcessor(SpanProcessor):
         resources: dict[int, Any] = {}
         for span in batch:
             scope = span.instrumentation_scope
-            key = (id(span.resource), scope.name if scope else "", scope.version or ""
-                   if scope else "")
+            key = (id(span.resource), scope.name if scope else "",
+                   (scope.version or "") if scope else "")
             resources[id(span.resource)] = span.resource.attributes
             encoded = _encode(span)
             if encoded is not None:

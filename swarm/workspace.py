@@ -361,10 +361,15 @@ class Workspace:
         timeout_s: float = 120.0,
         max_output_chars: int = 20_000,
     ) -> ToolContext:
-        """A ToolContext confining tools to this workspace (git_diff compares with `base`)."""
+        """A ToolContext confining tools to this workspace (git_diff compares with `base`).
+
+        Subprocesses test the worktree's own code: see `swarm.check.check_env`."""
+        from swarm.check import check_env
+
         return ToolContext(
             root=self.path,
             check=check,
+            env=check_env(self.path),
             timeout_s=timeout_s,
             max_output_chars=max_output_chars,
             base=self.base,

@@ -85,3 +85,12 @@ def test_synthetic_faster_speed_tier_is_faster(tmp_path: Path) -> None:
     assert slower["predicted"]["wall_s"] > base["predicted"]["wall_s"]
     # the model of the run reproduces the recorded wall-clock within a modest error
     assert base["predicted"]["wall_s"] == pytest.approx(tr.wall_s, rel=0.25)
+
+
+def test_deep_nesting_does_not_recurse(tmp_path: Path) -> None:
+    from swarm.analysis.synthetic import SpanSpec, write_spans
+
+    specs = [SpanSpec("invoke_workflow swarm", 0, 3)]
+    specs += [SpanSpec(f"s{k}", 0, 3, parent=k) for k in range(3_000)]
+    write_spans(tmp_path / "deep.jsonl", specs)
+    assert whatif(load_trace(tmp_path / "deep.jsonl"))["predicted"]["wall_s"] == 3.0

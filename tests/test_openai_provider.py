@@ -6,6 +6,7 @@ it records each request so tests can check what was sent.
 
 from __future__ import annotations
 
+import gzip
 import json
 import socket
 import time
@@ -22,7 +23,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from swarm.errors import ProviderError, RateLimited
 from swarm.messages import ChatRequest, Message, ToolCall, ToolSpec
-from swarm.providers._sse import parse_duration_s
+from swarm.providers._sse import iter_sse_batches, parse_duration_s
 from swarm.providers.catalog import LatencyProfile
 from swarm.providers.openai import OpenAIProvider
 from swarm.providers.sim import Reply, SimEngine
@@ -508,3 +509,40 @@ async def test_against_the_simulator_server() -> None:
             assert second.usage.output_tokens == 30 and second.usage.input_tokens > 0
         finally:
             await provider.aclose()
+
+
+class _Pieces(httpx.AsyncByteStream):
+    def __init__(self, pieces: list[bytes]) -> None:
+        self.pieces = pieces
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for piece in self.pieces:
+            yield piece
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"data: a\n\ndata: b\n\n",
+        b"data: a\r\n\r\ndata:b\r\n\r\n",
+        b": keep-alive\nevent: x\nid: 1\ndata: a\n\ndata: b",
+        b"data: a\rdata: \r\rdata: b\r\r",
+    ],
+)
+async def test_sse_events_survive_any_split(raw: bytes) -> None:
+    expected = [b"a", b"b"] if b"data: \r" not in raw else [b"a\n", b"b"]
+    for cut in range(len(raw) + 1):
+        response = httpx.Response(200, stream=_Pieces([raw[:cut], raw[cut:]]))
+        got = [data async for batch in iter_sse_batches(response) for data in batch]
+        assert got == expected, cut
+
+
+async def test_gzipped_stream_is_decoded() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = gzip.compress(b"".join(text_stream()))
+        headers = {"content-type": "text/event-stream", "content-encoding": "gzip"}
+        return httpx.Response(200, headers=headers, content=body)
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+        p = OpenAIProvider("mock", "https://example.test/v1", client=client)
+        assert (await p.chat("m", ask())).text == "Hello, world"

@@ -108,7 +108,7 @@ def _fmt(v: Any) -> str:
 
 def _ledger_rows(ledger: dict[str, float], wall: float) -> list[list[Any]]:
     return [[k, v, f"{100 * v / wall:.1f}%" if wall else "-"]
-            for k, v in sorted(ledger.items(), key=lambda kv: -kv[1]) if v]
+            for k, v in sorted(ledger.items(), key=lambda kv: -kv[1]) if v >= 0.0005]
 
 
 def _summary(args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_right
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 from swarm import _semconv as sc
@@ -122,7 +122,20 @@ class _Sim:
         return dur
 
     def schedule(self, i: int, start: float) -> None:
-        """Place span i (and its subtree) starting at `start`."""
+        """Place span i (and its subtree) starting at `start`.
+
+        Each span is a generator that yields the children it needs placed; this loop runs
+        them depth-first with an explicit stack, so deep traces cannot hit the recursion
+        limit."""
+        stack = [self._place(i, start)]
+        while stack:
+            request = next(stack[-1], None)
+            if request is None:
+                stack.pop()
+            else:
+                stack.append(self._place(*request))
+
+    def _place(self, i: int, start: float) -> Iterator[tuple[int, float]]:
         tr = self.tr
         is_agent = tr.op[i] == sc.OP_AGENT
         run_start = start
@@ -141,7 +154,7 @@ class _Sim:
                 if tr.wait_kind[k] == sc.WAIT_QUEUE and tr.start[k] <= tr.start[i] + SKEW_NS:
                     self.start[k], self.end[k], self.done[k] = ready, max(ready, run_start), True
                 else:
-                    self.schedule(k, max(ready, run_start))
+                    yield k, max(ready, run_start)  # placed before we resume
                 pos = bisect_right(ends_sorted, (tr.end[k], k))
                 ends_sorted.insert(pos, (tr.end[k], k))
                 last = max(last, self.end[k])

@@ -38,7 +38,7 @@ from swarm.providers._sse import (
     loads,
     rate_limit_info,
 )
-from swarm.providers._transport import default_async_client
+from swarm.providers._transport import Sender
 
 __all__ = ["AnthropicProvider"]
 
@@ -229,8 +229,7 @@ class AnthropicProvider:
         self._timeout = httpx.Timeout(
             connect=connect_timeout_s, read=stall_timeout_s, write=stall_timeout_s, pool=None
         )
-        self._owns_client = client is None
-        self._client = client if client is not None else default_async_client()
+        self._sender = Sender(client, self._timeout)
 
     def __repr__(self) -> str:
         return f"AnthropicProvider(name={self.name!r}, base_url={self.base_url!r})"
@@ -267,16 +266,10 @@ class AnthropicProvider:
         if request.stream:
             headers["accept"] = "text/event-stream"
         inject(headers)  # W3C traceparent of the current span
-        http_request = self._client.build_request(
-            "POST",
-            self._url,
-            content=self._payload(model, request),
-            headers=headers,
-            timeout=self._timeout,
-        )
+        body = self._payload(model, request)
         started = time.perf_counter()
         try:
-            response = await self._client.send(http_request, stream=True)
+            response = await self._sender.post(self._url, headers, body)
         except httpx.HTTPError as exc:
             raise error_from_exception(exc, self, model) from None
         reply = _Reply(on_first_token)
@@ -302,7 +295,7 @@ class AnthropicProvider:
         except httpx.HTTPError as exc:
             raise error_from_exception(exc, self, model) from None
         finally:
-            with anyio.CancelScope(shield=True):
+            with anyio.move_on_after(5, shield=True):  # release the connection even if cancelled
                 await response.aclose()
         return self._result(model, reply, response, started, time.perf_counter())
 
@@ -370,5 +363,4 @@ class AnthropicProvider:
 
     async def aclose(self) -> None:
         """Close the HTTP client, if this provider made it."""
-        if self._owns_client:
-            await self._client.aclose()
+        await self._sender.aclose()

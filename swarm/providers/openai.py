@@ -33,7 +33,7 @@ from swarm.providers._sse import (
     loads,
     rate_limit_info,
 )
-from swarm.providers._transport import default_async_client
+from swarm.providers._transport import Sender
 
 __all__ = ["OpenAIProvider"]
 
@@ -215,8 +215,7 @@ class OpenAIProvider:
             connect=connect_timeout_s, read=stall_timeout_s, write=stall_timeout_s, pool=None
         )
         self._stall_timeout_s = stall_timeout_s
-        self._owns_client = client is None
-        self._client = client if client is not None else default_async_client()
+        self._sender = Sender(client, self._timeout)
 
     def __repr__(self) -> str:
         return f"OpenAIProvider(name={self.name!r}, base_url={self.base_url!r})"
@@ -260,16 +259,10 @@ class OpenAIProvider:
         if request.stream:
             headers["accept"] = "text/event-stream"
         inject(headers)  # W3C traceparent of the current span
-        http_request = self._client.build_request(
-            "POST",
-            self._url,
-            content=self._payload(model, request),
-            headers=headers,
-            timeout=self._timeout,
-        )
+        body = self._payload(model, request)
         started = time.perf_counter()
         try:
-            response = await self._client.send(http_request, stream=True)
+            response = await self._sender.post(self._url, headers, body)
         except httpx.HTTPError as exc:
             raise error_from_exception(exc, self, model) from None
         try:
@@ -289,7 +282,7 @@ class OpenAIProvider:
         except httpx.HTTPError as exc:
             raise error_from_exception(exc, self, model) from None
         finally:
-            with anyio.CancelScope(shield=True):
+            with anyio.move_on_after(5, shield=True):  # release the connection even if cancelled
                 await response.aclose()
         ended = time.perf_counter()
         return self._result(model, request, state, response, started, ended)
@@ -400,5 +393,4 @@ class OpenAIProvider:
 
     async def aclose(self) -> None:
         """Close the HTTP client, if this provider made it."""
-        if self._owns_client:
-            await self._client.aclose()
+        await self._sender.aclose()

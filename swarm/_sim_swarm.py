@@ -1,0 +1,280 @@
+"""The simulated world of `swarm simulate`: plan, workspaces, checks, merges, tools, script.
+
+Nothing here touches git, the disk or a subprocess: every tool call, check and merge
+sleeps a fixed duration with `anyio.sleep`, so a run behaves the same on the real clock
+and on trio's virtual one. The script makes each agent do its share of model steps
+(tool calls, then `finish`); `Recorder` notes every call so the critical-path bound can be
+computed from the workload afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import defaultdict
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import anyio
+
+from swarm import _semconv as sc
+from swarm.check import CheckResult
+from swarm.coordinator import ModelSource, WorkspaceLike
+from swarm.merge import MergeResult
+from swarm.messages import ChatRequest, ChatResult, ToolCall
+from swarm.model import FirstTokenCallback, Model, Provider
+from swarm.plan import Plan, Subtask
+from swarm.providers.sim import Reply
+from swarm.tool import Finish, Tool, tool
+from swarm.tracing import tracer
+
+__all__ = [
+    "CallRecord",
+    "CountingProvider",
+    "Recorder",
+    "Shape",
+    "SimChecks",
+    "SimMerger",
+    "SimSandbox",
+    "SimScript",
+    "make_plan",
+    "sim_tools",
+    "step_shares",
+]
+
+Shape = Literal["fanout", "chain", "dag"]
+_ROOT = Path("/sim")
+
+
+def step_shares(agents: int, steps: int) -> list[int]:
+    """Each coder's model steps: `steps` spread evenly, at least one each."""
+    base, extra = divmod(max(steps, agents), agents)
+    return [base + (1 if i < extra else 0) for i in range(agents)]
+
+
+def make_plan(agents: int, shape: Shape, seed: int) -> Plan:
+    """N subtasks: independent (fanout), one chain, or a layered DAG of width ~sqrt(N)."""
+    rng = random.Random(seed)
+    ids = [f"s{i:04d}" for i in range(agents)]
+    width = max(1, round(agents**0.5))
+    subtasks = []
+    for i, sid in enumerate(ids):
+        deps: tuple[str, ...] = ()
+        if shape == "chain" and i:
+            deps = (ids[i - 1],)
+        elif shape == "dag" and i >= width:
+            layer = i // width
+            prev = ids[(layer - 1) * width : layer * width]
+            deps = tuple(sorted(set(rng.sample(prev, min(len(prev), 2)))))
+        subtasks.append(
+            Subtask(id=sid, title=f"simulated {sid}", instructions=f"do {sid}", depends_on=deps)
+        )
+    return Plan(subtasks=tuple(subtasks))
+
+
+@dataclass
+class SimScript:
+    """Replies for every role: the planner returns the plan, agents step then finish."""
+
+    plan: Plan
+    shares: dict[str, int]
+    """Coder steps by subtask id."""
+    fix_steps: int = 2
+    out_tokens: int = 200
+    """Visible text tokens per step, besides the tool call."""
+    reasoning_tokens: int | None = None
+    """Thinking tokens per call; None keeps the profile's figure."""
+    _text: str = field(init=False, repr=False)
+    _plan_text: str = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._text = " ".join(["edit"] * self.out_tokens)
+        self._plan_text = json.dumps(
+            {"subtasks": [s.model_dump(include={"id", "title", "instructions", "depends_on"})
+                          for s in self.plan.subtasks]}
+        )  # fmt: skip
+
+    def __call__(self, request: ChatRequest) -> Reply:
+        meta = request.metadata
+        role, agent = meta.get("role", ""), meta.get("agent", "")
+        if role == "planner":
+            return Reply(text=self._plan_text, reasoning_tokens=self.reasoning_tokens)
+        steps = self.fix_steps
+        if role == "coder":
+            steps = self.shares.get(meta.get("subtask", ""), 1)
+        done = sum(1 for m in request.messages if m.role == "assistant")
+        if done + 1 < steps:
+            call = ToolCall.model_construct(
+                id=f"c{done}", name="sim_edit", arguments=f'{{"path": "{agent}.py"}}'
+            )
+        else:
+            call = ToolCall.model_construct(
+                id=f"c{done}", name="finish", arguments='{"summary": "done"}'
+            )
+        return Reply(
+            text=self._text or None, tool_calls=(call,), reasoning_tokens=self.reasoning_tokens
+        )
+
+
+def sim_tools(tool_s: float) -> list[Tool]:
+    """`sim_edit` (sleeps `tool_s`) and `finish`."""
+
+    async def sim_edit(path: str) -> str:
+        """Edit a file (simulated: takes a fixed time)."""
+        await anyio.sleep(tool_s)
+        return f"edited {path}"
+
+    async def finish(summary: str) -> str:
+        """Say the work is done."""
+        raise Finish(summary)
+
+    return [tool(sim_edit), tool(finish)]
+
+
+@dataclass
+class _Workspace:
+    path: Path
+
+    async def patch(self) -> str:
+        return f"simulated patch of {self.path.name}\n"
+
+    async def apply(self, patch: str) -> None:
+        await anyio.lowlevel.checkpoint()
+
+
+class SimSandbox:
+    """In-memory workspaces, opened and removed in `open_s`."""
+
+    def __init__(self, open_s: float = 0.0) -> None:
+        self.open_s = open_s
+        self.opened = 0
+
+    def open(self, base: str, name: str) -> AbstractAsyncContextManager[WorkspaceLike]:
+        return self._open(name)
+
+    @asynccontextmanager
+    async def _open(self, name: str) -> AsyncIterator[WorkspaceLike]:
+        self.opened += 1
+        if self.open_s:
+            await anyio.sleep(self.open_s)
+        yield _Workspace(_ROOT / name)
+
+
+class SimChecks:
+    """The check: sleeps `check_s`; a chosen subtask's first check fails (a fix round)."""
+
+    def __init__(self, check_s: float, failing: set[str]) -> None:
+        self.check_s, self.failing = check_s, failing
+        self.runs: dict[str, int] = defaultdict(int)
+
+    async def __call__(self, path: Path) -> CheckResult:
+        attrs = {sc.OPERATION: sc.OP_TOOL, sc.TOOL_NAME: "run_tests"}
+        with tracer().start_as_current_span(f"{sc.OP_TOOL} run_tests", attributes=attrs):
+            await anyio.sleep(self.check_s)
+        name = path.name
+        self.runs[name] += 1
+        passed = not (name in self.failing and self.runs[name] == 1)
+        return CheckResult(passed, 0 if passed else 1, "ok" if passed else "1 failed",
+                           self.check_s)  # fmt: skip
+
+
+class SimMerger:
+    """The merge queue: one merge at a time, each taking `merge_s`, always green."""
+
+    def __init__(self, merge_s: float, check: SimChecks) -> None:
+        self.merge_s, self._check = merge_s, check
+        self.worktree = _ROOT / "_integration"
+        self.head = "sim-0"
+        self.merges = 0
+        self._lock = anyio.Lock()
+
+    async def merge(self, name: str, title: str, patch: str) -> MergeResult:
+        with tracer().start_as_current_span(
+            f"{sc.WAIT_SPAN} {sc.WAIT_MERGE}", attributes={sc.WAIT_KIND: sc.WAIT_MERGE}
+        ):
+            await self._lock.acquire()
+        try:
+            if self.merge_s:
+                await anyio.sleep(self.merge_s)
+            self.merges += 1
+            return MergeResult("merged", await self.commit(f"swarm: {name}: {title}"))
+        finally:
+            self._lock.release()
+
+    async def run_check(self) -> CheckResult:
+        return await self._check(self.worktree)
+
+    async def commit(self, message: str) -> str:
+        self.head = f"sim-{self.merges}"
+        return self.head
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One model call as the workload saw it."""
+
+    model: str
+    input_tokens: int
+    output_tokens: int
+    """Visible output tokens (reasoning excluded)."""
+    reasoning_tokens: int
+    duration_s: float
+
+
+class Recorder:
+    """A model source that notes every call by agent id."""
+
+    def __init__(self, inner: ModelSource) -> None:
+        self.inner = inner
+        self.calls: dict[str, list[CallRecord]] = defaultdict(list)
+
+    def model(self, role: str, *, agent_id: str, escalate: bool = False) -> Model:
+        return _Recorded(self.inner.model(role, agent_id=agent_id, escalate=escalate),
+                         self.calls[agent_id])  # fmt: skip
+
+
+class _Recorded:
+    def __init__(self, inner: Model, log: list[CallRecord]) -> None:
+        self.name, self._inner, self._log = inner.name, inner, log
+
+    async def chat(self, request: ChatRequest) -> ChatResult:
+        result = await self._inner.chat(request)
+        u = result.usage
+        self._log.append(CallRecord(result.model, u.input_tokens,
+                                    u.output_tokens - u.reasoning_tokens, u.reasoning_tokens,
+                                    result.timing.duration_s))  # fmt: skip
+        return result
+
+
+class CountingProvider:
+    """Wraps a provider, counting attempts and 429s."""
+
+    def __init__(self, inner: Provider) -> None:
+        self.inner = inner
+        self.name, self.kind, self.address = inner.name, inner.kind, inner.address
+        self.attempts = 0
+        self.rate_limited = 0
+
+    async def chat(
+        self, model: str, request: ChatRequest, *, on_first_token: FirstTokenCallback | None = None
+    ) -> ChatResult:
+        from swarm.errors import RateLimited
+
+        self.attempts += 1
+        try:
+            return await self.inner.chat(model, request, on_first_token=on_first_token)
+        except RateLimited:
+            self.rate_limited += 1
+            raise
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def failing_subtasks(ids: Sequence[str], rate: float, seed: int) -> set[str]:
+    """The subtasks whose first check fails, chosen by `seed`."""
+    rng = random.Random(seed + 1)
+    return {i for i in ids if rng.random() < rate}

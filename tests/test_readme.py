@@ -1,0 +1,47 @@
+"""The README's code runs as written."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+README = Path(__file__).parent.parent / "README.md"
+
+
+def python_block(after_heading: str) -> str:
+    text = README.read_text()
+    section = text[text.index(after_heading) :]
+    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
+    assert match, f"no python block after {after_heading!r}"
+    return match.group(1)
+
+
+def test_readme_starts_with_install_and_test_commands() -> None:
+    first_block = re.search(r"```bash\n(.*?)```", README.read_text(), re.DOTALL)
+    assert first_block
+    lines = [line.split("#")[0].strip() for line in first_block.group(1).splitlines()]
+    assert lines[:2] == ["bash .ci/install", ".venv/bin/python -m pytest"]
+    ci = (README.parent / ".ci" / "run").read_text()
+    assert ".venv/bin/python -m pytest\n" in ci
+
+
+async def test_devin_like_agent_example_fixes_a_repository(tmp_path: Path) -> None:
+    repo = tmp_path / "calc"
+    repo.mkdir()
+    (repo / "calc.py").write_text("def add(a, b):\n    return a - b\n")
+    (repo / "test_calc.py").write_text(
+        "import unittest\nfrom calc import add\n\n\nclass T(unittest.TestCase):\n"
+        "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n"
+    )
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "init"]):
+        subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True
+        )
+    namespace: dict[str, Any] = {}
+    exec(compile(python_block("## A Devin-like agent"), "README.md", "exec"), namespace)
+    patch = await namespace["fix_tests"](repo)
+    assert "-    return a - b" in patch
+    assert "+    return a + b" in patch
+    assert (repo / "calc.py").read_text() == "def add(a, b):\n    return a - b\n"
