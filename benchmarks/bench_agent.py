@@ -25,6 +25,7 @@ from swarm.providers.sim import Reply, SimProvider
 from swarm.testing import call
 from swarm.tracing import run_tracing
 
+ZERO_CONFIG = '[providers.sim]\nkind = "sim"\n[tiers.speed]\nmodels = ["sim/zero"]\n'
 ZERO = LatencyProfile(ttft_s=0.0, output_tps=1e12, prefill_tps=1e12, jitter=0.0)
 
 
@@ -84,8 +85,9 @@ async def run(variant: str, agents: int, steps: int) -> dict[str, Any]:
         with tempfile.TemporaryDirectory() as tmp, run_tracing("bench", traces_dir=Path(tmp)):
             config = Path(tmp) / "swarm.toml"
             # a model name that is not a catalog ref keeps the provider's zero-latency profile
-            config.write_text('[providers.sim]\nkind = "sim"\n[tiers.speed]\nmodels = ["sim/zero"]\n')
-            async with Router(load_config(config, env={}), providers={"sim": provider}) as router:
+            config.write_text(ZERO_CONFIG)
+            providers: dict[str, Any] = {"sim": provider}
+            async with Router(load_config(config, env={}), providers=providers) as router:
                 cpu = await swarm(lambda: router.model("speed", role="coder"))
     wall = time.perf_counter() - t0
     total = sum(r.steps for r in results)

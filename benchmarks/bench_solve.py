@@ -75,14 +75,12 @@ async def run(n: int, max_agents: int, profile: str) -> dict[str, Any]:
         )
         sim = SimProvider(script=play)
         async with Router(load_config(root / "swarm.toml", env={}), providers={"sim": sim}) as r:
-            report = await solve(
-                SolveRequest(
-                    task_path=str(root / "task.md"), repo=str(root / "repo"),
-                    plan_path=str(root / "plan.json"), max_agents=max_agents,
-                    state_dir=str(root / "state"), traces_dir=str(root / "traces"), quiet=True,
-                ),  # fmt: skip
-                source=Source(r),
-            )
+            request = SolveRequest(
+                task_path=str(root / "task.md"), repo=str(root / "repo"),
+                plan_path=str(root / "plan.json"), max_agents=max_agents,
+                state_dir=str(root / "state"), traces_dir=str(root / "traces"), quiet=True,
+            )  # fmt: skip
+            report = await solve(request, source=Source(r))
     merged = sum(1 for s in report["subtasks"] if s["status"] == "merged")
     o = report["overhead"]
     return {

@@ -87,6 +87,8 @@ class SimScript:
     """Visible text tokens per step, besides the tool call."""
     reasoning_tokens: int | None = None
     """Thinking tokens per call; None keeps the profile's figure."""
+    tools_per_step: int = 1
+    """Tool calls in each reply but the last (the agent runs them concurrently)."""
     _text: str = field(init=False, repr=False)
     _plan_text: str = field(init=False, repr=False)
 
@@ -107,15 +109,20 @@ class SimScript:
             steps = self.shares.get(meta.get("subtask", ""), 1)
         done = sum(1 for m in request.messages if m.role == "assistant")
         if done + 1 < steps:
-            call = ToolCall.model_construct(
-                id=f"c{done}", name="sim_edit", arguments=f'{{"path": "{agent}.py"}}'
+            calls = tuple(
+                ToolCall.model_construct(
+                    id=f"c{done}.{i}", name="sim_edit", arguments=f'{{"path": "{agent}.py"}}'
+                )
+                for i in range(self.tools_per_step)
             )
         else:
-            call = ToolCall.model_construct(
-                id=f"c{done}", name="finish", arguments='{"summary": "done"}'
+            calls = (
+                ToolCall.model_construct(
+                    id=f"c{done}", name="finish", arguments='{"summary": "done"}'
+                ),
             )
         return Reply(
-            text=self._text or None, tool_calls=(call,), reasoning_tokens=self.reasoning_tokens
+            text=self._text or None, tool_calls=calls, reasoning_tokens=self.reasoning_tokens
         )
 
 

@@ -345,7 +345,13 @@ def build_providers(
             from swarm.providers.anthropic import AnthropicProvider
 
             out[name] = AnthropicProvider(
-                name, p.base_url or "https://api.anthropic.com", api_key=key
+                name,
+                p.base_url or "https://api.anthropic.com",
+                api_key=key,
+                query=p.query,
+                headers=p.headers or None,
+                connect_timeout_s=p.connect_timeout_s,
+                stall_timeout_s=p.stall_timeout_s,
             )
         else:
             from swarm.providers.openai import OpenAIProvider

@@ -199,8 +199,8 @@ class Coordinator:
                 except PlanError as exc:
                     errors = exc.problems or [str(exc)]
         raise PlanError(
-            "the planner gave no valid plan after "
-            f"{self.options.plan_retries + 1} attempts", problems=errors or []
+            f"the planner gave no valid plan after {self.options.plan_retries + 1} attempts",
+            problems=errors or [],
         )
 
     # -- the run ----------------------------------------------------------------------
@@ -394,4 +394,3 @@ class _TimedAgent:
             await self._agent.run(prompt)  # the check, not the agent's word, decides
         finally:
             self._times.add(self._phase, anyio.current_time() - started)
-

@@ -7,8 +7,10 @@ it records each request so tests can check what was sent.
 from __future__ import annotations
 
 import gzip
+import http.server
 import json
 import socket
+import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -18,6 +20,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+import trio
 from aiohttp import web
 from opentelemetry.sdk.trace import TracerProvider
 
@@ -118,6 +121,8 @@ def make_app(state: State) -> web.Application:
         if scenario == "echo-key":
             return web.Response(status=401, text=f"bad key {request.headers['authorization']}")
         if not body.get("stream"):
+            if scenario == "slow-whole":
+                await anyio.sleep(0.8)  # longer than the provider's stall timeout
             return web.json_response(
                 {
                     "id": "chatcmpl-2",
@@ -312,6 +317,14 @@ async def test_non_streamed_reply(provider: OpenAIProvider, server: tuple[str, S
     assert body["stream"] is False and "stream_options" not in body
 
 
+async def test_whole_reply_slower_than_stall_timeout_is_not_cut_off(
+    provider: OpenAIProvider,
+) -> None:
+    result = await provider.chat("slow-whole", ask(stream=False))
+    assert result.finish_reason == "tool_calls"
+    assert result.timing.duration_s >= 0.5
+
+
 async def test_estimates_usage_when_server_sends_none(provider: OpenAIProvider) -> None:
     result = await provider.chat("no-usage", ask("x" * 400))
     assert result.text == "Hello, world"
@@ -495,6 +508,7 @@ async def test_against_the_simulator_server() -> None:
                 "speedy", ChatRequest(messages=[Message.user("read it")], tools=tools)
             )
             assert first.finish_reason == "tool_calls"
+            assert first.simulated  # the server says so; reports label such runs
             [call] = first.message.tool_calls
             assert (call.name, json.loads(call.arguments)) == ("read_file", {"path": "src/app.py"})
             assert 0.02 <= first.timing.ttft_s <= first.timing.duration_s
@@ -546,3 +560,38 @@ async def test_gzipped_stream_is_decoded() -> None:
     async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
         p = OpenAIProvider("mock", "https://example.test/v1", client=client)
         assert (await p.chat("m", ask())).text == "Hello, world"
+
+
+def test_provider_made_client_works_under_trio() -> None:
+    body = b"".join(text_stream())
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["content-length"]))
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    async def main(url: str) -> str:
+        provider = OpenAIProvider("trio", url)
+        try:
+            return (await provider.chat("m", ask())).text
+        finally:
+            await provider.aclose()
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        assert trio.run(main, f"http://127.0.0.1:{httpd.server_address[1]}/v1") == "Hello, world"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()

@@ -212,7 +212,10 @@ async def test_step_budget_stops_cleanly_and_keeps_merged_work(
 
 async def test_usd_budget_stops_the_run(tmp_path: Path, repo: Path) -> None:
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["b.py"], ["s1"])])
-    pricey = lambda item: reply(item, cost_usd=0.3)  # noqa: E731
+
+    def pricey(item: Scripted) -> Scripted:
+        return reply(item, cost_usd=0.3)
+
     scripts = Scripts({
         "coder:s1": [pricey(edit("a.py", "def one():", "def one() -> int:")), pricey(done())],
         "coder:s2": [pricey(done())],

@@ -285,3 +285,7 @@ def estimate_tokens(*parts: str | Iterable[ToolCall] | None) -> int:
         else:
             chars += sum(len(c.name) + len(c.arguments) for c in part)
     return (chars + 3) // 4
+
+
+SIMULATED_HEADER = "x-swarm-simulated"
+"""Sent by `swarm sim serve`, so clients label simulated replies as such."""

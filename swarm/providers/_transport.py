@@ -12,6 +12,9 @@ tests still pass clients and `MockTransport`s) and does the I/O with aiohttp.
 - Every aiohttp/OS failure is re-raised as the matching httpx exception, so callers only
   ever catch httpx's.
 - Under trio (no aiohttp there) requests go through httpx's default transport instead.
+
+`Sender` is what the provider adapters post through: their own client goes straight to
+the transport; a client passed in by a user or test goes through `client.send`.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import aiohttp
 import httpx
 import sniffio
 
-__all__ = ["AiohttpTransport", "default_async_client"]
+__all__ = ["AiohttpTransport", "Sender", "default_async_client"]
 
 _TimeoutKey = tuple[float | None, float | None, float | None]
 
@@ -213,7 +216,12 @@ class Sender:
 
     def __init__(self, client: httpx.AsyncClient | None, timeout: httpx.Timeout) -> None:
         self._timeout = timeout
+        # a whole (non-streamed) reply sends nothing until it is done: no read timeout then
+        self._whole_timeout = httpx.Timeout(
+            connect=timeout.connect, read=None, write=timeout.write, pool=timeout.pool
+        )
         self._extensions = {"timeout": timeout.as_dict()}
+        self._whole_extensions = {"timeout": self._whole_timeout.as_dict()}
         self._transport: AiohttpTransport | None = None
         if client is None:
             self._transport = AiohttpTransport()
@@ -223,19 +231,26 @@ class Sender:
         self.client = client
         self._defaults = dict(client.headers)  # httpx's Accept, Accept-Encoding, User-Agent
 
-    async def post(self, url: httpx.URL, headers: dict[str, str], body: bytes) -> httpx.Response:
-        """POST `body`; the response is streaming: the caller must `aclose()` it."""
+    async def post(
+        self, url: httpx.URL, headers: dict[str, str], body: bytes, *, stream: bool = True
+    ) -> httpx.Response:
+        """POST `body`; the response is streaming: the caller must `aclose()` it.
+
+        `stream=False` (a reply that arrives whole) lifts the read timeout, which would
+        otherwise cut off any reply slower than the stall timeout.
+        """
         if self._transport is not None:
             request = httpx.Request(
                 "POST",
                 url,
                 headers={**self._defaults, **headers},
                 content=body,
-                extensions=self._extensions,
+                extensions=self._extensions if stream else self._whole_extensions,
             )
             return await self._transport.handle_async_request(request)
+        timeout = self._timeout if stream else self._whole_timeout
         request = self.client.build_request(
-            "POST", url, headers=headers, content=body, timeout=self._timeout
+            "POST", url, headers=headers, content=body, timeout=timeout
         )
         return await self.client.send(request, stream=True)
 

@@ -269,7 +269,7 @@ class AnthropicProvider:
         body = self._payload(model, request)
         started = time.perf_counter()
         try:
-            response = await self._sender.post(self._url, headers, body)
+            response = await self._sender.post(self._url, headers, body, stream=request.stream)
         except httpx.HTTPError as exc:
             raise error_from_exception(exc, self, model) from None
         reply = _Reply(on_first_token)

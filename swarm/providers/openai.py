@@ -26,6 +26,7 @@ from swarm.errors import ProviderError
 from swarm.messages import ChatRequest, ChatResult, Message, Timing, ToolCall, Usage
 from swarm.model import FirstTokenCallback
 from swarm.providers._sse import (
+    SIMULATED_HEADER,
     error_from_exception,
     error_from_response,
     estimate_tokens,
@@ -262,7 +263,7 @@ class OpenAIProvider:
         body = self._payload(model, request)
         started = time.perf_counter()
         try:
-            response = await self._sender.post(self._url, headers, body)
+            response = await self._sender.post(self._url, headers, body, stream=request.stream)
         except httpx.HTTPError as exc:
             raise error_from_exception(exc, self, model) from None
         try:
@@ -386,7 +387,7 @@ class OpenAIProvider:
             model=state.model or model,
             cost_usd=0.0,
             attempts=1,
-            simulated=False,
+            simulated=SIMULATED_HEADER in response.headers,
             rate_limit=rate_limit_info(response.headers),
             extras=state.extras,
         )

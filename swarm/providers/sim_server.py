@@ -25,6 +25,7 @@ from aiohttp import web
 
 from swarm.messages import ChatRequest, Message, ToolCall, ToolSpec
 from swarm.providers.catalog import all_models
+from swarm.providers._sse import SIMULATED_HEADER
 from swarm.providers.sim import SimEngine, SimPlan
 
 __all__ = ["create_app", "serve_sim"]
@@ -338,7 +339,7 @@ def create_app(
     remaining_tokens: int | None = None,
 ) -> web.Application:
     """The server's routes; `remaining_*` adds fixed `x-ratelimit-remaining-*` headers."""
-    headers = {}
+    headers = {SIMULATED_HEADER: "1"}
     if remaining_requests is not None:
         headers["x-ratelimit-remaining-requests"] = str(remaining_requests)
     if remaining_tokens is not None:

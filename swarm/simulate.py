@@ -1,0 +1,249 @@
+"""`swarm simulate`: a synthetic swarm through the real coordinator, router, agents and tracing.
+
+Only the world is simulated (`swarm._sim_swarm`): models are a `SimProvider` with catalog
+latency profiles, tools, checks, workspaces and merges are timed sleeps. Everything else —
+dispatch under `max_agents`, the fix loop, the merge queue's order, the router's limits,
+budgets, the journal, spans — is the production code, so the makespan it reports is what
+the orchestrator achieves for that workload.
+
+`bound_s` is the workload's critical-path lower bound: planner, then the longest chain of
+subtasks (model calls at the profile's `expected_s`, plus tool, check and merge times) or
+the total work spread over `max_agents`, whichever is longer, then the final check.
+`bound_actual_s` is the same with each call's actual (jittered) duration: the makespan ÷
+that ratio is the scheduling efficiency alone.
+
+With `virtual=True` the run happens on trio's `MockClock`: hours of simulated time in
+seconds. Span timestamps stay real time (OpenTelemetry reads the system clock), so the
+trace of a virtual run shows structure, not durations. The rate limiter's token buckets
+also read the system clock, so `rpm`/`tpm` limits are only meaningful on the real clock.
+"""
+
+from __future__ import annotations
+
+import resource
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from swarm import _semconv as sc
+from swarm._sim_swarm import (
+    CallRecord,
+    CountingProvider,
+    Recorder,
+    Shape,
+    SimChecks,
+    SimMerger,
+    SimSandbox,
+    SimScript,
+    failing_subtasks,
+    make_plan,
+    sim_tools,
+    step_shares,
+)
+from swarm.budget import RunBudget
+from swarm.config import ProviderConfig, RoutingConfig, SwarmConfig, TierConfig
+from swarm.coordinator import Coordinator, CoordinatorParts, SolveOptions
+from swarm.journal import Journal
+from swarm.plan import Plan
+from swarm.progress import Progress
+from swarm.providers.catalog import find_profile
+from swarm.providers.sim import Faults, SimEngine, SimProvider
+from swarm.routing import Router
+from swarm.solve import RouterSource, RunModels, new_run_id
+from swarm.task import Task
+from swarm.tracing import run_tracing, tracer
+
+__all__ = ["PRESETS", "SimSpec", "bound", "run_simulation", "simulate"]
+
+
+@dataclass(frozen=True)
+class SimSpec:
+    """One synthetic workload and the conditions it runs under."""
+
+    agents: int = 10
+    """Coder subtasks (one coder agent each)."""
+    steps: int = 100
+    """Coder model steps in total, spread evenly over the agents."""
+    shape: Shape = "fanout"
+    speed: str = "cerebras/llama-3.3-70b"
+    """Catalog ref simulated for the speed tier (coders, fixers)."""
+    reasoning: str = "cerebras/kimi-k2.6"
+    """Catalog ref simulated for the reasoning tier (the planner)."""
+    max_agents: int | None = None
+    """Agents at once; None means all of them."""
+    rpm: int | None = None
+    tpm: int | None = None
+    seed: int = 0
+    out_tokens: int = 200
+    """Visible output tokens per model step."""
+    reasoning_tokens: int | None = None
+    """Thinking tokens per call; None keeps each profile's figure."""
+    tool_s: float = 0.5
+    check_s: float = 1.0
+    merge_s: float = 0.0
+    fail_rate: float = 0.1
+    """Share of subtasks whose first check fails (one fix round)."""
+    fix_steps: int = 2
+    tools_per_step: int = 1
+    """Tool calls per model step (run concurrently by the agent)."""
+    time_scale: float = 1.0
+    """Multiplies model latencies (0: zero-latency simulator)."""
+    faults: Faults = field(default_factory=Faults)
+    routing: RoutingConfig = field(default_factory=RoutingConfig)
+    virtual: bool = False
+    traces_dir: Path | None = Path("traces")
+    """Where the trace goes; None writes none."""
+
+
+PRESETS: Mapping[str, Mapping[str, Any]] = {
+    "kimi-swarm": {"agents": 300, "steps": 4000, "speed": "cerebras/kimi-k2.6"},
+    "devin-loop": {
+        "agents": 1, "steps": 200, "shape": "chain", "out_tokens": 3000,
+        "reasoning_tokens": 0, "speed": "cerebras/kimi-k2.6", "tool_s": 0.0, "check_s": 0.0,
+        "fail_rate": 0.0,
+    },
+}  # fmt: skip
+
+
+def run_simulation(spec: SimSpec) -> dict[str, Any]:
+    """Run `simulate(spec)` in a fresh event loop (trio with a mock clock when virtual)."""
+    if spec.virtual:
+        from trio.testing import MockClock
+
+        return anyio.run(
+            simulate, spec, backend="trio",
+            backend_options={"clock": MockClock(autojump_threshold=0)},
+        )  # fmt: skip
+    return anyio.run(simulate, spec)
+
+
+async def simulate(spec: SimSpec) -> dict[str, Any]:
+    """Run the workload in the current event loop; return the figures."""
+    run_id = f"sim-{new_run_id()}"
+    plan = make_plan(spec.agents, spec.shape, spec.seed)
+    ids = [s.id for s in plan.subtasks]
+    shares = dict(zip(ids, step_shares(spec.agents, spec.steps), strict=True))
+    script = SimScript(
+        plan, shares, spec.fix_steps, spec.out_tokens, spec.reasoning_tokens, spec.tools_per_step
+    )
+    checks = SimChecks(spec.check_s, failing_subtasks(ids, spec.fail_rate, spec.seed))
+    merger = SimMerger(spec.merge_s, checks)
+    engine = SimEngine(profile=spec.speed, script=script, faults=spec.faults, seed=spec.seed,
+                       time_scale=spec.time_scale)  # fmt: skip
+    provider = CountingProvider(SimProvider("sim", engine=engine))
+    config = SwarmConfig(
+        providers={"sim": ProviderConfig(kind="sim", rpm=spec.rpm, tpm=spec.tpm)},
+        tiers={"speed": TierConfig(models=[f"sim/{spec.speed}"]),
+               "reasoning": TierConfig(models=[f"sim/{spec.reasoning}"])},
+        routing=spec.routing,
+    )  # fmt: skip
+    task = Task(title="simulated swarm", instructions="a synthetic workload", check="sim-check")
+    budget = RunBudget()
+    options = SolveOptions(
+        max_agents=spec.max_agents or spec.agents,
+        max_steps_per_agent=max(shares.values()) + spec.fix_steps + 2,
+    )
+    parts = CoordinatorParts(sandbox=SimSandbox(), check=checks, tools=sim_tools(spec.tool_s))
+    cpu0, real0, t0 = time.process_time(), time.perf_counter(), anyio.current_time()
+    with tempfile.TemporaryDirectory(prefix="swarm-sim-") as tmp, \
+            Journal.open(Path(tmp) / "journal.db") as journal, \
+            run_tracing(run_id, traces_dir=spec.traces_dir or Path(tmp)) as rt:  # fmt: skip
+        journal.create_run(run_id, task=task.model_dump(), repo="(simulated)", config={})
+        attrs = {sc.OPERATION: sc.OP_WORKFLOW, sc.WORKFLOW_NAME: "swarm", sc.RUN_ID: run_id}
+        with tracer().start_as_current_span(f"{sc.OP_WORKFLOW} swarm", attributes=attrs):
+            async with Router(config, providers={"sim": provider}) as router:
+                recorder = Recorder(RouterSource(router, config))
+                coordinator = Coordinator(
+                    task=task, repo=Path("/sim"), run_id=run_id,
+                    models=RunModels(recorder, journal, run_id, budget), journal=journal,
+                    budget=budget, options=options, progress=Progress(budget, quiet=True),
+                    parts=parts,
+                )  # fmt: skip
+                made = await coordinator.make_plan(merger.head)
+                await coordinator.execute(made, merger, set())
+                await coordinator.verify()
+        wall = anyio.current_time() - t0
+        trace_path = rt.path
+    cpu = time.process_time() - cpu0
+    b = bound(plan, recorder.calls, spec)
+    statuses = [o.status for o in coordinator.outcomes.values()]
+    tool_calls = spec.tools_per_step * sum(
+        max(0, len(c) - 1) for a, c in recorder.calls.items() if not a.startswith("planner")
+    )
+    return {
+        **{k: v for k, v in asdict(spec).items() if k not in ("faults", "routing", "traces_dir")},
+        "max_agents": options.max_agents,
+        "wall_s": round(wall, 3),
+        "real_s": round(time.perf_counter() - real0, 3),
+        "bound_s": round(b["expected"], 3),
+        "ratio": round(wall / b["expected"], 4) if b["expected"] else None,
+        "bound_actual_s": round(b["actual"], 3),
+        "ratio_actual": round(wall / b["actual"], 4) if b["actual"] else None,
+        "calls": budget.steps,
+        "attempts": provider.attempts,
+        "rate_limited": provider.rate_limited,
+        "tool_calls": tool_calls,
+        "tokens": budget.tokens,
+        "output_tokens": budget.output_tokens,
+        "cost_usd": round(budget.usd, 6),
+        "merged": statuses.count("merged"),
+        "failed": len(statuses) - statuses.count("merged"),
+        "fix_rounds": sum(o.fix_rounds for o in coordinator.outcomes.values()),
+        "cpu_s": round(cpu, 3),
+        "cpu_ms_per_call": round(1000 * cpu / max(1, budget.steps), 3),
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "trace": str(trace_path) if spec.traces_dir is not None else None,
+        "trace_note": "span timestamps are real time, not the virtual clock"
+        if spec.virtual else "",
+    }  # fmt: skip
+
+
+def bound(plan: Plan, calls: Mapping[str, list[CallRecord]], spec: SimSpec) -> dict[str, float]:
+    """The critical-path lower bound, from profile medians and from actual call durations."""
+    return {
+        "expected": _bound(plan, calls, spec, actual=False),
+        "actual": _bound(plan, calls, spec, actual=True),
+    }
+
+
+def _agent_s(log: list[CallRecord], spec: SimSpec, *, actual: bool) -> float:
+    total = max(0, len(log) - 1) * spec.tool_s  # every step but the last calls a tool
+    for c in log:
+        if actual:
+            total += c.duration_s
+        else:
+            p = find_profile(c.model)
+            total += spec.time_scale * p.expected_s(
+                c.input_tokens, c.output_tokens, c.reasoning_tokens
+            )
+    return total
+
+
+def _bound(
+    plan: Plan, calls: Mapping[str, list[CallRecord]], spec: SimSpec, *, actual: bool
+) -> float:
+    agent_s = partial(_agent_s, spec=spec, actual=actual)
+    fixers: dict[str, float] = {}
+    for agent_id, log in calls.items():
+        if agent_id.startswith("fixer:"):
+            sid = agent_id.split(":")[1]
+            fixers[sid] = fixers.get(sid, 0.0) + agent_s(log) + spec.check_s
+    own = {
+        s.id: agent_s(calls.get(f"coder:{s.id}", [])) + spec.check_s + fixers.get(s.id, 0.0)
+        + spec.merge_s
+        for s in plan.subtasks
+    }  # fmt: skip
+    chain: dict[str, float] = {}
+    for s in plan.subtasks:  # make_plan lists dependencies before their dependents
+        chain[s.id] = own[s.id] + max((chain[d] for d in s.depends_on), default=0.0)
+    k = spec.max_agents or spec.agents
+    work = sum(own.values())
+    serial_merges = min(own.values(), default=0.0) + len(own) * spec.merge_s
+    planner = sum(agent_s(log) for a, log in calls.items() if a.startswith("planner"))
+    return planner + max(max(chain.values(), default=0.0), work / k, serial_merges) + spec.check_s
