@@ -21,11 +21,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import aiohttp
+import anyio
 import httpx
 import sniffio
+from opentelemetry.propagate import inject
 
 __all__ = ["AiohttpTransport", "Sender", "default_async_client"]
 
@@ -253,6 +256,43 @@ class Sender:
             "POST", url, headers=headers, content=body, timeout=timeout
         )
         return await self.client.send(request, stream=True)
+
+    @asynccontextmanager
+    async def exchange(
+        self,
+        url: httpx.URL,
+        headers: dict[str, str],
+        body: bytes,
+        *,
+        stream: bool,
+        provider: Any,
+        model: str,
+    ) -> AsyncIterator[httpx.Response]:
+        """POST and yield a successful response, streaming; the caller reads it.
+
+        Sends the W3C `traceparent` of the current span. Transport errors and HTTP error
+        statuses become `ProviderError`s (inside the block too), and the response is
+        released on every exit path, cancellation included.
+        """
+        from swarm.providers._sse import error_from_exception, error_from_response
+
+        if stream:
+            headers["accept"] = "text/event-stream"
+        inject(headers)
+        try:
+            response = await self.post(url, headers, body, stream=stream)
+        except httpx.HTTPError as exc:
+            raise error_from_exception(exc, provider, model) from None
+        try:
+            if response.status_code >= 400:
+                await response.aread()
+                raise error_from_response(response, provider, model)
+            yield response
+        except httpx.HTTPError as exc:
+            raise error_from_exception(exc, provider, model) from None
+        finally:
+            with anyio.move_on_after(5, shield=True):
+                await response.aclose()
 
     async def aclose(self) -> None:
         if self.owned:

@@ -16,9 +16,7 @@ from datetime import datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-import anyio
 import httpx
-from opentelemetry.propagate import inject
 
 from swarm.errors import ProviderError
 from swarm.messages import (
@@ -32,7 +30,6 @@ from swarm.messages import (
 )
 from swarm.model import FirstTokenCallback
 from swarm.providers._sse import (
-    error_from_exception,
     error_from_response,
     iter_sse_batches,
     loads,
@@ -262,21 +259,12 @@ class AnthropicProvider:
         *,
         on_first_token: FirstTokenCallback | None = None,
     ) -> ChatResult:
-        headers = dict(self._headers)
-        if request.stream:
-            headers["accept"] = "text/event-stream"
-        inject(headers)  # W3C traceparent of the current span
         body = self._payload(model, request)
-        started = time.perf_counter()
-        try:
-            response = await self._sender.post(self._url, headers, body, stream=request.stream)
-        except httpx.HTTPError as exc:
-            raise error_from_exception(exc, self, model) from None
         reply = _Reply(on_first_token)
-        try:
-            if response.status_code >= 400:
-                await response.aread()
-                raise error_from_response(response, self, model)
+        started = time.perf_counter()
+        async with self._sender.exchange(
+            self._url, dict(self._headers), body, stream=request.stream, provider=self, model=model
+        ) as response:
             if response.headers.get("content-type", "").startswith("text/event-stream"):
                 async for batch in iter_sse_batches(response):
                     for data in batch:
@@ -292,11 +280,6 @@ class AnthropicProvider:
                     reply.add_message(self._event(response.content, response, model))
                 except (KeyError, TypeError, AttributeError):
                     raise self._malformed(response, model) from None
-        except httpx.HTTPError as exc:
-            raise error_from_exception(exc, self, model) from None
-        finally:
-            with anyio.move_on_after(5, shield=True):  # release the connection even if cancelled
-                await response.aclose()
         return self._result(model, reply, response, started, time.perf_counter())
 
     def _event(self, data: bytes, response: httpx.Response, model: str) -> dict[str, Any]:

@@ -18,16 +18,13 @@ from collections.abc import Mapping
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-import anyio
 import httpx
-from opentelemetry.propagate import inject
 
 from swarm.errors import ProviderError
 from swarm.messages import ChatRequest, ChatResult, Message, Timing, ToolCall, Usage
 from swarm.model import FirstTokenCallback
 from swarm.providers._sse import (
     SIMULATED_HEADER,
-    error_from_exception,
     error_from_response,
     estimate_tokens,
     iter_sse_batches,
@@ -256,21 +253,12 @@ class OpenAIProvider:
         *,
         on_first_token: FirstTokenCallback | None = None,
     ) -> ChatResult:
-        headers = dict(self._headers)
-        if request.stream:
-            headers["accept"] = "text/event-stream"
-        inject(headers)  # W3C traceparent of the current span
         body = self._payload(model, request)
+        state = _Stream(on_first_token)
         started = time.perf_counter()
-        try:
-            response = await self._sender.post(self._url, headers, body, stream=request.stream)
-        except httpx.HTTPError as exc:
-            raise error_from_exception(exc, self, model) from None
-        try:
-            if response.status_code >= 400:
-                await response.aread()
-                raise error_from_response(response, self, model)
-            state = _Stream(on_first_token)
+        async with self._sender.exchange(
+            self._url, dict(self._headers), body, stream=request.stream, provider=self, model=model
+        ) as response:
             content_type = response.headers.get("content-type", "")
             if request.stream and content_type.startswith("text/event-stream"):
                 async for batch in iter_sse_batches(response):
@@ -280,11 +268,6 @@ class OpenAIProvider:
             else:
                 await response.aread()
                 self._add_whole(state, response, model)
-        except httpx.HTTPError as exc:
-            raise error_from_exception(exc, self, model) from None
-        finally:
-            with anyio.move_on_after(5, shield=True):  # release the connection even if cancelled
-                await response.aclose()
         ended = time.perf_counter()
         return self._result(model, request, state, response, started, ended)
 
