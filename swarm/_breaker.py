@@ -7,7 +7,7 @@ success closes the breaker, its failure opens it for another cooldown.
 
 from __future__ import annotations
 
-import time
+from swarm.limits import clock
 
 __all__ = ["Breaker"]
 
@@ -36,7 +36,7 @@ class Breaker:
             return True
         if self.probing:
             return False
-        now = time.monotonic() if now is None else now
+        now = clock() if now is None else now
         return now - self.opened_at >= self.cooldown_s
 
     def allow(self, now: float | None = None) -> bool:
@@ -56,7 +56,7 @@ class Breaker:
     def failure(self, now: float | None = None) -> None:
         self.failures += 1
         if self.probing or self.failures >= self.threshold:
-            self.opened_at = time.monotonic() if now is None else now
+            self.opened_at = clock() if now is None else now
             self.probing = False
 
     def abandon(self) -> None:

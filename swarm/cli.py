@@ -19,7 +19,7 @@ from swarm.errors import SwarmError
 
 __all__ = ["main"]
 
-_COMMAND_MODULES = ("ask", "providers", "sim", "solve", "trace")
+_COMMAND_MODULES = ("ask", "providers", "sim", "simulate", "solve", "trace")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass
 
 import anyio
+import sniffio
 
 from swarm import _semconv as sc
 from swarm.errors import BudgetExceeded
@@ -29,6 +30,14 @@ __all__ = ["ConcurrencyLimiter", "Gate", "SpendTracker", "TokenBucket"]
 
 _seq = itertools.count()
 
+
+
+def clock() -> float:
+    """The running event loop's clock (virtual under trio's MockClock), else monotonic."""
+    try:
+        return anyio.current_time()
+    except sniffio.AsyncLibraryNotFoundError:
+        return time.monotonic()
 
 class _Waiter:
     __slots__ = ("cancelled", "event", "granted")
@@ -117,7 +126,7 @@ class ConcurrencyLimiter:
 
     def on_rate_limited(self, now: float | None = None) -> None:
         """Multiplicative decrease, at most once per second (one burst of 429s = one cut)."""
-        now = time.monotonic() if now is None else now
+        now = clock() if now is None else now
         if now - self._last_cut < 1.0:
             return
         self._last_cut = now
@@ -137,10 +146,11 @@ class TokenBucket:
         self.capacity = float(per_minute)
         self.rate = per_minute / 60.0
         self.level = self.capacity
-        self._stamp = time.monotonic()
+        self._stamp: float | None = None  # set on first use: the clock is the event loop's
 
     def _refill(self, now: float) -> None:
-        self.level = min(self.capacity, self.level + (now - self._stamp) * self.rate)
+        if self._stamp is not None:
+            self.level = min(self.capacity, self.level + (now - self._stamp) * self.rate)
         self._stamp = now
 
     def reserve(self, amount: float, now: float) -> float:
@@ -182,7 +192,7 @@ class Gate:
         try:
             if self.rpm is None and self.tpm is None and not self.paused_until:
                 return
-            now = time.monotonic()
+            now = clock()
             wait = self.paused_until - now
             if self.rpm is not None:
                 wait = max(wait, self.rpm.reserve(1, now))
@@ -228,13 +238,13 @@ class Gate:
 
     def rate_limited(self, retry_after: float | None) -> None:
         """A 429 came back: cut concurrency and hold new calls for Retry-After."""
-        now = time.monotonic()
+        now = clock()
         self.slots.on_rate_limited(now)
         if retry_after:
             self.paused_until = max(self.paused_until, now + retry_after)
 
     def pace(self, info: RateLimitInfo) -> None:
-        now = time.monotonic()
+        now = clock()
         if info.remaining_requests == 0 and info.reset_requests_s:
             self.paused_until = max(self.paused_until, now + info.reset_requests_s)
         if info.remaining_tokens == 0 and info.reset_tokens_s:
