@@ -107,6 +107,8 @@ async def solve(req: SolveRequest, *, source: ModelSource | None = None) -> dict
         if req.run_id:
             req = _resume_request(journal, req)
         task = load_task(Path(req.task_path))
+        if req.plan_path and not req.run_id:
+            load_plan(Path(req.plan_path))  # a bad plan file fails before a run exists
         run_id = req.run_id or new_run_id()
         repo, demo = _repo_for(req, task, state, run_id)
         config = load_config(req.config_path)

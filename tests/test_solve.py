@@ -19,6 +19,7 @@ import pytest
 
 from swarm.messages import ChatRequest
 from swarm.model import Model
+from swarm.plan import PlanError
 from swarm.solve import SolveRequest, solve
 from swarm.testing import FunctionModel, Scripted, ScriptedModel, call, reply
 
@@ -144,6 +145,26 @@ async def test_multi_subtask_plan_is_merged_to_green(tmp_path: Path, repo: Path)
     for model in scripts.models.values():
         assert isinstance(model, ScriptedModel)
         model.assert_complete()
+
+
+async def test_a_plan_with_a_cycle_is_refused_before_the_run(tmp_path: Path, repo: Path) -> None:
+    plan = write_plan(tmp_path, [subtask("s1", ["a.py"], ["s2"]), subtask("s2", ["b.py"], ["s1"])])
+    with pytest.raises(PlanError, match="cycle"):
+        await solve(request(tmp_path, repo, plan), source=Scripts({}))
+    assert not (tmp_path / "state" / "runs").exists()
+    assert_untouched(repo)
+
+
+async def test_overlapping_scopes_run_in_order_not_at_once(tmp_path: Path, repo: Path) -> None:
+    # both claim a.py and neither depends on the other: s2 must start from s1's merge
+    plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["a.py"])])
+    scripts = Scripts({
+        "coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()],
+        "coder:s2": [edit("a.py", "def one() -> int:", "def one() -> int:  # typed"), done()],
+    })  # fmt: skip
+    report = await solve(request(tmp_path, repo, plan, max_agents=2), source=scripts)
+    assert report["status"] == "done", report
+    assert "# typed" in git(repo, "show", f"{report['branch']}:a.py")
 
 
 async def test_a_failing_check_is_fixed_by_a_fixer(tmp_path: Path, repo: Path) -> None:
