@@ -10,6 +10,7 @@ import pytest
 from aiohttp import web
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from swarm._serve import serve_app
 from swarm.analysis import diff, export_chrome, load_trace, send_otlp, summarize
 from swarm.analysis.assertions import (
     assert_critical_path_under,
@@ -118,13 +119,8 @@ async def busy_collector() -> AsyncIterator[tuple[str, list[ExportTraceServiceRe
 
     app = web.Application()
     app.router.add_post("/v1/traces", handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", 0).start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}", received
-    finally:
-        await runner.cleanup()
+    async with serve_app(app) as url:
+        yield url, received
 
 
 async def test_send_otlp_replays_the_file_through_back_pressure(

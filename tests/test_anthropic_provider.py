@@ -6,7 +6,6 @@ import json
 import socket
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -14,6 +13,7 @@ import httpx
 import pytest
 from aiohttp import web
 
+from swarm._serve import serve_app as serve
 from swarm.errors import ProviderError, RateLimited
 from swarm.messages import ChatRequest, Message, ToolCall, ToolSpec
 from swarm.providers.anthropic import AnthropicProvider, to_anthropic
@@ -110,19 +110,6 @@ def make_app(state: State) -> web.Application:
     app = web.Application()
     app.router.add_post("/v1/messages", messages)
     return app
-
-
-@asynccontextmanager
-async def serve(app: web.Application) -> AsyncIterator[str]:
-    runner = web.AppRunner(app, shutdown_timeout=0.5)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    finally:
-        with anyio.move_on_after(5, shield=True):
-            await runner.cleanup()
 
 
 @pytest.fixture

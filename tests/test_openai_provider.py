@@ -24,6 +24,7 @@ import trio
 from aiohttp import web
 from opentelemetry.sdk.trace import TracerProvider
 
+from swarm._serve import serve_app
 from swarm.errors import ProviderError, RateLimited
 from swarm.messages import ChatRequest, Message, ToolCall, ToolSpec
 from swarm.providers._sse import iter_sse_batches, parse_duration_s
@@ -187,15 +188,8 @@ def make_app(state: State) -> web.Application:
 
 @asynccontextmanager
 async def serve(app: web.Application) -> AsyncIterator[str]:
-    runner = web.AppRunner(app, shutdown_timeout=0.5)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}/v1"
-    finally:
-        with anyio.move_on_after(5, shield=True):
-            await runner.cleanup()
+    async with serve_app(app) as url:
+        yield f"{url}/v1"
 
 
 @pytest.fixture

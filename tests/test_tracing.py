@@ -18,6 +18,7 @@ from opentelemetry import trace as otel
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from swarm import _semconv as sc
+from swarm._serve import serve_app
 from swarm.analysis import load_trace
 from swarm.tracing import current_run, run_tracing, tracer
 
@@ -134,15 +135,8 @@ async def otlp_server() -> AsyncIterator[tuple[str, list[ExportTraceServiceReque
 
     app = web.Application()
     app.router.add_post("/v1/traces", handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
-    try:
-        yield f"http://127.0.0.1:{port}", received
-    finally:
-        await runner.cleanup()
+    async with serve_app(app) as url:
+        yield url, received
 
 
 async def test_otlp_export_reaches_an_http_endpoint(

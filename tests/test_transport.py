@@ -7,7 +7,7 @@ import http.server
 import socket
 import threading
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import contextmanager
 
 import anyio
 import httpx
@@ -15,20 +15,8 @@ import pytest
 import trio
 from aiohttp import web
 
+from swarm._serve import serve_app as serve
 from swarm.providers._transport import AiohttpTransport, default_async_client
-
-
-@asynccontextmanager
-async def serve(app: web.Application) -> AsyncIterator[str]:
-    runner = web.AppRunner(app, shutdown_timeout=0.5)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    finally:
-        with anyio.move_on_after(5, shield=True):
-            await runner.cleanup()
 
 
 class State:

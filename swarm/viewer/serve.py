@@ -23,6 +23,7 @@ from typing import Any
 import anyio
 from aiohttp import web
 
+from swarm._serve import serve_app
 from swarm.errors import SwarmError
 from swarm.viewer.data import ViewerData
 
@@ -103,18 +104,9 @@ async def serve_viewer(
 ) -> AsyncIterator[str]:
     """Serve the viewer for `trace_path`; yields its URL (port 0 picks a free port)."""
     data = await anyio.to_thread.run_sync(ViewerData.build, Path(trace_path))
-    runner = web.AppRunner(
-        build_app(data), access_log=None, handle_signals=False, shutdown_timeout=1.0
-    )
-    await runner.setup()
-    try:
-        site = web.TCPSite(runner, host, port)
-        await site.start()
-        bound = runner.addresses[0][1]
-        yield f"http://{host}:{bound}/"
-    finally:
-        with anyio.move_on_after(5, shield=True):
-            await runner.cleanup()
+    app = build_app(data)
+    async with serve_app(app, host=host, port=port, access_log=None, handle_signals=False) as url:
+        yield f"{url}/"
 
 
 async def _serve_forever(args: argparse.Namespace) -> int:
