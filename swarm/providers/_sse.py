@@ -7,7 +7,7 @@ Shared by the OpenAI-compatible and Anthropic adapters.
   works on bytes straight from `aiter_bytes` and hands over a batch per network read:
   on the hot path (hundreds of one-token events per call) that is a fraction of the CPU
   of decoding text and yielding one event object at a time.
-- `loads` is `json.loads` without its per-call wrappers.
+- `loads` is orjson's parser: stream chunks are the hot path.
 - `error_from_response` / `error_from_exception` turn HTTP statuses and httpx failures into
   `ProviderError` / `RateLimited` with `retryable` set for the router.
 - `rate_limit_info` and `retry_after_s` read `x-ratelimit-*` and `Retry-After`.
@@ -19,11 +19,12 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable
 from email.utils import parsedate_to_datetime
 from typing import Any, Protocol
 
 import httpx
+import orjson
 
 from swarm.errors import ProviderError, RateLimited
 from swarm.messages import RateLimitInfo, ToolCall
@@ -103,22 +104,9 @@ def _event_data(event: bytes) -> bytes | None:
     return b"\n".join(data) if data else None
 
 
-_scan_once: Any = json.JSONDecoder().scan_once  # type: ignore[attr-defined]  # C scanner
-
-
-def loads(data: bytes) -> Any:
-    """`json.loads` minus its wrappers (a third of its cost on small objects).
-
-    Raises ValueError for anything that is not exactly one JSON value.
-    """
-    text = data.decode()
-    try:
-        value, end = _scan_once(text, 0)
-    except StopIteration:
-        return json.loads(text)  # leading whitespace or junk: let json decide
-    if end != len(text) and text[end:].strip():
-        raise ValueError(f"extra data after JSON value at {end}")
-    return value
+loads: Callable[[bytes | str], Any] = orjson.loads
+"""Parse exactly one JSON value (orjson: 2-3x the stdlib on stream chunks); raises
+ValueError (orjson.JSONDecodeError) on anything else."""
 
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
