@@ -14,8 +14,8 @@ that ratio is the scheduling efficiency alone.
 
 With `virtual=True` the run happens on trio's `MockClock`: hours of simulated time in
 seconds. Span timestamps stay real time (OpenTelemetry reads the system clock), so the
-trace of a virtual run shows structure, not durations. The rate limiter's token buckets
-also read the system clock, so `rpm`/`tpm` limits are only meaningful on the real clock.
+trace of a virtual run shows structure, not durations. Rate limits, pauses and the
+circuit breaker read the event loop's clock, so `rpm`/`tpm` hold on the virtual clock too.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@ x-ratelimit pacing and spend caps."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TypeVar
 
 import anyio
 import pytest
@@ -18,6 +19,8 @@ from swarm.errors import BudgetExceeded
 from swarm.limits import ConcurrencyLimiter, Gate, SpendTracker, TokenBucket
 from swarm.messages import RateLimitInfo
 from swarm.tracing import use_tracer
+
+T = TypeVar("T")
 
 
 @pytest.fixture
@@ -242,3 +245,120 @@ def test_token_cap_counts_in_flight_reservations() -> None:
     assert "tier speed budget exceeded" in str(info.value)
     tier.release(0.0, 1200)
     tier.reserve(0.0, 10)
+
+
+# -- quotas learned from rate-limit info, and from 429s alone -----------------------------
+
+
+def on_mock_clock(fn: Callable[[], Awaitable[T]]) -> T:
+    from trio.testing import MockClock
+
+    return anyio.run(fn, backend="trio", backend_options={"clock": MockClock(autojump_threshold=0)})
+
+
+def test_quota_learned_from_ratelimit_info() -> None:
+    async def run() -> float:
+        gate = Gate("p")
+        await gate.enter(1000)
+        # a 10,000 tokens/min quota: 1,000 used, 9,000 left, full again in 12 s
+        info = RateLimitInfo(remaining_tokens=9000, reset_tokens_s=12.0)
+        gate.exit(1000, 1000, ok=True, info=info)
+        assert gate.learned_tpm is not None and gate.learned_tpm.bucket is not None
+        bucket = gate.learned_tpm.bucket
+        assert bucket.rate * 60 == pytest.approx(5000)  # (10,000 - 9,000) / 12 s
+        assert bucket.capacity == pytest.approx(10_000)
+        start = anyio.current_time()
+        for _ in range(10):  # 10,000 tokens: 9,000 are there, 1,000 take 12 s to refill
+            await gate.enter(1000)
+            gate.exit(1000, 1000, ok=True)
+        return anyio.current_time() - start
+
+    assert on_mock_clock(run) == pytest.approx(12.0, rel=0.01)
+
+
+def test_configured_tpm_wins_over_learned() -> None:
+    gate = Gate("p", tpm=1000)
+    assert gate.learned_tpm is None and gate.blind_tpm is None
+    assert gate.learned_rpm is not None  # requests/min is still learned
+
+
+def test_a_429_pauses_calls_already_waiting_on_the_rate() -> None:
+    async def run() -> float:
+        gate = Gate("p", tpm=60)  # one token a second
+        await gate.enter(60)
+        gate.exit(60, 60, ok=True)
+        start = anyio.current_time()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(gate.enter, 2)  # owes 2 s
+            await anyio.sleep(1)
+            gate.rate_limited(5.0)  # the provider says: nothing before start + 6 s
+        return anyio.current_time() - start
+
+    assert on_mock_clock(run) == pytest.approx(6.0, abs=0.01)
+
+
+def test_blind_quota_aimd_on_rate() -> None:
+    async def run() -> None:
+        gate = Gate("p")
+        blind = gate.blind_tpm
+        assert blind is not None
+        for _ in range(10):  # 1,000 tokens a second for 10 s
+            await anyio.sleep(1)
+            await gate.enter(1000)
+            gate.exit(1000, 1000, ok=True)
+        gate.rate_limited(1.0)
+        assert blind.bucket is not None
+        first = blind.bucket.rate
+        assert 900 <= first <= 1200  # tokens/s over the window
+        await anyio.sleep(0.5)
+        gate.rate_limited(1.0)  # same burst: no second cut
+        assert blind.bucket.rate == first
+        await anyio.sleep(20)  # nothing admitted since: cut, but at most by half
+        gate.rate_limited(1.0)
+        assert blind.bucket.rate == pytest.approx(first * 0.5)
+        assert gate._tpm_bucket() is blind.bucket
+
+    on_mock_clock(run)
+
+
+def test_swarm_paced_by_sim_quota_headers_alone() -> None:
+    from swarm.errors import RateLimited
+    from swarm.messages import ChatRequest, Message
+    from swarm.providers.catalog import LatencyProfile
+    from swarm.providers.sim import Faults, SimProvider
+
+    quota = 60_000  # 1,000 tokens/s; each call is 1 + 500 tokens and takes 0.5 s
+    profile = LatencyProfile(ttft_s=0.0, output_tps=1000, prefill_tps=1e12, jitter=0.0)
+    provider = SimProvider(profile=profile, faults=Faults(quota_tpm=quota))
+    request = ChatRequest(messages=[Message.user("go")], max_tokens=500)
+    gate = Gate("sim")
+    rejected = 0
+
+    async def agent() -> None:
+        nonlocal rejected
+        for _ in range(40):
+            while True:
+                await gate.enter(501)
+                try:
+                    result = await provider.chat("m", request)
+                except RateLimited as exc:
+                    gate.exit(501, None, ok=False)
+                    gate.rate_limited(exc.retry_after)
+                    rejected += 1
+                    await anyio.sleep(exc.retry_after or 1.0)
+                    continue
+                gate.exit(501, 501, ok=True, info=result.rate_limit)
+                break
+
+    async def run() -> float:
+        start = anyio.current_time()
+        async with anyio.create_task_group() as tg:
+            for _ in range(10):
+                tg.start_soon(agent)
+        return anyio.current_time() - start
+
+    elapsed = on_mock_clock(run)
+    used = 400 * 501
+    # the bucket's first minute, then the refill: well used, and no storm of 429s
+    assert elapsed < (used - quota) / 1000 * 1.1
+    assert rejected <= 3

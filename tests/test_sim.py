@@ -11,7 +11,7 @@ import pytest
 import trio
 import trio.testing
 
-from swarm.errors import ProviderError, RateLimited
+from swarm.errors import ConfigError, ProviderError, RateLimited
 from swarm.messages import ChatRequest, Message, ToolCall, ToolSpec
 from swarm.model import Provider
 from swarm.providers.catalog import LatencyProfile, find_profile
@@ -257,3 +257,74 @@ async def test_thinking_streams_after_the_first_token_so_tokens_per_s_matches_pr
     assert len(firsts) == 1
     assert result.timing.ttft_s < result.timing.duration_s / 2
     assert 500 < result.tokens_per_s < 4_000  # ~2,000: thinking and answer both decode
+
+
+# -- provider-side quota ------------------------------------------------------------------
+
+
+async def test_token_quota_admits_then_429s_with_the_refill_time() -> None:
+    # each call: 2 input + 100 output tokens; 300 tokens/min refill 5 tokens/s
+    provider = SimProvider(profile=FAST, faults=Faults(quota_tpm=300))
+    first = await provider.chat("m", ask(max_tokens=100))
+    assert first.rate_limit is not None
+    assert first.rate_limit.remaining_tokens == 198
+    assert first.rate_limit.reset_tokens_s == pytest.approx(102 / 5, rel=0.01)
+    second = await provider.chat("m", ask(max_tokens=100))
+    assert second.rate_limit is not None
+    assert second.rate_limit.remaining_tokens in (96, 97)  # plus a sliver of refill
+    with pytest.raises(RateLimited) as info:
+        await provider.chat("m", ask(max_tokens=100))
+    # 6 tokens short at 5 tokens/s
+    assert info.value.retry_after == pytest.approx(6 / 5, abs=0.05)
+    assert provider.engine.quota_rejections == 1
+    assert provider.engine.tokens_quota is not None
+    assert provider.engine.tokens_quota.remaining in (96, 97)  # a 429 charges nothing
+
+
+async def test_request_quota_reports_remaining_requests() -> None:
+    provider = SimProvider(profile=FAST, faults=Faults(quota_rpm=2))
+    info = (await provider.chat("m", ask())).rate_limit
+    assert info is not None
+    assert (info.remaining_requests, info.remaining_tokens) == (1, None)
+    await provider.chat("m", ask())
+    with pytest.raises(RateLimited) as exc:
+        await provider.chat("m", ask())
+    assert exc.value.retry_after is not None and 0 < exc.value.retry_after <= 30
+
+
+async def test_no_quota_no_rate_limit_info() -> None:
+    result = await SimProvider(profile=FAST).chat("m", ask())
+    assert result.rate_limit is None
+
+
+def test_quota_refills_on_trio_virtual_clock() -> None:
+    provider = SimProvider(profile=FAST, faults=Faults(quota_tpm=600))  # 10 tokens/s
+
+    async def run() -> tuple[float, int]:
+        start = trio.current_time()
+        admitted = 0
+        for _ in range(20):  # 102 tokens a call: 5 fit, then one every ~10 s
+            while True:
+                retry: float | None = None
+                try:
+                    await provider.chat("m", ask(max_tokens=100))
+                except RateLimited as exc:
+                    retry = exc.retry_after
+                if retry is None:
+                    break
+                assert retry > 0
+                await trio.sleep(retry)
+            admitted += 1
+        return trio.current_time() - start, admitted
+
+    wall = time.perf_counter()
+    elapsed, admitted = trio.run(run, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert admitted == 20
+    # 20 × 102 tokens, 600 up front, the rest at 10 tokens/s
+    assert elapsed == pytest.approx((20 * 102 - 600) / 10, rel=0.02)
+    assert time.perf_counter() - wall < 2
+
+
+def test_quota_must_be_positive() -> None:
+    with pytest.raises(ConfigError):
+        SimEngine(faults=Faults(quota_tpm=-1))

@@ -347,3 +347,23 @@ async def test_empty_reply_still_streams_a_role_chunk() -> None:
     first = json.loads(events[0])["choices"][0]
     assert first["delta"] == {"role": "assistant", "content": ""}
     assert json.loads(events[1])["choices"][0]["finish_reason"] == "stop"
+
+
+async def test_quota_sends_x_ratelimit_headers_then_429_with_retry_after() -> None:
+    from swarm.providers._sse import rate_limit_info, retry_after_s
+
+    # 2 input + 100 output tokens a call; 240 tokens/min refill 4 tokens/s
+    async with sim_client(faults=Faults(quota_tpm=240)) as client:
+        resp = await client.post("/chat/completions", json=body(max_tokens=100))
+        assert resp.status_code == 200
+        info = rate_limit_info(resp.headers)
+        assert info is not None and info.remaining_tokens == 138
+        assert info.reset_tokens_s == pytest.approx(102 / 4, rel=0.01)
+        events = await sse_events(client, body(max_tokens=100, stream=True))
+        assert events[-1] == "[DONE]"
+        resp = await client.post("/chat/completions", json=body(max_tokens=100))
+    assert resp.status_code == 429
+    # 36 remaining, 66 short at 4 tokens/s: 16.5 s
+    assert retry_after_s(resp.headers) == pytest.approx(66 / 4, abs=0.1)
+    assert resp.headers["retry-after"] == "17"
+    assert resp.json()["error"]["code"] == "rate_limit_exceeded"

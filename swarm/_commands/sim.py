@@ -46,6 +46,12 @@ def register(subparsers: Any) -> None:
         "--malformed-rate", type=float, default=0.0, help="share of streams with a garbage chunk"
     )
     serve.add_argument(
+        "--quota-tpm", type=int, default=None, help="provider-side tokens/min quota (429s past it)"
+    )
+    serve.add_argument(
+        "--quota-rpm", type=int, default=None, help="provider-side requests/min quota"
+    )
+    serve.add_argument(
         "--script",
         metavar="MODULE:FUNCTION",
         help="reply script (default: the built-in demo script)",
@@ -84,6 +90,8 @@ async def _serve(args: argparse.Namespace) -> int:
             drop_rate=args.drop_rate,
             stall_rate=args.stall_rate,
             malformed_rate=args.malformed_rate,
+            quota_tpm=args.quota_tpm,
+            quota_rpm=args.quota_rpm,
         ),
         seed=args.seed,
         time_scale=args.time_scale,

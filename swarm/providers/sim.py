@@ -25,12 +25,21 @@ from typing import Any
 import anyio
 
 from swarm.errors import ConfigError, ProviderError, RateLimited
-from swarm.messages import ChatRequest, ChatResult, Message, Timing, ToolCall, Usage
+from swarm.messages import (
+    ChatRequest,
+    ChatResult,
+    Message,
+    RateLimitInfo,
+    Timing,
+    ToolCall,
+    Usage,
+)
 from swarm.model import FirstTokenCallback
 from swarm.providers.catalog import LatencyProfile, find_model, find_profile
 
 __all__ = [
     "Faults",
+    "Quota",
     "Reply",
     "Script",
     "SimEngine",
@@ -63,6 +72,14 @@ class Faults:
     """Share of calls whose stream stops mid-way and never resumes."""
     malformed_rate: float = 0.0
     """Share of calls that receive a garbage chunk."""
+    quota_tpm: int | None = None
+    """Provider-side tokens/min quota (input + output + thinking, charged at admission);
+    a call that would overdraw it gets a 429 whose Retry-After is the refill time."""
+    quota_rpm: int | None = None
+    """Provider-side requests/min quota."""
+    quota_headers: bool = True
+    """Whether successful calls report the quota left (`x-ratelimit-*`); some providers
+    send none, leaving clients only the 429s."""
 
 
 @dataclass(frozen=True)
@@ -162,6 +179,55 @@ class SimPlan:
     """Decoding the thinking tokens, between the first token and the visible answer.
     Real providers stream reasoning chunks, so clients see their first token at the start
     of thinking and measure tokens/s over thinking and answer together."""
+    retry_after_s: float = 0.0
+    """For a `rate_limit` fault: the Retry-After the 429 carries."""
+    rate_limit: RateLimitInfo | None = None
+    """The quota left after admitting this call (what `x-ratelimit-*` headers say), when
+    the engine has a quota."""
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens + self.reasoning_tokens
+
+
+class Quota:
+    """A provider-side bucket holding a minute's worth, refilled continuously.
+
+    Times come from the caller (`anyio.current_time()`), so it runs on a virtual clock.
+    """
+
+    def __init__(self, per_minute: int) -> None:
+        if per_minute <= 0:
+            raise ConfigError(f"a quota must be positive, not {per_minute}")
+        self.capacity = float(per_minute)
+        self.rate = per_minute / 60.0
+        self.level = self.capacity
+        self._stamp: float | None = None
+
+    def refill(self, now: float) -> None:
+        if self._stamp is not None:
+            self.level = min(self.capacity, self.level + (now - self._stamp) * self.rate)
+        self._stamp = now
+
+    def shortfall_s(self, amount: float) -> float:
+        """Seconds until `amount` is available (0 when it is there now); call after refill."""
+        amount = min(amount, self.capacity)  # a call bigger than the bucket waits for a full one
+        short = amount - self.level
+        if short <= 1e-6:  # float dust after waiting exactly the advised time
+            return 0.0
+        return max(1e-3, short / self.rate)  # whole milliseconds, as retry-after-ms
+
+    def take(self, amount: float) -> None:
+        self.level -= min(amount, self.capacity)
+
+    @property
+    def remaining(self) -> int:
+        return max(0, math.floor(self.level))
+
+    @property
+    def reset_s(self) -> float:
+        """Seconds until the bucket is full again (OpenAI's `x-ratelimit-reset-*`)."""
+        return (self.capacity - self.level) / self.rate
 
 
 def _input_tokens(messages: Sequence[Message]) -> int:
@@ -203,6 +269,10 @@ class SimEngine:
             )
         )
         self._any_fault = self._thresholds[-1] > 0
+        self.tokens_quota = Quota(faults.quota_tpm) if faults.quota_tpm else None
+        self.requests_quota = Quota(faults.quota_rpm) if faults.quota_rpm else None
+        self.quota_rejections = 0
+        """Calls answered 429 because they would overdraw a quota."""
 
     def profile_for(self, model: str) -> LatencyProfile:
         """The catalog profile when `model` is a catalog ref, else the engine's default."""
@@ -259,6 +329,14 @@ class SimEngine:
         if p.jitter > 0:
             tps *= math.exp(p.jitter * g_rate)
         scale = self.time_scale
+        retry_after: float = self.faults.retry_after_s
+        info: RateLimitInfo | None = None
+        if fault != FAULT_RATE_LIMIT and (self.tokens_quota or self.requests_quota):
+            wait, info = self._admit(inp + out + thinking)
+            if wait > 0:
+                fault, retry_after, info = FAULT_RATE_LIMIT, wait, None
+            elif not self.faults.quota_headers:
+                info = None
         return SimPlan(
             reply=reply,
             input_tokens=inp,
@@ -270,6 +348,31 @@ class SimEngine:
             fault_at=fault_at,
             finish_reason=finish,
             think_s=thinking / tps * scale,
+            retry_after_s=retry_after,
+            rate_limit=info,
+        )
+
+    def _admit(self, tokens: int) -> tuple[float, RateLimitInfo | None]:
+        """Charge the quotas for one call, or return how long until they could take it."""
+        now = anyio.current_time()
+        tq, rq = self.tokens_quota, self.requests_quota
+        wait = 0.0
+        for q, amount in ((tq, tokens), (rq, 1)):
+            if q is not None:
+                q.refill(now)
+                wait = max(wait, q.shortfall_s(amount))
+        if wait > 0:
+            self.quota_rejections += 1
+            return wait, None
+        if tq is not None:
+            tq.take(tokens)
+        if rq is not None:
+            rq.take(1)
+        return 0.0, RateLimitInfo.model_construct(
+            remaining_requests=None if rq is None else rq.remaining,
+            remaining_tokens=None if tq is None else tq.remaining,
+            reset_requests_s=None if rq is None else rq.reset_s,
+            reset_tokens_s=None if tq is None else tq.reset_s,
         )
 
 
@@ -309,7 +412,7 @@ class SimProvider:
                 "rate limited (429, simulated)",
                 provider=self.name,
                 model=model,
-                retry_after=self.engine.faults.retry_after_s,
+                retry_after=plan.retry_after_s,
             )
         if fault == FAULT_ERROR:
             raise ProviderError(
@@ -351,7 +454,7 @@ class SimProvider:
             cost_usd=0.0,
             attempts=1,
             simulated=True,
-            rate_limit=None,
+            rate_limit=plan.rate_limit,
             extras={},
         )
 

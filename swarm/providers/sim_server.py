@@ -108,6 +108,21 @@ def _usage(plan: SimPlan) -> dict[str, Any]:
     }
 
 
+def _quota_headers(fixed: dict[str, str], plan: SimPlan) -> dict[str, str]:
+    """The server's fixed headers plus what the engine's quota says after this call."""
+    info = plan.rate_limit
+    if info is None:
+        return fixed
+    headers = dict(fixed)
+    if info.remaining_tokens is not None:
+        headers["x-ratelimit-remaining-tokens"] = str(info.remaining_tokens)
+        headers["x-ratelimit-reset-tokens"] = f"{info.reset_tokens_s or 0.0:.3f}s"
+    if info.remaining_requests is not None:
+        headers["x-ratelimit-remaining-requests"] = str(info.remaining_requests)
+        headers["x-ratelimit-reset-requests"] = f"{info.reset_requests_s or 0.0:.3f}s"
+    return headers
+
+
 async def _stall(request: web.Request) -> None:
     """Send nothing more; hold the connection until the client gives up (aiohttp then
     cancels the handler: `serve_sim` turns on handler_cancellation) or at most 5 minutes."""
@@ -146,25 +161,29 @@ class _SimHandlers:
             return _error(400, f"invalid request: {exc!r}", "invalid_request_error", None)
         plan = await self.engine.plan(model, chat)
         if plan.fault == "rate_limit":
-            retry = self.engine.faults.retry_after_s
+            retry = plan.retry_after_s
             return _error(
                 429,
                 "Rate limit reached (simulated)",
                 "rate_limit_error",
                 "rate_limit_exceeded",
-                **{"Retry-After": f"{retry:g}", "retry-after-ms": str(int(retry * 1000))},
-                **self.headers,
+                **{
+                    **self.headers,
+                    "Retry-After": str(math.ceil(retry)),  # HTTP allows whole seconds only
+                    "retry-after-ms": str(math.ceil(retry * 1000)),
+                },
             )
         if plan.fault == "error":
             return _error(500, "The server had an error (simulated)", "server_error", None)
         cid = f"chatcmpl-sim-{next(self._ids)}"
+        headers = _quota_headers(self.headers, plan)
         if chat.stream:
             include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            return await self._stream(request, cid, model, plan, include_usage)
-        return await self._complete(request, cid, model, plan)
+            return await self._stream(request, cid, model, plan, include_usage, headers)
+        return await self._complete(request, cid, model, plan, headers)
 
     async def _complete(
-        self, request: web.Request, cid: str, model: str, plan: SimPlan
+        self, request: web.Request, cid: str, model: str, plan: SimPlan, headers: dict[str, str]
     ) -> web.StreamResponse:
         if plan.fault is None:
             await anyio.sleep(plan.ttft_s + plan.think_s + plan.decode_s)
@@ -176,9 +195,7 @@ class _SimHandlers:
             if plan.fault == "stall":
                 await _stall(request)
                 return web.Response(status=500)
-            return web.Response(
-                text="{not json", content_type="application/json", headers=self.headers
-            )
+            return web.Response(text="{not json", content_type="application/json", headers=headers)
         reply = plan.reply
         message: dict[str, Any] = {"role": "assistant", "content": reply.text, "refusal": None}
         if reply.tool_calls:
@@ -205,17 +222,19 @@ class _SimHandlers:
             ],
             "usage": _usage(plan),
         }
-        return web.json_response(body, headers=self.headers)
+        return web.json_response(body, headers=headers)
 
     async def _stream(
-        self, request: web.Request, cid: str, model: str, plan: SimPlan, include_usage: bool
+        self,
+        request: web.Request,
+        cid: str,
+        model: str,
+        plan: SimPlan,
+        include_usage: bool,
+        headers: dict[str, str],
     ) -> web.StreamResponse:
         resp = web.StreamResponse(
-            headers={
-                "Content-Type": "text/event-stream",
-                "Cache-Control": "no-cache",
-                **self.headers,
-            }
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", **headers}
         )
         await resp.prepare(request)
         head = json.dumps(
