@@ -6,6 +6,8 @@ calls `provider.chat` inside a `chat {model}` CLIENT span with GenAI attributes,
 retryable errors with tenacity (exponential backoff with jitter, honouring Retry-After),
 fails over to the next candidate, and hedges: when the first token is later than the
 candidate's p95 TTFT, the next candidate races it and the slower one is cancelled.
+Per-candidate state lives in `swarm._candidate`, the retry policy in `swarm._retry` and
+the hedged race in `swarm._hedge`.
 
 Hot-path rule: everything that does not depend on the request (attribute dicts, prices,
 gates, span names) is computed once per candidate in `__init__`.
@@ -15,19 +17,19 @@ from __future__ import annotations
 
 import json
 import os
-import random
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import anyio
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from swarm import _semconv as sc
-from swarm._breaker import Breaker
+from swarm._candidate import Call, Target, build_target
+from swarm._hedge import race
+from swarm._retry import Retrier
 from swarm.config import SwarmConfig, split_ref
 from swarm.errors import BudgetExceeded, ConfigError, ProviderError, RateLimited
 from swarm.limits import Gate, SpendSnapshot, SpendTracker
@@ -38,7 +40,6 @@ from swarm.tracing import tracer
 __all__ = ["Need", "Router", "Spend", "TierModel"]
 
 _NO_FAILOVER = frozenset({400, 422})  # the request itself is wrong: no provider will take it
-_TTFT_WINDOW = 64
 
 
 @dataclass(frozen=True)
@@ -58,103 +59,6 @@ class Spend:
     usd: float
     tokens: int
     tiers: Mapping[str, SpendSnapshot]
-
-
-class _Target:
-    """One provider/model: its provider, prices, limits, breaker and observed TTFTs."""
-
-    def __init__(
-        self,
-        ref: str,
-        provider: Provider,
-        model: str,
-        gates: tuple[Gate, ...],
-        in_usd_per_m: float,
-        out_usd_per_m: float,
-        profile: Any,
-        breaker: Breaker,
-    ) -> None:
-        self.ref = ref
-        self.provider = provider
-        self.model = model
-        self.gates = gates
-        self.in_price = in_usd_per_m / 1e6
-        self.out_price = out_usd_per_m / 1e6
-        self.profile = profile
-        self.breaker = breaker
-        self.simulated = provider.kind == "sim"
-        self.span_name = f"{sc.OP_CHAT} {model}"
-        self.attrs: dict[str, dict[str, AttributeValue]] = {}
-        self._ttfts: list[float] = []
-        self._next = 0
-        self.p95_ttft: float | None = None
-
-    def cost(self, in_tokens: int, out_tokens: int) -> float:
-        return in_tokens * self.in_price + out_tokens * self.out_price
-
-    def expected_s(self, in_tokens: int, out_tokens: int) -> float:
-        return float(self.profile.expected_s(in_tokens, out_tokens)) if self.profile else 1e9
-
-    def observe_ttft(self, ttft: float) -> None:
-        if ttft <= 0:
-            return
-        if len(self._ttfts) < _TTFT_WINDOW:
-            self._ttfts.append(ttft)
-        else:
-            self._ttfts[self._next] = ttft
-        self._next = (self._next + 1) % _TTFT_WINDOW
-        if len(self._ttfts) >= 20 and self._next % 8 == 0:
-            ordered = sorted(self._ttfts)
-            self.p95_ttft = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
-
-    def hedge_delay(self, fixed: float | None, floor: float) -> float | None:
-        if fixed is not None:
-            return fixed
-        p95 = self.p95_ttft
-        if p95 is None and self.profile is not None:
-            p95 = float(self.profile.p95_ttft_s())
-        return None if p95 is None else max(p95, floor)
-
-
-class _Call:
-    """Per-call state shared by attempts, retries and hedges."""
-
-    __slots__ = ("attempts", "est_tokens", "priority", "request", "role", "tier")
-
-    def __init__(
-        self, request: ChatRequest, tier: str, role: str | None, priority: int, est_tokens: int
-    ) -> None:
-        self.request = request
-        self.tier = tier
-        self.role = role
-        self.priority = priority
-        self.est_tokens = est_tokens
-        self.attempts = 0
-
-
-class _Race:
-    __slots__ = ("decided", "ended", "errors", "hedge_span", "refs", "results", "scopes", "winner")
-
-    def __init__(self, refs: tuple[str, str]) -> None:
-        self.refs = refs
-        self.decided = anyio.Event()
-        self.scopes = (anyio.CancelScope(), anyio.CancelScope())
-        self.results: list[ChatResult | None] = [None, None]
-        self.errors: list[Exception | None] = [None, None]
-        self.ended = [False, False]
-        self.winner: int | None = None
-        self.hedge_span: trace.Span | None = None
-
-    def first(self, idx: int) -> None:
-        if self.winner is not None:
-            return
-        self.winner = idx
-        self.scopes[1 - idx].cancel()
-        if self.hedge_span is not None:
-            self.hedge_span.set_attribute(sc.HEDGE_WINNER, self.refs[idx])
-            self.hedge_span.end()
-            self.hedge_span = None
-        self.decided.set()
 
 
 def estimate_input_tokens(request: ChatRequest) -> int:
@@ -185,6 +89,7 @@ class Router:
         self._providers = dict(providers) if providers is not None else build_providers(config, env)
         r = config.routing
         self._routing = r
+        self._retry = Retrier(r)
         self._capture = env.get(sc.CAPTURE_CONTENT_ENV, "").lower() == "true"
         self._secrets = [
             env[p.api_key_env]
@@ -200,8 +105,8 @@ class Router:
                 tpm=p.tpm,
                 recover_every=r.aimd_recover_every,
             )
-        self._targets: dict[str, _Target] = {}
-        self._tiers: dict[str, list[_Target]] = {}
+        self._targets: dict[str, Target] = {}
+        self._tiers: dict[str, list[Target]] = {}
         for tier, tc in config.tiers.items():
             self._tiers[tier] = [self._target(ref, tier) for ref in tc.models]
         self._run_spend = SpendTracker(usd=config.budget.usd, tokens=config.budget.tokens)
@@ -210,7 +115,7 @@ class Router:
             for t, tc in config.tiers.items()
         }
 
-    def _target(self, ref: str, tier: str) -> _Target:
+    def _target(self, ref: str, tier: str) -> Target:
         t = self._targets.get(ref)
         if t is None:
             t = self._targets[ref] = self._make_target(ref)
@@ -226,52 +131,11 @@ class Router:
         t.attrs[tier] = attrs
         return t
 
-    def _make_target(self, ref: str) -> _Target:
-        from swarm.providers import catalog
-
-        pname, model = split_ref(ref)
-        pc = self.config.providers[pname]
-        provider = self._providers.get(pname)
-        if provider is None:
-            raise ConfigError(f"no provider object for {pname!r}", key=f"providers.{pname}")
-        mc = pc.models.get(model)
-        info = None
-        for candidate in (ref, model):  # sim models and custom hosts may name a catalog ref
-            try:
-                info = catalog.find_model(candidate)
-                break
-            except ConfigError:
-                continue
-        api_name = (mc.api_name if mc and mc.api_name else None) or (
-            info.api_name if info is not None and info.ref == ref else model
-        )
-        profile = info.profile if info is not None else None
-        if mc and mc.profile:
-            profile = catalog.find_profile(mc.profile)
-        in_p = mc.input_usd_per_m if mc and mc.input_usd_per_m is not None else None
-        out_p = mc.output_usd_per_m if mc and mc.output_usd_per_m is not None else None
-        gates: tuple[Gate, ...] = (self.gates[pname],)
-        if mc and (mc.max_concurrency or mc.rpm or mc.tpm):
-            g = Gate(
-                ref,
-                max_concurrency=mc.max_concurrency,
-                rpm=mc.rpm,
-                tpm=mc.tpm,
-                recover_every=self._routing.aimd_recover_every,
-            )
-            self.gates[ref] = g
-            gates = (*gates, g)
-        r = self._routing
-        return _Target(
-            ref,
-            provider,
-            api_name,
-            gates,
-            in_p if in_p is not None else (info.input_usd_per_m if info else 0.0),
-            out_p if out_p is not None else (info.output_usd_per_m if info else 0.0),
-            profile,
-            Breaker(r.breaker_failures, r.breaker_cooldown_s),
-        )
+    def _make_target(self, ref: str) -> Target:
+        t = build_target(ref, self.config, self._providers, self.gates[split_ref(ref)[0]])
+        if len(t.gates) > 1:
+            self.gates[ref] = t.gates[-1]
+        return t
 
     # -- public API ---------------------------------------------------------------------
 
@@ -322,7 +186,7 @@ class Router:
         except BudgetExceeded:
             run.release(est_usd, est_tokens)
             raise
-        call = _Call(request, tier, role, priority, est_tokens)
+        call = Call(request, tier, role, priority, est_tokens)
         try:
             result = await self._failover(targets, call)
         except BaseException:
@@ -350,9 +214,7 @@ class Router:
 
     # -- candidate selection and failover -----------------------------------------------
 
-    def _order(
-        self, targets: list[_Target], need: Need, est_in: int, est_out: int
-    ) -> list[_Target]:
+    def _order(self, targets: list[Target], need: Need, est_in: int, est_out: int) -> list[Target]:
         if need.max_cost_usd is not None:
             cap = need.max_cost_usd
             kept = [t for t in targets if t.cost(est_in, est_out) <= cap]
@@ -364,7 +226,7 @@ class Router:
             targets = sorted(targets, key=lambda t: t.expected_s(est_in, est_out))
         return targets
 
-    async def _failover(self, targets: list[_Target], call: _Call) -> ChatResult:
+    async def _failover(self, targets: list[Target], call: Call) -> ChatResult:
         last: ProviderError | None = None
         for i, t in enumerate(targets):
             if not t.breaker.allow():
@@ -373,7 +235,7 @@ class Router:
             if self._routing.hedge:
                 backup = next((b for b in targets[i + 1 :] if b.breaker.available()), None)
             try:
-                return await self._with_retries(t, backup, call)
+                return await self._retry.run(self._hedged, t, backup, call)
             except ProviderError as exc:
                 if exc.status in _NO_FAILOVER:
                     raise
@@ -387,95 +249,15 @@ class Router:
             retryable=True,
         )
 
-    def _retryable(self, exc: BaseException) -> bool:
-        if not isinstance(exc, ProviderError) or not exc.retryable:
-            return False
-        if isinstance(exc, RateLimited) and exc.retry_after is not None:
-            return exc.retry_after <= self._routing.max_retry_after_s
-        return True
-
-    def _delay(self, attempt: int, exc: BaseException | None) -> float:
-        if isinstance(exc, RateLimited) and exc.retry_after is not None:
-            return exc.retry_after
-        r = self._routing
-        base: float = min(r.backoff_max_s, r.backoff_initial_s * 2.0 ** (attempt - 1))
-        return base / 2 + random.uniform(0, base / 2)
-
-    def _wait(self, state: RetryCallState) -> float:
-        exc: BaseException | None = state.outcome.exception() if state.outcome else None
-        return self._delay(state.attempt_number + 1, exc)
-
-    async def _backoff(self, delay: float) -> None:
-        if delay <= 0:
-            return
-        attrs = {sc.WAIT_KIND: sc.WAIT_BACKOFF}
-        with tracer().start_as_current_span(
-            sc.WAIT_SPAN, attributes=attrs, record_exception=False, set_status_on_exception=False
-        ):
-            await anyio.sleep(delay)
-
-    async def _with_retries(self, t: _Target, backup: _Target | None, call: _Call) -> ChatResult:
-        try:  # the first attempt stays off tenacity: it is the path every call takes
-            return await self._hedged(t, backup, call)
-        except ProviderError as exc:
-            if self._routing.max_attempts < 2 or not self._retryable(exc):
-                raise
-            first = exc
-        await self._backoff(self._delay(1, first))
-        retrying = AsyncRetrying(
-            stop=stop_after_attempt(self._routing.max_attempts - 1),
-            wait=self._wait,
-            retry=retry_if_exception(self._retryable),
-            sleep=self._backoff,
-            reraise=True,
-        )
-        async for attempt in retrying:
-            with attempt:
-                if not t.breaker.allow():
-                    raise ProviderError(
-                        "circuit open", provider=t.provider.name, model=t.model, kind="connect"
-                    )
-                return await self._hedged(t, backup, call)
-        raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
-
     # -- hedging ------------------------------------------------------------------------
 
-    async def _hedged(self, t: _Target, backup: _Target | None, call: _Call) -> ChatResult:
+    async def _hedged(self, t: Target, backup: Target | None, call: Call) -> ChatResult:
         if backup is None:
             return await self._attempt(t, call, None)
         delay = t.hedge_delay(self._routing.hedge_after_s, self._routing.hedge_min_s)
         if delay is None:
             return await self._attempt(t, call, None)
-        race = _Race((t.ref, backup.ref))
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._racer, race, 0, t, call)
-            with anyio.move_on_after(delay):
-                await race.decided.wait()
-            if race.winner is None and not race.ended[0] and backup.breaker.allow():
-                race.hedge_span = tracer().start_span(
-                    sc.WAIT_SPAN, attributes={sc.WAIT_KIND: sc.WAIT_HEDGE}
-                )
-                tg.start_soon(self._racer, race, 1, backup, call)
-        if race.hedge_span is not None:
-            race.hedge_span.end()
-        if race.winner is not None and (res := race.results[race.winner]) is not None:
-            return res
-        err = race.errors[race.winner if race.winner is not None else 0] or race.errors[1]
-        assert err is not None
-        raise err
-
-    async def _racer(self, race: _Race, idx: int, t: _Target, call: _Call) -> None:
-        with race.scopes[idx]:
-            try:
-                res = await self._attempt(t, call, lambda: race.first(idx))
-            except Exception as exc:  # kept, so it leaves the race as itself, not in a group
-                race.errors[idx] = exc
-            else:
-                race.first(idx)
-                race.results[idx] = res
-        race.ended[idx] = True
-        if idx == 0 or race.ended[0]:
-            race.decided.set()
+        return await race(self._attempt, t, backup, call, delay)
 
     # -- one attempt --------------------------------------------------------------------
 
@@ -485,7 +267,7 @@ class Router:
         return text
 
     async def _attempt(
-        self, t: _Target, call: _Call, on_first: FirstTokenCallback | None
+        self, t: Target, call: Call, on_first: FirstTokenCallback | None
     ) -> ChatResult:
         call.attempts += 1
         gates = t.gates
@@ -544,7 +326,7 @@ class Router:
         self._succeeded(t, span, result)
         return result
 
-    def _failed(self, t: _Target, span: trace.Span, exc: ProviderError) -> None:
+    def _failed(self, t: Target, span: trace.Span, exc: ProviderError) -> None:
         span.set_attribute(sc.ERROR_TYPE, str(exc.status) if exc.status else exc.kind)
         span.set_status(Status(StatusCode.ERROR, self._scrub(str(exc))))
         if isinstance(exc, RateLimited):
@@ -556,7 +338,7 @@ class Router:
         else:
             t.breaker.failure()
 
-    def _succeeded(self, t: _Target, span: trace.Span, result: ChatResult) -> None:
+    def _succeeded(self, t: Target, span: trace.Span, result: ChatResult) -> None:
         t.breaker.success()
         usage = result.usage
         result.cost_usd = cost = t.cost(usage.input_tokens, usage.output_tokens)

@@ -118,6 +118,18 @@ async def test_patch_has_edits_new_deleted_and_binary_files(repo: Path) -> None:
     assert_clean(repo)
 
 
+async def test_a_same_size_edit_right_after_checkout_is_in_the_patch(repo: Path) -> None:
+    # edited within the checkout's second, the file's stat matches its index entry; only
+    # git's "racily clean" check (entries not older than the index file) catches it, so
+    # the patch, made a second later (after the tests ran), must still see the edit
+    for n in range(2):
+        async with Workspace.open(repo, name=f"racy{n}") as ws:
+            (ws.path / "calc.py").write_text("def add(a, b):\n    return a + b\n")
+            await anyio.sleep(1.1)
+            assert "+    return a + b" in await ws.patch(), f"edit missed on try {n}"
+    assert_clean(repo)
+
+
 async def test_commit_moves_the_branch_and_patch_stays_against_base(repo: Path) -> None:
     async with Workspace.open(repo, name="c") as ws:
         (ws.path / "calc.py").write_text("def add(a, b):\n    return a + b\n")

@@ -1,0 +1,148 @@
+"""Per-candidate routing state: one provider/model of a tier, built once from the config.
+
+Owns `Target` (the provider, prices, limits gates, breaker, latency profile, span
+attributes and the rolling TTFT window behind the hedge delay), `build_target` (resolving
+a `provider/model` ref against the config and the catalog) and `Call` (per-call state
+shared by attempts, retries and hedges). Everything here is request-independent, so the
+router's hot path only reads it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opentelemetry.util.types import AttributeValue
+
+from swarm import _semconv as sc
+from swarm._breaker import Breaker
+from swarm.config import SwarmConfig, split_ref
+from swarm.errors import ConfigError
+from swarm.limits import Gate
+from swarm.messages import ChatRequest
+from swarm.model import Provider
+
+__all__ = ["Call", "Target", "build_target"]
+
+_TTFT_WINDOW = 64
+
+
+class Target:
+    """One provider/model: its provider, prices, limits, breaker and observed TTFTs."""
+
+    def __init__(
+        self,
+        ref: str,
+        provider: Provider,
+        model: str,
+        gates: tuple[Gate, ...],
+        in_usd_per_m: float,
+        out_usd_per_m: float,
+        profile: Any,
+        breaker: Breaker,
+    ) -> None:
+        self.ref = ref
+        self.provider = provider
+        self.model = model
+        self.gates = gates
+        self.in_price = in_usd_per_m / 1e6
+        self.out_price = out_usd_per_m / 1e6
+        self.profile = profile
+        self.breaker = breaker
+        self.simulated = provider.kind == "sim"
+        self.span_name = f"{sc.OP_CHAT} {model}"
+        self.attrs: dict[str, dict[str, AttributeValue]] = {}
+        self._ttfts: list[float] = []
+        self._next = 0
+        self.p95_ttft: float | None = None
+
+    def cost(self, in_tokens: int, out_tokens: int) -> float:
+        return in_tokens * self.in_price + out_tokens * self.out_price
+
+    def expected_s(self, in_tokens: int, out_tokens: int) -> float:
+        return float(self.profile.expected_s(in_tokens, out_tokens)) if self.profile else 1e9
+
+    def observe_ttft(self, ttft: float) -> None:
+        if ttft <= 0:
+            return
+        if len(self._ttfts) < _TTFT_WINDOW:
+            self._ttfts.append(ttft)
+        else:
+            self._ttfts[self._next] = ttft
+        self._next = (self._next + 1) % _TTFT_WINDOW
+        if len(self._ttfts) >= 20 and self._next % 8 == 0:
+            ordered = sorted(self._ttfts)
+            self.p95_ttft = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
+
+    def hedge_delay(self, fixed: float | None, floor: float) -> float | None:
+        if fixed is not None:
+            return fixed
+        p95 = self.p95_ttft
+        if p95 is None and self.profile is not None:
+            p95 = float(self.profile.p95_ttft_s())
+        return None if p95 is None else max(p95, floor)
+
+
+def build_target(
+    ref: str, config: SwarmConfig, providers: dict[str, Provider], provider_gate: Gate
+) -> Target:
+    """The candidate for `ref`; a per-model `Gate` is appended when the model has limits."""
+    from swarm.providers import catalog
+
+    pname, model = split_ref(ref)
+    pc = config.providers[pname]
+    provider = providers.get(pname)
+    if provider is None:
+        raise ConfigError(f"no provider object for {pname!r}", key=f"providers.{pname}")
+    mc = pc.models.get(model)
+    info = None
+    for candidate in (ref, model):  # sim models and custom hosts may name a catalog ref
+        try:
+            info = catalog.find_model(candidate)
+            break
+        except ConfigError:
+            continue
+    api_name = (mc.api_name if mc and mc.api_name else None) or (
+        info.api_name if info is not None and info.ref == ref else model
+    )
+    profile = info.profile if info is not None else None
+    if mc and mc.profile:
+        profile = catalog.find_profile(mc.profile)
+    in_p = mc.input_usd_per_m if mc and mc.input_usd_per_m is not None else None
+    out_p = mc.output_usd_per_m if mc and mc.output_usd_per_m is not None else None
+    r = config.routing
+    gates: tuple[Gate, ...] = (provider_gate,)
+    if mc and (mc.max_concurrency or mc.rpm or mc.tpm):
+        g = Gate(
+            ref,
+            max_concurrency=mc.max_concurrency,
+            rpm=mc.rpm,
+            tpm=mc.tpm,
+            recover_every=r.aimd_recover_every,
+        )
+        gates = (*gates, g)
+    return Target(
+        ref,
+        provider,
+        api_name,
+        gates,
+        in_p if in_p is not None else (info.input_usd_per_m if info else 0.0),
+        out_p if out_p is not None else (info.output_usd_per_m if info else 0.0),
+        profile,
+        Breaker(r.breaker_failures, r.breaker_cooldown_s),
+    )
+
+
+class Call:
+    """Per-call state shared by attempts, retries and hedges."""
+
+    __slots__ = ("attempts", "est_tokens", "priority", "request", "role", "tier")
+
+    def __init__(
+        self, request: ChatRequest, tier: str, role: str | None, priority: int, est_tokens: int
+    ) -> None:
+        self.request = request
+        self.tier = tier
+        self.role = role
+        self.priority = priority
+        self.est_tokens = est_tokens
+        self.attempts = 0

@@ -1,0 +1,252 @@
+"""Git plumbing for workspaces: running git, the per-repository lock, patches, removal.
+
+Owns `git` (run git, stdout or a WorkspaceError), `git_retry` (for ref and worktree
+changes that may meet another process's `.lock`), the per-repository, per-event-loop
+`anyio.Lock` (`repo_lock`, `repo_state`) with its queue of branches to delete in one batch,
+`worktree_diff` (a binary-safe patch made with a throwaway index), owner files' liveness,
+and `unregister` (removing a worktree's files, git record and branch without a git process
+per worktree). `swarm.workspace` builds `Workspace` and `cleanup_stale` on these.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import socket
+import stat
+import sys
+import tempfile
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from weakref import WeakKeyDictionary
+
+import anyio
+import anyio.lowlevel
+import anyio.to_thread
+
+from swarm.errors import WorkspaceError
+
+__all__ = [
+    "admin_dir",
+    "common_dir",
+    "delete_branch",
+    "git",
+    "git_retry",
+    "owner_alive",
+    "repo_lock",
+    "repo_state",
+    "rmdir_if_empty",
+    "rmtree",
+    "unregister",
+    "worktree_diff",
+]
+
+log = logging.getLogger("swarm.workspace")  # the name operators already filter on
+
+_GIT_ENV_DROP = frozenset(
+    {"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY"}
+)
+_LOCK_RETRIES = 6
+
+
+@dataclass
+class _Repo:
+    """Per repository and event loop: the lock on worktree and ref changes."""
+
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    doomed: set[str] = field(default_factory=set)
+    """Refs waiting to be deleted by the next task that gets the lock."""
+
+
+_repos: WeakKeyDictionary[object, dict[Path, _Repo]] = WeakKeyDictionary()
+_common_dirs: dict[Path, Path] = {}
+
+
+def repo_state(common_dir: Path) -> _Repo:
+    per_loop = _repos.setdefault(anyio.lowlevel.current_token().native_token, {})
+    state = per_loop.get(common_dir)
+    if state is None:
+        state = per_loop[common_dir] = _Repo()
+    return state
+
+
+def _git_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _GIT_ENV_DROP}
+    # no prompts, stable English messages, no opportunistic index refreshes in the user's repo
+    env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C", GIT_OPTIONAL_LOCKS="0", **extra)
+    return env
+
+
+async def git(
+    *args: str, cwd: Path, input: bytes | None = None, env: Mapping[str, str] | None = None
+) -> str:
+    """Run git in `cwd`; its stdout without trailing newlines (like shell `$(git ...)`).
+
+    A failure raises WorkspaceError carrying git's message.
+    """
+    return (await _git_raw(*args, cwd=cwd, input=input, env=env)).rstrip("\n")
+
+
+async def _git_raw(
+    *args: str, cwd: Path, input: bytes | None = None, env: Mapping[str, str] | None = None
+) -> str:
+    try:
+        done = await anyio.run_process(
+            ["git", *args], cwd=cwd, input=input, env=env or _git_env(), check=False
+        )
+    except OSError as exc:
+        raise WorkspaceError(f"could not run git in {cwd}: {exc}") from exc
+    if done.returncode:
+        detail = (done.stderr or done.stdout).decode(errors="replace").strip()
+        raise WorkspaceError(f"git {' '.join(args[:2])} failed in {cwd}: {detail}")
+    return done.stdout.decode("utf-8", "surrogateescape")
+
+
+async def git_retry(*args: str, cwd: Path, input: bytes | None = None) -> str:
+    """`git` for ref/worktree changes: other processes may hold a `.lock` for a moment."""
+    for attempt in range(_LOCK_RETRIES):
+        try:
+            return await git(*args, cwd=cwd, input=input)
+        except WorkspaceError as exc:
+            busy = ".lock" in str(exc) and "File exists" in str(exc)
+            if not busy or attempt == _LOCK_RETRIES - 1:
+                raise
+            await anyio.sleep(0.05 * 2**attempt)
+    raise AssertionError("unreachable")
+
+
+async def repo_lock(repo: Path) -> anyio.Lock:
+    """The lock swarm holds while adding or removing worktrees of `repo` (and changing its
+    workspace refs). Code outside this module that runs `git worktree add/remove/prune` on
+    the same repository should hold it too: git cannot add two worktrees at once."""
+    return repo_state(await common_dir(Path(await anyio.Path(repo).resolve()))).lock
+
+
+async def common_dir(repo: Path) -> Path:
+    common = _common_dirs.get(repo)
+    if common is None:
+        out = Path(await git("rev-parse", "--git-common-dir", cwd=repo))
+        common = _common_dirs[repo] = (out if out.is_absolute() else repo / out).resolve()
+    return common
+
+
+async def worktree_diff(root: Path, base: str = "HEAD", *, index: Path | None = None) -> str:
+    """The diff of `root`'s files against `base`, new untracked files included (binary-safe).
+
+    Uses a copy of the worktree's index (`index`, found with git when None), so the real
+    index is left as it was.
+    """
+    if index is None:
+        out = await git("rev-parse", "--git-path", "index", cwd=root)
+        index = Path(out) if Path(out).is_absolute() else root / out
+    with tempfile.TemporaryDirectory(prefix="swarm-index-") as tmp:
+        scratch = Path(tmp) / "index"
+        if index.exists():
+            # copy2 keeps the index file's mtime: git rehashes entries not older than the
+            # index ("racily clean"); a fresh mtime would hide a same-size edit made within
+            # the same second as the checkout, and the patch would come out empty
+            shutil.copy2(index, scratch)
+        env = _git_env(GIT_INDEX_FILE=str(scratch))
+        await git("add", "--all", cwd=root, env=env)
+        return await _git_raw(
+            "diff", "--cached", "--binary", "--no-color", "--no-ext-diff",
+            "--src-prefix=a/", "--dst-prefix=b/", base, "--",
+            cwd=root, env=env,
+        )  # fmt: skip
+
+
+def rmtree(path: Path) -> None:
+    def retry_writable(func: Any, target: str, _exc: Any) -> None:
+        parent = os.path.dirname(target)
+        os.chmod(parent, os.stat(parent).st_mode | stat.S_IWUSR | stat.S_IXUSR)
+        func(target)
+
+    if not path.exists():
+        return
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(path, onexc=retry_writable)
+    else:
+        shutil.rmtree(path, onerror=retry_writable)
+
+
+def rmdir_if_empty(path: Path) -> None:
+    try:
+        path.rmdir()
+    except OSError:
+        pass
+
+
+def owner_alive(owner: Path) -> bool:
+    """Whether the process that made a workspace still runs (unknown hosts count as alive)."""
+    try:
+        host, pid = owner.read_text().split()
+        if host != socket.gethostname():
+            return True
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except (OSError, ValueError):
+        return False  # no or unreadable owner file: nobody claims it
+    return True
+
+
+async def delete_branch(repo: Path, common: Path, branch: str) -> None:
+    """Delete a branch. Batched: whoever gets the repo lock deletes every branch queued so
+    far in one git process, so a hundred removals do not queue a hundred processes."""
+    state = repo_state(common)
+    ref = f"refs/heads/{branch}"
+    state.doomed.add(ref)
+    async with state.lock:
+        if ref not in state.doomed:
+            return  # an earlier batch took it
+        batch = sorted(state.doomed)
+        state.doomed.clear()
+        lines = "".join(f"delete {r}\n" for r in batch).encode()
+        try:
+            await git_retry("update-ref", "--stdin", cwd=repo, input=lines)
+        except WorkspaceError:
+            # one bad ref fails the whole transaction: the rest go one by one
+            for other in batch:
+                try:
+                    await git_retry("update-ref", "-d", other, cwd=repo)
+                except WorkspaceError as exc:
+                    if other == ref:
+                        raise
+                    log.warning("could not delete branch %s: %s", other, exc)
+
+
+async def unregister(repo: Path, common: Path, path: Path, branch: str, admin: Path | None) -> None:
+    """Delete a worktree's files and git record (`admin`, its dir in the git dir), then its
+    branch: what `git worktree remove --force` does, without a git process per worktree."""
+    await anyio.to_thread.run_sync(rmtree, path)
+    state = repo_state(common)
+    if admin is not None and await anyio.Path(admin).is_dir():
+        trash = common / f"swarm-trash-{uuid.uuid4().hex}"
+        async with state.lock:  # a `worktree add` must never see it half deleted
+            try:
+                await anyio.Path(admin).rename(trash)
+            except FileNotFoundError:
+                pass  # someone's `git worktree prune` got there first
+        await anyio.to_thread.run_sync(rmtree, trash)
+    else:
+        async with state.lock:
+            try:
+                await git("worktree", "remove", "--force", str(path), cwd=repo)
+            except WorkspaceError:
+                pass  # not registered (any more); `git worktree prune` drops what is left
+    await delete_branch(repo, common, branch)
+
+
+def admin_dir(path: Path) -> Path | None:
+    """A worktree's own directory inside the git dir, read from its `.git` file."""
+    try:
+        gitfile = (path / ".git").read_text().strip()
+    except OSError:
+        return None
+    return Path(gitfile.removeprefix("gitdir: ")) if gitfile.startswith("gitdir: ") else None

@@ -1,0 +1,87 @@
+"""Retrying one candidate: which errors are retried, the backoff between tries, its span.
+
+`Retrier.run` makes the first attempt directly (the path every call takes) and only
+then hands over to tenacity: exponential backoff with jitter, capped at `backoff_max_s`,
+or the provider's Retry-After when it gave one (a Retry-After above `max_retry_after_s`
+is not waited for: the error goes to failover instead). Each wait is a `wait` span of
+kind `backoff`. A candidate whose circuit opened between tries is not tried again.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Awaitable, Callable
+
+import anyio
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+
+from swarm import _semconv as sc
+from swarm._candidate import Call, Target
+from swarm.config import RoutingConfig
+from swarm.errors import ProviderError, RateLimited
+from swarm.messages import ChatResult
+from swarm.tracing import tracer
+
+__all__ = ["Once", "Retrier"]
+
+Once = Callable[[Target, Target | None, Call], Awaitable[ChatResult]]
+"""One try on a candidate (with its hedging backup, if any)."""
+
+
+class Retrier:
+    """The retry policy of `[routing]`, applied to one candidate at a time."""
+
+    def __init__(self, routing: RoutingConfig) -> None:
+        self._routing = routing
+
+    def retryable(self, exc: BaseException) -> bool:
+        if not isinstance(exc, ProviderError) or not exc.retryable:
+            return False
+        if isinstance(exc, RateLimited) and exc.retry_after is not None:
+            return exc.retry_after <= self._routing.max_retry_after_s
+        return True
+
+    def delay(self, attempt: int, exc: BaseException | None) -> float:
+        if isinstance(exc, RateLimited) and exc.retry_after is not None:
+            return exc.retry_after
+        r = self._routing
+        base: float = min(r.backoff_max_s, r.backoff_initial_s * 2.0 ** (attempt - 1))
+        return base / 2 + random.uniform(0, base / 2)
+
+    def _wait(self, state: RetryCallState) -> float:
+        exc: BaseException | None = state.outcome.exception() if state.outcome else None
+        return self.delay(state.attempt_number + 1, exc)
+
+    async def backoff(self, delay: float) -> None:
+        if delay <= 0:
+            return
+        attrs = {sc.WAIT_KIND: sc.WAIT_BACKOFF}
+        with tracer().start_as_current_span(
+            sc.WAIT_SPAN, attributes=attrs, record_exception=False, set_status_on_exception=False
+        ):
+            await anyio.sleep(delay)
+
+    async def run(self, once: Once, t: Target, backup: Target | None, call: Call) -> ChatResult:
+        """`once(t, backup, call)`, retried while its errors are retryable."""
+        try:  # the first attempt stays off tenacity: it is the path every call takes
+            return await once(t, backup, call)
+        except ProviderError as exc:
+            if self._routing.max_attempts < 2 or not self.retryable(exc):
+                raise
+            first = exc
+        await self.backoff(self.delay(1, first))
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self._routing.max_attempts - 1),
+            wait=self._wait,
+            retry=retry_if_exception(self.retryable),
+            sleep=self.backoff,
+            reraise=True,
+        )
+        async for attempt in retrying:
+            with attempt:
+                if not t.breaker.allow():
+                    raise ProviderError(
+                        "circuit open", provider=t.provider.name, model=t.model, kind="connect"
+                    )
+                return await once(t, backup, call)
+        raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
