@@ -94,3 +94,33 @@ def test_deep_nesting_does_not_recurse(tmp_path: Path) -> None:
     specs += [SpanSpec(f"s{k}", 0, 3, parent=k) for k in range(3_000)]
     write_spans(tmp_path / "deep.jsonl", specs)
     assert whatif(load_trace(tmp_path / "deep.jsonl"))["predicted"]["wall_s"] == 3.0
+
+
+def test_unchanged_synthetic_run_reproduces_its_wall_clock(tmp_path: Path) -> None:
+    # queue waits, dependency waits, fixers linked to their coders, merges: re-simulated
+    # with nothing changed, the run must come out as recorded (it used to land 4-10% short)
+    from swarm.analysis.whatif import peak_agents
+
+    for seed, cap in ((0, 8), (1, 8), (2, 16)):
+        path = tmp_path / f"s{seed}.jsonl"
+        write_synthetic_trace(path, agents=120, calls_per_agent=4, max_agents=cap, seed=seed)
+        tr = load_trace(path)
+        result = whatif(tr)
+        assert result["predicted"]["wall_s"] == pytest.approx(tr.wall_s, rel=1e-3)
+        assert result["calls_changed"] == 0
+        assert peak_agents(tr) == cap  # agents waiting on a dependency are not running
+        changed = whatif(tr, set={"speed": "fast/m"}, find_profile=_find, find_cost=_free)
+        assert changed["baseline_wall_s"] == pytest.approx(tr.wall_s, rel=1e-3)
+
+
+def test_faster_calls_free_queue_slots_sooner(tmp_path: Path) -> None:
+    # model calls are about half of each agent's time here; when they take no time, the
+    # queued agents get their slots earlier, so the whole run shrinks, not just the calls
+    instant = LatencyProfile(ttft_s=0.0, output_tps=1e9, prefill_tps=1e12)
+    path = tmp_path / "s.jsonl"
+    write_synthetic_trace(path, agents=120, calls_per_agent=4, max_agents=8, seed=1)
+    tr = load_trace(path)
+    result = whatif(tr, set={"*": "x/instant"}, find_profile=lambda ref: instant,
+                    find_cost=_free)
+    assert result["predicted"]["wall_s"] < 0.75 * tr.wall_s
+    assert result["calls_changed"] == sum(1 for i in range(len(tr)) if tr.op[i] == "chat")

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from swarm import _semconv as sc
+from swarm.analysis import _colcache
 
 __all__ = ["SpanRecord", "Trace", "load_trace", "otlp_value"]
 
@@ -211,162 +212,27 @@ def _op_of(name: str, op_attr: str, wait_kind: str) -> str:
     return first if first in (sc.OP_CHAT, sc.OP_TOOL, sc.OP_AGENT, sc.OP_WORKFLOW) else "other"
 
 
-class _Loader:
-    """Appends spans decoded from OTLP JSON to a Trace's columns."""
+def load_trace(path: Path | str, *, cache: bool = True) -> Trace:
+    """Read an OTLP JSON Lines trace file (one `TracesData` object per line).
 
-    def __init__(self, tr: Trace) -> None:
-        self.tr = tr
-        self.intern: dict[str, str] = {"": ""}
-        self.ops: dict[tuple[str, str, str], str] = {}
-        self.parent_ids: list[str] = []
-        self.link_ids: dict[int, list[str]] = {}
-        self.first_token: dict[int, int] = {}
-
-    def s(self, x: Any) -> str:
-        if x is None:
-            return ""
-        x = x if isinstance(x, str) else str(x)
-        got = self.intern.get(x)
-        if got is None:
-            got = self.intern[x] = x
-        return got
-
-    def add(self, sp: dict[str, Any], line_no: int, pos: int) -> None:
-        tr, s = self.tr, self.s
-        i = len(tr.span_id)
-        tr._line_of.append(line_no)
-        tr._pos_in_line.append(pos)
-        tid = sp.get("traceId", "")
-        if tid:
-            tr.trace_ids.add(tid if len(tid) == 32 else _hex_id(tid, 16))
-        sid = sp.get("spanId", "")
-        tr.span_id.append(sid if len(sid) == 16 else _hex_id(sid, 8))
-        pid = sp.get("parentSpanId") or ""
-        self.parent_ids.append(pid if len(pid) in (0, 16) else _hex_id(pid, 8))
-        name = s(sp.get("name", ""))
-        tr.name.append(name)
-        tr.kind.append(int(sp.get("kind", 0)) & 0x7F)
-        tr.start.append(int(sp.get("startTimeUnixNano", 0)))
-        tr.end.append(int(sp.get("endTimeUnixNano", 0)))
-        st = sp.get("status") or {}
-        code = int(st.get("code", 0))
-        tr.status.append(code)
-        vals: list[Any] = [None] * 17
-        want = _WANT
-        for a in sp.get("attributes", ()):
-            c = want.get(a["key"])
-            if c is not None:
-                vals[c] = otlp_value(a.get("value", {}))
-        wait_kind = s(vals[13])
-        key = (name, vals[0] or "", wait_kind)
-        op = self.ops.get(key)
-        if op is None:
-            op = self.ops[key] = s(_op_of(name, str(key[1]), wait_kind))
-        tr.op.append(op)
-        tr.agent.append(s(vals[1]))
-        tr.tier.append(s(vals[2]))
-        tr.provider.append(s(vals[3]))
-        tr.model.append(s(vals[4] or vals[5]))
-        tr.wait_kind.append(wait_kind)
-        tr.tool.append(s(vals[14]))
-        err = vals[12] or ((st.get("message", "") or "error") if code == 2 else "")
-        tr.error.append(s(err))
-        tr.input_tokens.append(int(vals[6] or 0))
-        tr.output_tokens.append(int(vals[7] or 0))
-        tr.reasoning_tokens.append(-1 if vals[8] is None else int(vals[8]))
-        tr.ttft.append(-1.0 if vals[9] is None else float(vals[9]))
-        tr.cost.append(float(vals[10] or 0.0))
-        tr.attempts.append(int(vals[11] or 1))
-        tr.tests_failed.append(-1 if vals[15] is None else int(vals[15]))
-        if vals[16] and not tr.run_id:
-            tr.run_id = str(vals[16])
-        if vals[9] is None and op == sc.OP_CHAT:
-            for ev in sp.get("events", ()):
-                if ev.get("name") == sc.FIRST_TOKEN_EVENT:
-                    self.first_token[i] = int(ev.get("timeUnixNano", 0))
-                    break
-        for ln in sp.get("links", ()):
-            for a in ln.get("attributes", ()):
-                if a["key"] == sc.LINK_TYPE and otlp_value(a["value"]) == sc.LINK_DEPENDS_ON:
-                    self.link_ids.setdefault(i, []).append(_hex_id(ln["spanId"], 8))
-
-
-def load_trace(path: Path | str) -> Trace:
-    """Read an OTLP JSON Lines trace file (one `TracesData` object per line)."""
+    With `cache`, the columns are kept in `<path>.cols` after the first load (keyed by the
+    file's size and mtime, rewritten when either changes) and read from there next time."""
+    path = Path(path)
     # Parsing allocates millions of short-lived containers; the cyclic GC would rescan the
     # growing heap over and over (40% of the time at 1M spans), and nothing here is cyclic.
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _load(Path(path))
+        if cache:
+            tr = _colcache.read(path, Trace(path))
+            if tr is not None:
+                return tr
+        from swarm.analysis._loader import parse  # imports this module
+
+        tr = parse(path)
+        if cache and not tr.truncated:
+            _colcache.write(tr)
+        return tr
     finally:
         if was_enabled:
             gc.enable()
-
-
-def _load(path: Path) -> Trace:
-    tr = Trace(path)
-    loader = _Loader(tr)
-    add = loader.add
-    offset = 0
-    with path.open("rb") as fh:
-        for line_no, line in enumerate(fh):
-            tr._line_offsets.append(offset)
-            offset += len(line)
-            if not line.strip():
-                continue
-            try:
-                doc = json.loads(line)
-            except ValueError:
-                if not line.endswith(b"\n"):  # a run killed mid-write: keep the rest
-                    tr.truncated = True
-                    break
-                raise ValueError(f"{path}:{line_no + 1}: not an OTLP JSON line") from None
-            pos = 0
-            for rs in doc.get("resourceSpans", []):
-                for a in rs.get("resource", {}).get("attributes", []):
-                    if a["key"] == sc.RUN_ID and not tr.run_id:
-                        tr.run_id = str(otlp_value(a["value"]))
-                for ss in rs.get("scopeSpans", []):
-                    for sp in ss.get("spans", []):
-                        add(sp, line_no, pos)
-                        pos += 1
-    _resolve(tr, loader.parent_ids, loader.link_ids, loader.first_token)
-    return tr
-
-
-def _resolve(tr: Trace, parent_ids: list[str], link_ids: dict[int, list[str]],
-             first_token: dict[int, int]) -> None:
-    """Turn ids into indices, then derive roots, children and each span's role."""
-    index = {sid: i for i, sid in enumerate(tr.span_id)}
-    for i, pid in enumerate(parent_ids):
-        p = index.get(pid, -1) if pid else -1
-        tr.parent.append(p)
-        if p >= 0:
-            tr.children.setdefault(p, []).append(i)
-        else:
-            tr.roots.append(i)
-    for i, ids in link_ids.items():
-        targets = [index[t] for t in ids if t in index]
-        if targets:
-            tr.links[i] = targets
-    for i, t in first_token.items():
-        tr.ttft[i] = max(0.0, (t - tr.start[i]) / 1e9)
-    workflows = [r for r in tr.roots if tr.op[r] == sc.OP_WORKFLOW]
-    if workflows or tr.roots:
-        tr.root = min(workflows or tr.roots, key=lambda r: tr.start[r])
-    # role = nearest enclosing agent's name; memoised walk up the tree
-    role: list[str | None] = [None] * len(tr.span_id)
-    for i in range(len(role)):
-        path = []
-        j = i
-        while j >= 0 and role[j] is None:
-            if tr.op[j] == sc.OP_AGENT:
-                role[j] = tr.agent[j] or tr.name[j].split(" ", 1)[-1]
-                break
-            path.append(j)
-            j = tr.parent[j]
-        found = role[j] if j >= 0 else ""
-        for k in path:
-            role[k] = found
-    tr.role = [r or "" for r in role]
