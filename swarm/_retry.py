@@ -3,8 +3,10 @@
 `Retrier.run` makes the first attempt directly (the path every call takes) and only
 then hands over to tenacity: exponential backoff with jitter, capped at `backoff_max_s`,
 or the provider's Retry-After when it gave one (a Retry-After above `max_retry_after_s`
-is not waited for: the error goes to failover instead). Each wait is a `wait` span of
-kind `backoff`. A candidate whose circuit opened between tries is not tried again.
+is not waited for: the error goes to failover instead). A 429 with Retry-After does not
+use up `max_attempts`: those waits have their own budget, `max_rate_limit_wait_s`, so a
+call is not lost while the limiter converges on a provider's quota. Each wait is a `wait`
+span of kind `backoff`. A candidate whose circuit opened between tries is not tried again.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import random
 from collections.abc import Awaitable, Callable
 
 import anyio
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
 from swarm import _semconv as sc
 from swarm._candidate import Call, Target
@@ -69,9 +71,19 @@ class Retrier:
             if self._routing.max_attempts < 2 or not self.retryable(exc):
                 raise
             first = exc
+        spent = _Spent()
+        spent.add(first)
+        if spent.exhausted(self._routing):
+            raise first
         await self.backoff(self.delay(1, first))
+
+        def stop(state: RetryCallState) -> bool:
+            exc = state.outcome.exception() if state.outcome else None
+            spent.add(exc)
+            return spent.exhausted(self._routing)
+
         retrying = AsyncRetrying(
-            stop=stop_after_attempt(self._routing.max_attempts - 1),
+            stop=stop,
             wait=self._wait,
             retry=retry_if_exception(self.retryable),
             sleep=self.backoff,
@@ -85,3 +97,27 @@ class Retrier:
                     )
                 return await once(t, backup, call)
         raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
+
+
+class _Spent:
+    """What one call has used of its retry budgets on one candidate."""
+
+    __slots__ = ("attempts", "rate_limit_wait")
+
+    def __init__(self) -> None:
+        self.attempts = 0
+        """Failed attempts other than 429s with a Retry-After."""
+        self.rate_limit_wait = 0.0
+        """Retry-After seconds waited for so far."""
+
+    def add(self, exc: BaseException | None) -> None:
+        if isinstance(exc, RateLimited) and exc.retry_after is not None:
+            self.rate_limit_wait += exc.retry_after
+        else:
+            self.attempts += 1
+
+    def exhausted(self, routing: RoutingConfig) -> bool:
+        return (
+            self.attempts >= routing.max_attempts
+            or self.rate_limit_wait > routing.max_rate_limit_wait_s
+        )

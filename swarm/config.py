@@ -106,6 +106,9 @@ class RoutingConfig(BaseModel):
     backoff_max_s: float = Field(default=20.0, ge=0)
     max_retry_after_s: float = Field(default=60.0, ge=0)
     """Longest Retry-After honoured; longer asks fail over instead of waiting."""
+    max_rate_limit_wait_s: float = Field(default=300.0, ge=0)
+    """Retry-After time one call may wait on a candidate before failing over. A 429 with
+    Retry-After is the provider saying "later", so it does not use up `max_attempts`."""
     breaker_failures: int = Field(default=5, ge=1)
     """Consecutive failures (or stalls) that open a candidate's circuit."""
     breaker_cooldown_s: float = Field(default=15.0, ge=0)

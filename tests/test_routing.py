@@ -170,6 +170,25 @@ async def test_retries_429_honouring_retry_after(
     assert router.gates["a"].slots.limit == 1  # AIMD cut from the one call in flight
 
 
+async def test_429s_with_retry_after_do_not_use_up_attempts(tmp_path: Path) -> None:
+    limited = [RateLimited(provider="a", retry_after=0.01) for _ in range(5)]
+    a = Fake("a", limited)
+    router = Router(config(tmp_path, ["a/m"], "max_attempts = 3\n"), providers={"a": a})
+    result = await router.chat(req())
+    assert result.text == "from a"
+    assert result.attempts == 6 and len(a.calls) == 6
+
+
+async def test_429_waits_have_their_own_budget(tmp_path: Path) -> None:
+    limited = [RateLimited(provider="a", retry_after=0.05) for _ in range(10)]
+    a = Fake("a", limited)
+    routing = "max_attempts = 3\nmax_rate_limit_wait_s = 0.12\n"
+    router = Router(config(tmp_path, ["a/m"], routing), providers={"a": a})
+    with pytest.raises(RateLimited):
+        await router.chat(req())
+    assert len(a.calls) == 3  # 0.05 + 0.05 waited; the third 429 would pass 0.12 s
+
+
 async def test_retries_5xx_then_succeeds(tmp_path: Path) -> None:
     err = ProviderError("bad gateway", status=502, retryable=True)
     a = Fake("a", [err, err])
