@@ -3,6 +3,8 @@
 - `ScriptedModel` plays a model from a list of replies and fails on an unexpected call;
   `FunctionModel` lets a function play the model. Both implement `swarm.model.Model`.
 - `call(...)` and `reply(...)` build scripted replies.
+- `assert_critical_path_under`, `assert_p95_call_latency_under` and
+  `assert_rate_limit_waits_under` check latency budgets on a recorded trace.
 - Loaded as a pytest plugin (`pytest_plugins = ["swarm.testing"]`), this module refuses
   every network connection that is not to loopback, so a test that would reach a real
   provider fails loudly instead of spending money.
@@ -20,12 +22,20 @@ from typing import Any, TypeAlias
 
 import pytest
 
+from swarm.analysis.assertions import (
+    assert_critical_path_under,
+    assert_p95_call_latency_under,
+    assert_rate_limit_waits_under,
+)
 from swarm.messages import ChatRequest, ChatResult, Message, Timing, ToolCall, Usage
 
 __all__ = [
     "FunctionModel",
     "NetworkBlocked",
     "ScriptedModel",
+    "assert_critical_path_under",
+    "assert_p95_call_latency_under",
+    "assert_rate_limit_waits_under",
     "block_network",
     "call",
     "reply",

@@ -1,8 +1,15 @@
 import socket
+from pathlib import Path
 
 import pytest
 
-from swarm.testing import NetworkBlocked
+from swarm.analysis.synthetic import build_chain
+from swarm.testing import (
+    NetworkBlocked,
+    assert_critical_path_under,
+    assert_p95_call_latency_under,
+    assert_rate_limit_waits_under,
+)
 
 
 def test_non_loopback_lookup_is_refused() -> None:
@@ -21,3 +28,12 @@ def test_loopback_is_allowed() -> None:
         server.listen()
         with socket.create_connection(server.getsockname(), timeout=2):
             pass
+
+
+def test_latency_budget_assertions_are_in_swarm_testing(tmp_path: Path) -> None:
+    known = build_chain(tmp_path / "run.jsonl", steps=2, chat_s=1.0, tool_s=0.5)
+    assert_critical_path_under(known.path, 3.1)
+    assert_p95_call_latency_under(known.path, 1.1)
+    assert_rate_limit_waits_under(known.path, 0.1)
+    with pytest.raises(AssertionError, match=r"critical path took 3\.00 s"):
+        assert_critical_path_under(known.path, 2.0)
