@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 
 from swarm._commands import trace as trace_cmd
 from swarm.analysis.synthetic import build_chain, build_fanout
+from swarm.cli import main
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
@@ -114,3 +116,15 @@ def test_send_and_view_are_wired() -> None:
     assert inspect.iscoroutinefunction(send.func) and send.otlp == "http://127.0.0.1:4318"
     view = _parse(["trace", "view", "t.jsonl", "--port", "0", "--no-browser"])
     assert view.no_browser and view.port == 0
+
+
+def test_the_shipped_example_trace_summarises(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    example = tmp_path / "demo.jsonl"  # a copy: loading writes a column cache beside it
+    shutil.copy(Path(__file__).parent.parent / "traces" / "examples" / "demo.jsonl", example)
+    assert main(["trace", "summary", str(example), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["totals"]["calls"] == 26
+    assert summary["spans"] == 98
+    assert summary["wall_s"] == pytest.approx(16.2, abs=0.1)
