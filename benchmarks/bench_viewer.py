@@ -30,24 +30,16 @@ import anyio
 from playwright.async_api import async_playwright
 
 from swarm.analysis.synthetic import write_synthetic_trace
+from swarm.viewer.chromium import CHROMIUM, CHROMIUM_ARGS
 from swarm.viewer.data import ViewerData
 from swarm.viewer.serve import serve_viewer
-
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
 
 
 async def _browser_run(path: Path) -> dict[str, Any]:
     async with async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        browser = await pw.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
         try:
             page = await browser.new_page(viewport={"width": 1600, "height": 1000})
             started = time.perf_counter()

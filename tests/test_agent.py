@@ -2,8 +2,6 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import BaseModel, ValidationError
 
@@ -12,7 +10,6 @@ from swarm.errors import ToolError
 from swarm.messages import ChatRequest
 from swarm.testing import FunctionModel, ScriptedModel, call
 from swarm.tool import Finish, tool
-from swarm.tracing import use_tracer
 
 
 @tool
@@ -133,7 +130,9 @@ async def test_a_crash_in_our_own_code_propagates() -> None:
         await Agent[str]("coder", model=FunctionModel(crash)).run("go")
 
 
-async def test_cancellation_mid_tool_ends_the_tool_and_the_spans() -> None:
+async def test_cancellation_mid_tool_ends_the_tool_and_the_spans(
+    spans: InMemorySpanExporter,
+) -> None:
     started, cleaned = anyio.Event(), anyio.Event()
 
     @tool
@@ -146,30 +145,22 @@ async def test_cancellation_mid_tool_ends_the_tool_and_the_spans() -> None:
             cleaned.set()
         return "unreachable"
 
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
     model = ScriptedModel([call("slow")])
-    with use_tracer(provider):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(Agent[str]("coder", model=model, tools=[slow]).run, "go")
-            await started.wait()
-            tg.cancel_scope.cancel()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(Agent[str]("coder", model=model, tools=[slow]).run, "go")
+        await started.wait()
+        tg.cancel_scope.cancel()
     assert cleaned.is_set()
-    names = sorted(s.name for s in exporter.get_finished_spans())
+    names = sorted(s.name for s in spans.get_finished_spans())
     assert names == ["execute_tool slow", "invoke_agent coder"]
 
 
-async def test_spans_nest_tools_under_the_agent() -> None:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
+async def test_spans_nest_tools_under_the_agent(spans: InMemorySpanExporter) -> None:
     model = ScriptedModel([call("add", a=1, b=2), call("finish", summary="3")])
-    with use_tracer(provider):
-        await Agent[str]("coder", model=model, tools=[add, finish], agent_id="coder-7").run("go")
-    spans = {s.name: s for s in exporter.get_finished_spans()}
-    agent_span = spans["invoke_agent coder"]
-    tool_span = spans["execute_tool add"]
+    await Agent[str]("coder", model=model, tools=[add, finish], agent_id="coder-7").run("go")
+    by_name = {s.name: s for s in spans.get_finished_spans()}
+    agent_span = by_name["invoke_agent coder"]
+    tool_span = by_name["execute_tool add"]
     assert tool_span.parent is not None
     assert tool_span.parent.span_id == agent_span.context.span_id
     assert agent_span.attributes is not None and tool_span.attributes is not None

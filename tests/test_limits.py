@@ -3,33 +3,21 @@ x-ratelimit pacing and spend caps."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import anyio
 import pytest
 from anyio import wait_all_tasks_blocked
 from anyio.lowlevel import checkpoint
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from swarm import _semconv as sc
 from swarm.errors import BudgetExceeded
 from swarm.limits import ConcurrencyLimiter, Gate, SpendTracker, TokenBucket
 from swarm.messages import RateLimitInfo
-from swarm.tracing import use_tracer
 
 T = TypeVar("T")
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    with use_tracer(provider):
-        yield exporter
 
 
 def wait_kinds(exporter: InMemorySpanExporter) -> list[object]:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
@@ -18,7 +17,6 @@ from swarm.errors import BudgetExceeded, ProviderError, RateLimited
 from swarm.messages import ChatRequest, ChatResult, Message, Timing, Usage
 from swarm.model import FirstTokenCallback, Model, Provider
 from swarm.routing import Need, Router
-from swarm.tracing import use_tracer
 
 SECRET = "sk-test-secret-0123456789"
 
@@ -94,15 +92,6 @@ def config(
 
 def req(text: str = "hello") -> ChatRequest:
     return ChatRequest(messages=[Message.user(text)], max_tokens=100)
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    with use_tracer(provider):
-        yield exporter
 
 
 def chat_spans(exporter: InMemorySpanExporter) -> list[ReadableSpan]:

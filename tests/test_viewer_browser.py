@@ -14,20 +14,11 @@ from playwright.async_api import Page, async_playwright
 
 from swarm import _semconv as sc
 from swarm.analysis.synthetic import write_synthetic_trace
+from swarm.viewer.chromium import CHROMIUM, CHROMIUM_ARGS
 from swarm.viewer.serve import serve_viewer
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
 
 
 def require_chromium(path: Path = CHROMIUM) -> str:

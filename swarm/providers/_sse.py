@@ -35,6 +35,7 @@ __all__ = [
     "estimate_tokens",
     "iter_sse_batches",
     "loads",
+    "malformed",
     "parse_duration_s",
     "rate_limit_info",
     "retry_after_s",
@@ -238,6 +239,18 @@ def error_from_response(
 def _is_rate_limit(body: Any) -> bool:
     err = body.get("error") if isinstance(body, dict) else None
     return isinstance(err, dict) and err.get("type") in ("rate_limit_error", "rate_limit_exceeded")
+
+
+def malformed(what: str, provider: _Named, model: str, response: httpx.Response) -> ProviderError:
+    """A reply that cannot be parsed: retryable, since the next attempt may be fine."""
+    return ProviderError(
+        what,
+        provider=provider.name,
+        model=model,
+        status=response.status_code,
+        kind="malformed",
+        retryable=True,
+    )
 
 
 def error_from_exception(exc: httpx.HTTPError, provider: _Named, model: str) -> ProviderError:

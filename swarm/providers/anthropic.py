@@ -33,6 +33,7 @@ from swarm.providers._sse import (
     error_from_response,
     iter_sse_batches,
     loads,
+    malformed,
     rate_limit_info,
 )
 from swarm.providers._transport import Sender
@@ -292,14 +293,7 @@ class AnthropicProvider:
         return event
 
     def _malformed(self, response: httpx.Response, model: str) -> ProviderError:
-        return ProviderError(
-            "malformed stream event",
-            provider=self.name,
-            model=model,
-            status=response.status_code,
-            kind="malformed",
-            retryable=True,
-        )
+        return malformed("malformed stream event", self, model, response)
 
     def _result(
         self, model: str, reply: _Reply, response: httpx.Response, started: float, ended: float

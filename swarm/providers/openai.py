@@ -20,7 +20,6 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from swarm.errors import ProviderError
 from swarm.messages import ChatRequest, ChatResult, Message, Timing, ToolCall, Usage
 from swarm.model import FirstTokenCallback
 from swarm.providers._sse import (
@@ -29,6 +28,7 @@ from swarm.providers._sse import (
     estimate_tokens,
     iter_sse_batches,
     loads,
+    malformed,
     rate_limit_info,
 )
 from swarm.providers._transport import Sender
@@ -291,14 +291,7 @@ class OpenAIProvider:
             if chunk is None:
                 continue
             if not isinstance(chunk, dict):
-                raise ProviderError(
-                    "malformed stream chunk (not a JSON object)",
-                    provider=self.name,
-                    model=model,
-                    status=response.status_code,
-                    kind="malformed",
-                    retryable=True,
-                )
+                raise malformed("malformed stream chunk (not a JSON object)", self, model, response)
             out.append(chunk)
         return out
 
@@ -309,14 +302,7 @@ class OpenAIProvider:
             choice = body["choices"][0]
             msg = choice.get("message") or {}
         except (ValueError, KeyError, IndexError, TypeError):
-            raise ProviderError(
-                "malformed response body",
-                provider=self.name,
-                model=model,
-                status=response.status_code,
-                kind="malformed",
-                retryable=True,
-            ) from None
+            raise malformed("malformed response body", self, model, response) from None
         state.first()
         if msg.get("content"):
             state.text.append(msg["content"])
