@@ -121,7 +121,7 @@ async def _serve(args: argparse.Namespace) -> None:
 async def _serve_sim(args: argparse.Namespace) -> None:
     """swarm's simulator server with an exact profile: `swarm sim serve` only takes catalog
     refs, whose jitter and reasoning tokens would blur the ideal makespan."""
-    from swarm.providers.catalog import LatencyProfile
+    from swarm.catalog import LatencyProfile
     from swarm.providers.sim import SimEngine
     from swarm.providers.sim_server import serve_sim
 
@@ -141,8 +141,21 @@ def server(kind: str, ttft: float, tps: float, tokens: int) -> Iterator[tuple[st
     if kind == "auto":
         kind = "sim" if importlib.util.find_spec("swarm.providers.sim_server") else "builtin"
     label = "swarm sim server (SimEngine, fixed profile)" if kind == "sim" else "built-in server"
-    cmd = [sys.executable, "-m", "benchmarks.bench_inference", "--serve", kind, "--port", "0",
-           "--ttft", str(ttft), "--tps", str(tps), "--tokens", str(tokens)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmarks.bench_inference",
+        "--serve",
+        kind,
+        "--port",
+        "0",
+        "--ttft",
+        str(ttft),
+        "--tps",
+        str(tps),
+        "--tokens",
+        str(tokens),
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
@@ -192,9 +205,14 @@ class _Variant:
         self._provider: OpenAIProvider | None = None
         self._router: Any = None
         self.request = ChatRequest.model_construct(
-            messages=[Message.user("hi")], tools=[], max_tokens=tokens, temperature=None,
-            tool_choice=None, stream=True, metadata={},
-        )  # fmt: skip
+            messages=[Message.user("hi")],
+            tools=[],
+            max_tokens=tokens,
+            temperature=None,
+            tool_choice=None,
+            stream=True,
+            metadata={},
+        )
 
     async def open(self) -> None:
         if self.name == "aiohttp":
@@ -250,13 +268,13 @@ def _process_cpu_s(pid: int) -> float | None:
 
 
 def _router_available() -> bool:
-    return importlib.util.find_spec("swarm.routing") is not None
+    return importlib.util.find_spec("swarm.routing.router") is not None
 
 
 def _make_router(base_url: str) -> tuple[Any, OpenAIProvider]:
     """A Router whose speed tier is one OpenAI-compatible provider at `base_url`."""
     from swarm.config import load_config
-    from swarm.routing import Router
+    from swarm.routing.router import Router
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "swarm.toml"

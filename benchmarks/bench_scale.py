@@ -24,11 +24,26 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from swarm.simulate import PRESETS, SimSpec, run_simulation
+from swarm.simulate.simulation import PRESETS, SimSpec, run_simulation
 
-_KEEP = ("agents", "steps", "virtual", "wall_s", "real_s", "bound_s", "ratio", "bound_actual_s",
-         "ratio_actual", "calls", "tool_calls", "rate_limited", "cpu_s", "cpu_ms_per_call",
-         "peak_rss_mb", "merged")  # fmt: skip
+_KEEP = (
+    "agents",
+    "steps",
+    "virtual",
+    "wall_s",
+    "real_s",
+    "bound_s",
+    "ratio",
+    "bound_actual_s",
+    "ratio_actual",
+    "calls",
+    "tool_calls",
+    "rate_limited",
+    "cpu_s",
+    "cpu_ms_per_call",
+    "peak_rss_mb",
+    "merged",
+)
 
 
 def _pick(out: dict[str, Any]) -> dict[str, Any]:
@@ -44,8 +59,15 @@ def efficiency(quick: bool) -> dict[str, Any]:
 
 
 def _overhead_one(agents: int, tools_per_step: int) -> dict[str, Any]:
-    spec = SimSpec(agents=agents, steps=agents * 10, time_scale=0.0, tool_s=0.0, check_s=0.0,
-                   tools_per_step=tools_per_step, traces_dir=None)  # fmt: skip
+    spec = SimSpec(
+        agents=agents,
+        steps=agents * 10,
+        time_scale=0.0,
+        tool_s=0.0,
+        check_s=0.0,
+        tools_per_step=tools_per_step,
+        traces_dir=None,
+    )
     return _pick(run_simulation(spec))
 
 
@@ -54,22 +76,29 @@ def overhead(quick: bool) -> dict[str, Any]:
     for agents in (100, 300) if quick else (100, 300, 1000):
         runs = []
         for tps in (1, 3):  # the difference prices a tool call
-            code = f"import json,sys; from benchmarks.bench_scale import _overhead_one as f; " \
-                   f"print(json.dumps(f({agents}, {tps})))"  # fmt: skip
-            proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                                  check=True)  # fmt: skip
+            code = (
+                f"import json,sys; from benchmarks.bench_scale import _overhead_one as f; "
+                f"print(json.dumps(f({agents}, {tps})))"
+            )
+            proc = subprocess.run(
+                [sys.executable, "-c", code], capture_output=True, text=True, check=True
+            )
             runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
         one, three = runs
-        tool_ms = 1000 * (three["cpu_s"] - one["cpu_s"]) / max(1, three["tool_calls"] -
-                                                              one["tool_calls"])  # fmt: skip
+        tool_ms = (
+            1000 * (three["cpu_s"] - one["cpu_s"]) / max(1, three["tool_calls"] - one["tool_calls"])
+        )
         call_ms = (1000 * one["cpu_s"] - tool_ms * one["tool_calls"]) / one["calls"]
         out[str(agents)] = {
-            "calls": one["calls"], "tool_calls": one["tool_calls"], "cpu_s": one["cpu_s"],
-            "real_s": one["real_s"], "cpu_ms_per_model_call": round(call_ms, 3),
+            "calls": one["calls"],
+            "tool_calls": one["tool_calls"],
+            "cpu_s": one["cpu_s"],
+            "real_s": one["real_s"],
+            "cpu_ms_per_model_call": round(call_ms, 3),
             "cpu_ms_per_tool_call": round(tool_ms, 3),
             "calls_per_s": round(one["calls"] / one["real_s"], 1),
             "peak_rss_mb": one["peak_rss_mb"],
-        }  # fmt: skip
+        }
     sizes = sorted(int(k) for k in out)
     lo, hi = out[str(sizes[0])], out[str(sizes[-1])]
     out["rss_kb_per_agent"] = round(
@@ -92,9 +121,17 @@ def ratelimit(quick: bool) -> dict[str, Any]:
     from swarm.providers.sim import Faults
 
     tpm = 300_000
-    base = SimSpec(agents=40, steps=1600 if not quick else 800, speed="cerebras/llama-3.3-70b",
-                   reasoning="cerebras/llama-3.3-70b", tool_s=0.2, check_s=0.2,
-                   faults=Faults(quota_tpm=tpm), virtual=True, traces_dir=None)  # fmt: skip
+    base = SimSpec(
+        agents=40,
+        steps=1600 if not quick else 800,
+        speed="cerebras/llama-3.3-70b",
+        reasoning="cerebras/llama-3.3-70b",
+        tool_s=0.2,
+        check_s=0.2,
+        faults=Faults(quota_tpm=tpm),
+        virtual=True,
+        traces_dir=None,
+    )
     silent = Faults(quota_tpm=tpm, quota_headers=False)  # 429s are all the client hears
     runs = {"aimd": replace(base, faults=silent), "tpm": replace(base, tpm=tpm), "headers": base}
     out: dict[str, Any] = {"quota_tpm": tpm}
@@ -103,13 +140,17 @@ def ratelimit(quick: bool) -> dict[str, Any]:
         r = run_simulation(spec)
         minutes = r["wall_s"] / 60
         out[name] = {
-            "virtual_wall_s": r["wall_s"], "real_s": round(time.perf_counter() - t0, 2),
-            "calls": r["calls"], "attempts": r["attempts"], "429s": r["rate_limited"],
+            "virtual_wall_s": r["wall_s"],
+            "real_s": round(time.perf_counter() - t0, 2),
+            "calls": r["calls"],
+            "attempts": r["attempts"],
+            "429s": r["rate_limited"],
             "subtasks_failed": r["failed"],
-            "tokens": r["tokens"], "tokens_per_min": round(r["tokens"] / minutes),
+            "tokens": r["tokens"],
+            "tokens_per_min": round(r["tokens"] / minutes),
             "utilisation": round((r["tokens"] - tpm) / (tpm * minutes), 3),
             "used_of_allowed": round(r["tokens"] / (tpm * (1 + minutes)), 3),
-        }  # fmt: skip
+        }
     return out
 
 
@@ -120,24 +161,30 @@ def hedging(quick: bool) -> dict[str, Any]:
     n = 400 if quick else 2000
     out: dict[str, Any] = {"calls": n}
     for hedge in (False, True):
-        lat = anyio.run(_hedge_run, hedge, n, backend="trio",
-                        backend_options={"clock": MockClock(autojump_threshold=0)})  # fmt: skip
+        lat = anyio.run(
+            _hedge_run,
+            hedge,
+            n,
+            backend="trio",
+            backend_options={"clock": MockClock(autojump_threshold=0)},
+        )
         lat.sort()
         out["on" if hedge else "off"] = {
-            "p50_s": round(lat[len(lat) // 2], 3), "p99_s": round(lat[int(len(lat) * 0.99)], 3),
+            "p50_s": round(lat[len(lat) // 2], 3),
+            "p99_s": round(lat[int(len(lat) * 0.99)], 3),
             "mean_s": round(sum(lat) / len(lat), 3),
-        }  # fmt: skip
+        }
     return out
 
 
 async def _hedge_run(hedge: bool, n: int) -> list[float]:
     import anyio
 
+    from swarm.catalog import LatencyProfile
     from swarm.config import ProviderConfig, RoutingConfig, SwarmConfig, TierConfig
     from swarm.messages import ChatRequest, Message
-    from swarm.providers.catalog import LatencyProfile
     from swarm.providers.sim import SimProvider
-    from swarm.routing import Router
+    from swarm.routing.router import Router
 
     # TTFT median 0.3 s, p95 3 s: a heavy tail; decode 200 tokens at 1,000 tok/s
     profile = LatencyProfile(ttft_s=0.3, ttft_p95_s=3.0, output_tps=1000, jitter=0.05)
@@ -165,8 +212,12 @@ async def _hedge_run(hedge: bool, n: int) -> list[float]:
     return latencies
 
 
-SECTIONS = {"efficiency": efficiency, "overhead": overhead, "ratelimit": ratelimit,
-            "hedging": hedging}  # fmt: skip
+SECTIONS = {
+    "efficiency": efficiency,
+    "overhead": overhead,
+    "ratelimit": ratelimit,
+    "hedging": hedging,
+}
 
 
 def main() -> None:

@@ -24,7 +24,7 @@ from swarm import Router, load_config
 from swarm.messages import ChatRequest
 from swarm.model import Model
 from swarm.providers.sim import Reply, SimProvider
-from swarm.solve import SolveRequest, solve
+from swarm.run.solve import SolveRequest, solve
 from swarm.testing import call
 
 
@@ -34,16 +34,24 @@ def make_repo(root: Path, n: int) -> None:
         (root / f"m{i:04d}.py").write_text("VALUE = 0\n")
     (root / "check.py").write_text("import sys\nsys.exit(0)\n")
     for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "init"]):
-        subprocess.run(["git", "-c", "user.name=b", "-c", "user.email=b@b", *args],
-                       cwd=root, check=True)  # fmt: skip
+        subprocess.run(
+            ["git", "-c", "user.name=b", "-c", "user.email=b@b", *args], cwd=root, check=True
+        )
 
 
 def plan(n: int) -> dict[str, Any]:
     subtasks = []
     for i in range(n):
         deps = [f"s{i - 1:04d}"] if i % 10 == 9 else []
-        subtasks.append({"id": f"s{i:04d}", "title": f"module {i}", "instructions": "bump",
-                         "files": [f"m{i:04d}.py"], "depends_on": deps})  # fmt: skip
+        subtasks.append(
+            {
+                "id": f"s{i:04d}",
+                "title": f"module {i}",
+                "instructions": "bump",
+                "files": [f"m{i:04d}.py"],
+                "depends_on": deps,
+            }
+        )
     return {"subtasks": subtasks}
 
 
@@ -51,8 +59,10 @@ def play(request: ChatRequest) -> Reply:
     sub = request.metadata.get("subtask", "s0000")
     if not any(m.role == "tool" for m in request.messages):
         path = f"m{sub[1:]}.py"
-        return Reply(text="Bumping.", tool_calls=[call("edit_file", path=path, old="VALUE = 0",
-                                                       new="VALUE = 1")])  # fmt: skip
+        return Reply(
+            text="Bumping.",
+            tool_calls=[call("edit_file", path=path, old="VALUE = 0", new="VALUE = 1")],
+        )
     return Reply(text="Done.", tool_calls=[call("finish", summary="bumped")])
 
 
@@ -76,10 +86,14 @@ async def run(n: int, max_agents: int, profile: str) -> dict[str, Any]:
         sim = SimProvider(script=play)
         async with Router(load_config(root / "swarm.toml", env={}), providers={"sim": sim}) as r:
             request = SolveRequest(
-                task_path=str(root / "task.md"), repo=str(root / "repo"),
-                plan_path=str(root / "plan.json"), max_agents=max_agents,
-                state_dir=str(root / "state"), traces_dir=str(root / "traces"), quiet=True,
-            )  # fmt: skip
+                task_path=str(root / "task.md"),
+                repo=str(root / "repo"),
+                plan_path=str(root / "plan.json"),
+                max_agents=max_agents,
+                state_dir=str(root / "state"),
+                traces_dir=str(root / "traces"),
+                quiet=True,
+            )
             report = await solve(request, source=Source(r))
     merged = sum(1 for s in report["subtasks"] if s["status"] == "merged")
     o = report["overhead"]

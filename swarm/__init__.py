@@ -17,7 +17,9 @@ A map for newcomers, top to bottom as data flows:
 Modules with a leading underscore are internal.
 """
 
-from swarm.agent import Agent, AgentResult
+from swarm.agent.loop import Agent, AgentResult
+from swarm.agent.tool import Finish, Tool, ToolContext, tool
+from swarm.agent.toolbox import coding_tools
 from swarm.config import SwarmConfig, load_config
 from swarm.errors import (
     BudgetExceeded,
@@ -40,10 +42,8 @@ from swarm.messages import (
     Usage,
 )
 from swarm.model import Model, Provider
-from swarm.routing import Need, Router
-from swarm.tool import Finish, Tool, ToolContext, tool
-from swarm.toolbox import coding_tools
-from swarm.workspace import Workspace
+from swarm.routing.router import Need, Router
+from swarm.run.workspace import Workspace
 
 __version__ = "0.1.0"
 

@@ -231,7 +231,7 @@ def _build(data: Mapping[str, Any], *, source: str | None, env: Mapping[str, str
 
 def _resolve(name: str, p: ProviderConfig, source: str | None, prefix: str) -> ProviderConfig:
     """Fill kind/base_url/key env/auth from the catalog preset of the same name."""
-    from swarm.providers.catalog import PROVIDERS
+    from swarm.catalog import PROVIDERS
 
     preset = PROVIDERS.get(name)
     update: dict[str, Any] = {}
@@ -255,7 +255,7 @@ def _resolve(name: str, p: ProviderConfig, source: str | None, prefix: str) -> P
 
 
 def _default_providers(env: Mapping[str, str]) -> dict[str, ProviderConfig]:
-    from swarm.providers.catalog import PROVIDERS
+    from swarm.catalog import PROVIDERS
 
     out: dict[str, ProviderConfig] = {}
     for name, info in PROVIDERS.items():
@@ -280,7 +280,7 @@ def _default_tiers(
             "speed": TierConfig(models=[f"{name}/cerebras/gpt-oss-120b"]),
             "reasoning": TierConfig(models=[f"{name}/cerebras/kimi-k2.6"]),
         }
-    from swarm.providers.catalog import PROVIDERS
+    from swarm.catalog import PROVIDERS
 
     refs: list[tuple[float, str, int]] = []
     for name in providers:

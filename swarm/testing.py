@@ -119,6 +119,7 @@ class FunctionModel:
             out = await out
         return reply(out)
 
+
 _LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
 
 

@@ -10,7 +10,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from swarm.tracing import use_tracer
+from swarm.tracing.setup import use_tracer
 
 pytest_plugins = ["swarm.testing"]
 

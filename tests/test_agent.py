@@ -5,11 +5,11 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import BaseModel, ValidationError
 
-from swarm.agent import Agent
+from swarm.agent.loop import Agent
+from swarm.agent.tool import Finish, tool
 from swarm.errors import ToolError
 from swarm.messages import ChatRequest
 from swarm.testing import FunctionModel, ScriptedModel, call
-from swarm.tool import Finish, tool
 
 
 @tool

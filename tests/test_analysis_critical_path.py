@@ -67,8 +67,14 @@ def test_linked_wait_is_replaced_by_the_awaited_span(tmp_path: Path) -> None:
         SpanSpec("invoke_agent coder", 0, 6, parent=0, attrs={"gen_ai.agent.name": "coder"}),
         SpanSpec("execute_tool build", 0, 6, parent=1),
         SpanSpec("invoke_agent tester", 0, 10, parent=0),
-        SpanSpec("swarm.wait dependency", 0, 6, parent=3,
-                 attrs={"swarm.wait.kind": "dependency"}, links=[1]),
+        SpanSpec(
+            "swarm.wait dependency",
+            0,
+            6,
+            parent=3,
+            attrs={"swarm.wait.kind": "dependency"},
+            links=[1],
+        ),
         SpanSpec("execute_tool run_tests", 6, 10, parent=3),
     ]
     write_spans(tmp_path / "t.jsonl", specs)

@@ -44,20 +44,36 @@ def test_waits_tools_and_gaps(tmp_path: Path) -> None:
         SpanSpec("invoke_workflow swarm", 0, 10),
         SpanSpec("invoke_agent coder", 0, 10, parent=0),
         SpanSpec("swarm.wait queue", 0, 1, parent=1, attrs={"swarm.wait.kind": "queue"}),
-        SpanSpec("swarm.wait rate_limit", 1, 2, parent=1,
-                 attrs={"swarm.wait.kind": "rate_limit"}),
+        SpanSpec("swarm.wait rate_limit", 1, 2, parent=1, attrs={"swarm.wait.kind": "rate_limit"}),
         SpanSpec("chat m", 2, 5, parent=1, ttft=1.0, attrs={"gen_ai.operation.name": "chat"}),
-        SpanSpec("execute_tool read_file", 5, 6, parent=1,
-                 attrs={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "read_file"}),
-        SpanSpec("execute_tool run_tests", 7, 9, parent=1,
-                 attrs={"gen_ai.tool.name": "run_tests", "swarm.tests.failed": 0}),
+        SpanSpec(
+            "execute_tool read_file",
+            5,
+            6,
+            parent=1,
+            attrs={"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "read_file"},
+        ),
+        SpanSpec(
+            "execute_tool run_tests",
+            7,
+            9,
+            parent=1,
+            attrs={"gen_ai.tool.name": "run_tests", "swarm.tests.failed": 0},
+        ),
         SpanSpec("swarm.wait merge", 9, 9.5, parent=1, attrs={"swarm.wait.kind": "merge"}),
     ]
     write_spans(tmp_path / "t.jsonl", specs)
     tr = load_trace(tmp_path / "t.jsonl")
-    assert _nonzero(ledger(tr)) == {"queue": 1, "rate_limit": 1, "ttft": 1, "decode": 2,
-                                    "tools": 1, "tests": 2, "merge": 0.5,
-                                    "orchestration": 1.5}
+    assert _nonzero(ledger(tr)) == {
+        "queue": 1,
+        "rate_limit": 1,
+        "ttft": 1,
+        "decode": 2,
+        "tools": 1,
+        "tests": 2,
+        "merge": 0.5,
+        "orchestration": 1.5,
+    }
     assert set(ledger(tr)) == set(CATEGORIES)
 
 

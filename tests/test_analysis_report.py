@@ -18,7 +18,7 @@ from swarm.analysis.assertions import (
     assert_rate_limit_waits_under,
 )
 from swarm.analysis.synthetic import build_chain, build_fanout, write_synthetic_trace
-from swarm.providers.catalog import find_profile
+from swarm.catalog import find_profile
 
 
 @pytest.fixture(scope="module")
@@ -124,13 +124,15 @@ async def busy_collector() -> AsyncIterator[tuple[str, list[ExportTraceServiceRe
 
 
 async def test_send_otlp_replays_the_file_through_back_pressure(
-    synthetic: Path, busy_collector: tuple[str, list[ExportTraceServiceRequest]],
+    synthetic: Path,
+    busy_collector: tuple[str, list[ExportTraceServiceRequest]],
 ) -> None:
     url, received = busy_collector
     tr = load_trace(synthetic)
     sent = await send_otlp(synthetic, url, backoff_s=0.01)
-    spans = [sp for m in received for rs in m.resource_spans for ss in rs.scope_spans
-             for sp in ss.spans]
+    spans = [
+        sp for m in received for rs in m.resource_spans for ss in rs.scope_spans for sp in ss.spans
+    ]
     assert sent == len(spans) == len(tr)
     assert {sp.span_id.hex() for sp in spans} == set(tr.span_id)
     linked = [sp for sp in spans if sp.links]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from swarm import _semconv as sc
 from swarm.analysis import load_trace
 from swarm.analysis.synthetic import write_synthetic_trace
+from swarm.tracing import semconv as sc
 
 
 def test_synthetic_run_is_valid_and_complete(tmp_path: Path) -> None:
@@ -19,8 +19,14 @@ def test_synthetic_run_is_valid_and_complete(tmp_path: Path) -> None:
     assert all(tr.parent[i] >= 0 for i in range(n) if i != tr.root)
     assert len(set(tr.span_id)) == n
     kinds = {tr.wait_kind[i] for i in range(n) if tr.op[i] == "wait"}
-    assert kinds == {sc.WAIT_QUEUE, sc.WAIT_RATE_LIMIT, sc.WAIT_BACKOFF, sc.WAIT_HEDGE,
-                     sc.WAIT_DEPENDENCY, sc.WAIT_MERGE}
+    assert kinds == {
+        sc.WAIT_QUEUE,
+        sc.WAIT_RATE_LIMIT,
+        sc.WAIT_BACKOFF,
+        sc.WAIT_HEDGE,
+        sc.WAIT_DEPENDENCY,
+        sc.WAIT_MERGE,
+    }
     roles = {tr.agent[i] for i in range(n) if tr.op[i] == sc.OP_AGENT}
     assert roles == {"planner", "coder", "fixer"}
     fixers = [i for i in range(n) if tr.agent[i] == "fixer"]
@@ -31,8 +37,11 @@ def test_synthetic_run_is_valid_and_complete(tmp_path: Path) -> None:
     raw = tr.span_json(chats[0])
     assert raw["events"][0]["name"] == sc.FIRST_TOKEN_EVENT
     # children lie within their parents
-    assert all(tr.start[tr.parent[i]] <= tr.start[i] and tr.end[i] <= tr.end[tr.parent[i]]
-               for i in range(n) if i != tr.root)
+    assert all(
+        tr.start[tr.parent[i]] <= tr.start[i] and tr.end[i] <= tr.end[tr.parent[i]]
+        for i in range(n)
+        if i != tr.root
+    )
 
 
 def test_synthetic_is_reproducible_and_batched(tmp_path: Path) -> None:

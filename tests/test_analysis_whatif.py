@@ -8,7 +8,7 @@ import pytest
 
 from swarm.analysis import load_trace, whatif
 from swarm.analysis.synthetic import build_chain, build_fanout, write_synthetic_trace
-from swarm.providers.catalog import LatencyProfile
+from swarm.catalog import LatencyProfile
 
 _PROFILES = {
     "slow/m": LatencyProfile(ttft_s=0.0, output_tps=30, prefill_tps=1e12),
@@ -25,8 +25,14 @@ def _free(ref: str, i: int, o: int) -> float:
 
 
 def test_kimi_10k_in_500_out_on_cerebras_and_moonshot(tmp_path: Path) -> None:
-    known = build_chain(tmp_path / "c.jsonl", steps=1, chat_s=10.0, tool_s=0.0,
-                        input_tokens=10_000, output_tokens=500)
+    known = build_chain(
+        tmp_path / "c.jsonl",
+        steps=1,
+        chat_s=10.0,
+        tool_s=0.0,
+        input_tokens=10_000,
+        output_tokens=500,
+    )
     tr = load_trace(known.path)
     fast = whatif(tr, set={"speed": "cerebras/kimi-k2.6"})
     slow = whatif(tr, set={"speed": "moonshot/kimi-k2.6"})
@@ -37,8 +43,15 @@ def test_kimi_10k_in_500_out_on_cerebras_and_moonshot(tmp_path: Path) -> None:
 
 
 def test_200_sequential_calls_of_3000_tokens(tmp_path: Path) -> None:
-    known = build_chain(tmp_path / "c.jsonl", steps=200, chat_s=1.0, ttft_s=0.1, tool_s=0.0,
-                        input_tokens=0, output_tokens=3000)
+    known = build_chain(
+        tmp_path / "c.jsonl",
+        steps=200,
+        chat_s=1.0,
+        ttft_s=0.1,
+        tool_s=0.0,
+        input_tokens=0,
+        output_tokens=3000,
+    )
     tr = load_trace(known.path)
     slow = whatif(tr, set={"*": "slow/m"}, find_profile=_find, find_cost=_free)
     fast = whatif(tr, set={"*": "fast/m"}, find_profile=_find, find_cost=_free)
@@ -78,8 +91,7 @@ def test_synthetic_faster_speed_tier_is_faster(tmp_path: Path) -> None:
     write_synthetic_trace(tmp_path / "s.jsonl", agents=30, calls_per_agent=4, seed=2)
     tr = load_trace(tmp_path / "s.jsonl")
     base = whatif(tr)
-    faster = whatif(tr, set={"speed": "cerebras/llama-3.3-70b",
-                             "reasoning": "cerebras/kimi-k2.6"})
+    faster = whatif(tr, set={"speed": "cerebras/llama-3.3-70b", "reasoning": "cerebras/kimi-k2.6"})
     slower = whatif(tr, set={"speed": "deepinfra/llama-3.3-70b"})
     assert faster["predicted"]["wall_s"] < base["predicted"]["wall_s"]
     assert slower["predicted"]["wall_s"] > base["predicted"]["wall_s"]
@@ -120,7 +132,6 @@ def test_faster_calls_free_queue_slots_sooner(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     write_synthetic_trace(path, agents=120, calls_per_agent=4, max_agents=8, seed=1)
     tr = load_trace(path)
-    result = whatif(tr, set={"*": "x/instant"}, find_profile=lambda ref: instant,
-                    find_cost=_free)
+    result = whatif(tr, set={"*": "x/instant"}, find_profile=lambda ref: instant, find_cost=_free)
     assert result["predicted"]["wall_s"] < 0.75 * tr.wall_s
     assert result["calls_changed"] == sum(1 for i in range(len(tr)) if tr.op[i] == "chat")

@@ -29,17 +29,27 @@ def start(input_tokens: int = 20, cached: int = 100) -> bytes:
     usage = {"input_tokens": input_tokens, "cache_read_input_tokens": cached, "output_tokens": 1}
     return event(
         "message_start",
-        message={"id": "msg_1", "type": "message", "role": "assistant", "content": [],
-                 "model": "claude-served", "stop_reason": None, "usage": usage},
-    )  # fmt: skip
+        message={
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "content": [],
+            "model": "claude-served",
+            "stop_reason": None,
+            "usage": usage,
+        },
+    )
 
 
 def stop(reason: str, output_tokens: int) -> list[bytes]:
     return [
-        event("message_delta", delta={"stop_reason": reason, "stop_sequence": None},
-              usage={"output_tokens": output_tokens}),
+        event(
+            "message_delta",
+            delta={"stop_reason": reason, "stop_sequence": None},
+            usage={"output_tokens": output_tokens},
+        ),
         event("message_stop"),
-    ]  # fmt: skip
+    ]
 
 
 TEXT = [
@@ -56,16 +66,23 @@ TOOLS = [
     event("content_block_start", index=0, content_block={"type": "text", "text": ""}),
     event("content_block_delta", index=0, delta={"type": "text_delta", "text": "Reading."}),
     event("content_block_stop", index=0),
-    event("content_block_start", index=1,
-          content_block={"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {}}),
+    event(
+        "content_block_start",
+        index=1,
+        content_block={"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {}},
+    ),
     event("content_block_delta", index=1, delta={"type": "input_json_delta", "partial_json": ""}),
-    event("content_block_delta", index=1,
-          delta={"type": "input_json_delta", "partial_json": '{"path": "a'}),
-    event("content_block_delta", index=1,
-          delta={"type": "input_json_delta", "partial_json": '.py"}'}),
+    event(
+        "content_block_delta",
+        index=1,
+        delta={"type": "input_json_delta", "partial_json": '{"path": "a'},
+    ),
+    event(
+        "content_block_delta", index=1, delta={"type": "input_json_delta", "partial_json": '.py"}'}
+    ),
     event("content_block_stop", index=1),
     *stop("tool_use", 30),
-]  # fmt: skip
+]
 
 
 class State:
@@ -86,12 +103,20 @@ def make_app(state: State) -> web.Application:
             return web.json_response(error, status=int(scenario))
         if not body.get("stream"):
             return web.json_response(
-                {"id": "msg_2", "type": "message", "role": "assistant", "model": "claude-served",
-                 "content": [{"type": "text", "text": "Whole."}], "stop_reason": "max_tokens",
-                 "usage": {"input_tokens": 5, "output_tokens": 7}},
-                headers={"anthropic-ratelimit-requests-remaining": "49",
-                         "anthropic-ratelimit-tokens-remaining": "1000"},
-            )  # fmt: skip
+                {
+                    "id": "msg_2",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "claude-served",
+                    "content": [{"type": "text", "text": "Whole."}],
+                    "stop_reason": "max_tokens",
+                    "usage": {"input_tokens": 5, "output_tokens": 7},
+                },
+                headers={
+                    "anthropic-ratelimit-requests-remaining": "49",
+                    "anthropic-ratelimit-tokens-remaining": "1000",
+                },
+            )
         resp = web.StreamResponse(headers={"content-type": "text/event-stream"})
         await resp.prepare(request)
         if scenario == "stall":
@@ -191,9 +216,11 @@ async def test_tool_use_and_tool_translation(
                 {"type": "tool_use", "id": "toolu_0", "name": "run", "input": {"command": "ls"}},
             ],
         },
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_0",
-                                      "content": "a.py"}]},
-    ]  # fmt: skip
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_0", "content": "a.py"}],
+        },
+    ]
 
 
 def test_consecutive_tool_results_and_user_text_share_one_user_turn() -> None:
@@ -272,8 +299,9 @@ async def test_default_base_url_and_headers_via_mock_transport() -> None:
 
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append(request)
-        return httpx.Response(200, headers={"content-type": "text/event-stream"},
-                              content=b"".join(TEXT))  # fmt: skip
+        return httpx.Response(
+            200, headers={"content-type": "text/event-stream"}, content=b"".join(TEXT)
+        )
 
     client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
     p = AnthropicProvider("anthropic", api_key=SECRET, client=client)

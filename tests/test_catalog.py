@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from swarm.errors import ConfigError
-from swarm.providers.catalog import (
+from swarm.catalog import (
     PROVIDERS,
     LatencyProfile,
     ModelInfo,
@@ -13,6 +12,7 @@ from swarm.providers.catalog import (
     find_model,
     find_profile,
 )
+from swarm.errors import ConfigError
 
 
 def test_kimi_k26_published_request_times() -> None:

@@ -37,8 +37,7 @@ def _json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> Any:
 
 @pytest.fixture
 def chain(tmp_path: Path) -> Path:
-    return build_chain(tmp_path / "chain.jsonl", steps=2, chat_s=2.0, ttft_s=0.5,
-                       tool_s=1.0).path
+    return build_chain(tmp_path / "chain.jsonl", steps=2, chat_s=2.0, ttft_s=0.5, tool_s=1.0).path
 
 
 def test_summary_json(chain: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -55,10 +54,18 @@ def test_critical_path_json(chain: Path, capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_whatif_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = build_chain(tmp_path / "k.jsonl", steps=1, chat_s=10.0, tool_s=0.0,
-                       input_tokens=10_000, output_tokens=500).path
-    r = _json(["trace", "whatif", str(path), "--set", "speed=cerebras/kimi-k2.6",
-               "--max-agents", "4"], capsys)
+    path = build_chain(
+        tmp_path / "k.jsonl",
+        steps=1,
+        chat_s=10.0,
+        tool_s=0.0,
+        input_tokens=10_000,
+        output_tokens=500,
+    ).path
+    r = _json(
+        ["trace", "whatif", str(path), "--set", "speed=cerebras/kimi-k2.6", "--max-agents", "4"],
+        capsys,
+    )
     assert r["predicted"]["wall_s"] == pytest.approx(5.6, abs=0.05)
     assert r["max_agents"] == 4 and r["set"] == {"speed": "cerebras/kimi-k2.6"}
 
@@ -84,18 +91,21 @@ def test_plain_output_when_piped(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert code == 0 and "ledger (critical path)" in out and "\x1b[" not in out
     code, out = _run(["trace", "critical-path", str(path)], capsys)
     assert code == 0 and "critical path: 3 steps over 11.5 s" in out
-    code, out = _run(["trace", "whatif", str(path), "--set", "speed=cerebras/llama-3.3-70b"],
-                     capsys)
+    code, out = _run(
+        ["trace", "whatif", str(path), "--set", "speed=cerebras/llama-3.3-70b"], capsys
+    )
     assert code == 0 and "predicted" in out
     code, out = _run(["trace", "diff", str(path), str(path)], capsys)
     assert code == 0 and "biggest changes" in out
 
 
-def test_export_chrome_and_otlp_json(chain: Path, tmp_path: Path,
-                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_export_chrome_and_otlp_json(
+    chain: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out_file = tmp_path / "chrome.json"
-    code, _ = _run(["trace", "export", str(chain), "--format", "chrome", "-o", str(out_file)],
-                   capsys)
+    code, _ = _run(
+        ["trace", "export", str(chain), "--format", "chrome", "-o", str(out_file)], capsys
+    )
     assert code == 0
     events = json.loads(out_file.read_text())["traceEvents"]
     assert sum(1 for e in events if e["ph"] == "X") == 6

@@ -15,13 +15,15 @@ from pathlib import Path
 import anyio
 import pytest
 
-from swarm.agent import Agent
+from swarm.agent.loop import Agent
+from swarm.agent.tool import ToolContext, scrub_env
+from swarm.agent.toolbox import coding_tools
+from swarm.catalog import LatencyProfile
 from swarm.demo import DEMO_REPO, PLAN, create_demo_repo, demo_script, init_source
 from swarm.messages import ChatRequest, ChatResult, Message
-from swarm.plan import Plan, Subtask, parse_plan_reply, validate_plan
-from swarm.providers.catalog import LatencyProfile
 from swarm.providers.sim import SimProvider
-from swarm.roles import (
+from swarm.run.plan import Plan, Subtask, parse_plan_reply, validate_plan
+from swarm.run.roles import (
     CODER,
     FIXER,
     PLANNER,
@@ -31,9 +33,7 @@ from swarm.roles import (
     planner_prompt,
     rebase_prompt,
 )
-from swarm.task import Task, load_task
-from swarm.tool import ToolContext, scrub_env
-from swarm.toolbox import coding_tools
+from swarm.run.task import Task, load_task
 
 TASK_FILE = Path(__file__).resolve().parents[1] / "tasks" / "refactor.md"
 _FAST = LatencyProfile(ttft_s=0.0, output_tps=1e9, jitter=0.0)

@@ -18,11 +18,11 @@ import anyio.lowlevel
 import pytest
 
 from swarm.errors import ConfigError
-from swarm.journal import Journal, ReplayModel, request_hash
 from swarm.messages import ChatRequest, ChatResult, Message, ToolCall, ToolSpec, Usage
 from swarm.model import Model
-from swarm.plan import validate_plan
-from swarm.task import parse_task
+from swarm.run.journal import Journal, ReplayModel, request_hash
+from swarm.run.plan import validate_plan
+from swarm.run.task import parse_task
 
 
 class CountingModel:
@@ -70,8 +70,12 @@ def test_runs(journal: Journal) -> None:
     row = journal.get_run("r1")
     assert row is not None
     assert (row.status, row.detail, row.branch, row.cost_usd, row.tokens) == (
-        "stopped", "deadline", "swarm/r1", 1.25, 900
-    )  # fmt: skip
+        "stopped",
+        "deadline",
+        "swarm/r1",
+        1.25,
+        900,
+    )
     assert row.updated_at >= row.created_at
     assert journal.get_run("nope") is None
 
@@ -92,11 +96,13 @@ def test_run_mistakes(journal: Journal) -> None:
 def test_plan_round_trip(journal: Journal) -> None:
     assert journal.load_plan("r1") is None
     plan = validate_plan(
-        {"subtasks": [
-            {"id": "a", "title": "A", "instructions": "a", "files": ["x.py"]},
-            {"id": "b", "title": "B", "instructions": "b", "files": ["x.py"]},
-        ]}
-    )  # fmt: skip
+        {
+            "subtasks": [
+                {"id": "a", "title": "A", "instructions": "a", "files": ["x.py"]},
+                {"id": "b", "title": "B", "instructions": "b", "files": ["x.py"]},
+            ]
+        }
+    )
     journal.save_plan("r1", plan)
     assert journal.load_plan("r1") == plan
     journal.save_plan("r1", plan)  # saving again replaces
@@ -115,8 +121,13 @@ def test_subtask_states(journal: Journal) -> None:
     assert list(rows) == ["b", "a"]
     a = rows["a"]
     assert (a.status, a.attempts, a.patch, a.commit, a.error, a.cost_usd) == (
-        "merged", 2, "diff --git", "abc123", None, 0.5
-    )  # fmt: skip
+        "merged",
+        2,
+        "diff --git",
+        "abc123",
+        None,
+        0.5,
+    )
     assert rows["b"].status == "pending" and rows["b"].attempts == 0
     assert journal.subtasks("other") == {}
     with pytest.raises(ValueError, match="unknown subtask status 'done'"):
@@ -278,8 +289,8 @@ WRITER = textwrap.dedent(
     import json
     import sys
     from pathlib import Path
-    from swarm.journal import Journal
-    from swarm.plan import validate_plan
+    from swarm.run.journal import Journal
+    from swarm.run.plan import validate_plan
 
     j = Journal.open(Path(sys.argv[1]))
     j.create_run("crash", task={"title": "t"}, repo="/r", config={})

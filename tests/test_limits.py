@@ -12,10 +12,10 @@ from anyio import wait_all_tasks_blocked
 from anyio.lowlevel import checkpoint
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from swarm import _semconv as sc
 from swarm.errors import BudgetExceeded
-from swarm.limits import ConcurrencyLimiter, Gate, SpendTracker, TokenBucket
 from swarm.messages import RateLimitInfo
+from swarm.routing.limits import ConcurrencyLimiter, Gate, SpendTracker, TokenBucket
+from swarm.tracing import semconv as sc
 
 T = TypeVar("T")
 
@@ -310,9 +310,9 @@ def test_blind_quota_aimd_on_rate() -> None:
 
 
 def test_swarm_paced_by_sim_quota_headers_alone() -> None:
+    from swarm.catalog import LatencyProfile
     from swarm.errors import RateLimited
     from swarm.messages import ChatRequest, Message
-    from swarm.providers.catalog import LatencyProfile
     from swarm.providers.sim import Faults, SimProvider
 
     quota = 60_000  # 1,000 tokens/s; each call is 1 + 500 tokens and takes 0.5 s

@@ -25,10 +25,10 @@ from aiohttp import web
 from opentelemetry.sdk.trace import TracerProvider
 
 from swarm._serve import serve_app
+from swarm.catalog import LatencyProfile
 from swarm.errors import ProviderError, RateLimited
 from swarm.messages import ChatRequest, Message, ToolCall, ToolSpec
 from swarm.providers._sse import iter_sse_batches, parse_duration_s
-from swarm.providers.catalog import LatencyProfile
 from swarm.providers.openai import OpenAIProvider
 from swarm.providers.sim import Reply, SimEngine
 from swarm.providers.sim_server import serve_sim
@@ -51,11 +51,11 @@ def chunk(delta: dict[str, Any] | None = None, finish: str | None = None, **extr
         "created": 1,
         "model": "served-model",
         "system_fingerprint": "fp_1",
-        "choices": [] if delta is None else [
-            {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
-        ],
+        "choices": []
+        if delta is None
+        else [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
         **extra,
-    }  # fmt: skip
+    }
     return b"data: " + json.dumps(body).encode() + b"\n\n"
 
 
@@ -476,9 +476,16 @@ async def test_shape_via_mock_transport_and_borrowed_client_stays_open() -> None
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("1s", 1.0), ("6m0s", 360.0), ("250ms", 0.25), ("1h2m3.5s", 3723.5), ("0.5", 0.5),
-     ("soon", None), ("", None)],
-)  # fmt: skip
+    [
+        ("1s", 1.0),
+        ("6m0s", 360.0),
+        ("250ms", 0.25),
+        ("1h2m3.5s", 3723.5),
+        ("0.5", 0.5),
+        ("soon", None),
+        ("", None),
+    ],
+)
 def test_parse_reset_durations(text: str, seconds: float | None) -> None:
     assert parse_duration_s(text) == seconds
 

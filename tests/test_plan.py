@@ -12,7 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from swarm.errors import ConfigError
-from swarm.plan import Plan, PlanError, Subtask, load_plan, parse_plan_reply, validate_plan
+from swarm.run.plan import Plan, PlanError, Subtask, load_plan, parse_plan_reply, validate_plan
 
 
 def st(id: str, files: list[str] | None = None, deps: list[str] | None = None) -> dict[str, Any]:
@@ -115,9 +115,16 @@ def test_field_type_paths() -> None:
 
 def test_each_cycle_is_named_once() -> None:
     problems = problems_of(
-        {"subtasks": [st("a", deps=["b"]), st("b", deps=["a"]), st("x", deps=["y"]),
-                      st("y", deps=["z"]), st("z", deps=["x", "a"])]}
-    )  # fmt: skip
+        {
+            "subtasks": [
+                st("a", deps=["b"]),
+                st("b", deps=["a"]),
+                st("x", deps=["y"]),
+                st("y", deps=["z"]),
+                st("z", deps=["x", "a"]),
+            ]
+        }
+    )
     assert sorted(problems) == [
         "dependency cycle: a -> b -> a (each depends on the next)",
         "dependency cycle: x -> y -> z -> x (each depends on the next)",
@@ -174,9 +181,17 @@ def test_a_file_shared_by_many_becomes_one_chain() -> None:
 
 def test_longest_chain_first() -> None:
     plan = validate_plan(
-        {"subtasks": [st("z"), st("m"), st("long1"), st("long2", deps=["long1"]),
-                      st("long3", deps=["long2"]), st("mid", deps=["m"])]}
-    )  # fmt: skip
+        {
+            "subtasks": [
+                st("z"),
+                st("m"),
+                st("long1"),
+                st("long2", deps=["long1"]),
+                st("long3", deps=["long2"]),
+                st("mid", deps=["m"]),
+            ]
+        }
+    )
     assert plan.chain_length("long1") == 3
     assert plan.chain_length("m") == 2
     assert plan.chain_length("z") == 1

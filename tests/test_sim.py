@@ -11,10 +11,10 @@ import pytest
 import trio
 import trio.testing
 
+from swarm.catalog import LatencyProfile, find_profile
 from swarm.errors import ConfigError, ProviderError, RateLimited
 from swarm.messages import ChatRequest, Message, ToolCall, ToolSpec
 from swarm.model import Provider
-from swarm.providers.catalog import LatencyProfile, find_profile
 from swarm.providers.sim import (
     Faults,
     Reply,

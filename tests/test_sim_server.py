@@ -19,8 +19,8 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionFunctionToolParam
 
+from swarm.catalog import LatencyProfile
 from swarm.errors import ConfigError
-from swarm.providers.catalog import LatencyProfile
 from swarm.providers.sim import Faults, SimEngine, default_script
 from swarm.providers.sim_server import serve_sim
 

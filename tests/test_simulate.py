@@ -10,13 +10,18 @@ from pathlib import Path
 import pytest
 
 from swarm._commands import simulate as command
-from swarm._sim_swarm import make_plan, step_shares
-from swarm.simulate import PRESETS, SimSpec, run_simulation
+from swarm.simulate.simulation import PRESETS, SimSpec, run_simulation
+from swarm.simulate.world import make_plan, step_shares
 
 FAST = SimSpec(
-    agents=10, steps=60, speed="cerebras/llama-3.3-70b", reasoning="cerebras/llama-3.3-70b",
-    tool_s=0.05, check_s=0.1, traces_dir=None,
-)  # fmt: skip
+    agents=10,
+    steps=60,
+    speed="cerebras/llama-3.3-70b",
+    reasoning="cerebras/llama-3.3-70b",
+    tool_s=0.05,
+    check_s=0.1,
+    traces_dir=None,
+)
 
 
 def test_real_and_virtual_clocks_agree_on_the_makespan() -> None:
@@ -36,8 +41,18 @@ def test_requests_per_minute_hold_on_the_virtual_clock() -> None:
 
 
 def test_virtual_scheduling_meets_the_critical_path(tmp_path: Path) -> None:
-    out = run_simulation(replace(FAST, shape="dag", agents=16, steps=80, max_agents=4,
-                                 fail_rate=0.5, virtual=True, traces_dir=tmp_path))  # fmt: skip
+    out = run_simulation(
+        replace(
+            FAST,
+            shape="dag",
+            agents=16,
+            steps=80,
+            max_agents=4,
+            fail_rate=0.5,
+            virtual=True,
+            traces_dir=tmp_path,
+        )
+    )
     assert out["merged"] == 16 and out["failed"] == 0
     assert out["fix_rounds"] > 0
     # a lower bound: never beaten; with four slots for sixteen subtasks, approached
@@ -46,9 +61,11 @@ def test_virtual_scheduling_meets_the_critical_path(tmp_path: Path) -> None:
     lines = [json.loads(line) for line in Path(out["trace"]).read_text().splitlines()]
     names = {
         span["name"]
-        for line in lines for rs in line["resourceSpans"] for ss in rs["scopeSpans"]
+        for line in lines
+        for rs in line["resourceSpans"]
+        for ss in rs["scopeSpans"]
         for span in ss["spans"]
-    }  # fmt: skip
+    }
     assert any(n.startswith("chat ") for n in names)
     assert any(n.startswith("invoke_agent") for n in names)
     assert out["trace_note"]
@@ -56,8 +73,9 @@ def test_virtual_scheduling_meets_the_critical_path(tmp_path: Path) -> None:
 
 def test_devin_loop_is_hours_on_moonshot_and_minutes_on_cerebras() -> None:
     preset = {**PRESETS["devin-loop"], "steps": 40}  # 40 sequential calls keep it quick
-    slow = run_simulation(replace(SimSpec(**preset), speed="moonshot/kimi-k2.6",
-                                  virtual=True, traces_dir=None))  # fmt: skip
+    slow = run_simulation(
+        replace(SimSpec(**preset), speed="moonshot/kimi-k2.6", virtual=True, traces_dir=None)
+    )
     fast = run_simulation(replace(SimSpec(**preset), virtual=True, traces_dir=None))
     assert slow["calls"] == fast["calls"] == 41
     # 3,000 tokens per call: ~88 s at 34 tok/s, ~3 s at 981 tok/s
@@ -82,12 +100,33 @@ def _cli(argv: list[str]) -> argparse.Namespace:
 
 
 def test_cli_prints_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    args = _cli(["--agents", "4", "--steps", "12", "--set", "speed=cerebras/gpt-oss-120b",
-                 "--virtual", "--json", "--traces-dir", str(tmp_path)])  # fmt: skip
+    args = _cli(
+        [
+            "--agents",
+            "4",
+            "--steps",
+            "12",
+            "--set",
+            "speed=cerebras/gpt-oss-120b",
+            "--virtual",
+            "--json",
+            "--traces-dir",
+            str(tmp_path),
+        ]
+    )
     assert args.func(args) == 0
     out = json.loads(capsys.readouterr().out)
-    for key in ("agents", "steps", "wall_s", "bound_s", "ratio", "calls", "cost_usd",
-                "peak_rss_mb", "trace"):  # fmt: skip
+    for key in (
+        "agents",
+        "steps",
+        "wall_s",
+        "bound_s",
+        "ratio",
+        "calls",
+        "cost_usd",
+        "peak_rss_mb",
+        "trace",
+    ):
         assert key in out
     assert out["agents"] == 4 and out["speed"] == "cerebras/gpt-oss-120b"
     assert out["cost_usd"] > 0 and Path(out["trace"]).is_file()

@@ -19,8 +19,8 @@ import pytest
 
 from swarm.messages import ChatRequest
 from swarm.model import Model
-from swarm.plan import PlanError
-from swarm.solve import SolveRequest, solve
+from swarm.run.plan import PlanError
+from swarm.run.solve import SolveRequest, solve
 from swarm.testing import FunctionModel, Scripted, ScriptedModel, call, reply
 
 CHECK = "python check.py"
@@ -29,8 +29,11 @@ CHECK = "python check.py"
 def git(repo: Path, *args: str) -> str:
     return subprocess.run(
         ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=repo, check=True, capture_output=True, text=True,
-    ).stdout.strip()  # fmt: skip
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
 
 
 @pytest.fixture
@@ -63,8 +66,13 @@ def write_plan(tmp_path: Path, subtasks: Sequence[dict[str, Any]]) -> Path:
 
 
 def subtask(id: str, files: list[str], deps: Sequence[str] = ()) -> dict[str, Any]:
-    return {"id": id, "title": f"do {id}", "instructions": f"do {id}", "files": files,
-            "depends_on": list(deps)}  # fmt: skip
+    return {
+        "id": id,
+        "title": f"do {id}",
+        "instructions": f"do {id}",
+        "files": files,
+        "depends_on": list(deps),
+    }
 
 
 class Scripts:
@@ -121,20 +129,29 @@ def assert_untouched(repo: Path) -> None:
 
 
 async def test_multi_subtask_plan_is_merged_to_green(tmp_path: Path, repo: Path) -> None:
-    plan = write_plan(tmp_path, [
-        subtask("s1", ["a.py"]), subtask("s2", ["b.py"]), subtask("s3", ["a.py"], ["s1"]),
-    ])  # fmt: skip
-    scripts = Scripts({
-        "coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()],
-        "coder:s2": [edit("b.py", "def two():", "def two() -> int:"), done()],
-        "coder:s3": [edit("a.py", "    return 1", '    """One."""\n    return 1'), done()],
-    })  # fmt: skip
+    plan = write_plan(
+        tmp_path,
+        [
+            subtask("s1", ["a.py"]),
+            subtask("s2", ["b.py"]),
+            subtask("s3", ["a.py"], ["s1"]),
+        ],
+    )
+    scripts = Scripts(
+        {
+            "coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()],
+            "coder:s2": [edit("b.py", "def two():", "def two() -> int:"), done()],
+            "coder:s3": [edit("a.py", "    return 1", '    """One."""\n    return 1'), done()],
+        }
+    )
     report = await solve(request(tmp_path, repo, plan), source=scripts)
     assert report["status"] == "done", report
     assert report["final_check"] == "passed"
     assert {s["id"]: s["status"] for s in report["subtasks"]} == {
-        "s1": "merged", "s2": "merged", "s3": "merged",
-    }  # fmt: skip
+        "s1": "merged",
+        "s2": "merged",
+        "s3": "merged",
+    }
     a = git(repo, "show", f"{report['branch']}:a.py")
     assert "def one() -> int:" in a and '"""One."""' in a
     assert "def two() -> int:" in git(repo, "show", f"{report['branch']}:b.py")
@@ -158,10 +175,12 @@ async def test_a_plan_with_a_cycle_is_refused_before_the_run(tmp_path: Path, rep
 async def test_overlapping_scopes_run_in_order_not_at_once(tmp_path: Path, repo: Path) -> None:
     # both claim a.py and neither depends on the other: s2 must start from s1's merge
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["a.py"])])
-    scripts = Scripts({
-        "coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()],
-        "coder:s2": [edit("a.py", "def one() -> int:", "def one() -> int:  # typed"), done()],
-    })  # fmt: skip
+    scripts = Scripts(
+        {
+            "coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()],
+            "coder:s2": [edit("a.py", "def one() -> int:", "def one() -> int:  # typed"), done()],
+        }
+    )
     report = await solve(request(tmp_path, repo, plan, max_agents=2), source=scripts)
     assert report["status"] == "done", report
     assert "# typed" in git(repo, "show", f"{report['branch']}:a.py")
@@ -169,10 +188,12 @@ async def test_overlapping_scopes_run_in_order_not_at_once(tmp_path: Path, repo:
 
 async def test_a_failing_check_is_fixed_by_a_fixer(tmp_path: Path, repo: Path) -> None:
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
-    scripts = Scripts({
-        "coder:s1": [edit("a.py", "return 1", "return 2"), done("oops")],
-        "fixer:s1:1": [call("run_tests"), edit("a.py", "return 2", "return 1"), done("fixed")],
-    })  # fmt: skip
+    scripts = Scripts(
+        {
+            "coder:s1": [edit("a.py", "return 1", "return 2"), done("oops")],
+            "fixer:s1:1": [call("run_tests"), edit("a.py", "return 2", "return 1"), done("fixed")],
+        }
+    )
     report = await solve(request(tmp_path, repo, plan), source=scripts)
     assert report["status"] == "done"
     (s1,) = report["subtasks"]
@@ -185,12 +206,14 @@ async def test_a_failing_check_is_fixed_by_a_fixer(tmp_path: Path, repo: Path) -
 
 async def test_a_fix_loop_that_gives_up_escalates_then_fails(tmp_path: Path, repo: Path) -> None:
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["b.py"], ["s1"])])
-    scripts = Scripts({
-        "coder:s1": [edit("a.py", "return 1", "return 2"), done()],
-        "fixer:s1:1": [done("could not")],
-        "fixer:s1:2": [done("could not")],
-        "fixer:s1:3": [done("could not")],
-    })  # fmt: skip
+    scripts = Scripts(
+        {
+            "coder:s1": [edit("a.py", "return 1", "return 2"), done()],
+            "fixer:s1:1": [done("could not")],
+            "fixer:s1:2": [done("could not")],
+            "fixer:s1:3": [done("could not")],
+        }
+    )
     report = await solve(request(tmp_path, repo, plan), source=scripts)
     assert report["status"] == "failed"
     states = {s["id"]: s["status"] for s in report["subtasks"]}
@@ -202,12 +225,14 @@ async def test_a_fix_loop_that_gives_up_escalates_then_fails(tmp_path: Path, rep
 async def test_a_merge_conflict_is_rebased_by_a_fixer(tmp_path: Path, repo: Path) -> None:
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["b.py"])])
     both = 'NAMES = ["one", "two", "three", "four"]\n'
-    scripts = Scripts({
-        "coder:s1": [edit("shared.py", '"two"]', '"two", "three"]'), done()],
-        "coder:s2": [edit("shared.py", '"two"]', '"two", "four"]'), done()],
-        "fixer:s1:rebase1": [call("write_file", path="shared.py", content=both), done()],
-        "fixer:s2:rebase1": [call("write_file", path="shared.py", content=both), done()],
-    })  # fmt: skip
+    scripts = Scripts(
+        {
+            "coder:s1": [edit("shared.py", '"two"]', '"two", "three"]'), done()],
+            "coder:s2": [edit("shared.py", '"two"]', '"two", "four"]'), done()],
+            "fixer:s1:rebase1": [call("write_file", path="shared.py", content=both), done()],
+            "fixer:s2:rebase1": [call("write_file", path="shared.py", content=both), done()],
+        }
+    )
     report = await solve(request(tmp_path, repo, plan, max_agents=2), source=scripts)
     assert report["status"] == "done", report
     assert sorted(s["rebases"] for s in report["subtasks"]) == [0, 1]
@@ -215,14 +240,14 @@ async def test_a_merge_conflict_is_rebased_by_a_fixer(tmp_path: Path, repo: Path
     assert_untouched(repo)
 
 
-async def test_step_budget_stops_cleanly_and_keeps_merged_work(
-    tmp_path: Path, repo: Path
-) -> None:
+async def test_step_budget_stops_cleanly_and_keeps_merged_work(tmp_path: Path, repo: Path) -> None:
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["b.py"], ["s1"])])
-    scripts = Scripts({
-        "coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()],
-        "coder:s2": [edit("b.py", "def two():", "def two() -> int:"), done()],
-    })  # fmt: skip
+    scripts = Scripts(
+        {
+            "coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()],
+            "coder:s2": [edit("b.py", "def two():", "def two() -> int:"), done()],
+        }
+    )
     report = await solve(request(tmp_path, repo, plan, max_steps=3), source=scripts)
     assert report["status"] == "stopped"
     assert report["stop_reason"] == "steps"
@@ -237,18 +262,18 @@ async def test_usd_budget_stops_the_run(tmp_path: Path, repo: Path) -> None:
     def pricey(item: Scripted) -> Scripted:
         return reply(item, cost_usd=0.3)
 
-    scripts = Scripts({
-        "coder:s1": [pricey(edit("a.py", "def one():", "def one() -> int:")), pricey(done())],
-        "coder:s2": [pricey(done())],
-    })  # fmt: skip
+    scripts = Scripts(
+        {
+            "coder:s1": [pricey(edit("a.py", "def one():", "def one() -> int:")), pricey(done())],
+            "coder:s2": [pricey(done())],
+        }
+    )
     report = await solve(request(tmp_path, repo, plan, budget_usd=0.5), source=scripts)
     assert report["status"] == "stopped" and report["stop_reason"] == "usd"
     assert report["cost_usd"] == pytest.approx(0.6)
 
 
-async def test_deadline_stops_the_run_and_leaves_no_worktrees(
-    tmp_path: Path, repo: Path
-) -> None:
+async def test_deadline_stops_the_run_and_leaves_no_worktrees(tmp_path: Path, repo: Path) -> None:
     async def slow(request: ChatRequest) -> Scripted:
         await anyio.sleep(30)
         return done()
@@ -278,7 +303,7 @@ async def test_cancellation_mid_run_leaves_no_worktrees(tmp_path: Path, repo: Pa
         await anyio.sleep(0.2)
         tg.cancel_scope.cancel()
     assert_untouched(repo)
-    from swarm.journal import Journal
+    from swarm.run.journal import Journal
 
     with Journal.open(tmp_path / "state" / "journal.db") as journal:
         (run,) = journal.list_runs()
@@ -289,7 +314,7 @@ RUNNER = textwrap.dedent(
     """
     import json, sys, anyio
     from pathlib import Path
-    from swarm.solve import SolveRequest, solve
+    from swarm.run.solve import SolveRequest, solve
     from swarm.testing import FunctionModel, call
 
     log = Path(sys.argv[1])
@@ -317,10 +342,14 @@ RUNNER = textwrap.dedent(
 
 
 def test_kill_9_then_resume_finishes_without_repeating_calls(tmp_path: Path, repo: Path) -> None:
-    plan = write_plan(tmp_path, [
-        subtask("s1", ["a.py.txt"]), subtask("s2", ["b.py.txt"], ["s1"]),
-        subtask("s3", ["shared.py.txt"], ["s2"]),
-    ])  # fmt: skip
+    plan = write_plan(
+        tmp_path,
+        [
+            subtask("s1", ["a.py.txt"]),
+            subtask("s2", ["b.py.txt"], ["s1"]),
+            subtask("s3", ["shared.py.txt"], ["s2"]),
+        ],
+    )
     req = request(tmp_path, repo, plan)
     log = tmp_path / "calls.log"
     args = json.dumps(dict(req.__dict__))
@@ -329,8 +358,12 @@ def test_kill_9_then_resume_finishes_without_repeating_calls(tmp_path: Path, rep
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
     errors = tmp_path / "first.err"
     with errors.open("w") as err:
-        first = subprocess.Popen([sys.executable, str(script), str(log), args], env=env,
-                                 stdout=subprocess.DEVNULL, stderr=err)  # fmt: skip
+        first = subprocess.Popen(
+            [sys.executable, str(script), str(log), args],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
         deadline = time.monotonic() + 30
         while not (log.exists() and len(log.read_text().splitlines()) >= 3):
             assert time.monotonic() < deadline, errors.read_text()
@@ -340,19 +373,24 @@ def test_kill_9_then_resume_finishes_without_repeating_calls(tmp_path: Path, rep
         first.wait()
     before = log.read_text().splitlines()
 
-    from swarm.journal import Journal
+    from swarm.run.journal import Journal
 
     with Journal.open(tmp_path / "state" / "journal.db") as journal:
         (run,) = journal.list_runs()
     resume = json.dumps({**json.loads(args), "run_id": run.run_id, "plan_path": None})
-    second = subprocess.run([sys.executable, str(script), str(log), resume], env=env,
-                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    second = subprocess.run(
+        [sys.executable, str(script), str(log), resume],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert second.returncode == 0, second.stderr[-3000:]
     report = json.loads(second.stdout.strip().splitlines()[-1])
     assert report["status"] == "done", report
     assert report["run_id"] == run.run_id
     calls = log.read_text().splitlines()
-    after = calls[len(before):]
+    after = calls[len(before) :]
     # the call in flight at the kill may be made again; no completed call is repeated
     assert len(set(before) & set(after)) <= 1, (before, after)
     assert sorted(set(calls)) == sorted(

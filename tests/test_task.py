@@ -8,7 +8,7 @@ import pytest
 
 from swarm._duration import format_duration, parse_duration
 from swarm.errors import ConfigError
-from swarm.task import Task, load_task, parse_task
+from swarm.run.task import Task, load_task, parse_task
 
 GOOD = """\
 ---
@@ -145,9 +145,19 @@ def test_load_task_missing_or_unreadable_file(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("15m", 900), ("90s", 90), ("1h30m", 5400), ("2m 30s", 150), ("1.5h", 5400),
-     ("250ms", 0.25), ("1d", 86400), ("45", 45), (12, 12), (0.5, 0.5)],
-)  # fmt: skip
+    [
+        ("15m", 900),
+        ("90s", 90),
+        ("1h30m", 5400),
+        ("2m 30s", 150),
+        ("1.5h", 5400),
+        ("250ms", 0.25),
+        ("1d", 86400),
+        ("45", 45),
+        (12, 12),
+        (0.5, 0.5),
+    ],
+)
 def test_parse_duration(text: str | float, seconds: float) -> None:
     assert parse_duration(text) == pytest.approx(seconds)
 
@@ -160,5 +170,9 @@ def test_parse_duration_refuses(text: str | float) -> None:
 
 def test_format_duration() -> None:
     assert [format_duration(s) for s in (0.25, 0, 90, 5400, 3601)] == [
-        "250ms", "0ms", "1m30s", "1h30m", "1h1s"
-    ]  # fmt: skip
+        "250ms",
+        "0ms",
+        "1m30s",
+        "1h30m",
+        "1h1s",
+    ]

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from swarm.agent.tool import Tool, ToolContext
+from swarm.agent.toolbox import coding_tools
 from swarm.errors import ToolError
-from swarm.tool import Tool, ToolContext
-from swarm.toolbox import coding_tools
 
 TOOLS = {t.name: t for t in coding_tools()}
 
@@ -85,9 +85,12 @@ async def test_write_file_creates_parents(ws: Path) -> None:
 
 async def test_edit_file_replaces_a_unique_match(ws: Path) -> None:
     out = await call(
-        "edit_file", ws, path="src/calc.py", old="def add(a, b):\n    return a - b",
+        "edit_file",
+        ws,
+        path="src/calc.py",
+        old="def add(a, b):\n    return a - b",
         new="def add(a, b):\n    return a + b",
-    )  # fmt: skip
+    )
     assert out.startswith("edited src/calc.py at line 1:\n     1\tdef add(a, b):")
     assert "     2\t    return a + b" in out
     assert (ws / "src" / "calc.py").read_text().startswith("def add(a, b):\n    return a + b\n")
@@ -186,8 +189,13 @@ async def test_search_prints_path_line_text(search_ctx: ToolContext) -> None:
 
 
 def _git(root: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
-           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}  # fmt: skip
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.com",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.com",
+    }
     done = subprocess.run(["git", *args], cwd=root, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     return done.stdout

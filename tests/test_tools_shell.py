@@ -12,10 +12,10 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from swarm._semconv import TESTS_FAILED, TESTS_PASSED, TOOL_EXIT_CODE
+from swarm.agent.tool import Finish, ToolContext
+from swarm.agent.toolbox import coding_tools, run_command
 from swarm.errors import ToolError
-from swarm.tool import Finish, ToolContext
-from swarm.toolbox import coding_tools, run_command
+from swarm.tracing.semconv import TESTS_FAILED, TESTS_PASSED, TOOL_EXIT_CODE
 
 TOOLS = {t.name: t for t in coding_tools()}
 
@@ -100,9 +100,14 @@ async def test_leftover_background_processes_neither_block_nor_survive(tmp_path:
 async def test_subprocess_env_is_scrubbed_and_carries_traceparent(tmp_path: Path) -> None:
     ctx = ToolContext(
         root=tmp_path,
-        env={"PATH": os.environ["PATH"], "OPENAI_API_KEY": "sk-1", "DEPLOY_TOKEN": "t",
-             "VISIBLE": "yes", "TRACEPARENT": "00-stale"},
-    )  # fmt: skip
+        env={
+            "PATH": os.environ["PATH"],
+            "OPENAI_API_KEY": "sk-1",
+            "DEPLOY_TOKEN": "t",
+            "VISIBLE": "yes",
+            "TRACEPARENT": "00-stale",
+        },
+    )
     provider = TracerProvider()
     with provider.get_tracer("test").start_as_current_span("execute_tool run") as span:
         out = await TOOLS["run"].run({"command": "env"}, ctx)

@@ -17,36 +17,46 @@ from aiohttp import web
 from opentelemetry import trace as otel
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from swarm import _semconv as sc
 from swarm._serve import serve_app
 from swarm.analysis import load_trace
-from swarm.tracing import current_run, run_tracing, tracer
+from swarm.tracing import semconv as sc
+from swarm.tracing.setup import current_run, run_tracing, tracer
 
 
 def _record_run(traces: Path, run_id: str = "r1", **kwargs: object) -> Path:
     with run_tracing(run_id, traces_dir=traces, **kwargs) as run:  # type: ignore[arg-type]
         assert current_run() is run
         t = tracer()
-        with t.start_as_current_span("invoke_workflow swarm",
-                                     attributes={sc.OPERATION: sc.OP_WORKFLOW}):
+        with t.start_as_current_span(
+            "invoke_workflow swarm", attributes={sc.OPERATION: sc.OP_WORKFLOW}
+        ):
             with t.start_as_current_span(
                 "invoke_agent coder",
                 attributes={sc.OPERATION: sc.OP_AGENT, sc.AGENT_NAME: "coder"},
             ) as coder:
                 with t.start_as_current_span(
-                    "chat llama", kind=otel.SpanKind.CLIENT,
-                    attributes={sc.OPERATION: sc.OP_CHAT, sc.PROVIDER: "groq",
-                                sc.REQUEST_MODEL: "llama", sc.INPUT_TOKENS: 1200,
-                                sc.OUTPUT_TOKENS: 80, sc.TIER: "speed",
-                                sc.FINISH_REASONS: ("stop",), sc.COST_USD: 0.25},
+                    "chat llama",
+                    kind=otel.SpanKind.CLIENT,
+                    attributes={
+                        sc.OPERATION: sc.OP_CHAT,
+                        sc.PROVIDER: "groq",
+                        sc.REQUEST_MODEL: "llama",
+                        sc.INPUT_TOKENS: 1200,
+                        sc.OUTPUT_TOKENS: 80,
+                        sc.TIER: "speed",
+                        sc.FINISH_REASONS: ("stop",),
+                        sc.COST_USD: 0.25,
+                    },
                 ) as chat:
                     chat.add_event(sc.FIRST_TOKEN_EVENT)
-                with t.start_as_current_span("execute_tool run_tests",
-                                             attributes={sc.TOOL_NAME: "run_tests"}):
+                with t.start_as_current_span(
+                    "execute_tool run_tests", attributes={sc.TOOL_NAME: "run_tests"}
+                ):
                     pass
             link = otel.Link(coder.get_span_context(), {sc.LINK_TYPE: sc.LINK_DEPENDS_ON})
-            with t.start_as_current_span("invoke_agent fixer", links=[link],
-                                         attributes={sc.AGENT_NAME: "fixer"}) as fixer:
+            with t.start_as_current_span(
+                "invoke_agent fixer", links=[link], attributes={sc.AGENT_NAME: "fixer"}
+            ) as fixer:
                 fixer.set_status(otel.Status(otel.StatusCode.ERROR, "tests still fail"))
     assert current_run() is None
     assert run.spans_written == 5 and run.dropped == 0
@@ -77,8 +87,13 @@ def test_round_trip_keeps_parents_links_events_and_attributes(tmp_path: Path) ->
 
 def test_file_follows_the_otlp_file_exporter_format(tmp_path: Path) -> None:
     lines = _record_run(tmp_path).read_text().splitlines()
-    spans = [sp for line in lines for rs in json.loads(line)["resourceSpans"]
-             for ss in rs["scopeSpans"] for sp in ss["spans"]]
+    spans = [
+        sp
+        for line in lines
+        for rs in json.loads(line)["resourceSpans"]
+        for ss in rs["scopeSpans"]
+        for sp in ss["spans"]
+    ]
     resource = json.loads(lines[0])["resourceSpans"][0]["resource"]["attributes"]
     assert {"key": "service.name", "value": {"stringValue": "swarm"}} in resource
     for sp in spans:
@@ -99,8 +114,12 @@ def test_burst_of_100k_spans_arrives_whole(tmp_path: Path) -> None:
         for _ in range(100_000):
             t.start_span("execute_tool read_file").end()
     assert run.spans_written == 100_000 and run.dropped == 0
-    count = sum(len(ss["spans"]) for line in run.path.read_text().splitlines()
-                for rs in json.loads(line)["resourceSpans"] for ss in rs["scopeSpans"])
+    count = sum(
+        len(ss["spans"])
+        for line in run.path.read_text().splitlines()
+        for rs in json.loads(line)["resourceSpans"]
+        for ss in rs["scopeSpans"]
+    )
     assert count == 100_000
 
 
@@ -108,7 +127,7 @@ def test_crashed_run_keeps_its_trace(tmp_path: Path) -> None:
     script = textwrap.dedent(f"""
         import os, time
         from pathlib import Path
-        from swarm.tracing import run_tracing, tracer
+        from swarm.tracing.setup import run_tracing, tracer
         with run_tracing("crash", traces_dir=Path({str(tmp_path)!r})):
             t = tracer()
             root = t.start_span("invoke_workflow swarm")  # never ends: the run dies
@@ -140,18 +159,30 @@ async def otlp_server() -> AsyncIterator[tuple[str, list[ExportTraceServiceReque
 
 
 async def test_otlp_export_reaches_an_http_endpoint(
-    tmp_path: Path, otlp_server: tuple[str, list[ExportTraceServiceRequest]],
+    tmp_path: Path,
+    otlp_server: tuple[str, list[ExportTraceServiceRequest]],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     url, received = otlp_server
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url)
     # the exporter is synchronous: record in a worker thread so the server can answer
     await anyio.to_thread.run_sync(lambda: _record_run(tmp_path, "otlp"))
-    spans = [sp for msg in received for rs in msg.resource_spans for ss in rs.scope_spans
-             for sp in ss.spans]
+    spans = [
+        sp
+        for msg in received
+        for rs in msg.resource_spans
+        for ss in rs.scope_spans
+        for sp in ss.spans
+    ]
     assert sorted(sp.name for sp in spans) == sorted(
-        ["invoke_workflow swarm", "invoke_agent coder", "chat llama",
-         "execute_tool run_tests", "invoke_agent fixer"])
+        [
+            "invoke_workflow swarm",
+            "invoke_agent coder",
+            "chat llama",
+            "execute_tool run_tests",
+            "invoke_agent fixer",
+        ]
+    )
     fixer = next(sp for sp in spans if sp.name == "invoke_agent fixer")
     coder = next(sp for sp in spans if sp.name == "invoke_agent coder")
     assert fixer.links[0].span_id == coder.span_id
@@ -165,9 +196,15 @@ def test_genai_client_metrics_are_derived_from_chat_spans(tmp_path: Path) -> Non
     with run_tracing("m", traces_dir=tmp_path, metric_reader=reader) as run:
         assert run.meter_provider is not None
         with tracer().start_as_current_span(
-            "chat llama", attributes={sc.OPERATION: sc.OP_CHAT, sc.PROVIDER: "groq",
-                                      sc.INPUT_TOKENS: 100, sc.OUTPUT_TOKENS: 7,
-                                      sc.TIME_TO_FIRST_CHUNK: 0.05}):
+            "chat llama",
+            attributes={
+                sc.OPERATION: sc.OP_CHAT,
+                sc.PROVIDER: "groq",
+                sc.INPUT_TOKENS: 100,
+                sc.OUTPUT_TOKENS: 7,
+                sc.TIME_TO_FIRST_CHUNK: 0.05,
+            },
+        ):
             pass
         with tracer().start_as_current_span("execute_tool x"):
             pass
@@ -175,11 +212,12 @@ def test_genai_client_metrics_are_derived_from_chat_spans(tmp_path: Path) -> Non
     assert data is not None
     points: dict[str, list[Any]] = {
         m.name: list(m.data.data_points)
-        for rm in data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics
+        for rm in data.resource_metrics
+        for sm in rm.scope_metrics
+        for m in sm.metrics
     }
     assert points["gen_ai.client.operation.duration"][0].count == 1
-    usage = {p.attributes["gen_ai.token.type"]: p.sum
-             for p in points["gen_ai.client.token.usage"]}
+    usage = {p.attributes["gen_ai.token.type"]: p.sum for p in points["gen_ai.client.token.usage"]}
     assert usage == {"input": 100, "output": 7}
     assert points["gen_ai.client.operation.time_to_first_chunk"][0].sum == pytest.approx(0.05)
 

@@ -12,13 +12,12 @@ from typing import Any
 import pytest
 from playwright.async_api import Page, async_playwright
 
-from swarm import _semconv as sc
 from swarm.analysis.synthetic import write_synthetic_trace
+from swarm.tracing import semconv as sc
 from swarm.viewer.chromium import CHROMIUM, CHROMIUM_ARGS
 from swarm.viewer.serve import serve_viewer
 
 pytestmark = pytest.mark.browser
-
 
 
 def require_chromium(path: Path = CHROMIUM) -> str:

@@ -8,9 +8,9 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
+from swarm.agent.tool import ToolContext, tool, truncate
+from swarm.agent.toolbox import resolve_path
 from swarm.errors import ToolError
-from swarm.tool import ToolContext, tool, truncate
-from swarm.toolbox import resolve_path
 
 MAX_FILE_BYTES = 20_000_000
 _BINARY_SNIFF = 8192

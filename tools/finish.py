@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from swarm.tool import Finish, ToolContext, tool
+from swarm.agent.tool import Finish, ToolContext, tool
 
 
 @tool

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from swarm.agent.tool import ToolContext, tool
 from swarm.errors import ToolError, WorkspaceError
-from swarm.tool import ToolContext, tool
-from swarm.workspace import worktree_diff
+from swarm.run.workspace import worktree_diff
 
 
 @tool

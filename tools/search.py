@@ -15,9 +15,9 @@ from pathlib import Path
 
 import anyio.to_thread
 
+from swarm.agent.tool import ToolContext, tool
+from swarm.agent.toolbox import resolve_path, run_command
 from swarm.errors import ToolError
-from swarm.tool import ToolContext, tool
-from swarm.toolbox import resolve_path, run_command
 
 MAX_LINE_CHARS = 300
 """Longer matching lines (minified code) are clipped."""

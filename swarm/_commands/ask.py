@@ -31,7 +31,7 @@ def register(subparsers: Any) -> None:
 async def _ask(args: argparse.Namespace) -> int:
     from swarm.config import load_config
     from swarm.messages import ChatRequest, Message
-    from swarm.routing import Router
+    from swarm.routing.router import Router
 
     config = load_config(args.config, env=os.environ)
     if config.simulated:

@@ -42,8 +42,8 @@ def register(subparsers: Any) -> None:
 
 def rows(config_path: str | None, env: dict[str, str]) -> tuple[list[dict[str, Any]], Any]:
     """One row per catalog model plus one per configured non-catalog provider."""
+    from swarm.catalog import PROVIDERS
     from swarm.config import load_config
-    from swarm.providers.catalog import PROVIDERS
 
     config = load_config(config_path, env=env)
     out: list[dict[str, Any]] = []

@@ -20,13 +20,21 @@ def register(subparsers: Any) -> None:
         "merges, through the real coordinator and router on the simulator. Prints the "
         "makespan against the workload's critical-path lower bound.",
     )
-    p.add_argument("--preset", choices=["kimi-swarm", "devin-loop"],
-                   help="a named workload; other options override it")  # fmt: skip
+    p.add_argument(
+        "--preset",
+        choices=["kimi-swarm", "devin-loop"],
+        help="a named workload; other options override it",
+    )
     p.add_argument("--agents", type=int, help="coder subtasks (default 10)")
     p.add_argument("--steps", type=int, help="coder model steps in total (default 100)")
     p.add_argument("--shape", choices=["fanout", "chain", "dag"])
-    p.add_argument("--set", action="append", default=[], metavar="TIER=PROVIDER/MODEL",
-                   help="a catalog model for a tier: speed=cerebras/kimi-k2.6")  # fmt: skip
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="TIER=PROVIDER/MODEL",
+        help="a catalog model for a tier: speed=cerebras/kimi-k2.6",
+    )
     p.add_argument("--max-agents", type=int, help="agents at once (default: all)")
     p.add_argument("--rpm", type=int, help="requests/min limit on the simulated provider")
     p.add_argument("--tpm", type=int, help="tokens/min limit on the simulated provider")
@@ -35,8 +43,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--tool-s", type=float, help="seconds per simulated tool call")
     p.add_argument("--check-s", type=float, help="seconds per simulated check")
     p.add_argument("--time-scale", type=float, help="multiply model latencies")
-    p.add_argument("--virtual", action="store_true",
-                   help="run on a virtual clock: hours of work in seconds")  # fmt: skip
+    p.add_argument(
+        "--virtual", action="store_true", help="run on a virtual clock: hours of work in seconds"
+    )
     p.add_argument("--traces-dir", default="traces")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(func=_simulate)
@@ -45,7 +54,7 @@ def register(subparsers: Any) -> None:
 def spec_from_args(args: argparse.Namespace) -> Any:
     """The `SimSpec` the options describe (preset first, explicit options over it)."""
     from swarm.errors import ConfigError
-    from swarm.simulate import PRESETS, SimSpec
+    from swarm.simulate.simulation import PRESETS, SimSpec
 
     values: dict[str, Any] = dict(PRESETS[args.preset]) if args.preset else {}
     for item in args.set:
@@ -54,12 +63,23 @@ def spec_from_args(args: argparse.Namespace) -> Any:
             raise ConfigError(f"--set {item!r}: expected speed=PROVIDER/MODEL or reasoning=...")
         values[tier] = ref
     names = {f.name for f in fields(SimSpec)}
-    for name in ("agents", "steps", "shape", "max_agents", "rpm", "tpm", "seed", "out_tokens",
-                 "tool_s", "check_s", "time_scale"):  # fmt: skip
+    for name in (
+        "agents",
+        "steps",
+        "shape",
+        "max_agents",
+        "rpm",
+        "tpm",
+        "seed",
+        "out_tokens",
+        "tool_s",
+        "check_s",
+        "time_scale",
+    ):
         value = getattr(args, name)
         if value is not None and name in names:
             values[name] = value
-    from swarm.providers.catalog import find_profile
+    from swarm.catalog import find_profile
 
     for tier in ("speed", "reasoning"):
         if tier in values:
@@ -68,25 +88,31 @@ def spec_from_args(args: argparse.Namespace) -> Any:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from swarm.simulate import run_simulation
+    from swarm.simulate.simulation import run_simulation
 
     out = run_simulation(spec_from_args(args))
     if args.json:
         print(json.dumps(out, indent=2))
         return 0
     clock = "virtual" if out["virtual"] else "real"
-    print(f"swarm simulate: {out['agents']} agents, {out['steps']} steps, {out['shape']}, "
-          f"speed={out['speed']}, max_agents={out['max_agents']} ({clock} clock)")  # fmt: skip
+    print(
+        f"swarm simulate: {out['agents']} agents, {out['steps']} steps, {out['shape']}, "
+        f"speed={out['speed']}, max_agents={out['max_agents']} ({clock} clock)"
+    )
     print(f"  wall        {out['wall_s']:.2f} s   (real {out['real_s']:.2f} s)")
     print(
         f"  bound       {out['bound_s']:.2f} s   ratio {out['ratio']}  "
         f"(actual-latency bound {out['bound_actual_s']:.2f} s, ratio {out['ratio_actual']})"
     )
-    print(f"  calls       {out['calls']}  tool calls {out['tool_calls']}  "
-          f"429s {out['rate_limited']}  fix rounds {out['fix_rounds']}")  # fmt: skip
+    print(
+        f"  calls       {out['calls']}  tool calls {out['tool_calls']}  "
+        f"429s {out['rate_limited']}  fix rounds {out['fix_rounds']}"
+    )
     print(f"  tokens      {out['tokens']}  cost ${out['cost_usd']:.4f}")
-    print(f"  cpu         {out['cpu_s']:.2f} s  ({out['cpu_ms_per_call']} ms/call)  "
-          f"peak RSS {out['peak_rss_mb']} MB")  # fmt: skip
+    print(
+        f"  cpu         {out['cpu_s']:.2f} s  ({out['cpu_ms_per_call']} ms/call)  "
+        f"peak RSS {out['peak_rss_mb']} MB"
+    )
     print(f"  merged      {out['merged']}  failed {out['failed']}")
     note = f"  ({out['trace_note']})" if out["trace_note"] else ""
     print(f"  trace       {out['trace']}{note}")

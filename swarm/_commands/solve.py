@@ -40,7 +40,7 @@ def _run_options(p: argparse.ArgumentParser) -> None:
 
 def _request(args: argparse.Namespace, **extra: Any) -> Any:
     from swarm._duration import parse_duration
-    from swarm.solve import SolveRequest
+    from swarm.run.solve import SolveRequest
 
     return SolveRequest(
         config_path=args.config,
@@ -56,16 +56,14 @@ def _request(args: argparse.Namespace, **extra: Any) -> Any:
 
 
 async def _solve(args: argparse.Namespace) -> int:
-    from swarm.solve import solve
+    from swarm.run.solve import solve
 
-    report = await solve(
-        _request(args, task_path=args.task, repo=args.repo, plan_path=args.plan)
-    )
+    report = await solve(_request(args, task_path=args.task, repo=args.repo, plan_path=args.plan))
     return _print(report, args.json)
 
 
 async def _resume(args: argparse.Namespace) -> int:
-    from swarm.solve import solve
+    from swarm.run.solve import solve
 
     report = await solve(_request(args, task_path="", run_id=args.run_id))
     return _print(report, args.json)
@@ -84,7 +82,7 @@ def _print(report: dict[str, Any], as_json: bool) -> int:
 def _runs(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from swarm.journal import Journal
+    from swarm.run.journal import Journal
 
     path = Path(args.state_dir) / "journal.db"
     if not path.exists():

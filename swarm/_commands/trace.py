@@ -18,8 +18,11 @@ __all__ = ["register"]
 
 def register(subparsers: Any) -> None:
     """Add `trace` and its subcommands to the `swarm` parser."""
-    p = subparsers.add_parser("trace", help="analyse a run's trace (latency, critical path)",
-                              description="Analyse traces/<run-id>.jsonl files.")
+    p = subparsers.add_parser(
+        "trace",
+        help="analyse a run's trace (latency, critical path)",
+        description="Analyse traces/<run-id>.jsonl files.",
+    )
     sub = p.add_subparsers(dest="trace_command", metavar="SUBCOMMAND", required=True)
 
     s = sub.add_parser("summary", help="where the time and money went")
@@ -34,8 +37,13 @@ def register(subparsers: Any) -> None:
 
     s = sub.add_parser("whatif", help="re-simulate the run on other providers")
     s.add_argument("trace", type=Path)
-    s.add_argument("--set", action="append", default=[], metavar="KEY=PROVIDER/MODEL",
-                   help="tier, role, recorded provider/model or * = catalog ref (repeatable)")
+    s.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=PROVIDER/MODEL",
+        help="tier, role, recorded provider/model or * = catalog ref (repeatable)",
+    )
     s.add_argument("--max-agents", type=int, metavar="N", help="cap on concurrent agents")
     s.add_argument("--json", action="store_true", help="print as JSON")
     s.set_defaults(func=_whatif)
@@ -48,8 +56,12 @@ def register(subparsers: Any) -> None:
 
     s = sub.add_parser("send", help="replay the trace into an OTLP/HTTP endpoint")
     s.add_argument("trace", type=Path)
-    s.add_argument("--otlp", required=True, metavar="URL",
-                   help="e.g. http://localhost:4318 (…/v1/traces is added)")
+    s.add_argument(
+        "--otlp",
+        required=True,
+        metavar="URL",
+        help="e.g. http://localhost:4318 (…/v1/traces is added)",
+    )
     s.set_defaults(func=_send)
 
     s = sub.add_parser("diff", help="compare two runs by latency")
@@ -107,8 +119,11 @@ def _fmt(v: Any) -> str:
 
 
 def _ledger_rows(ledger: dict[str, float], wall: float) -> list[list[Any]]:
-    return [[k, v, f"{100 * v / wall:.1f}%" if wall else "-"]
-            for k, v in sorted(ledger.items(), key=lambda kv: -kv[1]) if v >= 0.0005]
+    return [
+        [k, v, f"{100 * v / wall:.1f}%" if wall else "-"]
+        for k, v in sorted(ledger.items(), key=lambda kv: -kv[1])
+        if v >= 0.0005
+    ]
 
 
 def _summary(args: argparse.Namespace) -> int:
@@ -119,26 +134,64 @@ def _summary(args: argparse.Namespace) -> int:
         _dump(s)
         return 0
     t = s["totals"]
-    print(f"run {s['run_id'] or '?'}: {s['spans']:,} spans, wall {s['wall_s']:.1f} s, "
-          f"{t['calls']:,} calls, ${t['cost_usd']:.4f}, {t['errors']} errors, "
-          f"{t['retries']} retries\n")
+    print(
+        f"run {s['run_id'] or '?'}: {s['spans']:,} spans, wall {s['wall_s']:.1f} s, "
+        f"{t['calls']:,} calls, ${t['cost_usd']:.4f}, {t['errors']} errors, "
+        f"{t['retries']} retries\n"
+    )
     for group in ("by_tier", "by_model", "by_role"):
-        _table(group.replace("_", " "),
-               ["key", "calls", "tokens out", "cost $", "errors", "TTFT p50", "TTFT p95",
-                "TTFT p99", "tok/s", "profile tok/s"],
-               [[k, g["calls"], g["output_tokens"], g["cost_usd"], g["errors"], g["ttft_p50_s"],
-                 g["ttft_p95_s"], g["ttft_p99_s"], g["tokens_per_s"], g["profile_tokens_per_s"]]
-                for k, g in s[group].items()])
+        _table(
+            group.replace("_", " "),
+            [
+                "key",
+                "calls",
+                "tokens out",
+                "cost $",
+                "errors",
+                "TTFT p50",
+                "TTFT p95",
+                "TTFT p99",
+                "tok/s",
+                "profile tok/s",
+            ],
+            [
+                [
+                    k,
+                    g["calls"],
+                    g["output_tokens"],
+                    g["cost_usd"],
+                    g["errors"],
+                    g["ttft_p50_s"],
+                    g["ttft_p95_s"],
+                    g["ttft_p99_s"],
+                    g["tokens_per_s"],
+                    g["profile_tokens_per_s"],
+                ]
+                for k, g in s[group].items()
+            ],
+        )
     wall = s["wall_s"]
     _table("ledger (whole run)", ["cause", "seconds", "share"], _ledger_rows(s["ledger"], wall))
     cp = s["critical_path"]
-    _table("ledger (critical path)", ["cause", "seconds", "share"],
-           _ledger_rows(cp["ledger"], wall))
+    _table(
+        "ledger (critical path)", ["cause", "seconds", "share"], _ledger_rows(cp["ledger"], wall)
+    )
     if cp["top_savings"]:
-        _table("critical-path calls a faster provider would shorten most",
-               ["span", "model", "recorded s", "faster", "expected s", "saving s"],
-               [[r["name"], r["model"], r["recorded_s"], r["faster"], r["expected_s"],
-                 r["saving_s"]] for r in cp["top_savings"]])
+        _table(
+            "critical-path calls a faster provider would shorten most",
+            ["span", "model", "recorded s", "faster", "expected s", "saving s"],
+            [
+                [
+                    r["name"],
+                    r["model"],
+                    r["recorded_s"],
+                    r["faster"],
+                    r["expected_s"],
+                    r["saving_s"],
+                ]
+                for r in cp["top_savings"]
+            ],
+        )
     return 0
 
 
@@ -149,16 +202,32 @@ def _critical_path(args: argparse.Namespace) -> int:
     path = critical_path(tr)
     led = ledger(tr, path)
     if args.json:
-        _dump({"wall_s": tr.wall_s, "ledger": led, "steps": [
-            {"span_id": s.span_id, "name": s.name, "op": s.op, "role": s.role, "tier": s.tier,
-             "model": s.model, "start_s": (s.start_ns - tr.start_ns) / 1e9,
-             "duration_s": s.duration_s} for s in path]})
+        _dump(
+            {
+                "wall_s": tr.wall_s,
+                "ledger": led,
+                "steps": [
+                    {
+                        "span_id": s.span_id,
+                        "name": s.name,
+                        "op": s.op,
+                        "role": s.role,
+                        "tier": s.tier,
+                        "model": s.model,
+                        "start_s": (s.start_ns - tr.start_ns) / 1e9,
+                        "duration_s": s.duration_s,
+                    }
+                    for s in path
+                ],
+            }
+        )
         return 0
-    _table(f"critical path: {len(path)} steps over {tr.wall_s:.1f} s",
-           ["step", "role", "start s", "duration s"],
-           [[s.name, s.role, (s.start_ns - tr.start_ns) / 1e9, s.duration_s] for s in path])
-    _table("ledger (critical path)", ["cause", "seconds", "share"],
-           _ledger_rows(led, tr.wall_s))
+    _table(
+        f"critical path: {len(path)} steps over {tr.wall_s:.1f} s",
+        ["step", "role", "start s", "duration s"],
+        [[s.name, s.role, (s.start_ns - tr.start_ns) / 1e9, s.duration_s] for s in path],
+    )
+    _table("ledger (critical path)", ["cause", "seconds", "share"], _ledger_rows(led, tr.wall_s))
     return 0
 
 
@@ -182,12 +251,19 @@ def _whatif(args: argparse.Namespace) -> int:
         _dump(result)
         return 0
     rec, pred = result["recorded"], result["predicted"]
-    _table("what if", ["", "wall s", "cost $"],
-           [["recorded", rec["wall_s"], rec["cost_usd"]],
-            ["predicted", pred["wall_s"], pred["cost_usd"]]])
-    print(f"{result['calls_changed']} calls re-timed, concurrency cap "
-          f"{result['max_agents']}, speed-up x{result['speedup']:.2f} (the unchanged run "
-          f"re-simulates to {result['baseline_wall_s']:.1f} s)")
+    _table(
+        "what if",
+        ["", "wall s", "cost $"],
+        [
+            ["recorded", rec["wall_s"], rec["cost_usd"]],
+            ["predicted", pred["wall_s"], pred["cost_usd"]],
+        ],
+    )
+    print(
+        f"{result['calls_changed']} calls re-timed, concurrency cap "
+        f"{result['max_agents']}, speed-up x{result['speedup']:.2f} (the unchanged run "
+        f"re-simulates to {result['baseline_wall_s']:.1f} s)"
+    )
     return 0
 
 
@@ -220,14 +296,28 @@ def _diff(args: argparse.Namespace) -> int:
     if args.json:
         _dump(d)
         return 0
-    _table("a → b", ["", "a", "b", "delta"],
-           [[k, d[k]["a"], d[k]["b"], d[k]["delta"]]
-            for k in ("wall_s", "critical_path_busy_s", "cost_usd", "calls")])
-    _table("critical-path ledger", ["cause", "a", "b", "delta"],
-           [[r["category"], r["a"], r["b"], r["delta"]]
-            for r in d["critical_path_ledger"] if r["a"] or r["b"]])
-    _table("biggest changes (call seconds)", ["group", "key", "delta s"],
-           [[c["group"], c["key"], c["delta_s"]] for c in d["biggest_changes"]])
+    _table(
+        "a → b",
+        ["", "a", "b", "delta"],
+        [
+            [k, d[k]["a"], d[k]["b"], d[k]["delta"]]
+            for k in ("wall_s", "critical_path_busy_s", "cost_usd", "calls")
+        ],
+    )
+    _table(
+        "critical-path ledger",
+        ["cause", "a", "b", "delta"],
+        [
+            [r["category"], r["a"], r["b"], r["delta"]]
+            for r in d["critical_path_ledger"]
+            if r["a"] or r["b"]
+        ],
+    )
+    _table(
+        "biggest changes (call seconds)",
+        ["group", "key", "delta s"],
+        [[c["group"], c["key"], c["delta_s"]] for c in d["biggest_changes"]],
+    )
     return 0
 
 

@@ -24,11 +24,36 @@ if TYPE_CHECKING:
 __all__ = ["cache_path", "read", "write"]
 
 _MAGIC = b"SWARMCOLS 1\n"
-_STRINGS = ("span_id", "name", "op", "role", "agent", "tier", "provider", "model",
-            "wait_kind", "tool", "error")
-_ARRAYS = ("parent", "kind", "start", "end", "status", "input_tokens", "output_tokens",
-           "reasoning_tokens", "ttft", "cost", "attempts", "tests_failed", "_line_offsets",
-           "_line_of", "_pos_in_line")
+_STRINGS = (
+    "span_id",
+    "name",
+    "op",
+    "role",
+    "agent",
+    "tier",
+    "provider",
+    "model",
+    "wait_kind",
+    "tool",
+    "error",
+)
+_ARRAYS = (
+    "parent",
+    "kind",
+    "start",
+    "end",
+    "status",
+    "input_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "ttft",
+    "cost",
+    "attempts",
+    "tests_failed",
+    "_line_offsets",
+    "_line_of",
+    "_pos_in_line",
+)
 _GRAPHS = ("children", "links")
 
 
@@ -66,15 +91,22 @@ def write(tr: Trace) -> bool:
             graph: dict[int, list[int]] = getattr(tr, name)
             blobs.append((f"{name}.keys", array("q", graph.keys())))
             blobs.append((f"{name}.counts", array("q", map(len, graph.values()))))
-            blobs.append((f"{name}.flat", array("q", itertools.chain.from_iterable(
-                graph.values()))))
+            blobs.append(
+                (f"{name}.flat", array("q", itertools.chain.from_iterable(graph.values())))
+            )
         blobs.append(("roots", array("q", tr.roots)))
-        header = json.dumps({
-            "size": size, "mtime_ns": mtime_ns, "byteorder": sys.byteorder,
-            "run_id": tr.run_id, "trace_ids": sorted(tr.trace_ids), "root": tr.root,
-            "strings": tables,
-            "arrays": [[name, a.typecode, len(a)] for name, a in blobs],
-        }).encode()
+        header = json.dumps(
+            {
+                "size": size,
+                "mtime_ns": mtime_ns,
+                "byteorder": sys.byteorder,
+                "run_id": tr.run_id,
+                "trace_ids": sorted(tr.trace_ids),
+                "root": tr.root,
+                "strings": tables,
+                "arrays": [[name, a.typecode, len(a)] for name, a in blobs],
+            }
+        ).encode()
         with tmp.open("wb") as fh:
             fh.write(_MAGIC + struct.pack("<Q", len(header)) + header)
             for _, a in blobs:
@@ -96,10 +128,11 @@ def read(trace_path: Path, tr: Trace) -> Trace | None:
         at = len(_MAGIC)
         (hlen,) = struct.unpack_from("<Q", data, at)
         at += 8
-        header = json.loads(data[at:at + hlen])
+        header = json.loads(data[at : at + hlen])
         at += hlen
-        if ((header["size"], header["mtime_ns"]) != _key(trace_path)
-                or header["byteorder"] != sys.byteorder):
+        if (header["size"], header["mtime_ns"]) != _key(trace_path) or header[
+            "byteorder"
+        ] != sys.byteorder:
             return None
         arrays: dict[str, array[Any]] = {}
         view = memoryview(data)
@@ -117,7 +150,7 @@ def read(trace_path: Path, tr: Trace) -> Trace | None:
             setattr(tr, name, list(map(table.__getitem__, arrays[name])))
         if "span_id.blob" in arrays:
             ids = arrays["span_id.blob"].tobytes().decode("ascii")
-            tr.span_id = [ids[k:k + 16] for k in range(0, len(ids), 16)]
+            tr.span_id = [ids[k : k + 16] for k in range(0, len(ids), 16)]
         for name in _ARRAYS:
             setattr(tr, name, arrays[name])
         for name in _GRAPHS:
@@ -125,7 +158,7 @@ def read(trace_path: Path, tr: Trace) -> Trace | None:
             graph: dict[int, list[int]] = {}
             o = 0
             for k, c in zip(arrays[f"{name}.keys"], arrays[f"{name}.counts"], strict=True):
-                graph[k] = flat[o:o + c]
+                graph[k] = flat[o : o + c]
                 o += c
             setattr(tr, name, graph)
         tr.roots = arrays["roots"].tolist()

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from swarm import _semconv as sc
 from swarm.analysis.model import _WANT, Trace, _hex_id, _op_of, otlp_value
+from swarm.tracing import semconv as sc
 
 __all__ = ["JSON_PARSER", "derive", "parse"]
 
@@ -108,8 +108,11 @@ def parse(path: Path) -> Trace:
                                     x = otlp_value(v)
                                 vals[c] = x
                         op_attr, wait_kind = vals[0], vals[13]
-                        wait_kind = (sd(wait_kind, wait_kind) if wait_kind.__class__ is str_
-                                     else _as_str(wait_kind, intern))
+                        wait_kind = (
+                            sd(wait_kind, wait_kind)
+                            if wait_kind.__class__ is str_
+                            else _as_str(wait_kind, intern)
+                        )
                         key = (name, op_attr or "", wait_kind)
                         op = ops.get(key)
                         if op is None:
@@ -127,8 +130,9 @@ def parse(path: Path) -> Trace:
                         app_model(sd(x, x) if x.__class__ is str_ else _as_str(x, intern))
                         x = vals[14]
                         app_tool(sd(x, x) if x.__class__ is str_ else _as_str(x, intern))
-                        x = vals[12] or (((st or {}).get("message", "") or "error")
-                                         if code == 2 else "")
+                        x = vals[12] or (
+                            ((st or {}).get("message", "") or "error") if code == 2 else ""
+                        )
                         app_err(sd(x, x) if x.__class__ is str_ else _as_str(x, intern))
                         app_in(int(vals[6] or 0))
                         app_out(int(vals[7] or 0))
@@ -149,8 +153,10 @@ def parse(path: Path) -> Trace:
                                     break
                         for ln in sp.get("links", ()):
                             for a in ln.get("attributes", ()):
-                                if (a["key"] == sc.LINK_TYPE
-                                        and otlp_value(a["value"]) == sc.LINK_DEPENDS_ON):
+                                if (
+                                    a["key"] == sc.LINK_TYPE
+                                    and otlp_value(a["value"]) == sc.LINK_DEPENDS_ON
+                                ):
                                     link_ids.setdefault(i, []).append(_hex_id(ln["spanId"], 8))
                         i += 1
             tr._line_of.extend(array("i", [line_no]) * pos)
@@ -159,8 +165,9 @@ def parse(path: Path) -> Trace:
     return tr
 
 
-def _resolve(tr: Trace, parent_ids: list[str], link_ids: dict[int, list[str]],
-             first_token: dict[int, int]) -> None:
+def _resolve(
+    tr: Trace, parent_ids: list[str], link_ids: dict[int, list[str]], first_token: dict[int, int]
+) -> None:
     """Turn ids into indices, then derive roots, children and each span's role."""
     index = dict(zip(tr.span_id, range(len(tr.span_id)), strict=True))
     get = index.get

@@ -12,8 +12,8 @@ from typing import Any
 import anyio
 import httpx
 
-from swarm import _semconv as sc
 from swarm.analysis.model import Trace
+from swarm.tracing import semconv as sc
 
 __all__ = ["export_chrome", "otlp_requests", "send_otlp"]
 
@@ -45,28 +45,59 @@ def export_chrome(trace: Trace) -> dict[str, Any]:
         ts = (tr.start[i] - t0) / 1e3
         args: dict[str, Any] = {"span_id": tr.span_id[i], "role": tr.role[i]}
         if tr.op[i] == sc.OP_CHAT:
-            args.update(provider=tr.provider[i], model=tr.model[i], tier=tr.tier[i],
-                        input_tokens=tr.input_tokens[i], output_tokens=tr.output_tokens[i],
-                        cost_usd=tr.cost[i])
+            args.update(
+                provider=tr.provider[i],
+                model=tr.model[i],
+                tier=tr.tier[i],
+                input_tokens=tr.input_tokens[i],
+                output_tokens=tr.output_tokens[i],
+                cost_usd=tr.cost[i],
+            )
             if tr.ttft[i] >= 0:
-                events.append({"name": sc.FIRST_TOKEN_EVENT, "ph": "i", "s": "t", "pid": 1,
-                               "tid": tid, "ts": ts + tr.ttft[i] * 1e6})
+                events.append(
+                    {
+                        "name": sc.FIRST_TOKEN_EVENT,
+                        "ph": "i",
+                        "s": "t",
+                        "pid": 1,
+                        "tid": tid,
+                        "ts": ts + tr.ttft[i] * 1e6,
+                    }
+                )
         if tr.error[i]:
             args["error"] = tr.error[i]
-        events.append({"name": tr.name[i], "cat": tr.op[i], "ph": "X", "ts": ts,
-                       "dur": (tr.end[i] - tr.start[i]) / 1e3, "pid": 1, "tid": tid,
-                       "args": args})
+        events.append(
+            {
+                "name": tr.name[i],
+                "cat": tr.op[i],
+                "ph": "X",
+                "ts": ts,
+                "dur": (tr.end[i] - tr.start[i]) / 1e3,
+                "pid": 1,
+                "tid": tid,
+                "args": args,
+            }
+        )
     for agent, tid in lanes.items():
-        label = (f"{tr.name[agent]} [{tr.span_id[agent][-6:]}]" if agent >= 0 else "swarm")
-        events.append({"name": "thread_name", "ph": "M", "pid": 1, "tid": tid,
-                       "args": {"name": label}})
-    events.append({"name": "process_name", "ph": "M", "pid": 1, "tid": 0,
-                   "args": {"name": f"swarm run {tr.run_id}"}})
+        label = f"{tr.name[agent]} [{tr.span_id[agent][-6:]}]" if agent >= 0 else "swarm"
+        events.append(
+            {"name": "thread_name", "ph": "M", "pid": 1, "tid": tid, "args": {"name": label}}
+        )
+    events.append(
+        {
+            "name": "process_name",
+            "ph": "M",
+            "pid": 1,
+            "tid": 0,
+            "args": {"name": f"swarm run {tr.run_id}"},
+        }
+    )
     return {"traceEvents": events, "displayTimeUnit": "ms"}
 
 
 def _ids_to_base64(doc: dict[str, Any]) -> None:
     """The file holds hex ids (OTLP/JSON); protobuf's JSON mapping wants base64 bytes."""
+
     def b64(h: str) -> str:
         return base64.b64encode(bytes.fromhex(h)).decode()
 
@@ -93,14 +124,23 @@ def otlp_requests(path: Path) -> Iterator[tuple[bytes, int]]:
                 continue
             doc = json.loads(line)
             _ids_to_base64(doc)
-            msg = ParseDict({"resourceSpans": doc.get("resourceSpans", [])},
-                            ExportTraceServiceRequest(), ignore_unknown_fields=True)
+            msg = ParseDict(
+                {"resourceSpans": doc.get("resourceSpans", [])},
+                ExportTraceServiceRequest(),
+                ignore_unknown_fields=True,
+            )
             n = sum(len(ss.spans) for rs in msg.resource_spans for ss in rs.scope_spans)
             yield msg.SerializeToString(), n
 
 
-async def send_otlp(path: Path | str, url: str, *, max_attempts: int = 8,
-                    backoff_s: float = 0.5, timeout_s: float = 30.0) -> int:
+async def send_otlp(
+    path: Path | str,
+    url: str,
+    *,
+    max_attempts: int = 8,
+    backoff_s: float = 0.5,
+    timeout_s: float = 30.0,
+) -> int:
     """Replay a saved trace into an OTLP/HTTP endpoint (`…/v1/traces` is appended when
     missing) as protobuf; back off and retry on 429/503. Returns the spans sent."""
     url = url.rstrip("/")

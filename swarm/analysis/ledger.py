@@ -14,14 +14,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from swarm import _semconv as sc
 from swarm.analysis.model import SpanRecord, Trace
+from swarm.tracing import semconv as sc
 
 __all__ = ["CATEGORIES", "category_of", "ledger", "ledger_indices"]
 
 CATEGORIES = (
-    sc.WAIT_QUEUE, sc.WAIT_RATE_LIMIT, sc.WAIT_BACKOFF, sc.WAIT_HEDGE, sc.WAIT_DEPENDENCY,
-    sc.WAIT_MERGE, "ttft", "decode", "tools", "tests", "orchestration",
+    sc.WAIT_QUEUE,
+    sc.WAIT_RATE_LIMIT,
+    sc.WAIT_BACKOFF,
+    sc.WAIT_HEDGE,
+    sc.WAIT_DEPENDENCY,
+    sc.WAIT_MERGE,
+    "ttft",
+    "decode",
+    "tools",
+    "tests",
+    "orchestration",
 )
 _TEST_TOOLS = {"run_tests", "tests", "pytest", "check"}
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from swarm import _semconv as sc
 from swarm.analysis import _colcache
+from swarm.tracing import semconv as sc
 
 __all__ = ["SpanRecord", "Trace", "load_trace", "otlp_value"]
 
@@ -54,10 +54,23 @@ def _hex_id(raw: str, size: int) -> str:
 
 # attribute key -> column code (see _Loader.add)
 _WANT = {
-    sc.OPERATION: 0, sc.AGENT_NAME: 1, sc.TIER: 2, sc.PROVIDER: 3, sc.REQUEST_MODEL: 4,
-    sc.RESPONSE_MODEL: 5, sc.INPUT_TOKENS: 6, sc.OUTPUT_TOKENS: 7, sc.REASONING_TOKENS: 8,
-    sc.TIME_TO_FIRST_CHUNK: 9, sc.TTFT_S: 9, sc.COST_USD: 10, sc.ATTEMPTS: 11,
-    sc.ERROR_TYPE: 12, sc.WAIT_KIND: 13, sc.TOOL_NAME: 14, sc.TESTS_FAILED: 15,
+    sc.OPERATION: 0,
+    sc.AGENT_NAME: 1,
+    sc.TIER: 2,
+    sc.PROVIDER: 3,
+    sc.REQUEST_MODEL: 4,
+    sc.RESPONSE_MODEL: 5,
+    sc.INPUT_TOKENS: 6,
+    sc.OUTPUT_TOKENS: 7,
+    sc.REASONING_TOKENS: 8,
+    sc.TIME_TO_FIRST_CHUNK: 9,
+    sc.TTFT_S: 9,
+    sc.COST_USD: 10,
+    sc.ATTEMPTS: 11,
+    sc.ERROR_TYPE: 12,
+    sc.WAIT_KIND: 13,
+    sc.TOOL_NAME: 14,
+    sc.TESTS_FAILED: 15,
     sc.RUN_ID: 16,
 }
 
@@ -160,10 +173,25 @@ class Trace:
 
     def span(self, i: int) -> SpanRecord:
         return SpanRecord(
-            i, self.span_id[i], self.parent[i], self.name[i], self.op[i], self.start[i],
-            self.end[i], self.role[i], self.tier[i], self.provider[i], self.model[i],
-            self.wait_kind[i], self.tool[i], self.input_tokens[i], self.output_tokens[i],
-            self.reasoning_tokens[i], self.ttft[i], self.cost[i], self.attempts[i],
+            i,
+            self.span_id[i],
+            self.parent[i],
+            self.name[i],
+            self.op[i],
+            self.start[i],
+            self.end[i],
+            self.role[i],
+            self.tier[i],
+            self.provider[i],
+            self.model[i],
+            self.wait_kind[i],
+            self.tool[i],
+            self.input_tokens[i],
+            self.output_tokens[i],
+            self.reasoning_tokens[i],
+            self.ttft[i],
+            self.cost[i],
+            self.attempts[i],
             self.error[i],
         )
 
@@ -184,18 +212,25 @@ class Trace:
             with self.path.open("rb") as fh:
                 fh.seek(self._line_offsets[line_no])
                 doc = json.loads(fh.readline())
-            flat = [sp for rs in doc.get("resourceSpans", []) for ss in rs.get("scopeSpans", [])
-                    for sp in ss.get("spans", [])]
+            flat = [
+                sp
+                for rs in doc.get("resourceSpans", [])
+                for ss in rs.get("scopeSpans", [])
+                for sp in ss.get("spans", [])
+            ]
             self._cache = (line_no, flat)
         raw = dict(self._cache[1][self._pos_in_line[i]])
-        raw["attributes"] = {a["key"]: otlp_value(a.get("value", {}))
-                             for a in raw.get("attributes", [])}
+        raw["attributes"] = {
+            a["key"]: otlp_value(a.get("value", {})) for a in raw.get("attributes", [])
+        }
         for ev in raw.get("events", []):
-            ev["attributes"] = {a["key"]: otlp_value(a.get("value", {}))
-                                for a in ev.get("attributes", [])}
+            ev["attributes"] = {
+                a["key"]: otlp_value(a.get("value", {})) for a in ev.get("attributes", [])
+            }
         for ln in raw.get("links", []):
-            ln["attributes"] = {a["key"]: otlp_value(a.get("value", {}))
-                                for a in ln.get("attributes", [])}
+            ln["attributes"] = {
+                a["key"]: otlp_value(a.get("value", {})) for a in ln.get("attributes", [])
+            }
         return raw
 
     def attributes(self, i: int) -> dict[str, Any]:

@@ -7,10 +7,10 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from swarm import _semconv as sc
 from swarm.analysis.critical_path import critical_path_indices
 from swarm.analysis.ledger import ledger_indices
 from swarm.analysis.model import Trace
+from swarm.tracing import semconv as sc
 
 __all__ = ["group_stats", "percentile", "summarize"]
 
@@ -26,8 +26,8 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
 
 
 def _profile_tps(ref: str) -> float | None:
+    from swarm.catalog import find_profile
     from swarm.errors import ConfigError
-    from swarm.providers.catalog import find_profile
 
     try:
         return find_profile(ref).output_tps
@@ -36,8 +36,18 @@ def _profile_tps(ref: str) -> float | None:
 
 
 class _Acc:
-    __slots__ = ("calls", "cost", "decode_s", "durations", "errors", "input", "output",
-                 "reasoning", "retries", "ttfts")
+    __slots__ = (
+        "calls",
+        "cost",
+        "decode_s",
+        "durations",
+        "errors",
+        "input",
+        "output",
+        "reasoning",
+        "retries",
+        "ttfts",
+    )
 
     def __init__(self) -> None:
         self.calls = self.input = self.output = self.reasoning = self.errors = 0
@@ -85,13 +95,21 @@ class _Acc:
 def group_stats(tr: Trace, indices: Sequence[int] | None = None) -> dict[str, dict[str, Any]]:
     """Model-call figures grouped `by_tier`, `by_provider`, `by_model` and `by_role`."""
     groups: dict[str, dict[str, _Acc]] = {
-        "by_tier": {}, "by_provider": {}, "by_model": {}, "by_role": {}}
+        "by_tier": {},
+        "by_provider": {},
+        "by_model": {},
+        "by_role": {},
+    }
     idx = range(len(tr)) if indices is None else indices
     for i in idx:
         if tr.op[i] != sc.OP_CHAT:
             continue
-        keys = (("by_tier", tr.tier[i] or "-"), ("by_provider", tr.provider[i] or "-"),
-                ("by_model", f"{tr.provider[i]}/{tr.model[i]}"), ("by_role", tr.role[i] or "-"))
+        keys = (
+            ("by_tier", tr.tier[i] or "-"),
+            ("by_provider", tr.provider[i] or "-"),
+            ("by_model", f"{tr.provider[i]}/{tr.model[i]}"),
+            ("by_role", tr.role[i] or "-"),
+        )
         for group, key in keys:
             acc = groups[group].get(key)
             if acc is None:
@@ -120,7 +138,7 @@ def _time_by(tr: Trace, path: Sequence[int], key: str) -> dict[str, float]:
 
 def _savings(tr: Trace, path: Sequence[int], top: int = 10) -> list[dict[str, Any]]:
     """Calls on the critical path that the fastest provider of the same model shortens most."""
-    from swarm.providers.catalog import all_models
+    from swarm.catalog import all_models
 
     by_model: dict[str, list[Any]] = {}
     for m in all_models():
@@ -133,14 +151,24 @@ def _savings(tr: Trace, path: Sequence[int], top: int = 10) -> list[dict[str, An
         reasoning = tr.reasoning_tokens[i]
         out = tr.output_tokens[i] - max(reasoning, 0)
         r = None if reasoning < 0 else reasoning
-        best = min(by_model[tr.model[i]],
-                   key=lambda m: m.profile.expected_s(tr.input_tokens[i], out, r))
+        best = min(
+            by_model[tr.model[i]], key=lambda m: m.profile.expected_s(tr.input_tokens[i], out, r)
+        )
         expected = best.profile.expected_s(tr.input_tokens[i], out, r)
         if recorded - expected > 0:
-            rows.append({"span_id": tr.span_id[i], "name": tr.name[i], "role": tr.role[i],
-                         "tier": tr.tier[i], "model": f"{tr.provider[i]}/{tr.model[i]}",
-                         "recorded_s": recorded, "faster": best.ref, "expected_s": expected,
-                         "saving_s": recorded - expected})
+            rows.append(
+                {
+                    "span_id": tr.span_id[i],
+                    "name": tr.name[i],
+                    "role": tr.role[i],
+                    "tier": tr.tier[i],
+                    "model": f"{tr.provider[i]}/{tr.model[i]}",
+                    "recorded_s": recorded,
+                    "faster": best.ref,
+                    "expected_s": expected,
+                    "saving_s": recorded - expected,
+                }
+            )
     rows.sort(key=lambda row: -row["saving_s"])
     return rows[:top]
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from swarm import _semconv as sc
-from swarm._otlp_json import (
+from swarm.tracing import semconv as sc
+from swarm.tracing.otlp_json import (
     KIND_CLIENT,
     KIND_INTERNAL,
     STATUS_ERROR,
@@ -89,11 +89,20 @@ class _Synth:
         # static attribute fragments per model, so chat spans only format numbers
         self.static = {
             tier: [
-                (m, encode_attributes({
-                    sc.OPERATION: sc.OP_CHAT, sc.PROVIDER: m[0], sc.REQUEST_MODEL: m[1],
-                    sc.RESPONSE_MODEL: m[1], sc.REQUEST_STREAM: True, sc.TIER: tier,
-                    sc.SERVER_ADDRESS: f"api.{m[0]}.example",
-                })[:-1])
+                (
+                    m,
+                    encode_attributes(
+                        {
+                            sc.OPERATION: sc.OP_CHAT,
+                            sc.PROVIDER: m[0],
+                            sc.REQUEST_MODEL: m[1],
+                            sc.RESPONSE_MODEL: m[1],
+                            sc.REQUEST_STREAM: True,
+                            sc.TIER: tier,
+                            sc.SERVER_ADDRESS: f"api.{m[0]}.example",
+                        }
+                    )[:-1],
+                )
                 for m in models
             ]
             for tier, models in _MODELS.items()
@@ -103,27 +112,46 @@ class _Synth:
         self.next_id += 1
         return f"{self.prefix}{self.next_id:010x}"
 
-    def span(self, sid: str, parent: str | None, name: str, t0: float, t1: float,
-             attrs: Mapping[str, Any], *, kind: int = KIND_INTERNAL,
-             links: Sequence[str] = (), error: str = "") -> None:
-        self.out.add(encode_span(
-            trace_id=self.trace_id, span_id=sid, parent_span_id=parent, name=name, kind=kind,
-            start_ns=_ns(t0), end_ns=_ns(t1), attributes=attrs,
-            links=[(self.trace_id, s, {sc.LINK_TYPE: sc.LINK_DEPENDS_ON}) for s in links],
-            status_code=STATUS_ERROR if error else 0, status_message=error,
-        ))
+    def span(
+        self,
+        sid: str,
+        parent: str | None,
+        name: str,
+        t0: float,
+        t1: float,
+        attrs: Mapping[str, Any],
+        *,
+        kind: int = KIND_INTERNAL,
+        links: Sequence[str] = (),
+        error: str = "",
+    ) -> None:
+        self.out.add(
+            encode_span(
+                trace_id=self.trace_id,
+                span_id=sid,
+                parent_span_id=parent,
+                name=name,
+                kind=kind,
+                start_ns=_ns(t0),
+                end_ns=_ns(t1),
+                attributes=attrs,
+                links=[(self.trace_id, s, {sc.LINK_TYPE: sc.LINK_DEPENDS_ON}) for s in links],
+                status_code=STATUS_ERROR if error else 0,
+                status_message=error,
+            )
+        )
 
-    def wait(self, parent: str, kind: str, t0: float, t1: float,
-             links: Sequence[str] = ()) -> None:
-        self.span(self.sid(), parent, f"{sc.WAIT_SPAN} {kind}", t0, t1,
-                  {sc.WAIT_KIND: kind}, links=links)
+    def wait(self, parent: str, kind: str, t0: float, t1: float, links: Sequence[str] = ()) -> None:
+        self.span(
+            self.sid(), parent, f"{sc.WAIT_SPAN} {kind}", t0, t1, {sc.WAIT_KIND: kind}, links=links
+        )
 
-    def chat(self, parent: str, tier: str, t: float, input_tokens: int,
-             output_tokens: int) -> float:
+    def chat(
+        self, parent: str, tier: str, t: float, input_tokens: int, output_tokens: int
+    ) -> float:
         """One model call (with the waits that precede it); returns its end time."""
         rng = self.rng
-        (_prov, model, ttft0, tps0, p_in, p_out, reasoning), static = rng.choice(
-            self.static[tier])
+        (_prov, model, ttft0, tps0, p_in, p_out, reasoning), static = rng.choice(self.static[tier])
         attempts = 1
         if rng.random() < 0.05:
             t1 = t + rng.uniform(0.2, 3.0)
@@ -154,28 +182,54 @@ class _Synth:
             f',{{"key":"{sc.ATTEMPTS}","value":{{"intValue":"{attempts}"}}}}'
             f',{{"key":"{sc.FINISH_REASONS}","value":{{"arrayValue":{{"values":'
             f'[{{"stringValue":"tool_calls"}}]}}}}}}'
-            + (f',{{"key":"{sc.ERROR_TYPE}","value":{{"stringValue":"{error}"}}}}]'
-               if error else "]")
+            + (
+                f',{{"key":"{sc.ERROR_TYPE}","value":{{"stringValue":"{error}"}}}}]'
+                if error
+                else "]"
+            )
         )
-        self.out.add(encode_span(
-            trace_id=self.trace_id, span_id=self.sid(), parent_span_id=parent,
-            name=f"{sc.OP_CHAT} {model}", kind=KIND_CLIENT, start_ns=_ns(t),
-            end_ns=_ns(t + dur), raw_attributes=attrs,
-            events=[(sc.FIRST_TOKEN_EVENT, _ns(t + ttft), None)],
-            status_code=STATUS_ERROR if error else 0, status_message=error,
-        ))
+        self.out.add(
+            encode_span(
+                trace_id=self.trace_id,
+                span_id=self.sid(),
+                parent_span_id=parent,
+                name=f"{sc.OP_CHAT} {model}",
+                kind=KIND_CLIENT,
+                start_ns=_ns(t),
+                end_ns=_ns(t + dur),
+                raw_attributes=attrs,
+                events=[(sc.FIRST_TOKEN_EVENT, _ns(t + ttft), None)],
+                status_code=STATUS_ERROR if error else 0,
+                status_message=error,
+            )
+        )
         return t + dur
 
     def tool(self, parent: str, name: str, t: float, dur: float, **extra: Any) -> float:
-        attrs = {sc.OPERATION: sc.OP_TOOL, sc.TOOL_NAME: name,
-                 sc.TOOL_CALL_ID: f"call_{self.next_id:x}", sc.TOOL_EXIT_CODE: 0, **extra}
+        attrs = {
+            sc.OPERATION: sc.OP_TOOL,
+            sc.TOOL_NAME: name,
+            sc.TOOL_CALL_ID: f"call_{self.next_id:x}",
+            sc.TOOL_EXIT_CODE: 0,
+            **extra,
+        }
         self.span(self.sid(), parent, f"{sc.OP_TOOL} {name}", t, t + dur, attrs)
         return t + dur
 
-    def agent(self, role: str, parent: str, t_ready: float, t_start: float, tier: str,
-              calls: int, tools_per_call: int, index: int, links: Sequence[str] = (),
-              waits: bool = True, dep: tuple[str, float] | None = None,
-              ) -> tuple[str, float, bool]:
+    def agent(
+        self,
+        role: str,
+        parent: str,
+        t_ready: float,
+        t_start: float,
+        tier: str,
+        calls: int,
+        tools_per_call: int,
+        index: int,
+        links: Sequence[str] = (),
+        waits: bool = True,
+        dep: tuple[str, float] | None = None,
+    ) -> tuple[str, float, bool]:
         """One agent: its calls and tools; returns (span id, end time, tests failed)."""
         rng = self.rng
         sid = self.sid()
@@ -193,9 +247,16 @@ class _Synth:
                 last = c == calls - 1 and k == tools_per_call - 1
                 if last and role != "planner":
                     failed = rng.random() < 0.2
-                    t = self.tool(sid, "run_tests", t, rng.uniform(2.0, 8.0),
-                                  **{sc.TESTS_PASSED: rng.randint(5, 200),
-                                     sc.TESTS_FAILED: rng.randint(1, 5) if failed else 0})
+                    t = self.tool(
+                        sid,
+                        "run_tests",
+                        t,
+                        rng.uniform(2.0, 8.0),
+                        **{
+                            sc.TESTS_PASSED: rng.randint(5, 200),
+                            sc.TESTS_FAILED: rng.randint(1, 5) if failed else 0,
+                        },
+                    )
                 else:
                     t = self.tool(sid, rng.choice(_TOOLS), t, rng.uniform(0.005, 0.3))
         if waits and role != "planner":
@@ -203,10 +264,21 @@ class _Synth:
             self.wait(sid, sc.WAIT_MERGE, t, t1)
             t = t1
         t += 0.002
-        self.span(sid, parent, f"{sc.OP_AGENT} {role}", t0, t,
-                  {sc.OPERATION: sc.OP_AGENT, sc.AGENT_NAME: role,
-                   sc.AGENT_ID: f"{role}-{index}", sc.SUBTASK_ID: f"t{index}",
-                   sc.ROLE: role}, links=links)
+        self.span(
+            sid,
+            parent,
+            f"{sc.OP_AGENT} {role}",
+            t0,
+            t,
+            {
+                sc.OPERATION: sc.OP_AGENT,
+                sc.AGENT_NAME: role,
+                sc.AGENT_ID: f"{role}-{index}",
+                sc.SUBTASK_ID: f"t{index}",
+                sc.ROLE: role,
+            },
+            links=links,
+        )
         return sid, t, failed
 
 
@@ -230,8 +302,16 @@ def write_synthetic_trace(
         out = _Out(fh, run_id)
         s = _Synth(out, rng, trace_id)
         root = s.sid()
-        _, t_plan, _ = s.agent("planner", root, 0.01, 0.01, "reasoning",
-                               max(1, min(3, calls_per_agent)), tools_per_call, 0)
+        _, t_plan, _ = s.agent(
+            "planner",
+            root,
+            0.01,
+            0.01,
+            "reasoning",
+            max(1, min(3, calls_per_agent)),
+            tools_per_call,
+            0,
+        )
         slots = [t_plan] * max(1, max_agents)
         ends: list[tuple[str, float]] = []
         end = t_plan
@@ -242,18 +322,44 @@ def write_synthetic_trace(
                 dep = ends[rng.randrange(max(0, len(ends) - 20), len(ends))]
             slot = heapq.heappop(slots)
             start = max(ready, slot, dep[1] if dep else 0.0)
-            sid, t_end, failed = s.agent("coder", root, ready, start, "speed",
-                                         calls_per_agent, tools_per_call, i, (), waits, dep)
+            sid, t_end, failed = s.agent(
+                "coder",
+                root,
+                ready,
+                start,
+                "speed",
+                calls_per_agent,
+                tools_per_call,
+                i,
+                (),
+                waits,
+                dep,
+            )
             if failed:
                 f_start = t_end + rng.uniform(0.01, 0.1)
-                _, t_end, _ = s.agent("fixer", root, f_start, f_start, "speed",
-                                      max(1, calls_per_agent // 3), tools_per_call,
-                                      i, [sid], waits)
+                _, t_end, _ = s.agent(
+                    "fixer",
+                    root,
+                    f_start,
+                    f_start,
+                    "speed",
+                    max(1, calls_per_agent // 3),
+                    tools_per_call,
+                    i,
+                    [sid],
+                    waits,
+                )
             heapq.heappush(slots, t_end)
             ends.append((sid, t_end))
             end = max(end, t_end)
-        s.span(root, None, f"{sc.OP_WORKFLOW} swarm", 0.0, end + 0.05,
-               {sc.OPERATION: sc.OP_WORKFLOW, sc.WORKFLOW_NAME: "swarm", sc.RUN_ID: run_id})
+        s.span(
+            root,
+            None,
+            f"{sc.OP_WORKFLOW} swarm",
+            0.0,
+            end + 0.05,
+            {sc.OPERATION: sc.OP_WORKFLOW, sc.WORKFLOW_NAME: "swarm", sc.RUN_ID: run_id},
+        )
         out.flush()
         return out.count
 
@@ -308,47 +414,96 @@ def write_spans(path: Path, specs: Sequence[SpanSpec], run_id: str = "known") ->
             if sp.ttft is not None:
                 attrs[sc.TIME_TO_FIRST_CHUNK] = sp.ttft
                 events.append((sc.FIRST_TOKEN_EVENT, _ns(sp.start + sp.ttft), None))
-            out.add(encode_span(
-                trace_id=trace_id, span_id=ids[i],
-                parent_span_id=None if sp.parent is None else ids[sp.parent],
-                name=sp.name, kind=sp.kind, start_ns=_ns(sp.start), end_ns=_ns(sp.end),
-                attributes=attrs, events=events,
-                links=[(trace_id, ids[j], {sc.LINK_TYPE: sc.LINK_DEPENDS_ON}) for j in sp.links],
-            ))
+            out.add(
+                encode_span(
+                    trace_id=trace_id,
+                    span_id=ids[i],
+                    parent_span_id=None if sp.parent is None else ids[sp.parent],
+                    name=sp.name,
+                    kind=sp.kind,
+                    start_ns=_ns(sp.start),
+                    end_ns=_ns(sp.end),
+                    attributes=attrs,
+                    events=events,
+                    links=[
+                        (trace_id, ids[j], {sc.LINK_TYPE: sc.LINK_DEPENDS_ON}) for j in sp.links
+                    ],
+                )
+            )
         out.flush()
         return out.count
 
 
-def _chat(parent: int, t0: float, t1: float, ttft: float, tier: str = "speed",
-          model: str = "llama-3.3-70b", provider: str = "groq", inp: int = 1000,
-          outp: int = 100, cost: float = 0.001) -> SpanSpec:
+def _chat(
+    parent: int,
+    t0: float,
+    t1: float,
+    ttft: float,
+    tier: str = "speed",
+    model: str = "llama-3.3-70b",
+    provider: str = "groq",
+    inp: int = 1000,
+    outp: int = 100,
+    cost: float = 0.001,
+) -> SpanSpec:
     return SpanSpec(
-        f"chat {model}", t0, t1, parent, ttft=ttft, kind=KIND_CLIENT,
-        attrs={sc.OPERATION: sc.OP_CHAT, sc.PROVIDER: provider, sc.REQUEST_MODEL: model,
-               sc.TIER: tier, sc.INPUT_TOKENS: inp, sc.OUTPUT_TOKENS: outp,
-               sc.COST_USD: cost},
+        f"chat {model}",
+        t0,
+        t1,
+        parent,
+        ttft=ttft,
+        kind=KIND_CLIENT,
+        attrs={
+            sc.OPERATION: sc.OP_CHAT,
+            sc.PROVIDER: provider,
+            sc.REQUEST_MODEL: model,
+            sc.TIER: tier,
+            sc.INPUT_TOKENS: inp,
+            sc.OUTPUT_TOKENS: outp,
+            sc.COST_USD: cost,
+        },
     )
 
 
-def _agent(role: str, parent: int, t0: float, t1: float, links: list[int] | None = None,
-           ) -> SpanSpec:
-    return SpanSpec(f"invoke_agent {role}", t0, t1, parent, links=links or [],
-                    attrs={sc.OPERATION: sc.OP_AGENT, sc.AGENT_NAME: role})
+def _agent(
+    role: str,
+    parent: int,
+    t0: float,
+    t1: float,
+    links: list[int] | None = None,
+) -> SpanSpec:
+    return SpanSpec(
+        f"invoke_agent {role}",
+        t0,
+        t1,
+        parent,
+        links=links or [],
+        attrs={sc.OPERATION: sc.OP_AGENT, sc.AGENT_NAME: role},
+    )
 
 
 def _tool(name: str, parent: int, t0: float, t1: float) -> SpanSpec:
-    return SpanSpec(f"execute_tool {name}", t0, t1, parent,
-                    attrs={sc.OPERATION: sc.OP_TOOL, sc.TOOL_NAME: name})
+    return SpanSpec(
+        f"execute_tool {name}", t0, t1, parent, attrs={sc.OPERATION: sc.OP_TOOL, sc.TOOL_NAME: name}
+    )
 
 
-def build_chain(path: Path, *, steps: int = 3, chat_s: float = 2.0, ttft_s: float = 0.5,
-                tool_s: float = 1.0, output_tokens: int = 100,
-                input_tokens: int = 1000) -> KnownTrace:
+def build_chain(
+    path: Path,
+    *,
+    steps: int = 3,
+    chat_s: float = 2.0,
+    ttft_s: float = 0.5,
+    tool_s: float = 1.0,
+    output_tokens: int = 100,
+    input_tokens: int = 1000,
+) -> KnownTrace:
     """One agent doing `steps` × (chat then tool) back to back: everything is critical."""
     wall = steps * (chat_s + tool_s)
-    specs = [SpanSpec("invoke_workflow swarm", 0.0, wall, None,
-                      attrs={sc.OPERATION: sc.OP_WORKFLOW}),
-             _agent("coder", 0, 0.0, wall)]
+    specs = [
+        SpanSpec("invoke_workflow swarm", 0.0, wall, None, attrs={sc.OPERATION: sc.OP_WORKFLOW}),
+        _agent("coder", 0, 0.0, wall),
+    ]
     t = 0.0
     for _ in range(steps):
         specs.append(_chat(1, t, t + chat_s, ttft_s, inp=input_tokens, outp=output_tokens))
@@ -356,13 +511,13 @@ def build_chain(path: Path, *, steps: int = 3, chat_s: float = 2.0, ttft_s: floa
         t += chat_s + tool_s
     write_spans(path, specs)
     names = [span_id(i) for i in range(2, len(specs))]
-    ledger = {"ttft": steps * ttft_s, "decode": steps * (chat_s - ttft_s),
-              "tests": steps * tool_s}
+    ledger = {"ttft": steps * ttft_s, "decode": steps * (chat_s - ttft_s), "tests": steps * tool_s}
     return KnownTrace(path, specs, wall, names, ledger)
 
 
-def build_fanout(path: Path, *, durations: Sequence[float] = (4.0, 6.0, 5.0),
-                 links: bool = True) -> KnownTrace:
+def build_fanout(
+    path: Path, *, durations: Sequence[float] = (4.0, 6.0, 5.0), links: bool = True
+) -> KnownTrace:
     """A planner call (2 s), then coders in parallel for `durations`, then a fixer that
     depends on the *first* coder although the longest coder finished later.
 
@@ -371,19 +526,20 @@ def build_fanout(path: Path, *, durations: Sequence[float] = (4.0, 6.0, 5.0),
     plan_end = 2.0
     fix_start = plan_end + max(durations) + 0.5
     fix_end = fix_start + 3.0
-    specs = [SpanSpec("invoke_workflow swarm", 0.0, fix_end, None,
-                      attrs={sc.OPERATION: sc.OP_WORKFLOW}),
-             _agent("planner", 0, 0.0, plan_end)]
-    specs.append(_chat(1, 0.0, plan_end, 1.0, tier="reasoning", model="kimi-k2.6",
-                       provider="moonshot"))
+    specs = [
+        SpanSpec("invoke_workflow swarm", 0.0, fix_end, None, attrs={sc.OPERATION: sc.OP_WORKFLOW}),
+        _agent("planner", 0, 0.0, plan_end),
+    ]
+    specs.append(
+        _chat(1, 0.0, plan_end, 1.0, tier="reasoning", model="kimi-k2.6", provider="moonshot")
+    )
     coder_idx = []
     for d in durations:
         coder_idx.append(len(specs))
         specs.append(_agent("coder", 0, plan_end, plan_end + d))
         specs.append(_chat(len(specs) - 1, plan_end, plan_end + d, 0.5))
     fixer = len(specs)
-    specs.append(_agent("fixer", 0, fix_start, fix_end,
-                        links=[coder_idx[0]] if links else None))
+    specs.append(_agent("fixer", 0, fix_start, fix_end, links=[coder_idx[0]] if links else None))
     specs.append(_chat(fixer, fix_start, fix_end, 0.5))
     write_spans(path, specs)
     longest = max(range(len(durations)), key=lambda k: durations[k])

@@ -20,15 +20,15 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
-from swarm import _semconv as sc
 from swarm.analysis.critical_path import SKEW_NS
 from swarm.analysis.model import Trace
+from swarm.tracing import semconv as sc
 
 __all__ = ["Profile", "peak_agents", "whatif"]
 
 
 class Profile(Protocol):
-    """What the simulation needs of a latency profile (see `swarm.providers.catalog`)."""
+    """What the simulation needs of a latency profile (see `swarm.catalog`)."""
 
     def expected_s(
         self, input_tokens: int, output_tokens: int, reasoning_tokens: int | None = None
@@ -36,14 +36,14 @@ class Profile(Protocol):
 
 
 def _catalog_profile(ref: str) -> Profile:
-    from swarm.providers.catalog import find_profile
+    from swarm.catalog import find_profile
 
     return find_profile(ref)
 
 
 def _catalog_cost(ref: str, input_tokens: int, output_tokens: int) -> float | None:
+    from swarm.catalog import find_model
     from swarm.errors import ConfigError
-    from swarm.providers.catalog import find_model
 
     try:
         return find_model(ref).cost_usd(input_tokens, output_tokens)
@@ -129,10 +129,15 @@ class _Sim:
     has been placed before it is: a link target, the sibling before it, or the step that
     freed its queue slot."""
 
-    def __init__(self, tr: Trace, choose: Callable[[int], str | None],
-                 profile: Callable[[str], Profile],
-                 cost: Callable[[str, int, int], float | None], cap: int | None,
-                 releasers: dict[int, int]) -> None:
+    def __init__(
+        self,
+        tr: Trace,
+        choose: Callable[[int], str | None],
+        profile: Callable[[str], Profile],
+        cost: Callable[[str, int, int], float | None],
+        cap: int | None,
+        releasers: dict[int, int],
+    ) -> None:
         self.tr = tr
         self.choose = choose
         self.profile = profile
@@ -291,8 +296,9 @@ class _Sim:
             return ready + (tr.end[q] - tr.start[q]) / 1e9
         return max(ready, self.end_of(j) + max(0, tr.end[q] - tr.end[j]) / 1e9)
 
-    def _ready(self, parent: int, k: int, parent_start: float,
-               ends_sorted: list[tuple[int, int]]) -> float:
+    def _ready(
+        self, parent: int, k: int, parent_start: float, ends_sorted: list[tuple[int, int]]
+    ) -> float:
         tr = self.tr
         s = tr.start[k]
         j = self.binding_link(k, s)
@@ -336,8 +342,14 @@ def whatif(
     recorded_cost = sum(tr.cost[i] for i in range(len(tr)) if tr.op[i] == sc.OP_CHAT)
     recorded = {"wall_s": tr.wall_s, "cost_usd": recorded_cost}
     if tr.root < 0:
-        return {"recorded": recorded, "predicted": dict(recorded), "set": changes,
-                "max_agents": max_agents, "calls_changed": 0, "speedup": 1.0}
+        return {
+            "recorded": recorded,
+            "predicted": dict(recorded),
+            "set": changes,
+            "max_agents": max_agents,
+            "calls_changed": 0,
+            "speedup": 1.0,
+        }
 
     def choose(i: int) -> str | None:
         model_ref = f"{tr.provider[i]}/{tr.model[i]}"
@@ -370,6 +382,7 @@ def whatif(
         "max_agents": cap,
         "calls_changed": sim.changed,
         # the same simulation with nothing changed: how well the model reproduces the run
-        "baseline_wall_s": (wall_of(run(lambda i: None, None))
-                            if changes or max_agents is not None else wall),
+        "baseline_wall_s": (
+            wall_of(run(lambda i: None, None)) if changes or max_agents is not None else wall
+        ),
     }

@@ -24,6 +24,7 @@ from typing import Any
 
 import anyio
 
+from swarm.catalog import LatencyProfile, find_model, find_profile
 from swarm.errors import ConfigError, ProviderError, RateLimited
 from swarm.messages import (
     ChatRequest,
@@ -35,7 +36,6 @@ from swarm.messages import (
     Usage,
 )
 from swarm.model import FirstTokenCallback
-from swarm.providers.catalog import LatencyProfile, find_model, find_profile
 
 __all__ = [
     "Faults",

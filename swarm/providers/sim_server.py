@@ -23,9 +23,9 @@ from typing import Any, Literal
 import anyio
 from aiohttp import web
 
+from swarm.catalog import all_models
 from swarm.messages import ChatRequest, Message, ToolCall, ToolSpec
 from swarm.providers._sse import SIMULATED_HEADER
-from swarm.providers.catalog import all_models
 from swarm.providers.sim import SimEngine, SimPlan
 
 __all__ = ["create_app", "serve_sim"]

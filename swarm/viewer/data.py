@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from swarm import _semconv as sc
 from swarm.analysis import Trace, critical_path, ledger, load_trace, summarize, whatif
+from swarm.tracing import semconv as sc
 
 __all__ = ["KINDS", "MAX_DEPTH", "ViewerData", "histogram"]
 
@@ -84,7 +84,7 @@ def _number(v: Any) -> float | None:
 
 def _catalog() -> list[str]:
     try:
-        from swarm.providers.catalog import all_models
+        from swarm.catalog import all_models
     except ImportError:  # the catalog is optional for viewing a trace
         return []
     return [m.ref for m in all_models()]

@@ -26,16 +26,16 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
-from swarm import _semconv as sc
-from swarm._candidate import Call, Target, build_target
-from swarm._hedge import race
-from swarm._retry import Retrier
 from swarm.config import SwarmConfig, split_ref
 from swarm.errors import BudgetExceeded, ConfigError, ProviderError, RateLimited
-from swarm.limits import Gate, SpendSnapshot, SpendTracker
 from swarm.messages import ChatRequest, ChatResult
 from swarm.model import FirstTokenCallback, Provider
-from swarm.tracing import tracer
+from swarm.routing.candidate import Call, Target, build_target
+from swarm.routing.hedge import race
+from swarm.routing.limits import Gate, SpendSnapshot, SpendTracker
+from swarm.routing.retry import Retrier
+from swarm.tracing import semconv as sc
+from swarm.tracing.setup import tracer
 
 __all__ = ["Need", "Router", "Spend", "TierModel"]
 

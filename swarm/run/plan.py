@@ -29,8 +29,8 @@ from typing import Any
 
 from pydantic import BaseModel, PrivateAttr, model_validator
 
-from swarm._plan_graph import chain_lengths, graph_problems, overlap_masks, serialise_overlaps
 from swarm.errors import ConfigError
+from swarm.run._plan_graph import chain_lengths, graph_problems, overlap_masks, serialise_overlaps
 
 __all__ = [
     "Plan",

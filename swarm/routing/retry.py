@@ -17,12 +17,12 @@ from collections.abc import Awaitable, Callable
 import anyio
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
-from swarm import _semconv as sc
-from swarm._candidate import Call, Target
 from swarm.config import RoutingConfig
 from swarm.errors import ProviderError, RateLimited
 from swarm.messages import ChatResult
-from swarm.tracing import tracer
+from swarm.routing.candidate import Call, Target
+from swarm.tracing import semconv as sc
+from swarm.tracing.setup import tracer
 
 __all__ = ["Once", "Retrier"]
 

@@ -19,11 +19,11 @@ from typing import Literal, Protocol
 
 import anyio
 
-from swarm import _semconv as sc
-from swarm.check import CheckResult, run_check
 from swarm.errors import WorkspaceError
-from swarm.tracing import tracer
-from swarm.workspace import git, repo_lock
+from swarm.run.check import CheckResult, run_check
+from swarm.run.workspace import git, repo_lock
+from swarm.tracing import semconv as sc
+from swarm.tracing.setup import tracer
 
 __all__ = ["MergeQueue", "MergeResult", "Merger"]
 
@@ -125,8 +125,9 @@ class MergeQueue:
         with tempfile.NamedTemporaryFile("w", suffix=".patch", delete=False) as f:
             f.write(patch if patch.endswith("\n") else patch + "\n")
         try:
-            await git("apply", "--3way", "--index", "--whitespace=nowarn", f.name,
-                      cwd=self.worktree)  # fmt: skip
+            await git(
+                "apply", "--3way", "--index", "--whitespace=nowarn", f.name, cwd=self.worktree
+            )
         except WorkspaceError as exc:
             await self._reset()
             return MergeResult("conflict", output=str(exc))
@@ -149,9 +150,17 @@ class MergeQueue:
         status = await git("status", "--porcelain", cwd=self.worktree)
         if status.strip():
             await git(
-                "-c", "user.name=swarm", "-c", "user.email=swarm@localhost",
-                "commit", "--quiet", "--no-verify", "-m", message, cwd=self.worktree,
-            )  # fmt: skip
+                "-c",
+                "user.name=swarm",
+                "-c",
+                "user.email=swarm@localhost",
+                "commit",
+                "--quiet",
+                "--no-verify",
+                "-m",
+                message,
+                cwd=self.worktree,
+            )
         self.head = await git("rev-parse", "HEAD", cwd=self.worktree)
         return self.head
 

@@ -20,16 +20,16 @@ from typing import Literal
 
 import anyio
 
-from swarm import _semconv as sc
-from swarm.check import CheckResult
-from swarm.coordinator import ModelSource, WorkspaceLike
-from swarm.merge import MergeResult
+from swarm.agent.tool import Finish, Tool, tool
 from swarm.messages import ChatRequest, ChatResult, ToolCall
 from swarm.model import FirstTokenCallback, Model, Provider
-from swarm.plan import Plan, Subtask
 from swarm.providers.sim import Reply
-from swarm.tool import Finish, Tool, tool
-from swarm.tracing import tracer
+from swarm.run.check import CheckResult
+from swarm.run.coordinator import ModelSource, WorkspaceLike
+from swarm.run.merge import MergeResult
+from swarm.run.plan import Plan, Subtask
+from swarm.tracing import semconv as sc
+from swarm.tracing.setup import tracer
 
 __all__ = [
     "CallRecord",
@@ -95,9 +95,13 @@ class SimScript:
     def __post_init__(self) -> None:
         self._text = " ".join(["edit"] * self.out_tokens)
         self._plan_text = json.dumps(
-            {"subtasks": [s.model_dump(include={"id", "title", "instructions", "depends_on"})
-                          for s in self.plan.subtasks]}
-        )  # fmt: skip
+            {
+                "subtasks": [
+                    s.model_dump(include={"id", "title", "instructions", "depends_on"})
+                    for s in self.plan.subtasks
+                ]
+            }
+        )
 
     def __call__(self, request: ChatRequest) -> Reply:
         meta = request.metadata
@@ -184,8 +188,7 @@ class SimChecks:
         name = path.name
         self.runs[name] += 1
         passed = not (name in self.failing and self.runs[name] == 1)
-        return CheckResult(passed, 0 if passed else 1, "ok" if passed else "1 failed",
-                           self.check_s)  # fmt: skip
+        return CheckResult(passed, 0 if passed else 1, "ok" if passed else "1 failed", self.check_s)
 
 
 class SimMerger:
@@ -239,8 +242,9 @@ class Recorder:
         self.calls: dict[str, list[CallRecord]] = defaultdict(list)
 
     def model(self, role: str, *, agent_id: str, escalate: bool = False) -> Model:
-        return _Recorded(self.inner.model(role, agent_id=agent_id, escalate=escalate),
-                         self.calls[agent_id])  # fmt: skip
+        return _Recorded(
+            self.inner.model(role, agent_id=agent_id, escalate=escalate), self.calls[agent_id]
+        )
 
 
 class _Recorded:
@@ -250,9 +254,15 @@ class _Recorded:
     async def chat(self, request: ChatRequest) -> ChatResult:
         result = await self._inner.chat(request)
         u = result.usage
-        self._log.append(CallRecord(result.model, u.input_tokens,
-                                    u.output_tokens - u.reasoning_tokens, u.reasoning_tokens,
-                                    result.timing.duration_s))  # fmt: skip
+        self._log.append(
+            CallRecord(
+                result.model,
+                u.input_tokens,
+                u.output_tokens - u.reasoning_tokens,
+                u.reasoning_tokens,
+                result.timing.duration_s,
+            )
+        )
         return result
 
 

@@ -17,12 +17,12 @@ import anyio
 from opentelemetry.trace import Span, Status, StatusCode
 from pydantic import TypeAdapter, ValidationError
 
-from swarm import _semconv as sc
+from swarm.agent.tool import Finish, Tool, ToolContext
 from swarm.errors import ToolError
 from swarm.messages import ChatRequest, Message, ToolCall, Usage
 from swarm.model import Model
-from swarm.tool import Finish, Tool, ToolContext
-from swarm.tracing import tracer
+from swarm.tracing import semconv as sc
+from swarm.tracing.setup import tracer
 
 __all__ = ["Agent", "AgentResult"]
 
@@ -206,4 +206,3 @@ def _error(span: Span, call: ToolCall, text: str) -> _Outcome:
     span.set_status(Status(StatusCode.ERROR, text[:200]))
     span.set_attribute(sc.ERROR_TYPE, "tool_error")
     return _Outcome(Message.tool(call, f"error: {text}"))
-

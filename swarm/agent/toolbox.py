@@ -24,9 +24,11 @@ import anyio
 from anyio.abc import ByteReceiveStream, Process
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-import swarm
+from swarm.agent.tool import Tool, ToolContext, scrub_env, truncate
 from swarm.errors import ConfigError, ToolError
-from swarm.tool import Tool, ToolContext, scrub_env, truncate
+
+_PACKAGE = Path(__file__).resolve().parents[1]
+"""The installed `swarm` package (built-in tools ship inside it as `_builtin_tools`)."""
 
 __all__ = [
     "CommandResult",
@@ -58,8 +60,8 @@ _builtin: list[Tool] | None = None
 
 
 def _tools_dir() -> Path:
-    packaged = Path(swarm.__file__).parent / "_builtin_tools"
-    return packaged if packaged.is_dir() else Path(swarm.__file__).parent.parent / "tools"
+    packaged = _PACKAGE / "_builtin_tools"
+    return packaged if packaged.is_dir() else _PACKAGE.parent / "tools"
 
 
 def _load_module(path: Path, module_name: str) -> ModuleType:

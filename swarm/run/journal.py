@@ -29,8 +29,8 @@ from pydantic import BaseModel
 from swarm.errors import ConfigError
 from swarm.messages import ChatRequest, ChatResult, ToolSpec
 from swarm.model import Model
-from swarm.plan import Plan
-from swarm.task import Task
+from swarm.run.plan import Plan
+from swarm.run.task import Task
 
 __all__ = [
     "DEFAULT_JOURNAL",
@@ -51,8 +51,13 @@ SUBTASK_STATUSES = frozenset(
     {"pending", "running", "coded", "testing", "fixing", "merged", "failed", "skipped"}
 )
 _RUN_FIELDS = {"branch", "cost_usd", "tokens", "detail"}
-_SUBTASK_FIELDS = {"attempts": "attempts", "patch": "patch", "commit": "commit_sha",
-                   "error": "error", "cost_usd": "cost_usd"}  # fmt: skip
+_SUBTASK_FIELDS = {
+    "attempts": "attempts",
+    "patch": "patch",
+    "commit": "commit_sha",
+    "error": "error",
+    "cost_usd": "cost_usd",
+}
 _TABLES = {"runs", "plans", "subtasks", "calls"}
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS runs (
@@ -324,9 +329,17 @@ _RUN_COLUMNS = (
 
 def _run_row(r: Any) -> RunRow:
     return RunRow(
-        run_id=r[0], status=r[1], created_at=_time(r[2]), updated_at=_time(r[3]),
-        task_title=r[4], repo=r[5], branch=r[6], cost_usd=r[7], tokens=r[8], detail=r[9],
-    )  # fmt: skip
+        run_id=r[0],
+        status=r[1],
+        created_at=_time(r[2]),
+        updated_at=_time(r[3]),
+        task_title=r[4],
+        repo=r[5],
+        branch=r[6],
+        cost_usd=r[7],
+        tokens=r[8],
+        detail=r[9],
+    )
 
 
 def _time(ts: float) -> datetime:

@@ -14,11 +14,11 @@ from collections.abc import Awaitable, Callable
 import anyio
 from opentelemetry import trace
 
-from swarm import _semconv as sc
-from swarm._candidate import Call, Target
 from swarm.messages import ChatResult
 from swarm.model import FirstTokenCallback
-from swarm.tracing import tracer
+from swarm.routing.candidate import Call, Target
+from swarm.tracing import semconv as sc
+from swarm.tracing.setup import tracer
 
 __all__ = ["Attempt", "race"]
 

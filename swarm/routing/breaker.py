@@ -7,7 +7,7 @@ success closes the breaker, its failure opens it for another cooldown.
 
 from __future__ import annotations
 
-from swarm.limits import clock
+from swarm.routing.limits import clock
 
 __all__ = ["Breaker"]
 

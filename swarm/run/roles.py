@@ -7,8 +7,8 @@ so journaled model calls replay to the same agent.
 
 from __future__ import annotations
 
-from swarm.plan import Subtask
-from swarm.task import Task
+from swarm.run.plan import Subtask
+from swarm.run.task import Task
 
 __all__ = [
     "CODER",

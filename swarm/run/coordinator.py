@@ -22,16 +22,18 @@ from typing import Protocol
 
 import anyio
 
-from swarm.agent import Agent
+from swarm.agent.loop import Agent
+from swarm.agent.tool import Tool, ToolContext
+from swarm.agent.toolbox import coding_tools
 from swarm.budget import RunBudget
-from swarm.check import CheckResult, check_env, run_check
 from swarm.errors import BudgetExceeded, SwarmError
-from swarm.journal import Journal
-from swarm.merge import Merger, MergeResult
 from swarm.model import Model
-from swarm.plan import Plan, PlanError, Subtask, parse_plan_reply
-from swarm.progress import Progress
-from swarm.roles import (
+from swarm.run.check import CheckResult, check_env, run_check
+from swarm.run.journal import Journal
+from swarm.run.merge import Merger, MergeResult
+from swarm.run.plan import Plan, PlanError, Subtask, parse_plan_reply
+from swarm.run.progress import Progress
+from swarm.run.roles import (
     CODER,
     FIXER,
     PLANNER,
@@ -41,10 +43,8 @@ from swarm.roles import (
     planner_prompt,
     rebase_prompt,
 )
-from swarm.task import Task
-from swarm.tool import Tool, ToolContext
-from swarm.toolbox import coding_tools
-from swarm.workspace import Workspace
+from swarm.run.task import Task
+from swarm.run.workspace import Workspace
 
 __all__ = [
     "CheckFn",
@@ -347,9 +347,15 @@ class Coordinator:
     # -- helpers ----------------------------------------------------------------------
 
     def _agent(
-        self, role: str, agent_id: str, instructions: str, path: Path, st: Subtask,
-        *, escalate: bool = False,
-    ) -> _TimedAgent:  # fmt: skip
+        self,
+        role: str,
+        agent_id: str,
+        instructions: str,
+        path: Path,
+        st: Subtask,
+        *,
+        escalate: bool = False,
+    ) -> _TimedAgent:
         agent: Agent[str] = Agent(
             role,
             model=self.models.model(role, agent_id=agent_id, escalate=escalate),
@@ -364,9 +370,11 @@ class Coordinator:
 
     def _context(self, path: Path) -> ToolContext:
         return ToolContext(
-            root=path, check=self.task.check, env=check_env(path),
+            root=path,
+            check=self.task.check,
+            env=check_env(path),
             timeout_s=self.options.check_timeout_s,
-        )  # fmt: skip
+        )
 
     async def _check_command(self, path: Path) -> CheckResult:
         assert self.task.check is not None

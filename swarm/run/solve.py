@@ -16,22 +16,22 @@ from typing import Any
 
 import anyio
 
-from swarm import _semconv as sc
 from swarm.budget import Budgeted, RunBudget
 from swarm.config import SwarmConfig, load_config
-from swarm.coordinator import Coordinator, ModelSource, SolveOptions
 from swarm.errors import ConfigError, WorkspaceError
-from swarm.journal import Journal, ReplayModel
-from swarm.merge import MergeQueue
 from swarm.messages import ChatRequest, ChatResult
 from swarm.model import Model, Provider
-from swarm.plan import Plan, load_plan
-from swarm.progress import Progress
-from swarm.report import write_report
-from swarm.routing import Router
-from swarm.task import Task, load_task
-from swarm.tracing import run_tracing, tracer
-from swarm.workspace import cleanup_stale, git
+from swarm.routing.router import Router
+from swarm.run.coordinator import Coordinator, ModelSource, SolveOptions
+from swarm.run.journal import Journal, ReplayModel
+from swarm.run.merge import MergeQueue
+from swarm.run.plan import Plan, load_plan
+from swarm.run.progress import Progress
+from swarm.run.report import write_report
+from swarm.run.task import Task, load_task
+from swarm.run.workspace import cleanup_stale, git
+from swarm.tracing import semconv as sc
+from swarm.tracing.setup import run_tracing, tracer
 
 __all__ = ["SolveRequest", "new_run_id", "solve"]
 
@@ -121,24 +121,50 @@ async def solve(req: SolveRequest, *, source: ModelSource | None = None) -> dict
         resuming = req.run_id is not None and journal.get_run(run_id) is not None
         if not resuming:
             journal.create_run(
-                run_id, task=task.model_dump(), repo=str(repo),
+                run_id,
+                task=task.model_dump(),
+                repo=str(repo),
                 config={"request": asdict(replace(req, run_id=run_id, repo=str(repo)))},
-            )  # fmt: skip
+            )
         progress = Progress(budget, quiet=req.quiet, live=req.live)
         if config.simulated:
-            progress.note("swarm: no provider keys found: running on the simulator "
-                          "(simulated models and latency)")  # fmt: skip
+            progress.note(
+                "swarm: no provider keys found: running on the simulator "
+                "(simulated models and latency)"
+            )
         return await _run(
-            req, task, repo, run_id, config, options, deadline_s, budget, journal, progress,
-            demo=demo, resuming=resuming, source=source,
-        )  # fmt: skip
+            req,
+            task,
+            repo,
+            run_id,
+            config,
+            options,
+            deadline_s,
+            budget,
+            journal,
+            progress,
+            demo=demo,
+            resuming=resuming,
+            source=source,
+        )
 
 
 async def _run(
-    req: SolveRequest, task: Task, repo: Path, run_id: str, config: SwarmConfig,
-    options: SolveOptions, deadline_s: float | None, budget: RunBudget, journal: Journal,
-    progress: Progress, *, demo: bool, resuming: bool, source: ModelSource | None,
-) -> dict[str, Any]:  # fmt: skip
+    req: SolveRequest,
+    task: Task,
+    repo: Path,
+    run_id: str,
+    config: SwarmConfig,
+    options: SolveOptions,
+    deadline_s: float | None,
+    budget: RunBudget,
+    journal: Journal,
+    progress: Progress,
+    *,
+    demo: bool,
+    resuming: bool,
+    source: ModelSource | None,
+) -> dict[str, Any]:
     t0, cpu0 = time.perf_counter(), time.process_time()
     status, error = "failed", None
     coordinator: Coordinator | None = None
@@ -154,9 +180,15 @@ async def _run(
                         source or RouterSource(router, config), journal, run_id, budget
                     )
                     coordinator = Coordinator(
-                        task=task, repo=repo, run_id=run_id, models=models, journal=journal,
-                        budget=budget, options=options, progress=progress,
-                    )  # fmt: skip
+                        task=task,
+                        repo=repo,
+                        run_id=run_id,
+                        models=models,
+                        journal=journal,
+                        budget=budget,
+                        options=options,
+                        progress=progress,
+                    )
                     if resuming:
                         await cleanup_stale(repo, run_id=run_id)
                     status = await _phases(req, coordinator, journal, run_id, base, deadline_s)
@@ -169,28 +201,48 @@ async def _run(
             finally:
                 with anyio.CancelScope(shield=True):
                     report = await _finish(
-                        req, repo, run_id, base, status, error, coordinator, models, budget,
-                        journal, rt.path, t0, cpu0, config.simulated,
-                    )  # fmt: skip
+                        req,
+                        repo,
+                        run_id,
+                        base,
+                        status,
+                        error,
+                        coordinator,
+                        models,
+                        budget,
+                        journal,
+                        rt.path,
+                        t0,
+                        cpu0,
+                        config.simulated,
+                    )
         progress.note(f"swarm: {status}: branch {report['branch']} · report {report['report']}")
     report["spans_dropped"] = rt.dropped
     return report
 
 
 async def _phases(
-    req: SolveRequest, c: Coordinator, journal: Journal, run_id: str, base: str,
+    req: SolveRequest,
+    c: Coordinator,
+    journal: Journal,
+    run_id: str,
+    base: str,
     deadline_s: float | None,
-) -> str:  # fmt: skip
+) -> str:
     queue_base = base
     async with MergeQueue.open(
-        c.repo, run_id=run_id, base=queue_base, check=c.task.check,
+        c.repo,
+        run_id=run_id,
+        base=queue_base,
+        check=c.task.check,
         timeout_s=c.options.check_timeout_s,
-    ) as queue:  # fmt: skip
+    ) as queue:
         with anyio.move_on_after(deadline_s if deadline_s else float("inf")) as scope:
             plan = await _plan(req, c, journal, run_id, queue.head)
             done = {k for k, row in journal.subtasks(run_id).items() if row.status == "merged"}
-            c.progress.note(f"swarm: plan has {len(plan.subtasks)} subtasks "
-                            f"({len(done)} already merged)")  # fmt: skip
+            c.progress.note(
+                f"swarm: plan has {len(plan.subtasks)} subtasks ({len(done)} already merged)"
+            )
             await c.execute(plan, queue, done)
             if c.stop_reason is None:
                 await c.verify()
@@ -214,10 +266,21 @@ async def _plan(
 
 
 async def _finish(
-    req: SolveRequest, repo: Path, run_id: str, base: str, status: str, error: str | None,
-    c: Coordinator | None, models: RunModels | None, budget: RunBudget, journal: Journal,
-    trace: Path, t0: float, cpu0: float, simulated: bool,
-) -> dict[str, Any]:  # fmt: skip
+    req: SolveRequest,
+    repo: Path,
+    run_id: str,
+    base: str,
+    status: str,
+    error: str | None,
+    c: Coordinator | None,
+    models: RunModels | None,
+    budget: RunBudget,
+    journal: Journal,
+    trace: Path,
+    t0: float,
+    cpu0: float,
+    simulated: bool,
+) -> dict[str, Any]:
     branch = f"swarm/{run_id}"
     run_dir = Path(req.state_dir) / "runs" / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -259,9 +322,13 @@ async def _finish(
     }
     write_report(report, run_dir)
     journal.set_run_status(
-        run_id, status, branch=branch, cost_usd=budget.usd, tokens=budget.tokens,
+        run_id,
+        status,
+        branch=branch,
+        cost_usd=budget.usd,
+        tokens=budget.tokens,
         detail=c.stop_reason if c and c.stop_reason else (error or ""),
-    )  # fmt: skip
+    )
     return report
 
 
@@ -299,8 +366,14 @@ def _resume_request(journal: Journal, req: SolveRequest) -> SolveRequest:
         known = ", ".join(r.run_id for r in journal.list_runs()[-5:]) or "none"
         raise ConfigError(f"no run {req.run_id!r} in the journal (recent: {known})")
     saved = dict(journal.run_config(run.run_id).get("request", {}))
-    saved.update({k: v for k, v in asdict(req).items() if v not in (None, False) and k in (
-        "max_agents", "budget_usd", "max_steps", "deadline_s", "quiet")})
+    saved.update(
+        {
+            k: v
+            for k, v in asdict(req).items()
+            if v not in (None, False)
+            and k in ("max_agents", "budget_usd", "max_steps", "deadline_s", "quiet")
+        }
+    )
     saved["run_id"] = run.run_id
     saved["live"] = req.live
     return SolveRequest(**saved)

@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from swarm import _semconv as sc
-from swarm.tool import ToolContext, scrub_env
-from swarm.toolbox import run_command
-from swarm.tracing import tracer
+from swarm.agent.tool import ToolContext, scrub_env
+from swarm.agent.toolbox import run_command
+from swarm.tracing import semconv as sc
+from swarm.tracing.setup import tracer
 
 __all__ = ["CheckResult", "check_env", "run_check"]
 

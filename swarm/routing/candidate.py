@@ -13,13 +13,13 @@ from typing import Any
 
 from opentelemetry.util.types import AttributeValue
 
-from swarm import _semconv as sc
-from swarm._breaker import Breaker
 from swarm.config import SwarmConfig, split_ref
 from swarm.errors import ConfigError
-from swarm.limits import Gate
 from swarm.messages import ChatRequest
 from swarm.model import Provider
+from swarm.routing.breaker import Breaker
+from swarm.routing.limits import Gate
+from swarm.tracing import semconv as sc
 
 __all__ = ["Call", "Target", "build_target"]
 
@@ -86,7 +86,7 @@ def build_target(
     ref: str, config: SwarmConfig, providers: dict[str, Provider], provider_gate: Gate
 ) -> Target:
     """The candidate for `ref`; a per-model `Gate` is appended when the model has limits."""
-    from swarm.providers import catalog
+    from swarm import catalog
 
     pname, model = split_ref(ref)
     pc = config.providers[pname]

@@ -29,7 +29,9 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
-from swarm._git import (
+from swarm.agent.tool import ToolContext
+from swarm.errors import WorkspaceError
+from swarm.run._git import (
     admin_dir,
     common_dir,
     git,
@@ -42,8 +44,6 @@ from swarm._git import (
     unregister,
     worktree_diff,
 )
-from swarm.errors import WorkspaceError
-from swarm.tool import ToolContext
 
 __all__ = ["Workspace", "cleanup_stale", "git", "repo_lock", "worktree_diff"]
 
@@ -141,9 +141,16 @@ class Workspace:
         async with repo_state(self._common).lock:
             with anyio.fail_after(CLEANUP_TIMEOUT_S, shield=True):
                 await git_retry(
-                    "worktree", "add", "--quiet", "--no-checkout", "-b", self.branch,
-                    str(self.path), self.base, cwd=self.repo,
-                )  # fmt: skip
+                    "worktree",
+                    "add",
+                    "--quiet",
+                    "--no-checkout",
+                    "-b",
+                    self.branch,
+                    str(self.path),
+                    self.base,
+                    cwd=self.repo,
+                )
                 self._added = True
                 self._admin = admin_dir(self.path)
         await git("read-tree", "-u", "--reset", self.base, cwd=self.path)
@@ -168,7 +175,7 @@ class Workspace:
         """A ToolContext confining tools to this workspace (git_diff compares with `base`).
 
         Subprocesses test the worktree's own code: see `swarm.check.check_env`."""
-        from swarm.check import check_env
+        from swarm.run.check import check_env
 
         return ToolContext(
             root=self.path,

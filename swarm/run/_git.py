@@ -45,7 +45,7 @@ __all__ = [
     "worktree_diff",
 ]
 
-log = logging.getLogger("swarm.workspace")  # the name operators already filter on
+log = logging.getLogger("swarm.run.workspace")  # the name operators already filter on
 
 _GIT_ENV_DROP = frozenset(
     {"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY"}
@@ -153,10 +153,18 @@ async def worktree_diff(root: Path, base: str = "HEAD", *, index: Path | None = 
         env = _git_env(GIT_INDEX_FILE=str(scratch))
         await git("add", "--all", cwd=root, env=env)
         return await _git_raw(
-            "diff", "--cached", "--binary", "--no-color", "--no-ext-diff",
-            "--src-prefix=a/", "--dst-prefix=b/", base, "--",
-            cwd=root, env=env,
-        )  # fmt: skip
+            "diff",
+            "--cached",
+            "--binary",
+            "--no-color",
+            "--no-ext-diff",
+            "--src-prefix=a/",
+            "--dst-prefix=b/",
+            base,
+            "--",
+            cwd=root,
+            env=env,
+        )
 
 
 def rmtree(path: Path) -> None:

@@ -25,10 +25,10 @@ from dataclasses import dataclass
 import anyio
 import sniffio
 
-from swarm import _semconv as sc
 from swarm.errors import BudgetExceeded
 from swarm.messages import RateLimitInfo
-from swarm.tracing import tracer
+from swarm.tracing import semconv as sc
+from swarm.tracing.setup import tracer
 
 __all__ = ["ConcurrencyLimiter", "Gate", "SpendTracker", "TokenBucket"]
 

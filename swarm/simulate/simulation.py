@@ -31,8 +31,18 @@ from typing import Any
 
 import anyio
 
-from swarm import _semconv as sc
-from swarm._sim_swarm import (
+from swarm.budget import RunBudget
+from swarm.catalog import find_profile
+from swarm.config import ProviderConfig, RoutingConfig, SwarmConfig, TierConfig
+from swarm.providers.sim import Faults, SimEngine, SimProvider
+from swarm.routing.router import Router
+from swarm.run.coordinator import Coordinator, CoordinatorParts, SolveOptions
+from swarm.run.journal import Journal
+from swarm.run.plan import Plan
+from swarm.run.progress import Progress
+from swarm.run.solve import RouterSource, RunModels, new_run_id
+from swarm.run.task import Task
+from swarm.simulate.world import (
     CallRecord,
     CountingProvider,
     Recorder,
@@ -46,18 +56,8 @@ from swarm._sim_swarm import (
     sim_tools,
     step_shares,
 )
-from swarm.budget import RunBudget
-from swarm.config import ProviderConfig, RoutingConfig, SwarmConfig, TierConfig
-from swarm.coordinator import Coordinator, CoordinatorParts, SolveOptions
-from swarm.journal import Journal
-from swarm.plan import Plan
-from swarm.progress import Progress
-from swarm.providers.catalog import find_profile
-from swarm.providers.sim import Faults, SimEngine, SimProvider
-from swarm.routing import Router
-from swarm.solve import RouterSource, RunModels, new_run_id
-from swarm.task import Task
-from swarm.tracing import run_tracing, tracer
+from swarm.tracing import semconv as sc
+from swarm.tracing.setup import run_tracing, tracer
 
 __all__ = ["PRESETS", "SimSpec", "bound", "run_simulation", "simulate"]
 
@@ -104,11 +104,17 @@ class SimSpec:
 PRESETS: Mapping[str, Mapping[str, Any]] = {
     "kimi-swarm": {"agents": 300, "steps": 4000, "speed": "cerebras/kimi-k2.6"},
     "devin-loop": {
-        "agents": 1, "steps": 200, "shape": "chain", "out_tokens": 3000,
-        "reasoning_tokens": 0, "speed": "cerebras/kimi-k2.6", "tool_s": 0.0, "check_s": 0.0,
+        "agents": 1,
+        "steps": 200,
+        "shape": "chain",
+        "out_tokens": 3000,
+        "reasoning_tokens": 0,
+        "speed": "cerebras/kimi-k2.6",
+        "tool_s": 0.0,
+        "check_s": 0.0,
         "fail_rate": 0.0,
     },
-}  # fmt: skip
+}
 
 
 def run_simulation(spec: SimSpec) -> dict[str, Any]:
@@ -117,9 +123,11 @@ def run_simulation(spec: SimSpec) -> dict[str, Any]:
         from trio.testing import MockClock
 
         return anyio.run(
-            simulate, spec, backend="trio",
+            simulate,
+            spec,
+            backend="trio",
             backend_options={"clock": MockClock(autojump_threshold=0)},
-        )  # fmt: skip
+        )
     return anyio.run(simulate, spec)
 
 
@@ -134,15 +142,22 @@ async def simulate(spec: SimSpec) -> dict[str, Any]:
     )
     checks = SimChecks(spec.check_s, failing_subtasks(ids, spec.fail_rate, spec.seed))
     merger = SimMerger(spec.merge_s, checks)
-    engine = SimEngine(profile=spec.speed, script=script, faults=spec.faults, seed=spec.seed,
-                       time_scale=spec.time_scale)  # fmt: skip
+    engine = SimEngine(
+        profile=spec.speed,
+        script=script,
+        faults=spec.faults,
+        seed=spec.seed,
+        time_scale=spec.time_scale,
+    )
     provider = CountingProvider(SimProvider("sim", engine=engine))
     config = SwarmConfig(
         providers={"sim": ProviderConfig(kind="sim", rpm=spec.rpm, tpm=spec.tpm)},
-        tiers={"speed": TierConfig(models=[f"sim/{spec.speed}"]),
-               "reasoning": TierConfig(models=[f"sim/{spec.reasoning}"])},
+        tiers={
+            "speed": TierConfig(models=[f"sim/{spec.speed}"]),
+            "reasoning": TierConfig(models=[f"sim/{spec.reasoning}"]),
+        },
         routing=spec.routing,
-    )  # fmt: skip
+    )
     task = Task(title="simulated swarm", instructions="a synthetic workload", check="sim-check")
     budget = RunBudget()
     options = SolveOptions(
@@ -151,20 +166,27 @@ async def simulate(spec: SimSpec) -> dict[str, Any]:
     )
     parts = CoordinatorParts(sandbox=SimSandbox(), check=checks, tools=sim_tools(spec.tool_s))
     cpu0, real0, t0 = time.process_time(), time.perf_counter(), anyio.current_time()
-    with tempfile.TemporaryDirectory(prefix="swarm-sim-") as tmp, \
-            Journal.open(Path(tmp) / "journal.db") as journal, \
-            run_tracing(run_id, traces_dir=spec.traces_dir or Path(tmp)) as rt:  # fmt: skip
+    with (
+        tempfile.TemporaryDirectory(prefix="swarm-sim-") as tmp,
+        Journal.open(Path(tmp) / "journal.db") as journal,
+        run_tracing(run_id, traces_dir=spec.traces_dir or Path(tmp)) as rt,
+    ):
         journal.create_run(run_id, task=task.model_dump(), repo="(simulated)", config={})
         attrs = {sc.OPERATION: sc.OP_WORKFLOW, sc.WORKFLOW_NAME: "swarm", sc.RUN_ID: run_id}
         with tracer().start_as_current_span(f"{sc.OP_WORKFLOW} swarm", attributes=attrs):
             async with Router(config, providers={"sim": provider}) as router:
                 recorder = Recorder(RouterSource(router, config))
                 coordinator = Coordinator(
-                    task=task, repo=Path("/sim"), run_id=run_id,
-                    models=RunModels(recorder, journal, run_id, budget), journal=journal,
-                    budget=budget, options=options, progress=Progress(budget, quiet=True),
+                    task=task,
+                    repo=Path("/sim"),
+                    run_id=run_id,
+                    models=RunModels(recorder, journal, run_id, budget),
+                    journal=journal,
+                    budget=budget,
+                    options=options,
+                    progress=Progress(budget, quiet=True),
                     parts=parts,
-                )  # fmt: skip
+                )
                 made = await coordinator.make_plan(merger.head)
                 await coordinator.execute(made, merger, set())
                 await coordinator.verify()
@@ -200,8 +222,9 @@ async def simulate(spec: SimSpec) -> dict[str, Any]:
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "trace": str(trace_path) if spec.traces_dir is not None else None,
         "trace_note": "span timestamps are real time, not the virtual clock"
-        if spec.virtual else "",
-    }  # fmt: skip
+        if spec.virtual
+        else "",
+    }
 
 
 def bound(plan: Plan, calls: Mapping[str, list[CallRecord]], spec: SimSpec) -> dict[str, float]:
@@ -235,10 +258,12 @@ def _bound(
             sid = agent_id.split(":")[1]
             fixers[sid] = fixers.get(sid, 0.0) + agent_s(log) + spec.check_s
     own = {
-        s.id: agent_s(calls.get(f"coder:{s.id}", [])) + spec.check_s + fixers.get(s.id, 0.0)
+        s.id: agent_s(calls.get(f"coder:{s.id}", []))
+        + spec.check_s
+        + fixers.get(s.id, 0.0)
         + spec.merge_s
         for s in plan.subtasks
-    }  # fmt: skip
+    }
     chain: dict[str, float] = {}
     for s in plan.subtasks:  # make_plan lists dependencies before their dependents
         chain[s.id] = own[s.id] + max((chain[d] for d in s.depends_on), default=0.0)

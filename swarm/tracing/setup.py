@@ -30,8 +30,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-from swarm import _semconv as sc
-from swarm._otlp_json import encode_span, traces_data_line
+from swarm.tracing import semconv as sc
+from swarm.tracing.otlp_json import encode_span, traces_data_line
 
 __all__ = [
     "GenAIMetricsProcessor",
@@ -107,8 +107,13 @@ class JsonlSpanProcessor(SpanProcessor):
     `shutdown` stops and joins the thread and writes whatever is left.
     """
 
-    def __init__(self, path: Path, *, flush_interval_s: float = _FLUSH_INTERVAL_S,
-                 flush_spans: int = _FLUSH_SPANS) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        flush_interval_s: float = _FLUSH_INTERVAL_S,
+        flush_spans: int = _FLUSH_SPANS,
+    ) -> None:
         self.path = path
         self.spans_written = 0
         self._interval = flush_interval_s
@@ -119,8 +124,7 @@ class JsonlSpanProcessor(SpanProcessor):
         self._write_lock = threading.Lock()
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fh = path.open("a", encoding="utf-8")
-        self._thread = threading.Thread(target=self._run, name="swarm-trace-writer",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._run, name="swarm-trace-writer", daemon=True)
         self._thread.start()
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
@@ -153,8 +157,11 @@ class JsonlSpanProcessor(SpanProcessor):
         resources: dict[int, Any] = {}
         for span in batch:
             scope = span.instrumentation_scope
-            key = (id(span.resource), scope.name if scope else "",
-                   (scope.version or "") if scope else "")
+            key = (
+                id(span.resource),
+                scope.name if scope else "",
+                (scope.version or "") if scope else "",
+            )
             resources[id(span.resource)] = span.resource.attributes
             encoded = _encode(span)
             if encoded is not None:
@@ -206,8 +213,12 @@ class _CountingBatchProcessor(BatchSpanProcessor):
     """A BatchSpanProcessor sized for swarm bursts that counts the spans it drops."""
 
     def __init__(self, exporter: _CountingExporter, max_queue_size: int) -> None:
-        super().__init__(exporter, max_queue_size=max_queue_size,
-                         schedule_delay_millis=500, max_export_batch_size=512)
+        super().__init__(
+            exporter,
+            max_queue_size=max_queue_size,
+            schedule_delay_millis=500,
+            max_export_batch_size=512,
+        )
         self.counting = exporter
         self.queue_dropped = 0
         self._max_queue = max_queue_size
@@ -223,8 +234,22 @@ class _CountingBatchProcessor(BatchSpanProcessor):
         return self.queue_dropped + self.counting.failed
 
 
-_DURATION_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48,
-                     40.96, 81.92)
+_DURATION_BUCKETS = (
+    0.01,
+    0.02,
+    0.04,
+    0.08,
+    0.16,
+    0.32,
+    0.64,
+    1.28,
+    2.56,
+    5.12,
+    10.24,
+    20.48,
+    40.96,
+    81.92,
+)
 _TOKEN_BUCKETS = (1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304)
 
 
@@ -236,25 +261,33 @@ class GenAIMetricsProcessor(SpanProcessor):
     def __init__(self, meter_provider: MeterProvider) -> None:
         meter = meter_provider.get_meter("swarm")
         self._duration = meter.create_histogram(
-            "gen_ai.client.operation.duration", unit="s",
+            "gen_ai.client.operation.duration",
+            unit="s",
             description="GenAI operation duration",
-            explicit_bucket_boundaries_advisory=_DURATION_BUCKETS)
+            explicit_bucket_boundaries_advisory=_DURATION_BUCKETS,
+        )
         self._tokens = meter.create_histogram(
-            "gen_ai.client.token.usage", unit="{token}",
+            "gen_ai.client.token.usage",
+            unit="{token}",
             description="Number of input and output tokens used",
-            explicit_bucket_boundaries_advisory=_TOKEN_BUCKETS)
+            explicit_bucket_boundaries_advisory=_TOKEN_BUCKETS,
+        )
         self._ttft = meter.create_histogram(
-            "gen_ai.client.operation.time_to_first_chunk", unit="s",
+            "gen_ai.client.operation.time_to_first_chunk",
+            unit="s",
             description="Time to receive the first chunk of a streamed response",
-            explicit_bucket_boundaries_advisory=_DURATION_BUCKETS)
+            explicit_bucket_boundaries_advisory=_DURATION_BUCKETS,
+        )
 
     def on_end(self, span: ReadableSpan) -> None:
         attrs = span.attributes or {}
         if attrs.get(sc.OPERATION) != sc.OP_CHAT or not span.end_time or not span.start_time:
             return
         labels: dict[str, Any] = {
-            k: attrs[k] for k in (sc.OPERATION, sc.PROVIDER, sc.REQUEST_MODEL, sc.TIER,
-                                  sc.ERROR_TYPE) if k in attrs}
+            k: attrs[k]
+            for k in (sc.OPERATION, sc.PROVIDER, sc.REQUEST_MODEL, sc.TIER, sc.ERROR_TYPE)
+            if k in attrs
+        }
         self._duration.record((span.end_time - span.start_time) / 1e9, labels)
         for key, kind in ((sc.INPUT_TOKENS, "input"), (sc.OUTPUT_TOKENS, "output")):
             value = attrs.get(key)
@@ -343,8 +376,9 @@ def run_tracing(
     if url:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
-        otlp = _CountingBatchProcessor(_CountingExporter(OTLPSpanExporter(endpoint=url)),
-                                       _OTLP_QUEUE)
+        otlp = _CountingBatchProcessor(
+            _CountingExporter(OTLPSpanExporter(endpoint=url)), _OTLP_QUEUE
+        )
         provider.add_span_processor(otlp)
     meters = _meter_provider(resource, metric_reader)
     if meters is not None:
