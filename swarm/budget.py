@@ -1,57 +1,248 @@
-"""Run-wide budgets (steps, USD, tokens) enforced before every model call.
+"""The one budget of a run: USD, tokens, steps and a deadline, at run and tier scope.
 
-`Budgeted` wraps any `Model`: it refuses a call once a budget is spent and adds each
-result's usage and cost. Replayed calls count too: they were paid for by an earlier
-process of the same run.
+Every model call reserves before it starts, settles with what it really cost, and
+releases its reservation if it fails:
+
+    with budget.reserve(tier="speed", usd=estimate, tokens=est_tokens) as held:
+        result = await provider.chat(request)
+        held.settle(result)
+
+A call is refused (`BudgetExceeded`) once what was spent plus what calls in flight hold
+reaches a limit, so a swarm of concurrent agents overshoots a limit by at most the calls
+already in flight: steps never (each in-flight call holds exactly one step), USD and
+tokens by the difference between those calls' estimates and their real cost. The
+deadline is a point on the event loop's clock, fixed by `start()`: calls are refused after
+it, and the run cancels what is still in flight (see `swarm.run`).
+
+One spelling everywhere: `usd`, `tokens`, `steps`, `deadline` in config (`[budget]`,
+`[tiers.NAME.budget]`), in a task file's front matter (`budget:`) and on the command line
+(`--budget usd=2,steps=300,deadline=15m`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 
-from swarm.errors import BudgetExceeded
+import anyio
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from swarm._duration import parse_duration
+from swarm.errors import BudgetExceeded, ConfigError
 from swarm.messages import ChatRequest, ChatResult
 from swarm.model import Model
 
-__all__ = ["Budgeted", "RunBudget"]
+__all__ = ["Budget", "BudgetLimits", "Budgeted", "Reservation", "Spent", "parse_budget_flags"]
 
 
-@dataclass
-class RunBudget:
-    max_steps: int | None = None
-    max_usd: float | None = None
-    max_tokens: int | None = None
-    steps: int = 0
+class BudgetLimits(BaseModel):
+    """Limits for one scope; None means no limit."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    usd: float | None = Field(default=None, gt=0)
+    """Money spent on model calls, from the catalog's prices."""
+    tokens: int | None = Field(default=None, gt=0)
+    """Input plus output tokens."""
+    steps: int | None = Field(default=None, gt=0)
+    """Model calls."""
+    deadline: float | None = Field(default=None, gt=0)
+    """Seconds from the start of the run (`"15m"`, `"1h30m"` or a number)."""
+
+    @field_validator("deadline", mode="before")
+    @classmethod
+    def _duration(cls, value: object) -> object:
+        if isinstance(value, str):
+            return parse_duration(value)
+        return value
+
+    def over(self, override: BudgetLimits | None) -> BudgetLimits:
+        """These limits with every limit `override` sets taking precedence."""
+        if override is None:
+            return self
+        return self.model_copy(update=override.model_dump(exclude_none=True))
+
+    @property
+    def unlimited(self) -> bool:
+        return all(v is None for v in self.model_dump().values())
+
+
+@dataclass(frozen=True)
+class Spent:
+    """What a scope has spent (settled calls only)."""
+
     usd: float = 0.0
     tokens: int = 0
     output_tokens: int = 0
+    steps: int = 0
 
-    def check(self) -> None:
-        """Raise `BudgetExceeded` if any budget is already spent."""
-        if self.max_steps is not None and self.steps >= self.max_steps:
-            raise BudgetExceeded("steps", limit=self.max_steps, spent=self.steps)
-        if self.max_usd is not None and self.usd >= self.max_usd:
-            raise BudgetExceeded("usd", limit=self.max_usd, spent=round(self.usd, 6))
-        if self.max_tokens is not None and self.tokens >= self.max_tokens:
-            raise BudgetExceeded("tokens", limit=self.max_tokens, spent=self.tokens)
+
+@dataclass
+class _Scope:
+    name: str
+    limits: BudgetLimits
+    usd: float = 0.0
+    tokens: int = 0
+    output_tokens: int = 0
+    steps: int = 0
+    held_usd: float = 0.0
+    held_tokens: int = 0
+    held_steps: int = 0
+
+    def refuse_if_spent(self) -> None:
+        lim = self.limits
+        if lim.steps is not None and self.steps + self.held_steps >= lim.steps:
+            raise BudgetExceeded("steps", limit=lim.steps, spent=self.steps, scope=self.name)
+        if lim.usd is not None and self.usd + self.held_usd >= lim.usd:
+            raise BudgetExceeded("usd", limit=lim.usd, spent=round(self.usd, 6), scope=self.name)
+        if lim.tokens is not None and self.tokens + self.held_tokens >= lim.tokens:
+            raise BudgetExceeded("tokens", limit=lim.tokens, spent=self.tokens, scope=self.name)
+
+    def hold(self, usd: float, tokens: int, steps: int) -> None:
+        self.held_usd += usd
+        self.held_tokens += tokens
+        self.held_steps += steps
 
     def add(self, result: ChatResult) -> None:
-        self.steps += 1
         self.usd += result.cost_usd
         self.tokens += result.usage.input_tokens + result.usage.output_tokens
         self.output_tokens += result.usage.output_tokens
+        self.steps += 1
+
+    def spent(self) -> Spent:
+        return Spent(self.usd, self.tokens, self.output_tokens, self.steps)
 
 
+class Reservation:
+    """What one call holds of the budget until it settles or is released."""
+
+    def __init__(self, scopes: list[_Scope], usd: float, tokens: int) -> None:
+        self._scopes, self._usd, self._tokens = scopes, usd, tokens
+        self._open = True
+
+    def settle(self, result: ChatResult) -> None:
+        """Swap the reservation for what the call really cost."""
+        self._release()
+        for s in self._scopes:
+            s.add(result)
+
+    def _release(self) -> None:
+        if self._open:
+            self._open = False
+            for s in self._scopes:
+                s.hold(-self._usd, -self._tokens, -1)
+
+
+class Budget:
+    """A run's limits and spending, shared by every agent of the run."""
+
+    def __init__(
+        self,
+        limits: BudgetLimits | None = None,
+        *,
+        tiers: Mapping[str, BudgetLimits] | None = None,
+    ) -> None:
+        self.limits = limits or BudgetLimits()
+        self._run = _Scope("run", self.limits)
+        self._tiers = {t: _Scope(f"tier {t}", lim) for t, lim in (tiers or {}).items()}
+        self._deadline_at: float | None = None
+
+    def start(self) -> None:
+        """Start the deadline's clock (the event loop's), once; later calls keep it."""
+        if self.limits.deadline is not None and self._deadline_at is None:
+            self._deadline_at = anyio.current_time() + self.limits.deadline
+
+    def remaining_s(self) -> float:
+        """Seconds left before the deadline (infinite without one)."""
+        if self._deadline_at is None:
+            return float("inf")
+        return max(0.0, self._deadline_at - anyio.current_time())
+
+    @contextmanager
+    def reserve(
+        self, *, tier: str | None = None, usd: float = 0.0, tokens: int = 0
+    ) -> Iterator[Reservation]:
+        """Hold one step and the estimates while a call runs; see the module docstring."""
+        scopes = self._scopes(tier)
+        if self._deadline_at is not None and anyio.current_time() >= self._deadline_at:
+            limit = self.limits.deadline or 0.0
+            raise BudgetExceeded("deadline", limit=limit, spent=limit)
+        for s in scopes:
+            s.refuse_if_spent()
+        for s in scopes:
+            s.hold(usd, tokens, 1)
+        held = Reservation(scopes, usd, tokens)
+        try:
+            yield held
+        finally:
+            held._release()  # a no-op once settled
+
+    def record(self, result: ChatResult, *, tier: str | None = None) -> None:
+        """Count a call that was paid for without a reservation (a replayed call)."""
+        for s in self._scopes(tier):
+            s.add(result)
+
+    @property
+    def spent(self) -> Spent:
+        """What the run has spent."""
+        return self._run.spent()
+
+    def spent_by_tier(self) -> dict[str, Spent]:
+        return {t: s.spent() for t, s in self._tiers.items()}
+
+    def _scopes(self, tier: str | None) -> list[_Scope]:
+        if tier is None:
+            return [self._run]
+        scope = self._tiers.get(tier)
+        if scope is None:  # a tier without limits still has its spending counted
+            scope = self._tiers[tier] = _Scope(f"tier {tier}", BudgetLimits())
+        return [self._run, scope]
+
+
+@dataclass
 class Budgeted:
-    """A `Model` that spends from a shared `RunBudget`."""
+    """A `Model` that reserves from a `Budget` around every call (models outside a router)."""
 
-    def __init__(self, inner: Model, budget: RunBudget) -> None:
-        self.name = inner.name
-        self._inner = inner
-        self._budget = budget
+    inner: Model
+    budget: Budget
+    tier: str | None = None
+    name: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.name = self.inner.name
 
     async def chat(self, request: ChatRequest) -> ChatResult:
-        self._budget.check()
-        result = await self._inner.chat(request)
-        self._budget.add(result)
+        with self.budget.reserve(tier=self.tier) as held:
+            result = await self.inner.chat(request)
+            held.settle(result)
         return result
+
+
+_FLAG_KEYS = frozenset(BudgetLimits.model_fields)
+
+
+def parse_budget_flags(values: list[str] | None) -> BudgetLimits | None:
+    """`["usd=2,steps=300", "deadline=15m"]` (from `--budget`) as limits; None if empty."""
+    if not values:
+        return None
+    fields: dict[str, str] = {}
+    for part in (p.strip() for v in values for p in v.split(",")):
+        key, sep, value = part.partition("=")
+        if not sep or key.strip() not in _FLAG_KEYS:
+            raise ConfigError(
+                f"--budget {part!r}: expected KEY=VALUE with KEY one of "
+                f"{', '.join(sorted(_FLAG_KEYS))} (e.g. usd=2,steps=300,deadline=15m)"
+            )
+        fields[key.strip()] = value.strip()
+    try:
+        return BudgetLimits.model_validate(fields)
+    except ValueError as exc:
+        raise ConfigError(f"--budget: {_first_problem(exc)}") from None
+
+
+def _first_problem(exc: ValueError) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        e = errors()[0]
+        return f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
+    return str(exc)

@@ -18,12 +18,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from swarm.budget import BudgetLimits
 from swarm.errors import ConfigError
 from swarm.model import Provider
 
 __all__ = [
     "DEFAULT_ROLES",
-    "BudgetConfig",
     "ModelConfig",
     "ProviderConfig",
     "RoutingConfig",
@@ -92,8 +92,8 @@ class TierConfig(BaseModel):
     model_config = _STRICT
     models: list[str] = Field(min_length=1)
     """Candidates as `provider/model`, e.g. `["cerebras/kimi-k2.6", "groq/kimi-k2.6"]`."""
-    budget_usd: float | None = Field(default=None, gt=0)
-    budget_tokens: int | None = Field(default=None, gt=0)
+    budget: BudgetLimits | None = None
+    """Limits for this tier's calls (`[tiers.speed.budget] usd = 2`)."""
 
 
 class RoutingConfig(BaseModel):
@@ -125,14 +125,6 @@ class RoutingConfig(BaseModel):
     """Output estimate for limits and budgets when a request sets no max_tokens."""
 
 
-class BudgetConfig(BaseModel):
-    """Spend caps for a whole run (`[budget]`)."""
-
-    model_config = _STRICT
-    usd: float | None = Field(default=None, gt=0)
-    tokens: int | None = Field(default=None, gt=0)
-
-
 class SwarmConfig(BaseModel):
     """The whole configuration, validated and with catalog presets resolved."""
 
@@ -141,7 +133,8 @@ class SwarmConfig(BaseModel):
     tiers: dict[str, TierConfig] = Field(default_factory=dict)
     roles: dict[str, str] = Field(default_factory=dict)
     routing: RoutingConfig = Field(default_factory=RoutingConfig)
-    budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    budget: BudgetLimits = Field(default_factory=BudgetLimits)
+    """The run's limits (`[budget]`: usd, tokens, steps, deadline)."""
     source: str | None = None
     """File the config came from; None for the built-in default."""
 

@@ -29,7 +29,7 @@ input_usd_per_m = 0.6
 tpm = 100000
 [tiers.speed]
 models = ["cerebras/kimi-k2.6", "local/kimi-k2.6"]
-budget_usd = 2.5
+budget = { usd = 2.5 }
 [tiers.reasoning]
 models = ["cerebras/gpt-oss-120b"]
 [roles]
@@ -52,7 +52,7 @@ def test_full_config_parses_and_inherits_catalog_preset(tmp_path: Path) -> None:
     assert cer.max_concurrency == 64 and cer.rpm == 600
     assert cfg.providers["local"].models["kimi-k2.6"].input_usd_per_m == 0.6
     assert cfg.tiers["speed"].models == ["cerebras/kimi-k2.6", "local/kimi-k2.6"]
-    assert cfg.tiers["speed"].budget_usd == 2.5
+    assert cfg.tiers["speed"].budget is not None and cfg.tiers["speed"].budget.usd == 2.5
     assert cfg.routing.max_attempts == 4 and cfg.routing.hedge is False
     assert cfg.budget.usd == 10 and cfg.budget.tokens == 1_000_000
     assert cfg.tier_for_role("planner") == "speed"

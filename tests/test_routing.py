@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 
 from swarm.config import SwarmConfig, load_config
+from swarm.budget import BudgetLimits
 from swarm.errors import BudgetExceeded, ProviderError, RateLimited
 from swarm.messages import ChatRequest, ChatResult, Message, Timing, Usage
 from swarm.model import FirstTokenCallback, Model, Provider
@@ -135,9 +136,9 @@ async def test_success_fills_cost_attempts_and_span(
     assert sc.TIME_TO_FIRST_CHUNK in attrs and sc.DECODE_TPS in attrs
     assert sc.INPUT_MESSAGES not in attrs
     assert [e.name for e in span.events] == [sc.FIRST_TOKEN_EVENT]
-    assert router.spend.usd == pytest.approx(result.cost_usd)
-    assert router.spend.tokens == 1100
-    assert router.spend.tiers["speed"].tokens == 1100
+    assert router.budget.spent.usd == pytest.approx(result.cost_usd)
+    assert router.budget.spent.tokens == 1100
+    assert router.budget.spent_by_tier()["speed"].tokens == 1100
 
 
 async def test_retries_429_honouring_retry_after(
@@ -212,7 +213,7 @@ async def test_all_candidates_fail_raises_last_error(tmp_path: Path) -> None:
     router = Router(config(tmp_path, ["a/m"], "max_attempts = 2"), providers={"a": a})
     with pytest.raises(ProviderError, match="down"):
         await router.chat(req())
-    assert router.spend.tokens == 0
+    assert router.budget.spent.tokens == 0
 
 
 async def test_breaker_opens_skips_then_half_open_probe(tmp_path: Path) -> None:
@@ -315,7 +316,7 @@ async def test_run_budget_stops_the_next_call(tmp_path: Path) -> None:
 async def test_tier_budget(tmp_path: Path) -> None:
     a = Fake("a")
     cfg = config(tmp_path, ["a/m"])
-    tiers = {"speed": cfg.tiers["speed"].model_copy(update={"budget_tokens": 500})}
+    tiers = {"speed": cfg.tiers["speed"].model_copy(update={"budget": BudgetLimits(tokens=500)})}
     router = Router(cfg.model_copy(update={"tiers": tiers}), providers={"a": a})
     await router.chat(req())
     with pytest.raises(BudgetExceeded, match="tier speed"):

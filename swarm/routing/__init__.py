@@ -6,6 +6,6 @@ p95 time to first token), `breaker` (the circuit breaker), `limits` (concurrency
 and quota gates shared by every agent of a run, AIMD on 429).
 """
 
-from swarm.routing.router import Need, Router, Spend, TierModel
+from swarm.routing.router import Need, Router, TierModel
 
-__all__ = ["Need", "Router", "Spend", "TierModel"]
+__all__ = ["Need", "Router", "TierModel"]

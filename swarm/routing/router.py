@@ -26,18 +26,19 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
+from swarm.budget import Budget
 from swarm.config import SwarmConfig, split_ref
 from swarm.errors import BudgetExceeded, ConfigError, ProviderError, RateLimited
 from swarm.messages import ChatRequest, ChatResult
 from swarm.model import FirstTokenCallback, Provider
 from swarm.routing.candidate import Call, Target, build_target
 from swarm.routing.hedge import race
-from swarm.routing.limits import Gate, SpendSnapshot, SpendTracker
+from swarm.routing.limits import Gate
 from swarm.routing.retry import Retrier
 from swarm.tracing import semconv as sc
 from swarm.tracing.setup import tracer
 
-__all__ = ["Need", "Router", "Spend", "TierModel"]
+__all__ = ["Need", "Router", "TierModel"]
 
 _NO_FAILOVER = frozenset({400, 422})  # the request itself is wrong: no provider will take it
 
@@ -50,15 +51,6 @@ class Need:
     """`interactive` prefers the candidate with the lowest expected latency."""
     max_cost_usd: float | None = None
     """Skip candidates whose estimated cost for this request is above this."""
-
-
-@dataclass(frozen=True)
-class Spend:
-    """What the router has spent: run totals and per tier."""
-
-    usd: float
-    tokens: int
-    tiers: Mapping[str, SpendSnapshot]
 
 
 def estimate_input_tokens(request: ChatRequest) -> int:
@@ -80,8 +72,10 @@ class Router:
         config: SwarmConfig,
         *,
         providers: Mapping[str, Provider] | None = None,
-        env: Mapping[str, str] = os.environ,
+        budget: Budget | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> None:
+        env = os.environ if env is None else env
         from swarm.config import build_providers
 
         self.config = config
@@ -109,11 +103,10 @@ class Router:
         self._tiers: dict[str, list[Target]] = {}
         for tier, tc in config.tiers.items():
             self._tiers[tier] = [self._target(ref, tier) for ref in tc.models]
-        self._run_spend = SpendTracker(usd=config.budget.usd, tokens=config.budget.tokens)
-        self._tier_spend = {
-            t: SpendTracker(usd=tc.budget_usd, tokens=tc.budget_tokens, scope=f"tier {t}")
-            for t, tc in config.tiers.items()
-        }
+        self.budget = budget or Budget(
+            config.budget, tiers={t: tc.budget for t, tc in config.tiers.items() if tc.budget}
+        )
+        """Spent and held by every call through this router (the run's, when given)."""
 
     def _target(self, ref: str, tier: str) -> Target:
         t = self._targets.get(ref)
@@ -149,14 +142,6 @@ class Router:
             raise ConfigError(f"unknown tier {tier!r}; configured: {', '.join(self._tiers)}")
         return TierModel(self, tier, need=need, priority=priority, role=role)
 
-    @property
-    def spend(self) -> Spend:
-        return Spend(
-            self._run_spend.usd,
-            self._run_spend.tokens,
-            {t: s.snapshot() for t, s in self._tier_spend.items()},
-        )
-
     def breaker_state(self, ref: str) -> str:
         return self._targets[ref].breaker.state
 
@@ -179,23 +164,10 @@ class Router:
             targets = self._order(targets, need, est_in, est_out)
         est_usd = targets[0].cost(est_in, est_out)
         est_tokens = est_in + est_out
-        run, tier_spend = self._run_spend, self._tier_spend[tier]
-        run.reserve(est_usd, est_tokens)
-        try:
-            tier_spend.reserve(est_usd, est_tokens)
-        except BudgetExceeded:
-            run.release(est_usd, est_tokens)
-            raise
         call = Call(request, tier, role, priority, est_tokens)
-        try:
+        with self.budget.reserve(tier=tier, usd=est_usd, tokens=est_tokens) as held:
             result = await self._failover(targets, call)
-        except BaseException:
-            run.release(est_usd, est_tokens)
-            tier_spend.release(est_usd, est_tokens)
-            raise
-        used = result.usage.input_tokens + result.usage.output_tokens
-        run.record(result.cost_usd, used, reserved_usd=est_usd, reserved_tokens=est_tokens)
-        tier_spend.record(result.cost_usd, used, reserved_usd=est_usd, reserved_tokens=est_tokens)
+            held.settle(result)
         result.attempts = call.attempts
         return result
 
