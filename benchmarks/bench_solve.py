@@ -95,22 +95,21 @@ async def run(n: int, max_agents: int, profile: str) -> dict[str, Any]:
                 quiet=True,
             )
             report = await solve(request, source=Source(r))
-    merged = sum(1 for s in report["subtasks"] if s["status"] == "merged")
-    o = report["overhead"]
+    o = report.overhead
     return {
         "subtasks": n,
-        "merged": merged,
-        "status": report["status"],
+        "merged": report.count("merged"),
+        "status": report.status,
         "max_agents": max_agents,
         "profile": profile,
-        "wall_s": report["wall_s"],
-        "calls": report["calls"],
-        "model_s": o["model_s"],
-        "coordinator_cpu_s": o["cpu_s"],
-        "cpu_ms_per_call": o["cpu_ms_per_call"],
-        "cpu_vs_model": o["cpu_vs_model"],
-        "time_by_phase": report["time_by_phase"],
-        "spans_dropped": report.get("spans_dropped", 0),
+        "wall_s": report.wall_s,
+        "calls": report.calls,
+        "model_s": o.model_s,
+        "coordinator_cpu_s": o.cpu_s,
+        "cpu_ms_per_call": o.cpu_ms_per_call,
+        "cpu_vs_model": o.cpu_vs_model,
+        "time_by_phase": report.time_by_phase,
+        "spans_dropped": report.spans_dropped,
     }
 
 

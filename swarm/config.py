@@ -147,6 +147,12 @@ class SwarmConfig(BaseModel):
         tier = self.roles.get(role) or DEFAULT_ROLES.get(role, "speed")
         return tier if tier in self.tiers else "speed"
 
+    def tier_for(self, role: str, *, escalate: bool = False) -> str:
+        """The role's tier; the reasoning tier (when there is one) for an escalation."""
+        if escalate and "reasoning" in self.tiers:
+            return "reasoning"
+        return self.tier_for_role(role)
+
 
 def split_ref(ref: str) -> tuple[str, str]:
     """`provider/model` → (provider, model), split at the first `/`."""

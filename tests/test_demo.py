@@ -121,7 +121,9 @@ def repo(tmp_path: Path) -> Path:
 def test_task_file_runs_the_demo_repo_on_its_own_check(task: Task) -> None:
     assert task.repo is None
     assert task.check == "python -m pytest -q"
-    assert (task.max_agents, task.budget_usd, task.deadline_s) == (4, 1.0, 600.0)
+    assert task.max_agents == 4
+    assert task.budget is not None
+    assert (task.budget.usd, task.budget.deadline) == (1.0, 600.0)
     assert task.title == "Modernise the inventory package"
 
 

@@ -17,9 +17,11 @@ from typing import Any
 import anyio
 import pytest
 
+from swarm.budget import BudgetLimits
 from swarm.messages import ChatRequest
 from swarm.model import Model
 from swarm.run.plan import PlanError
+from swarm.run.report import RunReport
 from swarm.run.solve import SolveRequest, solve
 from swarm.testing import FunctionModel, Scripted, ScriptedModel, call, reply
 
@@ -145,19 +147,19 @@ async def test_multi_subtask_plan_is_merged_to_green(tmp_path: Path, repo: Path)
         }
     )
     report = await solve(request(tmp_path, repo, plan), source=scripts)
-    assert report["status"] == "done", report
-    assert report["final_check"] == "passed"
-    assert {s["id"]: s["status"] for s in report["subtasks"]} == {
+    assert report.status == "done", report
+    assert report.final_check == "passed"
+    assert {s.id: s.status for s in report.subtasks} == {
         "s1": "merged",
         "s2": "merged",
         "s3": "merged",
     }
-    a = git(repo, "show", f"{report['branch']}:a.py")
+    a = git(repo, "show", f"{report.branch}:a.py")
     assert "def one() -> int:" in a and '"""One."""' in a
-    assert "def two() -> int:" in git(repo, "show", f"{report['branch']}:b.py")
-    assert "def one() -> int" in Path(report["patch"]).read_text()
-    assert Path(report["trace"]).stat().st_size > 0
-    assert "s3" in Path(report["report"]).read_text()
+    assert "def two() -> int:" in git(repo, "show", f"{report.branch}:b.py")
+    assert "def one() -> int" in Path(str(report.patch)).read_text()
+    assert Path(str(report.trace)).stat().st_size > 0
+    assert "s3" in Path(str(report.report)).read_text()
     assert_untouched(repo)
     for model in scripts.models.values():
         assert isinstance(model, ScriptedModel)
@@ -182,8 +184,8 @@ async def test_overlapping_scopes_run_in_order_not_at_once(tmp_path: Path, repo:
         }
     )
     report = await solve(request(tmp_path, repo, plan, max_agents=2), source=scripts)
-    assert report["status"] == "done", report
-    assert "# typed" in git(repo, "show", f"{report['branch']}:a.py")
+    assert report.status == "done", report
+    assert "# typed" in git(repo, "show", f"{report.branch}:a.py")
 
 
 async def test_a_failing_check_is_fixed_by_a_fixer(tmp_path: Path, repo: Path) -> None:
@@ -195,9 +197,9 @@ async def test_a_failing_check_is_fixed_by_a_fixer(tmp_path: Path, repo: Path) -
         }
     )
     report = await solve(request(tmp_path, repo, plan), source=scripts)
-    assert report["status"] == "done"
-    (s1,) = report["subtasks"]
-    assert s1["status"] == "merged" and s1["fix_rounds"] == 1
+    assert report.status == "done"
+    (s1,) = report.subtasks
+    assert s1.status == "merged" and s1.fix_rounds == 1
     fixer = scripts.models["fixer:s1:1"]
     assert isinstance(fixer, ScriptedModel)
     assert "one is wrong" in (fixer.requests[0].messages[-1].content or "")
@@ -215,8 +217,8 @@ async def test_a_fix_loop_that_gives_up_escalates_then_fails(tmp_path: Path, rep
         }
     )
     report = await solve(request(tmp_path, repo, plan), source=scripts)
-    assert report["status"] == "failed"
-    states = {s["id"]: s["status"] for s in report["subtasks"]}
+    assert report.status == "failed"
+    states = {s.id: s.status for s in report.subtasks}
     assert states == {"s1": "failed", "s2": "skipped"}
     assert scripts.escalated == ["fixer:s1:2", "fixer:s1:3"]
     assert_untouched(repo)
@@ -234,9 +236,9 @@ async def test_a_merge_conflict_is_rebased_by_a_fixer(tmp_path: Path, repo: Path
         }
     )
     report = await solve(request(tmp_path, repo, plan, max_agents=2), source=scripts)
-    assert report["status"] == "done", report
-    assert sorted(s["rebases"] for s in report["subtasks"]) == [0, 1]
-    assert git(repo, "show", f"{report['branch']}:shared.py") == both.strip()
+    assert report.status == "done", report
+    assert sorted(s.rebases for s in report.subtasks) == [0, 1]
+    assert git(repo, "show", f"{report.branch}:shared.py") == both.strip()
     assert_untouched(repo)
 
 
@@ -248,11 +250,13 @@ async def test_step_budget_stops_cleanly_and_keeps_merged_work(tmp_path: Path, r
             "coder:s2": [edit("b.py", "def two():", "def two() -> int:"), done()],
         }
     )
-    report = await solve(request(tmp_path, repo, plan, max_steps=3), source=scripts)
-    assert report["status"] == "stopped"
-    assert report["stop_reason"] == "steps"
-    assert {s["id"]: s["status"] for s in report["subtasks"]} == {"s1": "merged", "s2": "skipped"}
-    assert "def one() -> int" in git(repo, "show", f"{report['branch']}:a.py")
+    report = await solve(
+        request(tmp_path, repo, plan, budget=BudgetLimits(steps=3)), source=scripts
+    )
+    assert report.status == "stopped"
+    assert report.stop_reason == "steps"
+    assert {s.id: s.status for s in report.subtasks} == {"s1": "merged", "s2": "skipped"}
+    assert "def one() -> int" in git(repo, "show", f"{report.branch}:a.py")
     assert_untouched(repo)
 
 
@@ -268,9 +272,11 @@ async def test_usd_budget_stops_the_run(tmp_path: Path, repo: Path) -> None:
             "coder:s2": [pricey(done())],
         }
     )
-    report = await solve(request(tmp_path, repo, plan, budget_usd=0.5), source=scripts)
-    assert report["status"] == "stopped" and report["stop_reason"] == "usd"
-    assert report["cost_usd"] == pytest.approx(0.6)
+    report = await solve(
+        request(tmp_path, repo, plan, budget=BudgetLimits(usd=0.5)), source=scripts
+    )
+    assert report.status == "stopped" and report.stop_reason == "usd"
+    assert report.cost_usd == pytest.approx(0.6)
 
 
 async def test_deadline_stops_the_run_and_leaves_no_worktrees(tmp_path: Path, repo: Path) -> None:
@@ -280,9 +286,11 @@ async def test_deadline_stops_the_run_and_leaves_no_worktrees(tmp_path: Path, re
 
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["b.py"])])
     scripts = Scripts({}, default=FunctionModel(slow))
-    report = await solve(request(tmp_path, repo, plan, deadline_s=1.0), source=scripts)
-    assert report["status"] == "stopped" and report["stop_reason"] == "deadline"
-    assert report["wall_s"] < 20
+    report = await solve(
+        request(tmp_path, repo, plan, budget=BudgetLimits(deadline=1.0)), source=scripts
+    )
+    assert report.status == "stopped" and report.stop_reason == "deadline"
+    assert report.wall_s < 20
     assert_untouched(repo)
 
 
@@ -336,7 +344,7 @@ RUNNER = textwrap.dedent(
             return FunctionModel(play, name=agent_id)
 
     report = anyio.run(lambda: solve(request, source=Source()))
-    print(json.dumps(report))
+    print(report.model_dump_json())
     """
 )
 
@@ -386,9 +394,9 @@ def test_kill_9_then_resume_finishes_without_repeating_calls(tmp_path: Path, rep
         timeout=60,
     )
     assert second.returncode == 0, second.stderr[-3000:]
-    report = json.loads(second.stdout.strip().splitlines()[-1])
-    assert report["status"] == "done", report
-    assert report["run_id"] == run.run_id
+    report = RunReport.model_validate_json(second.stdout.strip().splitlines()[-1])
+    assert report.status == "done", report
+    assert report.run_id == run.run_id
     calls = log.read_text().splitlines()
     after = calls[len(before) :]
     # the call in flight at the kill may be made again; no completed call is repeated
@@ -397,5 +405,5 @@ def test_kill_9_then_resume_finishes_without_repeating_calls(tmp_path: Path, rep
         f"coder:{s} {n}" for s in ("s1", "s2", "s3") for n in (0, 1)
     )
     for name in ("a.py.txt", "b.py.txt", "shared.py.txt"):
-        assert git(repo, "show", f"{report['branch']}:{name}").startswith("coder:")
+        assert git(repo, "show", f"{report.branch}:{name}").startswith("coder:")
     assert_untouched(repo)

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from swarm._duration import format_duration, parse_duration
+from swarm.budget import BudgetLimits
 from swarm.errors import ConfigError
 from swarm.run.task import Task, load_task, parse_task
 
@@ -15,9 +16,7 @@ GOOD = """\
 repo: ../app
 check: pytest -q
 max_agents: 8
-budget_usd: 2.5
-deadline: 1h30m
-max_steps: 40
+budget: {usd: 2.5, deadline: 1h30m, steps: 40}
 roles: {fixer: reasoning}
 tiers:
   speed:
@@ -44,9 +43,7 @@ def test_good_file(tmp_path: Path) -> None:
     assert task.repo == "../app"
     assert task.check == "pytest -q"
     assert task.max_agents == 8
-    assert task.budget_usd == 2.5
-    assert task.deadline_s == 5400.0
-    assert task.max_steps == 40
+    assert task.budget == BudgetLimits(usd=2.5, deadline=5400.0, steps=40)
     assert task.roles == {"fixer": "reasoning"}
     assert task.tiers == {"speed": {"max_in_flight": 32}}
     assert task.source == str(path)
@@ -55,7 +52,7 @@ def test_good_file(tmp_path: Path) -> None:
 def test_no_front_matter_and_defaults() -> None:
     task = parse_task("# Fix the build\n\nMake `make` pass.\n")
     assert task == Task(title="Fix the build", instructions="Make `make` pass.")
-    assert task.source is None and task.roles == {} and task.deadline_s is None
+    assert task.source is None and task.roles == {} and task.budget is None
 
 
 def test_heading_inside_a_code_fence_is_not_the_title() -> None:
@@ -67,7 +64,8 @@ def test_heading_inside_a_code_fence_is_not_the_title() -> None:
 
 def test_empty_front_matter_and_numeric_deadline() -> None:
     assert parse_task("---\n---\n# T\nbody\n").check is None
-    assert parse_task("---\ndeadline: 90\n---\n# T\nbody\n").deadline_s == 90.0
+    budget = parse_task("---\nbudget: {deadline: 90}\n---\n# T\nbody\n").budget
+    assert budget is not None and budget.deadline == 90.0
 
 
 def test_task_is_frozen_and_forbids_extra_fields() -> None:
@@ -84,14 +82,17 @@ BAD = [
     ("repo: x\nmax_agents: 2.5\n", 3, "max_agents must be a whole number"),
     ("max_agents: true\n", 2, "max_agents must be a whole number"),
     ("max_agents: 0\n", 2, "max_agents must be at least 1"),
-    ("budget_usd: lots\n", 2, "budget_usd must be a number"),
-    ("budget_usd: -1\n", 2, "budget_usd must be more than 0"),
+    ("budget: {usd: lots}\n", 2, "budget.usd: Input should be a valid number"),
+    ("budget: {usd: -1}\n", 2, "budget.usd: Input should be greater than 0"),
+    ("budget: 5\n", 2, "budget must be a mapping of limits"),
+    ("budget_usd: 1\n", 2, "'budget_usd' is now `budget: {usd: ...}`"),
     ("check: [pytest]\n", 2, "check must be a string"),
     ("repo: x\nbogus: 1\n", 3, "unknown key 'bogus'"),
     ("max_agent: 3\n", 2, "did you mean max_agents?"),
-    ("check: x\ndeadline: soon\n", 3, 'deadline must be a duration like "15m"'),
-    ("deadline: 1h30\n", 2, "deadline must be a duration"),
-    ("deadline: 0s\n", 2, "deadline must be a duration"),
+    ("check: x\nbudget:\n  deadline: soon\n", 4, 'is not a duration like "15m"'),
+    ("budget: {deadline: 1h30}\n", 2, "is not a duration"),
+    ("budget: {deadline: 0s}\n", 2, "budget.deadline: Input should be greater than 0"),
+    ("deadline: 15m\n", 2, "'deadline' is now `budget: {deadline: 15m}`"),
     ("roles:\n  coder: speed\n  fixer: 3\n", 4, "roles.fixer must be a tier name"),
     ("roles: [fixer]\n", 2, "roles must be a mapping of role to tier"),
     ("repo: a\ncheck: b\nrepo: c\n", 4, "repo is given twice (first on line 2)"),
@@ -113,7 +114,7 @@ def test_malformed_front_matter_names_file_and_line(front: str, line: int, words
 
 
 def test_unknown_key_lists_the_allowed_keys() -> None:
-    with pytest.raises(ConfigError, match="allowed: budget_usd, check, deadline, max_agents"):
+    with pytest.raises(ConfigError, match="allowed: budget, check, max_agents, repo"):
         parse_task("---\ncolour: red\n---\n# T\nbody\n")
 
 

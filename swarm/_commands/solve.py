@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from swarm.run.report import RunReport
 
 
 def register(sub: Any) -> None:
@@ -29,9 +32,13 @@ def register(sub: Any) -> None:
 def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="swarm.toml (default: $SWARM_CONFIG, ./swarm.toml)")
     p.add_argument("--max-agents", type=int, help="sub-agents at once")
-    p.add_argument("--budget-usd", type=float, help="stop when this much is spent")
-    p.add_argument("--max-steps", type=int, help="stop after this many model calls")
-    p.add_argument("--deadline", help="stop after this long, e.g. 15m, 90s, 1h30m")
+    p.add_argument(
+        "--budget",
+        action="append",
+        metavar="KEY=VALUE[,...]",
+        help="stop cleanly when a limit is reached: usd, tokens, steps (model calls), "
+        "deadline (e.g. --budget usd=2,steps=300,deadline=15m)",
+    )
     p.add_argument("--state-dir", default=".swarm", help="journal, reports, patches")
     p.add_argument("--traces-dir", default="traces")
     p.add_argument("--quiet", action="store_true", help="no progress output")
@@ -39,15 +46,13 @@ def _run_options(p: argparse.ArgumentParser) -> None:
 
 
 def _request(args: argparse.Namespace, **extra: Any) -> Any:
-    from swarm._duration import parse_duration
+    from swarm.budget import parse_budget_flags
     from swarm.run.solve import SolveRequest
 
     return SolveRequest(
         config_path=args.config,
         max_agents=args.max_agents,
-        budget_usd=args.budget_usd,
-        max_steps=args.max_steps,
-        deadline_s=parse_duration(args.deadline) if args.deadline else None,
+        budget=parse_budget_flags(args.budget),
         state_dir=args.state_dir,
         traces_dir=args.traces_dir,
         quiet=args.quiet or args.json,
@@ -69,14 +74,14 @@ async def _resume(args: argparse.Namespace) -> int:
     return _print(report, args.json)
 
 
-def _print(report: dict[str, Any], as_json: bool) -> int:
+def _print(report: RunReport, as_json: bool) -> int:
     if as_json:
-        print(json.dumps(report, indent=2))
+        print(report.model_dump_json(indent=2))
     else:
-        from pathlib import Path
+        from swarm.run.report import render_markdown
 
-        print(Path(report["report"]).read_text(), end="")
-    return 0 if report["status"] == "done" else 1
+        print(render_markdown(report), end="")
+    return 0 if report.ok else 1
 
 
 def _runs(args: argparse.Namespace) -> int:

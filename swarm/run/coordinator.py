@@ -1,36 +1,39 @@
-"""The coordinator: plan, then code/test/fix every subtask in parallel, then merge.
+"""The coordinator: code/test/fix every subtask of a plan in parallel, merge, verify.
 
-One run: a planner (reasoning tier) writes the plan, or `--plan` supplies it; ready
-subtasks run in one task group, at most `max_agents` at once, longest remaining chain
-first; each gets a coder in its own worktree from the current integration head, then the
-check, then bounded fixer rounds (escalating to the reasoning tier); green patches go
-through the merge queue; a final verification (with a fix loop) closes the run.
-Subtask states are journaled, so `swarm resume` continues without redoing merged work.
+Ready subtasks run in one task group, at most `max_agents` at once, longest remaining
+chain first; each gets a coder in its own workspace from the current integration head,
+then the check, then bounded fixer rounds (escalating to the reasoning tier); green
+patches go through the merge queue; a final verification (with a fix loop) closes the
+run. A failed subtask fails alone; a budget running out stops the dispatch and what did
+not run is reported as skipped. Subtask states are journaled, so a resumed run continues
+without redoing merged work.
 
-Seams (`CoordinatorParts`): where workspaces come from (`Sandbox`), how a check runs and
-which tools agents get. They default to git worktrees, the check subprocess and the coding
-tools; `swarm simulate` plugs in in-memory versions that only sleep.
+Traces carry the structure: a subtask that waited for its dependencies records a
+`swarm.wait dependency` span linked (`depends_on`) to the merge spans of the subtasks it
+waited for, and every wait (slot, merge) goes through `swarm.tracing.waits`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
+import time
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 import anyio
+from opentelemetry.trace import SpanContext
 
 from swarm.agent.loop import Agent
 from swarm.agent.tool import Tool, ToolContext
 from swarm.agent.toolbox import coding_tools
-from swarm.budget import RunBudget
+from swarm.budget import Budget
 from swarm.errors import BudgetExceeded, SwarmError
-from swarm.model import Model
 from swarm.run.check import CheckResult, check_env, run_check
 from swarm.run.journal import Journal
 from swarm.run.merge import Merger, MergeResult
+from swarm.run.outcome import PhaseTimes, RunOutcome, SubtaskOutcome
+from swarm.run.parts import CheckFn, CoordinatorParts, GitSandbox, ModelSource, Sandbox
 from swarm.run.plan import Plan, PlanError, Subtask, parse_plan_reply
 from swarm.run.progress import Progress
 from swarm.run.roles import (
@@ -44,68 +47,10 @@ from swarm.run.roles import (
     rebase_prompt,
 )
 from swarm.run.task import Task
-from swarm.run.workspace import Workspace
+from swarm.tracing import semconv as sc
+from swarm.tracing.waits import record_wait, waiting
 
-__all__ = [
-    "CheckFn",
-    "Coordinator",
-    "CoordinatorParts",
-    "GitSandbox",
-    "ModelSource",
-    "Sandbox",
-    "SolveOptions",
-    "SubtaskOutcome",
-    "WorkspaceLike",
-]
-
-
-class ModelSource(Protocol):
-    """Gives each agent its model: by role, with an id stable across resumes."""
-
-    def model(self, role: str, *, agent_id: str, escalate: bool = False) -> Model: ...
-
-
-class WorkspaceLike(Protocol):
-    """One agent's working copy: where its tools act, and its changes as a patch."""
-
-    @property
-    def path(self) -> Path: ...
-
-    async def patch(self) -> str: ...
-
-    async def apply(self, patch: str) -> None: ...
-
-
-class Sandbox(Protocol):
-    """Opens a workspace at commit `base`, named after its subtask, removed on exit."""
-
-    def open(self, base: str, name: str) -> AbstractAsyncContextManager[WorkspaceLike]: ...
-
-
-CheckFn = Callable[[Path], Awaitable[CheckResult]]
-"""Runs the task's check in a workspace."""
-
-
-class GitSandbox:
-    """The real sandbox: a git worktree of `repo` per workspace."""
-
-    def __init__(self, repo: Path, run_id: str) -> None:
-        self.repo, self.run_id = repo, run_id
-
-    def open(self, base: str, name: str) -> AbstractAsyncContextManager[WorkspaceLike]:
-        return Workspace.open(self.repo, base=base, name=name, run_id=self.run_id)
-
-
-@dataclass(frozen=True)
-class CoordinatorParts:
-    """The coordinator's seams; None means the real implementation."""
-
-    sandbox: Sandbox | None = None
-    """Where workspaces come from (default: git worktrees of the repository)."""
-    check: CheckFn | None = None
-    """How the task's check runs (default: its command in a subprocess)."""
-    tools: Sequence[Tool] | None = None
-    """The tools agents get (default: `coding_tools()`)."""
+__all__ = ["Coordinator", "Crew", "SolveOptions"]
 
 
 @dataclass(frozen=True)
@@ -121,57 +66,38 @@ class SolveOptions:
     check_timeout_s: float = 600.0
 
 
-@dataclass
-class SubtaskOutcome:
-    id: str
-    title: str
-    status: str = "pending"
-    """pending, running, merged, failed or skipped."""
-    fix_rounds: int = 0
-    rebases: int = 0
-    commit: str | None = None
-    error: str | None = None
-    wall_s: float = 0.0
+@dataclass(frozen=True)
+class Crew:
+    """What the coordinator uses of its run: models, journal, budget, progress."""
 
-
-@dataclass
-class _Times:
-    """Where the wall-clock of agents and checks went, summed over all subtasks."""
-
-    by_phase: dict[str, float] = field(default_factory=dict)
-
-    def add(self, phase: str, seconds: float) -> None:
-        self.by_phase[phase] = self.by_phase.get(phase, 0.0) + seconds
+    run_id: str
+    models: ModelSource
+    journal: Journal
+    budget: Budget
+    progress: Progress
 
 
 class Coordinator:
     def __init__(
         self,
-        *,
+        crew: Crew,
         task: Task,
-        repo: Path,
-        run_id: str,
-        models: ModelSource,
-        journal: Journal,
-        budget: RunBudget,
+        *,
         options: SolveOptions,
-        progress: Progress,
-        parts: CoordinatorParts = CoordinatorParts(),
+        repo: Path | None = None,
+        parts: CoordinatorParts | None = None,
     ) -> None:
-        self.task, self.repo, self.run_id = task, repo, run_id
-        self.models, self.journal, self.budget = models, journal, budget
-        self.options, self.progress = options, progress
-        self.outcomes: dict[str, SubtaskOutcome] = {}
-        self.times = _Times()
-        self.stop_reason: str | None = None
-        """Why the run stopped early: a budget kind, `deadline`, or None."""
-        self.final_check: CheckResult | None = None
-        self._tools = list(parts.tools) if parts.tools is not None else coding_tools()
-        self._sandbox: Sandbox = parts.sandbox or GitSandbox(repo, run_id)
+        self.crew, self.task, self.options = crew, task, options
+        parts = parts or CoordinatorParts()
+        self.times = PhaseTimes()
+        self._tools: list[Tool] = list(parts.tools) if parts.tools is not None else coding_tools()
+        if parts.sandbox is None and repo is None:
+            raise ValueError("a Coordinator needs a repo or a sandbox")
+        self._sandbox: Sandbox = parts.sandbox or GitSandbox(repo or Path(), crew.run_id)
         self._run_check: CheckFn = parts.check or self._check_command
-        self._queue: Merger | None = None
         self._changed = anyio.Event()
-        self._dispatch_scope: anyio.CancelScope | None = None
+        self._merge_spans: dict[str, SpanContext] = {}
+        self._plan_ready_ns = 0
 
     # -- planning ---------------------------------------------------------------------
 
@@ -184,7 +110,7 @@ class Coordinator:
                 agent_id = "planner" if attempt == 0 else f"planner:{attempt}"
                 agent: Agent[str] = Agent(
                     "planner",
-                    model=self.models.model("planner", agent_id=agent_id),
+                    model=self.crew.models.model("planner", agent_id=agent_id),
                     instructions=PLANNER,
                     tools=tools,
                     context=self._context(ws.path),
@@ -205,43 +131,71 @@ class Coordinator:
 
     # -- the run ----------------------------------------------------------------------
 
-    async def execute(self, plan: Plan, queue: Merger, done: set[str]) -> None:
-        """Run every subtask not already in `done` (merged by an earlier process)."""
-        self._queue = queue
-        for st in plan.subtasks:
-            status = "merged" if st.id in done else "pending"
-            self.outcomes[st.id] = SubtaskOutcome(st.id, st.title, status)
-        self.progress.start(total=len(plan.subtasks), merged=len(done))
-        started: set[str] = set(done)
-        finished: set[str] = set(done)
-        limiter = anyio.CapacityLimiter(self.options.max_agents)
+    async def run(
+        self, plan: Plan, queue: Merger, *, done: frozenset[str] = frozenset()
+    ) -> RunOutcome:
+        """Run every subtask not in `done` (merged by an earlier process), then verify.
+
+        A spent budget or the deadline is not an error here: the outcome says `stopped`,
+        what merged stays merged, and what did not run is `skipped`.
+        """
+        board = _Board(
+            queue=queue,
+            outcomes={
+                st.id: SubtaskOutcome(st.id, st.title, "merged" if st.id in done else "pending")
+                for st in plan.subtasks
+            },
+            done=set(done),
+            finished=set(done),
+            limiter=anyio.CapacityLimiter(self.options.max_agents),
+        )
+        final: CheckResult | None = None
+        with anyio.move_on_after(self.crew.budget.remaining_s()) as deadline:
+            stop = await self._dispatch(plan, board)
+            if stop is None:
+                try:
+                    final = await self._verify(queue)
+                except BudgetExceeded as exc:
+                    stop = exc.kind
+        if deadline.cancelled_caught:
+            stop = "deadline"
+        self._mark_skipped(board, stop)
+        return RunOutcome(tuple(board.outcomes.values()), stop, final, self.times)
+
+    async def _dispatch(self, plan: Plan, board: _Board) -> str | None:
+        """Start subtasks as they become ready; returns the budget kind that stopped it."""
+        self.crew.progress.start(total=len(plan.subtasks), merged=len(board.done))
+        self._plan_ready_ns = time.time_ns()
+        started = set(board.done)
+        stop: str | None = None
         try:
             async with anyio.create_task_group() as tg:
-                self._dispatch_scope = tg.cancel_scope
                 while True:
-                    for st in plan.ready(done, started):
+                    for st in plan.ready(board.done, started):
                         started.add(st.id)
-                        self.progress.queued(st.id)
-                        tg.start_soon(self._subtask, st, limiter, done, finished, name=st.id)
-                    if started <= finished:
+                        self.crew.progress.queued(st.id)
+                        tg.start_soon(self._subtask, st, board, name=st.id)
+                    if started <= board.finished:
                         break
                     await self._changed.wait()
                     self._changed = anyio.Event()
         except* BudgetExceeded as group:
             exc = group.exceptions[0]
             assert isinstance(exc, BudgetExceeded)
-            self.stop_reason = exc.kind
-        for outcome in self.outcomes.values():
+            stop = exc.kind
+        return stop
+
+    def _mark_skipped(self, board: _Board, stop: str | None) -> None:
+        for outcome in board.outcomes.values():
             if outcome.status in ("pending", "running"):
                 outcome.status = "skipped"
-                reason = self.stop_reason or "a dependency failed"
-                outcome.error = f"not run: {reason}"
-                self.journal.set_subtask(self.run_id, outcome.id, "skipped", error=outcome.error)
+                outcome.error = f"not run: {stop or 'a dependency failed'}"
+                self.crew.journal.set_subtask(
+                    self.crew.run_id, outcome.id, "skipped", error=outcome.error
+                )
 
-    async def verify(self) -> CheckResult | None:
+    async def _verify(self, queue: Merger) -> CheckResult | None:
         """The full check on the integration branch, with a bounded fix loop."""
-        queue = self._queue
-        assert queue is not None
         if not self.task.check:
             return None
         result = await self._timed("checks", queue.run_check())
@@ -252,23 +206,21 @@ class Coordinator:
             await self._fix(final, queue.worktree, result, round_=n)
             await queue.commit("swarm: final verification fixes")
             result = await self._timed("checks", queue.run_check())
-        self.final_check = result
         return result
 
     # -- one subtask ------------------------------------------------------------------
 
-    async def _subtask(
-        self, st: Subtask, limiter: anyio.CapacityLimiter, done: set[str], finished: set[str]
-    ) -> None:
-        outcome = self.outcomes[st.id]
+    async def _subtask(self, st: Subtask, board: _Board) -> None:
+        outcome = board.outcomes[st.id]
+        self._record_dependency_wait(st)
         started: float | None = None  # the virtual clock may start at 0
         try:
-            async with limiter:
+            async with self._slot(board.limiter):
                 started = anyio.current_time()
                 outcome.status = "running"
-                self.progress.running(st.id)
-                self.journal.set_subtask(self.run_id, st.id, "running")
-                merged = await self._code_test_merge(st, outcome)
+                self.crew.progress.running(st.id)
+                self.crew.journal.set_subtask(self.crew.run_id, st.id, "running")
+                merged = await self._code_test_merge(st, outcome, board.queue)
             outcome.status = "merged" if merged.ok else "failed"
             outcome.commit = merged.commit
             if not merged.ok:
@@ -280,26 +232,58 @@ class Coordinator:
             outcome.status, outcome.error = "failed", f"{type(exc).__name__}: {exc}"
         finally:
             outcome.wall_s = anyio.current_time() - started if started is not None else 0.0
-            if outcome.status in ("merged", "failed"):
-                finished.add(st.id)
-                if outcome.status == "merged":
-                    done.add(st.id)
-                self.journal.set_subtask(
-                    self.run_id, st.id, outcome.status, commit=outcome.commit, error=outcome.error
-                )
-                self.progress.finished(st.id, outcome.status)
-            self._changed.set()
+            self._settle(outcome, board)
 
-    async def _code_test_merge(self, st: Subtask, outcome: SubtaskOutcome) -> MergeResult:
-        queue = self._queue
-        assert queue is not None
+    def _settle(self, outcome: SubtaskOutcome, board: _Board) -> None:
+        if outcome.status in ("merged", "failed"):
+            board.finished.add(outcome.id)
+            if outcome.status == "merged":
+                board.done.add(outcome.id)
+            self.crew.journal.set_subtask(
+                self.crew.run_id,
+                outcome.id,
+                outcome.status,
+                commit=outcome.commit,
+                error=outcome.error,
+            )
+            self.crew.progress.finished(outcome.id, outcome.status)
+        self._changed.set()
+
+    def _record_dependency_wait(self, st: Subtask) -> None:
+        """The time a subtask waited for the ones it depends on, linked to their merges."""
+        if st.depends_on:
+            links = [self._merge_spans[d] for d in st.depends_on if d in self._merge_spans]
+            record_wait(sc.WAIT_DEPENDENCY, since_ns=self._plan_ready_ns, links=links)
+
+    @asynccontextmanager
+    async def _slot(self, limiter: anyio.CapacityLimiter) -> AsyncIterator[None]:
+        """One of `max_agents` places; the time spent waiting for it is a `queue` wait."""
+        try:
+            limiter.acquire_nowait()
+        except anyio.WouldBlock:
+            with waiting(sc.WAIT_QUEUE):
+                await limiter.acquire()
+        try:
+            yield
+        finally:
+            limiter.release()
+
+    async def _merge(self, st: Subtask, patch: str, queue: Merger) -> MergeResult:
+        with waiting(sc.WAIT_MERGE, attributes={sc.SUBTASK_ID: st.id}) as span:
+            merged = await queue.merge(st.id, st.title, patch)
+        self._merge_spans[st.id] = span.get_span_context()
+        return merged
+
+    async def _code_test_merge(
+        self, st: Subtask, outcome: SubtaskOutcome, queue: Merger
+    ) -> MergeResult:
         async with self._sandbox.open(queue.head, st.id) as ws:
             await self._agent("coder", f"coder:{st.id}", CODER, ws.path, st).run(
                 coder_prompt(self.task, st)
             )
             await self._until_green(st, ws.path, outcome, tag="")
             patch = await ws.patch()
-        merged = await queue.merge(st.id, st.title, patch)
+        merged = await self._merge(st, patch, queue)
         while not merged.ok and outcome.rebases < self.options.rebase_rounds:
             outcome.rebases += 1
             reason = (
@@ -316,7 +300,7 @@ class Coordinator:
                 )
                 await self._until_green(st, ws.path, outcome, tag=f"r{outcome.rebases}")
                 patch = await ws.patch()
-            merged = await queue.merge(st.id, st.title, patch)
+            merged = await self._merge(st, patch, queue)
         return merged
 
     async def _until_green(
@@ -332,7 +316,7 @@ class Coordinator:
                 raise _GaveUp(f"check still failing after {rounds} fix rounds")
             rounds += 1
             outcome.fix_rounds += 1
-            self.progress.fixing(st.id)
+            self.crew.progress.fixing(st.id)
             await self._fix(st, path, result, round_=rounds, tag=tag)
             result = await self._timed("checks", self._run_check(path))
 
@@ -358,7 +342,7 @@ class Coordinator:
     ) -> _TimedAgent:
         agent: Agent[str] = Agent(
             role,
-            model=self.models.model(role, agent_id=agent_id, escalate=escalate),
+            model=self.crew.models.model(role, agent_id=agent_id, escalate=escalate),
             instructions=instructions,
             tools=self._tools,
             context=self._context(path),
@@ -388,12 +372,23 @@ class Coordinator:
             self.times.add(phase, anyio.current_time() - started)
 
 
+@dataclass
+class _Board:
+    """The dispatch's state: every outcome, what merged, what finished, the slots."""
+
+    queue: Merger
+    outcomes: dict[str, SubtaskOutcome]
+    done: set[str]
+    finished: set[str]
+    limiter: anyio.CapacityLimiter
+
+
 class _GaveUp(SwarmError):
     """A subtask's fix rounds ran out."""
 
 
 class _TimedAgent:
-    def __init__(self, agent: Agent[str], times: _Times, phase: str) -> None:
+    def __init__(self, agent: Agent[str], times: PhaseTimes, phase: str) -> None:
         self._agent, self._times, self._phase = agent, times, phase
 
     async def run(self, prompt: str) -> None:

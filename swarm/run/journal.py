@@ -18,6 +18,7 @@ import json
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -423,8 +424,18 @@ class ReplayModel:
     Replayed results carry `extras["swarm.replayed"] = True`.
     """
 
-    def __init__(self, inner: Model, journal: Journal, *, run_id: str, key: str) -> None:
+    def __init__(
+        self,
+        inner: Model,
+        journal: Journal,
+        *,
+        run_id: str,
+        key: str,
+        on_replay: Callable[[ChatResult], None] | None = None,
+    ) -> None:
         self.name = inner.name
+        self.on_replay = on_replay
+        """Told of every replayed result (the run's budget counts it: it was paid for)."""
         self.inner = inner
         self.journal = journal
         self.run_id = run_id
@@ -445,6 +456,8 @@ class ReplayModel:
             await anyio.lowlevel.checkpoint()  # a replayed agent still yields and can be cancelled
             self.replayed += 1
             result = ChatResult.model_validate_json(stored)
+            if self.on_replay is not None:
+                self.on_replay(result)
             return result.model_copy(update={"extras": {**result.extras, "swarm.replayed": True}})
         result = await self.inner.chat(request)
         self.journal.record_call(self.run_id, call_key, digest, result.model_dump_json())

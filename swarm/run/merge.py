@@ -22,8 +22,6 @@ import anyio
 from swarm.errors import WorkspaceError
 from swarm.run.check import CheckResult, run_check
 from swarm.run.workspace import git, repo_lock
-from swarm.tracing import semconv as sc
-from swarm.tracing.setup import tracer
 
 __all__ = ["MergeQueue", "MergeResult", "Merger"]
 
@@ -110,14 +108,8 @@ class MergeQueue:
 
     async def merge(self, name: str, title: str, patch: str) -> MergeResult:
         """Apply `patch`, run the check, commit; or undo and say why not."""
-        with tracer().start_as_current_span(
-            f"{sc.WAIT_SPAN} {sc.WAIT_MERGE}", attributes={sc.WAIT_KIND: sc.WAIT_MERGE}
-        ):
-            await self._lock.acquire()
-        try:
+        async with self._lock:
             return await self._merge(name, title, patch)
-        finally:
-            self._lock.release()
 
     async def _merge(self, name: str, title: str, patch: str) -> MergeResult:
         if not patch.strip():

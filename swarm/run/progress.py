@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from swarm.budget import RunBudget
+from swarm.budget import Budget
 
 __all__ = ["Progress"]
 
@@ -23,7 +23,7 @@ __all__ = ["Progress"]
 class Progress:
     def __init__(
         self,
-        budget: RunBudget,
+        budget: Budget,
         *,
         stream: TextIO | None = None,
         quiet: bool = False,
@@ -94,11 +94,12 @@ class Progress:
     def line(self) -> str:
         elapsed = time.monotonic() - self._t0
         c = self.counts
-        rate = self.budget.output_tokens / elapsed if elapsed > 0 else 0.0
+        spent = self.budget.spent
+        rate = spent.output_tokens / elapsed if elapsed > 0 else 0.0
         return (
             f"[{elapsed:6.1f}s] agents {c['running']} running · {c['queued']} queued · "
             f"{c['merged']}/{self.total} merged · {c['failed']} failed | "
-            f"{rate:,.0f} tok/s · ${self.budget.usd:.4f} · {self.budget.steps} calls"
+            f"{rate:,.0f} tok/s · ${spent.usd:.4f} · {spent.steps} calls"
         )
 
     def _text(self) -> Text:

@@ -1,60 +1,126 @@
 """The run report: the outcome of every subtask, tokens, cost and where the time went.
 
-Written as `report.md` and `report.json` beside the run's patch; `--json` prints the
-same object.
+One typed object, `RunReport`; `report.md`, `report.json`, `swarm solve --json` and the
+CLI's exit code are all rendered from it.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
-__all__ = ["render_markdown", "write_report"]
+from pydantic import BaseModel, ConfigDict
 
+__all__ = ["Overhead", "RunReport", "RunStatus", "SubtaskReport", "render_markdown"]
 
-def write_report(report: dict[str, Any], directory: Path) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "report.json").write_text(json.dumps(report, indent=2) + "\n")
-    path = directory / "report.md"
-    path.write_text(render_markdown(report))
-    return path
+RunStatus = Literal["done", "failed", "stopped", "interrupted"]
 
 
-def render_markdown(r: dict[str, Any]) -> str:
-    label = " (simulated)" if r.get("simulated") else ""
+class SubtaskReport(BaseModel):
+    """How one subtask ended."""
+
+    model_config = ConfigDict(frozen=True)
+    id: str
+    title: str
+    status: str
+    """merged, failed or skipped (pending/running only while the run is alive)."""
+    fix_rounds: int = 0
+    rebases: int = 0
+    commit: str | None = None
+    error: str | None = None
+    wall_s: float = 0.0
+
+
+class Overhead(BaseModel):
+    """The coordinator's own CPU against the time spent waiting for models."""
+
+    model_config = ConfigDict(frozen=True)
+    cpu_s: float
+    model_s: float
+    cpu_ms_per_call: float
+    cpu_vs_model: float
+
+
+class RunReport(BaseModel):
+    """Everything a user (or a script, with `--json`) needs to know about a finished run."""
+
+    model_config = ConfigDict(frozen=True)
+    run_id: str
+    status: RunStatus
+    stop_reason: str | None = None
+    """What stopped the run early: `steps`, `usd`, `tokens`, `deadline`, or None."""
+    error: str | None = None
+    simulated: bool = False
+    repo: str
+    branch: str | None
+    """The integration branch (`swarm/<run-id>`); None for a simulated world."""
+    patch: str | None
+    report: str | None
+    """Path of report.md."""
+    trace: str | None
+    wall_s: float
+    cost_usd: float
+    tokens: int
+    output_tokens: int = 0
+    calls: int
+    final_check: Literal["passed", "failed"] | None = None
+    subtasks: list[SubtaskReport]
+    time_by_phase: dict[str, float]
+    overhead: Overhead
+    spans_dropped: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "done"
+
+    def count(self, status: str) -> int:
+        return sum(1 for s in self.subtasks if s.status == status)
+
+    def write(self, directory: Path) -> Path:
+        """Write report.json and report.md into `directory`; returns report.md's path."""
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "report.json").write_text(self.model_dump_json(indent=2) + "\n")
+        path = directory / "report.md"
+        path.write_text(render_markdown(self))
+        return path
+
+
+def render_markdown(r: RunReport) -> str:
+    label = " (simulated)" if r.simulated else ""
+    stop = f" ({r.stop_reason})" if r.stop_reason else ""
     lines = [
-        f"# swarm run {r['run_id']}{label}",
+        f"# swarm run {r.run_id}{label}",
         "",
-        f"- status: **{r['status']}**" + (f" ({r['stop_reason']})" if r.get("stop_reason") else ""),
-        f"- branch: `{r['branch']}`",
-        f"- patch: `{r['patch']}`",
-        f"- trace: `{r['trace']}`",
-        f"- wall-clock: {r['wall_s']:.1f} s; model calls: {r['calls']}; "
-        f"tokens: {r['tokens']:,}; cost: ${r['cost_usd']:.4f}",
-        f"- final check: {r.get('final_check') or 'not run'}",
+        f"- status: **{r.status}**{stop}",
+        f"- branch: `{r.branch}`",
+        f"- patch: `{r.patch}`",
+        f"- trace: `{r.trace}`",
+        f"- wall-clock: {r.wall_s:.1f} s; model calls: {r.calls}; "
+        f"tokens: {r.tokens:,}; cost: ${r.cost_usd:.4f}",
+        f"- final check: {r.final_check or 'not run'}",
+    ]
+    if r.error:
+        lines.append(f"- error: {r.error}")
+    lines += [
         "",
         "## Subtasks",
         "",
         "| id | status | fix rounds | rebases | wall s | note |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
-    for s in r["subtasks"]:
-        note = (s.get("error") or "").replace("\n", " ").replace("|", "\\|")[:120]
+    for s in r.subtasks:
+        note = (s.error or "").replace("\n", " ").replace("|", "\\|")[:120]
         lines.append(
-            f"| {s['id']} | {s['status']} | {s['fix_rounds']} | {s['rebases']} | "
-            f"{s['wall_s']:.1f} | {note} |"
+            f"| {s.id} | {s.status} | {s.fix_rounds} | {s.rebases} | {s.wall_s:.1f} | {note} |"
         )
     lines += ["", "## Where the time went", "", "| phase | seconds (summed over agents) |"]
     lines.append("| --- | --- |")
-    for phase, seconds in sorted(r["time_by_phase"].items(), key=lambda kv: -kv[1]):
+    for phase, seconds in sorted(r.time_by_phase.items(), key=lambda kv: -kv[1]):
         lines.append(f"| {phase} | {seconds:.2f} |")
-    o = r.get("overhead", {})
-    if o:
-        lines += [
-            "",
-            f"Coordinator CPU: {o['cpu_s']:.2f} s in total, {o['cpu_ms_per_call']:.2f} ms per "
-            f"model call, against {o['model_s']:.1f} s of model time "
-            f"({o['cpu_vs_model']:.1%}).",
-        ]
+    o = r.overhead
+    lines += [
+        "",
+        f"Coordinator CPU: {o.cpu_s:.2f} s in total, {o.cpu_ms_per_call:.2f} ms per "
+        f"model call, against {o.model_s:.1f} s of model time ({o.cpu_vs_model:.1%}).",
+    ]
     return "\n".join(lines) + "\n"

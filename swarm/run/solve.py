@@ -1,14 +1,16 @@
-"""`swarm solve` and `swarm resume`: one run from task file to branch, patch and report.
+"""`swarm solve` and `swarm resume`: a task file against a real git repository.
 
-This module wires the parts together — task, config, router, journal, tracing, merge
-queue, coordinator — and owns the run's lifecycle: it journals the run's state at every
-transition, so a run stopped by a budget, a deadline, Ctrl-C or a crash can be resumed.
+This module turns a request (task file, flags, or a journaled run to resume) into a
+`RunSpec` and plugs the real world into a `Run`: git worktrees, the task's check in a
+subprocess, the merge queue on the `swarm/<run-id>` branch. Everything else — journal,
+budget, tracing, router, report — is the `Run`'s.
 """
 
 from __future__ import annotations
 
 import secrets
-import time
+from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,36 +18,34 @@ from typing import Any
 
 import anyio
 
-from swarm.budget import Budgeted, RunBudget
+from swarm.budget import BudgetLimits
 from swarm.config import SwarmConfig, load_config
 from swarm.errors import ConfigError, WorkspaceError
-from swarm.messages import ChatRequest, ChatResult
-from swarm.model import Model, Provider
-from swarm.routing.router import Router
-from swarm.run.coordinator import Coordinator, ModelSource, SolveOptions
-from swarm.run.journal import Journal, ReplayModel
-from swarm.run.merge import MergeQueue
-from swarm.run.plan import Plan, load_plan
-from swarm.run.progress import Progress
-from swarm.run.report import write_report
+from swarm.model import Provider
+from swarm.run.coordinator import SolveOptions
+from swarm.run.journal import Journal
+from swarm.run.merge import MergeQueue, Merger
+from swarm.run.parts import CoordinatorParts, GitSandbox, ModelSource
+from swarm.run.plan import load_plan
+from swarm.run.report import RunReport
+from swarm.run.run import Run, RunSpec
 from swarm.run.task import Task, load_task
 from swarm.run.workspace import cleanup_stale, git
-from swarm.tracing import semconv as sc
-from swarm.tracing.setup import run_tracing, tracer
 
-__all__ = ["SolveRequest", "new_run_id", "solve"]
+__all__ = ["GitWorld", "SolveRequest", "new_run_id", "solve"]
 
 
 @dataclass(frozen=True)
 class SolveRequest:
+    """What `swarm solve` (or `swarm resume`, with `run_id`) was asked to do."""
+
     task_path: str
     repo: str | None = None
     plan_path: str | None = None
     config_path: str | None = None
     max_agents: int | None = None
-    budget_usd: float | None = None
-    max_steps: int | None = None
-    deadline_s: float | None = None
+    budget: BudgetLimits | None = None
+    """Limits from the command line; they take precedence over the task's and config's."""
     state_dir: str = ".swarm"
     traces_dir: str = "traces"
     quiet: bool = False
@@ -58,45 +58,43 @@ def new_run_id() -> str:
     return f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
 
 
-class RouterSource:
-    """Models from the router: each role's tier (the reasoning tier when escalating)."""
+class GitWorld:
+    """The real world: a git repository, worktrees, the check, the merge queue."""
 
-    def __init__(self, router: Router, config: SwarmConfig) -> None:
-        self.router, self.config = router, config
+    def __init__(self, repo: Path, providers: Mapping[str, Provider] | None = None) -> None:
+        self.repo = repo
+        self.repo_label = str(repo)
+        self.providers = providers
 
-    def model(self, role: str, *, agent_id: str, escalate: bool = False) -> Model:
-        tier = "reasoning" if escalate and "reasoning" in self.config.tiers else None
-        return self.router.model(tier or self.config.tier_for_role(role), role=role)
+    def parts(self, run_id: str) -> CoordinatorParts:
+        return CoordinatorParts(sandbox=GitSandbox(self.repo, run_id))
 
+    async def base(self) -> str:
+        return await git("rev-parse", "HEAD", cwd=self.repo)
 
-class RunModels:
-    """Wraps any model source: journaled (replayed on resume), timed, within the budget."""
+    async def prepare(self, run_id: str) -> None:
+        await cleanup_stale(self.repo, run_id=run_id)
 
-    def __init__(
-        self, source: ModelSource, journal: Journal, run_id: str, budget: RunBudget
-    ) -> None:
-        self.source, self.journal, self.run_id, self.budget = source, journal, run_id, budget
-        self.model_s = 0.0
-        """Summed wall time of model calls made by this process (replays excluded)."""
+    def merger(
+        self, run_id: str, base: str, task: Task, options: SolveOptions
+    ) -> AbstractAsyncContextManager[Merger]:
+        return MergeQueue.open(
+            self.repo, run_id=run_id, base=base, check=task.check, timeout_s=options.check_timeout_s
+        )
 
-    def model(self, role: str, *, agent_id: str, escalate: bool = False) -> Model:
-        timed = _Timed(self.source.model(role, agent_id=agent_id, escalate=escalate), self)
-        journaled = ReplayModel(timed, self.journal, run_id=self.run_id, key=agent_id)
-        return Budgeted(journaled, self.budget)
+    async def result(self, run_id: str, base: str) -> tuple[str | None, str | None]:
+        branch = f"swarm/{run_id}"
+        try:
+            return branch, await git("diff", f"{base}..{branch}", cwd=self.repo)
+        except WorkspaceError:
+            return branch, ""
 
-
-class _Timed:
-    def __init__(self, inner: Model, models: RunModels) -> None:
-        self.name, self._inner, self._models = inner.name, inner, models
-
-    async def chat(self, request: ChatRequest) -> ChatResult:
-        result = await self._inner.chat(request)
-        self._models.model_s += result.timing.duration_s
-        return result
+    def models(self, source: ModelSource) -> ModelSource:
+        return source
 
 
-async def solve(req: SolveRequest, *, source: ModelSource | None = None) -> dict[str, Any]:
-    """Run (or resume) a task; returns the report object (also written to disk).
+async def solve(req: SolveRequest, *, source: ModelSource | None = None) -> RunReport:
+    """Run (or resume) a task; returns the report (also written to disk).
 
     `source` replaces the router as the origin of every agent's model (library users,
     tests); journaling, replay and budgets apply either way.
@@ -104,232 +102,46 @@ async def solve(req: SolveRequest, *, source: ModelSource | None = None) -> dict
     state = Path(req.state_dir)
     await anyio.Path(state).mkdir(parents=True, exist_ok=True)
     with Journal.open(state / "journal.db") as journal:
-        if req.run_id:
+        resuming = req.run_id is not None
+        if resuming:
             req = _resume_request(journal, req)
         task = load_task(Path(req.task_path))
-        if req.plan_path and not req.run_id:
+        if req.plan_path and not resuming:
             load_plan(Path(req.plan_path))  # a bad plan file fails before a run exists
         run_id = req.run_id or new_run_id()
         repo, demo = _repo_for(req, task, state, run_id)
         config = load_config(req.config_path)
-        options = SolveOptions(max_agents=req.max_agents or task.max_agents or 8)
-        deadline_s = req.deadline_s or task.deadline_s
-        budget = RunBudget(
-            max_steps=req.max_steps or task.max_steps,
-            max_usd=req.budget_usd or task.budget_usd,
-        )
-        resuming = req.run_id is not None and journal.get_run(run_id) is not None
         if not resuming:
             journal.create_run(
-                run_id,
-                task=task.model_dump(),
-                repo=str(repo),
-                config={"request": asdict(replace(req, run_id=run_id, repo=str(repo)))},
+                run_id, task=task.model_dump(), repo=str(repo), config=_saved(req, run_id, repo)
             )
-        progress = Progress(budget, quiet=req.quiet, live=req.live)
-        if config.simulated:
-            progress.note(
-                "swarm: no provider keys found: running on the simulator "
-                "(simulated models and latency)"
-            )
-        return await _run(
-            req,
-            task,
-            repo,
-            run_id,
-            config,
-            options,
-            deadline_s,
-            budget,
-            journal,
-            progress,
-            demo=demo,
+        spec = RunSpec(
+            run_id=run_id,
+            task=task,
+            config=config,
+            journal=journal,
+            limits=config.budget.over(task.budget).over(req.budget),
+            options=SolveOptions(max_agents=req.max_agents or task.max_agents or 8),
+            state_dir=state,
+            traces_dir=Path(req.traces_dir),
             resuming=resuming,
+            plan_path=Path(req.plan_path) if req.plan_path else None,
+            quiet=req.quiet,
+            live=req.live,
             source=source,
         )
+        run = Run(spec, GitWorld(repo, _providers(config, demo)))
+        async with run:
+            await run.execute()
+        assert run.report is not None
+        return run.report
 
 
-async def _run(
-    req: SolveRequest,
-    task: Task,
-    repo: Path,
-    run_id: str,
-    config: SwarmConfig,
-    options: SolveOptions,
-    deadline_s: float | None,
-    budget: RunBudget,
-    journal: Journal,
-    progress: Progress,
-    *,
-    demo: bool,
-    resuming: bool,
-    source: ModelSource | None,
-) -> dict[str, Any]:
-    t0, cpu0 = time.perf_counter(), time.process_time()
-    status, error = "failed", None
-    coordinator: Coordinator | None = None
-    models: RunModels | None = None
-    traces = Path(req.traces_dir)
-    base = await git("rev-parse", "HEAD", cwd=repo)
-    with run_tracing(run_id, traces_dir=traces) as rt, progress:
-        root_attrs = {sc.OPERATION: sc.OP_WORKFLOW, sc.WORKFLOW_NAME: "swarm", sc.RUN_ID: run_id}
-        with tracer().start_as_current_span(f"{sc.OP_WORKFLOW} swarm", attributes=root_attrs):
-            try:
-                async with Router(config, providers=_providers(config, demo)) as router:
-                    models = RunModels(
-                        source or RouterSource(router, config), journal, run_id, budget
-                    )
-                    coordinator = Coordinator(
-                        task=task,
-                        repo=repo,
-                        run_id=run_id,
-                        models=models,
-                        journal=journal,
-                        budget=budget,
-                        options=options,
-                        progress=progress,
-                    )
-                    if resuming:
-                        await cleanup_stale(repo, run_id=run_id)
-                    status = await _phases(req, coordinator, journal, run_id, base, deadline_s)
-            except anyio.get_cancelled_exc_class():
-                status = "interrupted"
-                raise
-            except BaseException as exc:
-                status, error = "failed", f"{type(exc).__name__}: {exc}"
-                raise
-            finally:
-                with anyio.CancelScope(shield=True):
-                    report = await _finish(
-                        req,
-                        repo,
-                        run_id,
-                        base,
-                        status,
-                        error,
-                        coordinator,
-                        models,
-                        budget,
-                        journal,
-                        rt.path,
-                        t0,
-                        cpu0,
-                        config.simulated,
-                    )
-        progress.note(f"swarm: {status}: branch {report['branch']} · report {report['report']}")
-    report["spans_dropped"] = rt.dropped
-    return report
-
-
-async def _phases(
-    req: SolveRequest,
-    c: Coordinator,
-    journal: Journal,
-    run_id: str,
-    base: str,
-    deadline_s: float | None,
-) -> str:
-    queue_base = base
-    async with MergeQueue.open(
-        c.repo,
-        run_id=run_id,
-        base=queue_base,
-        check=c.task.check,
-        timeout_s=c.options.check_timeout_s,
-    ) as queue:
-        with anyio.move_on_after(deadline_s if deadline_s else float("inf")) as scope:
-            plan = await _plan(req, c, journal, run_id, queue.head)
-            done = {k for k, row in journal.subtasks(run_id).items() if row.status == "merged"}
-            c.progress.note(
-                f"swarm: plan has {len(plan.subtasks)} subtasks ({len(done)} already merged)"
-            )
-            await c.execute(plan, queue, done)
-            if c.stop_reason is None:
-                await c.verify()
-        if scope.cancelled_caught:
-            c.stop_reason = "deadline"
-    if c.stop_reason:
-        return "stopped"
-    merged = all(o.status == "merged" for o in c.outcomes.values())
-    green = c.final_check is None or c.final_check.passed
-    return "done" if merged and green else "failed"
-
-
-async def _plan(
-    req: SolveRequest, c: Coordinator, journal: Journal, run_id: str, head: str
-) -> Plan:
-    plan = journal.load_plan(run_id)
-    if plan is None:
-        plan = load_plan(Path(req.plan_path)) if req.plan_path else await c.make_plan(head)
-        journal.save_plan(run_id, plan)
-    return plan
-
-
-async def _finish(
-    req: SolveRequest,
-    repo: Path,
-    run_id: str,
-    base: str,
-    status: str,
-    error: str | None,
-    c: Coordinator | None,
-    models: RunModels | None,
-    budget: RunBudget,
-    journal: Journal,
-    trace: Path,
-    t0: float,
-    cpu0: float,
-    simulated: bool,
-) -> dict[str, Any]:
-    branch = f"swarm/{run_id}"
-    run_dir = Path(req.state_dir) / "runs" / run_id
-    run_dir.mkdir(parents=True, exist_ok=True)
-    patch_path = run_dir / f"{run_id}.patch"
-    try:
-        diff = await git("diff", f"{base}..{branch}", cwd=repo)
-    except WorkspaceError:
-        diff = ""
-    patch_path.write_text(diff + "\n" if diff else "")
-    cpu_s = time.process_time() - cpu0
-    model_s = models.model_s if models else 0.0
-    outcomes = list(c.outcomes.values()) if c else []
-    report: dict[str, Any] = {
-        "run_id": run_id,
-        "status": status,
-        "stop_reason": c.stop_reason if c else None,
-        "error": error,
-        "simulated": simulated,
-        "repo": str(repo),
-        "branch": branch,
-        "patch": str(patch_path),
-        "report": str(run_dir / "report.md"),
-        "trace": str(trace),
-        "wall_s": round(time.perf_counter() - t0, 3),
-        "cost_usd": round(budget.usd, 6),
-        "tokens": budget.tokens,
-        "calls": budget.steps,
-        "final_check": (
-            ("passed" if c.final_check.passed else "failed") if c and c.final_check else None
-        ),
-        "subtasks": [asdict(o) for o in outcomes],
-        "time_by_phase": {k: round(v, 3) for k, v in (c.times.by_phase if c else {}).items()},
-        "overhead": {
-            "cpu_s": round(cpu_s, 3),
-            "model_s": round(model_s, 3),
-            "cpu_ms_per_call": round(1000 * cpu_s / max(1, budget.steps), 3),
-            "cpu_vs_model": round(cpu_s / model_s, 4) if model_s else 0.0,
-        },
-    }
-    write_report(report, run_dir)
-    journal.set_run_status(
-        run_id,
-        status,
-        branch=branch,
-        cost_usd=budget.usd,
-        tokens=budget.tokens,
-        detail=c.stop_reason if c and c.stop_reason else (error or ""),
-    )
-    return report
+def _saved(req: SolveRequest, run_id: str, repo: Path) -> dict[str, Any]:
+    """The request as the journal keeps it, for `swarm resume`."""
+    fields = asdict(replace(req, run_id=run_id, repo=str(repo), budget=None))
+    fields["budget"] = req.budget.model_dump(exclude_none=True) if req.budget else None
+    return {"request": fields}
 
 
 def _providers(config: SwarmConfig, demo: bool) -> dict[str, Provider] | None:
@@ -360,20 +172,24 @@ def _repo_for(req: SolveRequest, task: Task, state: Path, run_id: str) -> tuple[
     return dest, True
 
 
+_RESUME_OVERRIDES = ("max_agents", "budget", "quiet")
+
+
 def _resume_request(journal: Journal, req: SolveRequest) -> SolveRequest:
     run = journal.get_run(req.run_id or "")
     if run is None:
         known = ", ".join(r.run_id for r in journal.list_runs()[-5:]) or "none"
         raise ConfigError(f"no run {req.run_id!r} in the journal (recent: {known})")
     saved = dict(journal.run_config(run.run_id).get("request", {}))
-    saved.update(
-        {
-            k: v
-            for k, v in asdict(req).items()
-            if v not in (None, False)
-            and k in ("max_agents", "budget_usd", "max_steps", "deadline_s", "quiet")
-        }
-    )
+    saved.pop("budget_usd", None), saved.pop("max_steps", None), saved.pop("deadline_s", None)
+    budget = saved.get("budget")
+    saved["budget"] = BudgetLimits.model_validate(budget) if budget else None
+    if req.budget is not None:
+        saved["budget"] = (saved["budget"] or BudgetLimits()).over(req.budget)
+    for key in _RESUME_OVERRIDES:
+        value = getattr(req, key)
+        if value not in (None, False) and key != "budget":
+            saved[key] = value
     saved["run_id"] = run.run_id
     saved["live"] = req.live
     return SolveRequest(**saved)

@@ -5,7 +5,7 @@
 repo: ../app
 check: pytest -q
 max_agents: 8
-deadline: 15m
+budget: {usd: 2.50, deadline: 15m}
 roles: {fixer: reasoning}
 ---
 # Replace the homegrown logger with structlog
@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from swarm._duration import parse_duration
+from swarm.budget import BudgetLimits
 from swarm.errors import ConfigError
 
 __all__ = ["Task", "load_task", "parse_task"]
@@ -47,12 +47,8 @@ class Task(BaseModel, frozen=True, extra="forbid"):
     """Shell command that must pass on the final branch (e.g. `pytest -q`)."""
     max_agents: int | None = None
     """Sub-agents allowed to run at once."""
-    budget_usd: float | None = None
-    """Money the run may spend on model calls."""
-    deadline_s: float | None = None
-    """Wall-clock limit for the run, in seconds (front matter `deadline: 15m`)."""
-    max_steps: int | None = None
-    """Agent steps allowed per sub-agent."""
+    budget: BudgetLimits | None = None
+    """The run's limits (`budget: {usd: 2, steps: 300, deadline: 15m}`)."""
     roles: dict[str, str] = Field(default_factory=dict)
     """Role -> tier overrides, e.g. `{"fixer": "reasoning"}`."""
     tiers: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -67,24 +63,25 @@ class _FrontMatter(BaseModel):
     repo: str | None = None
     check: str | None = None
     max_agents: int | None = Field(default=None, ge=1)
-    budget_usd: float | None = Field(default=None, gt=0)
-    deadline: str | int | float | None = None
-    max_steps: int | None = Field(default=None, ge=1)
+    budget: BudgetLimits | None = None
     roles: dict[str, str] = Field(default_factory=dict)
     tiers: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 _ALLOWED = sorted(_FrontMatter.model_fields)
 _FENCE = re.compile(r"^\s*(```|~~~)")
-_DURATION_HINT = 'a duration like "15m", "90s" or "1h30m"'
+_MOVED = {
+    "budget_usd": "`budget: {usd: ...}`",
+    "max_steps": "`budget: {steps: ...}`",
+    "deadline": "`budget: {deadline: 15m}`",
+}
+"""Keys of earlier versions, and their one spelling now."""
 # What each top-level key must be, in words, for type errors.
 _SHAPES = {
     "repo": "a string (a path to a git repository)",
     "check": "a string (a shell command)",
     "max_agents": "a whole number",
-    "budget_usd": "a number",
-    "deadline": _DURATION_HINT,
-    "max_steps": "a whole number",
+    "budget": "a mapping of limits, e.g. {usd: 2, steps: 300, deadline: 15m}",
     "roles": "a mapping of role to tier, e.g. {fixer: reasoning}",
     "tiers": "a mapping of tier name to settings, e.g. {speed: {max_in_flight: 32}}",
 }
@@ -166,6 +163,8 @@ def _line(node: yaml.Node | None, loc: tuple[str | int, ...]) -> int:
 
 def _validate_front(front: dict[str, Any], node: yaml.Node | None, source: str) -> dict[str, Any]:
     for key in front:
+        if key in _MOVED:
+            raise _error(source, _line(node, (key,)), f"{key!r} is now {_MOVED[key]}")
         if key not in _FrontMatter.model_fields:
             close = difflib.get_close_matches(str(key), _ALLOWED, n=1)
             hint = f"did you mean {close[0]}? " if close else ""
@@ -178,25 +177,13 @@ def _validate_front(front: dict[str, Any], node: yaml.Node | None, source: str) 
         fm = _FrontMatter.model_validate(front)
     except ValidationError as exc:
         err = exc.errors()[0]
-        # a union's errors name the member tried (`deadline.str`); the user never wrote it
-        loc = ("deadline",) if err["loc"][0] == "deadline" else tuple(err["loc"])
+        loc = tuple(err["loc"])
         raise _error(source, _line(node, loc), _explain(loc, err)) from None
-    deadline_s = None
-    if fm.deadline is not None:
-        try:
-            deadline_s = parse_duration(fm.deadline)
-        except ValueError:
-            deadline_s = 0.0
-        if deadline_s <= 0:
-            line = _line(node, ("deadline",))
-            raise _error(source, line, f"deadline must be {_DURATION_HINT} (got {fm.deadline!r})")
     return {
         "repo": fm.repo,
         "check": fm.check,
         "max_agents": fm.max_agents,
-        "budget_usd": fm.budget_usd,
-        "deadline_s": deadline_s,
-        "max_steps": fm.max_steps,
+        "budget": fm.budget,
         "roles": fm.roles,
         "tiers": fm.tiers,
     }

@@ -24,6 +24,7 @@ import resource
 import tempfile
 import time
 from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
@@ -31,16 +32,19 @@ from typing import Any
 
 import anyio
 
-from swarm.budget import RunBudget
+from swarm.budget import BudgetLimits
 from swarm.catalog import find_profile
 from swarm.config import ProviderConfig, RoutingConfig, SwarmConfig, TierConfig
+from swarm.model import Provider
 from swarm.providers.sim import Faults, SimEngine, SimProvider
-from swarm.routing.router import Router
-from swarm.run.coordinator import Coordinator, CoordinatorParts, SolveOptions
+from swarm.run.coordinator import SolveOptions
 from swarm.run.journal import Journal
+from swarm.run.merge import Merger
+from swarm.run.parts import CoordinatorParts, ModelSource
 from swarm.run.plan import Plan
-from swarm.run.progress import Progress
-from swarm.run.solve import RouterSource, RunModels, new_run_id
+from swarm.run.report import RunReport
+from swarm.run.run import Run, RunSpec
+from swarm.run.solve import new_run_id
 from swarm.run.task import Task
 from swarm.simulate.world import (
     CallRecord,
@@ -56,8 +60,6 @@ from swarm.simulate.world import (
     sim_tools,
     step_shares,
 )
-from swarm.tracing import semconv as sc
-from swarm.tracing.setup import run_tracing, tracer
 
 __all__ = ["PRESETS", "SimSpec", "bound", "run_simulation", "simulate"]
 
@@ -131,17 +133,52 @@ def run_simulation(spec: SimSpec) -> dict[str, Any]:
     return anyio.run(simulate, spec)
 
 
+class SimWorld:
+    """The simulated world as a run's `World`: nothing touches git, the disk or a process."""
+
+    repo_label = "(simulated)"
+
+    def __init__(self, spec: SimSpec, plan: Plan, provider: CountingProvider) -> None:
+        self.provider = provider
+        ids = [s.id for s in plan.subtasks]
+        self.checks = SimChecks(spec.check_s, failing_subtasks(ids, spec.fail_rate, spec.seed))
+        self.merger_ = SimMerger(spec.merge_s, self.checks)
+        self.providers: Mapping[str, Provider] | None = {"sim": provider}
+        self.recorder: Recorder | None = None
+        self._tools = sim_tools(spec.tool_s)
+
+    def parts(self, run_id: str) -> CoordinatorParts:
+        return CoordinatorParts(sandbox=SimSandbox(), check=self.checks, tools=self._tools)
+
+    async def base(self) -> str:
+        return self.merger_.head
+
+    async def prepare(self, run_id: str) -> None:
+        return None
+
+    def merger(
+        self, run_id: str, base: str, task: Task, options: SolveOptions
+    ) -> AbstractAsyncContextManager[Merger]:
+        return nullcontext(self.merger_)
+
+    async def result(self, run_id: str, base: str) -> tuple[str | None, str | None]:
+        return None, None
+
+    def models(self, source: ModelSource) -> ModelSource:
+        self.recorder = Recorder(source)
+        return self.recorder
+
+
 async def simulate(spec: SimSpec) -> dict[str, Any]:
-    """Run the workload in the current event loop; return the figures."""
+    """Run the workload in the current event loop, through the real `Run`; return figures."""
     run_id = f"sim-{new_run_id()}"
     plan = make_plan(spec.agents, spec.shape, spec.seed)
-    ids = [s.id for s in plan.subtasks]
-    shares = dict(zip(ids, step_shares(spec.agents, spec.steps), strict=True))
+    shares = dict(
+        zip([s.id for s in plan.subtasks], step_shares(spec.agents, spec.steps), strict=True)
+    )
     script = SimScript(
         plan, shares, spec.fix_steps, spec.out_tokens, spec.reasoning_tokens, spec.tools_per_step
     )
-    checks = SimChecks(spec.check_s, failing_subtasks(ids, spec.fail_rate, spec.seed))
-    merger = SimMerger(spec.merge_s, checks)
     engine = SimEngine(
         profile=spec.speed,
         script=script,
@@ -150,7 +187,39 @@ async def simulate(spec: SimSpec) -> dict[str, Any]:
         time_scale=spec.time_scale,
     )
     provider = CountingProvider(SimProvider("sim", engine=engine))
-    config = SwarmConfig(
+    world = SimWorld(spec, plan, provider)
+    task = Task(title="simulated swarm", instructions="a synthetic workload", check="sim-check")
+    options = SolveOptions(
+        max_agents=spec.max_agents or spec.agents,
+        max_steps_per_agent=max(shares.values()) + spec.fix_steps + 2,
+    )
+    cpu0, real0, t0 = time.process_time(), time.perf_counter(), anyio.current_time()
+    with (
+        tempfile.TemporaryDirectory(prefix="swarm-sim-") as tmp,
+        Journal.open(Path(tmp) / "journal.db") as journal,
+    ):
+        journal.create_run(run_id, task=task.model_dump(), repo="(simulated)", config={})
+        run_spec = RunSpec(
+            run_id=run_id,
+            task=task,
+            config=_config(spec),
+            journal=journal,
+            limits=BudgetLimits(),
+            options=options,
+            traces_dir=spec.traces_dir or Path(tmp),
+            quiet=True,
+        )
+        run = Run(run_spec, world)
+        async with run:
+            await run.execute()
+        wall = anyio.current_time() - t0
+    assert run.report is not None and world.recorder is not None
+    clock = _Clock(wall, time.process_time() - cpu0, time.perf_counter() - real0)
+    return _figures(spec, plan, run.report, world, clock)
+
+
+def _config(spec: SimSpec) -> SwarmConfig:
+    return SwarmConfig(
         providers={"sim": ProviderConfig(kind="sim", rpm=spec.rpm, tpm=spec.tpm)},
         tiers={
             "speed": TierConfig(models=[f"sim/{spec.speed}"]),
@@ -158,69 +227,49 @@ async def simulate(spec: SimSpec) -> dict[str, Any]:
         },
         routing=spec.routing,
     )
-    task = Task(title="simulated swarm", instructions="a synthetic workload", check="sim-check")
-    budget = RunBudget()
-    options = SolveOptions(
-        max_agents=spec.max_agents or spec.agents,
-        max_steps_per_agent=max(shares.values()) + spec.fix_steps + 2,
-    )
-    parts = CoordinatorParts(sandbox=SimSandbox(), check=checks, tools=sim_tools(spec.tool_s))
-    cpu0, real0, t0 = time.process_time(), time.perf_counter(), anyio.current_time()
-    with (
-        tempfile.TemporaryDirectory(prefix="swarm-sim-") as tmp,
-        Journal.open(Path(tmp) / "journal.db") as journal,
-        run_tracing(run_id, traces_dir=spec.traces_dir or Path(tmp)) as rt,
-    ):
-        journal.create_run(run_id, task=task.model_dump(), repo="(simulated)", config={})
-        attrs = {sc.OPERATION: sc.OP_WORKFLOW, sc.WORKFLOW_NAME: "swarm", sc.RUN_ID: run_id}
-        with tracer().start_as_current_span(f"{sc.OP_WORKFLOW} swarm", attributes=attrs):
-            async with Router(config, providers={"sim": provider}) as router:
-                recorder = Recorder(RouterSource(router, config))
-                coordinator = Coordinator(
-                    task=task,
-                    repo=Path("/sim"),
-                    run_id=run_id,
-                    models=RunModels(recorder, journal, run_id, budget),
-                    journal=journal,
-                    budget=budget,
-                    options=options,
-                    progress=Progress(budget, quiet=True),
-                    parts=parts,
-                )
-                made = await coordinator.make_plan(merger.head)
-                await coordinator.execute(made, merger, set())
-                await coordinator.verify()
-        wall = anyio.current_time() - t0
-        trace_path = rt.path
-    cpu = time.process_time() - cpu0
-    b = bound(plan, recorder.calls, spec)
-    statuses = [o.status for o in coordinator.outcomes.values()]
+
+
+@dataclass(frozen=True)
+class _Clock:
+    wall: float
+    cpu: float
+    real: float
+
+
+def _figures(
+    spec: SimSpec, plan: Plan, report: RunReport, world: SimWorld, clock: _Clock
+) -> dict[str, Any]:
+    assert world.recorder is not None
+    calls = world.recorder.calls
+    b = bound(plan, calls, spec)
+    wall, cpu = clock.wall, clock.cpu
     tool_calls = spec.tools_per_step * sum(
-        max(0, len(c) - 1) for a, c in recorder.calls.items() if not a.startswith("planner")
+        max(0, len(c) - 1) for a, c in calls.items() if not a.startswith("planner")
     )
+    skip = ("faults", "routing", "traces_dir")
     return {
-        **{k: v for k, v in asdict(spec).items() if k not in ("faults", "routing", "traces_dir")},
-        "max_agents": options.max_agents,
+        **{k: v for k, v in asdict(spec).items() if k not in skip},
+        "max_agents": spec.max_agents or spec.agents,
         "wall_s": round(wall, 3),
-        "real_s": round(time.perf_counter() - real0, 3),
+        "real_s": round(clock.real, 3),
         "bound_s": round(b["expected"], 3),
         "ratio": round(wall / b["expected"], 4) if b["expected"] else None,
         "bound_actual_s": round(b["actual"], 3),
         "ratio_actual": round(wall / b["actual"], 4) if b["actual"] else None,
-        "calls": budget.steps,
-        "attempts": provider.attempts,
-        "rate_limited": provider.rate_limited,
+        "calls": report.calls,
+        "attempts": world.provider.attempts,
+        "rate_limited": world.provider.rate_limited,
         "tool_calls": tool_calls,
-        "tokens": budget.tokens,
-        "output_tokens": budget.output_tokens,
-        "cost_usd": round(budget.usd, 6),
-        "merged": statuses.count("merged"),
-        "failed": len(statuses) - statuses.count("merged"),
-        "fix_rounds": sum(o.fix_rounds for o in coordinator.outcomes.values()),
+        "tokens": report.tokens,
+        "output_tokens": report.output_tokens,
+        "cost_usd": report.cost_usd,
+        "merged": report.count("merged"),
+        "failed": len(report.subtasks) - report.count("merged"),
+        "fix_rounds": sum(s.fix_rounds for s in report.subtasks),
         "cpu_s": round(cpu, 3),
-        "cpu_ms_per_call": round(1000 * cpu / max(1, budget.steps), 3),
+        "cpu_ms_per_call": round(1000 * cpu / max(1, report.calls), 3),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        "trace": str(trace_path) if spec.traces_dir is not None else None,
+        "trace": report.trace if spec.traces_dir is not None else None,
         "trace_note": "span timestamps are real time, not the virtual clock"
         if spec.virtual
         else "",

@@ -25,8 +25,8 @@ from swarm.messages import ChatRequest, ChatResult, ToolCall
 from swarm.model import FirstTokenCallback, Model, Provider
 from swarm.providers.sim import Reply
 from swarm.run.check import CheckResult
-from swarm.run.coordinator import ModelSource, WorkspaceLike
 from swarm.run.merge import MergeResult
+from swarm.run.parts import ModelSource, WorkspaceLike
 from swarm.run.plan import Plan, Subtask
 from swarm.tracing import semconv as sc
 from swarm.tracing.setup import tracer
@@ -202,17 +202,11 @@ class SimMerger:
         self._lock = anyio.Lock()
 
     async def merge(self, name: str, title: str, patch: str) -> MergeResult:
-        with tracer().start_as_current_span(
-            f"{sc.WAIT_SPAN} {sc.WAIT_MERGE}", attributes={sc.WAIT_KIND: sc.WAIT_MERGE}
-        ):
-            await self._lock.acquire()
-        try:
+        async with self._lock:
             if self.merge_s:
                 await anyio.sleep(self.merge_s)
             self.merges += 1
             return MergeResult("merged", await self.commit(f"swarm: {name}: {title}"))
-        finally:
-            self._lock.release()
 
     async def run_check(self) -> CheckResult:
         return await self._check(self.worktree)

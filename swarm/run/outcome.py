@@ -1,0 +1,66 @@
+"""What the coordinator hands back: every subtask's outcome and how the run ended."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from swarm.run.check import CheckResult
+from swarm.run.report import RunStatus, SubtaskReport
+
+__all__ = ["PhaseTimes", "RunOutcome", "SubtaskOutcome"]
+
+
+@dataclass
+class SubtaskOutcome:
+    """One subtask's progress, updated as it runs."""
+
+    id: str
+    title: str
+    status: str = "pending"
+    """pending, running, merged, failed or skipped."""
+    fix_rounds: int = 0
+    rebases: int = 0
+    commit: str | None = None
+    error: str | None = None
+    wall_s: float = 0.0
+
+    def report(self) -> SubtaskReport:
+        return SubtaskReport(
+            id=self.id,
+            title=self.title,
+            status=self.status,
+            fix_rounds=self.fix_rounds,
+            rebases=self.rebases,
+            commit=self.commit,
+            error=self.error,
+            wall_s=round(self.wall_s, 3),
+        )
+
+
+@dataclass
+class PhaseTimes:
+    """Where the wall-clock of agents and checks went, summed over all subtasks."""
+
+    by_phase: dict[str, float] = field(default_factory=dict)
+
+    def add(self, phase: str, seconds: float) -> None:
+        self.by_phase[phase] = self.by_phase.get(phase, 0.0) + seconds
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How the coordinator's work ended (`Coordinator.run`)."""
+
+    subtasks: tuple[SubtaskOutcome, ...]
+    stop_reason: str | None = None
+    """A budget kind (`steps`, `usd`, `tokens`, `deadline`) when a budget stopped the run."""
+    final_check: CheckResult | None = None
+    times: PhaseTimes = field(default_factory=PhaseTimes)
+
+    @property
+    def status(self) -> RunStatus:
+        if self.stop_reason:
+            return "stopped"
+        merged = all(s.status == "merged" for s in self.subtasks)
+        green = self.final_check is None or self.final_check.passed
+        return "done" if merged and green else "failed"

@@ -1,0 +1,79 @@
+"""The seams of a run: where models, workspaces, checks, tools and merges come from.
+
+A solve plugs in the real ones (git worktrees, the check in a subprocess, the coding
+tools, the merge queue); `swarm simulate` plugs in a simulated world whose parts only
+sleep; tests plug in in-memory parts to drive the coordinator's rules in milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from swarm.agent.tool import Tool
+from swarm.model import Model
+from swarm.run.check import CheckResult
+from swarm.run.merge import Merger
+from swarm.run.workspace import Workspace
+
+__all__ = [
+    "CheckFn",
+    "CoordinatorParts",
+    "GitSandbox",
+    "Merger",
+    "ModelSource",
+    "Sandbox",
+    "WorkspaceLike",
+]
+
+
+class ModelSource(Protocol):
+    """Gives each agent its model: by role, with an id stable across resumes."""
+
+    def model(self, role: str, *, agent_id: str, escalate: bool = False) -> Model: ...
+
+
+class WorkspaceLike(Protocol):
+    """One agent's working copy: where its tools act, and its changes as a patch."""
+
+    @property
+    def path(self) -> Path: ...
+
+    async def patch(self) -> str: ...
+
+    async def apply(self, patch: str) -> None: ...
+
+
+class Sandbox(Protocol):
+    """Opens a workspace at commit `base`, named after its subtask, removed on exit."""
+
+    def open(self, base: str, name: str) -> AbstractAsyncContextManager[WorkspaceLike]: ...
+
+
+CheckFn = Callable[[Path], Awaitable[CheckResult]]
+"""Runs the task's check in a workspace."""
+
+
+class GitSandbox:
+    """The real sandbox: a git worktree of `repo` per workspace."""
+
+    def __init__(self, repo: Path, run_id: str) -> None:
+        self.repo, self.run_id = repo, run_id
+
+    def open(self, base: str, name: str) -> AbstractAsyncContextManager[WorkspaceLike]:
+        return Workspace.open(self.repo, base=base, name=name, run_id=self.run_id)
+
+
+@dataclass(frozen=True)
+class CoordinatorParts:
+    """The coordinator's seams; None means the real implementation."""
+
+    sandbox: Sandbox | None = None
+    """Where workspaces come from (default: git worktrees of the repository)."""
+    check: CheckFn | None = None
+    """How the task's check runs (default: its command in a subprocess)."""
+    tools: Sequence[Tool] | None = None
+    """The tools agents get (default: `coding_tools()`)."""

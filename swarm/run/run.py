@@ -1,0 +1,289 @@
+"""The `Run`: one object per run, owning its id, journal, budget, tracing, progress and router.
+
+`swarm solve`, `swarm resume` and `swarm simulate` all go through it; they differ only in
+the `World` they plug in (the real repository with git worktrees, checks and the merge
+queue, or a simulated one) and in where the plan comes from:
+
+    async with Run(spec, world) as run:
+        await run.execute()
+    report = run.report
+
+Opening a run starts its budget's deadline, its trace file and root span, its progress
+display and its router. Leaving it, on every path (done, stopped by a budget, failed,
+cancelled), writes the report and the journal's final state under a shield bounded in
+time, then closes the router, the root span and the trace.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Literal, Protocol
+
+import anyio
+
+from swarm.budget import Budget, BudgetLimits
+from swarm.config import SwarmConfig
+from swarm.errors import BudgetExceeded
+from swarm.model import Provider
+from swarm.routing.router import Router
+from swarm.run.coordinator import Coordinator, Crew, SolveOptions
+from swarm.run.journal import Journal
+from swarm.run.merge import Merger
+from swarm.run.models import RouterSource, RunModels
+from swarm.run.outcome import RunOutcome
+from swarm.run.parts import CoordinatorParts, ModelSource
+from swarm.run.plan import Plan, load_plan
+from swarm.run.progress import Progress
+from swarm.run.report import Overhead, RunReport, RunStatus
+from swarm.run.task import Task
+from swarm.tracing import semconv as sc
+from swarm.tracing.setup import RunTrace, run_tracing, tracer
+
+__all__ = ["Run", "RunSpec", "World"]
+
+FINISH_TIMEOUT_S = 30.0
+"""The longest the shielded end of a run (report, journal) may take."""
+
+
+class World(Protocol):
+    """What a run acts on: the real repository, or a simulated one."""
+
+    @property
+    def repo_label(self) -> str:
+        """The repository as the report names it."""
+        ...
+
+    @property
+    def providers(self) -> Mapping[str, Provider] | None:
+        """Providers by name instead of those the config builds (the simulator's)."""
+        ...
+
+    def parts(self, run_id: str) -> CoordinatorParts:
+        """Where workspaces, checks and tools come from."""
+        ...
+
+    async def base(self) -> str:
+        """The commit the run starts from."""
+        ...
+
+    async def prepare(self, run_id: str) -> None:
+        """Clear what a crashed earlier process of this run left behind."""
+        ...
+
+    def merger(
+        self, run_id: str, base: str, task: Task, options: SolveOptions
+    ) -> AbstractAsyncContextManager[Merger]: ...
+
+    async def result(self, run_id: str, base: str) -> tuple[str | None, str | None]:
+        """The run's branch and its patch against `base` (None, None when there is none)."""
+        ...
+
+    def models(self, source: ModelSource) -> ModelSource:
+        """The model source agents get (a simulated world may record calls)."""
+        ...
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything a run is opened with."""
+
+    run_id: str
+    task: Task
+    config: SwarmConfig
+    journal: Journal
+    limits: BudgetLimits
+    options: SolveOptions
+    state_dir: Path | None = None
+    """Where runs/<id>/ (patch, report) go; None writes no files."""
+    traces_dir: Path = Path("traces")
+    resuming: bool = False
+    plan_path: Path | None = None
+    quiet: bool = False
+    live: bool | None = None
+    source: ModelSource | None = None
+    """Replaces the router as the origin of every agent's model (tests, library users)."""
+
+
+class Run:
+    """One run; see the module docstring."""
+
+    def __init__(self, spec: RunSpec, world: World) -> None:
+        self.spec, self.world = spec, world
+        self.id = spec.run_id
+        tiers = {t: tc.budget for t, tc in spec.config.tiers.items() if tc.budget}
+        self.budget = Budget(spec.limits, tiers=tiers)
+        self.progress = Progress(self.budget, quiet=spec.quiet, live=spec.live)
+        self.report: RunReport | None = None
+        """Set when the run has ended, whatever ended it."""
+        self.outcome: RunOutcome | None = None
+        self._stack = AsyncExitStack()
+        self._t0 = self._cpu0 = 0.0
+        self._base = ""
+
+    async def __aenter__(self) -> Run:
+        self._t0, self._cpu0 = time.perf_counter(), time.process_time()
+        self.budget.start()
+        spec = self.spec
+        try:
+            self._trace: RunTrace = self._stack.enter_context(
+                run_tracing(self.id, traces_dir=spec.traces_dir)
+            )
+            self._stack.enter_context(self.progress)
+            attrs = {sc.OPERATION: sc.OP_WORKFLOW, sc.WORKFLOW_NAME: "swarm", sc.RUN_ID: self.id}
+            self._stack.enter_context(
+                tracer().start_as_current_span(f"{sc.OP_WORKFLOW} swarm", attributes=attrs)
+            )
+            router = Router(spec.config, providers=self.world.providers, budget=self.budget)
+            self.router = await self._stack.enter_async_context(router)
+            source = spec.source or RouterSource(self.router, spec.config)
+            self.models = RunModels(
+                self.world.models(source),
+                spec.journal,
+                run_id=self.id,
+                budget=self.budget,
+                config=spec.config,
+                reserves=spec.source is not None,
+            )
+            self._base = await self.world.base()
+        except BaseException as exc:
+            await self._stack.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        if spec.config.simulated:
+            self.progress.note(
+                "swarm: no provider keys found: running on the simulator "
+                "(simulated models and latency)"
+            )
+        return self
+
+    async def execute(self) -> RunOutcome:
+        """Plan (or load the plan), then code, test, fix and merge every subtask."""
+        spec = self.spec
+        crew = Crew(self.id, self.models, spec.journal, self.budget, self.progress)
+        coordinator = Coordinator(
+            crew, spec.task, options=spec.options, parts=self.world.parts(self.id)
+        )
+        if spec.resuming:
+            await self.world.prepare(self.id)
+        async with self.world.merger(self.id, self._base, spec.task, spec.options) as queue:
+            try:
+                with anyio.move_on_after(self.budget.remaining_s()) as planning:
+                    plan = await self._plan(coordinator, queue.head)
+            except BudgetExceeded as exc:
+                return self._stopped(exc.kind, coordinator)
+            if planning.cancelled_caught:
+                return self._stopped("deadline", coordinator)
+            rows = spec.journal.subtasks(self.id)
+            done = frozenset(k for k, row in rows.items() if row.status == "merged")
+            self.progress.note(
+                f"swarm: plan has {len(plan.subtasks)} subtasks ({len(done)} already merged)"
+            )
+            self.outcome = await coordinator.run(plan, queue, done=done)
+        return self.outcome
+
+    def _stopped(self, reason: str, coordinator: Coordinator) -> RunOutcome:
+        self.outcome = RunOutcome((), reason, None, coordinator.times)
+        return self.outcome
+
+    async def _plan(self, coordinator: Coordinator, head: str) -> Plan:
+        journal = self.spec.journal
+        plan = journal.load_plan(self.id)
+        if plan is None:
+            path = self.spec.plan_path
+            plan = load_plan(path) if path else await coordinator.make_plan(head)
+            journal.save_plan(self.id, plan)
+        return plan
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        status: RunStatus = self.outcome.status if self.outcome else "failed"
+        error = None
+        if exc is not None:
+            cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
+            status = "interrupted" if cancelled else "failed"
+            error = None if cancelled else f"{type(exc).__name__}: {exc}"
+        try:
+            with anyio.move_on_after(FINISH_TIMEOUT_S, shield=True):
+                self.report = await self._finish(status, error)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._stack.__aexit__(exc_type, exc, tb)
+        if self.report is not None:
+            dropped = self._trace.dropped
+            self.report = self.report.model_copy(update={"spans_dropped": dropped})
+
+    async def _finish(self, status: RunStatus, error: str | None) -> RunReport:
+        spec, outcome = self.spec, self.outcome
+        branch, diff = await self.world.result(self.id, self._base)
+        run_dir = spec.state_dir / "runs" / self.id if spec.state_dir else None
+        patch = run_dir / f"{self.id}.patch" if run_dir and diff is not None else None
+        if run_dir is not None:
+            run_dir.mkdir(parents=True, exist_ok=True)
+        if patch is not None:
+            patch.write_text(diff + "\n" if diff else "")
+        report = RunReport(
+            run_id=self.id,
+            status=status,
+            stop_reason=outcome.stop_reason if outcome else None,
+            error=error,
+            simulated=spec.config.simulated,
+            repo=self.world.repo_label,
+            branch=branch,
+            patch=str(patch) if patch else None,
+            report=str(run_dir / "report.md") if run_dir else None,
+            trace=str(self._trace.path),
+            wall_s=round(time.perf_counter() - self._t0, 3),
+            **self._spending(),
+            final_check=_final(outcome),
+            subtasks=[s.report() for s in outcome.subtasks] if outcome else [],
+            time_by_phase={
+                k: round(v, 3) for k, v in (outcome.times.by_phase.items() if outcome else ())
+            },
+            overhead=self._overhead(),
+        )
+        if run_dir is not None:
+            report.write(run_dir)
+        spec.journal.set_run_status(
+            self.id,
+            status,
+            branch=branch or "",
+            cost_usd=report.cost_usd,
+            tokens=report.tokens,
+            detail=report.stop_reason or error or "",
+        )
+        self.progress.note(f"swarm: {status}: branch {branch} · report {report.report}")
+        return report
+
+    def _spending(self) -> dict[str, float | int]:
+        spent = self.budget.spent
+        return {
+            "cost_usd": round(spent.usd, 6),
+            "tokens": spent.tokens,
+            "output_tokens": spent.output_tokens,
+            "calls": spent.steps,
+        }
+
+    def _overhead(self) -> Overhead:
+        cpu_s = time.process_time() - self._cpu0
+        model_s = self.models.model_s if hasattr(self, "models") else 0.0
+        calls = max(1, self.budget.spent.steps)
+        return Overhead(
+            cpu_s=round(cpu_s, 3),
+            model_s=round(model_s, 3),
+            cpu_ms_per_call=round(1000 * cpu_s / calls, 3),
+            cpu_vs_model=round(cpu_s / model_s, 4) if model_s else 0.0,
+        )
+
+
+def _final(outcome: RunOutcome | None) -> Literal["passed", "failed"] | None:
+    if outcome is None or outcome.final_check is None:
+        return None
+    return "passed" if outcome.final_check.passed else "failed"
