@@ -82,7 +82,7 @@ class Router:
         providers: Mapping[str, Provider] | None = None,
         env: Mapping[str, str] = os.environ,
     ) -> None:
-        from swarm.config import build_providers
+        from swarm.providers.registry import build_providers
 
         self.config = config
         self._owned = providers is None
