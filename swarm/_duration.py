@@ -1,6 +1,7 @@
 """Human durations: `"15m"`, `"90s"`, `"1h30m"`, `"1.5h"`, `"250ms"` to seconds and back.
 
-Used by task files (`deadline: 15m`) and config. A bare number means seconds.
+Used by task files (`deadline: 15m`), config, and the rate-limit headers providers send
+(`x-ratelimit-reset-tokens: 6m0s`). A bare number means seconds.
 """
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 
-__all__ = ["format_duration", "parse_duration"]
+__all__ = ["format_duration", "parse_duration", "parse_duration_s"]
 
 _UNITS = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 # `ms` must be tried before `m` so "250ms" is not read as 250 minutes then "s".
@@ -42,6 +43,20 @@ def parse_duration(value: str | float | int) -> float:
     if pos == 0 or text[pos:].strip():
         raise ValueError(f'{value!r} is not a duration like "15m", "90s" or "1h30m"')
     return total
+
+
+def parse_duration_s(value: str | None) -> float | None:
+    """Seconds in `value`, or None when it is missing or not a duration.
+
+    The lenient form of `parse_duration`, for values read off the wire (a provider's
+    `x-ratelimit-reset-*` header: `1s`, `6m0s`, `250ms`), where a bad value means "unknown".
+    """
+    if not value:
+        return None
+    try:
+        return parse_duration(value)
+    except ValueError:
+        return None
 
 
 def format_duration(seconds: float) -> str:

@@ -3,7 +3,8 @@
 Where it comes from, first found wins: an explicit path, `$SWARM_CONFIG`, `./swarm.toml`,
 `[tool.swarm]` in `./pyproject.toml`, else a default built from the catalog providers whose
 key env var is set, else the simulator. Config holds only the *name* of each key's env var;
-keys are read from the environment when providers are built (`build_providers`) and never
+keys are read from the environment when providers are built
+(`swarm.providers.registry.build_providers`, which also checks each `kind`) and never
 stored here, so they cannot leak through a repr, a span or a log line.
 """
 
@@ -20,7 +21,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from swarm.budget import BudgetLimits
 from swarm.errors import ConfigError
-from swarm.model import Provider
 
 __all__ = [
     "DEFAULT_ROLES",
@@ -29,7 +29,7 @@ __all__ = [
     "RoutingConfig",
     "SwarmConfig",
     "TierConfig",
-    "build_providers",
+    "config_key",
     "load_config",
     "split_ref",
 ]
@@ -64,7 +64,9 @@ class ProviderConfig(BaseModel):
     """One endpoint under `[providers.NAME]`; a catalog preset name fills the blanks."""
 
     model_config = _STRICT
-    kind: Literal["openai", "anthropic", "sim"] | None = None
+    kind: str | None = None
+    """A provider kind (`openai`, `anthropic`, `sim`, ...: the keys of
+    `swarm.providers.registry.FACTORIES`), checked when providers are built."""
     base_url: str | None = None
     api_key_env: str | None = None
     """Name of the env var holding the key (never the key itself)."""
@@ -163,9 +165,15 @@ def split_ref(ref: str) -> tuple[str, str]:
 
 
 def load_config(
-    path: str | Path | None = None, *, env: Mapping[str, str] = os.environ
+    path: str | Path | None = None, *, env: Mapping[str, str] | None = None
 ) -> SwarmConfig:
-    """Find, parse and validate the config; raise ConfigError naming file and key."""
+    """Find, parse and validate the config; raise ConfigError naming file and key.
+
+    `env` (default `os.environ`) supplies `SWARM_CONFIG` and, when no providers are
+    configured, which catalog providers have a key set.
+    """
+    if env is None:
+        env = os.environ
     if path is None and env.get("SWARM_CONFIG"):
         path = env["SWARM_CONFIG"]
     if path is not None:
@@ -208,8 +216,18 @@ def _loc(loc: tuple[int | str, ...], prefix: str = "") -> str:
     return out
 
 
+def _prefix(source: str | None) -> str:
+    return "tool.swarm" if source and source.endswith("pyproject.toml") else ""
+
+
+def config_key(source: str | None, *loc: int | str) -> str:
+    """The dotted key a user edits for `loc` in the file `source`
+    (`providers.mine.kind`, or `tool.swarm.providers.mine.kind` in a pyproject.toml)."""
+    return _loc(loc, _prefix(source))
+
+
 def _build(data: Mapping[str, Any], *, source: str | None, env: Mapping[str, str]) -> SwarmConfig:
-    prefix = "tool.swarm" if source and source.endswith("pyproject.toml") else ""
+    prefix = _prefix(source)
     try:
         raw = SwarmConfig.model_validate({**data, "source": source})
     except ValidationError as exc:
@@ -244,7 +262,7 @@ def _resolve(name: str, p: ProviderConfig, source: str | None, prefix: str) -> P
     if kind is None:
         known = ", ".join(sorted(PROVIDERS))
         raise ConfigError(
-            f"not a catalog provider ({known}): set kind = 'openai' | 'anthropic' | 'sim'",
+            f"not a catalog provider ({known}): set kind, e.g. kind = 'openai'",
             path=source,
             key=f"{key}.kind",
         )
@@ -330,42 +348,3 @@ def _check_refs(
                 path=source,
                 key=_loc(("roles", role), prefix),
             )
-
-
-def build_providers(
-    config: SwarmConfig, env: Mapping[str, str] = os.environ
-) -> dict[str, Provider]:
-    """Make one Provider per configured provider, reading keys from `env` now."""
-    out: dict[str, Provider] = {}
-    for name, p in config.providers.items():
-        key = env.get(p.api_key_env) if p.api_key_env else None
-        if p.kind == "sim":
-            from swarm.providers.sim import SimProvider
-
-            out[name] = SimProvider(name, seed=p.seed, time_scale=p.time_scale)
-        elif p.kind == "anthropic":
-            from swarm.providers.anthropic import AnthropicProvider
-
-            out[name] = AnthropicProvider(
-                name,
-                p.base_url or "https://api.anthropic.com",
-                api_key=key,
-                query=p.query,
-                headers=p.headers or None,
-                connect_timeout_s=p.connect_timeout_s,
-                stall_timeout_s=p.stall_timeout_s,
-            )
-        else:
-            from swarm.providers.openai import OpenAIProvider
-
-            out[name] = OpenAIProvider(
-                name,
-                p.base_url or "",
-                api_key=key,
-                auth_style=p.auth_style or "bearer",
-                query=p.query,
-                headers=p.headers or None,
-                connect_timeout_s=p.connect_timeout_s,
-                stall_timeout_s=p.stall_timeout_s,
-            )
-    return out

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from swarm.config import SwarmConfig, build_providers, load_config, split_ref
+from swarm.config import ProviderConfig, SwarmConfig, load_config, split_ref
 from swarm.errors import ConfigError
+from swarm.providers.registry import build_providers
 
 
 def write(tmp_path: Path, text: str, name: str = "swarm.toml") -> Path:
@@ -157,6 +158,30 @@ def test_custom_provider_needs_kind(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match=r"providers\.mine\.kind"):
         load_config(p, env={})
+
+
+def test_unknown_kind_is_refused_when_providers_are_built(tmp_path: Path) -> None:
+    p = write(
+        tmp_path,
+        '[tool.swarm.providers.mine]\nkind = "grpc"\nbase_url = "http://x"\n'
+        '[tool.swarm.tiers.speed]\nmodels = ["mine/m"]\n',
+        "pyproject.toml",
+    )
+    cfg = load_config(p, env={})
+    with pytest.raises(ConfigError, match=r"known kinds: anthropic, openai, sim") as info:
+        build_providers(cfg, env={})
+    assert info.value.path == str(p)
+    assert info.value.key == "tool.swarm.providers.mine.kind"
+    assert "'grpc'" in str(info.value)
+
+
+def test_registry_builds_each_kind_from_its_module() -> None:
+    from swarm.providers.registry import build_provider, kinds
+
+    for kind in kinds():
+        config = ProviderConfig(kind=kind, base_url="http://127.0.0.1:1/v1")
+        provider = build_provider(kind, config, env={})
+        assert provider.kind == kind and provider.name == kind
 
 
 def test_role_to_unknown_tier(tmp_path: Path) -> None:

@@ -13,24 +13,20 @@ tests still pass clients and `MockTransport`s) and does the I/O with aiohttp.
   ever catch httpx's.
 - Under trio (no aiohttp there) requests go through httpx's default transport instead.
 
-`Sender` is what the provider adapters post through: their own client goes straight to
-the transport; a client passed in by a user or test goes through `client.send`.
+`swarm.providers.exchange.Sender` is what the adapters post through.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 import aiohttp
-import anyio
 import httpx
 import sniffio
-from opentelemetry.propagate import inject
 
-__all__ = ["AiohttpTransport", "Sender", "default_async_client"]
+__all__ = ["AiohttpTransport", "default_async_client"]
 
 _TimeoutKey = tuple[float | None, float | None, float | None]
 
@@ -205,95 +201,3 @@ def default_async_client(**kwargs: Any) -> httpx.AsyncClient:
     if library != "asyncio" or "transport" in kwargs:
         return httpx.AsyncClient(**kwargs)
     return httpx.AsyncClient(transport=AiohttpTransport(), **kwargs)
-
-
-class Sender:
-    """How a provider sends its POSTs: one pooled client, and a short path when it is ours.
-
-    With a client the provider made itself, the configuration is known (no auth, hooks,
-    cookies or base URL), so requests go straight to the `AiohttpTransport`, skipping
-    `AsyncClient.send`'s auth, redirect, cookie-jar and hook layers (about a third of the
-    client's CPU per call). A client passed in by the user (or a test's `MockTransport`)
-    always gets the full `client.send`, so its settings apply.
-    """
-
-    def __init__(self, client: httpx.AsyncClient | None, timeout: httpx.Timeout) -> None:
-        self._timeout = timeout
-        # a whole (non-streamed) reply sends nothing until it is done: no read timeout then
-        self._whole_timeout = httpx.Timeout(
-            connect=timeout.connect, read=None, write=timeout.write, pool=timeout.pool
-        )
-        self._extensions = {"timeout": timeout.as_dict()}
-        self._whole_extensions = {"timeout": self._whole_timeout.as_dict()}
-        self._transport: AiohttpTransport | None = None
-        if client is None:
-            self._transport = AiohttpTransport()
-            client = httpx.AsyncClient(transport=self._transport, timeout=timeout)
-        self.owned = self._transport is not None
-        """True when the client was made here (and so is closed here)."""
-        self.client = client
-        self._defaults = dict(client.headers)  # httpx's Accept, Accept-Encoding, User-Agent
-
-    async def post(
-        self, url: httpx.URL, headers: dict[str, str], body: bytes, *, stream: bool = True
-    ) -> httpx.Response:
-        """POST `body`; the response is streaming: the caller must `aclose()` it.
-
-        `stream=False` (a reply that arrives whole) lifts the read timeout, which would
-        otherwise cut off any reply slower than the stall timeout.
-        """
-        if self._transport is not None:
-            request = httpx.Request(
-                "POST",
-                url,
-                headers={**self._defaults, **headers},
-                content=body,
-                extensions=self._extensions if stream else self._whole_extensions,
-            )
-            return await self._transport.handle_async_request(request)
-        timeout = self._timeout if stream else self._whole_timeout
-        request = self.client.build_request(
-            "POST", url, headers=headers, content=body, timeout=timeout
-        )
-        return await self.client.send(request, stream=True)
-
-    @asynccontextmanager
-    async def exchange(
-        self,
-        url: httpx.URL,
-        headers: dict[str, str],
-        body: bytes,
-        *,
-        stream: bool,
-        provider: Any,
-        model: str,
-    ) -> AsyncIterator[httpx.Response]:
-        """POST and yield a successful response, streaming; the caller reads it.
-
-        Sends the W3C `traceparent` of the current span. Transport errors and HTTP error
-        statuses become `ProviderError`s (inside the block too), and the response is
-        released on every exit path, cancellation included.
-        """
-        from swarm.providers._sse import error_from_exception, error_from_response
-
-        if stream:
-            headers["accept"] = "text/event-stream"
-        inject(headers)
-        try:
-            response = await self.post(url, headers, body, stream=stream)
-        except httpx.HTTPError as exc:
-            raise error_from_exception(exc, provider, model) from None
-        try:
-            if response.status_code >= 400:
-                await response.aread()
-                raise error_from_response(response, provider, model)
-            yield response
-        except httpx.HTTPError as exc:
-            raise error_from_exception(exc, provider, model) from None
-        finally:
-            with anyio.move_on_after(5, shield=True):
-                await response.aclose()
-
-    async def aclose(self) -> None:
-        if self.owned:
-            await self.client.aclose()

@@ -1,11 +1,11 @@
-"""The Anthropic Messages API provider (`/v1/messages`), streaming by default.
+"""The Anthropic Messages API adapter (`/v1/messages`), streaming by default.
 
-Translates our OpenAI-shaped messages to Anthropic's (system messages become the top-level
-`system`, tool results become `tool_result` blocks in a user turn, assistant tool calls
-become `tool_use` blocks), reads the event stream (`message_start`, `content_block_*`,
-`message_delta`, `message_stop`) back into a `ChatResult`, and maps failures exactly as
-the OpenAI adapter does (529 "overloaded" is retryable like any 5xx). One attempt per
-call; the router retries.
+What differs from any `Endpoint`: our OpenAI-shaped messages become Anthropic's (system
+messages become the top-level `system`, tool results become `tool_result` blocks in a user
+turn, assistant tool calls become `tool_use` blocks); the event stream (`message_start`,
+`content_block_*`, `message_delta`, `message_stop`) folds back into a reply; usage counts
+cache reads and writes apart; quota comes in `anthropic-ratelimit-*` headers. Failures map
+as for any endpoint (529 "overloaded" is retryable like any 5xx).
 """
 
 from __future__ import annotations
@@ -13,32 +13,18 @@ from __future__ import annotations
 import json
 import time
 from datetime import datetime
-from typing import Any, Literal
-from urllib.parse import urlsplit
+from typing import Any
 
 import httpx
 
-from swarm.errors import ProviderError
-from swarm.messages import (
-    ChatRequest,
-    ChatResult,
-    Message,
-    RateLimitInfo,
-    Timing,
-    ToolCall,
-    Usage,
-)
+from swarm.config import ProviderConfig
+from swarm.messages import ChatRequest, Message, RateLimitInfo, ToolCall, Usage
 from swarm.model import FirstTokenCallback
-from swarm.providers._sse import (
-    error_from_response,
-    iter_sse_batches,
-    loads,
-    malformed,
-    rate_limit_info,
-)
-from swarm.providers._transport import Sender
+from swarm.providers.endpoint import Endpoint, Reply, loads
+from swarm.providers.exchange import error_from_response, rate_limit_info
+from swarm.providers.sse import iter_sse_batches
 
-__all__ = ["AnthropicProvider"]
+__all__ = ["AnthropicProvider", "anthropic_rate_limit", "from_config", "to_anthropic"]
 
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
@@ -50,6 +36,7 @@ _FINISH = {
     "pause_turn": "stop",
     "refusal": "content_filter",
 }
+_MALFORMED = "malformed stream event"
 _TOOL_CHOICE = {"auto": {"type": "auto"}, "required": {"type": "any"}, "none": {"type": "none"}}
 
 
@@ -121,24 +108,10 @@ def anthropic_rate_limit(headers: httpx.Headers) -> RateLimitInfo | None:
     )
 
 
-class _Reply:
-    """Accumulates one Messages API reply from its events."""
+class _Events(Reply):
+    """Folds Messages API events (or a whole message) in."""
 
-    def __init__(self, on_first: FirstTokenCallback | None) -> None:
-        self.text: list[str] = []
-        self.thinking: list[str] = []
-        self.calls: dict[int, list[str]] = {}  # block index -> [id, name, json parts...]
-        self.usage: dict[str, Any] = {}
-        self.stop_reason = ""
-        self.model = ""
-        self.first_at = 0.0
-        self.on_first = on_first
-
-    def first(self) -> None:
-        if not self.first_at:
-            self.first_at = time.perf_counter()
-            if self.on_first is not None:
-                self.on_first()
+    __slots__ = ()
 
     def add(self, event: dict[str, Any]) -> dict[str, Any] | None:
         """Fold one event in; returns the error object of an `error` event."""
@@ -154,7 +127,7 @@ class _Reply:
                 parts.append(delta.get("partial_json", ""))
             elif dkind == "thinking_delta":
                 self.first()
-                self.thinking.append(delta.get("thinking", ""))
+                self.reasoning.append(delta.get("thinking", ""))
         elif kind == "content_block_start":
             block = event["content_block"]
             if block.get("type") == "tool_use":
@@ -171,7 +144,7 @@ class _Reply:
             self.model = message.get("model") or ""
             self.usage.update(message.get("usage") or {})
         elif kind == "message_delta":
-            self.stop_reason = (event.get("delta") or {}).get("stop_reason") or self.stop_reason
+            self.finish = (event.get("delta") or {}).get("stop_reason") or self.finish
             self.usage.update({k: v for k, v in (event.get("usage") or {}).items() if v})
         elif kind == "error":
             return event
@@ -186,53 +159,34 @@ class _Reply:
             elif block.get("type") == "tool_use":
                 self.calls[i] = [block["id"], block["name"], json.dumps(block.get("input", {}))]
             elif block.get("type") == "thinking":
-                self.thinking.append(block.get("thinking", ""))
-        self.stop_reason = body.get("stop_reason") or ""
+                self.reasoning.append(block.get("thinking", ""))
+        self.finish = body.get("stop_reason") or ""
         self.model = body.get("model") or ""
         self.usage = body.get("usage") or {}
 
 
-class AnthropicProvider:
+class AnthropicProvider(Endpoint[_Events]):
     """Anthropic's Messages API; one pooled client per provider."""
 
     kind = "anthropic"
+    default_base_url = "https://api.anthropic.com"
 
-    def __init__(
-        self,
-        name: str,
-        base_url: str = "https://api.anthropic.com",
-        *,
-        api_key: str | None = None,
-        auth_style: Literal["x-api-key", "bearer"] = "x-api-key",
-        query: dict[str, str] | None = None,
-        headers: dict[str, str] | None = None,
-        client: httpx.AsyncClient | None = None,
-        connect_timeout_s: float = 10.0,
-        stall_timeout_s: float = 30.0,
-    ) -> None:
-        self.name = name
-        self.base_url = base_url.rstrip("/")
-        self.address = urlsplit(self.base_url).netloc
-        path = "/messages" if self.base_url.endswith("/v1") else "/v1/messages"
-        self._url = httpx.URL(self.base_url + path, params=dict(query or {}))
-        base = {"content-type": "application/json", "anthropic-version": ANTHROPIC_VERSION}
-        base.update(headers or {})
-        if api_key:
-            if auth_style == "bearer":
-                base["authorization"] = f"Bearer {api_key}"
-            else:
-                base["x-api-key"] = api_key
-        self._headers = base
-        self._secret = api_key or ""
-        self._timeout = httpx.Timeout(
-            connect=connect_timeout_s, read=stall_timeout_s, write=stall_timeout_s, pool=None
-        )
-        self._sender = Sender(client, self._timeout)
+    def path(self) -> str:
+        return "/messages" if self.base_url.endswith("/v1") else "/v1/messages"
 
-    def __repr__(self) -> str:
-        return f"AnthropicProvider(name={self.name!r}, base_url={self.base_url!r})"
+    def fixed_headers(self) -> dict[str, str]:
+        return {"anthropic-version": ANTHROPIC_VERSION}
 
-    def _payload(self, model: str, request: ChatRequest) -> bytes:
+    def auth_header(self, api_key: str, style: str | None) -> dict[str, str]:
+        """`x-api-key` (the default), or `bearer`."""
+        if style == "bearer":
+            return {"authorization": f"Bearer {api_key}"}
+        return {"x-api-key": api_key}
+
+    def new_reply(self, on_first: FirstTokenCallback | None) -> _Events:
+        return _Events(on_first)
+
+    def payload(self, model: str, request: ChatRequest) -> bytes:
         system, messages = to_anthropic(request.messages)
         body: dict[str, Any] = {
             "model": model,
@@ -253,35 +207,21 @@ class AnthropicProvider:
             body["tool_choice"] = _TOOL_CHOICE[request.tool_choice]
         return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
 
-    async def chat(
-        self,
-        model: str,
-        request: ChatRequest,
-        *,
-        on_first_token: FirstTokenCallback | None = None,
-    ) -> ChatResult:
-        body = self._payload(model, request)
-        reply = _Reply(on_first_token)
-        started = time.perf_counter()
-        async with self._sender.exchange(
-            self._url, dict(self._headers), body, stream=request.stream, provider=self, model=model
-        ) as response:
-            if response.headers.get("content-type", "").startswith("text/event-stream"):
-                async for batch in iter_sse_batches(response):
-                    for data in batch:
-                        try:
-                            error = reply.add(self._event(data, response, model))
-                        except (KeyError, TypeError, AttributeError):
-                            raise self._malformed(response, model) from None
-                        if error is not None:
-                            raise error_from_response(response, self, model, body=error)
-            else:
-                await response.aread()
+    async def read_stream(self, response: httpx.Response, reply: _Events, model: str) -> None:
+        async for batch in iter_sse_batches(response):
+            for data in batch:
                 try:
-                    reply.add_message(self._event(response.content, response, model))
+                    error = reply.add(self._event(data, response, model))
                 except (KeyError, TypeError, AttributeError):
-                    raise self._malformed(response, model) from None
-        return self._result(model, reply, response, started, time.perf_counter())
+                    raise self.malformed(_MALFORMED, response, model) from None
+                if error is not None:
+                    raise error_from_response(response, self._peer, model, body=error)
+
+    def read_whole(self, response: httpx.Response, reply: _Events, model: str) -> None:
+        try:
+            reply.add_message(self._event(response.content, response, model))
+        except (KeyError, TypeError, AttributeError):
+            raise self.malformed(_MALFORMED, response, model) from None
 
     def _event(self, data: bytes, response: httpx.Response, model: str) -> dict[str, Any]:
         try:
@@ -289,55 +229,39 @@ class AnthropicProvider:
         except ValueError:
             event = None
         if not isinstance(event, dict):
-            raise self._malformed(response, model)
+            raise self.malformed(_MALFORMED, response, model)
         return event
 
-    def _malformed(self, response: httpx.Response, model: str) -> ProviderError:
-        return malformed("malformed stream event", self, model, response)
-
-    def _result(
-        self, model: str, reply: _Reply, response: httpx.Response, started: float, ended: float
-    ) -> ChatResult:
-        calls = [
-            ToolCall.model_construct(id=p[0], name=p[1], arguments="".join(p[2:]) or "{}")
-            for _, p in sorted(reply.calls.items())
-        ]
+    def usage(
+        self, request: ChatRequest, reply: _Events, text: str, calls: list[ToolCall]
+    ) -> Usage:
         u = reply.usage
         cached = u.get("cache_read_input_tokens") or 0
         # Anthropic counts cache reads and writes apart from input_tokens; ours includes them.
         input_tokens = (u.get("input_tokens") or 0) + cached
         input_tokens += u.get("cache_creation_input_tokens") or 0
-        extras: dict[str, Any] = {}
-        if reply.thinking:
-            extras["reasoning"] = "".join(reply.thinking)
-        text = "".join(reply.text)
-        return ChatResult.model_construct(
-            message=Message.model_construct(
-                role="assistant",
-                content=text or None,
-                tool_calls=calls,
-                tool_call_id=None,
-                name=None,
-            ),
-            finish_reason=_FINISH.get(reply.stop_reason, reply.stop_reason or "stop"),
-            usage=Usage.model_construct(
-                input_tokens=input_tokens,
-                output_tokens=u.get("output_tokens") or 0,
-                reasoning_tokens=0,
-                cached_input_tokens=cached,
-            ),
-            timing=Timing.model_construct(
-                ttft_s=(reply.first_at or ended) - started, duration_s=ended - started
-            ),
-            provider=self.name,
-            model=reply.model or model,
-            cost_usd=0.0,
-            attempts=1,
-            simulated=False,
-            rate_limit=anthropic_rate_limit(response.headers),
-            extras=extras,
+        return Usage.model_construct(
+            input_tokens=input_tokens,
+            output_tokens=u.get("output_tokens") or 0,
+            reasoning_tokens=0,
+            cached_input_tokens=cached,
         )
 
-    async def aclose(self) -> None:
-        """Close the HTTP client, if this provider made it."""
-        await self._sender.aclose()
+    def finish_reason(self, reply: _Events, calls: list[ToolCall]) -> str:
+        return _FINISH.get(reply.finish, reply.finish or "stop")
+
+    def rate_limit(self, headers: httpx.Headers) -> RateLimitInfo | None:
+        return anthropic_rate_limit(headers)
+
+
+def from_config(name: str, config: ProviderConfig, api_key: str | None) -> AnthropicProvider:
+    """The provider `[providers.NAME]` describes (`kind = "anthropic"`)."""
+    return AnthropicProvider(
+        name,
+        config.base_url,
+        api_key=api_key,
+        query=config.query,
+        headers=config.headers or None,
+        connect_timeout_s=config.connect_timeout_s,
+        stall_timeout_s=config.stall_timeout_s,
+    )

@@ -1,39 +1,30 @@
-"""The OpenAI-compatible chat-completions provider (OpenAI, Azure, Groq, Cerebras, sim, ...).
+"""The OpenAI-compatible chat-completions adapter (OpenAI, Azure, Groq, Cerebras, sim, ...).
 
-One attempt per `chat`: it streams the reply (SSE), measures time to first token, reads
-usage and rate-limit headers, assembles streamed tool calls, and turns every failure into
-a `ProviderError` (or `RateLimited`) whose `retryable` tells the router what to do. It
-never retries itself.
+What differs from any `Endpoint`: the `/chat/completions` body, `Authorization: Bearer`
+(or Azure's `api-key`), streamed chunks whose deltas carry text, reasoning and pieces of
+tool calls, and OpenAI's `usage` object (estimated when a server sends none).
 
-This is the hot path of every real model call, so results are built with
-`model_construct` and per-chunk work is kept to a dict lookup or two.
-The HTTP error mapping here is shared with `swarm.providers.anthropic`.
+Chunk folding is the hot path of every real model call: per-chunk work is kept to a dict
+lookup or two, and a network read's chunks are parsed in one `loads`.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping
-from typing import Any, Literal
-from urllib.parse import urlsplit
+from typing import Any
 
 import httpx
 
-from swarm.messages import ChatRequest, ChatResult, Message, Timing, ToolCall, Usage
+from swarm._tokens import estimate_input_tokens, estimate_tokens
+from swarm.config import ProviderConfig
+from swarm.messages import ChatRequest, Message, ToolCall, Usage
 from swarm.model import FirstTokenCallback
-from swarm.providers._sse import (
-    SIMULATED_HEADER,
-    error_from_response,
-    estimate_tokens,
-    iter_sse_batches,
-    loads,
-    malformed,
-    rate_limit_info,
-)
-from swarm.providers._transport import Sender
+from swarm.providers.endpoint import Endpoint, Reply, loads
+from swarm.providers.exchange import error_from_response
+from swarm.providers.sse import iter_sse_batches
 
-__all__ = ["OpenAIProvider"]
+__all__ = ["OpenAIProvider", "from_config", "usage_from_openai"]
 
 
 def _message_json(m: Message) -> dict[str, Any]:
@@ -48,36 +39,10 @@ def _message_json(m: Message) -> dict[str, Any]:
     return out
 
 
-class _Stream:
-    """Accumulates one streamed reply, chunk by chunk."""
+class _Stream(Reply):
+    """Folds streamed chunks in, a network read's batch at a time."""
 
-    __slots__ = (
-        "calls",
-        "extras",
-        "finish",
-        "first_at",
-        "model",
-        "on_first",
-        "reasoning",
-        "text",
-        "usage",
-    )
-
-    def __init__(self, on_first: FirstTokenCallback | None) -> None:
-        self.text: list[str] = []
-        self.reasoning: list[str] = []
-        self.calls: dict[int, list[str]] = {}  # index -> [id, name, arguments...]
-        self.finish = ""
-        self.model = ""
-        self.usage: dict[str, Any] | None = None
-        self.extras: dict[str, Any] = {}
-        self.first_at = 0.0
-        self.on_first = on_first
-
-    def first(self) -> None:
-        self.first_at = time.perf_counter()
-        if self.on_first is not None:
-            self.on_first()
+    __slots__ = ()
 
     def add_batch(self, chunks: list[Any]) -> dict[str, Any] | None:
         """Fold parsed chunks in; returns an in-stream error object if one came."""
@@ -148,14 +113,6 @@ class _Stream:
                 if args:
                     parts.append(args)
 
-    def tool_calls(self) -> list[ToolCall]:
-        return [
-            ToolCall.model_construct(
-                id=p[0] or f"call_{i}", name=p[1], arguments="".join(p[2:]) or "{}"
-            )
-            for i, p in sorted(self.calls.items())
-        ]
-
 
 def usage_from_openai(
     raw: Mapping[str, Any] | None, *, estimate_out: int, estimate_in: int
@@ -178,47 +135,24 @@ def usage_from_openai(
     )
 
 
-class OpenAIProvider:
+class OpenAIProvider(Endpoint[_Stream]):
     """An OpenAI-compatible `/chat/completions` endpoint; one pooled client per provider."""
 
     kind = "openai"
 
-    def __init__(
-        self,
-        name: str,
-        base_url: str,
-        *,
-        api_key: str | None = None,
-        auth_style: Literal["bearer", "api-key"] = "bearer",
-        query: Mapping[str, str] | None = None,
-        headers: Mapping[str, str] | None = None,
-        client: httpx.AsyncClient | None = None,
-        connect_timeout_s: float = 10.0,
-        stall_timeout_s: float = 30.0,
-    ) -> None:
-        self.name = name
-        self.base_url = base_url.rstrip("/")
-        self.address = urlsplit(self.base_url).netloc
-        # parsed once: httpx re-parses a str URL (and params) on every request
-        self._url = httpx.URL(f"{self.base_url}/chat/completions", params=dict(query or {}))
-        base = {"content-type": "application/json", **(headers or {})}
-        if api_key:
-            if auth_style == "api-key":
-                base["api-key"] = api_key
-            else:
-                base["authorization"] = f"Bearer {api_key}"
-        self._headers = base
-        self._secret = api_key or ""
-        self._timeout = httpx.Timeout(
-            connect=connect_timeout_s, read=stall_timeout_s, write=stall_timeout_s, pool=None
-        )
-        self._stall_timeout_s = stall_timeout_s
-        self._sender = Sender(client, self._timeout)
+    def path(self) -> str:
+        return "/chat/completions"
 
-    def __repr__(self) -> str:
-        return f"OpenAIProvider(name={self.name!r}, base_url={self.base_url!r})"
+    def auth_header(self, api_key: str, style: str | None) -> dict[str, str]:
+        """`bearer` (the default), or Azure's `api-key`."""
+        if style == "api-key":
+            return {"api-key": api_key}
+        return {"authorization": f"Bearer {api_key}"}
 
-    def _payload(self, model: str, request: ChatRequest) -> bytes:
+    def new_reply(self, on_first: FirstTokenCallback | None) -> _Stream:
+        return _Stream(on_first)
+
+    def payload(self, model: str, request: ChatRequest) -> bytes:
         body: dict[str, Any] = {
             "model": model,
             "messages": [_message_json(m) for m in request.messages],
@@ -246,30 +180,11 @@ class OpenAIProvider:
             body["tool_choice"] = request.tool_choice
         return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
 
-    async def chat(
-        self,
-        model: str,
-        request: ChatRequest,
-        *,
-        on_first_token: FirstTokenCallback | None = None,
-    ) -> ChatResult:
-        body = self._payload(model, request)
-        state = _Stream(on_first_token)
-        started = time.perf_counter()
-        async with self._sender.exchange(
-            self._url, dict(self._headers), body, stream=request.stream, provider=self, model=model
-        ) as response:
-            content_type = response.headers.get("content-type", "")
-            if request.stream and content_type.startswith("text/event-stream"):
-                async for batch in iter_sse_batches(response):
-                    error = state.add_batch(self._decode(batch, response, model))
-                    if error is not None:
-                        raise error_from_response(response, self, model, body=error)
-            else:
-                await response.aread()
-                self._add_whole(state, response, model)
-        ended = time.perf_counter()
-        return self._result(model, request, state, response, started, ended)
+    async def read_stream(self, response: httpx.Response, reply: _Stream, model: str) -> None:
+        async for batch in iter_sse_batches(response):
+            error = reply.add_batch(self._decode(batch, response, model))
+            if error is not None:
+                raise error_from_response(response, self._peer, model, body=error)
 
     def _decode(self, batch: list[bytes], response: httpx.Response, model: str) -> list[Any]:
         """The JSON chunks of one network read (`[DONE]` dropped), parsed in one go."""
@@ -291,76 +206,56 @@ class OpenAIProvider:
             if chunk is None:
                 continue
             if not isinstance(chunk, dict):
-                raise malformed("malformed stream chunk (not a JSON object)", self, model, response)
+                raise self.malformed("malformed stream chunk (not a JSON object)", response, model)
             out.append(chunk)
         return out
 
-    def _add_whole(self, state: _Stream, response: httpx.Response, model: str) -> None:
+    def read_whole(self, response: httpx.Response, reply: _Stream, model: str) -> None:
         """A non-streamed reply: one JSON body holding the whole message."""
         try:
             body = json.loads(response.content)
             choice = body["choices"][0]
             msg = choice.get("message") or {}
         except (ValueError, KeyError, IndexError, TypeError):
-            raise malformed("malformed response body", self, model, response) from None
-        state.first()
+            raise self.malformed("malformed response body", response, model) from None
+        reply.first()
         if msg.get("content"):
-            state.text.append(msg["content"])
+            reply.text.append(msg["content"])
         reasoning = msg.get("reasoning_content") or msg.get("reasoning")
         if reasoning:
-            state.reasoning.append(reasoning)
+            reply.reasoning.append(reasoning)
         for i, c in enumerate(msg.get("tool_calls") or ()):
             fn = c.get("function") or {}
-            state.calls[i] = [c.get("id") or "", fn.get("name") or "", fn.get("arguments") or ""]
-        state.finish = choice.get("finish_reason") or ""
-        state.model = body.get("model") or ""
-        state.usage = body.get("usage")
+            reply.calls[i] = [c.get("id") or "", fn.get("name") or "", fn.get("arguments") or ""]
+        reply.finish = choice.get("finish_reason") or ""
+        reply.model = body.get("model") or ""
+        reply.usage = body.get("usage") or {}
         if body.get("x_groq", {}).get("usage"):
-            state.extras["x_groq"] = body["x_groq"]["usage"]
+            reply.extras["x_groq"] = body["x_groq"]["usage"]
         if body.get("time_info"):
-            state.extras["time_info"] = body["time_info"]
+            reply.extras["time_info"] = body["time_info"]
 
-    def _result(
-        self,
-        model: str,
-        request: ChatRequest,
-        state: _Stream,
-        response: httpx.Response,
-        started: float,
-        ended: float,
-    ) -> ChatResult:
-        text = "".join(state.text)
-        calls = state.tool_calls() if state.calls else []
-        if state.reasoning:
-            state.extras["reasoning"] = "".join(state.reasoning)
-        usage = state.usage
-        out_estimate = in_estimate = 0
-        if not usage:
-            out_estimate = estimate_tokens(text, state.extras.get("reasoning"), calls)
-            in_estimate = sum(estimate_tokens(m.content) for m in request.messages)
-        finish = state.finish or ("tool_calls" if calls else "stop")
-        return ChatResult.model_construct(
-            message=Message.model_construct(
-                role="assistant",
-                content=text or None,
-                tool_calls=calls,
-                tool_call_id=None,
-                name=None,
-            ),
-            finish_reason=finish,
-            usage=usage_from_openai(usage, estimate_out=out_estimate, estimate_in=in_estimate),
-            timing=Timing.model_construct(
-                ttft_s=(state.first_at or ended) - started, duration_s=ended - started
-            ),
-            provider=self.name,
-            model=state.model or model,
-            cost_usd=0.0,
-            attempts=1,
-            simulated=SIMULATED_HEADER in response.headers,
-            rate_limit=rate_limit_info(response.headers),
-            extras=state.extras,
+    def usage(
+        self, request: ChatRequest, reply: _Stream, text: str, calls: list[ToolCall]
+    ) -> Usage:
+        if reply.usage:
+            return usage_from_openai(reply.usage, estimate_out=0, estimate_in=0)
+        return usage_from_openai(
+            None,
+            estimate_out=estimate_tokens(text, reply.extras.get("reasoning"), calls),
+            estimate_in=estimate_input_tokens(request),
         )
 
-    async def aclose(self) -> None:
-        """Close the HTTP client, if this provider made it."""
-        await self._sender.aclose()
+
+def from_config(name: str, config: ProviderConfig, api_key: str | None) -> OpenAIProvider:
+    """The provider `[providers.NAME]` describes (`kind = "openai"`)."""
+    return OpenAIProvider(
+        name,
+        config.base_url,
+        api_key=api_key,
+        auth_style=config.auth_style,
+        query=config.query,
+        headers=config.headers or None,
+        connect_timeout_s=config.connect_timeout_s,
+        stall_timeout_s=config.stall_timeout_s,
+    )

@@ -25,8 +25,8 @@ from aiohttp import web
 
 from swarm.catalog import all_models
 from swarm.messages import ChatRequest, Message, ToolCall, ToolSpec
-from swarm.providers._sse import SIMULATED_HEADER
-from swarm.providers.sim import SimEngine, SimPlan
+from swarm.providers.exchange import SIMULATED_HEADER
+from swarm.providers.sim_engine import SimEngine, SimPlan
 
 __all__ = ["create_app", "serve_sim"]
 

@@ -31,6 +31,7 @@ from swarm.config import SwarmConfig, split_ref
 from swarm.errors import BudgetExceeded, ConfigError, ProviderError, RateLimited
 from swarm.messages import ChatRequest, ChatResult
 from swarm.model import FirstTokenCallback, Provider
+from swarm.providers.registry import build_providers
 from swarm.routing.candidate import Call, Target, build_target
 from swarm.routing.hedge import race
 from swarm.routing.limits import Gate
@@ -76,7 +77,6 @@ class Router:
         env: Mapping[str, str] | None = None,
     ) -> None:
         env = os.environ if env is None else env
-        from swarm.config import build_providers
 
         self.config = config
         self._owned = providers is None

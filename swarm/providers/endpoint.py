@@ -1,0 +1,233 @@
+"""What every HTTP chat endpoint shares: setup, the `chat` skeleton, the reply being built.
+
+`Endpoint` owns the common parts of an adapter: the pooled client (`Sender`), the URL,
+headers and API key, the connect and stall timeouts, the W3C `traceparent` (sent by the
+`Sender`), error mapping, timing, and assembling the `ChatResult`. An adapter subclasses
+it and says only what differs:
+
+- `path` and `fixed_headers` / `auth_header`: where requests go and how they authenticate;
+- `payload`: the request body in the API's shape;
+- `read_stream` / `read_whole`: folding a streamed or a whole reply into a `Reply`;
+- `usage` and `finish_reason` (and `rate_limit` when the API has its own headers).
+
+One attempt per `chat`: the router retries. Results are built with `model_construct` (no
+validation on the hot path).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Generic, TypeVar
+from urllib.parse import urlsplit
+
+import httpx
+import orjson
+
+from swarm.errors import ProviderError
+from swarm.messages import ChatRequest, ChatResult, Message, RateLimitInfo, Timing, ToolCall, Usage
+from swarm.model import FirstTokenCallback
+from swarm.providers.exchange import SIMULATED_HEADER, Peer, Sender, malformed, rate_limit_info
+
+__all__ = ["Endpoint", "Reply", "loads"]
+
+loads: Callable[[bytes | str], Any] = orjson.loads
+"""Parse exactly one JSON value (orjson: 2-3x the stdlib on stream chunks); raises
+ValueError (orjson.JSONDecodeError) on anything else."""
+
+
+class Reply:
+    """One reply as it arrives: text, reasoning, tool-call parts, and the fields that come
+    once. Adapters subclass it with the folding of their API's events."""
+
+    __slots__ = (
+        "calls",
+        "extras",
+        "finish",
+        "first_at",
+        "model",
+        "on_first",
+        "reasoning",
+        "text",
+        "usage",
+    )
+
+    def __init__(self, on_first: FirstTokenCallback | None) -> None:
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls: dict[int, list[str]] = {}  # index -> [id, name, argument parts...]
+        self.finish = ""
+        """The API's own stop reason; `Endpoint.finish_reason` maps it to ours."""
+        self.model = ""
+        self.usage: dict[str, Any] = {}
+        self.extras: dict[str, Any] = {}
+        self.first_at = 0.0
+        self.on_first = on_first
+
+    def first(self) -> None:
+        """Note the first token (text, reasoning or a tool call); later calls do nothing."""
+        if not self.first_at:
+            self.first_at = time.perf_counter()
+            if self.on_first is not None:
+                self.on_first()
+
+    def tool_calls(self) -> list[ToolCall]:
+        return [
+            ToolCall.model_construct(
+                id=p[0] or f"call_{i}", name=p[1], arguments="".join(p[2:]) or "{}"
+            )
+            for i, p in sorted(self.calls.items())
+        ]
+
+
+R = TypeVar("R", bound=Reply)
+
+
+class Endpoint(Generic[R]):
+    """An HTTP chat endpoint; one pooled client per provider. Subclasses set `kind`."""
+
+    kind: str
+    """The API this endpoint speaks (`openai`, `anthropic`); set by each subclass."""
+    default_base_url: ClassVar[str | None] = None
+    """Where requests go when no `base_url` is given (None: it must be given)."""
+
+    def __init__(
+        self,
+        name: str,
+        base_url: str | None = None,
+        *,
+        api_key: str | None = None,
+        auth_style: str | None = None,
+        query: Mapping[str, str] | None = None,
+        headers: Mapping[str, str] | None = None,
+        client: httpx.AsyncClient | None = None,
+        connect_timeout_s: float = 10.0,
+        stall_timeout_s: float = 30.0,
+    ) -> None:
+        """`auth_style` picks the key's header among the adapter's (see `auth_header`);
+        `client` replaces the pooled client this provider would make (and close)."""
+        base_url = base_url or self.default_base_url
+        if not base_url:
+            raise TypeError(f"{type(self).__name__} needs a base_url")
+        self.name = name
+        self.base_url = base_url.rstrip("/")
+        self.address = urlsplit(self.base_url).netloc
+        # parsed once: httpx re-parses a str URL (and params) on every request
+        self._url = httpx.URL(self.base_url + self.path(), params=dict(query or {}))
+        base = {"content-type": "application/json", **self.fixed_headers(), **(headers or {})}
+        if api_key:
+            base.update(self.auth_header(api_key, auth_style))
+        self._headers = base
+        self._peer = Peer(name, api_key or "")
+        timeout = httpx.Timeout(
+            connect=connect_timeout_s, read=stall_timeout_s, write=stall_timeout_s, pool=None
+        )
+        self._sender = Sender(client, timeout, self._peer)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, base_url={self.base_url!r})"
+
+    # -- what an adapter says ------------------------------------------------------------
+
+    def path(self) -> str:
+        """The chat path appended to `base_url`."""
+        raise NotImplementedError
+
+    def fixed_headers(self) -> dict[str, str]:
+        """Headers every request carries (besides content-type and auth)."""
+        return {}
+
+    def auth_header(self, api_key: str, style: str | None) -> dict[str, str]:
+        """The header carrying the key; `style` is the configured auth style (None: the
+        API's usual one)."""
+        raise NotImplementedError
+
+    def payload(self, model: str, request: ChatRequest) -> bytes:
+        """The request body."""
+        raise NotImplementedError
+
+    def new_reply(self, on_first: FirstTokenCallback | None) -> R:
+        raise NotImplementedError
+
+    async def read_stream(self, response: httpx.Response, reply: R, model: str) -> None:
+        """Fold an event stream into `reply`; raise a `ProviderError` on a bad event."""
+        raise NotImplementedError
+
+    def read_whole(self, response: httpx.Response, reply: R, model: str) -> None:
+        """Fold a whole (read) JSON reply into `reply`; raise a `ProviderError` if bad."""
+        raise NotImplementedError
+
+    def usage(self, request: ChatRequest, reply: R, text: str, calls: list[ToolCall]) -> Usage:
+        raise NotImplementedError
+
+    def finish_reason(self, reply: R, calls: list[ToolCall]) -> str:
+        return reply.finish or ("tool_calls" if calls else "stop")
+
+    def rate_limit(self, headers: httpx.Headers) -> RateLimitInfo | None:
+        return rate_limit_info(headers)
+
+    # -- the skeleton ----------------------------------------------------------------------
+
+    async def chat(
+        self,
+        model: str,
+        request: ChatRequest,
+        *,
+        on_first_token: FirstTokenCallback | None = None,
+    ) -> ChatResult:
+        body = self.payload(model, request)
+        reply = self.new_reply(on_first_token)
+        started = time.perf_counter()
+        async with self._sender.exchange(
+            self._url, dict(self._headers), body, stream=request.stream, model=model
+        ) as response:
+            if response.headers.get("content-type", "").startswith("text/event-stream"):
+                await self.read_stream(response, reply, model)
+            else:
+                await response.aread()
+                self.read_whole(response, reply, model)
+        ended = time.perf_counter()
+        return self._result(model, request, reply, response, (started, ended))
+
+    def malformed(self, what: str, response: httpx.Response, model: str) -> ProviderError:
+        """A reply that cannot be parsed (retryable: the next attempt may be fine)."""
+        return malformed(what, self._peer, model, response)
+
+    def _result(
+        self,
+        model: str,
+        request: ChatRequest,
+        reply: R,
+        response: httpx.Response,
+        span: tuple[float, float],
+    ) -> ChatResult:
+        started, ended = span
+        text = "".join(reply.text)
+        calls = reply.tool_calls() if reply.calls else []
+        if reply.reasoning:
+            reply.extras["reasoning"] = "".join(reply.reasoning)
+        return ChatResult.model_construct(
+            message=Message.model_construct(
+                role="assistant",
+                content=text or None,
+                tool_calls=calls,
+                tool_call_id=None,
+                name=None,
+            ),
+            finish_reason=self.finish_reason(reply, calls),
+            usage=self.usage(request, reply, text, calls),
+            timing=Timing.model_construct(
+                ttft_s=(reply.first_at or ended) - started, duration_s=ended - started
+            ),
+            provider=self.name,
+            model=reply.model or model,
+            cost_usd=0.0,
+            attempts=1,
+            simulated=SIMULATED_HEADER in response.headers,
+            rate_limit=self.rate_limit(response.headers),
+            extras=reply.extras,
+        )
+
+    async def aclose(self) -> None:
+        """Close the HTTP client, if this provider made it."""
+        await self._sender.aclose()

@@ -1,0 +1,289 @@
+"""One HTTP exchange with a provider: send the POST, map every failure, read the quota.
+
+- `Sender` posts a request body (with the W3C `traceparent` of the current span) through
+  one pooled client and yields the successful response, released on every exit path.
+- `error_from_response` / `error_from_exception` / `malformed` turn HTTP statuses, httpx
+  failures and unreadable replies into `ProviderError` / `RateLimited` with `retryable`
+  set for the router.
+- `rate_limit_info` and `retry_after_s` read `x-ratelimit-*` and `Retry-After`.
+
+Error text never includes the API key (it is scrubbed if a server echoes it).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import anyio
+import httpx
+from opentelemetry.propagate import inject
+
+from swarm._duration import parse_duration_s
+from swarm._secrets import scrub
+from swarm.errors import ProviderError, RateLimited
+from swarm.messages import RateLimitInfo
+from swarm.providers._transport import AiohttpTransport
+
+__all__ = [
+    "SIMULATED_HEADER",
+    "Peer",
+    "Sender",
+    "error_from_exception",
+    "error_from_response",
+    "malformed",
+    "rate_limit_info",
+    "retry_after_s",
+]
+
+SIMULATED_HEADER = "x-swarm-simulated"
+"""Sent by `swarm sim serve`, so clients label simulated replies as such."""
+
+
+@dataclass(frozen=True, slots=True)
+class Peer:
+    """The provider at the other end, as errors name it."""
+
+    name: str
+    """The provider's configured name."""
+    secret: str = ""
+    """Its API key, scrubbed from any error text ("" when it has none)."""
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def rate_limit_info(headers: httpx.Headers) -> RateLimitInfo | None:
+    """The quota a provider reported in `x-ratelimit-*` headers, or None if it sent none."""
+    found: dict[bytes, str] = {}
+    for key, value in headers.raw:  # one pass; Headers.get scans the list per lookup
+        key = key.lower()
+        if key.startswith(b"x-ratelimit-"):
+            found[key[12:]] = value.decode("latin-1")
+    if not found:
+        return None
+    return RateLimitInfo.model_construct(
+        remaining_requests=_int(found.get(b"remaining-requests")),
+        remaining_tokens=_int(found.get(b"remaining-tokens")),
+        reset_requests_s=parse_duration_s(found.get(b"reset-requests")),
+        reset_tokens_s=parse_duration_s(found.get(b"reset-tokens")),
+    )
+
+
+def retry_after_s(headers: httpx.Headers) -> float | None:
+    """How long a 429 asks us to wait: Retry-After (seconds or date), -ms, or reset headers."""
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is not None:
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            try:
+                return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+            except (TypeError, ValueError, IndexError):
+                pass
+    info = rate_limit_info(headers)
+    if info is None:
+        return None
+    if info.remaining_requests == 0 and info.reset_requests_s is not None:
+        return info.reset_requests_s
+    if info.remaining_tokens == 0 and info.reset_tokens_s is not None:
+        return info.reset_tokens_s
+    resets = [r for r in (info.reset_requests_s, info.reset_tokens_s) if r is not None]
+    return max(resets) if resets else None
+
+
+def _server_message(response: httpx.Response, body: Any) -> str:
+    """The server's own error message from a JSON error body, else a snippet of the text."""
+    if body is None:
+        try:
+            body = json.loads(response.content)
+        except ValueError:
+            text = response.text.strip()
+            return text[:300] or (response.reason_phrase or "")
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict):
+            msg = err.get("message") or err.get("type") or json.dumps(err)[:300]
+            return str(msg)
+        if isinstance(err, str):
+            return err
+    return str(body)[:300]
+
+
+def error_from_response(
+    response: httpx.Response, peer: Peer, model: str, *, body: Any = None
+) -> ProviderError:
+    """The error an HTTP error status (or an in-stream error event) means for the router."""
+    status = response.status_code
+    message = scrub(_server_message(response, body), (peer.secret,))
+    if status == 429 or (body is not None and _is_rate_limit(body)):
+        return RateLimited(
+            f"rate limited (429): {message}",
+            provider=peer.name,
+            model=model,
+            retry_after=retry_after_s(response.headers),
+        )
+    if status < 400:  # an error event inside a 200 stream: the server gave up mid-reply
+        return ProviderError(
+            f"error in stream: {message}",
+            provider=peer.name,
+            model=model,
+            status=status,
+            kind="http",
+            retryable=True,
+        )
+    retryable = status >= 500 or status in (408, 409)
+    return ProviderError(
+        f"HTTP {status}: {message}",
+        provider=peer.name,
+        model=model,
+        status=status,
+        kind="http",
+        retryable=retryable,
+    )
+
+
+def _is_rate_limit(body: Any) -> bool:
+    err = body.get("error") if isinstance(body, dict) else None
+    return isinstance(err, dict) and err.get("type") in ("rate_limit_error", "rate_limit_exceeded")
+
+
+def malformed(what: str, peer: Peer, model: str, response: httpx.Response) -> ProviderError:
+    """A reply that cannot be parsed: retryable, since the next attempt may be fine."""
+    return ProviderError(
+        what,
+        provider=peer.name,
+        model=model,
+        status=response.status_code,
+        kind="malformed",
+        retryable=True,
+    )
+
+
+def error_from_exception(exc: httpx.HTTPError, peer: Peer, model: str) -> ProviderError:
+    """The error a transport failure means: connect, stall (no bytes in time) or a drop."""
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout):
+        kind, what = "connect", "could not connect"
+    elif isinstance(exc, httpx.ReadTimeout):
+        kind, what = "stall", "no bytes within the stall timeout"
+    elif isinstance(exc, httpx.TimeoutException):
+        kind, what = "timeout", "timed out"
+    elif isinstance(exc, httpx.DecodingError):
+        kind, what = "malformed", "undecodable response body"
+    else:
+        kind, what = "connect", "connection failed"
+    detail = scrub(str(exc), (peer.secret,))
+    return ProviderError(
+        f"{what} ({type(exc).__name__}: {detail})" if detail else f"{what} ({type(exc).__name__})",
+        provider=peer.name,
+        model=model,
+        kind=kind,
+        retryable=True,
+    )
+
+
+class Sender:
+    """How a provider sends its POSTs: one pooled client, and a short path when it is ours.
+
+    With a client the provider made itself, the configuration is known (no auth, hooks,
+    cookies or base URL), so requests go straight to the `AiohttpTransport`, skipping
+    `AsyncClient.send`'s auth, redirect, cookie-jar and hook layers (about a third of the
+    client's CPU per call). A client passed in by the user (or a test's `MockTransport`)
+    always gets the full `client.send`, so its settings apply.
+    """
+
+    def __init__(
+        self, client: httpx.AsyncClient | None, timeout: httpx.Timeout, peer: Peer
+    ) -> None:
+        self._peer = peer
+        self._timeout = timeout
+        # a whole (non-streamed) reply sends nothing until it is done: no read timeout then
+        self._whole_timeout = httpx.Timeout(
+            connect=timeout.connect, read=None, write=timeout.write, pool=timeout.pool
+        )
+        self._extensions = {"timeout": timeout.as_dict()}
+        self._whole_extensions = {"timeout": self._whole_timeout.as_dict()}
+        self._transport: AiohttpTransport | None = None
+        if client is None:
+            self._transport = AiohttpTransport()
+            client = httpx.AsyncClient(transport=self._transport, timeout=timeout)
+        self.owned = self._transport is not None
+        """True when the client was made here (and so is closed here)."""
+        self.client = client
+        self._defaults = dict(client.headers)  # httpx's Accept, Accept-Encoding, User-Agent
+
+    async def post(
+        self, url: httpx.URL, headers: dict[str, str], body: bytes, *, stream: bool = True
+    ) -> httpx.Response:
+        """POST `body`; the response is streaming: the caller must `aclose()` it.
+
+        `stream=False` (a reply that arrives whole) lifts the read timeout, which would
+        otherwise cut off any reply slower than the stall timeout.
+        """
+        if self._transport is not None:
+            request = httpx.Request(
+                "POST",
+                url,
+                headers={**self._defaults, **headers},
+                content=body,
+                extensions=self._extensions if stream else self._whole_extensions,
+            )
+            return await self._transport.handle_async_request(request)
+        timeout = self._timeout if stream else self._whole_timeout
+        request = self.client.build_request(
+            "POST", url, headers=headers, content=body, timeout=timeout
+        )
+        return await self.client.send(request, stream=True)
+
+    @asynccontextmanager
+    async def exchange(
+        self,
+        url: httpx.URL,
+        headers: dict[str, str],
+        body: bytes,
+        *,
+        stream: bool,
+        model: str,
+    ) -> AsyncIterator[httpx.Response]:
+        """POST and yield a successful response, streaming; the caller reads it.
+
+        Sends the W3C `traceparent` of the current span. Transport errors and HTTP error
+        statuses become `ProviderError`s (inside the block too), and the response is
+        released on every exit path, cancellation included.
+        """
+        if stream:
+            headers["accept"] = "text/event-stream"
+        inject(headers)
+        try:
+            response = await self.post(url, headers, body, stream=stream)
+        except httpx.HTTPError as exc:
+            raise error_from_exception(exc, self._peer, model) from None
+        try:
+            if response.status_code >= 400:
+                await response.aread()
+                raise error_from_response(response, self._peer, model)
+            yield response
+        except httpx.HTTPError as exc:
+            raise error_from_exception(exc, self._peer, model) from None
+        finally:
+            with anyio.move_on_after(5, shield=True):
+                await response.aclose()
+
+    async def aclose(self) -> None:
+        if self.owned:
+            await self.client.aclose()

@@ -1,0 +1,218 @@
+"""The simulator's engine: for each call, what the model says, how many tokens go in and
+out, how long the first token and the decode take, and whether the call fails.
+
+Latency comes from a catalog profile with log-normal jitter; faults from `Faults`. The
+engine is deterministic under its seed: the random draws for a call are taken in call
+order, before the script runs. Tokens are the simulator's own unit, words
+(`sim_reply.count_tokens`), both for prompts and for replies. `SimProvider` (in-process)
+and `swarm.providers.sim_server` (over HTTP) both replay its plans.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import anyio
+
+from swarm.catalog import LatencyProfile, find_model, find_profile
+from swarm.errors import ConfigError
+from swarm.messages import ChatRequest, Message, RateLimitInfo
+from swarm.providers.sim_faults import FAULT_KINDS, FAULT_RATE_LIMIT, Faults, Quota
+from swarm.providers.sim_reply import Reply, Script, count_tokens, default_script
+
+__all__ = ["SimEngine", "SimPlan"]
+
+
+@dataclass(frozen=True)
+class SimPlan:
+    """One simulated call, decided in advance. Durations are already scaled by time_scale."""
+
+    reply: Reply
+    """What the model says (text truncated to max_tokens)."""
+    input_tokens: int
+    output_tokens: int
+    """Visible output tokens: text plus tool-call names and arguments."""
+    reasoning_tokens: int
+    """Thinking tokens, decoded (and streamed as reasoning) before the visible answer."""
+    ttft_s: float
+    """Until the first token, thinking or visible: TTFT + prefill."""
+    decode_s: float
+    """From the first visible token to the last."""
+    fault: str | None
+    """None, `error`, `rate_limit`, `drop`, `stall` or `malformed`."""
+    fault_at: float
+    """Where in the stream a mid-stream fault strikes, as a fraction of the decode."""
+    finish_reason: str = "stop"
+    """`stop`, `length` (text truncated to max_tokens) or `tool_calls`."""
+    think_s: float = 0.0
+    """Decoding the thinking tokens, between the first token and the visible answer.
+    Real providers stream reasoning chunks, so clients see their first token at the start
+    of thinking and measure tokens/s over thinking and answer together."""
+    retry_after_s: float = 0.0
+    """For a `rate_limit` fault: the Retry-After the 429 carries."""
+    rate_limit: RateLimitInfo | None = None
+    """The quota left after admitting this call (what `x-ratelimit-*` headers say), when
+    the engine has a quota."""
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens + self.reasoning_tokens
+
+
+_NO_FAULTS = Faults()
+
+
+def _truncate(reply: Reply, max_tokens: int | None) -> tuple[Reply, int, str]:
+    """(reply, visible output tokens, finish reason), the text cut to `max_tokens` words."""
+    finish = "tool_calls" if reply.tool_calls else "stop"
+    out = 0
+    if reply.text:
+        out = count_tokens(reply.text)
+        if max_tokens is not None and out > max_tokens:
+            kept = reply.text.split()[:max_tokens]
+            reply = Reply(" ".join(kept), reply.tool_calls, reply.reasoning_tokens)
+            out, finish = max_tokens, "length"
+    for call in reply.tool_calls:
+        out += 1 + count_tokens(call.arguments)
+    return reply, out, finish
+
+
+def _input_tokens(messages: Sequence[Message]) -> int:
+    total = 0
+    for m in messages:
+        if m.content:
+            total += count_tokens(m.content)
+        for call in m.tool_calls:
+            total += 1 + count_tokens(call.arguments)
+    return total
+
+
+class SimEngine:
+    """Plans simulated calls; shared by the in-process provider and the HTTP server."""
+
+    def __init__(
+        self,
+        *,
+        profile: LatencyProfile | str = "cerebras/kimi-k2.6",
+        script: Script | None = None,
+        faults: Faults = _NO_FAULTS,
+        seed: int = 0,
+        time_scale: float = 1.0,
+    ) -> None:
+        self.profile = find_profile(profile) if isinstance(profile, str) else profile
+        """The profile for model names that are not catalog refs."""
+        self.profile_name = profile if isinstance(profile, str) else "custom"
+        self.script: Script = script or default_script
+        self.faults = faults
+        self.seed = seed
+        self.time_scale = time_scale
+        """Multiplies every duration: 0 for zero-latency benchmarks, 0.01 for fast tests."""
+        self._rng = random.Random(seed)
+        self._profiles: dict[str, LatencyProfile] = {}
+        f = faults
+        self._thresholds = tuple(
+            itertools.accumulate(
+                (f.error_rate, f.rate_limit_rate, f.drop_rate, f.stall_rate, f.malformed_rate)
+            )
+        )
+        self._any_fault = self._thresholds[-1] > 0
+        self.tokens_quota = Quota(faults.quota_tpm) if faults.quota_tpm else None
+        self.requests_quota = Quota(faults.quota_rpm) if faults.quota_rpm else None
+        self.quota_rejections = 0
+        """Calls answered 429 because they would overdraw a quota."""
+
+    def profile_for(self, model: str) -> LatencyProfile:
+        """The catalog profile when `model` is a catalog ref, else the engine's default."""
+        profile = self._profiles.get(model)
+        if profile is None:
+            try:
+                profile = find_model(model).profile
+            except ConfigError:  # not a catalog ref: any model name is served
+                profile = self.profile
+            self._profiles[model] = profile
+        return profile
+
+    def _draw_fault(self, u: float) -> str | None:
+        if not self._any_fault:
+            return None
+        for kind, threshold in zip(FAULT_KINDS, self._thresholds, strict=True):
+            if u < threshold:
+                return kind
+        return None
+
+    async def plan(self, model: str, request: ChatRequest) -> SimPlan:
+        """Decide one call. Random draws happen first, so concurrency can't reorder them."""
+        p = self.profile_for(model)
+        rng = self._rng
+        g_ttft, g_rate = rng.gauss(0.0, 1.0), rng.gauss(0.0, 1.0)
+        fault = self._draw_fault(rng.random())
+        fault_at = rng.random()
+
+        reply = self.script(request)
+        if inspect.isawaitable(reply):
+            reply = await reply
+        if not isinstance(reply, Reply):
+            raise TypeError(f"a sim script must return Reply, not {type(reply).__name__}")
+
+        reply, out, finish = _truncate(reply, request.max_tokens)
+        thinking = p.reasoning_tokens if reply.reasoning_tokens is None else reply.reasoning_tokens
+        inp = _input_tokens(request.messages)
+
+        ttft = p.ttft_s
+        tps = p.output_tps
+        sigma = p.ttft_sigma()
+        if sigma > 0:
+            ttft *= math.exp(sigma * g_ttft)
+        if p.jitter > 0:
+            tps *= math.exp(p.jitter * g_rate)
+        scale = self.time_scale
+        retry_after: float = self.faults.retry_after_s
+        info: RateLimitInfo | None = None
+        if fault != FAULT_RATE_LIMIT and (self.tokens_quota or self.requests_quota):
+            wait, info = self._admit(inp + out + thinking)
+            if wait > 0:
+                fault, retry_after, info = FAULT_RATE_LIMIT, wait, None
+            elif not self.faults.quota_headers:
+                info = None
+        return SimPlan(
+            reply=reply,
+            input_tokens=inp,
+            output_tokens=out,
+            reasoning_tokens=thinking,
+            ttft_s=(ttft + inp / p.prefill_tps) * scale,
+            decode_s=out / tps * scale,
+            fault=fault,
+            fault_at=fault_at,
+            finish_reason=finish,
+            think_s=thinking / tps * scale,
+            retry_after_s=retry_after,
+            rate_limit=info,
+        )
+
+    def _admit(self, tokens: int) -> tuple[float, RateLimitInfo | None]:
+        """Charge the quotas for one call, or return how long until they could take it."""
+        now = anyio.current_time()
+        tq, rq = self.tokens_quota, self.requests_quota
+        wait = 0.0
+        for q, amount in ((tq, tokens), (rq, 1)):
+            if q is not None:
+                q.refill(now)
+                wait = max(wait, q.shortfall_s(amount))
+        if wait > 0:
+            self.quota_rejections += 1
+            return wait, None
+        if tq is not None:
+            tq.take(tokens)
+        if rq is not None:
+            rq.take(1)
+        return 0.0, RateLimitInfo.model_construct(
+            remaining_requests=None if rq is None else rq.remaining,
+            remaining_tokens=None if tq is None else tq.remaining,
+            reset_requests_s=None if rq is None else rq.reset_s,
+            reset_tokens_s=None if tq is None else tq.reset_s,
+        )
