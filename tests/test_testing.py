@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from swarm.analysis.synthetic import build_chain
+from swarm.analysis.known import build_chain
 from swarm.testing import (
     NetworkBlocked,
     assert_critical_path_under,
