@@ -5,7 +5,7 @@ SwarmError
   ConfigError          bad config, task file or plan: the user fixes it; says file and field
   ProviderError        a model call failed (status, provider, model); `retryable` says if
     RateLimited        429, with the provider's Retry-After
-  ModelBehaviorError   unparsable reply or unknown tool: the agent tells the model and retries
+  ModelBehaviorError   the model's output stayed invalid after the agent's bounded retries
   ToolError            a tool failed: the message goes back to the model
   WorkspaceError       a git worktree could not be made, patched or removed
   BudgetExceeded       steps, tokens, money or deadline ran out (says which and how much)
@@ -91,7 +91,21 @@ class RateLimited(ProviderError):
 
 
 class ModelBehaviorError(SwarmError):
-    """The model's reply can't be used: bad JSON, unknown tool, output failing validation."""
+    """The model's replies can't be used (output failing validation), even after retries.
+
+    Raised once the agent has told the model what was wrong and run out of retries; the
+    cause (`__cause__`) is the last validation error."""
+
+    def __init__(self, problem: str, *, agent: str = "", attempts: int = 1) -> None:
+        who = f"agent {agent}: " if agent else ""
+        tries = "1 attempt" if attempts == 1 else f"{attempts} attempts"
+        super().__init__(f"{who}{problem} (after {tries})")
+        self.problem = problem
+        """What was wrong with the last reply."""
+        self.agent = agent
+        """The agent's name (its role: `planner`, `tester`)."""
+        self.attempts = attempts
+        """Replies the model gave that could not be used."""
 
 
 class ToolError(SwarmError):

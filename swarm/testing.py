@@ -5,9 +5,11 @@
 - `call(...)` and `reply(...)` build scripted replies.
 - `assert_critical_path_under`, `assert_p95_call_latency_under` and
   `assert_rate_limit_waits_under` check latency budgets on a recorded trace.
-- Loaded as a pytest plugin (`pytest_plugins = ["swarm.testing"]`), this module refuses
-  every network connection that is not to loopback, so a test that would reach a real
-  provider fails loudly instead of spending money.
+- `block_network()` refuses every network connection that is not to loopback, so a test
+  that would reach a real provider fails loudly instead of spending money. The pytest
+  plugin (`pytest_plugins = ["swarm._pytest_plugin"]`) wraps every test in it.
+
+Importing this module does not import pytest.
 """
 
 from __future__ import annotations
@@ -17,10 +19,9 @@ import ipaddress
 import itertools
 import json
 import socket
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, TypeAlias
-
-import pytest
 
 from swarm.analysis.assertions import (
     assert_critical_path_under,
@@ -141,9 +142,11 @@ def _is_loopback(host: Any) -> bool:
         return False
 
 
-@pytest.fixture(autouse=True)
-def block_network(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fail any DNS lookup or connection that is not to loopback (or a Unix socket)."""
+@contextmanager
+def block_network() -> Iterator[None]:
+    """Within the block, fail any DNS lookup or connection not to loopback (or a Unix socket).
+
+    The pytest plugin `swarm._pytest_plugin` wraps every test in this."""
     real_getaddrinfo = socket.getaddrinfo
     real_connect = socket.socket.connect
     real_connect_ex = socket.socket.connect_ex
@@ -165,7 +168,16 @@ def block_network(monkeypatch: pytest.MonkeyPatch) -> None:
         check(self, address)
         return real_connect_ex(self, address)
 
-    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
-    monkeypatch.setattr(socket.socket, "connect", connect)
-    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
-    return
+    patches: list[tuple[Any, str, Any]] = [
+        (socket, "getaddrinfo", getaddrinfo),
+        (socket.socket, "connect", connect),
+        (socket.socket, "connect_ex", connect_ex),
+    ]
+    saved = [(owner, name, getattr(owner, name)) for owner, name, _ in patches]
+    for owner, name, fake in patches:
+        setattr(owner, name, fake)
+    try:
+        yield
+    finally:
+        for owner, name, real in saved:
+            setattr(owner, name, real)

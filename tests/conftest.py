@@ -1,4 +1,4 @@
-"""Shared fixtures. `swarm.testing`'s plugin (loaded below) blocks every non-loopback
+"""Shared fixtures. swarm's pytest plugin (loaded below) blocks every non-loopback
 connection, so no test can reach a real provider."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from swarm.tracing.setup import use_tracer
 
-pytest_plugins = ["swarm.testing"]
+pytest_plugins = ["swarm._pytest_plugin"]
 
 
 @pytest.fixture

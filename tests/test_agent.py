@@ -7,7 +7,8 @@ from pydantic import BaseModel, ValidationError
 
 from swarm.agent.loop import Agent
 from swarm.agent.tool import Finish, tool
-from swarm.errors import ToolError
+from swarm.agent.toolbox import coding_tools
+from swarm.errors import ModelBehaviorError, ToolError
 from swarm.messages import ChatRequest
 from swarm.testing import FunctionModel, ScriptedModel, call
 
@@ -115,11 +116,27 @@ async def test_output_type_invalid_reply_is_retried() -> None:
     assert "did not validate" in (model.requests[1].messages[-1].content or "")
 
 
-async def test_output_type_retries_are_bounded() -> None:
-    model = ScriptedModel(["no", "still no", "never"])
+async def test_output_type_retries_are_bounded_then_a_model_behavior_error() -> None:
+    model = ScriptedModel(["no", '{"ok": "maybe"}', "never"])
     agent = Agent[Verdict]("tester", model=model, output_type=Verdict, max_output_retries=2)
-    with pytest.raises(ValidationError):
+    with pytest.raises(ModelBehaviorError) as info:
         await agent.run("judge")
+    err = info.value
+    assert (err.agent, err.attempts) == ("tester", 3)
+    assert "not a valid Verdict" in err.problem
+    assert str(err).startswith("agent tester: output is not a valid Verdict")
+    assert isinstance(err.__cause__, ValidationError)
+    model.assert_complete()
+
+
+async def test_an_agent_without_a_context_can_finish() -> None:
+    model = ScriptedModel([call("read_file", path="a.py"), call("finish", summary="nothing to do")])
+    tools = coding_tools(include=["read_file", "finish"])
+    result = await Agent[str]("coder", model=model, tools=tools).run("go")
+    assert (result.stop_reason, result.output) == ("finish", "nothing to do")
+    assert tool_texts(model.requests[1]) == [
+        "error: read_file needs a workspace; this agent has none"
+    ]
 
 
 async def test_a_crash_in_our_own_code_propagates() -> None:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from swarm.analysis import Trace, load_trace
 from swarm.analysis._colcache import cache_path
-from swarm.analysis.synthetic import build_fanout, span_id, write_synthetic_trace
+from swarm.analysis.known import build_fanout, span_id
+from swarm.analysis.synthetic import write_synthetic_trace
 
 _COLUMNS = (
     "span_id",

@@ -17,7 +17,8 @@ from swarm.analysis.assertions import (
     assert_p95_call_latency_under,
     assert_rate_limit_waits_under,
 )
-from swarm.analysis.synthetic import build_chain, build_fanout, write_synthetic_trace
+from swarm.analysis.known import build_chain, build_fanout
+from swarm.analysis.synthetic import write_synthetic_trace
 from swarm.catalog import find_profile
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from swarm.analysis import load_trace, whatif
-from swarm.analysis.synthetic import build_chain, build_fanout, write_synthetic_trace
+from swarm.analysis.known import build_chain, build_fanout
+from swarm.analysis.synthetic import write_synthetic_trace
 from swarm.catalog import LatencyProfile
 
 _PROFILES = {
@@ -100,7 +101,7 @@ def test_synthetic_faster_speed_tier_is_faster(tmp_path: Path) -> None:
 
 
 def test_deep_nesting_does_not_recurse(tmp_path: Path) -> None:
-    from swarm.analysis.synthetic import SpanSpec, write_spans
+    from swarm.analysis.known import SpanSpec, write_spans
 
     specs = [SpanSpec("invoke_workflow swarm", 0, 3)]
     specs += [SpanSpec(f"s{k}", 0, 3, parent=k) for k in range(3_000)]

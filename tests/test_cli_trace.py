@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from swarm._commands import trace as trace_cmd
-from swarm.analysis.synthetic import build_chain, build_fanout
+from swarm.analysis.known import build_chain, build_fanout
 from swarm.cli import main
 
 

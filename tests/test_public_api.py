@@ -47,3 +47,9 @@ def test_errors_share_one_root() -> None:
         obj = getattr(swarm, name)
         if isinstance(obj, type) and issubclass(obj, Exception) and obj is not swarm.Finish:
             assert issubclass(obj, swarm.SwarmError)  # Finish is control flow, not an error
+
+
+def test_model_behavior_error_has_typed_fields() -> None:
+    err = swarm.ModelBehaviorError("output is not a valid Verdict", agent="tester", attempts=3)
+    assert (err.problem, err.agent, err.attempts) == ("output is not a valid Verdict", "tester", 3)
+    assert str(err) == "agent tester: output is not a valid Verdict (after 3 attempts)"

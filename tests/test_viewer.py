@@ -15,7 +15,8 @@ import httpx
 import pytest
 from anyio.streams.text import TextReceiveStream
 
-from swarm.analysis.synthetic import build_fanout, span_id, write_synthetic_trace
+from swarm.analysis.known import build_fanout, span_id
+from swarm.analysis.synthetic import write_synthetic_trace
 from swarm.tracing import semconv as sc
 from swarm.viewer.data import KINDS, ViewerData, histogram
 from swarm.viewer.serve import STATIC, main_view, serve_viewer

@@ -2,7 +2,8 @@
 
 An `Agent` ends when the model calls `finish`, when it gives a final answer (validated
 against `output_type` when one is set), or when its step budget runs out. Tool failures,
-unknown tools and malformed arguments go back to the model as tool results; a crash in
+unknown tools and malformed arguments go back to the model as tool results; output that
+still fails validation after `max_output_retries` raises `ModelBehaviorError`; a crash in
 swarm's own code propagates. Several tool calls in one reply run concurrently.
 """
 
@@ -18,7 +19,7 @@ from opentelemetry.trace import Span, Status, StatusCode
 from pydantic import TypeAdapter, ValidationError
 
 from swarm.agent.tool import Finish, Tool, ToolContext
-from swarm.errors import ToolError
+from swarm.errors import ModelBehaviorError, ToolError
 from swarm.messages import ChatRequest, Message, ToolCall, Usage
 from swarm.model import Model
 from swarm.tracing import semconv as sc
@@ -70,7 +71,8 @@ class Agent(Generic[T]):
     instructions: str = ""
     tools: Sequence[Tool] = ()
     context: ToolContext | None = None
-    """Where tools act (the workspace); tools that need it fail without one."""
+    """Where tools act (the workspace); tools that need it fail without one (the model is
+    told), while `finish` and tools without a `ToolContext` parameter still work."""
     max_steps: int = 30
     output_type: type[T] | None = None
     """Validate a final answer as this type (JSON in the reply); invalid → retry."""
@@ -154,9 +156,17 @@ class Agent(Generic[T]):
             except ValidationError as exc:
                 bad_outputs += 1
                 if bad_outputs > self.max_output_retries:
-                    raise
+                    raise self._behavior_error(exc, bad_outputs) from exc
                 messages.append(Message.user(f"Your answer did not validate:\n{exc}\nTry again."))
         return result(None, "max_steps", self.max_steps)
+
+    def _behavior_error(self, exc: ValidationError, attempts: int) -> ModelBehaviorError:
+        kind = getattr(self.output_type, "__name__", str(self.output_type))
+        problem = f"output is not a valid {kind}"
+        for first in exc.errors()[:1]:
+            where = ".".join(str(p) for p in first["loc"]) or "the reply"
+            problem += f" ({exc.error_count()} errors; first at {where}: {first['msg']})"
+        return ModelBehaviorError(problem, agent=self.name, attempts=attempts)
 
     def _parse_output(self, text: str) -> T:
         assert self._adapter is not None
@@ -193,6 +203,8 @@ class Agent(Generic[T]):
             if tool is None:
                 known = ", ".join(sorted(self._by_name)) or "none"
                 return _error(span, call, f"unknown tool {call.name!r}; available: {known}")
+            if tool.takes_context and self.context is None:
+                return _error(span, call, f"{call.name} needs a workspace; this agent has none")
             try:
                 text = await tool.run(call.arguments, self.context)
             except Finish as done:

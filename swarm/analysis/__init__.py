@@ -11,7 +11,8 @@ from swarm.analysis.critical_path import critical_path
 from swarm.analysis.diff import diff
 from swarm.analysis.export import export_chrome, send_otlp
 from swarm.analysis.ledger import ledger
-from swarm.analysis.model import SpanRecord, Trace, load_trace
+from swarm.analysis.loader import load_trace
+from swarm.analysis.model import SpanRecord, Trace
 from swarm.analysis.summary import summarize
 from swarm.analysis.whatif import whatif
 

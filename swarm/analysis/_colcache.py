@@ -16,10 +16,9 @@ import struct
 import sys
 from array import array
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from swarm.analysis.model import Trace
+from swarm.analysis.model import Trace
 
 __all__ = ["cache_path", "read", "write"]
 

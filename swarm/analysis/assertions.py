@@ -13,7 +13,8 @@ from pathlib import Path
 
 from swarm.analysis.critical_path import critical_path_indices
 from swarm.analysis.ledger import ledger_indices
-from swarm.analysis.model import Trace, load_trace
+from swarm.analysis.loader import load_trace
+from swarm.analysis.model import Trace
 from swarm.analysis.summary import percentile
 from swarm.tracing import semconv as sc
 

@@ -45,15 +45,9 @@ def export_chrome(trace: Trace) -> dict[str, Any]:
         ts = (tr.start[i] - t0) / 1e3
         args: dict[str, Any] = {"span_id": tr.span_id[i], "role": tr.role[i]}
         if tr.op[i] == sc.OP_CHAT:
-            args.update(
-                provider=tr.provider[i],
-                model=tr.model[i],
-                tier=tr.tier[i],
-                input_tokens=tr.input_tokens[i],
-                output_tokens=tr.output_tokens[i],
-                cost_usd=tr.cost[i],
-            )
+            args.update(_chat_args(tr, i))
             if tr.ttft[i] >= 0:
+                first = ts + tr.ttft[i] * 1e6
                 events.append(
                     {
                         "name": sc.FIRST_TOKEN_EVENT,
@@ -61,7 +55,7 @@ def export_chrome(trace: Trace) -> dict[str, Any]:
                         "s": "t",
                         "pid": 1,
                         "tid": tid,
-                        "ts": ts + tr.ttft[i] * 1e6,
+                        "ts": first,
                     }
                 )
         if tr.error[i]:
@@ -93,6 +87,17 @@ def export_chrome(trace: Trace) -> dict[str, Any]:
         }
     )
     return {"traceEvents": events, "displayTimeUnit": "ms"}
+
+
+def _chat_args(tr: Trace, i: int) -> dict[str, Any]:
+    return {
+        "provider": tr.provider[i],
+        "model": tr.model[i],
+        "tier": tr.tier[i],
+        "input_tokens": tr.input_tokens[i],
+        "output_tokens": tr.output_tokens[i],
+        "cost_usd": tr.cost[i],
+    }
 
 
 def _ids_to_base64(doc: dict[str, Any]) -> None:

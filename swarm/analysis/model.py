@@ -1,15 +1,14 @@
-"""A loaded trace: spans from an OTLP JSON Lines file held in columns.
+"""A loaded trace's types: spans from an OTLP JSON Lines file held in columns.
 
 A swarm run produces 10⁴–10⁶ spans, so `Trace` keeps one column per field the analyses
 need (numbers in `array`s, strings interned) instead of one object per span, and keeps the
 rest of each span (all attributes, events, links) in the file: `Trace.span_json(i)` re-reads
 the line it came from. `Trace.span(i)` gives a `SpanRecord` view of one span.
+Nothing here reads a whole file: `swarm.analysis.loader` fills a `Trace`.
 """
 
 from __future__ import annotations
 
-import base64
-import gc
 import json
 from array import array
 from collections.abc import Iterator
@@ -17,62 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from swarm.analysis import _colcache
-from swarm.tracing import semconv as sc
+from swarm.analysis.otlp import otlp_value
 
-__all__ = ["SpanRecord", "Trace", "load_trace", "otlp_value"]
-
-
-def otlp_value(v: dict[str, Any]) -> Any:
-    """Decode one OTLP JSON `AnyValue`."""
-    if "stringValue" in v:
-        return v["stringValue"]
-    if "intValue" in v:
-        return int(v["intValue"])
-    if "doubleValue" in v:
-        return float(v["doubleValue"])
-    if "boolValue" in v:
-        return bool(v["boolValue"])
-    if "arrayValue" in v:
-        return [otlp_value(x) for x in v["arrayValue"].get("values", [])]
-    if "kvlistValue" in v:
-        return {kv["key"]: otlp_value(kv.get("value", {})) for kv in v["kvlistValue"]["values"]}
-    if "bytesValue" in v:
-        return v["bytesValue"]
-    return None
-
-
-def _hex_id(raw: str, size: int) -> str:
-    """Ids are hex in the file-exporter format; accept base64 (protobuf JSON) too."""
-    if len(raw) == size * 2:
-        return raw.lower()
-    try:
-        return base64.b64decode(raw).hex()
-    except ValueError:
-        return raw
-
-
-# attribute key -> column code (see _Loader.add)
-_WANT = {
-    sc.OPERATION: 0,
-    sc.AGENT_NAME: 1,
-    sc.TIER: 2,
-    sc.PROVIDER: 3,
-    sc.REQUEST_MODEL: 4,
-    sc.RESPONSE_MODEL: 5,
-    sc.INPUT_TOKENS: 6,
-    sc.OUTPUT_TOKENS: 7,
-    sc.REASONING_TOKENS: 8,
-    sc.TIME_TO_FIRST_CHUNK: 9,
-    sc.TTFT_S: 9,
-    sc.COST_USD: 10,
-    sc.ATTEMPTS: 11,
-    sc.ERROR_TYPE: 12,
-    sc.WAIT_KIND: 13,
-    sc.TOOL_NAME: 14,
-    sc.TESTS_FAILED: 15,
-    sc.RUN_ID: 16,
-}
+__all__ = ["SpanRecord", "Trace"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,38 +182,3 @@ class Trace:
     def attributes(self, i: int) -> dict[str, Any]:
         attrs: dict[str, Any] = self.span_json(i)["attributes"]
         return attrs
-
-
-def _op_of(name: str, op_attr: str, wait_kind: str) -> str:
-    if op_attr:
-        return op_attr
-    if wait_kind or name.startswith(sc.WAIT_SPAN):
-        return "wait"
-    first = name.split(" ", 1)[0]
-    return first if first in (sc.OP_CHAT, sc.OP_TOOL, sc.OP_AGENT, sc.OP_WORKFLOW) else "other"
-
-
-def load_trace(path: Path | str, *, cache: bool = True) -> Trace:
-    """Read an OTLP JSON Lines trace file (one `TracesData` object per line).
-
-    With `cache`, the columns are kept in `<path>.cols` after the first load (keyed by the
-    file's size and mtime, rewritten when either changes) and read from there next time."""
-    path = Path(path)
-    # Parsing allocates millions of short-lived containers; the cyclic GC would rescan the
-    # growing heap over and over (40% of the time at 1M spans), and nothing here is cyclic.
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        if cache:
-            tr = _colcache.read(path, Trace(path))
-            if tr is not None:
-                return tr
-        from swarm.analysis._loader import parse  # imports this module
-
-        tr = parse(path)
-        if cache and not tr.truncated:
-            _colcache.write(tr)
-        return tr
-    finally:
-        if was_enabled:
-            gc.enable()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import heapq
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Mapping
+from functools import partial
 from typing import Any, Protocol
 
 from swarm.analysis.critical_path import SKEW_NS
@@ -324,6 +325,15 @@ class _Sim:
         return recorded
 
 
+def _choose(tr: Trace, changes: Mapping[str, str], i: int) -> str | None:
+    """The ref `changes` puts call `i` on (most specific key first), or None to keep it."""
+    model_ref = f"{tr.provider[i]}/{tr.model[i]}"
+    for key in (model_ref, tr.role[i], tr.tier[i], "*"):
+        if key and key in changes:
+            return changes[key]
+    return None
+
+
 def whatif(
     trace: Trace,
     set: Mapping[str, str] | None = None,  # shadows the builtin: public name
@@ -351,29 +361,22 @@ def whatif(
             "speedup": 1.0,
         }
 
-    def choose(i: int) -> str | None:
-        model_ref = f"{tr.provider[i]}/{tr.model[i]}"
-        for key in (model_ref, tr.role[i], tr.tier[i], "*"):
-            if key and key in changes:
-                return changes[key]
-        return None
-
     peak = peak_agents(tr)
     cap = max(1, max_agents if max_agents is not None else peak)
     profile, cost = find_profile or _catalog_profile, find_cost or _catalog_cost
 
     releasers = _releasers(tr) if max_agents is None or changes else {}
 
-    def run(chooser: Callable[[int], str | None], cap: int | None) -> _Sim:
+    def run(chooser: Callable[[int], str | None], cap: int | None) -> float:
+        """Simulate; return the wall-clock (and leave the simulation in `sims`)."""
         sim = _Sim(tr, chooser, profile, cost, cap, releasers)
         sim.run()
-        return sim
-
-    def wall_of(sim: _Sim) -> float:
+        sims.append(sim)
         return max(sim.end[r] for r in tr.roots) - min(sim.start[r] for r in tr.roots)
 
-    sim = run(choose, None if max_agents is None else cap)
-    wall = wall_of(sim)
+    sims: list[_Sim] = []
+    wall = run(partial(_choose, tr, changes), None if max_agents is None else cap)
+    sim = sims[0]
     return {
         "recorded": recorded,
         "predicted": {"wall_s": wall, "cost_usd": sim.cost_usd},
@@ -383,6 +386,6 @@ def whatif(
         "calls_changed": sim.changed,
         # the same simulation with nothing changed: how well the model reproduces the run
         "baseline_wall_s": (
-            wall_of(run(lambda i: None, None)) if changes or max_agents is not None else wall
+            run(lambda i: None, None) if changes or max_agents is not None else wall
         ),
     }

@@ -1,0 +1,161 @@
+"""The package's import structure: every module imports alone, and imports run downward.
+
+Layers, lowest first (STYLE.md, "A package per layer"): a module may import its own layer
+and the layers below it, never one above. Imports inside functions and under
+`TYPE_CHECKING` count too: a lazy import upward is still an upward dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "swarm"
+
+_GROUND = {"errors", "messages", "model", "config", "budget", "catalog"}
+_GROUND |= {"_duration", "_serve", "_tokens", "_secrets"}
+_TOP = {"__init__", "__main__", "cli", "testing", "_pytest_plugin", "_commands"}
+LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
+    ("ground", frozenset(_GROUND)),
+    ("tracing", frozenset({"tracing"})),
+    ("providers", frozenset({"providers"})),
+    ("routing", frozenset({"routing"})),
+    ("agent", frozenset({"agent"})),
+    ("run", frozenset({"run", "demo"})),
+    ("simulate", frozenset({"simulate"})),
+    ("analysis", frozenset({"analysis"})),
+    ("viewer", frozenset({"viewer"})),
+    ("top", frozenset(_TOP)),
+)
+
+# Upward imports that exist today, as (importing module, imported module). Each is a debt;
+# the list should be empty, and the test fails when an entry is no longer needed.
+ALLOWED_UPWARD: frozenset[tuple[str, str]] = frozenset(
+    {
+        # TODO(lead): `config.build_providers` builds provider objects (lazy imports); move
+        # it to `swarm/providers/` (e.g. registry.py) so config stays ground data.
+        ("swarm.config", "swarm.providers.anthropic"),
+        ("swarm.config", "swarm.providers.openai"),
+        ("swarm.config", "swarm.providers.sim"),
+    }
+)
+
+
+def _modules() -> list[str]:
+    names = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        dirs = path.relative_to(PACKAGE).parents
+        if not all((PACKAGE / d / "__init__.py").exists() for d in dirs):
+            continue  # data, not the package (swarm/demo/repo is a sample repository)
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        if parts[-1] == "__init__" and len(parts) > 1:
+            parts = parts[:-1]
+        names.append(".".join(parts))
+    return names
+
+
+def _layer(module: str) -> int:
+    """Index of a module's layer; `swarm` itself (its `__init__`) is the top."""
+    parts = module.split(".")
+    head = parts[1] if len(parts) > 1 else "__init__"
+    for index, (_, members) in enumerate(LAYERS):
+        if head in members:
+            return index
+    raise AssertionError(f"{module} is in no layer: add it to LAYERS in {__file__}")
+
+
+def _path_of(module: str) -> Path:
+    base = ROOT.joinpath(*module.split("."))
+    return base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+
+
+def _imports(module: str) -> set[str]:
+    """The swarm modules `module` imports, anywhere in its body."""
+    path = _path_of(module)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    return _imports_in(path.read_text(), package)
+
+
+def _imports_in(source: str, package: str) -> set[str]:
+    known = set(_modules())
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in node.names:  # `from swarm.x import y` may name the module x.y
+                sub = f"{base}.{alias.name}"
+                found.add(sub if sub in known else base)
+    return {name for name in found if name == "swarm" or name.startswith("swarm.")}
+
+
+def _upward() -> list[tuple[str, str]]:
+    bad = []
+    for module in _modules():
+        for target in sorted(_imports(module)):
+            if _layer(target) > _layer(module):
+                bad.append((module, target))
+    return bad
+
+
+def test_every_module_is_in_a_layer() -> None:
+    for module in _modules():
+        _layer(module)
+
+
+def test_imports_run_downward() -> None:
+    upward = _upward()
+    new = [
+        f"{m} ({LAYERS[_layer(m)][0]}) imports {t} ({LAYERS[_layer(t)][0]})"
+        for m, t in upward
+        if (m, t) not in ALLOWED_UPWARD
+    ]
+    assert not new, "imports run upward:\n" + "\n".join(new)
+    stale = ALLOWED_UPWARD - set(upward)
+    assert not stale, f"fixed, so remove from ALLOWED_UPWARD: {sorted(stale)}"
+
+
+def test_the_layer_check_sees_lazy_and_relative_imports() -> None:
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    import swarm.cli\n"
+        "def f():\n    from swarm.viewer import serve\n"
+        "from . import loader\nfrom ..tracing import semconv\n"
+    )
+    assert _imports_in(source, "swarm.analysis") == {
+        "swarm.cli",
+        "swarm.viewer.serve",
+        "swarm.analysis.loader",
+        "swarm.tracing.semconv",
+    }
+    assert _layer("swarm") > _layer("swarm.viewer.serve") > _layer("swarm.analysis.loader")
+
+
+def _import_alone(module: str) -> tuple[str, int, str]:
+    proc = subprocess.run(
+        [sys.executable, "-c", f"import {module}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    return module, proc.returncode, proc.stderr[-2000:]
+
+
+def test_every_module_imports_alone_in_a_fresh_interpreter() -> None:
+    """An import cycle shows when a module is the first one imported; try each first."""
+    modules = [m for m in _modules() if m != "swarm.__main__"]  # __main__ runs the CLI
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        results = list(pool.map(_import_alone, modules))
+    failed = [f"{m} (exit {rc}):\n{err}" for m, rc, err in results if rc != 0]
+    assert not failed, "\n\n".join(failed)
