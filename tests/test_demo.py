@@ -18,6 +18,8 @@ import pytest
 from swarm.agent.loop import Agent
 from swarm.agent.tool import ToolContext, scrub_env
 from swarm.agent.toolbox import coding_tools
+from swarm.analysis.critical_path import critical_path_method
+from swarm.analysis.loader import load_trace
 from swarm.catalog import LatencyProfile
 from swarm.demo import DEMO_REPO, PLAN, create_demo_repo, demo_script, init_source
 from swarm.messages import ChatRequest, ChatResult, Message
@@ -33,7 +35,9 @@ from swarm.run.roles import (
     planner_prompt,
     rebase_prompt,
 )
+from swarm.run.solve import SolveRequest, solve
 from swarm.run.task import Task, load_task
+from swarm.tracing import semconv as sc
 
 TASK_FILE = Path(__file__).resolve().parents[1] / "tasks" / "refactor.md"
 _FAST = LatencyProfile(ttft_s=0.0, output_tps=1e9, jitter=0.0)
@@ -270,3 +274,27 @@ def test_the_scripted_plan_declares_disjoint_scopes_for_the_conflicting_pair() -
     # both edit __init__.py anyway (outside their scopes): that is the demo's conflict
     assert "inventory/__init__.py" not in scopes["pricing"] | scopes["stock"]
     assert plan.added_dependencies == ()
+
+
+async def test_demo_run_traces_its_structure_for_the_exact_critical_path(tmp_path: Path) -> None:
+    """`swarm solve` on the demo: every dependency wait is linked, so the critical path
+    follows `depends_on` links rather than guessing from timestamps."""
+    config = tmp_path / "swarm.toml"
+    config.write_text('[providers.sim]\nkind = "sim"\ntime_scale = 0.02\n')
+    report = await solve(
+        SolveRequest(
+            task_path=str(TASK_FILE),
+            config_path=str(config),
+            state_dir=str(tmp_path / "state"),
+            traces_dir=str(tmp_path / "traces"),
+            quiet=True,
+        )
+    )
+    assert report.status == "done", report
+    assert report.count("merged") == 4
+    trace = load_trace(Path(str(report.trace)))
+    assert critical_path_method(trace) == "links"
+    waits = [i for i in range(len(trace)) if trace.wait_kind[i] == sc.WAIT_DEPENDENCY]
+    # pricing and stock wait for item; docs waits for pricing and stock
+    assert len(waits) == 3
+    assert sorted(len(trace.links.get(i, [])) for i in waits) == [1, 1, 2]

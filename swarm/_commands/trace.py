@@ -196,15 +196,18 @@ def _summary(args: argparse.Namespace) -> int:
 
 
 def _critical_path(args: argparse.Namespace) -> int:
-    from swarm.analysis import critical_path, ledger
+    from swarm.analysis import ledger
+    from swarm.analysis.critical_path import critical_path, critical_path_method
 
     tr = _load(args.trace)
     path = critical_path(tr)
+    method = critical_path_method(tr)
     led = ledger(tr, path)
     if args.json:
         _dump(
             {
                 "wall_s": tr.wall_s,
+                "method": method,
                 "ledger": led,
                 "steps": [
                     {
@@ -223,12 +226,15 @@ def _critical_path(args: argparse.Namespace) -> int:
         )
         return 0
     _table(
-        f"critical path: {len(path)} steps over {tr.wall_s:.1f} s",
+        f"critical path ({_METHOD[method]}): {len(path)} steps over {tr.wall_s:.1f} s",
         ["step", "role", "start s", "duration s"],
         [[s.name, s.role, (s.start_ns - tr.start_ns) / 1e9, s.duration_s] for s in path],
     )
     _table("ledger (critical path)", ["cause", "seconds", "share"], _ledger_rows(led, tr.wall_s))
     return 0
+
+
+_METHOD = {"links": "exact, along depends_on links", "timing": "inferred from timing"}
 
 
 def _parse_sets(items: Sequence[str]) -> dict[str, str]:

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from dataclasses import dataclass
+from typing import Literal
 
 from swarm.analysis.model import SpanRecord, Trace
 
-__all__ = ["SKEW_NS", "critical_path", "critical_path_indices"]
+__all__ = ["SKEW_NS", "critical_path", "critical_path_indices", "critical_path_method"]
 
 SKEW_NS = 1_000_000
 """Clock skew tolerated between a step's end and its successor's start (1 ms)."""
@@ -37,6 +38,8 @@ class _Walker:
         self.tr = tr
         self.skew = skew_ns
         self._kids: dict[int, _Kids] = {}
+        self.links_followed = 0
+        """How many steps the walk took along a `depends_on` link."""
 
     def kids(self, i: int) -> _Kids:
         k = self._kids.get(i)
@@ -79,6 +82,7 @@ class _Walker:
                     # a wait that ended because a linked span finished: follow that span
                     j = self.binding_link(cur, tr.end[cur])
                     if j >= 0 and tr.end[j] > tr.start[cur] + self.skew and j not in seen:
+                        self.links_followed += 1
                         seen.add(cur)
                         cur, t = j, tr.end[j]
                         continue
@@ -91,6 +95,7 @@ class _Walker:
             start = tr.start[cur]
             j = self.binding_link(cur, start)
             if j >= 0 and j not in seen:
+                self.links_followed += 1
                 cur, t, descending = j, tr.end[j], True
                 continue
             p = tr.parent[cur]
@@ -121,6 +126,16 @@ def critical_path_indices(trace: Trace, skew_ns: int = SKEW_NS) -> list[int]:
     if trace.root < 0:
         return []
     return _Walker(trace, skew_ns).walk(trace.root)
+
+
+def critical_path_method(trace: Trace, skew_ns: int = SKEW_NS) -> Literal["links", "timing"]:
+    """`links` when the critical path followed `depends_on` links (exact for those steps),
+    `timing` when it was inferred from timestamps alone (Jaeger's method)."""
+    if trace.root < 0:
+        return "timing"
+    walker = _Walker(trace, skew_ns)
+    walker.walk(trace.root)
+    return "links" if walker.links_followed else "timing"
 
 
 def critical_path(trace: Trace, skew_ns: int = SKEW_NS) -> list[SpanRecord]:

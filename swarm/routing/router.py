@@ -26,6 +26,8 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
+from swarm._secrets import capture_content, scrub
+from swarm._tokens import estimate_input_tokens
 from swarm.budget import Budget
 from swarm.config import SwarmConfig, split_ref
 from swarm.errors import BudgetExceeded, ConfigError, ProviderError, RateLimited
@@ -54,17 +56,6 @@ class Need:
     """Skip candidates whose estimated cost for this request is above this."""
 
 
-def estimate_input_tokens(request: ChatRequest) -> int:
-    """A cheap estimate (4 characters a token) for limits and budgets before the call."""
-    chars = 0
-    for m in request.messages:
-        if m.content:
-            chars += len(m.content)
-        for tc in m.tool_calls:
-            chars += len(tc.name) + len(tc.arguments)
-    return chars // 4 + 4 * len(request.messages) + 60 * len(request.tools)
-
-
 class Router:
     """Routes each call to a tier's candidates under the swarm's shared limits."""
 
@@ -84,7 +75,7 @@ class Router:
         r = config.routing
         self._routing = r
         self._retry = Retrier(r)
-        self._capture = env.get(sc.CAPTURE_CONTENT_ENV, "").lower() == "true"
+        self._capture = capture_content(env)
         self._secrets = [
             env[p.api_key_env]
             for p in config.providers.values()
@@ -234,9 +225,7 @@ class Router:
     # -- one attempt --------------------------------------------------------------------
 
     def _scrub(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
+        return scrub(text, self._secrets)
 
     async def _attempt(
         self, t: Target, call: Call, on_first: FirstTokenCallback | None

@@ -28,7 +28,7 @@ from swarm.agent.loop import Agent
 from swarm.agent.tool import Tool, ToolContext
 from swarm.agent.toolbox import coding_tools
 from swarm.budget import Budget
-from swarm.errors import BudgetExceeded, SwarmError
+from swarm.errors import BudgetExceeded, ModelBehaviorError, SwarmError
 from swarm.run.check import CheckResult, check_env, run_check
 from swarm.run.journal import Journal
 from swarm.run.merge import Merger, MergeResult
@@ -124,9 +124,11 @@ class Coordinator:
                     return parse_plan_reply(str(result.output or ""))
                 except PlanError as exc:
                     errors = exc.problems or [str(exc)]
-        raise PlanError(
-            f"the planner gave no valid plan after {self.options.plan_retries + 1} attempts",
-            problems=errors or [],
+        attempts = self.options.plan_retries + 1
+        raise ModelBehaviorError(
+            "no valid plan: " + "; ".join(errors or ["no reply"]),
+            agent="planner",
+            attempts=attempts,
         )
 
     # -- the run ----------------------------------------------------------------------

@@ -151,7 +151,10 @@ def _providers(config: SwarmConfig, demo: bool) -> dict[str, Provider] | None:
     from swarm.demo import demo_script
     from swarm.providers.sim import SimProvider
 
-    return {name: SimProvider(name, script=demo_script) for name in config.providers}
+    return {
+        name: SimProvider(name, script=demo_script, seed=p.seed, time_scale=p.time_scale)
+        for name, p in config.providers.items()
+    }
 
 
 def _repo_for(req: SolveRequest, task: Task, state: Path, run_id: str) -> tuple[Path, bool]:

@@ -64,5 +64,4 @@ WAIT_HEDGE = "hedge"
 WAIT_DEPENDENCY = "dependency"
 WAIT_MERGE = "merge"
 
-# content capture switch (opt-in)
-CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+# The content capture switch (opt-in) and its one rule live in `swarm._secrets`.

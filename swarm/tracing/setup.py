@@ -30,6 +30,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
+from swarm._secrets import capture_content as content_capture_on
 from swarm.tracing import semconv as sc
 from swarm.tracing.otlp_json import encode_span, traces_data_line
 
@@ -365,7 +366,7 @@ def run_tracing(
     metrics are derived from chat spans when `metric_reader` is given or
     `OTEL_EXPORTER_OTLP_METRICS_ENDPOINT` is set."""
     if capture_content is None:
-        capture_content = os.environ.get(sc.CAPTURE_CONTENT_ENV, "").lower() in ("1", "true")
+        capture_content = content_capture_on()
     resource = Resource.create({"service.name": "swarm", sc.RUN_ID: run_id})
     provider = TracerProvider(resource=resource)
     path = traces_dir / f"{run_id}.jsonl"
