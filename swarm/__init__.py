@@ -1,18 +1,24 @@
 """swarm: an agent swarm orchestrator for large parallel coding tasks.
 
-A map for newcomers, top to bottom as data flows:
+A map for newcomers: a package per layer, lowest first; a module imports only from its
+own layer or the ones below (tests/test_layers.py checks it).
 
-- `messages`  Message, ToolCall, ChatRequest, ChatResult: what crosses every boundary
-- `model`     the `Model` seam agents talk to and the `Provider` seam endpoints implement
-- `providers` OpenAI-compatible and Anthropic adapters over httpx, the simulator, the catalog
-- `config`, `routing`, `limits`  tiers, failover, hedging, rate and spend limits
-- `agent`, `tool`, `toolbox`  the step loop, `@tool`, the built-in coding tools (tools/)
-- `workspace` git worktrees per sub-agent; `check` runs a repository's tests in one
-- `task`, `plan`, `coordinator`, `merge`, `solve`  `swarm solve`: plan/code/test/fix/merge
-- `journal`   the SQLite run journal (resume, replay of model calls)
-- `tracing`   OpenTelemetry spans for every call and every wait; `analysis`, `viewer`
-- `testing`   ScriptedModel, FunctionModel and the pytest plugin that blocks real providers
-- `errors`    the one error tree
+- ground      `errors` (the one error tree), `messages` (what crosses every boundary),
+              `model` (the Model and Provider seams), `config`, `budget` (the one Budget),
+              `catalog` (providers, models, prices, latency profiles), and the private
+              helpers `_duration`, `_tokens`, `_secrets`, `_serve`
+- `tracing`   span names and attributes (`semconv`), the run's tracer and trace file,
+              every wait as a span (`waits`)
+- `providers` one job per module: the HTTP exchange, SSE, the OpenAI-compatible and
+              Anthropic adapters on a shared endpoint, the simulator, a registry of kinds
+- `routing`   the router: tiers, failover, retries, hedging, breaker, limits and AIMD
+- `agent`     the step loop, `@tool`, the built-in coding tools
+- `run`       a solve run: the `Run`, task, plan, coordinator, workspaces, checks, merge
+              queue, journal, report; `swarm solve` and `swarm resume`
+- `simulate`  a simulated world plugged into the same `Run` (`swarm simulate`)
+- `analysis`, `viewer`  traces: critical path, ledger, what-if; the local web viewer
+- on top      `cli` and `_commands`, `testing` (ScriptedModel, FunctionModel) and its
+              pytest plugin `_pytest_plugin`
 
 Modules with a leading underscore are internal.
 """

@@ -11,6 +11,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
+from swarm._secrets import CAPTURE_CONTENT_ENV
 from swarm.budget import BudgetLimits
 from swarm.config import SwarmConfig, load_config
 from swarm.errors import BudgetExceeded, ProviderError, RateLimited
@@ -338,7 +339,7 @@ async def test_api_key_never_in_spans(tmp_path: Path, spans: InMemorySpanExporte
 
 
 async def test_content_capture_is_opt_in(tmp_path: Path, spans: InMemorySpanExporter) -> None:
-    env = {sc.CAPTURE_CONTENT_ENV: "true"}
+    env = {CAPTURE_CONTENT_ENV: "true"}
     router = Router(config(tmp_path, ["a/m"]), providers={"a": Fake("a")}, env=env)
     await router.chat(req("what is 2+2"))
     [span] = chat_spans(spans)
