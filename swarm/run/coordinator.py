@@ -165,27 +165,26 @@ class Coordinator:
         return RunOutcome(tuple(board.outcomes.values()), stop, final, self.times)
 
     async def _dispatch(self, plan: Plan, board: _Board) -> str | None:
-        """Start subtasks as they become ready; returns the budget kind that stopped it."""
+        """Start subtasks as they become ready; returns the budget kind that stopped it.
+
+        A spent budget stops new starts; the subtasks in flight finish (their calls in
+        flight settle and count) or stop at their next call.
+        """
         self.crew.progress.start(total=len(plan.subtasks), merged=len(board.done))
         self._plan_ready_ns = time.time_ns()
         started = set(board.done)
-        stop: str | None = None
-        try:
-            async with anyio.create_task_group() as tg:
-                while True:
+        async with anyio.create_task_group() as tg:
+            while True:
+                if board.stop is None:
                     for st in plan.ready(board.done, started):
                         started.add(st.id)
                         self.crew.progress.queued(st.id)
                         tg.start_soon(self._subtask, st, board, name=st.id)
-                    if started <= board.finished:
-                        break
-                    await self._changed.wait()
-                    self._changed = anyio.Event()
-        except* BudgetExceeded as group:
-            exc = group.exceptions[0]
-            assert isinstance(exc, BudgetExceeded)
-            stop = exc.kind
-        return stop
+                if started <= board.finished:
+                    break
+                await self._changed.wait()
+                self._changed = anyio.Event()
+        return board.stop
 
     def _mark_skipped(self, board: _Board, stop: str | None) -> None:
         for outcome in board.outcomes.values():
@@ -227,9 +226,9 @@ class Coordinator:
             outcome.commit = merged.commit
             if not merged.ok:
                 outcome.error = f"{merged.kind}: {merged.output[-500:]}"
-        except BudgetExceeded:
+        except BudgetExceeded as exc:  # not run to the end: reported as skipped
             outcome.status, outcome.error = "pending", None
-            raise
+            board.stop = board.stop or exc.kind
         except SwarmError as exc:  # a failed subtask does not cancel its siblings
             outcome.status, outcome.error = "failed", f"{type(exc).__name__}: {exc}"
         finally:
@@ -237,8 +236,8 @@ class Coordinator:
             self._settle(outcome, board)
 
     def _settle(self, outcome: SubtaskOutcome, board: _Board) -> None:
+        board.finished.add(outcome.id)
         if outcome.status in ("merged", "failed"):
-            board.finished.add(outcome.id)
             if outcome.status == "merged":
                 board.done.add(outcome.id)
             self.crew.journal.set_subtask(
@@ -383,6 +382,8 @@ class _Board:
     done: set[str]
     finished: set[str]
     limiter: anyio.CapacityLimiter
+    stop: str | None = None
+    """The budget kind that ran out, once one has."""
 
 
 class _GaveUp(SwarmError):

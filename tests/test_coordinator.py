@@ -1,0 +1,235 @@
+"""The coordinator's rules with in-memory parts: no git, no subprocess, milliseconds each.
+
+The same behaviour is tested once end to end on real git repositories in test_solve.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+import pytest
+
+from swarm.agent.tool import Tool
+from swarm.agent.toolbox import coding_tools
+from swarm.budget import Budget, BudgetLimits
+from swarm.config import SwarmConfig
+from swarm.messages import ChatRequest, ChatResult
+from swarm.model import Model
+from swarm.run.check import CheckResult
+from swarm.run.coordinator import Coordinator, Crew, SolveOptions
+from swarm.run.journal import Journal
+from swarm.run.merge import MergeResult
+from swarm.run.models import RunModels
+from swarm.run.outcome import RunOutcome
+from swarm.run.parts import CoordinatorParts, WorkspaceLike
+from swarm.run.plan import Plan, Subtask
+from swarm.run.progress import Progress
+from swarm.run.task import Task
+from swarm.testing import FunctionModel, call, reply
+
+
+@dataclass
+class _Workspace:
+    path: Path
+
+    async def patch(self) -> str:
+        return f"patch of {self.path.name}\n"
+
+    async def apply(self, patch: str) -> None:
+        await anyio.lowlevel.checkpoint()
+
+
+class Sandbox:
+    def __init__(self) -> None:
+        self.opened: list[str] = []
+
+    def open(self, base: str, name: str) -> AbstractAsyncContextManager[WorkspaceLike]:
+        return self._open(name)
+
+    @asynccontextmanager
+    async def _open(self, name: str) -> AsyncIterator[WorkspaceLike]:
+        self.opened.append(name)
+        yield _Workspace(Path("/mem") / name)
+
+
+@dataclass
+class Merger:
+    """Merges in memory; `conflicts` lists subtasks whose first merge conflicts."""
+
+    conflicts: set[str] = field(default_factory=set)
+    order: list[str] = field(default_factory=list)
+    head: str = "c0"
+    worktree: Path = Path("/mem/_integration")
+
+    async def merge(self, name: str, title: str, patch: str) -> MergeResult:
+        await anyio.lowlevel.checkpoint()
+        if name in self.conflicts:
+            self.conflicts.discard(name)
+            return MergeResult("conflict", output="both edited x.py")
+        self.order.append(name)
+        self.head = f"c{len(self.order)}"
+        return MergeResult("merged", self.head)
+
+    async def run_check(self) -> CheckResult:
+        return CheckResult(True, 0, "ok", 0.0)
+
+    async def commit(self, message: str) -> str:
+        return self.head
+
+
+class Checks:
+    """A check that fails the first `fails[name]` times it runs in workspace `name`."""
+
+    def __init__(self, fails: dict[str, int] | None = None) -> None:
+        self.fails = dict(fails or {})
+        self.runs: list[str] = []
+
+    async def __call__(self, path: Path) -> CheckResult:
+        await anyio.lowlevel.checkpoint()
+        self.runs.append(path.name)
+        if self.fails.get(path.name, 0) > 0:
+            self.fails[path.name] -= 1
+            return CheckResult(False, 1, "1 failed", 0.0)
+        return CheckResult(True, 0, "ok", 0.0)
+
+
+class Source:
+    """Every agent calls `finish` at once; records (agent id, escalated) per model."""
+
+    def __init__(self, delay_s: float = 0.0) -> None:
+        self.asked: list[tuple[str, bool]] = []
+        self.calls = 0
+        self.delay_s = delay_s
+
+    def model(self, role: str, *, agent_id: str, escalate: bool = False) -> Model:
+        self.asked.append((agent_id, escalate))
+
+        async def finish(request: ChatRequest) -> ChatResult:
+            self.calls += 1
+            await anyio.sleep(self.delay_s)
+            return reply(call("finish", summary="done"), cost_usd=0.01)
+
+        return FunctionModel(finish, name=agent_id)
+
+
+def plan(*subtasks: tuple[str, tuple[str, ...]]) -> Plan:
+    """A plan of (id, dependencies)."""
+    return Plan(
+        subtasks=tuple(
+            Subtask(id=i, title=f"do {i}", instructions=f"do {i}", files=(f"{i}.py",), depends_on=d)
+            for i, d in subtasks
+        )
+    )
+
+
+@dataclass
+class World:
+    tmp_path: Path
+    source: Source = field(default_factory=Source)
+    checks: Checks = field(default_factory=Checks)
+    merger: Merger = field(default_factory=Merger)
+    sandbox: Sandbox = field(default_factory=Sandbox)
+    limits: BudgetLimits = field(default_factory=BudgetLimits)
+    options: SolveOptions = field(default_factory=lambda: SolveOptions(max_agents=4))
+
+    async def run(
+        self, p: Plan, *, done: frozenset[str] = frozenset()
+    ) -> tuple[RunOutcome, Budget]:
+        budget = Budget(self.limits)
+        budget.start()
+        with Journal.open(self.tmp_path / "journal.db") as journal:
+            journal.create_run("r1", task={}, repo="(memory)", config={})
+            models = RunModels(
+                self.source,
+                journal,
+                run_id="r1",
+                budget=budget,
+                config=SwarmConfig(),
+                reserves=True,
+            )
+            crew = Crew("r1", models, journal, budget, Progress(budget, quiet=True))
+            tools: list[Tool] = [t for t in coding_tools() if t.name == "finish"]
+            parts = CoordinatorParts(sandbox=self.sandbox, check=self.checks, tools=tools)
+            task = Task(title="t", instructions="i", check="check")
+            coordinator = Coordinator(crew, task, options=self.options, parts=parts)
+            return await coordinator.run(p, self.merger, done=done), budget
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> World:
+    return World(tmp_path)
+
+
+async def test_independent_subtasks_all_merge(world: World) -> None:
+    outcome, _ = await world.run(plan(("a", ()), ("b", ()), ("c", ())))
+    assert outcome.status == "done"
+    assert sorted(world.merger.order) == ["a", "b", "c"]
+
+
+async def test_dependencies_merge_before_their_dependents(world: World) -> None:
+    await world.run(plan(("a", ()), ("b", ("a",)), ("c", ("b",))))
+    assert world.merger.order == ["a", "b", "c"]
+
+
+async def test_a_red_check_gets_fixers_that_escalate_then_give_up(world: World) -> None:
+    world.checks = Checks({"a": 99})
+    outcome, _ = await world.run(plan(("a", ()), ("b", ("a",))))
+    by_id = {s.id: s for s in outcome.subtasks}
+    assert by_id["a"].status == "failed" and by_id["a"].fix_rounds == 3
+    assert "fix rounds" in (by_id["a"].error or "")
+    assert by_id["b"].status == "skipped" and "dependency failed" in (by_id["b"].error or "")
+    fixers = [(a, e) for a, e in world.source.asked if a.startswith("fixer:a")]
+    assert fixers == [("fixer:a:1", False), ("fixer:a:2", True), ("fixer:a:3", True)]
+
+
+async def test_a_fix_round_that_turns_the_check_green_merges(world: World) -> None:
+    world.checks = Checks({"a": 1})
+    outcome, _ = await world.run(plan(("a", ())))
+    (a,) = outcome.subtasks
+    assert (a.status, a.fix_rounds) == ("merged", 1)
+
+
+async def test_a_merge_conflict_goes_to_a_rebase_fixer(world: World) -> None:
+    world.merger = Merger(conflicts={"a"})
+    outcome, _ = await world.run(plan(("a", ())))
+    (a,) = outcome.subtasks
+    assert (a.status, a.rebases) == ("merged", 1)
+    assert "a-rebase1" in world.sandbox.opened
+    assert ("fixer:a:rebase1", False) in world.source.asked
+
+
+async def test_merged_subtasks_of_an_earlier_process_are_not_redone(world: World) -> None:
+    await world.run(plan(("a", ()), ("b", ("a",))), done=frozenset({"a"}))
+    assert world.merger.order == ["b"]
+    assert "a" not in world.sandbox.opened
+
+
+@pytest.mark.parametrize("agents", [20, 300])
+async def test_a_step_budget_is_never_overshot_by_concurrent_agents(
+    world: World, agents: int
+) -> None:
+    """The old budget checked then added: a 12-step cap spent 18 and 20 steps."""
+    world.source = Source(delay_s=0.01)
+    world.limits = BudgetLimits(steps=12)
+    world.options = SolveOptions(max_agents=agents)
+    ids = [(f"s{i:03d}", ()) for i in range(agents)]
+    outcome, budget = await world.run(plan(*ids))
+    assert outcome.status == "stopped" and outcome.stop_reason == "steps"
+    assert budget.spent.steps == 12 and world.source.calls == 12
+    statuses = {s.status for s in outcome.subtasks}
+    assert statuses <= {"merged", "skipped"}
+    assert sum(s.status == "merged" for s in outcome.subtasks) == 12  # in-flight work finished
+
+
+async def test_the_deadline_stops_the_run_and_keeps_what_merged(world: World) -> None:
+    world.source = Source(delay_s=0.2)
+    world.limits = BudgetLimits(deadline=0.3)
+    world.options = SolveOptions(max_agents=1)
+    outcome, _ = await world.run(plan(("a", ()), ("b", ()), ("c", ())))
+    assert outcome.stop_reason == "deadline"
+    statuses = sorted(s.status for s in outcome.subtasks)
+    assert statuses[0] == "merged" and statuses[-1] == "skipped"
