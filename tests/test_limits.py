@@ -1,9 +1,10 @@
 """Shared limits: concurrency with priorities, cancellation safety, token buckets, AIMD,
-x-ratelimit pacing and spend caps."""
+x-ratelimit pacing, quotas learned from headers and from 429s, and the gate's permit."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from typing import TypeVar
 
 import anyio
@@ -12,9 +13,9 @@ from anyio import wait_all_tasks_blocked
 from anyio.lowlevel import checkpoint
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from swarm.errors import BudgetExceeded
 from swarm.messages import RateLimitInfo
-from swarm.routing.limits import ConcurrencyLimiter, Gate, SpendTracker, TokenBucket
+from swarm.routing.gate import Gate, admit
+from swarm.routing.limits import ConcurrencyLimiter, TokenBucket
 from swarm.tracing import semconv as sc
 
 T = TypeVar("T")
@@ -34,12 +35,12 @@ async def test_concurrency_respected_under_500_callers(spans: InMemorySpanExport
 
     async def caller(i: int) -> None:
         nonlocal in_flight, peak
-        await gate.enter(100, priority=i % 3)
-        in_flight += 1
-        peak = max(peak, in_flight)
-        await checkpoint()
-        in_flight -= 1
-        gate.exit(100, 90, ok=True)
+        async with gate.admit(100, priority=i % 3) as permit:
+            in_flight += 1
+            peak = max(peak, in_flight)
+            await checkpoint()
+            in_flight -= 1
+            permit.settle(90)
 
     async with anyio.create_task_group() as tg:
         for i in range(500):
@@ -53,8 +54,8 @@ async def test_concurrency_respected_under_500_callers(spans: InMemorySpanExport
 async def test_uncontended_path_makes_no_spans(spans: InMemorySpanExporter) -> None:
     gate = Gate("p", max_concurrency=4, rpm=1000, tpm=1_000_000)
     for _ in range(50):
-        await gate.enter(10)
-        gate.exit(10, 10, ok=True)
+        async with gate.admit(10) as permit:
+            permit.settle(10)
     assert spans.get_finished_spans() == ()
 
 
@@ -139,8 +140,8 @@ def test_token_bucket_reserves_and_waits() -> None:
 async def test_tpm_corrected_by_real_usage() -> None:
     gate = Gate("p", tpm=6000)
     assert gate.tpm is not None
-    await gate.enter(5000)
-    gate.exit(5000, 1000, ok=True)  # used far less than estimated: refunded
+    async with gate.admit(5000) as permit:
+        permit.settle(1000)  # used far less than estimated: refunded
     assert gate.tpm.level == pytest.approx(5000, abs=5)
 
 
@@ -149,9 +150,10 @@ async def test_rate_wait_makes_a_span_and_refunds_on_cancel(
 ) -> None:
     gate = Gate("p", rpm=60)
     assert gate.rpm is not None
-    gate.rpm.level = 0.0
+    gate.rpm.drain()
     with anyio.move_on_after(0.05):
-        await gate.enter(1)
+        async with gate.admit(1):
+            pytest.fail("should have waited for the rate")
     assert gate.slots.in_flight == 0
     assert gate.rpm.level > -0.5  # the cancelled reservation was refunded
     assert wait_kinds(spans) == ["rate_limit"]
@@ -159,11 +161,11 @@ async def test_rate_wait_makes_a_span_and_refunds_on_cancel(
 
 async def test_pacing_from_ratelimit_headers(spans: InMemorySpanExporter) -> None:
     gate = Gate("p")
-    await gate.enter(10)
-    gate.exit(10, 10, ok=True, info=RateLimitInfo(remaining_requests=0, reset_requests_s=0.1))
+    async with gate.admit(10) as permit:
+        permit.settle(10, RateLimitInfo(remaining_requests=0, reset_requests_s=0.1))
     start = anyio.current_time()
-    await gate.enter(10)
-    gate.exit(10, 10, ok=True)
+    async with gate.admit(10) as permit:
+        permit.settle(10)
     assert anyio.current_time() - start >= 0.09
     assert wait_kinds(spans) == ["rate_limit"]
 
@@ -198,41 +200,17 @@ def test_aimd_on_unbounded_limiter_cuts_from_in_flight() -> None:
 
 async def test_aimd_cut_holds_back_waiters_until_recovery() -> None:
     gate = Gate("p", max_concurrency=4, recover_every=1)
-    for _ in range(4):
-        await gate.enter(1)
-    gate.rate_limited(None)
-    assert gate.slots.limit == 2
-    for _ in range(3):
-        gate.exit(1, 1, ok=False)
-    assert gate.slots.in_flight == 1
-    assert gate.slots.try_acquire()  # 2 allowed now
-    assert not gate.slots.try_acquire()
-
-
-def test_spend_cap_raises_with_what_was_spent() -> None:
-    run = SpendTracker(usd=0.01, tokens=1000)
-    run.reserve(0.004, 100)
-    run.record(0.006, 300, reserved_usd=0.004, reserved_tokens=100)
-    run.reserve(0.003, 100)
-    run.record(0.005, 200, reserved_usd=0.003, reserved_tokens=100)
-    with pytest.raises(BudgetExceeded) as info:
-        run.check()
-    assert info.value.kind == "usd"
-    assert info.value.spent == pytest.approx(0.011)
-    assert info.value.limit == 0.01
-    assert info.value.scope == "run"
-
-
-def test_token_cap_counts_in_flight_reservations() -> None:
-    tier = SpendTracker(tokens=1000, scope="tier speed")
-    tier.reserve(0.0, 600)
-    tier.reserve(0.0, 600)  # 600 < 1000 when checked
-    with pytest.raises(BudgetExceeded) as info:
-        tier.reserve(0.0, 10)
-    assert info.value.kind == "tokens" and info.value.scope == "tier speed"
-    assert "tier speed budget exceeded" in str(info.value)
-    tier.release(0.0, 1200)
-    tier.reserve(0.0, 10)
+    async with AsyncExitStack() as last:
+        await last.enter_async_context(gate.admit(1))
+        async with AsyncExitStack() as three:
+            for _ in range(3):
+                permit = await three.enter_async_context(gate.admit(1))
+            permit.rate_limited(None)
+            assert gate.slots.limit == 2
+        # the three leave unsettled (failed calls): slots back, no AIMD recovery
+        assert gate.slots.in_flight == 1
+        assert gate.slots.try_acquire()  # 2 allowed now
+        assert not gate.slots.try_acquire()
 
 
 # -- quotas learned from rate-limit info, and from 429s alone -----------------------------
@@ -247,18 +225,17 @@ def on_mock_clock(fn: Callable[[], Awaitable[T]]) -> T:
 def test_quota_learned_from_ratelimit_info() -> None:
     async def run() -> float:
         gate = Gate("p")
-        await gate.enter(1000)
-        # a 10,000 tokens/min quota: 1,000 used, 9,000 left, full again in 12 s
-        info = RateLimitInfo(remaining_tokens=9000, reset_tokens_s=12.0)
-        gate.exit(1000, 1000, ok=True, info=info)
+        async with gate.admit(1000) as permit:
+            # a 10,000 tokens/min quota: 1,000 used, 9,000 left, full again in 12 s
+            permit.settle(1000, RateLimitInfo(remaining_tokens=9000, reset_tokens_s=12.0))
         assert gate.learned_tpm is not None and gate.learned_tpm.bucket is not None
         bucket = gate.learned_tpm.bucket
         assert bucket.rate * 60 == pytest.approx(5000)  # (10,000 - 9,000) / 12 s
         assert bucket.capacity == pytest.approx(10_000)
         start = anyio.current_time()
         for _ in range(10):  # 10,000 tokens: 9,000 are there, 1,000 take 12 s to refill
-            await gate.enter(1000)
-            gate.exit(1000, 1000, ok=True)
+            async with gate.admit(1000) as permit:
+                permit.settle(1000)
         return anyio.current_time() - start
 
     assert on_mock_clock(run) == pytest.approx(12.0, rel=0.01)
@@ -270,14 +247,19 @@ def test_configured_tpm_wins_over_learned() -> None:
     assert gate.learned_rpm is not None  # requests/min is still learned
 
 
+async def enter_and_leave(gate: Gate, tokens: int) -> None:
+    async with gate.admit(tokens):
+        pass
+
+
 def test_a_429_pauses_calls_already_waiting_on_the_rate() -> None:
     async def run() -> float:
         gate = Gate("p", tpm=60)  # one token a second
-        await gate.enter(60)
-        gate.exit(60, 60, ok=True)
+        async with gate.admit(60) as permit:
+            permit.settle(60)
         start = anyio.current_time()
         async with anyio.create_task_group() as tg:
-            tg.start_soon(gate.enter, 2)  # owes 2 s
+            tg.start_soon(enter_and_leave, gate, 2)  # owes 2 s
             await anyio.sleep(1)
             gate.rate_limited(5.0)  # the provider says: nothing before start + 6 s
         return anyio.current_time() - start
@@ -292,8 +274,8 @@ def test_blind_quota_aimd_on_rate() -> None:
         assert blind is not None
         for _ in range(10):  # 1,000 tokens a second for 10 s
             await anyio.sleep(1)
-            await gate.enter(1000)
-            gate.exit(1000, 1000, ok=True)
+            async with gate.admit(1000) as permit:
+                permit.settle(1000)
         gate.rate_limited(1.0)
         assert blind.bucket is not None
         first = blind.bucket.rate
@@ -304,7 +286,7 @@ def test_blind_quota_aimd_on_rate() -> None:
         await anyio.sleep(20)  # nothing admitted since: cut, but at most by half
         gate.rate_limited(1.0)
         assert blind.bucket.rate == pytest.approx(first * 0.5)
-        assert gate._tpm_bucket() is blind.bucket
+        assert gate.tpm_bucket() is blind.bucket
 
     on_mock_clock(run)
 
@@ -326,17 +308,17 @@ def test_swarm_paced_by_sim_quota_headers_alone() -> None:
         nonlocal rejected
         for _ in range(40):
             while True:
-                await gate.enter(501)
-                try:
-                    result = await provider.chat("m", request)
-                except RateLimited as exc:
-                    gate.exit(501, None, ok=False)
-                    gate.rate_limited(exc.retry_after)
-                    rejected += 1
-                    await anyio.sleep(exc.retry_after or 1.0)
-                    continue
-                gate.exit(501, 501, ok=True, info=result.rate_limit)
-                break
+                async with admit((gate,), 501) as permit:
+                    try:
+                        result = await provider.chat("m", request)
+                    except RateLimited as exc:
+                        permit.rate_limited(exc.retry_after)
+                        retry_after = exc.retry_after
+                    else:
+                        permit.settle(501, result.rate_limit)
+                        break
+                rejected += 1
+                await anyio.sleep(retry_after or 1.0)
 
     async def run() -> float:
         start = anyio.current_time()
@@ -350,3 +332,40 @@ def test_swarm_paced_by_sim_quota_headers_alone() -> None:
     # the bucket's first minute, then the refill: well used, and no storm of 429s
     assert elapsed < (used - quota) / 1000 * 1.1
     assert rejected <= 3
+
+
+# -- the permit: everything held is given back on every path -------------------------------
+
+
+async def test_permit_cancelled_on_a_later_gate_gives_back_the_earlier_ones() -> None:
+    provider, model = Gate("p", max_concurrency=2), Gate("p/m", max_concurrency=1)
+    async with model.admit(1):  # the model's only slot is taken
+        with anyio.move_on_after(0.01):
+            async with admit((provider, model), 1):
+                pytest.fail("the model gate is full")
+        assert provider.slots.in_flight == 0
+    assert model.slots.in_flight == 0
+
+
+async def test_permit_released_on_error_and_unsettled_counts_as_failure() -> None:
+    gate = Gate("p", max_concurrency=4, tpm=6000)
+    assert gate.tpm is not None
+    gate.slots.limit = 2  # as after an AIMD cut: a success would win a slot back
+    with pytest.raises(RuntimeError):
+        async with gate.admit(1000):
+            raise RuntimeError("boom")
+    assert gate.slots.in_flight == 0
+    assert gate.slots.limit == 2  # no AIMD recovery from a failed call
+    assert gate.tpm.level == pytest.approx(5000, abs=5)  # the request may have been sent
+
+
+async def test_permit_429_cuts_before_the_slot_goes_back() -> None:
+    gate = Gate("p", max_concurrency=2)
+    async with anyio.create_task_group() as tg, gate.admit(1):
+        async with gate.admit(1) as permit:
+            tg.start_soon(enter_and_leave, gate, 1)
+            await wait_all_tasks_blocked()  # queued for a slot
+            permit.rate_limited(0.01)
+        assert gate.slots.limit == 1
+        assert gate.slots.in_flight == 1  # the freed slot did not go to the waiter
+        assert gate.paused_until > 0

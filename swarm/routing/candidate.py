@@ -18,7 +18,7 @@ from swarm.errors import ConfigError
 from swarm.messages import ChatRequest
 from swarm.model import Provider
 from swarm.routing.breaker import Breaker
-from swarm.routing.limits import Gate
+from swarm.routing.gate import Gate
 from swarm.tracing import semconv as sc
 
 __all__ = ["Call", "Target", "build_target"]

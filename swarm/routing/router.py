@@ -1,13 +1,13 @@
 """The router every model call goes through: tiers, failover, retries, breakers, hedging.
 
 `Router.chat(request, tier=..., need=...)` tries the tier's candidates in order (skipping
-open circuits, filtering by price for a `Need`), takes the shared limits (`swarm.limits`),
+open circuits, filtering by price for a `Need`), takes the shared limits (`swarm.routing.gate`),
 calls `provider.chat` inside a `chat {model}` CLIENT span with GenAI attributes, retries
 retryable errors with tenacity (exponential backoff with jitter, honouring Retry-After),
 fails over to the next candidate, and hedges: when the first token is later than the
 candidate's p95 TTFT, the next candidate races it and the slower one is cancelled.
-Per-candidate state lives in `swarm._candidate`, the retry policy in `swarm._retry` and
-the hedged race in `swarm._hedge`.
+Per-candidate state lives in `swarm.routing.candidate`, the retry policy in
+`swarm.routing.retry` and the hedged race in `swarm.routing.hedge`.
 
 Hot-path rule: everything that does not depend on the request (attribute dicts, prices,
 gates, span names) is computed once per candidate in `__init__`.
@@ -35,8 +35,8 @@ from swarm.messages import ChatRequest, ChatResult
 from swarm.model import FirstTokenCallback, Provider
 from swarm.providers.registry import build_providers
 from swarm.routing.candidate import Call, Target, build_target
+from swarm.routing.gate import Gate, Permit, admit
 from swarm.routing.hedge import race
-from swarm.routing.limits import Gate
 from swarm.routing.retry import Retrier
 from swarm.tracing import semconv as sc
 from swarm.tracing.setup import tracer
@@ -231,16 +231,28 @@ class Router:
         self, t: Target, call: Call, on_first: FirstTokenCallback | None
     ) -> ChatResult:
         call.attempts += 1
-        gates = t.gates
-        entered: list[Gate] = []
-        try:
-            for g in gates:
-                await g.enter(call.est_tokens, call.priority)
-                entered.append(g)
-        except BaseException:
-            for g in entered:
-                g.exit(call.est_tokens, None, ok=False)
-            raise
+        async with admit(t.gates, call.est_tokens, call.priority) as permit:
+            span = self._start_span(t, call)
+
+            def first_token() -> None:
+                span.add_event(sc.FIRST_TOKEN_EVENT)
+                if on_first is not None:
+                    on_first()
+
+            try:
+                with trace.use_span(span, record_exception=False, set_status_on_exception=False):
+                    result = await t.provider.chat(
+                        t.model, call.request, on_first_token=first_token
+                    )
+            except BaseException as exc:
+                self._failed(t, span, exc, permit)
+                raise
+            usage = result.usage
+            permit.settle(usage.input_tokens + usage.output_tokens, result.rate_limit)
+        self._succeeded(t, span, result)
+        return result
+
+    def _start_span(self, t: Target, call: Call) -> trace.Span:
         request = call.request
         span = tracer().start_span(t.span_name, kind=SpanKind.CLIENT, attributes=t.attrs[call.tier])
         span.set_attribute(sc.ATTEMPTS, call.attempts)
@@ -252,52 +264,29 @@ class Router:
                 sc.INPUT_MESSAGES,
                 json.dumps([m.model_dump(exclude_defaults=True) for m in request.messages]),
             )
+        return span
 
-        def first_token() -> None:
-            span.add_event(sc.FIRST_TOKEN_EVENT)
-            if on_first is not None:
-                on_first()
-
-        result: ChatResult | None = None
-        try:
-            with trace.use_span(span, record_exception=False, set_status_on_exception=False):
-                result = await t.provider.chat(t.model, request, on_first_token=first_token)
-        except ProviderError as exc:
-            self._failed(t, span, exc)
-            raise
-        except anyio.get_cancelled_exc_class():
+    def _failed(self, t: Target, span: trace.Span, exc: BaseException, permit: Permit) -> None:
+        """Record why the attempt failed, on its span, breaker and (for a 429) gates."""
+        if isinstance(exc, ProviderError):
+            span.set_attribute(sc.ERROR_TYPE, str(exc.status) if exc.status else exc.kind)
+            span.set_status(Status(StatusCode.ERROR, self._scrub(str(exc))))
+            if isinstance(exc, RateLimited):
+                permit.rate_limited(exc.retry_after)
+                t.breaker.abandon()
+            elif exc.status in _NO_FAILOVER:
+                t.breaker.success()  # it answered; the request was at fault
+            else:
+                t.breaker.failure()
+        elif isinstance(exc, anyio.get_cancelled_exc_class()):
             span.set_attribute(sc.ERROR_TYPE, "cancelled")
             span.set_status(Status(StatusCode.ERROR, "cancelled"))
             t.breaker.abandon()
-            raise
-        except BaseException as exc:
+        else:
             span.set_attribute(sc.ERROR_TYPE, type(exc).__qualname__)
             span.set_status(Status(StatusCode.ERROR, self._scrub(str(exc))))
             t.breaker.abandon()
-            raise
-        finally:
-            used = (
-                None if result is None else result.usage.input_tokens + result.usage.output_tokens
-            )
-            info = None if result is None else result.rate_limit
-            for g in gates:
-                g.exit(call.est_tokens, used, ok=result is not None, info=info)
-            if result is None:
-                span.end()
-        self._succeeded(t, span, result)
-        return result
-
-    def _failed(self, t: Target, span: trace.Span, exc: ProviderError) -> None:
-        span.set_attribute(sc.ERROR_TYPE, str(exc.status) if exc.status else exc.kind)
-        span.set_status(Status(StatusCode.ERROR, self._scrub(str(exc))))
-        if isinstance(exc, RateLimited):
-            for g in t.gates:
-                g.rate_limited(exc.retry_after)
-            t.breaker.abandon()
-        elif exc.status in _NO_FAILOVER:
-            t.breaker.success()  # it answered; the request was at fault
-        else:
-            t.breaker.failure()
+        span.end()
 
     def _succeeded(self, t: Target, span: trace.Span, result: ChatResult) -> None:
         t.breaker.success()
