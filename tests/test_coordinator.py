@@ -20,12 +20,12 @@ from swarm.config import SwarmConfig
 from swarm.messages import ChatRequest, ChatResult
 from swarm.model import Model
 from swarm.run.check import CheckResult
-from swarm.run.coordinator import Coordinator, Crew, SolveOptions
+from swarm.run.coordinator import Coordinator
 from swarm.run.journal import Journal
 from swarm.run.merge import MergeResult
 from swarm.run.models import RunModels
 from swarm.run.outcome import RunOutcome
-from swarm.run.parts import CoordinatorParts, WorkspaceLike
+from swarm.run.parts import CoordinatorParts, Crew, SolveOptions, WorkspaceLike
 from swarm.run.plan import Plan, Subtask
 from swarm.run.progress import Progress
 from swarm.run.task import Task

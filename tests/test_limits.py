@@ -25,7 +25,7 @@ def wait_kinds(exporter: InMemorySpanExporter) -> list[object]:
     return [
         (s.attributes or {}).get(sc.WAIT_KIND)
         for s in exporter.get_finished_spans()
-        if s.name == sc.WAIT_SPAN
+        if s.name.startswith(f"{sc.WAIT_SPAN} ")
     ]
 
 

@@ -104,7 +104,7 @@ def waits(exporter: InMemorySpanExporter, kind: str) -> list[ReadableSpan]:
     return [
         s
         for s in exporter.get_finished_spans()
-        if s.name == sc.WAIT_SPAN and (s.attributes or {}).get(sc.WAIT_KIND) == kind
+        if s.name == f"{sc.WAIT_SPAN} {kind}" and (s.attributes or {}).get(sc.WAIT_KIND) == kind
     ]
 
 

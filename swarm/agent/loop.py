@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar, cast
 
 import anyio
-from opentelemetry.trace import Span, Status, StatusCode
+from opentelemetry.trace import Span, SpanContext, Status, StatusCode
 from pydantic import TypeAdapter, ValidationError
 
 from swarm.agent.tool import Finish, Tool, ToolContext
@@ -24,6 +24,7 @@ from swarm.messages import ChatRequest, Message, ToolCall, Usage
 from swarm.model import Model
 from swarm.tracing import semconv as sc
 from swarm.tracing.setup import tracer
+from swarm.tracing.waits import depends_on
 
 __all__ = ["Agent", "AgentResult"]
 
@@ -81,6 +82,8 @@ class Agent(Generic[T]):
     agent_id: str | None = None
     """Instance id for traces (`coder-7`); defaults to the name."""
     subtask_id: str | None = None
+    depends_on: Sequence[SpanContext] = ()
+    """Spans this agent's work waited for (other subtasks' merges): `depends_on` links."""
     _by_name: dict[str, Tool] = field(init=False, repr=False)
     _specs: list[Any] = field(init=False, repr=False)
     _adapter: TypeAdapter[T] | None = field(init=False, repr=False)
@@ -103,12 +106,14 @@ class Agent(Generic[T]):
         }
         if self.subtask_id:
             attrs[sc.SUBTASK_ID] = self.subtask_id
-        with tracer().start_as_current_span(f"{sc.OP_AGENT} {self.name}", attributes=attrs) as span:
+        with tracer().start_as_current_span(
+            f"{sc.OP_AGENT} {self.name}", attributes=attrs, links=depends_on(self.depends_on)
+        ) as span:
             result = await self._loop(prompt, history)
-            span.set_attribute("swarm.agent.steps", result.steps)
-            span.set_attribute("swarm.agent.stop_reason", result.stop_reason)
-            span.set_attribute("swarm.agent.cost_usd", result.cost_usd)
-            span.set_attribute("swarm.agent.output_tokens", result.usage.output_tokens)
+            span.set_attribute(sc.AGENT_STEPS, result.steps)
+            span.set_attribute(sc.AGENT_STOP_REASON, result.stop_reason)
+            span.set_attribute(sc.AGENT_COST_USD, result.cost_usd)
+            span.set_attribute(sc.AGENT_OUTPUT_TOKENS, result.usage.output_tokens)
             return result
 
     async def _loop(self, prompt: str, history: Sequence[Message]) -> AgentResult[T]:

@@ -33,7 +33,7 @@ from swarm.messages import RateLimitInfo
 from swarm.routing.limits import ConcurrencyLimiter, TokenBucket, clock
 from swarm.routing.quota import BlindQuota, LearnedQuota
 from swarm.tracing import semconv as sc
-from swarm.tracing.setup import tracer
+from swarm.tracing.waits import waiting
 
 __all__ = ["Gate", "Permit", "admit"]
 
@@ -96,10 +96,7 @@ class Gate:
             raise
 
     async def _rate_wait(self, wait: float, tokens: int) -> None:
-        attrs = {sc.WAIT_KIND: sc.WAIT_RATE_LIMIT}
-        with tracer().start_as_current_span(
-            sc.WAIT_SPAN, attributes=attrs, record_exception=False, set_status_on_exception=False
-        ):
+        with waiting(sc.WAIT_RATE_LIMIT):
             try:
                 await anyio.sleep(wait)
             except BaseException:

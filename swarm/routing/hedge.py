@@ -18,7 +18,7 @@ from swarm.messages import ChatResult
 from swarm.model import FirstTokenCallback
 from swarm.routing.candidate import Call, Target
 from swarm.tracing import semconv as sc
-from swarm.tracing.setup import tracer
+from swarm.tracing.waits import start_wait
 
 __all__ = ["Attempt", "race"]
 
@@ -59,9 +59,7 @@ async def race(attempt: Attempt, t: Target, backup: Target, call: Call, delay: f
         with anyio.move_on_after(delay):
             await state.decided.wait()
         if state.winner is None and not state.ended[0] and backup.breaker.allow():
-            state.hedge_span = tracer().start_span(
-                sc.WAIT_SPAN, attributes={sc.WAIT_KIND: sc.WAIT_HEDGE}
-            )
+            state.hedge_span = start_wait(sc.WAIT_HEDGE)
             tg.start_soon(_racer, attempt, state, 1, backup, call)
     if state.hedge_span is not None:
         state.hedge_span.end()

@@ -21,7 +21,7 @@ import anyio
 import sniffio
 
 from swarm.tracing import semconv as sc
-from swarm.tracing.setup import tracer
+from swarm.tracing.waits import waiting
 
 __all__ = ["ConcurrencyLimiter", "TokenBucket", "clock"]
 
@@ -80,12 +80,7 @@ class ConcurrencyLimiter:
         if waiter.granted:
             return
         # a cancelled wait is normal (hedge losers, timeouts): not an error on the wait span
-        with tracer().start_as_current_span(
-            sc.WAIT_SPAN,
-            attributes={sc.WAIT_KIND: sc.WAIT_QUEUE},
-            record_exception=False,
-            set_status_on_exception=False,
-        ):
+        with waiting(sc.WAIT_QUEUE):
             try:
                 await waiter.event.wait()
             except BaseException:

@@ -22,7 +22,7 @@ from swarm.errors import ProviderError, RateLimited
 from swarm.messages import ChatResult
 from swarm.routing.candidate import Call, Target
 from swarm.tracing import semconv as sc
-from swarm.tracing.setup import tracer
+from swarm.tracing.waits import waiting
 
 __all__ = ["Once", "Retrier"]
 
@@ -57,10 +57,7 @@ class Retrier:
     async def backoff(self, delay: float) -> None:
         if delay <= 0:
             return
-        attrs = {sc.WAIT_KIND: sc.WAIT_BACKOFF}
-        with tracer().start_as_current_span(
-            sc.WAIT_SPAN, attributes=attrs, record_exception=False, set_status_on_exception=False
-        ):
+        with waiting(sc.WAIT_BACKOFF):
             await anyio.sleep(delay)
 
     async def run(self, once: Once, t: Target, backup: Target | None, call: Call) -> ChatResult:

@@ -53,7 +53,7 @@ async def run_check(
     command: str, cwd: Path, *, timeout_s: float = 600.0, max_output: int = 12_000
 ) -> CheckResult:
     """Run `command` in a shell in `cwd`; a span records its exit code."""
-    attrs = {sc.OPERATION: sc.OP_TOOL, sc.TOOL_NAME: "run_tests", "swarm.check.command": command}
+    attrs = {sc.OPERATION: sc.OP_TOOL, sc.TOOL_NAME: "run_tests", sc.CHECK_COMMAND: command}
     with tracer().start_as_current_span(f"{sc.OP_TOOL} run_tests", attributes=attrs) as span:
         ctx = ToolContext(root=cwd, env=check_env(cwd), timeout_s=timeout_s)
         result = await run_command(command, ctx, max_output_chars=max_output)
@@ -62,5 +62,5 @@ async def run_check(
         if result.timed_out:
             output += f"\n[check timed out after {timeout_s:g} s]"
         span.set_attribute(sc.TOOL_EXIT_CODE, -1 if result.exit_code is None else result.exit_code)
-        span.set_attribute("swarm.check.passed", passed)
+        span.set_attribute(sc.CHECK_PASSED, passed)
         return CheckResult(passed, result.exit_code, output, result.duration_s, result.timed_out)

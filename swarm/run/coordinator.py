@@ -27,15 +27,12 @@ from opentelemetry.trace import SpanContext
 from swarm.agent.loop import Agent
 from swarm.agent.tool import Tool, ToolContext
 from swarm.agent.toolbox import coding_tools
-from swarm.budget import Budget
 from swarm.errors import BudgetExceeded, ModelBehaviorError, SwarmError
 from swarm.run.check import CheckResult, check_env, run_check
-from swarm.run.journal import Journal
 from swarm.run.merge import Merger, MergeResult
 from swarm.run.outcome import PhaseTimes, RunOutcome, SubtaskOutcome
-from swarm.run.parts import CheckFn, CoordinatorParts, GitSandbox, ModelSource, Sandbox
+from swarm.run.parts import CheckFn, CoordinatorParts, Crew, GitSandbox, Sandbox, SolveOptions
 from swarm.run.plan import Plan, PlanError, Subtask, parse_plan_reply
-from swarm.run.progress import Progress
 from swarm.run.roles import (
     CODER,
     FIXER,
@@ -50,31 +47,7 @@ from swarm.run.task import Task
 from swarm.tracing import semconv as sc
 from swarm.tracing.waits import record_wait, waiting
 
-__all__ = ["Coordinator", "Crew", "SolveOptions"]
-
-
-@dataclass(frozen=True)
-class SolveOptions:
-    max_agents: int = 8
-    max_steps_per_agent: int = 40
-    fix_rounds: int = 3
-    """Fixer rounds per subtask before it is given up."""
-    escalate_after: int = 1
-    """Fixer rounds on the speed tier before the reasoning tier takes over."""
-    rebase_rounds: int = 2
-    plan_retries: int = 2
-    check_timeout_s: float = 600.0
-
-
-@dataclass(frozen=True)
-class Crew:
-    """What the coordinator uses of its run: models, journal, budget, progress."""
-
-    run_id: str
-    models: ModelSource
-    journal: Journal
-    budget: Budget
-    progress: Progress
+__all__ = ["Coordinator"]
 
 
 class Coordinator:
@@ -250,10 +223,14 @@ class Coordinator:
             self.crew.progress.finished(outcome.id, outcome.status)
         self._changed.set()
 
+    def _dependency_spans(self, st: Subtask) -> list[SpanContext]:
+        """The merge spans of the subtasks `st` depends on (those merged by this process)."""
+        return [self._merge_spans[d] for d in st.depends_on if d in self._merge_spans]
+
     def _record_dependency_wait(self, st: Subtask) -> None:
         """The time a subtask waited for the ones it depends on, linked to their merges."""
         if st.depends_on:
-            links = [self._merge_spans[d] for d in st.depends_on if d in self._merge_spans]
+            links = self._dependency_spans(st)
             record_wait(sc.WAIT_DEPENDENCY, since_ns=self._plan_ready_ns, links=links)
 
     @asynccontextmanager
@@ -279,9 +256,9 @@ class Coordinator:
         self, st: Subtask, outcome: SubtaskOutcome, queue: Merger
     ) -> MergeResult:
         async with self._sandbox.open(queue.head, st.id) as ws:
-            await self._agent("coder", f"coder:{st.id}", CODER, ws.path, st).run(
-                coder_prompt(self.task, st)
-            )
+            coder = self._agent("coder", f"coder:{st.id}", CODER, ws.path, st)
+            coder.depends_on(self._dependency_spans(st))
+            await coder.run(coder_prompt(self.task, st))
             await self._until_green(st, ws.path, outcome, tag="")
             patch = await ws.patch()
         merged = await self._merge(st, patch, queue)
@@ -393,6 +370,9 @@ class _GaveUp(SwarmError):
 class _TimedAgent:
     def __init__(self, agent: Agent[str], times: PhaseTimes, phase: str) -> None:
         self._agent, self._times, self._phase = agent, times, phase
+
+    def depends_on(self, spans: list[SpanContext]) -> None:
+        self._agent.depends_on = spans
 
     async def run(self, prompt: str) -> None:
         started = anyio.current_time()

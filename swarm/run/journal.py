@@ -32,6 +32,7 @@ from swarm.messages import ChatRequest, ChatResult, ToolSpec
 from swarm.model import Model
 from swarm.run.plan import Plan
 from swarm.run.task import Task
+from swarm.tracing import semconv as sc
 
 __all__ = [
     "DEFAULT_JOURNAL",
@@ -458,7 +459,7 @@ class ReplayModel:
             result = ChatResult.model_validate_json(stored)
             if self.on_replay is not None:
                 self.on_replay(result)
-            return result.model_copy(update={"extras": {**result.extras, "swarm.replayed": True}})
+            return result.model_copy(update={"extras": {**result.extras, sc.REPLAYED: True}})
         result = await self.inner.chat(request)
         self.journal.record_call(self.run_id, call_key, digest, result.model_dump_json())
         self.recorded += 1

@@ -14,18 +14,23 @@ from pathlib import Path
 from typing import Protocol
 
 from swarm.agent.tool import Tool
+from swarm.budget import Budget
 from swarm.model import Model
 from swarm.run.check import CheckResult
+from swarm.run.journal import Journal
 from swarm.run.merge import Merger
+from swarm.run.progress import Progress
 from swarm.run.workspace import Workspace
 
 __all__ = [
     "CheckFn",
     "CoordinatorParts",
+    "Crew",
     "GitSandbox",
     "Merger",
     "ModelSource",
     "Sandbox",
+    "SolveOptions",
     "WorkspaceLike",
 ]
 
@@ -77,3 +82,27 @@ class CoordinatorParts:
     """How the task's check runs (default: its command in a subprocess)."""
     tools: Sequence[Tool] | None = None
     """The tools agents get (default: `coding_tools()`)."""
+
+
+@dataclass(frozen=True)
+class SolveOptions:
+    max_agents: int = 8
+    max_steps_per_agent: int = 40
+    fix_rounds: int = 3
+    """Fixer rounds per subtask before it is given up."""
+    escalate_after: int = 1
+    """Fixer rounds on the speed tier before the reasoning tier takes over."""
+    rebase_rounds: int = 2
+    plan_retries: int = 2
+    check_timeout_s: float = 600.0
+
+
+@dataclass(frozen=True)
+class Crew:
+    """What the coordinator uses of its run: models, journal, budget, progress."""
+
+    run_id: str
+    models: ModelSource
+    journal: Journal
+    budget: Budget
+    progress: Progress

@@ -31,12 +31,12 @@ from swarm.config import SwarmConfig
 from swarm.errors import BudgetExceeded
 from swarm.model import Provider
 from swarm.routing.router import Router
-from swarm.run.coordinator import Coordinator, Crew, SolveOptions
+from swarm.run.coordinator import Coordinator
 from swarm.run.journal import Journal
 from swarm.run.merge import Merger
 from swarm.run.models import RouterSource, RunModels
 from swarm.run.outcome import RunOutcome
-from swarm.run.parts import CoordinatorParts, ModelSource
+from swarm.run.parts import CoordinatorParts, Crew, ModelSource, SolveOptions
 from swarm.run.plan import Plan, load_plan
 from swarm.run.progress import Progress
 from swarm.run.report import Overhead, RunReport, RunStatus

@@ -22,10 +22,9 @@ from swarm.budget import BudgetLimits
 from swarm.config import SwarmConfig, load_config
 from swarm.errors import ConfigError, WorkspaceError
 from swarm.model import Provider
-from swarm.run.coordinator import SolveOptions
 from swarm.run.journal import Journal
 from swarm.run.merge import MergeQueue, Merger
-from swarm.run.parts import CoordinatorParts, GitSandbox, ModelSource
+from swarm.run.parts import CoordinatorParts, GitSandbox, ModelSource, SolveOptions
 from swarm.run.plan import load_plan
 from swarm.run.report import RunReport
 from swarm.run.run import Run, RunSpec

@@ -37,10 +37,9 @@ from swarm.catalog import find_profile
 from swarm.config import ProviderConfig, RoutingConfig, SwarmConfig, TierConfig
 from swarm.model import Provider
 from swarm.providers.sim import Faults, SimEngine, SimProvider
-from swarm.run.coordinator import SolveOptions
 from swarm.run.journal import Journal
 from swarm.run.merge import Merger
-from swarm.run.parts import CoordinatorParts, ModelSource
+from swarm.run.parts import CoordinatorParts, ModelSource, SolveOptions
 from swarm.run.plan import Plan
 from swarm.run.report import RunReport
 from swarm.run.run import Run, RunSpec

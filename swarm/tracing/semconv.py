@@ -55,6 +55,20 @@ TESTS_FAILED = "swarm.tests.failed"
 LINK_TYPE = "swarm.link.type"
 LINK_DEPENDS_ON = "depends_on"
 HEDGE_WINNER = "swarm.hedge.winner"
+AGENT_STEPS = "swarm.agent.steps"
+AGENT_STOP_REASON = "swarm.agent.stop_reason"
+AGENT_COST_USD = "swarm.agent.cost_usd"
+AGENT_OUTPUT_TOKENS = "swarm.agent.output_tokens"
+CHECK_COMMAND = "swarm.check.command"
+CHECK_PASSED = "swarm.check.passed"
+REPLAYED = "swarm.replayed"
+"""A result's extras key: answered from the journal, not by a model."""
+
+# GenAI client metrics
+METRIC_OPERATION_DURATION = "gen_ai.client.operation.duration"
+METRIC_TOKEN_USAGE = "gen_ai.client.token.usage"
+METRIC_TIME_TO_FIRST_CHUNK = "gen_ai.client.operation.time_to_first_chunk"
+TOKEN_TYPE = "gen_ai.token.type"
 
 # swarm.wait.kind values
 WAIT_QUEUE = "queue"

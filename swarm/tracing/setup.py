@@ -262,19 +262,19 @@ class GenAIMetricsProcessor(SpanProcessor):
     def __init__(self, meter_provider: MeterProvider) -> None:
         meter = meter_provider.get_meter("swarm")
         self._duration = meter.create_histogram(
-            "gen_ai.client.operation.duration",
+            sc.METRIC_OPERATION_DURATION,
             unit="s",
             description="GenAI operation duration",
             explicit_bucket_boundaries_advisory=_DURATION_BUCKETS,
         )
         self._tokens = meter.create_histogram(
-            "gen_ai.client.token.usage",
+            sc.METRIC_TOKEN_USAGE,
             unit="{token}",
             description="Number of input and output tokens used",
             explicit_bucket_boundaries_advisory=_TOKEN_BUCKETS,
         )
         self._ttft = meter.create_histogram(
-            "gen_ai.client.operation.time_to_first_chunk",
+            sc.METRIC_TIME_TO_FIRST_CHUNK,
             unit="s",
             description="Time to receive the first chunk of a streamed response",
             explicit_bucket_boundaries_advisory=_DURATION_BUCKETS,
@@ -293,7 +293,7 @@ class GenAIMetricsProcessor(SpanProcessor):
         for key, kind in ((sc.INPUT_TOKENS, "input"), (sc.OUTPUT_TOKENS, "output")):
             value = attrs.get(key)
             if isinstance(value, int):
-                self._tokens.record(value, {**labels, "gen_ai.token.type": kind})
+                self._tokens.record(value, {**labels, sc.TOKEN_TYPE: kind})
         ttft = attrs.get(sc.TIME_TO_FIRST_CHUNK, attrs.get(sc.TTFT_S))
         if isinstance(ttft, (int, float)):
             self._ttft.record(float(ttft), labels)

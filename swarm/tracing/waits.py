@@ -20,7 +20,7 @@ from opentelemetry.util.types import AttributeValue
 from swarm.tracing import semconv as sc
 from swarm.tracing.setup import tracer
 
-__all__ = ["current_context", "depends_on", "record_wait", "waiting"]
+__all__ = ["current_context", "depends_on", "record_wait", "start_wait", "waiting"]
 
 
 def depends_on(contexts: Sequence[SpanContext]) -> list[Link]:
@@ -48,6 +48,11 @@ def waiting(
         set_status_on_exception=False,
     ) as span:
         yield span
+
+
+def start_wait(kind: str) -> Span:
+    """A wait span to end by hand, for a wait no `with` block encloses (a hedge)."""
+    return tracer().start_span(f"{sc.WAIT_SPAN} {kind}", attributes=_attrs(kind, None))
 
 
 def record_wait(
