@@ -20,8 +20,9 @@ import pytest
 from swarm.errors import ConfigError
 from swarm.messages import ChatRequest, ChatResult, Message, ToolCall, ToolSpec, Usage
 from swarm.model import Model
-from swarm.run.journal import Journal, ReplayModel, request_hash
+from swarm.run.journal import Journal
 from swarm.run.plan import validate_plan
+from swarm.run.replay import ReplayModel, request_hash
 from swarm.run.task import parse_task
 
 

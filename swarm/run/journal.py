@@ -3,8 +3,8 @@
 One file per project (default `.swarm/journal.db`) holds every run, its plan, each
 subtask's state and every completed model call. Each write is its own transaction,
 committed at once (WAL, `synchronous=NORMAL`), so a `kill -9` loses at most the call in
-flight. `ReplayModel` wraps an agent's model: on resume, calls the journal already holds
-are answered from it, so finished work is neither redone nor paid for twice.
+flight. `swarm.run.replay.ReplayModel` answers an agent's calls from it on resume, so
+finished work is neither redone nor paid for twice.
 
 One process, one connection, many tasks: writes are small and run inline on the event
 loop thread (tens of microseconds); a lock makes the journal safe from worker threads too.
@@ -13,34 +13,26 @@ The schema is versioned with `PRAGMA user_version`; a newer one is refused, not 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-import anyio.lowlevel
 from pydantic import BaseModel
 
 from swarm.errors import ConfigError
-from swarm.messages import ChatRequest, ChatResult, ToolSpec
-from swarm.model import Model
 from swarm.run.plan import Plan
 from swarm.run.task import Task
-from swarm.tracing import semconv as sc
 
 __all__ = [
     "DEFAULT_JOURNAL",
     "Journal",
-    "ReplayModel",
     "RunRow",
     "SubtaskRow",
-    "request_hash",
 ]
 
 DEFAULT_JOURNAL = Path(".swarm") / "journal.db"
@@ -375,92 +367,3 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
     except BaseException:
         conn.execute("ROLLBACK")
         raise
-
-
-def request_hash(request: ChatRequest) -> str:
-    """sha256 of what decides a model's reply: messages, tools, max_tokens, temperature and
-    tool_choice; `metadata` and `stream` are left out.
-
-    Every text field is framed by its length (unambiguous, and far cheaper than JSON for
-    long conversations); tool specs are canonical JSON, cached per ToolSpec object.
-    """
-    parts = [
-        f"swarm-request-v1|{request.max_tokens}|{request.temperature}|{request.tool_choice}|",
-        *(_tool_text(t) for t in request.tools),
-    ]
-    for m in request.messages:
-        parts.append(
-            f"{m.role}|{_f(m.content)}{_f(m.tool_call_id)}{_f(m.name)}{len(m.tool_calls)}|"
-        )
-        parts.extend(f"{_f(c.id)}{_f(c.name)}{_f(c.arguments)}" for c in m.tool_calls)
-    return hashlib.sha256("".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def _f(text: str | None) -> str:
-    return "~" if text is None else f"{len(text)}:{text}"
-
-
-_TOOL_CACHE: dict[int, tuple[ToolSpec, str]] = {}
-
-
-def _tool_text(tool: ToolSpec) -> str:
-    """Canonical JSON of a tool spec; agents resend the same specs, so keep the encoding."""
-    hit = _TOOL_CACHE.get(id(tool))
-    if hit is not None and hit[0] is tool:  # the entry holds the object, so ids can't be reused
-        return hit[1]
-    text = _f(json.dumps([tool.name, tool.description, tool.parameters], sort_keys=True))
-    if len(_TOOL_CACHE) >= 1024:
-        _TOOL_CACHE.clear()
-    _TOOL_CACHE[id(tool)] = (tool, text)
-    return text
-
-
-class ReplayModel:
-    """A `Model` that answers from the journal when it can and journals what it cannot.
-
-    Calls are keyed by (run, agent key, call index, request hash): a resumed agent that
-    asks the same questions in the same order gets the recorded answers without a model
-    call; from the first question that differs, calls go to the inner model. Give each
-    agent its own ReplayModel with a key that is stable across runs (`coder:<subtask>`).
-    Replayed results carry `extras["swarm.replayed"] = True`.
-    """
-
-    def __init__(
-        self,
-        inner: Model,
-        journal: Journal,
-        *,
-        run_id: str,
-        key: str,
-        on_replay: Callable[[ChatResult], None] | None = None,
-    ) -> None:
-        self.name = inner.name
-        self.on_replay = on_replay
-        """Told of every replayed result (the run's budget counts it: it was paid for)."""
-        self.inner = inner
-        self.journal = journal
-        self.run_id = run_id
-        self.key = key
-        self.replayed = 0
-        """Calls answered from the journal."""
-        self.recorded = 0
-        """Calls made to the inner model and journaled."""
-        self._next_index = 0
-
-    async def chat(self, request: ChatRequest) -> ChatResult:
-        index = self._next_index  # taken before any await: call order decides the index
-        self._next_index += 1
-        call_key = f"{self.key}#{index}"
-        digest = request_hash(request)
-        stored = self.journal.find_call(self.run_id, call_key, digest)
-        if stored is not None:
-            await anyio.lowlevel.checkpoint()  # a replayed agent still yields and can be cancelled
-            self.replayed += 1
-            result = ChatResult.model_validate_json(stored)
-            if self.on_replay is not None:
-                self.on_replay(result)
-            return result.model_copy(update={"extras": {**result.extras, sc.REPLAYED: True}})
-        result = await self.inner.chat(request)
-        self.journal.record_call(self.run_id, call_key, digest, result.model_dump_json())
-        self.recorded += 1
-        return result

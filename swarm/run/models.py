@@ -13,8 +13,9 @@ from swarm.config import SwarmConfig
 from swarm.messages import ChatRequest, ChatResult
 from swarm.model import Model
 from swarm.routing.router import Router
-from swarm.run.journal import Journal, ReplayModel
+from swarm.run.journal import Journal
 from swarm.run.parts import ModelSource
+from swarm.run.replay import ReplayModel
 
 __all__ = ["RouterSource", "RunModels"]
 
