@@ -213,8 +213,8 @@ class Run:
         try:
             with anyio.move_on_after(FINISH_TIMEOUT_S, shield=True):
                 self.report = await self._finish(status, error)
-        finally:
-            with anyio.CancelScope(shield=True):
+        finally:  # the router's close is bounded itself; span and trace ends are sync
+            with anyio.move_on_after(FINISH_TIMEOUT_S, shield=True):
                 await self._stack.__aexit__(exc_type, exc, tb)
         if self.report is not None:
             dropped = self._trace.dropped
