@@ -13,7 +13,7 @@ from typing import Any
 
 from swarm.analysis.spanfile import SpanLines, at_ns
 from swarm.tracing import semconv as sc
-from swarm.tracing.otlp_json import KIND_CLIENT, KIND_INTERNAL, encode_span
+from swarm.tracing.otlp_json import KIND_CLIENT, KIND_INTERNAL, OtlpSpan, encode_span
 
 __all__ = ["KnownTrace", "SpanSpec", "build_chain", "build_fanout", "span_id", "write_spans"]
 
@@ -67,18 +67,20 @@ def write_spans(path: Path, specs: Sequence[SpanSpec], run_id: str = "known") ->
                 events.append((sc.FIRST_TOKEN_EVENT, at_ns(sp.start + sp.ttft), None))
             out.add(
                 encode_span(
-                    trace_id=trace_id,
-                    span_id=ids[i],
-                    parent_span_id=None if sp.parent is None else ids[sp.parent],
-                    name=sp.name,
-                    kind=sp.kind,
-                    start_ns=at_ns(sp.start),
-                    end_ns=at_ns(sp.end),
-                    attributes=attrs,
-                    events=events,
-                    links=[
-                        (trace_id, ids[j], {sc.LINK_TYPE: sc.LINK_DEPENDS_ON}) for j in sp.links
-                    ],
+                    OtlpSpan(
+                        trace_id=trace_id,
+                        span_id=ids[i],
+                        parent_span_id=None if sp.parent is None else ids[sp.parent],
+                        name=sp.name,
+                        kind=sp.kind,
+                        start_ns=at_ns(sp.start),
+                        end_ns=at_ns(sp.end),
+                        attributes=attrs,
+                        events=events,
+                        links=[
+                            (trace_id, ids[j], {sc.LINK_TYPE: sc.LINK_DEPENDS_ON}) for j in sp.links
+                        ],
+                    )
                 )
             )
         out.flush()

@@ -22,6 +22,7 @@ from swarm.tracing.otlp_json import (
     KIND_CLIENT,
     KIND_INTERNAL,
     STATUS_ERROR,
+    OtlpSpan,
     encode_attributes,
     encode_span,
 )
@@ -88,17 +89,19 @@ class _Synth:
     ) -> None:
         self.out.add(
             encode_span(
-                trace_id=self.trace_id,
-                span_id=sid,
-                parent_span_id=parent,
-                name=name,
-                kind=kind,
-                start_ns=at_ns(t0),
-                end_ns=at_ns(t1),
-                attributes=attrs,
-                links=[(self.trace_id, s, {sc.LINK_TYPE: sc.LINK_DEPENDS_ON}) for s in links],
-                status_code=STATUS_ERROR if error else 0,
-                status_message=error,
+                OtlpSpan(
+                    trace_id=self.trace_id,
+                    span_id=sid,
+                    parent_span_id=parent,
+                    name=name,
+                    kind=kind,
+                    start_ns=at_ns(t0),
+                    end_ns=at_ns(t1),
+                    attributes=attrs,
+                    links=[(self.trace_id, s, {sc.LINK_TYPE: sc.LINK_DEPENDS_ON}) for s in links],
+                    status_code=STATUS_ERROR if error else 0,
+                    status_message=error,
+                )
             )
         )
 
@@ -151,17 +154,19 @@ class _Synth:
         )
         self.out.add(
             encode_span(
-                trace_id=self.trace_id,
-                span_id=self.sid(),
-                parent_span_id=parent,
-                name=f"{sc.OP_CHAT} {model}",
-                kind=KIND_CLIENT,
-                start_ns=at_ns(t),
-                end_ns=at_ns(t + dur),
-                raw_attributes=attrs,
-                events=[(sc.FIRST_TOKEN_EVENT, at_ns(t + ttft), None)],
-                status_code=STATUS_ERROR if error else 0,
-                status_message=error,
+                OtlpSpan(
+                    trace_id=self.trace_id,
+                    span_id=self.sid(),
+                    parent_span_id=parent,
+                    name=f"{sc.OP_CHAT} {model}",
+                    kind=KIND_CLIENT,
+                    start_ns=at_ns(t),
+                    end_ns=at_ns(t + dur),
+                    raw_attributes=attrs,
+                    events=[(sc.FIRST_TOKEN_EVENT, at_ns(t + ttft), None)],
+                    status_code=STATUS_ERROR if error else 0,
+                    status_message=error,
+                )
             )
         )
         return t + dur
