@@ -131,16 +131,25 @@ _KIMI_MOONSHOT = _P(
 )
 
 
+@dataclass(frozen=True, slots=True)
+class _Wire:
+    """How a provider is spoken to, where it differs from plain OpenAI with a bearer key."""
+
+    kind: Literal["openai", "anthropic"] = "openai"
+    auth_style: Literal["bearer", "api-key"] = "bearer"
+    query: Mapping[str, str] | None = None
+
+
+_OPENAI = _Wire()
+
+
 def _provider(
     name: str,
     base_url: str,
     api_key_env: str,
     rows: list[_Row],
-    *,
-    kind: Literal["openai", "anthropic"] = "openai",
-    auth_style: Literal["bearer", "api-key"] = "bearer",
-    query: Mapping[str, str] | None = None,
     notes: str = "",
+    wire: _Wire = _OPENAI,
 ) -> ProviderInfo:
     models = {
         short: ModelInfo(f"{name}/{short}", api, price_in, price_out, profile)
@@ -148,11 +157,11 @@ def _provider(
     }
     return ProviderInfo(
         name=name,
-        kind=kind,
+        kind=wire.kind,
         base_url=base_url,
         api_key_env=api_key_env,
-        auth_style=auth_style,
-        query=MappingProxyType(dict(query or {})),
+        auth_style=wire.auth_style,
+        query=MappingProxyType(dict(wire.query or {})),
         models=MappingProxyType(models),
         notes=notes,
     )
@@ -235,16 +244,15 @@ _ALL = [
         "https://YOUR-RESOURCE.openai.azure.com/openai/deployments/YOUR-DEPLOYMENT",
         "AZURE_OPENAI_API_KEY",
         [("gpt-4.1", "gpt-4.1", 2.00, 8.00, _P(ttft_s=0.6, output_tps=80, prefill_tps=50_000))],
-        auth_style="api-key",
-        query={"api-version": "2024-10-21"},
         notes="Placeholder base_url: set your own resource and deployment in swarm.toml.",
+        wire=_Wire(auth_style="api-key", query={"api-version": "2024-10-21"}),
     ),
     _provider("anthropic", "https://api.anthropic.com", "ANTHROPIC_API_KEY", [
         ("claude-sonnet-4.5", "claude-sonnet-4-5", 3.00, 15.00,
          _P(ttft_s=1.2, output_tps=60, prefill_tps=40_000, jitter=0.2)),
         ("claude-haiku-4.5", "claude-haiku-4-5", 1.00, 5.00,
          _P(ttft_s=0.6, output_tps=110, prefill_tps=60_000, jitter=0.2)),
-    ], kind="anthropic"),
+    ], wire=_Wire(kind="anthropic")),
 ]
 # fmt: on
 

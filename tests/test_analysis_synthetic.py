@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from swarm.analysis import load_trace
-from swarm.analysis.synthetic import write_synthetic_trace
+from swarm.analysis.synthetic import SyntheticRun, write_synthetic_trace
 from swarm.tracing import semconv as sc
 
 
@@ -47,8 +49,17 @@ def test_synthetic_run_is_valid_and_complete(tmp_path: Path) -> None:
 def test_synthetic_is_reproducible_and_batched(tmp_path: Path) -> None:
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     write_synthetic_trace(a, agents=100, seed=1)
-    write_synthetic_trace(b, agents=100, seed=1)
+    write_synthetic_trace(b, SyntheticRun(agents=100, seed=1))
     assert a.read_bytes() == b.read_bytes()
     lines = a.read_text().splitlines()
     sizes = [len(json.loads(x)["resourceSpans"][0]["scopeSpans"][0]["spans"]) for x in lines]
     assert sizes[:-1] == [1000] * (len(sizes) - 1)
+
+
+def test_synthetic_keyword_options_override_the_run(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    write_synthetic_trace(a, SyntheticRun(agents=5, seed=2, max_agents=2), agents=3)
+    write_synthetic_trace(b, SyntheticRun(agents=3, seed=2, max_agents=2))
+    assert a.read_bytes() == b.read_bytes()
+    with pytest.raises(TypeError):
+        write_synthetic_trace(a, agent=3)  # a typo is an error, not a default

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from swarm._commands import trace as trace_cmd
-from swarm.analysis.known import build_chain, build_fanout
+from swarm.analysis.known import ChainSpec, build_chain, build_fanout
 from swarm.cli import main
 
 
@@ -54,14 +54,8 @@ def test_critical_path_json(chain: Path, capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_whatif_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = build_chain(
-        tmp_path / "k.jsonl",
-        steps=1,
-        chat_s=10.0,
-        tool_s=0.0,
-        input_tokens=10_000,
-        output_tokens=500,
-    ).path
+    chain = ChainSpec(steps=1, chat_s=10.0, tool_s=0.0, input_tokens=10_000, output_tokens=500)
+    path = build_chain(tmp_path / "k.jsonl", chain).path
     r = _json(
         ["trace", "whatif", str(path), "--set", "speed=cerebras/kimi-k2.6", "--max-agents", "4"],
         capsys,

@@ -126,6 +126,29 @@ def _ledger_rows(ledger: dict[str, float], wall: float) -> list[list[Any]]:
     ]
 
 
+_GROUP_COLUMNS = {
+    "calls": "calls",
+    "tokens out": "output_tokens",
+    "cost $": "cost_usd",
+    "errors": "errors",
+    "TTFT p50": "ttft_p50_s",
+    "TTFT p95": "ttft_p95_s",
+    "TTFT p99": "ttft_p99_s",
+    "tok/s": "tokens_per_s",
+    "profile tok/s": "profile_tokens_per_s",
+}
+"""The per-group table: column title -> key in the summary's group."""
+_SAVING_COLUMNS = {
+    "span": "name",
+    "model": "model",
+    "recorded s": "recorded_s",
+    "faster": "faster",
+    "expected s": "expected_s",
+    "saving s": "saving_s",
+}
+"""The critical-path savings table: column title -> key in a saving row."""
+
+
 def _summary(args: argparse.Namespace) -> int:
     from swarm.analysis import summarize
 
@@ -140,36 +163,14 @@ def _summary(args: argparse.Namespace) -> int:
         f"{t['retries']} retries\n"
     )
     for group in ("by_tier", "by_model", "by_role"):
-        _table(
-            group.replace("_", " "),
-            [
-                "key",
-                "calls",
-                "tokens out",
-                "cost $",
-                "errors",
-                "TTFT p50",
-                "TTFT p95",
-                "TTFT p99",
-                "tok/s",
-                "profile tok/s",
-            ],
-            [
-                [
-                    k,
-                    g["calls"],
-                    g["output_tokens"],
-                    g["cost_usd"],
-                    g["errors"],
-                    g["ttft_p50_s"],
-                    g["ttft_p95_s"],
-                    g["ttft_p99_s"],
-                    g["tokens_per_s"],
-                    g["profile_tokens_per_s"],
-                ]
-                for k, g in s[group].items()
-            ],
-        )
+        rows = [[k, *(g[key] for key in _GROUP_COLUMNS.values())] for k, g in s[group].items()]
+        _table(group.replace("_", " "), ["key", *_GROUP_COLUMNS], rows)
+    _summary_ledgers(s)
+    return 0
+
+
+def _summary_ledgers(s: dict[str, Any]) -> None:
+    """The whole run's and the critical path's ledgers, and the calls worth speeding up."""
     wall = s["wall_s"]
     _table("ledger (whole run)", ["cause", "seconds", "share"], _ledger_rows(s["ledger"], wall))
     cp = s["critical_path"]
@@ -179,20 +180,9 @@ def _summary(args: argparse.Namespace) -> int:
     if cp["top_savings"]:
         _table(
             "critical-path calls a faster provider would shorten most",
-            ["span", "model", "recorded s", "faster", "expected s", "saving s"],
-            [
-                [
-                    r["name"],
-                    r["model"],
-                    r["recorded_s"],
-                    r["faster"],
-                    r["expected_s"],
-                    r["saving_s"],
-                ]
-                for r in cp["top_savings"]
-            ],
+            list(_SAVING_COLUMNS),
+            [[r[key] for key in _SAVING_COLUMNS.values()] for r in cp["top_savings"]],
         )
-    return 0
 
 
 def _critical_path(args: argparse.Namespace) -> int:

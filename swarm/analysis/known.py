@@ -7,15 +7,23 @@ classic shapes and return a `KnownTrace` with the critical path and ledger to ex
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from swarm.analysis.spanfile import SpanLines, at_ns
 from swarm.tracing import semconv as sc
-from swarm.tracing.otlp_json import KIND_CLIENT, KIND_INTERNAL, encode_span
+from swarm.tracing.otlp_json import KIND_CLIENT, KIND_INTERNAL, OtlpSpan, encode_span
 
-__all__ = ["KnownTrace", "SpanSpec", "build_chain", "build_fanout", "span_id", "write_spans"]
+__all__ = [
+    "ChainSpec",
+    "KnownTrace",
+    "SpanSpec",
+    "build_chain",
+    "build_fanout",
+    "span_id",
+    "write_spans",
+]
 
 
 @dataclass
@@ -67,38 +75,44 @@ def write_spans(path: Path, specs: Sequence[SpanSpec], run_id: str = "known") ->
                 events.append((sc.FIRST_TOKEN_EVENT, at_ns(sp.start + sp.ttft), None))
             out.add(
                 encode_span(
-                    trace_id=trace_id,
-                    span_id=ids[i],
-                    parent_span_id=None if sp.parent is None else ids[sp.parent],
-                    name=sp.name,
-                    kind=sp.kind,
-                    start_ns=at_ns(sp.start),
-                    end_ns=at_ns(sp.end),
-                    attributes=attrs,
-                    events=events,
-                    links=[
-                        (trace_id, ids[j], {sc.LINK_TYPE: sc.LINK_DEPENDS_ON}) for j in sp.links
-                    ],
+                    OtlpSpan(
+                        trace_id=trace_id,
+                        span_id=ids[i],
+                        parent_span_id=None if sp.parent is None else ids[sp.parent],
+                        name=sp.name,
+                        kind=sp.kind,
+                        start_ns=at_ns(sp.start),
+                        end_ns=at_ns(sp.end),
+                        attributes=attrs,
+                        events=events,
+                        links=[
+                            (trace_id, ids[j], {sc.LINK_TYPE: sc.LINK_DEPENDS_ON}) for j in sp.links
+                        ],
+                    )
                 )
             )
         out.flush()
         return out.count
 
 
-def _chat(
-    parent: int,
-    t0: float,
-    t1: float,
-    ttft: float,
-    tier: str = "speed",
-    model: str = "llama-3.3-70b",
-    provider: str = "groq",
-    inp: int = 1000,
-    outp: int = 100,
-    cost: float = 0.001,
-) -> SpanSpec:
+@dataclass(frozen=True)
+class _Call:
+    """What a hand-built chat span reports: which model, where, and its usage."""
+
+    tier: str = "speed"
+    model: str = "llama-3.3-70b"
+    provider: str = "groq"
+    inp: int = 1000
+    outp: int = 100
+    cost: float = 0.001
+
+
+_REASONING = _Call(tier="reasoning", model="kimi-k2.6", provider="moonshot")
+
+
+def _chat(parent: int, t0: float, t1: float, ttft: float, call: _Call = _Call()) -> SpanSpec:
     return SpanSpec(
-        f"chat {model}",
+        f"chat {call.model}",
         t0,
         t1,
         parent,
@@ -106,12 +120,12 @@ def _chat(
         kind=KIND_CLIENT,
         attrs={
             sc.OPERATION: sc.OP_CHAT,
-            sc.PROVIDER: provider,
-            sc.REQUEST_MODEL: model,
-            sc.TIER: tier,
-            sc.INPUT_TOKENS: inp,
-            sc.OUTPUT_TOKENS: outp,
-            sc.COST_USD: cost,
+            sc.PROVIDER: call.provider,
+            sc.REQUEST_MODEL: call.model,
+            sc.TIER: call.tier,
+            sc.INPUT_TOKENS: call.inp,
+            sc.OUTPUT_TOKENS: call.outp,
+            sc.COST_USD: call.cost,
         },
     )
 
@@ -139,17 +153,24 @@ def _tool(name: str, parent: int, t0: float, t1: float) -> SpanSpec:
     )
 
 
-def build_chain(
-    path: Path,
-    *,
-    steps: int = 3,
-    chat_s: float = 2.0,
-    ttft_s: float = 0.5,
-    tool_s: float = 1.0,
-    output_tokens: int = 100,
-    input_tokens: int = 1000,
-) -> KnownTrace:
-    """One agent doing `steps` × (chat then tool) back to back: everything is critical."""
+@dataclass(frozen=True)
+class ChainSpec:
+    """The chain `build_chain` writes: `steps` × (a chat, then a tool), back to back."""
+
+    steps: int = 3
+    chat_s: float = 2.0
+    ttft_s: float = 0.5
+    tool_s: float = 1.0
+    output_tokens: int = 100
+    input_tokens: int = 1000
+
+
+def build_chain(path: Path, chain: ChainSpec | None = None, **options: Any) -> KnownTrace:
+    """One agent doing `steps` × (chat then tool) back to back: everything is critical.
+
+    `options` are `ChainSpec`'s fields as keywords (`steps=4`), applied over `chain`."""
+    c = replace(chain or ChainSpec(), **options)
+    steps, chat_s, ttft_s, tool_s = c.steps, c.chat_s, c.ttft_s, c.tool_s
     wall = steps * (chat_s + tool_s)
     specs = [
         SpanSpec("invoke_workflow swarm", 0.0, wall, None, attrs={sc.OPERATION: sc.OP_WORKFLOW}),
@@ -157,7 +178,9 @@ def build_chain(
     ]
     t = 0.0
     for _ in range(steps):
-        specs.append(_chat(1, t, t + chat_s, ttft_s, inp=input_tokens, outp=output_tokens))
+        specs.append(
+            _chat(1, t, t + chat_s, ttft_s, _Call(inp=c.input_tokens, outp=c.output_tokens))
+        )
         specs.append(_tool("run_tests", 1, t + chat_s, t + chat_s + tool_s))
         t += chat_s + tool_s
     write_spans(path, specs)
@@ -181,9 +204,7 @@ def build_fanout(
         SpanSpec("invoke_workflow swarm", 0.0, fix_end, None, attrs={sc.OPERATION: sc.OP_WORKFLOW}),
         _agent("planner", 0, 0.0, plan_end),
     ]
-    specs.append(
-        _chat(1, 0.0, plan_end, 1.0, tier="reasoning", model="kimi-k2.6", provider="moonshot")
-    )
+    specs.append(_chat(1, 0.0, plan_end, 1.0, _REASONING))
     coder_idx = []
     for d in durations:
         coder_idx.append(len(specs))

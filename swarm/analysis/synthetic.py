@@ -22,11 +22,12 @@ from swarm.tracing.otlp_json import (
     KIND_CLIENT,
     KIND_INTERNAL,
     STATUS_ERROR,
+    OtlpSpan,
     encode_attributes,
     encode_span,
 )
 
-__all__ = ["write_synthetic_trace"]
+__all__ = ["SyntheticRun", "write_synthetic_trace"]
 
 
 # per tier: (provider, model, ttft_s, output tok/s, $ in / M, $ out / M, reasoning tokens)
@@ -78,33 +79,30 @@ class _Synth:
         sid: str,
         parent: str | None,
         name: str,
-        t0: float,
-        t1: float,
+        during: tuple[float, float],
         attrs: Mapping[str, Any],
-        *,
-        kind: int = KIND_INTERNAL,
         links: Sequence[str] = (),
-        error: str = "",
     ) -> None:
+        """One internal span, `during` (start, end) in seconds from the run start."""
         self.out.add(
             encode_span(
-                trace_id=self.trace_id,
-                span_id=sid,
-                parent_span_id=parent,
-                name=name,
-                kind=kind,
-                start_ns=at_ns(t0),
-                end_ns=at_ns(t1),
-                attributes=attrs,
-                links=[(self.trace_id, s, {sc.LINK_TYPE: sc.LINK_DEPENDS_ON}) for s in links],
-                status_code=STATUS_ERROR if error else 0,
-                status_message=error,
+                OtlpSpan(
+                    trace_id=self.trace_id,
+                    span_id=sid,
+                    parent_span_id=parent,
+                    name=name,
+                    kind=KIND_INTERNAL,
+                    start_ns=at_ns(during[0]),
+                    end_ns=at_ns(during[1]),
+                    attributes=attrs,
+                    links=[(self.trace_id, s, {sc.LINK_TYPE: sc.LINK_DEPENDS_ON}) for s in links],
+                )
             )
         )
 
     def wait(self, parent: str, kind: str, t0: float, t1: float, links: Sequence[str] = ()) -> None:
         self.span(
-            self.sid(), parent, f"{sc.WAIT_SPAN} {kind}", t0, t1, {sc.WAIT_KIND: kind}, links=links
+            self.sid(), parent, f"{sc.WAIT_SPAN} {kind}", (t0, t1), {sc.WAIT_KIND: kind}, links
         )
 
     def chat(
@@ -151,17 +149,19 @@ class _Synth:
         )
         self.out.add(
             encode_span(
-                trace_id=self.trace_id,
-                span_id=self.sid(),
-                parent_span_id=parent,
-                name=f"{sc.OP_CHAT} {model}",
-                kind=KIND_CLIENT,
-                start_ns=at_ns(t),
-                end_ns=at_ns(t + dur),
-                raw_attributes=attrs,
-                events=[(sc.FIRST_TOKEN_EVENT, at_ns(t + ttft), None)],
-                status_code=STATUS_ERROR if error else 0,
-                status_message=error,
+                OtlpSpan(
+                    trace_id=self.trace_id,
+                    span_id=self.sid(),
+                    parent_span_id=parent,
+                    name=f"{sc.OP_CHAT} {model}",
+                    kind=KIND_CLIENT,
+                    start_ns=at_ns(t),
+                    end_ns=at_ns(t + dur),
+                    raw_attributes=attrs,
+                    events=[(sc.FIRST_TOKEN_EVENT, at_ns(t + ttft), None)],
+                    status_code=STATUS_ERROR if error else 0,
+                    status_message=error,
+                )
             )
         )
         return t + dur
@@ -174,7 +174,7 @@ class _Synth:
             sc.TOOL_EXIT_CODE: 0,
             **extra,
         }
-        self.span(self.sid(), parent, f"{sc.OP_TOOL} {name}", t, t + dur, attrs)
+        self.span(self.sid(), parent, f"{sc.OP_TOOL} {name}", (t, t + dur), attrs)
         return t + dur
 
     def agent(self, parent: str, a: _AgentPlan) -> tuple[str, float, bool]:
@@ -199,7 +199,7 @@ class _Synth:
             sc.SUBTASK_ID: f"t{a.index}",
             sc.ROLE: a.role,
         }
-        self.span(sid, parent, f"{sc.OP_AGENT} {a.role}", a.ready, t, attrs, links=a.links)
+        self.span(sid, parent, f"{sc.OP_AGENT} {a.role}", (a.ready, t), attrs, a.links)
         return sid, t, failed
 
     def _work(self, sid: str, a: _AgentPlan, t: float) -> tuple[float, bool]:
@@ -243,53 +243,49 @@ class _AgentPlan:
 
 
 @dataclass(frozen=True)
-class _Shape:
-    agents: int
-    calls_per_agent: int
-    tools_per_call: int
-    waits: bool
-    max_agents: int
+class SyntheticRun:
+    """The run `write_synthetic_trace` simulates; the same seed writes the same bytes."""
+
+    agents: int = 50
+    """Coders (a fixer follows each whose tests fail)."""
+    calls_per_agent: int = 10
+    tools_per_call: int = 1
+    seed: int = 0
+    waits: bool = True
+    """Write queue, merge and dependency wait spans."""
+    max_agents: int = 16
+    """The concurrency cap: coders beyond it queue for a slot."""
+    run_id: str | None = None
+    """`synthetic-{seed}` when None."""
 
 
-def write_synthetic_trace(
-    path: Path,
-    *,
-    agents: int = 50,
-    calls_per_agent: int = 10,
-    tools_per_call: int = 1,
-    seed: int = 0,
-    waits: bool = True,
-    max_agents: int = 16,
-    run_id: str | None = None,
-) -> int:
-    """Write a realistic trace of a whole swarm run to `path`; return the span count."""
-    rng = random.Random(seed)
+def write_synthetic_trace(path: Path, run: SyntheticRun | None = None, **options: Any) -> int:
+    """Write a realistic trace of a whole swarm run to `path`; return the span count.
+
+    `options` are `SyntheticRun`'s fields as keywords (`agents=40, seed=3`), applied over
+    `run` (or the defaults); an unknown one raises `TypeError`."""
+    run = replace(run or SyntheticRun(), **options)
+    rng = random.Random(run.seed)
     trace_id = f"{rng.getrandbits(128):032x}"
-    run_id = run_id or f"synthetic-{seed}"
-    shape = _Shape(agents, calls_per_agent, tools_per_call, waits, max_agents)
+    run_id = run.run_id or f"synthetic-{run.seed}"
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as fh:
         out = SpanLines(fh, run_id)
         s = _Synth(out, rng, trace_id)
         root = s.sid()
+        planner_calls = max(1, min(3, run.calls_per_agent))
         planner = _AgentPlan(
-            "planner", 0, "reasoning", max(1, min(3, calls_per_agent)), tools_per_call, 0.01, 0.01
+            "planner", 0, "reasoning", planner_calls, run.tools_per_call, 0.01, 0.01
         )
         _, t_plan, _ = s.agent(root, planner)
-        end = _coders(s, root, t_plan, shape)
-        s.span(
-            root,
-            None,
-            f"{sc.OP_WORKFLOW} swarm",
-            0.0,
-            end + 0.05,
-            {sc.OPERATION: sc.OP_WORKFLOW, sc.WORKFLOW_NAME: "swarm", sc.RUN_ID: run_id},
-        )
+        end = _coders(s, root, t_plan, run)
+        attrs = {sc.OPERATION: sc.OP_WORKFLOW, sc.WORKFLOW_NAME: "swarm", sc.RUN_ID: run_id}
+        s.span(root, None, f"{sc.OP_WORKFLOW} swarm", (0.0, end + 0.05), attrs)
         out.flush()
         return out.count
 
 
-def _coders(s: _Synth, root: str, t_plan: float, shape: _Shape) -> float:
+def _coders(s: _Synth, root: str, t_plan: float, shape: SyntheticRun) -> float:
     """Coders under the concurrency cap, a fixer after each failed test run; the last end."""
     rng = s.rng
     slots = [t_plan] * max(1, shape.max_agents)

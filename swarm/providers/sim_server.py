@@ -27,6 +27,7 @@ from swarm.catalog import all_models
 from swarm.messages import ChatRequest, Message, ToolCall, ToolSpec
 from swarm.providers.exchange import SIMULATED_HEADER
 from swarm.providers.sim_engine import SimEngine, SimPlan
+from swarm.providers.sim_reply import Reply
 
 __all__ = ["create_app", "serve_sim"]
 
@@ -135,6 +136,75 @@ def _abort(request: web.Request) -> None:
         request.transport.abort()
 
 
+async def _sleep_until(at: float) -> None:
+    """Sleep until anyio's clock reads `at`; return at once if it already has."""
+    wait = at - anyio.current_time()
+    if wait > 0:
+        await anyio.sleep(wait)
+
+
+class _Frames:
+    """One stream's SSE chunks: the visible output cut into ticks, framed as chunk events."""
+
+    def __init__(self, cid: str, model: str, reply: Reply) -> None:
+        self.cid, self.model, self.reply = cid, model, reply
+        head = json.dumps(self._head())[:-1]
+        self.prefix = f'data: {head}, "choices": [{{"index": 0, "delta": '.encode()
+        self.suffix = b', "logprobs": null, "finish_reason": null}]}\n\n'
+        # the visible output as segments: None for text, else the tool-call index
+        self.segments: list[tuple[int | None, str]] = []
+        if reply.text:
+            self.segments.append((None, reply.text))
+        self.segments.extend((i, c.arguments or "{}") for i, c in enumerate(reply.tool_calls))
+        self.total = sum(len(s) for _, s in self.segments)
+
+    def _head(self) -> dict[str, Any]:
+        return {
+            "id": self.cid,
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": self.model,
+        }
+
+    def tick(self, i: int, ticks: int) -> bytes:
+        """Tick `i` of `ticks`: the output decoded since the last tick (an empty delta if none)."""
+        chunk = self._deltas(i * self.total // ticks, (i + 1) * self.total // ticks, i == 0)
+        return chunk or self.prefix + b'{"role": "assistant", "content": ""}' + self.suffix
+
+    def _deltas(self, a: int, b: int, first: bool) -> bytes:
+        out = []
+        offset = 0
+        for index, text in self.segments:
+            lo, hi = max(a, offset), min(b, offset + len(text))
+            if lo < hi:
+                delta = self._delta(index, text[lo - offset : hi - offset], lo == offset)
+                if first:
+                    delta = {"role": "assistant", **delta}
+                    first = False
+                out.append(self.prefix + json.dumps(delta).encode() + self.suffix)
+            offset += len(text)
+        return b"".join(out)
+
+    def _delta(self, index: int | None, piece: str, opens: bool) -> dict[str, Any]:
+        if index is None:
+            return {"content": piece}
+        if not opens:
+            return {"tool_calls": [{"index": index, "function": {"arguments": piece}}]}
+        c = self.reply.tool_calls[index]  # the call's first chunk names it
+        fn = {"name": c.name, "arguments": piece}
+        return {"tool_calls": [{"index": index, "id": c.id, "type": "function", "function": fn}]}
+
+    def tail(self, plan: SimPlan, include_usage: bool) -> bytes:
+        """The finish chunk, the usage chunk if asked for, and `[DONE]`."""
+        finish = f', "logprobs": null, "finish_reason": "{plan.finish_reason}"}}]}}\n\n'
+        tail = [self.prefix + b"{}" + finish.encode()]
+        if include_usage:
+            usage = {**self._head(), "choices": [], "usage": _usage(plan)}
+            tail.append(b"data: " + json.dumps(usage).encode() + b"\n\n")
+        tail.append(_DONE)
+        return b"".join(tail)
+
+
 class _SimHandlers:
     def __init__(self, engine: SimEngine, headers: dict[str, str]) -> None:
         self.engine = engine
@@ -237,87 +307,21 @@ class _SimHandlers:
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", **headers}
         )
         await resp.prepare(request)
-        head = json.dumps(
-            {
-                "id": cid,
-                "object": "chat.completion.chunk",
-                "created": int(time.time()),
-                "model": model,
-            }
-        )[:-1]
-        prefix = f'data: {head}, "choices": [{{"index": 0, "delta": '.encode()
-        suffix_open = b', "logprobs": null, "finish_reason": null}]}\n\n'
-
-        # the visible output as segments: None for text, else the tool-call index
-        reply = plan.reply
-        segments: list[tuple[int | None, str]] = []
-        if reply.text:
-            segments.append((None, reply.text))
-        segments.extend((i, c.arguments or "{}") for i, c in enumerate(reply.tool_calls))
-        total = sum(len(s) for _, s in segments)
-        ticks = max(1, min(math.ceil(plan.decode_s / TICK_S), total))
+        frames = _Frames(cid, model, plan.reply)
+        ticks = max(1, min(math.ceil(plan.decode_s / TICK_S), frames.total))
         fault_tick = int(plan.fault_at * ticks) if plan.fault else -1
-
-        def deltas(a: int, b: int, first: bool) -> bytes:
-            out = []
-            offset = 0
-            for index, text in segments:
-                lo, hi = max(a, offset), min(b, offset + len(text))
-                if lo < hi:
-                    piece = text[lo - offset : hi - offset]
-                    delta: dict[str, Any]
-                    if index is None:
-                        delta = {"content": piece}
-                    else:
-                        call: dict[str, Any] = {"index": index, "function": {"arguments": piece}}
-                        if lo == offset:  # the call's first chunk names it
-                            c = reply.tool_calls[index]
-                            call = {
-                                "index": index,
-                                "id": c.id,
-                                "type": "function",
-                                "function": {"name": c.name, "arguments": piece},
-                            }
-                        delta = {"tool_calls": [call]}
-                    if first:
-                        delta = {"role": "assistant", **delta}
-                        first = False
-                    out.append(prefix + json.dumps(delta).encode() + suffix_open)
-                offset += len(text)
-            return b"".join(out)
-
         await anyio.sleep(plan.ttft_s)
         if plan.think_s:
-            await self._stream_thinking(resp, prefix, suffix_open, plan.think_s)
+            await self._stream_thinking(resp, frames.prefix, frames.suffix, plan.think_s)
         start = anyio.current_time()
         step = plan.decode_s / ticks
         for i in range(ticks):
-            wait = start + i * step - anyio.current_time()
-            if wait > 0:
-                await anyio.sleep(wait)
+            await _sleep_until(start + i * step)
             if i == fault_tick:
                 return await self._stream_fault(request, resp, plan)
-            chunk = deltas(i * total // ticks, (i + 1) * total // ticks, i == 0)
-            await resp.write(
-                chunk or prefix + b'{"role": "assistant", "content": ""}' + suffix_open
-            )
-        wait = start + plan.decode_s - anyio.current_time()
-        if wait > 0:
-            await anyio.sleep(wait)
-        finish = f', "logprobs": null, "finish_reason": "{plan.finish_reason}"}}]}}\n\n'
-        tail = [prefix + b"{}" + finish.encode()]
-        if include_usage:
-            usage = {
-                "id": cid,
-                "object": "chat.completion.chunk",
-                "created": int(time.time()),
-                "model": model,
-                "choices": [],
-                "usage": _usage(plan),
-            }
-            tail.append(b"data: " + json.dumps(usage).encode() + b"\n\n")
-        tail.append(_DONE)
-        await resp.write(b"".join(tail))
+            await resp.write(frames.tick(i, ticks))
+        await _sleep_until(start + plan.decode_s)
+        await resp.write(frames.tail(plan, include_usage))
         await resp.write_eof()
         return resp
 
@@ -330,13 +334,9 @@ class _SimHandlers:
         first = prefix + b'{"role": "assistant", "reasoning_content": "Thinking."}' + suffix
         more = prefix + b'{"reasoning_content": " ..."}' + suffix
         for i in range(ticks):
-            wait = start + i * think_s / ticks - anyio.current_time()
-            if wait > 0:
-                await anyio.sleep(wait)
+            await _sleep_until(start + i * think_s / ticks)
             await resp.write(first if i == 0 else more)
-        wait = start + think_s - anyio.current_time()
-        if wait > 0:
-            await anyio.sleep(wait)
+        await _sleep_until(start + think_s)
 
     async def _stream_fault(
         self, request: web.Request, resp: web.StreamResponse, plan: SimPlan

@@ -33,7 +33,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, Spa
 from swarm._secrets import capture_content as content_capture_on
 from swarm.tracing import semconv as sc
 from swarm.tracing.metrics import GenAIMetricsProcessor, meter_provider
-from swarm.tracing.otlp_json import encode_span, traces_data_line
+from swarm.tracing.otlp_json import OtlpSpan, encode_span, traces_data_line
 
 __all__ = [
     "GenAIMetricsProcessor",
@@ -79,24 +79,26 @@ def _encode(span: ReadableSpan) -> str | None:
     parent = span.parent
     status = span.status
     return encode_span(
-        trace_id=f"{ctx.trace_id:032x}",
-        span_id=f"{ctx.span_id:016x}",
-        parent_span_id=f"{parent.span_id:016x}" if parent is not None else None,
-        name=span.name,
-        kind=span.kind.value + 1,  # the SDK counts from INTERNAL=0, OTLP from UNSPECIFIED=0
-        start_ns=span.start_time or 0,
-        end_ns=span.end_time or 0,
-        attributes=span.attributes,
-        events=[(e.name, e.timestamp, e.attributes) for e in span.events],
-        links=[
-            (f"{ln.context.trace_id:032x}", f"{ln.context.span_id:016x}", ln.attributes)
-            for ln in span.links
-        ],
-        status_code=status.status_code.value,
-        status_message=status.description or "",
-        dropped_attributes=span.dropped_attributes,
-        dropped_events=span.dropped_events,
-        dropped_links=span.dropped_links,
+        OtlpSpan(
+            trace_id=f"{ctx.trace_id:032x}",
+            span_id=f"{ctx.span_id:016x}",
+            parent_span_id=f"{parent.span_id:016x}" if parent is not None else None,
+            name=span.name,
+            kind=span.kind.value + 1,  # the SDK counts from INTERNAL=0, OTLP from UNSPECIFIED=0
+            start_ns=span.start_time or 0,
+            end_ns=span.end_time or 0,
+            attributes=span.attributes,
+            events=[(e.name, e.timestamp, e.attributes) for e in span.events],
+            links=[
+                (f"{ln.context.trace_id:032x}", f"{ln.context.span_id:016x}", ln.attributes)
+                for ln in span.links
+            ],
+            status_code=status.status_code.value,
+            status_message=status.description or "",
+            dropped_attributes=span.dropped_attributes,
+            dropped_events=span.dropped_events,
+            dropped_links=span.dropped_links,
+        )
     )
 
 
