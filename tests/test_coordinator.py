@@ -65,7 +65,9 @@ class Merger:
     head: str = "c0"
     worktree: Path = Path("/mem/_integration")
 
-    async def merge(self, name: str, title: str, patch: str) -> MergeResult:
+    async def merge(
+        self, name: str, title: str, patch: str, *, check: str | None = None
+    ) -> MergeResult:
         await anyio.lowlevel.checkpoint()
         if name in self.conflicts:
             self.conflicts.discard(name)
@@ -74,11 +76,14 @@ class Merger:
         self.head = f"c{len(self.order)}"
         return MergeResult("merged", self.head)
 
-    async def run_check(self) -> CheckResult:
+    async def run_check(self, command: str = "") -> CheckResult:
         return CheckResult(True, 0, "ok", 0.0)
 
-    async def commit(self, message: str) -> str:
+    async def commit(self, message: str, *, stage_edits: bool = False) -> str:
         return self.head
+
+    async def reset(self) -> None:
+        await anyio.lowlevel.checkpoint()
 
 
 class Checks:
@@ -88,7 +93,9 @@ class Checks:
         self.fails = dict(fails or {})
         self.runs: list[str] = []
 
-    async def __call__(self, path: Path) -> CheckResult:
+    async def __call__(
+        self, path: Path, command: str = "", *, key: str | None = None
+    ) -> CheckResult:
         await anyio.lowlevel.checkpoint()
         self.runs.append(path.name)
         if self.fails.get(path.name, 0) > 0:

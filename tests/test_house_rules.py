@@ -74,7 +74,7 @@ def test_no_signature_or_help_shows_the_environment(monkeypatch: pytest.MonkeyPa
                 text = str(inspect.signature(obj))
             except (TypeError, ValueError):
                 continue
-            if secret in text or "environ" in text:
+            if secret in text or "environ({" in text:
                 leaks.append(f"{name}.{attr}{text[:80]}")
     assert not leaks, leaks
     assert secret not in pydoc.render_doc(swarm.Router)

@@ -28,6 +28,7 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
+from swarm.agent.tool import scrub_env
 from swarm.errors import WorkspaceError
 
 __all__ = [
@@ -78,6 +79,20 @@ def _git_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _GIT_ENV_DROP}
     # no prompts, stable English messages, no opportunistic index refreshes in the user's repo
     env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C", GIT_OPTIONAL_LOCKS="0", **extra)
+    # the target repository's hooks never run from swarm's own git commands (a worktree
+    # add runs post-checkout, a commit post-commit even with --no-verify): see hook_env
+    env.update(
+        GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="core.hooksPath", GIT_CONFIG_VALUE_0=os.devnull
+    )
+    return env
+
+
+def hook_env() -> dict[str, str]:
+    """The environment of a git command that may run the repository's hooks (`hooks: run`):
+    its own hooks path, and no secrets for them to read."""
+    env = scrub_env(_git_env())
+    for key in ("GIT_CONFIG_COUNT", "GIT_CONFIG_KEY_0", "GIT_CONFIG_VALUE_0"):
+        env.pop(key, None)
     return env
 
 

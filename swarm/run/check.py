@@ -1,26 +1,48 @@
-"""Running a repository's check command (its tests) in a worktree.
+"""Running a repository's check command (its tests) in a worktree, and judging the result.
 
-The check must test the worktree's own code: an editable install or a `src/` layout can
-silently point `python -m pytest` at the user's original checkout, so the worktree (and its
-`src/`) go first on PYTHONPATH, and the interpreter running swarm goes first on PATH.
+The check must test the worktree's own code with the repository's own environment: see
+`swarm.run.environment` (the worktree and its `src/` first on PYTHONPATH, the repository's
+interpreter first on PATH, never swarm's).
 The command runs through the tools' own runner: its own process group, killed on timeout
 or cancellation, secrets scrubbed, `TRACEPARENT` set so a test run can join the trace.
+
+The baseline: a suite already red at the start would burn every fix round and blame every
+subtask. So before planning, the checks run once on the base commit (see `swarm.run.run`).
+Failures it can name (pytest's `FAILED`/`ERROR` summary lines) become `KnownFailures`, and
+a later check passes when it fails only on those (`baseline: record`, the default).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
-import sys
-from collections.abc import Mapping
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Protocol
 
-from swarm.agent.tool import ToolContext, scrub_env
+import anyio
+
+from swarm.agent.tool import ToolContext
 from swarm.agent.toolbox import run_command
+from swarm.run.environment import CheckEnvironment
+from swarm.run.roles import failing_part
+from swarm.run.task import Task
 from swarm.tracing import semconv as sc
 from swarm.tracing.setup import tracer
+from swarm.tracing.waits import waiting
 
-__all__ = ["CheckResult", "check_env", "run_check"]
+__all__ = [
+    "Baseline",
+    "CheckFn",
+    "CheckResult",
+    "Checker",
+    "KnownFailures",
+    "failures_in",
+    "run_baseline",
+    "run_check",
+    "tree_key",
+]
 
 
 @dataclass(frozen=True)
@@ -34,28 +56,21 @@ class CheckResult:
     timed_out: bool = False
 
 
-def check_env(cwd: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Environment for running a check (or an agent's tests) in `cwd` against its own code."""
-    env = scrub_env(os.environ if base is None else base)
-    paths = [str(cwd)]
-    if (cwd / "src").is_dir():
-        paths.insert(0, str(cwd / "src"))
-    if env.get("PYTHONPATH"):
-        paths.append(env["PYTHONPATH"])
-    env["PYTHONPATH"] = os.pathsep.join(paths)
-    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env.pop("VIRTUAL_ENV", None)
-    return env
-
-
 async def run_check(
-    command: str, cwd: Path, *, timeout_s: float = 600.0, max_output: int = 12_000
+    command: str,
+    cwd: Path,
+    *,
+    timeout_s: float = 600.0,
+    environment: CheckEnvironment | None = None,
+    max_output: int = 40_000,
 ) -> CheckResult:
-    """Run `command` in a shell in `cwd`; a span records its exit code."""
+    """Run `command` in a shell in `cwd`; a span records its exit code.
+
+    `environment` is the repository's (default: `cwd`'s own, found as for a checkout)."""
     attrs = {sc.OPERATION: sc.OP_TOOL, sc.TOOL_NAME: "run_tests", sc.CHECK_COMMAND: command}
     with tracer().start_as_current_span(f"{sc.OP_TOOL} run_tests", attributes=attrs) as span:
-        ctx = ToolContext(root=cwd, env=check_env(cwd), timeout_s=timeout_s)
+        environment = environment or CheckEnvironment.resolve(cwd)
+        ctx = ToolContext(root=cwd, env=environment.env_for(cwd), timeout_s=timeout_s)
         result = await run_command(command, ctx, max_output_chars=max_output)
         passed = result.exit_code == 0 and not result.timed_out
         output = result.output
@@ -64,3 +79,138 @@ async def run_check(
         span.set_attribute(sc.TOOL_EXIT_CODE, -1 if result.exit_code is None else result.exit_code)
         span.set_attribute(sc.CHECK_PASSED, passed)
         return CheckResult(passed, result.exit_code, output, result.duration_s, result.timed_out)
+
+
+class CheckFn(Protocol):
+    """Runs a check command in a worktree; `key` names its tree (`tree_key`) for reuse."""
+
+    async def __call__(
+        self, path: Path, command: str, *, key: str | None = None
+    ) -> CheckResult: ...
+
+
+def tree_key(base: str, patch: str) -> str:
+    """A name for the tree `patch` makes of commit `base`: equal trees, equal keys."""
+    return f"{base}:{hashlib.sha256(patch.encode('utf-8', 'surrogateescape')).hexdigest()}"
+
+
+class Checker:
+    """Runs a repository's checks: its environment, a few at once, identical trees once.
+
+    At most `max_concurrent` checks run at the same time (a suite uses the cores; two dozen
+    at once on two cores are slower than eight); the time spent waiting for a place is a
+    `swarm.wait check` span. A result is reused for the same command on the same tree
+    (`key`: the base commit and the patch), so the coordinator's check and the merge
+    queue's do not run the same suite twice. Results are judged against the baseline's
+    known failures once those are recorded.
+    """
+
+    def __init__(
+        self,
+        environment: CheckEnvironment,
+        *,
+        timeout_s: float = 600.0,
+        max_concurrent: int | None = None,
+    ) -> None:
+        self.environment, self.timeout_s = environment, timeout_s
+        self._slots = anyio.CapacityLimiter(max_concurrent or os.cpu_count() or 2)
+        self._results: dict[tuple[str, str], CheckResult] = {}
+        self.known = KnownFailures()
+        """Failures the base commit already had (set by `run_baseline`)."""
+        self.runs = 0
+        self.reused = 0
+
+    async def __call__(self, path: Path, command: str, *, key: str | None = None) -> CheckResult:
+        if key is not None and (hit := self._results.get((command, key))) is not None:
+            self.reused += 1
+            return hit
+        try:
+            self._slots.acquire_nowait()
+        except anyio.WouldBlock:
+            with waiting(sc.WAIT_CHECK):
+                await self._slots.acquire()
+        try:
+            self.runs += 1
+            result = await run_check(
+                command, path, timeout_s=self.timeout_s, environment=self.environment
+            )
+        finally:
+            self._slots.release()
+        result = self.known.judge(result)
+        if key is not None:
+            self._results[(command, key)] = result
+        return result
+
+
+_FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.MULTILINE)
+
+
+def failures_in(output: str) -> frozenset[str]:
+    """The test ids a check's output names as failed (pytest's short summary lines)."""
+    return frozenset(m.group(1) for m in _FAILED.finditer(output))
+
+
+@dataclass(frozen=True)
+class KnownFailures:
+    """Test ids the base commit already failed on."""
+
+    ids: frozenset[str] = frozenset()
+
+    def judge(self, result: CheckResult) -> CheckResult:
+        """`result`, passed when it fails only where the baseline already failed."""
+        if result.passed or not self.ids or result.timed_out:
+            return result
+        now = failures_in(result.output)
+        if now and now <= self.ids:
+            note = f"\n[swarm: only failures known from the baseline: {', '.join(sorted(now))}]"
+            return replace(result, passed=True, output=result.output + note)
+        return result
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The checks on the base commit: their results, the known failures, or why to stop."""
+
+    results: dict[str, CheckResult] = field(default_factory=dict)
+    known: KnownFailures = KnownFailures()
+    stop: str | None = None
+    """Why the run must stop before any work, or None."""
+
+    def summary(self) -> dict[str, str]:
+        """Each command's state on the base commit, for the report."""
+        out = {}
+        for command, r in self.results.items():
+            named = failures_in(r.output) if not r.passed else frozenset()
+            out[command] = "passed" if r.passed else f"failed ({len(named)} known failures)"
+        return out
+
+
+async def run_baseline(checker: Checker, worktree: Path, task: Task) -> Baseline:
+    """Run `check` (over everything) and `accept` on the base commit in `worktree`."""
+    commands = dict.fromkeys(c for c in (task.check_for(()), task.accept_command) if c)
+    results = {c: await checker(worktree, c) for c in commands}
+    red = {c: r for c, r in results.items() if not r.passed}
+    if not red:
+        return Baseline(results)
+    named = {c: failures_in(r.output) for c, r in red.items()}
+    known = KnownFailures(frozenset().union(*named.values()))
+    unnamed = [c for c in red if not named[c]]
+    if task.baseline == "stop" or unnamed:
+        command = (unnamed or list(red))[0]
+        failed = red[command]
+        why = (
+            "`baseline: stop` is set"
+            if task.baseline == "stop"
+            else "swarm cannot tell its failures apart (no pytest-style FAILED lines)"
+        )
+        return Baseline(
+            results,
+            known,
+            stop=(
+                f"the check fails before any change: `{command}` exited {failed.exit_code} "
+                f"on the base commit, and {why}. Fix it first, or check something that "
+                f"passes today.\n{failing_part(failed.output, 2000)}"
+            ),
+        )
+    checker.known = known
+    return Baseline(results, known)

@@ -25,13 +25,21 @@ import anyio
 from opentelemetry.trace import SpanContext
 
 from swarm.agent.loop import Agent
-from swarm.agent.tool import Tool, ToolContext
+from swarm.agent.tool import Tool
 from swarm.agent.toolbox import coding_tools
 from swarm.errors import BudgetExceeded, ModelBehaviorError, SwarmError
-from swarm.run.check import CheckResult, check_env, run_check
+from swarm.run.check import Checker, CheckFn, CheckResult, tree_key
+from swarm.run.environment import CheckEnvironment
 from swarm.run.merge import Merger, MergeResult
 from swarm.run.outcome import PhaseTimes, RunOutcome, SubtaskOutcome
-from swarm.run.parts import CheckFn, CoordinatorParts, Crew, GitSandbox, Sandbox, SolveOptions
+from swarm.run.parts import (
+    CoordinatorParts,
+    Crew,
+    GitSandbox,
+    Sandbox,
+    SolveOptions,
+    WorkspaceLike,
+)
 from swarm.run.plan import Plan, PlanError, Subtask, parse_plan_reply
 from swarm.run.roles import (
     CODER,
@@ -39,10 +47,12 @@ from swarm.run.roles import (
     PLANNER,
     PLANNER_TOOLS,
     coder_prompt,
+    failing_part,
     fix_prompt,
     planner_prompt,
     rebase_prompt,
 )
+from swarm.run.staff import Staff
 from swarm.run.task import Task
 from swarm.tracing import semconv as sc
 from swarm.tracing.waits import record_wait, waiting
@@ -66,8 +76,14 @@ class Coordinator:
         self._tools: list[Tool] = list(parts.tools) if parts.tools is not None else coding_tools()
         if parts.sandbox is None and repo is None:
             raise ValueError("a Coordinator needs a repo or a sandbox")
-        self._sandbox: Sandbox = parts.sandbox or GitSandbox(repo or Path(), crew.run_id)
-        self._run_check: CheckFn = parts.check or self._check_command
+        self._environment = parts.environment or CheckEnvironment.resolve(repo or Path())
+        self._sandbox: Sandbox = parts.sandbox or GitSandbox(
+            repo or Path(), crew.run_id, self._environment
+        )
+        self._check: CheckFn = parts.check or Checker(
+            self._environment, timeout_s=options.check_timeout_s
+        )
+        self._staff = Staff(crew, task, options, self._tools, self._environment, self.times)
         self._changed = anyio.Event()
         self._merge_spans: dict[str, SpanContext] = {}
         self._plan_ready_ns = 0
@@ -86,7 +102,7 @@ class Coordinator:
                     model=self.crew.models.model("planner", agent_id=agent_id),
                     instructions=PLANNER,
                     tools=tools,
-                    context=self._context(ws.path),
+                    context=self._staff.context(ws.path, self.task.accept_command),
                     max_steps=self.options.max_steps_per_agent,
                     agent_id=agent_id,
                 )
@@ -149,7 +165,7 @@ class Coordinator:
         async with anyio.create_task_group() as tg:
             while True:
                 if board.stop is None:
-                    for st in plan.ready(board.done, started):
+                    for st in plan.ready(board.done, started, board.finished):
                         started.add(st.id)
                         self.crew.progress.queued(st.id)
                         tg.start_soon(self._subtask, st, board, name=st.id)
@@ -169,17 +185,22 @@ class Coordinator:
                 )
 
     async def _verify(self, queue: Merger) -> CheckResult | None:
-        """The full check on the integration branch, with a bounded fix loop."""
-        if not self.task.check:
+        """`accept` on the integration branch, with a bounded fix loop; fixes are committed
+        only once green, and dropped otherwise: nothing red is committed."""
+        accept = self.task.accept_command
+        if not accept:
             return None
-        result = await self._timed("checks", queue.run_check())
+        result = await self._timed("checks", self._check(queue.worktree, accept))
         final = Subtask(id="final", title="final verification", instructions=self.task.title)
         for n in range(1, self.options.fix_rounds + 1):
             if result.passed:
                 break
-            await self._fix(final, queue.worktree, result, round_=n)
-            await queue.commit("swarm: final verification fixes")
-            result = await self._timed("checks", queue.run_check())
+            await self._fix(final, queue.worktree, result, round_=n, command=accept)
+            result = await self._timed("checks", self._check(queue.worktree, accept))
+            if result.passed:
+                await queue.commit("swarm: final verification fixes", stage_edits=True)
+        if not result.passed:
+            await queue.reset()
         return result
 
     # -- one subtask ------------------------------------------------------------------
@@ -195,7 +216,7 @@ class Coordinator:
                 self.crew.progress.running(st.id)
                 self.crew.journal.set_subtask(self.crew.run_id, st.id, "running")
                 merged = await self._code_test_merge(st, outcome, board.queue)
-            outcome.status = "merged" if merged.ok else "failed"
+            outcome.status = {"merged": "merged", "empty": "empty"}.get(merged.kind, "failed")
             outcome.commit = merged.commit
             if not merged.ok:
                 outcome.error = f"{merged.kind}: {merged.output[-500:]}"
@@ -210,8 +231,8 @@ class Coordinator:
 
     def _settle(self, outcome: SubtaskOutcome, board: _Board) -> None:
         board.finished.add(outcome.id)
-        if outcome.status in ("merged", "failed"):
-            if outcome.status == "merged":
+        if outcome.status in ("merged", "empty", "failed"):
+            if outcome.status != "failed":
                 board.done.add(outcome.id)
             self.crew.journal.set_subtask(
                 self.crew.run_id,
@@ -248,46 +269,54 @@ class Coordinator:
 
     async def _merge(self, st: Subtask, patch: str, queue: Merger) -> MergeResult:
         with waiting(sc.WAIT_MERGE, attributes={sc.SUBTASK_ID: st.id}) as span:
-            merged = await queue.merge(st.id, st.title, patch)
+            started = anyio.current_time()
+            merged = await queue.merge(st.id, st.title, patch, check=self.task.check_for(st.files))
+            self.times.add("merge", anyio.current_time() - started)
         self._merge_spans[st.id] = span.get_span_context()
         return merged
 
     async def _code_test_merge(
         self, st: Subtask, outcome: SubtaskOutcome, queue: Merger
     ) -> MergeResult:
-        async with self._sandbox.open(queue.head, st.id) as ws:
-            coder = self._agent("coder", f"coder:{st.id}", CODER, ws.path, st)
+        base = queue.head
+        async with self._sandbox.open(base, st.id) as ws:
+            coder = self._staff.agent("coder", f"coder:{st.id}", CODER, ws.path, st)
             coder.depends_on(self._dependency_spans(st))
             await coder.run(coder_prompt(self.task, st))
-            await self._until_green(st, ws.path, outcome, tag="")
-            patch = await ws.patch()
+            patch = await self._until_green(st, ws, base, outcome, tag="")
         merged = await self._merge(st, patch, queue)
         while not merged.ok and outcome.rebases < self.options.rebase_rounds:
             outcome.rebases += 1
             reason = (
                 "its patch no longer applies (merge conflict)"
                 if merged.kind == "conflict"
-                else f"the check fails after merging it:\n{merged.output[-3000:]}"
+                else f"the check fails after merging it:\n{failing_part(merged.output, 3000)}"
             )
-            async with self._sandbox.open(queue.head, f"{st.id}-rebase{outcome.rebases}") as ws:
+            base = queue.head
+            async with self._sandbox.open(base, f"{st.id}-rebase{outcome.rebases}") as ws:
                 if merged.kind == "red":
                     await ws.apply(patch)
                 agent_id = f"fixer:{st.id}:rebase{outcome.rebases}"
-                await self._agent("fixer", agent_id, FIXER, ws.path, st).run(
+                await self._staff.agent("fixer", agent_id, FIXER, ws.path, st).run(
                     rebase_prompt(st, patch, reason)
                 )
-                await self._until_green(st, ws.path, outcome, tag=f"r{outcome.rebases}")
-                patch = await ws.patch()
+                patch = await self._until_green(st, ws, base, outcome, tag=f"r{outcome.rebases}")
             merged = await self._merge(st, patch, queue)
         return merged
 
     async def _until_green(
-        self, st: Subtask, path: Path, outcome: SubtaskOutcome, tag: str
-    ) -> None:
-        """Run the check; on failure send fixers, a bounded number of rounds."""
-        if not self.task.check:
-            return
-        result = await self._timed("checks", self._run_check(path))
+        self, st: Subtask, ws: WorkspaceLike, base: str, outcome: SubtaskOutcome, tag: str
+    ) -> str:
+        """Check the workspace; on failure send fixers, a bounded number of rounds.
+
+        Returns the workspace's patch once its check is green (or there is no check)."""
+        patch = await ws.patch()
+        command = self.task.check_for(st.files)
+        if not command:
+            return patch
+        result = await self._timed(
+            "checks", self._check(ws.path, command, key=tree_key(base, patch))
+        )
         rounds = 0
         while not result.passed:
             if rounds >= self.options.fix_rounds:
@@ -295,52 +324,28 @@ class Coordinator:
             rounds += 1
             outcome.fix_rounds += 1
             self.crew.progress.fixing(st.id)
-            await self._fix(st, path, result, round_=rounds, tag=tag)
-            result = await self._timed("checks", self._run_check(path))
+            await self._fix(st, ws.path, result, round_=rounds, tag=tag, command=command)
+            patch = await ws.patch()
+            key = tree_key(base, patch)
+            result = await self._timed("checks", self._check(ws.path, command, key=key))
+        return patch
 
     async def _fix(
-        self, st: Subtask, path: Path, failed: CheckResult, *, round_: int, tag: str = ""
+        self,
+        st: Subtask,
+        path: Path,
+        failed: CheckResult,
+        *,
+        round_: int,
+        command: str,
+        tag: str = "",
     ) -> None:
         escalate = round_ > self.options.escalate_after
         agent_id = f"fixer:{st.id}:{tag}{round_}"
-        agent = self._agent("fixer", agent_id, FIXER, path, st, escalate=escalate)
-        await agent.run(fix_prompt(st, self.task.check or "", failed.output))
+        agent = self._staff.agent("fixer", agent_id, FIXER, path, st, escalate=escalate)
+        await agent.run(fix_prompt(st, command, failed.output))
 
     # -- helpers ----------------------------------------------------------------------
-
-    def _agent(
-        self,
-        role: str,
-        agent_id: str,
-        instructions: str,
-        path: Path,
-        st: Subtask,
-        *,
-        escalate: bool = False,
-    ) -> _TimedAgent:
-        agent: Agent[str] = Agent(
-            role,
-            model=self.crew.models.model(role, agent_id=agent_id, escalate=escalate),
-            instructions=instructions,
-            tools=self._tools,
-            context=self._context(path),
-            max_steps=self.options.max_steps_per_agent,
-            agent_id=agent_id,
-            subtask_id=st.id,
-        )
-        return _TimedAgent(agent, self.times, role)
-
-    def _context(self, path: Path) -> ToolContext:
-        return ToolContext(
-            root=path,
-            check=self.task.check,
-            env=check_env(path),
-            timeout_s=self.options.check_timeout_s,
-        )
-
-    async def _check_command(self, path: Path) -> CheckResult:
-        assert self.task.check is not None
-        return await run_check(self.task.check, path, timeout_s=self.options.check_timeout_s)
 
     async def _timed(self, phase: str, work: Awaitable[CheckResult]) -> CheckResult:
         started = anyio.current_time()
@@ -365,18 +370,3 @@ class _Board:
 
 class _GaveUp(SwarmError):
     """A subtask's fix rounds ran out."""
-
-
-class _TimedAgent:
-    def __init__(self, agent: Agent[str], times: PhaseTimes, phase: str) -> None:
-        self._agent, self._times, self._phase = agent, times, phase
-
-    def depends_on(self, spans: list[SpanContext]) -> None:
-        self._agent.depends_on = spans
-
-    async def run(self, prompt: str) -> None:
-        started = anyio.current_time()
-        try:
-            await self._agent.run(prompt)  # the check, not the agent's word, decides
-        finally:
-            self._times.add(self._phase, anyio.current_time() - started)

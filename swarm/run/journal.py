@@ -42,7 +42,7 @@ SCHEMA_VERSION = 1
 # means it was cancelled (Ctrl-C, SIGTERM) and can be resumed.
 RUN_STATUSES = frozenset({"running", "done", "failed", "stopped", "interrupted"})
 SUBTASK_STATUSES = frozenset(
-    {"pending", "running", "coded", "testing", "fixing", "merged", "failed", "skipped"}
+    {"pending", "running", "coded", "testing", "fixing", "merged", "empty", "failed", "skipped"}
 )
 _RUN_FIELDS = {"branch", "cost_usd", "tokens", "detail"}
 _SUBTASK_FIELDS = {

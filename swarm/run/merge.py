@@ -20,8 +20,9 @@ from typing import Literal, Protocol
 import anyio
 
 from swarm.errors import WorkspaceError
-from swarm.run.check import CheckResult, run_check
-from swarm.run.workspace import git, repo_lock
+from swarm.run.check import Checker, CheckFn, CheckResult
+from swarm.run.environment import CheckEnvironment
+from swarm.run.workspace import git, hook_env, repo_lock
 
 __all__ = ["MergeQueue", "MergeResult", "Merger"]
 
@@ -52,22 +53,39 @@ class Merger(Protocol):
         """Where the final verification's fixers work."""
         ...
 
-    async def merge(self, name: str, title: str, patch: str) -> MergeResult: ...
+    async def merge(
+        self, name: str, title: str, patch: str, *, check: str | None
+    ) -> MergeResult: ...
 
-    async def run_check(self) -> CheckResult: ...
+    async def run_check(self, command: str) -> CheckResult: ...
 
-    async def commit(self, message: str) -> str: ...
+    async def reset(self) -> None:
+        """Drop uncommitted changes in the integration worktree."""
+        ...
+
+    async def commit(self, message: str, *, stage_edits: bool = False) -> str: ...
+
+
+@dataclass(frozen=True)
+class QueueSettings:
+    """How the merge queue checks and commits."""
+
+    checker: CheckFn
+    """Runs a check command in the integration worktree."""
+    environment: CheckEnvironment | None = None
+    """Prepares the integration worktree (`include:`, `setup:`); None: nothing to do."""
+    hooks: bool = False
+    """Run the repository's commit hooks (`hooks: run`); they never run otherwise."""
 
 
 class MergeQueue:
     """Serialises merges onto the integration branch, checking after each one."""
 
-    def __init__(self, worktree: Path, branch: str, check: str | None, timeout_s: float) -> None:
+    def __init__(self, worktree: Path, branch: str, settings: QueueSettings) -> None:
         self.worktree = worktree
         """The integration branch's own worktree."""
         self.branch = branch
-        self.check = check
-        self.timeout_s = timeout_s
+        self.settings = settings
         self.head = ""
         """Commit at the tip of the integration branch."""
         self._lock = anyio.Lock()
@@ -80,8 +98,7 @@ class MergeQueue:
         *,
         run_id: str,
         base: str,
-        check: str | None,
-        timeout_s: float = 600.0,
+        settings: QueueSettings | None = None,
     ) -> AsyncIterator[MergeQueue]:
         """Create (or, on resume, reuse) `swarm/<run-id>` at `base` and check it out apart."""
         branch = f"swarm/{run_id}"
@@ -97,21 +114,24 @@ class MergeQueue:
             await git("worktree", "prune", cwd=repo)
             await anyio.Path(path.parent).mkdir(parents=True, exist_ok=True)
             await git("worktree", "add", "--quiet", str(path), branch, cwd=repo)
-        queue = cls(path, branch, check, timeout_s)
+        settings = settings or QueueSettings(Checker(CheckEnvironment.resolve(repo)))
+        queue = cls(path, branch, settings)
         try:
             queue.head = await git("rev-parse", "HEAD", cwd=path)
+            if settings.environment is not None:
+                await settings.environment.prepare(path)
             yield queue
         finally:
             with anyio.move_on_after(30, shield=True):
                 async with lock:
                     await git("worktree", "remove", "--force", str(path), cwd=repo)
 
-    async def merge(self, name: str, title: str, patch: str) -> MergeResult:
-        """Apply `patch`, run the check, commit; or undo and say why not."""
+    async def merge(self, name: str, title: str, patch: str, *, check: str | None) -> MergeResult:
+        """Apply `patch`, run `check`, commit; or undo and say why not."""
         async with self._lock:
-            return await self._merge(name, title, patch)
+            return await self._merge(name, title, patch, check)
 
-    async def _merge(self, name: str, title: str, patch: str) -> MergeResult:
+    async def _merge(self, name: str, title: str, patch: str, check: str | None) -> MergeResult:
         if not patch.strip():
             return MergeResult("empty", self.head)
         with tempfile.NamedTemporaryFile("w", suffix=".patch", delete=False) as f:
@@ -121,44 +141,50 @@ class MergeQueue:
                 "apply", "--3way", "--index", "--whitespace=nowarn", f.name, cwd=self.worktree
             )
         except WorkspaceError as exc:
-            await self._reset()
+            await self.reset()
             return MergeResult("conflict", output=str(exc))
         finally:
             os.unlink(f.name)
-        if self.check:
-            result = await self.run_check()
+        if check:
+            result = await self.run_check(check)
             if not result.passed:
-                await self._reset()
+                await self.reset()
                 return MergeResult("red", output=result.output)
         return MergeResult("merged", await self.commit(f"swarm: {name}: {title}"))
 
-    async def run_check(self) -> CheckResult:
-        assert self.check is not None
-        return await run_check(self.check, self.worktree, timeout_s=self.timeout_s)
+    async def run_check(self, command: str) -> CheckResult:
+        return await self.settings.checker(self.worktree, command)
 
-    async def commit(self, message: str) -> str:
-        """Commit everything in the integration worktree (a no-op when clean)."""
-        await git("add", "-A", cwd=self.worktree)
-        status = await git("status", "--porcelain", cwd=self.worktree)
-        if status.strip():
+    async def commit(self, message: str, *, stage_edits: bool = False) -> str:
+        """Commit what is staged (a merged patch), a no-op when nothing is.
+
+        `stage_edits` first stages edits to tracked files (the final verification's fixes);
+        untracked files — a check's artifacts, the `include:` files — are never committed.
+        """
+        if stage_edits:
+            await git("add", "--update", cwd=self.worktree)
+        staged = await git("diff", "--cached", "--name-only", cwd=self.worktree)
+        if staged.strip():
+            hooks = ("--no-verify",) if not self.settings.hooks else ()
             await git(
-                "-c",
-                "user.name=swarm",
-                "-c",
-                "user.email=swarm@localhost",
+                *_IDENTITY,
                 "commit",
                 "--quiet",
-                "--no-verify",
+                *hooks,
                 "-m",
                 message,
                 cwd=self.worktree,
+                env=hook_env() if self.settings.hooks else None,
             )
         self.head = await git("rev-parse", "HEAD", cwd=self.worktree)
         return self.head
 
-    async def _reset(self) -> None:
+    async def reset(self) -> None:
+        """Back to the head: the patch's files go; untracked files (`include:`) stay."""
         await git("reset", "--hard", "--quiet", "HEAD", cwd=self.worktree)
-        await git("clean", "-fdq", cwd=self.worktree)
+
+
+_IDENTITY = ("-c", "user.name=swarm", "-c", "user.email=swarm@localhost")
 
 
 async def _branch_exists(repo: Path, branch: str) -> bool:

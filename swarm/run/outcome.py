@@ -17,7 +17,7 @@ class SubtaskOutcome:
     id: str
     title: str
     status: str = "pending"
-    """pending, running, merged, failed or skipped."""
+    """pending, running, merged, empty (a green patch with nothing in it), failed or skipped."""
     fix_rounds: int = 0
     rebases: int = 0
     commit: str | None = None
@@ -61,6 +61,6 @@ class RunOutcome:
     def status(self) -> RunStatus:
         if self.stop_reason:
             return "stopped"
-        merged = all(s.status == "merged" for s in self.subtasks)
+        merged = all(s.status in ("merged", "empty") for s in self.subtasks)
         green = self.final_check is None or self.final_check.passed
         return "done" if merged and green else "failed"

@@ -7,8 +7,8 @@ sleep; tests plug in in-memory parts to drive the coordinator's rules in millise
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -16,7 +16,8 @@ from typing import Protocol
 from swarm.agent.tool import Tool
 from swarm.budget import Budget
 from swarm.model import Model
-from swarm.run.check import CheckResult
+from swarm.run.check import CheckFn
+from swarm.run.environment import CheckEnvironment
 from swarm.run.journal import Journal
 from swarm.run.merge import Merger
 from swarm.run.progress import Progress
@@ -58,18 +59,23 @@ class Sandbox(Protocol):
     def open(self, base: str, name: str) -> AbstractAsyncContextManager[WorkspaceLike]: ...
 
 
-CheckFn = Callable[[Path], Awaitable[CheckResult]]
-"""Runs the task's check in a workspace."""
-
-
 class GitSandbox:
-    """The real sandbox: a git worktree of `repo` per workspace."""
+    """The real sandbox: a git worktree of `repo` per workspace, prepared for its checks."""
 
-    def __init__(self, repo: Path, run_id: str) -> None:
+    def __init__(
+        self, repo: Path, run_id: str, environment: CheckEnvironment | None = None
+    ) -> None:
         self.repo, self.run_id = repo, run_id
+        self.environment = environment or CheckEnvironment.resolve(repo)
 
     def open(self, base: str, name: str) -> AbstractAsyncContextManager[WorkspaceLike]:
-        return Workspace.open(self.repo, base=base, name=name, run_id=self.run_id)
+        return self._open(base, name)
+
+    @asynccontextmanager
+    async def _open(self, base: str, name: str) -> AsyncIterator[WorkspaceLike]:
+        async with Workspace.open(self.repo, base=base, name=name, run_id=self.run_id) as ws:
+            await self.environment.prepare(ws.path)
+            yield ws
 
 
 @dataclass(frozen=True)
@@ -79,7 +85,9 @@ class CoordinatorParts:
     sandbox: Sandbox | None = None
     """Where workspaces come from (default: git worktrees of the repository)."""
     check: CheckFn | None = None
-    """How the task's check runs (default: its command in a subprocess)."""
+    """How a check runs (default: a `Checker` in the repository's environment)."""
+    environment: CheckEnvironment | None = None
+    """What agents' commands run with (default: the repository's own environment)."""
     tools: Sequence[Tool] | None = None
     """The tools agents get (default: `coding_tools()`)."""
 

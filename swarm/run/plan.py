@@ -86,17 +86,31 @@ class Plan(BaseModel, frozen=True):
         """Subtasks by id (read-only)."""
         return self._by_id
 
+    @property
+    def _added(self) -> frozenset[tuple[str, str]]:
+        return frozenset(self.added_dependencies)
+
     def chain_length(self, id: str) -> int:
         """Subtasks on the longest path from `id` to one nothing depends on (itself counts)."""
         return self._chain[id]
 
-    def ready(self, done: Set[str], running: Set[str] = frozenset()) -> list[Subtask]:
+    def ready(
+        self, done: Set[str], running: Set[str] = frozenset(), finished: Set[str] = frozenset()
+    ) -> list[Subtask]:
         """Subtasks whose dependencies are all done, not done or running themselves;
-        longest remaining chain first, ties by id."""
+        longest remaining chain first, ties by id.
+
+        A dependency added only because file scopes overlap orders the work, it is not a
+        need: it is met once that subtask has `finished`, merged or not."""
+        added = self._added
+
+        def met(s: Subtask, d: str) -> bool:
+            return d in done or ((s.id, d) in added and d in finished)
+
         out = [
             s
             for s in self.subtasks
-            if s.id not in done and s.id not in running and all(d in done for d in s.depends_on)
+            if s.id not in done and s.id not in running and all(met(s, d) for d in s.depends_on)
         ]
         out.sort(key=lambda s: (-self.chain_length(s.id), s.id))
         return out

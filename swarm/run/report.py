@@ -23,7 +23,7 @@ class SubtaskReport(BaseModel):
     id: str
     title: str
     status: str
-    """merged, failed or skipped (pending/running only while the run is alive)."""
+    """merged, empty (nothing to merge), failed or skipped."""
     fix_rounds: int = 0
     rebases: int = 0
     commit: str | None = None
@@ -68,6 +68,10 @@ class RunReport(BaseModel):
     time_by_phase: dict[str, float]
     overhead: Overhead
     spans_dropped: int = 0
+    warnings: list[str] = []
+    """What the user should know: the checks' environment, uncommitted changes, hooks."""
+    baseline: dict[str, str] = {}
+    """Each check command's state on the base commit (`passed`, `failed (N known failures)`)."""
 
     @property
     def ok(self) -> bool:
@@ -101,6 +105,9 @@ def render_markdown(r: RunReport) -> str:
     ]
     if r.error:
         lines.append(f"- error: {r.error}")
+    for command, state in r.baseline.items():
+        lines.append(f"- baseline: `{command}` {state} before any change")
+    lines += [f"- note: {w}" for w in r.warnings]
     lines += [
         "",
         "## Subtasks",

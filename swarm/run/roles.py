@@ -59,11 +59,36 @@ def coder_prompt(task: Task, subtask: Subtask) -> str:
     )
 
 
+FIX_OUTPUT_CHARS = 12_000
+"""How much of a failing check's output a fixer is shown (the failing part first)."""
+
+
 def fix_prompt(subtask: Subtask, check: str, output: str) -> str:
+    files = ", ".join(subtask.files) or "(not specified)"
     return (
         f"The check failed for subtask `{subtask.id}` ({subtask.title}).\n"
-        f"Command: `{check}`\n\nOutput:\n{output}\n\nFix the code so the check passes."
+        f"Command: `{check}`\n\nWhat failed:\n{failing_part(output)}\n\n"
+        f"Your files: {files}. Fix the cause within them; change another file only if "
+        "the failure is there, and say so in your summary."
     )
+
+
+def failing_part(output: str, limit: int = FIX_OUTPUT_CHARS) -> str:
+    """The part of a check's output that says what failed, first; the rest, cut to fit.
+
+    pytest puts the failures (`= FAILURES =`, `= ERRORS =`) and the short summary after a
+    long progress log: that section leads, then the tail of the output."""
+    starts = [i for marker in _FAILURE_MARKERS if (i := output.find(marker)) >= 0]
+    head = output[min(starts) :] if starts else ""
+    if len(head) >= limit:
+        return head[: limit // 2] + "\n[...]\n" + head[-limit // 2 :]
+    rest = output[: min(starts)] if starts else output
+    room = limit - len(head)
+    tail = rest[-room:] if len(rest) > room else rest
+    return (head + ("\n[earlier output]\n" + tail if head and tail.strip() else tail)).strip()
+
+
+_FAILURE_MARKERS = ("= FAILURES =", "= ERRORS =", "short test summary info")
 
 
 def rebase_prompt(subtask: Subtask, patch: str, reason: str) -> str:

@@ -31,6 +31,7 @@ from swarm.config import SwarmConfig
 from swarm.errors import BudgetExceeded
 from swarm.model import Provider
 from swarm.routing.router import Router
+from swarm.run.check import Baseline
 from swarm.run.coordinator import Coordinator
 from swarm.run.journal import Journal
 from swarm.run.merge import Merger
@@ -83,6 +84,14 @@ class World(Protocol):
         """The run's branch and its patch against `base` (None, None when there is none)."""
         ...
 
+    async def baseline(self, queue: Merger, task: Task) -> Baseline:
+        """The checks on the base commit, before any work."""
+        ...
+
+    async def warnings(self, task: Task) -> list[str]:
+        """What the user should know before the run spends anything."""
+        ...
+
     def models(self, source: ModelSource) -> ModelSource:
         """The model source agents get (a simulated world may record calls)."""
         ...
@@ -124,6 +133,8 @@ class Run:
         self._stack = AsyncExitStack()
         self._t0 = self._cpu0 = 0.0
         self._base = ""
+        self.baseline = Baseline()
+        self.warnings: list[str] = []
 
     async def __aenter__(self) -> Run:
         self._t0, self._cpu0 = time.perf_counter(), time.process_time()
@@ -150,6 +161,7 @@ class Run:
                 reserves=spec.source is not None,
             )
             self._base = await self.world.base()
+            self.warnings = await self.world.warnings(spec.task)
         except BaseException as exc:
             await self._stack.__aexit__(type(exc), exc, exc.__traceback__)
             raise
@@ -158,6 +170,8 @@ class Run:
                 "swarm: no provider keys found: running on the simulator "
                 "(simulated models and latency)"
             )
+        for warning in self.warnings:
+            self.progress.note(f"swarm: {warning}")
         return self
 
     async def execute(self) -> RunOutcome:
@@ -170,6 +184,10 @@ class Run:
         if spec.resuming:
             await self.world.prepare(self.id)
         async with self.world.merger(self.id, self._base, spec.task, spec.options) as queue:
+            self.baseline = await self.world.baseline(queue, spec.task)
+            if self.baseline.stop:
+                self.progress.note(f"swarm: {self.baseline.stop}")
+                return self._stopped("baseline", coordinator)
             try:
                 with anyio.move_on_after(self.budget.remaining_s()) as planning:
                     plan = await self._plan(coordinator, queue.head)
@@ -178,7 +196,7 @@ class Run:
             if planning.cancelled_caught:
                 return self._stopped("deadline", coordinator)
             rows = spec.journal.subtasks(self.id)
-            done = frozenset(k for k, row in rows.items() if row.status == "merged")
+            done = frozenset(k for k, row in rows.items() if row.status in ("merged", "empty"))
             self.progress.note(
                 f"swarm: plan has {len(plan.subtasks)} subtasks ({len(done)} already merged)"
             )
@@ -233,7 +251,9 @@ class Run:
             run_id=self.id,
             status=status,
             stop_reason=outcome.stop_reason if outcome else None,
-            error=error,
+            error=error or self.baseline.stop,
+            warnings=self.warnings,
+            baseline=self.baseline.summary(),
             simulated=spec.config.simulated,
             repo=self.world.repo_label,
             branch=branch,

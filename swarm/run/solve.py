@@ -9,6 +9,7 @@ budget, tracing, router, report — is the `Run`'s.
 from __future__ import annotations
 
 import secrets
+import sys
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import asdict, dataclass, replace
@@ -22,8 +23,10 @@ from swarm.budget import BudgetLimits
 from swarm.config import SwarmConfig, load_config
 from swarm.errors import ConfigError, WorkspaceError
 from swarm.model import Provider
+from swarm.run.check import Baseline, Checker, run_baseline
+from swarm.run.environment import CheckEnvironment
 from swarm.run.journal import Journal
-from swarm.run.merge import MergeQueue, Merger
+from swarm.run.merge import MergeQueue, Merger, QueueSettings
 from swarm.run.parts import CoordinatorParts, GitSandbox, ModelSource, SolveOptions
 from swarm.run.plan import load_plan
 from swarm.run.report import RunReport
@@ -60,13 +63,20 @@ def new_run_id() -> str:
 class GitWorld:
     """The real world: a git repository, worktrees, the check, the merge queue."""
 
-    def __init__(self, repo: Path, providers: Mapping[str, Provider] | None = None) -> None:
-        self.repo = repo
+    def __init__(
+        self, repo: Path, task: Task, providers: Mapping[str, Provider] | None = None
+    ) -> None:
+        self.repo, self.task = repo, task
         self.repo_label = str(repo)
         self.providers = providers
+        self.environment = CheckEnvironment.resolve(
+            repo, python=task.python, env=task.env, include=task.include, setup=task.setup
+        )
+        self.checker = Checker(self.environment)
 
     def parts(self, run_id: str) -> CoordinatorParts:
-        return CoordinatorParts(sandbox=GitSandbox(self.repo, run_id))
+        sandbox = GitSandbox(self.repo, run_id, self.environment)
+        return CoordinatorParts(sandbox=sandbox, check=self.checker, environment=self.environment)
 
     async def base(self) -> str:
         return await git("rev-parse", "HEAD", cwd=self.repo)
@@ -77,9 +87,30 @@ class GitWorld:
     def merger(
         self, run_id: str, base: str, task: Task, options: SolveOptions
     ) -> AbstractAsyncContextManager[Merger]:
-        return MergeQueue.open(
-            self.repo, run_id=run_id, base=base, check=task.check, timeout_s=options.check_timeout_s
+        settings = QueueSettings(self.checker, self.environment, hooks=task.hooks == "run")
+        return MergeQueue.open(self.repo, run_id=run_id, base=base, settings=settings)
+
+    async def baseline(self, queue: Merger, task: Task) -> Baseline:
+        """The checks on the base commit, before any work (see `swarm.run.check`)."""
+        return await run_baseline(self.checker, queue.worktree, task)
+
+    async def warnings(self, task: Task) -> list[str]:
+        notes = [self.environment.describe()]
+        dirty = await git("status", "--porcelain", "--untracked-files=no", cwd=self.repo)
+        if dirty.strip():
+            head = (await self.base())[:12]
+            notes.append(
+                f"{self.repo} has uncommitted changes: the run starts from HEAD ({head}) "
+                "and leaves them out"
+            )
+        if not task.check and not task.accept:
+            notes.append("the task has no check: subtasks merge untested, and nothing says done")
+        notes.append(
+            "git hooks: run when swarm commits (on this machine)"
+            if task.hooks == "run"
+            else "git hooks: not run (`hooks: run` in the task runs them)"
         )
+        return notes
 
     async def result(self, run_id: str, base: str) -> tuple[str | None, str | None]:
         branch = f"swarm/{run_id}"
@@ -109,6 +140,8 @@ async def solve(req: SolveRequest, *, source: ModelSource | None = None) -> RunR
             load_plan(Path(req.plan_path))  # a bad plan file fails before a run exists
         run_id = req.run_id or new_run_id()
         repo, demo = _repo_for(req, task, state, run_id)
+        if demo and task.python is None:  # swarm's own demo is tested with swarm's pytest
+            task = task.model_copy(update={"python": sys.executable})
         config = load_config(req.config_path)
         if not resuming:
             journal.create_run(
@@ -129,7 +162,7 @@ async def solve(req: SolveRequest, *, source: ModelSource | None = None) -> RunR
             live=req.live,
             source=source,
         )
-        run = Run(spec, GitWorld(repo, _providers(config, demo)))
+        run = Run(spec, GitWorld(repo, task, _providers(config, demo)))
         async with run:
             await run.execute()
         assert run.report is not None

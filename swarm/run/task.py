@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import difflib
 import re
+import shlex
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -44,7 +46,24 @@ class Task(BaseModel, frozen=True, extra="forbid"):
     repo: str | None = None
     """Repository to work on, as written (relative paths are relative to the task file)."""
     check: str | None = None
-    """Shell command that must pass on the final branch (e.g. `pytest -q`)."""
+    """Shell command that must pass after every subtask (e.g. `pytest -q {files}`; `{files}`
+    becomes the subtask's files, shell-quoted)."""
+    accept: str | None = None
+    """The final "done" condition, run on the integration branch (default: `check` with
+    `{files}` left empty)."""
+    setup: str | None = None
+    """Shell command run in every fresh worktree before work starts (e.g. `npm ci`)."""
+    include: tuple[str, ...] = ()
+    """Untracked or ignored paths (globs) the checks need, brought from the checkout."""
+    python: str | None = None
+    """The interpreter checks run with (default: the repository's own venv, if any)."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Extra environment variables for checks and agents' commands."""
+    hooks: Literal["skip", "run"] = "skip"
+    """The repository's git hooks: never run (default), or run when swarm commits."""
+    baseline: Literal["record", "stop"] = "record"
+    """A check already red before any change: judge subtasks against its known failures
+    (`record`), or stop before spending anything (`stop`)."""
     max_agents: int | None = None
     """Sub-agents allowed to run at once."""
     budget: BudgetLimits | None = None
@@ -56,12 +75,30 @@ class Task(BaseModel, frozen=True, extra="forbid"):
     source: str | None = None
     """The file the task came from, when it came from a file."""
 
+    def check_for(self, files: Sequence[str] = ()) -> str | None:
+        """The check for a subtask's `files` (`{files}` filled in, shell-quoted)."""
+        if self.check is None:
+            return None
+        return self.check.replace(FILES, shlex.join(files)).strip()
+
+    @property
+    def accept_command(self) -> str | None:
+        """The final condition: `accept`, else the check over everything."""
+        return self.accept or self.check_for(())
+
 
 class _FrontMatter(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     repo: str | None = None
     check: str | None = None
+    accept: str | None = None
+    setup: str | None = None
+    include: list[str] = Field(default_factory=list)
+    python: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    hooks: Literal["skip", "run"] = "skip"
+    baseline: Literal["record", "stop"] = "record"
     max_agents: int | None = Field(default=None, ge=1)
     budget: BudgetLimits | None = None
     roles: dict[str, str] = Field(default_factory=dict)
@@ -69,6 +106,8 @@ class _FrontMatter(BaseModel):
 
 
 _ALLOWED = sorted(_FrontMatter.model_fields)
+FILES = "{files}"
+"""In `check`, the place of the subtask's files."""
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _MOVED = {
     "budget_usd": "`budget: {usd: ...}`",
@@ -80,6 +119,13 @@ _MOVED = {
 _SHAPES = {
     "repo": "a string (a path to a git repository)",
     "check": "a string (a shell command)",
+    "accept": "a string (a shell command)",
+    "setup": "a string (a shell command)",
+    "include": "a list of paths or globs, e.g. [src/pkg/_version.py, .env]",
+    "python": "a string (a path to an interpreter)",
+    "env": "a mapping of variable to string value",
+    "hooks": "`skip` or `run`",
+    "baseline": "`record` or `stop`",
     "max_agents": "a whole number",
     "budget": "a mapping of limits, e.g. {usd: 2, steps: 300, deadline: 15m}",
     "roles": "a mapping of role to tier, e.g. {fixer: reasoning}",
@@ -182,6 +228,13 @@ def _validate_front(front: dict[str, Any], node: yaml.Node | None, source: str) 
     return {
         "repo": fm.repo,
         "check": fm.check,
+        "accept": fm.accept,
+        "setup": fm.setup,
+        "include": tuple(fm.include),
+        "python": fm.python,
+        "env": fm.env,
+        "hooks": fm.hooks,
+        "baseline": fm.baseline,
         "max_agents": fm.max_agents,
         "budget": fm.budget,
         "roles": fm.roles,

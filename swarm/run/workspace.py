@@ -36,6 +36,7 @@ from swarm.run._git import (
     common_dir,
     git,
     git_retry,
+    hook_env,
     owner_alive,
     repo_lock,
     repo_state,
@@ -45,7 +46,7 @@ from swarm.run._git import (
     worktree_diff,
 )
 
-__all__ = ["Workspace", "cleanup_stale", "git", "repo_lock", "worktree_diff"]
+__all__ = ["Workspace", "cleanup_stale", "git", "hook_env", "repo_lock", "worktree_diff"]
 
 log = logging.getLogger(__name__)
 
@@ -175,12 +176,12 @@ class Workspace:
         """A ToolContext confining tools to this workspace (git_diff compares with `base`).
 
         Subprocesses test the worktree's own code: see `swarm.check.check_env`."""
-        from swarm.run.check import check_env
+        from swarm.run.environment import CheckEnvironment
 
         return ToolContext(
             root=self.path,
             check=check,
-            env=check_env(self.path),
+            env=CheckEnvironment.resolve(self.repo).env_for(self.path),
             timeout_s=timeout_s,
             max_output_chars=max_output_chars,
             base=self.base,

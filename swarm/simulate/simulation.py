@@ -37,6 +37,7 @@ from swarm.catalog import find_profile
 from swarm.config import ProviderConfig, RoutingConfig, SwarmConfig, TierConfig
 from swarm.model import Provider
 from swarm.providers.sim import Faults, SimEngine, SimProvider
+from swarm.run.check import Baseline
 from swarm.run.journal import Journal
 from swarm.run.merge import Merger
 from swarm.run.parts import CoordinatorParts, ModelSource, SolveOptions
@@ -162,6 +163,12 @@ class SimWorld:
 
     async def result(self, run_id: str, base: str) -> tuple[str | None, str | None]:
         return None, None
+
+    async def baseline(self, queue: Merger, task: Task) -> Baseline:
+        return Baseline()
+
+    async def warnings(self, task: Task) -> list[str]:
+        return []
 
     def models(self, source: ModelSource) -> ModelSource:
         self.recorder = Recorder(source)

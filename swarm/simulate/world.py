@@ -181,7 +181,9 @@ class SimChecks:
         self.check_s, self.failing = check_s, failing
         self.runs: dict[str, int] = defaultdict(int)
 
-    async def __call__(self, path: Path) -> CheckResult:
+    async def __call__(
+        self, path: Path, command: str = "", *, key: str | None = None
+    ) -> CheckResult:
         attrs = {sc.OPERATION: sc.OP_TOOL, sc.TOOL_NAME: "run_tests"}
         with tracer().start_as_current_span(f"{sc.OP_TOOL} run_tests", attributes=attrs):
             await anyio.sleep(self.check_s)
@@ -201,19 +203,24 @@ class SimMerger:
         self.merges = 0
         self._lock = anyio.Lock()
 
-    async def merge(self, name: str, title: str, patch: str) -> MergeResult:
+    async def merge(
+        self, name: str, title: str, patch: str, *, check: str | None = None
+    ) -> MergeResult:
         async with self._lock:
             if self.merge_s:
                 await anyio.sleep(self.merge_s)
             self.merges += 1
             return MergeResult("merged", await self.commit(f"swarm: {name}: {title}"))
 
-    async def run_check(self) -> CheckResult:
+    async def run_check(self, command: str = "") -> CheckResult:
         return await self._check(self.worktree)
 
-    async def commit(self, message: str) -> str:
+    async def commit(self, message: str, *, stage_edits: bool = False) -> str:
         self.head = f"sim-{self.merges}"
         return self.head
+
+    async def reset(self) -> None:
+        await anyio.lowlevel.checkpoint()
 
 
 @dataclass(frozen=True)

@@ -77,5 +77,7 @@ WAIT_BACKOFF = "backoff"
 WAIT_HEDGE = "hedge"
 WAIT_DEPENDENCY = "dependency"
 WAIT_MERGE = "merge"
+WAIT_CHECK = "check"
+"""A check waiting for one of the places that keep the machine from thrashing."""
 
 # The content capture switch (opt-in) and its one rule live in `swarm._secrets`.

@@ -1,0 +1,84 @@
+"""The agents a coordinator puts to work: each role's model, tools and workspace context.
+
+Every agent of a run is made here, so each gets its role's model (escalated to the
+reasoning tier when asked), the run's tools, a context confining them to their worktree
+with the repository's own environment, and the subtask's check command for `run_tests`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+from opentelemetry.trace import SpanContext
+
+from swarm.agent.loop import Agent
+from swarm.agent.tool import Tool, ToolContext
+from swarm.run.environment import CheckEnvironment
+from swarm.run.outcome import PhaseTimes
+from swarm.run.parts import Crew, SolveOptions
+from swarm.run.plan import Subtask
+from swarm.run.task import Task
+
+__all__ = ["Staff", "TimedAgent"]
+
+
+@dataclass(frozen=True)
+class Staff:
+    """Makes a run's agents."""
+
+    crew: Crew
+    task: Task
+    options: SolveOptions
+    tools: Sequence[Tool]
+    environment: CheckEnvironment
+    times: PhaseTimes
+
+    def agent(
+        self,
+        role: str,
+        agent_id: str,
+        instructions: str,
+        path: Path,
+        st: Subtask,
+        *,
+        escalate: bool = False,
+    ) -> TimedAgent:
+        agent: Agent[str] = Agent(
+            role,
+            model=self.crew.models.model(role, agent_id=agent_id, escalate=escalate),
+            instructions=instructions,
+            tools=self.tools,
+            context=self.context(path, self.task.check_for(st.files)),
+            max_steps=self.options.max_steps_per_agent,
+            agent_id=agent_id,
+            subtask_id=st.id,
+        )
+        return TimedAgent(agent, self.times, role)
+
+    def context(self, path: Path, check: str | None) -> ToolContext:
+        return ToolContext(
+            root=path,
+            check=check,
+            env=self.environment.env_for(path),
+            timeout_s=self.options.check_timeout_s,
+        )
+
+
+class TimedAgent:
+    """An agent whose run time is added to its phase; the check, not its word, decides."""
+
+    def __init__(self, agent: Agent[str], times: PhaseTimes, phase: str) -> None:
+        self._agent, self._times, self._phase = agent, times, phase
+
+    def depends_on(self, spans: list[SpanContext]) -> None:
+        self._agent.depends_on = spans
+
+    async def run(self, prompt: str) -> None:
+        started = anyio.current_time()
+        try:
+            await self._agent.run(prompt)  # the check, not the agent's word, decides
+        finally:
+            self._times.add(self._phase, anyio.current_time() - started)
