@@ -97,6 +97,7 @@ async def test_patch_has_edits_new_deleted_and_binary_files(repo: Path) -> None:
         (ws.path / "calc.py").write_text("def add(a, b):\n    return a + b\n")
         (ws.path / "pkg").mkdir()
         (ws.path / "pkg" / "new.py").write_text("NEW = 1\n")
+        ws.written.note("pkg/new.py")  # as write_file does
         (ws.path / "old.txt").unlink()
         (ws.path / "data.bin").write_bytes(b"\x00\x02binary")
         patch = await ws.patch()
@@ -263,6 +264,7 @@ async def test_a_hundred_workspaces_at_once_on_one_repository(repo: Path) -> Non
         async with Workspace.open(repo, base=base, name=f"agent-{i}", run_id="wide") as ws:
             paths.append(ws.path)
             (ws.path / f"file{i}.txt").write_text(f"agent {i}\n")
+            ws.written.note(f"file{i}.txt")
             patches[i] = await ws.patch()
 
     with anyio.fail_after(60):

@@ -1,5 +1,8 @@
 """File tools: read_file, list_dir, edit_file, write_file — all confined to the workspace.
 
+edit_file and write_file note every file they change in `ctx.written`: a workspace's patch
+takes the untracked files noted there and leaves out the rest (a check's outputs).
+
 Loaded by `swarm.toolbox.coding_tools()` as `swarm._builtin_tools.files`.
 """
 
@@ -147,6 +150,7 @@ def edit_file(ctx: ToolContext, path: str, old: str, new: str) -> str:
     index = text.index(old)
     updated = text[:index] + new + text[index + len(old) :]
     target.write_bytes(updated.encode("utf-8"))
+    ctx.written.note(_rel(ctx, target))
     first = _line_of(updated, index)
     lines = updated.splitlines()
     shown_from = max(1, first - _CONTEXT_LINES)
@@ -169,4 +173,5 @@ def write_file(ctx: ToolContext, path: str, content: str) -> str:
     target.parent.mkdir(parents=True, exist_ok=True)
     data = content.encode("utf-8")
     target.write_bytes(data)
+    ctx.written.note(_rel(ctx, target))
     return f"wrote {len(data)} bytes to {_rel(ctx, target)}"

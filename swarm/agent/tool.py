@@ -7,7 +7,9 @@ tool's body — becomes a `ToolError` whose message is written for the model to 
 `Finish` (raised by the `finish` tool) passes through so the agent loop can end.
 
 Tools that touch the filesystem or run commands take a `ToolContext` as their first
-parameter: the workspace they are confined to and the environment their subprocesses get.
+parameter: the workspace they are confined to, the environment their subprocesses get, and
+the `WriteLog` the file tools note the files they write in (a workspace's patch takes the
+untracked files it names, and no others).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import inspect
 import json
 import os
 import re
+import threading
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -29,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from swarm.errors import ToolError
 from swarm.messages import ToolSpec
 
-__all__ = ["Finish", "Tool", "ToolContext", "scrub_env", "tool", "truncate"]
+__all__ = ["Finish", "Tool", "ToolContext", "WriteLog", "scrub_env", "tool", "truncate"]
 
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
 _SECRET_NAMES = frozenset(
@@ -72,6 +76,61 @@ def truncate(text: str, limit: int) -> str:
     return f"{text[:head]}\n[… {cut} characters cut …]\n{text[len(text) - tail :]}"
 
 
+_LOGS: weakref.WeakValueDictionary[Path, WriteLog] = weakref.WeakValueDictionary()
+"""Each directory's `WriteLog`, kept while a context or a workspace holds it."""
+_LOGS_LOCK = threading.Lock()
+
+
+class WriteLog:
+    """The files tools wrote in one directory: workspace-relative posix paths; thread-safe.
+
+    One log per directory (`WriteLog.at`): every `ToolContext` rooted there shares it, so
+    a context built by hand from a workspace's path (as the coordinator builds its agents')
+    notes into the log the workspace's patch reads; a log that followed one context object
+    would silently leave that agent's new files out of the patch. Kept while a context or
+    a workspace holds it.
+    """
+
+    def __init__(self) -> None:
+        self._paths: set[str] = set()
+        self._lock = threading.Lock()
+
+    @classmethod
+    def at(cls, root: Path) -> WriteLog:
+        """The log of the files written under `root`, made on first use."""
+        key = root.resolve()
+        with _LOGS_LOCK:
+            log = _LOGS.get(key)
+            if log is None:
+                log = _LOGS[key] = cls()
+            return log
+
+    @classmethod
+    def fresh(cls, root: Path) -> WriteLog:
+        """A new, empty log for `root`, replacing an earlier one (a new workspace there)."""
+        log = cls()
+        with _LOGS_LOCK:
+            _LOGS[root.resolve()] = log
+        return log
+
+    def note(self, path: str) -> None:
+        """Record that a tool created or changed `path` (relative to the root, posix)."""
+        with self._lock:
+            self._paths.add(path)
+
+    def paths(self) -> frozenset[str]:
+        """Every path noted so far."""
+        with self._lock:
+            return frozenset(self._paths)
+
+    def __repr__(self) -> str:
+        return f"WriteLog({sorted(self.paths())!r})"
+
+
+_LOG_OF_ROOT = WriteLog()
+"""Marks `ToolContext.written` as not given: the context takes `WriteLog.at(root)`."""
+
+
 @dataclass(frozen=True)
 class ToolContext:
     """Where a tool call may act and how its subprocesses run."""
@@ -88,6 +147,12 @@ class ToolContext:
     """Longer outputs are cut in the middle."""
     base: str | None = None
     """The commit `git_diff` compares against (`HEAD` when None)."""
+    written: WriteLog = field(default=_LOG_OF_ROOT, compare=False)
+    """Where the file tools note what they write; by default the log of `root`."""
+
+    def __post_init__(self) -> None:
+        if self.written is _LOG_OF_ROOT:
+            object.__setattr__(self, "written", WriteLog.at(self.root))
 
 
 class Finish(Exception):

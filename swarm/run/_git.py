@@ -1,11 +1,11 @@
-"""Git plumbing for workspaces: running git, the per-repository lock, patches, removal.
+"""Git plumbing for workspaces: running git, the per-repository lock, removal.
 
 Owns `git` (run git, stdout or a WorkspaceError), `git_retry` (for ref and worktree
 changes that may meet another process's `.lock`), the per-repository, per-event-loop
 `anyio.Lock` (`repo_lock`, `repo_state`) with its queue of branches to delete in one batch,
-`worktree_diff` (a binary-safe patch made with a throwaway index), owner files' liveness,
-and `unregister` (removing a worktree's files, git record and branch without a git process
-per worktree). `swarm.workspace` builds `Workspace` and `cleanup_stale` on these.
+owner files' liveness, and `unregister` (removing a worktree's files, git record and
+branch without a git process per worktree). What enters a patch is `swarm.run._diff`'s;
+`swarm.run.workspace` builds `Workspace` and `cleanup_stale` on these.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import shutil
 import socket
 import stat
 import sys
-import tempfile
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -43,7 +42,6 @@ __all__ = [
     "rmdir_if_empty",
     "rmtree",
     "unregister",
-    "worktree_diff",
 ]
 
 log = logging.getLogger("swarm.run.workspace")  # the name operators already filter on
@@ -147,39 +145,6 @@ async def common_dir(repo: Path) -> Path:
         out = Path(await git("rev-parse", "--git-common-dir", cwd=repo))
         common = _common_dirs[repo] = (out if out.is_absolute() else repo / out).resolve()
     return common
-
-
-async def worktree_diff(root: Path, base: str = "HEAD", *, index: Path | None = None) -> str:
-    """The diff of `root`'s files against `base`, new untracked files included (binary-safe).
-
-    Uses a copy of the worktree's index (`index`, found with git when None), so the real
-    index is left as it was.
-    """
-    if index is None:
-        out = await git("rev-parse", "--git-path", "index", cwd=root)
-        index = Path(out) if Path(out).is_absolute() else root / out
-    with tempfile.TemporaryDirectory(prefix="swarm-index-") as tmp:
-        scratch = Path(tmp) / "index"
-        if index.exists():
-            # copy2 keeps the index file's mtime: git rehashes entries not older than the
-            # index ("racily clean"); a fresh mtime would hide a same-size edit made within
-            # the same second as the checkout, and the patch would come out empty
-            shutil.copy2(index, scratch)
-        env = _git_env(GIT_INDEX_FILE=str(scratch))
-        await git("add", "--all", cwd=root, env=env)
-        return await _git_raw(
-            "diff",
-            "--cached",
-            "--binary",
-            "--no-color",
-            "--no-ext-diff",
-            "--src-prefix=a/",
-            "--dst-prefix=b/",
-            base,
-            "--",
-            cwd=root,
-            env=env,
-        )
 
 
 def rmtree(path: Path) -> None:

@@ -12,8 +12,12 @@ processes; the slow parts (checking files out, deleting them) run outside the lo
 branch deletions are batched. Each workspace
 leaves an owner file (`<name>.owner`: host and pid) beside its directory, so
 `cleanup_stale` can tell a crashed run's leftovers from a live run's workspaces. The git
-plumbing (running git, the lock, patches, removal) lives in `swarm._git`; `git`,
-`repo_lock` and `worktree_diff` are re-exported here.
+plumbing (running git, the lock, removal) lives in `swarm.run._git`, what enters a patch in
+`swarm.run._diff`; `git`, `repo_lock` and `worktree_diff` are re-exported here.
+
+A patch holds what the agent changed: tracked edits and the untracked files the tools
+wrote (`written`, the `WriteLog` every ToolContext rooted in the workspace shares), never a
+check's outputs, nor paths matching `.swarmignore`.
 """
 
 from __future__ import annotations
@@ -29,8 +33,9 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
-from swarm.agent.tool import ToolContext
+from swarm.agent.tool import ToolContext, WriteLog
 from swarm.errors import WorkspaceError
+from swarm.run._diff import patch_paths, worktree_diff
 from swarm.run._git import (
     admin_dir,
     common_dir,
@@ -43,7 +48,6 @@ from swarm.run._git import (
     rmdir_if_empty,
     rmtree,
     unregister,
-    worktree_diff,
 )
 
 __all__ = ["Workspace", "cleanup_stale", "git", "hook_env", "repo_lock", "worktree_diff"]
@@ -78,6 +82,8 @@ class Workspace:
         """The workspace's branch, `swarm-ws/<run_id>/<name>`."""
         self.base = base
         """The commit (full sha) the workspace started from."""
+        self.written = WriteLog.fresh(path)
+        """The files tools wrote here: shared by every ToolContext rooted at `path`."""
         self._common = common
         self._owner = path.with_name(f"{path.name}.owner")
         self._owned = False
@@ -185,12 +191,19 @@ class Workspace:
             timeout_s=timeout_s,
             max_output_chars=max_output_chars,
             base=self.base,
+            written=self.written,
         )
 
     async def patch(self) -> str:
-        """Everything changed since `base` as a git patch (new files included; '' if none)."""
+        """What the agent changed since `base`, as a git patch ('' if nothing).
+
+        Tracked edits and the new files the tools wrote (`written`); not other untracked
+        files (a check's outputs), nor paths matching `.swarmignore`: see `swarm.run._diff`.
+        """
         index = self._admin / "index" if self._admin else None
-        return await worktree_diff(self.path, self.base, index=index)
+        return await worktree_diff(
+            self.path, self.base, index=index, untracked=self.written.paths()
+        )
 
     async def commit(self, message: str) -> str:
         """Commit all changes on the workspace branch; returns the new HEAD sha.
@@ -217,11 +230,16 @@ class Workspace:
             return False
 
     async def apply(self, patch: str, *, three_way: bool = False) -> None:
-        """Apply a patch (as made by `patch`) to the workspace's files."""
+        """Apply a patch (as made by `patch`) to the workspace's files.
+
+        The files it makes count as written: they stay in this workspace's `patch`."""
         if not patch.strip():
             return
+        data = patch.encode("utf-8", "surrogateescape")
         args = ["apply", "--binary", "--whitespace=nowarn"] + (["--3way"] if three_way else [])
-        await git(*args, "-", cwd=self.path, input=patch.encode("utf-8", "surrogateescape"))
+        await git(*args, "-", cwd=self.path, input=data)
+        for path in await patch_paths(self.path, data):
+            self.written.note(path)
 
 
 def _swarm_key(ref: str) -> tuple[str, str] | None:

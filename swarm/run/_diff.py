@@ -1,0 +1,170 @@
+"""What enters a workspace's patch: `worktree_diff` and its rules.
+
+A patch holds what the agent changed, never what its check left behind (`.nyc_output/`,
+`coverage/`, `.coverage`, reports: on real repositories these went into every patch, made
+rebases fail and got committed). So it is built, on a throwaway copy of the worktree's
+index, from
+
+- every change to tracked files (`git add --update`: edits and deletions),
+- the untracked files the tools wrote (`untracked`, from the workspace's `WriteLog`), and
+  untracked files with the content of a deleted tracked file (a move made with `mv`),
+- minus every path matching `.swarmignore` at the worktree's root (gitignore syntax,
+  matched by git itself), even a tracked one: such paths stay as they were at `base`.
+
+Gitignored files never enter. With `untracked=None` every untracked, unignored file does
+(what `git_diff` shows an agent).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from swarm.run._git import _git_env, _git_raw, git
+
+__all__ = ["SWARMIGNORE", "patch_paths", "worktree_diff"]
+
+SWARMIGNORE = ".swarmignore"
+"""Gitignore-syntax patterns of paths that never enter a patch."""
+_EMPTY_BLOB = "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"
+
+
+async def worktree_diff(
+    root: Path,
+    base: str = "HEAD",
+    *,
+    index: Path | None = None,
+    untracked: Iterable[str] | None = None,
+) -> str:
+    """The diff of `root`'s files against `base` (binary-safe); see the module's rules.
+
+    `untracked`: the untracked files (root-relative posix paths) that may enter; None lets
+    every untracked, unignored file in. Uses a copy of the worktree's index (`index`, found
+    with git when None), so the real index is left as it was.
+    """
+    if index is None:
+        out = await git("rev-parse", "--git-path", "index", cwd=root)
+        index = Path(out) if Path(out).is_absolute() else root / out
+    with tempfile.TemporaryDirectory(prefix="swarm-index-") as tmp:
+        scratch = Path(tmp) / "index"
+        if index.exists():
+            # copy2 keeps the index file's mtime: git rehashes entries not older than the
+            # index ("racily clean"); a fresh mtime would hide a same-size edit made within
+            # the same second as the checkout, and the patch would come out empty
+            shutil.copy2(index, scratch)
+        env = _git_env(GIT_INDEX_FILE=str(scratch))
+        if untracked is None:
+            await git("add", "--all", cwd=root, env=env)
+        else:
+            await git("add", "--update", cwd=root, env=env)
+            await _add(root, env, await _chosen(root, env, base, frozenset(untracked)))
+        await _drop_swarmignored(root, env, base)
+        return await _git_raw(
+            "diff",
+            "--cached",
+            "--binary",
+            "--no-color",
+            "--no-ext-diff",
+            "--src-prefix=a/",
+            "--dst-prefix=b/",
+            base,
+            "--",
+            cwd=root,
+            env=env,
+        )
+
+
+async def patch_paths(root: Path, patch: bytes) -> list[str]:
+    """The paths a patch creates or changes (both sides of a rename); applies nothing."""
+    out = await git("apply", "--numstat", "-z", "-", cwd=root, input=patch)
+    paths: list[str] = []
+    tokens = iter(out.split("\0"))
+    for token in tokens:
+        parts = token.split("\t", 2)
+        if len(parts) != 3:
+            continue
+        if parts[2]:
+            paths.append(parts[2])
+        else:  # a rename or copy: `added<TAB>deleted<TAB>\0old\0new\0`
+            paths += [next(tokens, ""), next(tokens, "")]
+    return [p for p in paths if p]
+
+
+def _nul_list(out: str) -> list[str]:
+    return [p for p in out.split("\0") if p]
+
+
+def _pathspecs(paths: Iterable[str]) -> bytes:
+    return b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in paths)
+
+
+async def _chosen(
+    root: Path, env: Mapping[str, str], base: str, written: frozenset[str]
+) -> list[str]:
+    """The untracked, unignored files to add: those written, and moved tracked files."""
+    out = await git("ls-files", "-z", "--others", "--exclude-standard", cwd=root, env=env)
+    others = _nul_list(out)
+    chosen = [p for p in others if p in written]
+    rest = [p for p in others if p not in written and "\n" not in p]
+    moved = await _deleted_blobs(root, env, base) if rest else set()
+    if moved:
+        hashes = await git("hash-object", "--stdin-paths", cwd=root, env=env, input=_lines(rest))
+        chosen += [p for p, h in zip(rest, hashes.split(), strict=True) if h in moved]
+    return chosen
+
+
+def _lines(paths: list[str]) -> bytes:
+    return "".join(f"{p}\n" for p in paths).encode("utf-8", "surrogateescape")
+
+
+async def _deleted_blobs(root: Path, env: Mapping[str, str], base: str) -> set[str]:
+    """The blobs (other than the empty one) of tracked files deleted since `base`."""
+    out = await git("diff-index", "--cached", "-z", "--diff-filter=D", base, cwd=root, env=env)
+    blobs = {field.split()[2] for field in out.split("\0") if field.startswith(":")}
+    return blobs - {_EMPTY_BLOB}
+
+
+async def _add(root: Path, env: Mapping[str, str], paths: list[str]) -> None:
+    if paths:
+        await git(
+            "--literal-pathspecs",
+            "add",
+            "--pathspec-from-file=-",
+            "--pathspec-file-nul",
+            cwd=root,
+            env=env,
+            input=_pathspecs(paths),
+        )
+
+
+async def _drop_swarmignored(root: Path, env: Mapping[str, str], base: str) -> None:
+    """Put every path matching `.swarmignore` back as it was at `base` in the index."""
+    patterns = root / SWARMIGNORE
+    if not patterns.is_file():
+        return
+    matched = _nul_list(
+        await git(
+            "ls-files",
+            "-z",
+            "--cached",
+            "--ignored",
+            f"--exclude-from={patterns}",
+            f"--with-tree={base}",  # paths deleted since base are listed too
+            cwd=root,
+            env=env,
+        )
+    )
+    if matched:
+        await git(
+            "--literal-pathspecs",
+            "reset",
+            "--quiet",
+            base,
+            "--pathspec-from-file=-",
+            "--pathspec-file-nul",
+            cwd=root,
+            env=env,
+            input=_pathspecs(matched),
+        )
