@@ -201,18 +201,21 @@ def _git(root: Path, *args: str) -> str:
     return done.stdout
 
 
-async def test_git_diff_includes_untracked_files_and_leaves_the_index(ws: Path) -> None:
+async def test_git_diff_shows_the_patch_and_leaves_the_index(ws: Path) -> None:
+    """Edits to tracked files and the files the tools wrote; not other untracked files."""
     _git(ws, "init", "-q")
     _git(ws, "add", "-A")
     _git(ws, "commit", "-qm", "base")
     assert await call("git_diff", ws) == "(no changes)"
     (ws / "src" / "calc.py").write_text("def add(a, b):\n    return a + b\n")
-    (ws / "new.py").write_text("print('new')\n")
+    await call("write_file", ws, path="new.py", content="print('new')\n")
+    (ws / "artifact.txt").write_text("made by a check\n")
     diff = await call("git_diff", ws)
+    assert "artifact.txt" not in diff
     assert "diff --git a/new.py b/new.py\nnew file mode 100644" in diff
     assert "+print('new')" in diff
     assert "-    return a - b\n+    return a + b" in diff
-    assert _git(ws, "status", "--porcelain") == " M src/calc.py\n?? new.py\n"
+    assert _git(ws, "status", "--porcelain") == " M src/calc.py\n?? artifact.txt\n?? new.py\n"
 
 
 async def test_git_diff_outside_a_repository_is_a_tool_error(ws: Path) -> None:

@@ -49,8 +49,9 @@ async def test_a_checks_outputs_stay_out_and_the_tools_files_go_in(repo: Path) -
         patch = await ws.patch()
         assert names(patch) == {"calc.py", "tests/test_calc.py"}
         assert "+    return a + b" in patch and "+T = 1" in patch
-        # git_diff shows the agent every untracked file, as before
-        assert "b/gen.txt" in await TOOLS["git_diff"].run({}, ctx)
+        # git_diff shows the agent what its patch holds: not the file `run` made
+        shown = await TOOLS["git_diff"].run({}, ctx)
+        assert "b/tests/test_calc.py" in shown and "gen.txt" not in shown
     assert_clean(repo)
 
 

@@ -9,9 +9,10 @@ from swarm.run.workspace import worktree_diff
 
 @tool
 async def git_diff(ctx: ToolContext) -> str:
-    """Show every change made in the workspace so far (new files included), as a git diff."""
+    """Show what your patch holds so far: edits to tracked files and the files you wrote."""
     try:
-        diff = await worktree_diff(ctx.root.resolve(), ctx.base or "HEAD")
+        root = ctx.root.resolve()
+        diff = await worktree_diff(root, ctx.base or "HEAD", untracked=ctx.written.paths())
     except WorkspaceError as exc:
         raise ToolError(f"git_diff failed: {exc}") from None
     return diff or "(no changes)"

@@ -19,6 +19,7 @@ from typing import Literal, Protocol
 
 import anyio
 
+from swarm.agent.tool import WriteLog
 from swarm.errors import WorkspaceError
 from swarm.run.check import Checker, CheckFn, CheckResult
 from swarm.run.environment import CheckEnvironment
@@ -158,11 +159,15 @@ class MergeQueue:
     async def commit(self, message: str, *, stage_edits: bool = False) -> str:
         """Commit what is staged (a merged patch), a no-op when nothing is.
 
-        `stage_edits` first stages edits to tracked files (the final verification's fixes);
-        untracked files — a check's artifacts, the `include:` files — are never committed.
+        `stage_edits` first stages the final verification's fixes: edits to tracked files and
+        the files the fixers' tools wrote; other untracked files (a check's artifacts, the
+        `include:` files) are never committed.
         """
         if stage_edits:
             await git("add", "--update", cwd=self.worktree)
+            written = sorted(WriteLog.at(self.worktree).paths())
+            if written:
+                await git("add", "--", *written, cwd=self.worktree)
         staged = await git("diff", "--cached", "--name-only", cwd=self.worktree)
         if staged.strip():
             hooks = ("--no-verify",) if not self.settings.hooks else ()
