@@ -20,7 +20,7 @@ from typing import Any
 
 __all__ = ["SUITE_WORK", "Edit", "edits", "make_repo", "module_path", "plan", "suite_path"]
 
-SUITE_WORK = 50_000
+SUITE_WORK = 100_000
 """Loop iterations of each module's basket test: what makes the suite take real time."""
 
 _PYPROJECT = """\
