@@ -208,9 +208,10 @@ async def test_git_diff_shows_the_patch_and_leaves_the_index(ws: Path) -> None:
     _git(ws, "commit", "-qm", "base")
     assert await call("git_diff", ws) == "(no changes)"
     (ws / "src" / "calc.py").write_text("def add(a, b):\n    return a + b\n")
-    await call("write_file", ws, path="new.py", content="print('new')\n")
+    ctx = ctx_for(ws)  # one agent's context: its write log lives as long as it does
+    await TOOLS["write_file"].run({"path": "new.py", "content": "print('new')\n"}, ctx)
     (ws / "artifact.txt").write_text("made by a check\n")
-    diff = await call("git_diff", ws)
+    diff = await TOOLS["git_diff"].run({}, ctx)
     assert "artifact.txt" not in diff
     assert "diff --git a/new.py b/new.py\nnew file mode 100644" in diff
     assert "+print('new')" in diff

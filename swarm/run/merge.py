@@ -87,6 +87,8 @@ class MergeQueue:
         """The integration branch's own worktree."""
         self.branch = branch
         self.settings = settings
+        self.written = WriteLog.at(worktree)
+        """Files the final verification's fixers wrote here (held for the queue's life)."""
         self.head = ""
         """Commit at the tip of the integration branch."""
         self._lock = anyio.Lock()
@@ -165,7 +167,7 @@ class MergeQueue:
         """
         if stage_edits:
             await git("add", "--update", cwd=self.worktree)
-            written = sorted(WriteLog.at(self.worktree).paths())
+            written = sorted(self.written.paths())
             if written:
                 await git("add", "--", *written, cwd=self.worktree)
         staged = await git("diff", "--cached", "--name-only", cwd=self.worktree)
