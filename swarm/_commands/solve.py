@@ -40,7 +40,10 @@ def _run_options(p: argparse.ArgumentParser) -> None:
         "deadline (e.g. --budget usd=2,steps=300,deadline=15m)",
     )
     p.add_argument("--state-dir", default=".swarm", help="journal, reports, patches")
-    p.add_argument("--traces-dir", default="traces")
+    p.add_argument(
+        "--traces-dir",
+        help="where the trace goes (default: traces/, or .swarm/traces inside the repository)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
@@ -75,6 +78,9 @@ async def _resume(args: argparse.Namespace) -> int:
 
 
 def _print(report: RunReport, as_json: bool) -> int:
+    from swarm.analysis.account import with_wall_clock
+
+    report = with_wall_clock(report)
     if as_json:
         print(report.model_dump_json(indent=2))
     else:

@@ -1,7 +1,8 @@
 """The latency ledger: where the wall-clock went, in seconds per cause.
 
-Causes: the wait kinds (queue, rate_limit, backoff, hedge, dependency, merge), time to
-first token and decode (the two halves of a model call), tools, tests, and orchestration
+Causes: the wait kinds (queue, rate_limit, backoff, hedge, dependency, merge, check), making
+and removing worktrees (workspace), time to first token and decode (the two halves of a
+model call), tools, tests, and orchestration
 (time covered by no step at all: swarm's own work and gaps). The ledger splits the run's
 wall-clock with a sweep over time: each instant is shared equally by the work steps (model
 calls, tools, tests) running at that instant, or, when none runs, by the waits; so the
@@ -19,19 +20,17 @@ from swarm.tracing import semconv as sc
 
 __all__ = ["CATEGORIES", "category_of", "ledger", "ledger_indices"]
 
-CATEGORIES = (
+_WAITS = (
     sc.WAIT_QUEUE,
     sc.WAIT_RATE_LIMIT,
     sc.WAIT_BACKOFF,
     sc.WAIT_HEDGE,
     sc.WAIT_DEPENDENCY,
     sc.WAIT_MERGE,
-    "ttft",
-    "decode",
-    "tools",
-    "tests",
-    "orchestration",
+    sc.WAIT_CHECK,
 )
+_WORK = ("workspace", "ttft", "decode", "tools", "tests")
+CATEGORIES = (*_WAITS, *_WORK, "orchestration")
 _TEST_TOOLS = {"run_tests", "tests", "pytest", "check"}
 
 
@@ -43,6 +42,8 @@ def category_of(trace: Trace, i: int) -> str | None:
     if op == "wait":
         kind = trace.wait_kind[i] or trace.name[i].rsplit(" ", 1)[-1]
         return kind if kind in CATEGORIES else sc.WAIT_QUEUE
+    if op == sc.OP_WORKSPACE:
+        return "workspace"
     if op == sc.OP_TOOL:
         tool = trace.tool[i] or trace.name[i].rsplit(" ", 1)[-1]
         return "tests" if tool in _TEST_TOOLS or trace.tests_failed[i] >= 0 else "tools"
@@ -89,8 +90,8 @@ def ledger_indices(trace: Trace, indices: Iterable[int] | None = None) -> dict[s
             events.append((e, -1, code[cat]))
     events.sort()
     active = [0] * len(cats)
-    work = [code[c] for c in ("ttft", "decode", "tools", "tests")]
-    waits = [code[c] for c in CATEGORIES[:6]]
+    work = [code[c] for c in _WORK]
+    waits = [code[c] for c in _WAITS]
     n_work = n_wait = 0
     acc = [0.0] * len(cats)
     orch = code["orchestration"]

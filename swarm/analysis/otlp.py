@@ -72,5 +72,7 @@ def op_of(name: str, op_attr: str, wait_kind: str) -> str:
         return op_attr
     if wait_kind or name.startswith(sc.WAIT_SPAN):
         return "wait"
+    if name.startswith(sc.WORKSPACE_SPAN):
+        return sc.OP_WORKSPACE
     first = name.split(" ", 1)[0]
     return first if first in (sc.OP_CHAT, sc.OP_TOOL, sc.OP_AGENT, sc.OP_WORKFLOW) else "other"

@@ -22,6 +22,8 @@ from swarm.run.journal import Journal
 from swarm.run.merge import Merger
 from swarm.run.progress import Progress
 from swarm.run.workspace import Workspace
+from swarm.tracing import semconv as sc
+from swarm.tracing.setup import tracer
 
 __all__ = [
     "CheckFn",
@@ -74,7 +76,10 @@ class GitSandbox:
     @asynccontextmanager
     async def _open(self, base: str, name: str) -> AsyncIterator[WorkspaceLike]:
         async with Workspace.open(self.repo, base=base, name=name, run_id=self.run_id) as ws:
-            await self.environment.prepare(ws.path)
+            if self.environment.include or self.environment.setup:
+                attrs = {sc.WORKSPACE_NAME: name}
+                with tracer().start_as_current_span(f"{sc.WORKSPACE_SPAN} setup", attributes=attrs):
+                    await self.environment.prepare(ws.path)
             yield ws
 
 

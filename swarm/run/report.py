@@ -70,6 +70,8 @@ class RunReport(BaseModel):
     spans_dropped: int = 0
     warnings: list[str] = []
     """What the user should know: the checks' environment, uncommitted changes, hooks."""
+    wall_clock: dict[str, float] = {}
+    """The run's wall-clock by cause, from its trace (sums to the run's length)."""
     baseline: dict[str, str] = {}
     """Each check command's state on the base commit (`passed`, `failed (N known failures)`)."""
 
@@ -124,6 +126,12 @@ def render_markdown(r: RunReport) -> str:
     lines.append("| --- | --- |")
     for phase, seconds in sorted(r.time_by_phase.items(), key=lambda kv: -kv[1]):
         lines.append(f"| {phase} | {seconds:.2f} |")
+    if r.wall_clock:
+        total = sum(r.wall_clock.values()) or 1.0
+        lines += ["", "## Where the wall-clock went", "", "| cause | seconds | share |"]
+        lines.append("| --- | --- | --- |")
+        for cause, seconds in sorted(r.wall_clock.items(), key=lambda kv: -kv[1]):
+            lines.append(f"| {cause} | {seconds:.2f} | {seconds / total:.0%} |")
     o = r.overhead
     lines += [
         "",

@@ -49,7 +49,9 @@ class SolveRequest:
     budget: BudgetLimits | None = None
     """Limits from the command line; they take precedence over the task's and config's."""
     state_dir: str = ".swarm"
-    traces_dir: str = "traces"
+    traces_dir: str | None = None
+    """Default: `traces/`, or `<state_dir>/traces` when run from inside the repository
+    (a run leaves nothing untracked in the user's repository)."""
     quiet: bool = False
     live: bool | None = None
     run_id: str | None = None
@@ -131,6 +133,7 @@ async def solve(req: SolveRequest, *, source: ModelSource | None = None) -> RunR
     """
     state = Path(req.state_dir)
     await anyio.Path(state).mkdir(parents=True, exist_ok=True)
+    (state / ".gitignore").write_text("# swarm's run state: never part of a repository\n*\n")
     with Journal.open(state / "journal.db") as journal:
         resuming = req.run_id is not None
         if resuming:
@@ -155,7 +158,7 @@ async def solve(req: SolveRequest, *, source: ModelSource | None = None) -> RunR
             limits=config.budget.over(task.budget).over(req.budget),
             options=SolveOptions(max_agents=req.max_agents or task.max_agents or 8),
             state_dir=state,
-            traces_dir=Path(req.traces_dir),
+            traces_dir=_traces_dir(req, state, repo),
             resuming=resuming,
             plan_path=Path(req.plan_path) if req.plan_path else None,
             quiet=req.quiet,
@@ -167,6 +170,13 @@ async def solve(req: SolveRequest, *, source: ModelSource | None = None) -> RunR
             await run.execute()
         assert run.report is not None
         return run.report
+
+
+def _traces_dir(req: SolveRequest, state: Path, repo: Path) -> Path:
+    if req.traces_dir is not None:
+        return Path(req.traces_dir)
+    inside = Path.cwd().resolve().is_relative_to(repo)
+    return state / "traces" if inside else Path("traces")
 
 
 def _saved(req: SolveRequest, run_id: str, repo: Path) -> dict[str, Any]:

@@ -49,6 +49,8 @@ from swarm.run._git import (
     rmtree,
     unregister,
 )
+from swarm.tracing import semconv as sc
+from swarm.tracing.setup import tracer
 
 __all__ = ["Workspace", "cleanup_stale", "git", "hook_env", "repo_lock", "worktree_diff"]
 
@@ -123,11 +125,16 @@ class Workspace:
                 raise WorkspaceError(f"{base!r} is not a commit in {repo}") from None
         where = Path(await anyio.Path(root).resolve()) if root else common / "swarm-worktrees"
         ws = cls(repo, where / run_id / name, f"{BRANCH_PREFIX}/{run_id}/{name}", sha, common)
+        attrs = {sc.WORKSPACE_NAME: name}
         try:
-            await ws._create()
+            with tracer().start_as_current_span(f"{sc.WORKSPACE_SPAN} open", attributes=attrs):
+                await ws._create()
             yield ws
         finally:
-            with anyio.move_on_after(CLEANUP_TIMEOUT_S, shield=True):
+            with (
+                anyio.move_on_after(CLEANUP_TIMEOUT_S, shield=True),
+                tracer().start_as_current_span(f"{sc.WORKSPACE_SPAN} close", attributes=attrs),
+            ):
                 await ws._remove()
 
     async def _create(self) -> None:

@@ -10,17 +10,17 @@
   const TIER_COLORS = { speed: "#4ea1ff", reasoning: "#b07cff" };
   const WAIT_COLORS = {
     queue: "#f5a524", rate_limit: "#ff6b6b", backoff: "#e0517f", hedge: "#e8d44d",
-    dependency: "#8892b0", merge: "#c08a5b",
+    dependency: "#8892b0", merge: "#c08a5b", check: "#9f7aea",
   };
   const KIND_COLORS = {
     other: "#6b7280", workflow: "#4a5568", agent: "#2b3445", chat: "#5fb3d9", tool: "#3ecf8e",
-    wait: "#d0a040",
+    wait: "#d0a040", workspace: "#718096",
   };
   const LEDGER_COLORS = [
     [/queue|slot|concurr/, "#f5a524"], [/rate/, "#ff6b6b"], [/backoff|retry/, "#e0517f"],
     [/hedge/, "#e8d44d"], [/ttft|first/, "#7cc4ff"], [/decode|generat/, "#4e7fff"],
     [/prefill/, "#9bb7ff"], [/test/, "#2bb5a0"], [/tool/, "#3ecf8e"], [/merge/, "#c08a5b"],
-    [/depend/, "#8892b0"], [/reason/, "#b07cff"],
+    [/depend/, "#8892b0"], [/reason/, "#b07cff"], [/check/, "#9f7aea"], [/workspace/, "#718096"],
   ];
 
   const $ = (id) => document.getElementById(id);
