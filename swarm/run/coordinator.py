@@ -27,7 +27,7 @@ from opentelemetry.trace import SpanContext
 from swarm.agent.loop import Agent
 from swarm.agent.tool import Tool
 from swarm.agent.toolbox import coding_tools
-from swarm.errors import BudgetExceeded, ModelBehaviorError, SwarmError
+from swarm.errors import BudgetExceeded, ModelBehaviorError, SwarmError, WorkspaceError
 from swarm.run.check import Checker, CheckFn, CheckResult, tree_key
 from swarm.run.environment import CheckEnvironment
 from swarm.run.merge import Merger, MergeResult
@@ -294,8 +294,7 @@ class Coordinator:
             )
             base = queue.head
             async with self._sandbox.open(base, f"{st.id}-rebase{outcome.rebases}") as ws:
-                if merged.kind == "red":
-                    await ws.apply(patch)
+                await self._carry_over(ws, patch, merged)
                 agent_id = f"fixer:{st.id}:rebase{outcome.rebases}"
                 await self._staff.agent("fixer", agent_id, FIXER, ws.path, st).run(
                     rebase_prompt(st, patch, reason)
@@ -303,6 +302,15 @@ class Coordinator:
                 patch = await self._until_green(st, ws, base, outcome, tag=f"r{outcome.rebases}")
             merged = await self._merge(st, patch, queue)
         return merged
+
+    async def _carry_over(self, ws: WorkspaceLike, patch: str, merged: MergeResult) -> None:
+        """Bring the earlier patch into a rebase workspace: whole when only the check was
+        red; three-way after a conflict, leaving conflict markers for the fixer rather than
+        dropping the edits that did not fit."""
+        try:
+            await ws.apply(patch, three_way=merged.kind == "conflict")
+        except WorkspaceError:
+            pass  # conflicts stay marked in the files; the rebase prompt says so
 
     async def _until_green(
         self, st: Subtask, ws: WorkspaceLike, base: str, outcome: SubtaskOutcome, tag: str

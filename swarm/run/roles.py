@@ -96,5 +96,8 @@ def rebase_prompt(subtask: Subtask, patch: str, reason: str) -> str:
         f"Subtask `{subtask.id}` ({subtask.title}) was done on an older version of the "
         f"integration branch and {reason}. Your worktree is at the new head.\n\n"
         f"Instructions: {subtask.instructions}\n\nThe earlier patch:\n```diff\n{patch}\n```\n"
-        "Re-apply the change on top of the current code, run the tests, and finish."
+        "It has been applied to your worktree where it fits; where it did not, the files "
+        "hold git conflict markers (<<<<<<< / >>>>>>>): resolve them keeping both sides' "
+        "intent. Make sure every part of the earlier change is there, run the tests, and "
+        "finish."
     )
