@@ -255,6 +255,25 @@ async def test_a_red_baseline_is_recorded_and_the_run_is_done(tmp_path: Path) ->
     assert "def one() -> int" in git(repo, "show", f"{report.branch}:a.py")
 
 
+async def test_a_new_failure_beside_the_known_one_still_calls_a_fixer(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, RED)
+    task = write_task(tmp_path, f"check: {PYTEST}\npython: {PY}")
+    plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
+    scripts = Scripts(
+        {
+            "coder:s1": [edit("a.py", "return 1", "return 2"), done()],
+            "fixer:s1:1": [edit("a.py", "return 2", "return 1"), done()],
+        }
+    )
+    report = await run(tmp_path, repo, task, plan, scripts)
+    assert report.status == "done", report
+    assert [(s.status, s.fix_rounds) for s in report.subtasks] == [("empty", 1)]
+    fixer = scripts.models["fixer:s1:1"]
+    assert isinstance(fixer, ScriptedModel)
+    prompt = fixer.requests[0].messages[-1].content or ""
+    assert "tests/test_a.py::test_one" in prompt and "a.py" in prompt, prompt
+
+
 async def test_baseline_stop_stops_before_any_model_call(tmp_path: Path) -> None:
     repo = make_repo(tmp_path, RED)
     task = write_task(tmp_path, f"check: {PYTEST}\npython: {PY}\nbaseline: stop")
@@ -455,6 +474,25 @@ async def test_checks_run_with_the_repositorys_own_venv(tmp_path: Path) -> None:
     assert ".venv" not in " ".join(tree(repo, str(report.branch)))
 
 
+async def test_agents_commands_run_with_the_repositorys_venv_and_no_secrets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CEREBRAS_API_KEY", SECRET)
+    repo = venv_repo(tmp_path)
+    log = tmp_path / "prefix.log"
+    task = write_task(tmp_path, f"check: python check.py\nenv: {{PYLOG: {log}}}")
+    plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
+    probe = "python -c 'import sys, tinydep; print(sys.prefix)'; env"
+    scripts = Scripts({"coder:s1": [call("run", command=probe), call("run_tests"), done()]})
+    report = await run(tmp_path, repo, task, plan, scripts)
+    assert report.status == "done", report
+    coder = scripts.models["coder:s1"]
+    assert isinstance(coder, ScriptedModel)
+    ran, tested = (coder.requests[n].messages[-1].content or "" for n in (1, 2))
+    assert str(repo / ".venv") in ran and SECRET not in ran, ran
+    assert tested.startswith("PASSED"), tested
+
+
 async def test_the_tasks_python_wins_over_the_repositorys_venv(tmp_path: Path) -> None:
     repo = venv_repo(tmp_path)
     other = make_venv(tmp_path / "other")
@@ -466,6 +504,60 @@ async def test_the_tasks_python_wins_over_the_repositorys_venv(tmp_path: Path) -
     assert report.status == "done", report
     assert any(str(other) in w and "task" in w for w in report.warnings), report.warnings
     assert set(log.read_text().split()) == {str(tmp_path / "other")}
+
+
+# -- setup and included directories ---------------------------------------------------
+
+SETUP = {
+    ".gitignore": "data/\n",
+    "a.py": "def one():\n    return 1\n",
+    "gen.py": """\
+        import os
+        from pathlib import Path
+        Path("generated.py").write_text("GENERATED = True\\n")
+        with open(os.environ["SETUPLOG"], "a") as f:
+            f.write(os.getcwd() + "\\n")
+        """,
+    "check.py": """\
+        from pathlib import Path
+        import a, generated
+        assert generated.GENERATED and Path("data/values.txt").read_text() == "42\\n"
+        """,
+}
+
+
+async def test_setup_runs_in_every_worktree_and_included_dirs_are_linked(
+    tmp_path: Path,
+) -> None:
+    repo = make_repo(tmp_path, SETUP)
+    (repo / "data").mkdir()
+    (repo / "data" / "values.txt").write_text("42\n")
+    log = tmp_path / "setup.log"
+    task = write_task(
+        tmp_path,
+        f"""\
+        check: python check.py
+        python: {PY}
+        setup: python gen.py
+        include: [data]
+        env: {{SETUPLOG: {log}}}
+        """,
+    )
+    plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["a.py"], ["s1"])])
+    scripts = Scripts(
+        {
+            "coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()],
+            "coder:s2": [edit("a.py", "    return 1", '    """One."""\n    return 1'), done()],
+        }
+    )
+    report = await run(tmp_path, repo, task, plan, scripts)
+    assert report.status == "done", report
+    assert states(report) == {"s1": "merged", "s2": "merged"}
+    assert sorted(Path(p).name for p in log.read_text().split()) == ["_integration", "s1", "s2"]
+    assert sorted(tree(repo, str(report.branch))) == sorted(SETUP)
+    patch = Path(str(report.patch)).read_text()
+    assert "generated" not in patch and "data" not in patch
+    assert_untouched(repo)
 
 
 # -- 7. hooks ------------------------------------------------------------------------------
