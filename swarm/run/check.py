@@ -26,19 +26,21 @@ import anyio
 from swarm.agent.tool import ToolContext
 from swarm.agent.toolbox import run_command
 from swarm.run.environment import CheckEnvironment
-from swarm.run.roles import failing_part
 from swarm.run.task import Task
 from swarm.tracing import semconv as sc
 from swarm.tracing.setup import tracer
 from swarm.tracing.waits import waiting
 
 __all__ = [
+    "NOTHING_TO_TEST",
     "Baseline",
     "CheckFn",
     "CheckResult",
     "Checker",
     "KnownFailures",
+    "failing_part",
     "failures_in",
+    "plain",
     "run_baseline",
     "run_check",
     "tree_key",
@@ -142,12 +144,23 @@ class Checker:
         return result
 
 
-_FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.MULTILINE)
+_FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+::\S+)", re.MULTILINE)
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+PYTEST_TESTS_FAILED = 1
+"""pytest's exit code when tests ran and some failed; 2-4 mean it could not run them."""
+NOTHING_TO_TEST = (4, 5)
+"""pytest's exit codes for "no tests ran" and "file or directory not found": a check scoped
+to a subtask's files (`{files}`) that have no tests of their own."""
+
+
+def plain(text: str) -> str:
+    """`text` without terminal colour codes (`addopts = --color=yes` is common)."""
+    return _ANSI.sub("", text)
 
 
 def failures_in(output: str) -> frozenset[str]:
     """The test ids a check's output names as failed (pytest's short summary lines)."""
-    return frozenset(m.group(1) for m in _FAILED.finditer(output))
+    return frozenset(m.group(1) for m in _FAILED.finditer(plain(output)))
 
 
 @dataclass(frozen=True)
@@ -158,7 +171,7 @@ class KnownFailures:
 
     def judge(self, result: CheckResult) -> CheckResult:
         """`result`, passed when it fails only where the baseline already failed."""
-        if result.passed or not self.ids or result.timed_out:
+        if result.passed or not self.ids or result.exit_code != PYTEST_TESTS_FAILED:
             return result
         now = failures_in(result.output)
         if now and now <= self.ids:
@@ -177,11 +190,16 @@ class Baseline:
     """Why the run must stop before any work, or None."""
 
     def summary(self) -> dict[str, str]:
-        """Each command's state on the base commit, for the report."""
+        """Each command's state on the base commit, for the report (known failures named)."""
         out = {}
         for command, r in self.results.items():
-            named = failures_in(r.output) if not r.passed else frozenset()
-            out[command] = "passed" if r.passed else f"failed ({len(named)} known failures)"
+            named = sorted(failures_in(r.output) & self.known.ids)
+            shown = ", ".join(named[:10]) + (
+                f" and {len(named) - 10} more" if len(named) > 10 else ""
+            )
+            out[command] = (
+                "passed" if r.passed else f"failed (known failures: {shown or 'none named'})"
+            )
         return out
 
 
@@ -192,7 +210,10 @@ async def run_baseline(checker: Checker, worktree: Path, task: Task) -> Baseline
     red = {c: r for c, r in results.items() if not r.passed}
     if not red:
         return Baseline(results)
-    named = {c: failures_in(r.output) for c, r in red.items()}
+    named = {
+        c: failures_in(r.output) if r.exit_code == PYTEST_TESTS_FAILED else frozenset()
+        for c, r in red.items()
+    }
     known = KnownFailures(frozenset().union(*named.values()))
     unnamed = [c for c in red if not named[c]]
     if task.baseline == "stop" or unnamed:
@@ -201,7 +222,9 @@ async def run_baseline(checker: Checker, worktree: Path, task: Task) -> Baseline
         why = (
             "`baseline: stop` is set"
             if task.baseline == "stop"
-            else "swarm cannot tell its failures apart (no pytest-style FAILED lines)"
+            else "swarm cannot name its failures (it needs pytest's FAILED lines and exit 1; "
+            "an import or collection error means the suite cannot run here: is a file "
+            "the tests need untracked? see `include:`)"
         )
         return Baseline(
             results,
@@ -214,3 +237,26 @@ async def run_baseline(checker: Checker, worktree: Path, task: Task) -> Baseline
         )
     checker.known = known
     return Baseline(results, known)
+
+
+FIX_OUTPUT_CHARS = 12_000
+"""How much of a failing check's output a fixer is shown (the failing part first)."""
+
+
+def failing_part(output: str, limit: int = FIX_OUTPUT_CHARS) -> str:
+    """The part of a check's output that says what failed, first; the rest, cut to fit.
+
+    pytest puts the failures (`= FAILURES =`, `= ERRORS =`) and the short summary after a
+    long progress log: that section leads, then the tail of the output."""
+    output = plain(output)
+    starts = [i for marker in _FAILURE_MARKERS if (i := output.find(marker)) >= 0]
+    head = output[min(starts) :] if starts else ""
+    if len(head) >= limit:
+        return head[: limit // 2] + "\n[...]\n" + head[-limit // 2 :]
+    rest = output[: min(starts)] if starts else output
+    room = limit - len(head)
+    tail = rest[-room:] if len(rest) > room else rest
+    return (head + ("\n[earlier output]\n" + tail if head and tail.strip() else tail)).strip()
+
+
+_FAILURE_MARKERS = ("= FAILURES =", "= ERRORS =", "short test summary info")

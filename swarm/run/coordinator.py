@@ -27,8 +27,15 @@ from opentelemetry.trace import SpanContext
 from swarm.agent.loop import Agent
 from swarm.agent.tool import Tool
 from swarm.agent.toolbox import coding_tools
-from swarm.errors import BudgetExceeded, ModelBehaviorError, SwarmError, WorkspaceError
-from swarm.run.check import Checker, CheckFn, CheckResult, tree_key
+from swarm.errors import BudgetExceeded, ModelBehaviorError, SwarmError
+from swarm.run.check import (
+    NOTHING_TO_TEST,
+    Checker,
+    CheckFn,
+    CheckResult,
+    failing_part,
+    tree_key,
+)
 from swarm.run.environment import CheckEnvironment
 from swarm.run.merge import Merger, MergeResult
 from swarm.run.outcome import PhaseTimes, RunOutcome, SubtaskOutcome
@@ -47,7 +54,6 @@ from swarm.run.roles import (
     PLANNER,
     PLANNER_TOOLS,
     coder_prompt,
-    failing_part,
     fix_prompt,
     planner_prompt,
     rebase_prompt,
@@ -86,6 +92,8 @@ class Coordinator:
         self._staff = Staff(crew, task, options, self._tools, self._environment, self.times)
         self._changed = anyio.Event()
         self._merge_spans: dict[str, SpanContext] = {}
+        self._commands: dict[str, str] = {}
+        """Each subtask's check command (the whole check when its files have no tests)."""
         self._plan_ready_ns = 0
 
     # -- planning ---------------------------------------------------------------------
@@ -224,7 +232,8 @@ class Coordinator:
             outcome.status, outcome.error = "pending", None
             board.stop = board.stop or exc.kind
         except SwarmError as exc:  # a failed subtask does not cancel its siblings
-            outcome.status, outcome.error = "failed", f"{type(exc).__name__}: {exc}"
+            kind = "" if isinstance(exc, _GaveUp) else f"{type(exc).__name__}: "
+            outcome.status, outcome.error = "failed", f"{kind}{exc}"
         finally:
             outcome.wall_s = anyio.current_time() - started if started is not None else 0.0
             self._settle(outcome, board)
@@ -270,7 +279,7 @@ class Coordinator:
     async def _merge(self, st: Subtask, patch: str, queue: Merger) -> MergeResult:
         with waiting(sc.WAIT_MERGE, attributes={sc.SUBTASK_ID: st.id}) as span:
             started = anyio.current_time()
-            merged = await queue.merge(st.id, st.title, patch, check=self.task.check_for(st.files))
+            merged = await queue.merge(st.id, st.title, patch, check=self._commands.get(st.id))
             self.times.add("merge", anyio.current_time() - started)
         self._merge_spans[st.id] = span.get_span_context()
         return merged
@@ -294,7 +303,8 @@ class Coordinator:
             )
             base = queue.head
             async with self._sandbox.open(base, f"{st.id}-rebase{outcome.rebases}") as ws:
-                await self._carry_over(ws, patch, merged)
+                if merged.kind == "red":  # after a conflict the fixer re-applies by hand
+                    await ws.apply(patch)
                 agent_id = f"fixer:{st.id}:rebase{outcome.rebases}"
                 await self._staff.agent("fixer", agent_id, FIXER, ws.path, st).run(
                     rebase_prompt(st, patch, reason)
@@ -303,15 +313,6 @@ class Coordinator:
             merged = await self._merge(st, patch, queue)
         return merged
 
-    async def _carry_over(self, ws: WorkspaceLike, patch: str, merged: MergeResult) -> None:
-        """Bring the earlier patch into a rebase workspace: whole when only the check was
-        red; three-way after a conflict, leaving conflict markers for the fixer rather than
-        dropping the edits that did not fit."""
-        try:
-            await ws.apply(patch, three_way=merged.kind == "conflict")
-        except WorkspaceError:
-            pass  # conflicts stay marked in the files; the rebase prompt says so
-
     async def _until_green(
         self, st: Subtask, ws: WorkspaceLike, base: str, outcome: SubtaskOutcome, tag: str
     ) -> str:
@@ -319,12 +320,19 @@ class Coordinator:
 
         Returns the workspace's patch once its check is green (or there is no check)."""
         patch = await ws.patch()
-        command = self.task.check_for(st.files)
+        command = self._commands.get(st.id) or self.task.check_for(st.files)
         if not command:
             return patch
         result = await self._timed(
             "checks", self._check(ws.path, command, key=tree_key(base, patch))
         )
+        everything = self.task.check_for(())
+        if result.exit_code in NOTHING_TO_TEST and everything and command != everything:
+            command = everything  # pytest found no tests in the subtask's files: check all
+            result = await self._timed(
+                "checks", self._check(ws.path, command, key=tree_key(base, patch))
+            )
+        self._commands[st.id] = command
         rounds = 0
         while not result.passed:
             if rounds >= self.options.fix_rounds:

@@ -21,9 +21,9 @@ import anyio
 
 from swarm.agent.tool import WriteLog
 from swarm.errors import WorkspaceError
-from swarm.run.check import Checker, CheckFn, CheckResult
+from swarm.run.check import Checker, CheckFn, CheckResult, tree_key
 from swarm.run.environment import CheckEnvironment
-from swarm.run.workspace import git, hook_env, repo_lock
+from swarm.run.workspace import git, hook_env, repo_lock, worktree_diff
 
 __all__ = ["MergeQueue", "MergeResult", "Merger"]
 
@@ -135,6 +135,7 @@ class MergeQueue:
             return await self._merge(name, title, patch, check)
 
     async def _merge(self, name: str, title: str, patch: str, check: str | None) -> MergeResult:
+        key = tree_key(self.head, patch)  # the tree a subtask checked at this head: reused
         if not patch.strip():
             return MergeResult("empty", self.head)
         with tempfile.NamedTemporaryFile("w", suffix=".patch", delete=False) as f:
@@ -149,7 +150,7 @@ class MergeQueue:
         finally:
             os.unlink(f.name)
         if check:
-            result = await self.run_check(check)
+            result = await self.settings.checker(self.worktree, check, key=key)
             if not result.passed:
                 await self.reset()
                 return MergeResult("red", output=result.output)
@@ -165,11 +166,17 @@ class MergeQueue:
         the files the fixers' tools wrote; other untracked files (a check's artifacts, the
         `include:` files) are never committed.
         """
-        if stage_edits:
-            await git("add", "--update", cwd=self.worktree)
-            written = sorted(self.written.paths())
-            if written:
-                await git("add", "--", *written, cwd=self.worktree)
+        if stage_edits:  # what a patch would hold: never artifacts, never .swarmignore
+            fixes = await worktree_diff(self.worktree, "HEAD", untracked=self.written.paths())
+            if fixes.strip():
+                await git(
+                    "apply",
+                    "--cached",
+                    "--binary",
+                    "-",
+                    cwd=self.worktree,
+                    input=fixes.encode("utf-8", "surrogateescape"),
+                )
         staged = await git("diff", "--cached", "--name-only", cwd=self.worktree)
         if staged.strip():
             hooks = ("--no-verify",) if not self.settings.hooks else ()

@@ -52,9 +52,7 @@ class WorkspaceLike(Protocol):
 
     async def patch(self) -> str: ...
 
-    async def apply(self, patch: str, *, three_way: bool = False) -> None:
-        """Apply `patch`; `three_way` leaves conflict markers where it does not fit."""
-        ...
+    async def apply(self, patch: str) -> None: ...
 
 
 class Sandbox(Protocol):

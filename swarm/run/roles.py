@@ -7,6 +7,7 @@ so journaled model calls replay to the same agent.
 
 from __future__ import annotations
 
+from swarm.run.check import failing_part
 from swarm.run.plan import Subtask
 from swarm.run.task import Task
 
@@ -59,10 +60,6 @@ def coder_prompt(task: Task, subtask: Subtask) -> str:
     )
 
 
-FIX_OUTPUT_CHARS = 12_000
-"""How much of a failing check's output a fixer is shown (the failing part first)."""
-
-
 def fix_prompt(subtask: Subtask, check: str, output: str) -> str:
     files = ", ".join(subtask.files) or "(not specified)"
     return (
@@ -73,31 +70,11 @@ def fix_prompt(subtask: Subtask, check: str, output: str) -> str:
     )
 
 
-def failing_part(output: str, limit: int = FIX_OUTPUT_CHARS) -> str:
-    """The part of a check's output that says what failed, first; the rest, cut to fit.
-
-    pytest puts the failures (`= FAILURES =`, `= ERRORS =`) and the short summary after a
-    long progress log: that section leads, then the tail of the output."""
-    starts = [i for marker in _FAILURE_MARKERS if (i := output.find(marker)) >= 0]
-    head = output[min(starts) :] if starts else ""
-    if len(head) >= limit:
-        return head[: limit // 2] + "\n[...]\n" + head[-limit // 2 :]
-    rest = output[: min(starts)] if starts else output
-    room = limit - len(head)
-    tail = rest[-room:] if len(rest) > room else rest
-    return (head + ("\n[earlier output]\n" + tail if head and tail.strip() else tail)).strip()
-
-
-_FAILURE_MARKERS = ("= FAILURES =", "= ERRORS =", "short test summary info")
-
-
 def rebase_prompt(subtask: Subtask, patch: str, reason: str) -> str:
     return (
         f"Subtask `{subtask.id}` ({subtask.title}) was done on an older version of the "
         f"integration branch and {reason}. Your worktree is at the new head.\n\n"
         f"Instructions: {subtask.instructions}\n\nThe earlier patch:\n```diff\n{patch}\n```\n"
-        "It has been applied to your worktree where it fits; where it did not, the files "
-        "hold git conflict markers (<<<<<<< / >>>>>>>): resolve them keeping both sides' "
-        "intent. Make sure every part of the earlier change is there, run the tests, and "
-        "finish."
+        "Re-apply every part of the change on top of the current code (check each file "
+        "the earlier patch touched), run the tests, and finish."
     )

@@ -254,7 +254,7 @@ class Run:
             error=error or self.baseline.stop,
             warnings=self.warnings,
             baseline=self.baseline.summary(),
-            simulated=spec.config.simulated,
+            simulated=spec.config.simulated and spec.source is None,
             repo=self.world.repo_label,
             branch=branch,
             patch=str(patch) if patch else None,

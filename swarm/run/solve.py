@@ -8,6 +8,7 @@ budget, tracing, router, report — is the `Run`'s.
 
 from __future__ import annotations
 
+import glob
 import secrets
 import sys
 from collections.abc import Mapping
@@ -105,6 +106,9 @@ class GitWorld:
                 f"{self.repo} has uncommitted changes: the run starts from HEAD ({head}) "
                 "and leaves them out"
             )
+        for pattern in task.include:
+            if not glob.glob(pattern, root_dir=self.repo, recursive=True, include_hidden=True):
+                notes.append(f"include: {pattern!r} matches nothing in {self.repo}")
         if not task.check and not task.accept:
             notes.append("the task has no check: subtasks merge untested, and nothing says done")
         notes.append(
@@ -115,11 +119,17 @@ class GitWorld:
         return notes
 
     async def result(self, run_id: str, base: str) -> tuple[str | None, str | None]:
+        """The run's branch and patch; a branch with nothing on it is deleted (a resumed
+        run makes it again)."""
         branch = f"swarm/{run_id}"
         try:
+            ahead = await git("rev-list", "--count", f"{base}..{branch}", cwd=self.repo)
+            if ahead == "0":
+                await git("branch", "-D", branch, cwd=self.repo)
+                return None, ""
             return branch, await git("diff", f"{base}..{branch}", cwd=self.repo)
         except WorkspaceError:
-            return branch, ""
+            return None, ""
 
     def models(self, source: ModelSource) -> ModelSource:
         return source

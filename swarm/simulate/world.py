@@ -152,7 +152,7 @@ class _Workspace:
     async def patch(self) -> str:
         return f"simulated patch of {self.path.name}\n"
 
-    async def apply(self, patch: str, *, three_way: bool = False) -> None:
+    async def apply(self, patch: str) -> None:
         await anyio.lowlevel.checkpoint()
 
 
