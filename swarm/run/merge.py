@@ -77,6 +77,19 @@ class QueueSettings:
     """Prepares the integration worktree (`include:`, `setup:`); None: nothing to do."""
     hooks: bool = False
     """Run the repository's commit hooks (`hooks: run`); they never run otherwise."""
+    batch_check: str | None = None
+    """The check a batch of several patches gets (the whole check); None: one at a time."""
+
+
+@dataclass
+class _Request:
+    """One patch waiting to be merged, and, once it is, how that went."""
+
+    name: str
+    title: str
+    patch: str
+    check: str | None
+    result: MergeResult | None = None
 
 
 class MergeQueue:
@@ -92,6 +105,7 @@ class MergeQueue:
         self.head = ""
         """Commit at the tip of the integration branch."""
         self._lock = anyio.Lock()
+        self._pending: list[_Request] = []
 
     @classmethod
     @asynccontextmanager
@@ -130,14 +144,56 @@ class MergeQueue:
                     await git("worktree", "remove", "--force", str(path), cwd=repo)
 
     async def merge(self, name: str, title: str, patch: str, *, check: str | None) -> MergeResult:
-        """Apply `patch`, run `check`, commit; or undo and say why not."""
-        async with self._lock:
-            return await self._merge(name, title, patch, check)
+        """Apply `patch`, run `check`, commit; or undo and say why not.
 
-    async def _merge(self, name: str, title: str, patch: str, check: str | None) -> MergeResult:
-        key = tree_key(self.head, patch)  # the tree a subtask checked at this head: reused
-        if not patch.strip():
-            return MergeResult("empty", self.head)
+        Patches that arrive while a merge is in progress are merged together as one batch
+        (see `_merge_batch`): the check runs once for all of them."""
+        request = _Request(name, title, patch, check)
+        self._pending.append(request)
+        while request.result is None:
+            async with self._lock:
+                if request.result is None:
+                    batch, self._pending = self._pending, []
+                    try:
+                        await self._merge_batch(batch)
+                    finally:  # a cancelled batch: its waiters take their requests back
+                        self._pending[:0] = [r for r in batch if r.result is None]
+        return request.result
+
+    async def _merge_batch(self, batch: list[_Request]) -> None:
+        """Apply every patch of the batch in order, check the result once, and commit each
+        patch on its own (attribution kept). A conflict leaves that patch out; a red batch
+        is merged again one patch at a time, which finds the culprit."""
+        whole = self.settings.batch_check
+        if len(batch) == 1 or whole is None:
+            for r in batch:
+                r.result = await self._merge(r.name, r.title, r.patch, r.check)
+            return
+        fitting: list[_Request] = []
+        try:
+            for r in batch:
+                if not r.patch.strip():
+                    r.result = MergeResult("empty", self.head)
+                elif (conflict := await self._apply(r.patch)) is None:
+                    fitting.append(r)
+                else:
+                    r.result = MergeResult("conflict", output=conflict)
+                    await self._reapply(fitting)
+            green = len(fitting) > 1 and (await self.settings.checker(self.worktree, whole)).passed
+            await self.reset()
+        except BaseException:
+            with anyio.move_on_after(30, shield=True):
+                await self.reset()
+            raise
+        for r in fitting:
+            if green:
+                await self._apply(r.patch)
+                r.result = MergeResult("merged", await self.commit(f"swarm: {r.name}: {r.title}"))
+            else:  # one at a time: finds the culprit, and a lone patch reuses its check
+                r.result = await self._merge(r.name, r.title, r.patch, r.check)
+
+    async def _apply(self, patch: str) -> str | None:
+        """Apply `patch` to the integration worktree and index; git's message on conflict."""
         with tempfile.NamedTemporaryFile("w", suffix=".patch", delete=False) as f:
             f.write(patch if patch.endswith("\n") else patch + "\n")
         try:
@@ -145,10 +201,24 @@ class MergeQueue:
                 "apply", "--3way", "--index", "--whitespace=nowarn", f.name, cwd=self.worktree
             )
         except WorkspaceError as exc:
-            await self.reset()
-            return MergeResult("conflict", output=str(exc))
+            return str(exc)
         finally:
             os.unlink(f.name)
+        return None
+
+    async def _reapply(self, fitting: list[_Request]) -> None:
+        """Back to the head with only the patches that fit (after one did not)."""
+        await self.reset()
+        for r in fitting:
+            await self._apply(r.patch)
+
+    async def _merge(self, name: str, title: str, patch: str, check: str | None) -> MergeResult:
+        key = tree_key(self.head, patch)  # the tree a subtask checked at this head: reused
+        if not patch.strip():
+            return MergeResult("empty", self.head)
+        if (conflict := await self._apply(patch)) is not None:
+            await self.reset()
+            return MergeResult("conflict", output=conflict)
         if check:
             result = await self.settings.checker(self.worktree, check, key=key)
             if not result.passed:

@@ -90,7 +90,12 @@ class GitWorld:
     def merger(
         self, run_id: str, base: str, task: Task, options: SolveOptions
     ) -> AbstractAsyncContextManager[Merger]:
-        settings = QueueSettings(self.checker, self.environment, hooks=task.hooks == "run")
+        settings = QueueSettings(
+            self.checker,
+            self.environment,
+            hooks=task.hooks == "run",
+            batch_check=task.check_for(()),
+        )
         return MergeQueue.open(self.repo, run_id=run_id, base=base, settings=settings)
 
     async def baseline(self, queue: Merger, task: Task) -> Baseline:
