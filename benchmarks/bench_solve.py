@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -79,7 +80,11 @@ async def run(n: int, max_agents: int, profile: str) -> dict[str, Any]:
         root = Path(tmp)
         make_repo(root / "repo", n)
         (root / "plan.json").write_text(json.dumps(plan(n)))
-        (root / "task.md").write_text("---\ncheck: python check.py\n---\n# Bump\n\nBump all.\n")
+        # the repository has no venv of its own: name the interpreter (as before this
+        # option existed, when swarm's own was first on PATH) so runs stay comparable
+        (root / "task.md").write_text(
+            f"---\ncheck: python check.py\npython: {sys.executable}\n---\n# Bump\n\nBump all.\n"
+        )
         (root / "swarm.toml").write_text(
             f'[providers.sim]\nkind = "sim"\n[tiers.speed]\nmodels = ["sim/{profile}"]\n'
         )

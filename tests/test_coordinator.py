@@ -94,7 +94,7 @@ class Checks:
         self.runs: list[str] = []
 
     async def __call__(
-        self, path: Path, command: str = "", *, key: str | None = None
+        self, path: Path, command: str = "", *, key: str | None = None, priority: bool = False
     ) -> CheckResult:
         await anyio.lowlevel.checkpoint()
         self.runs.append(path.name)

@@ -52,7 +52,9 @@ class SlowFirstChecker:
     def __init__(self) -> None:
         self.commands: list[str] = []
 
-    async def __call__(self, path: Path, command: str, *, key: str | None = None) -> CheckResult:
+    async def __call__(
+        self, path: Path, command: str, *, key: str | None = None, priority: bool = False
+    ) -> CheckResult:
         self.commands.append(command)
         if len(self.commands) == 1:
             await anyio.sleep(0.5)

@@ -161,36 +161,47 @@ class MergeQueue:
         return request.result
 
     async def _merge_batch(self, batch: list[_Request]) -> None:
-        """Apply every patch of the batch in order, check the result once, and commit each
-        patch on its own (attribution kept). A conflict leaves that patch out; a red batch
-        is merged again one patch at a time, which finds the culprit."""
+        """Commit every patch of the batch that applies, in order and one commit each
+        (attribution kept), then check the result once. Red: back to where the batch
+        started, and merge the patches one at a time, which finds the culprit."""
         whole = self.settings.batch_check
         if len(batch) == 1 or whole is None:
             for r in batch:
                 r.result = await self._merge(r.name, r.title, r.patch, r.check)
             return
+        start = self.head
         fitting: list[_Request] = []
         try:
             for r in batch:
                 if not r.patch.strip():
                     r.result = MergeResult("empty", self.head)
-                elif (conflict := await self._apply(r.patch)) is None:
-                    fitting.append(r)
-                else:
+                elif (conflict := await self._apply(r.patch)) is not None:
+                    await self.reset()  # back to the last commit: the others stay
                     r.result = MergeResult("conflict", output=conflict)
-                    await self._reapply(fitting)
-            green = len(fitting) > 1 and (await self.settings.checker(self.worktree, whole)).passed
-            await self.reset()
+                else:
+                    fitting.append(r)
+                    r.result = MergeResult(
+                        "merged", await self.commit(f"swarm: {r.name}: {r.title}")
+                    )
+            green = (
+                len(fitting) < 2
+                or (await self.settings.checker(self.worktree, whole, priority=True)).passed
+            )
         except BaseException:
             with anyio.move_on_after(30, shield=True):
-                await self.reset()
+                await self._rewind(start)
+            for r in fitting:
+                r.result = None
             raise
-        for r in fitting:
-            if green:
-                await self._apply(r.patch)
-                r.result = MergeResult("merged", await self.commit(f"swarm: {r.name}: {r.title}"))
-            else:  # one at a time: finds the culprit, and a lone patch reuses its check
+        if len(fitting) == 1 or not green:  # a lone patch gets its own (reusable) check
+            await self._rewind(start)
+            for r in fitting:
                 r.result = await self._merge(r.name, r.title, r.patch, r.check)
+
+    async def _rewind(self, commit: str) -> None:
+        """Move the integration branch back to `commit` (undoing a batch's commits)."""
+        await git("reset", "--hard", "--quiet", commit, cwd=self.worktree)
+        self.head = commit
 
     async def _apply(self, patch: str) -> str | None:
         """Apply `patch` to the integration worktree and index; git's message on conflict."""
@@ -206,12 +217,6 @@ class MergeQueue:
             os.unlink(f.name)
         return None
 
-    async def _reapply(self, fitting: list[_Request]) -> None:
-        """Back to the head with only the patches that fit (after one did not)."""
-        await self.reset()
-        for r in fitting:
-            await self._apply(r.patch)
-
     async def _merge(self, name: str, title: str, patch: str, check: str | None) -> MergeResult:
         key = tree_key(self.head, patch)  # the tree a subtask checked at this head: reused
         if not patch.strip():
@@ -220,7 +225,7 @@ class MergeQueue:
             await self.reset()
             return MergeResult("conflict", output=conflict)
         if check:
-            result = await self.settings.checker(self.worktree, check, key=key)
+            result = await self.settings.checker(self.worktree, check, key=key, priority=True)
             if not result.passed:
                 await self.reset()
                 return MergeResult("red", output=result.output)

@@ -182,7 +182,7 @@ class SimChecks:
         self.runs: dict[str, int] = defaultdict(int)
 
     async def __call__(
-        self, path: Path, command: str = "", *, key: str | None = None
+        self, path: Path, command: str = "", *, key: str | None = None, priority: bool = False
     ) -> CheckResult:
         attrs = {sc.OPERATION: sc.OP_TOOL, sc.TOOL_NAME: "run_tests"}
         with tracer().start_as_current_span(f"{sc.OP_TOOL} run_tests", attributes=attrs):
