@@ -51,8 +51,12 @@ class ConcurrencyLimiter:
     `limit` may change at run time (AIMD); `math.inf` means unbounded until a 429 arrives.
     """
 
-    def __init__(self, limit: float = math.inf, *, recover_every: int = 10) -> None:
+    def __init__(
+        self, limit: float = math.inf, *, recover_every: int = 10, wait_kind: str = sc.WAIT_QUEUE
+    ) -> None:
         self.limit = limit
+        self.wait_kind = wait_kind
+        """The `swarm.wait` kind of the time spent waiting for a slot."""
         self.ceiling = limit
         """The configured limit; additive recovery never goes above it."""
         self.in_flight = 0
@@ -80,7 +84,7 @@ class ConcurrencyLimiter:
         if waiter.granted:
             return
         # a cancelled wait is normal (hedge losers, timeouts): not an error on the wait span
-        with waiting(sc.WAIT_QUEUE):
+        with waiting(self.wait_kind):
             try:
                 await waiter.event.wait()
             except BaseException:

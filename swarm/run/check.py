@@ -21,15 +21,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
-import anyio
-
 from swarm.agent.tool import ToolContext
 from swarm.agent.toolbox import run_command
+from swarm.routing.limits import ConcurrencyLimiter
 from swarm.run.environment import CheckEnvironment
 from swarm.run.task import Task
 from swarm.tracing import semconv as sc
 from swarm.tracing.setup import tracer
-from swarm.tracing.waits import waiting
 
 __all__ = [
     "NOTHING_TO_TEST",
@@ -101,7 +99,8 @@ class Checker:
 
     At most `max_concurrent` checks run at the same time (a suite uses the cores; two dozen
     at once on two cores are slower than eight); the time spent waiting for a place is a
-    `swarm.wait check` span. A result is reused for the same command on the same tree
+    `swarm.wait check` span, and the merge queue's checks (serial, and on every subtask's
+    way to done) take the next free place before the workspaces'. A result is reused for the same command on the same tree
     (`key`: the base commit and the patch), so the coordinator's check and the merge
     queue's do not run the same suite twice. Results are judged against the baseline's
     known failures once those are recorded.
@@ -115,7 +114,9 @@ class Checker:
         max_concurrent: int | None = None,
     ) -> None:
         self.environment, self.timeout_s = environment, timeout_s
-        self._slots = anyio.CapacityLimiter(max_concurrent or os.cpu_count() or 2)
+        self._slots = ConcurrencyLimiter(
+            max_concurrent or os.cpu_count() or 2, wait_kind=sc.WAIT_CHECK
+        )
         self._results: dict[tuple[str, str], CheckResult] = {}
         self.known = KnownFailures()
         """Failures the base commit already had (set by `run_baseline`)."""
@@ -126,24 +127,18 @@ class Checker:
         self, path: Path, command: str, *, key: str | None = None, priority: bool = False
     ) -> CheckResult:
         """`command`'s result in `path`; `priority` (the merge queue: one at a time, and on
-        every subtask's path to done) runs at once, never behind the workspaces' checks."""
+        every subtask's path to done) takes the next free place before the workspaces'."""
         if key is not None and (hit := self._results.get((command, key))) is not None:
             self.reused += 1
             return hit
-        if not priority:
-            try:
-                self._slots.acquire_nowait()
-            except anyio.WouldBlock:
-                with waiting(sc.WAIT_CHECK):
-                    await self._slots.acquire()
+        await self._slots.acquire(priority=1 if priority else 0)
         try:
             self.runs += 1
             result = await run_check(
                 command, path, timeout_s=self.timeout_s, environment=self.environment
             )
         finally:
-            if not priority:
-                self._slots.release()
+            self._slots.release()
         result = self.known.judge(result)
         if key is not None:
             self._results[(command, key)] = result
