@@ -100,10 +100,10 @@ class Checker:
     At most `max_concurrent` checks run at the same time (a suite uses the cores; two dozen
     at once on two cores are slower than eight); the time spent waiting for a place is a
     `swarm.wait check` span, and the merge queue's checks (serial, and on every subtask's
-    way to done) take the next free place before the workspaces'. A result is reused for the same command on the same tree
-    (`key`: the base commit and the patch), so the coordinator's check and the merge
-    queue's do not run the same suite twice. Results are judged against the baseline's
-    known failures once those are recorded.
+    way to done) take the next free place before the workspaces'. A result is reused for
+    the same command on the same tree (`key`: the base commit and the patch), so the
+    coordinator's check and the merge queue's do not run the same suite twice. Results are
+    judged against the baseline's known failures once those are recorded.
     """
 
     def __init__(
