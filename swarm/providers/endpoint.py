@@ -17,6 +17,7 @@ validation on the hot path).
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Generic, TypeVar
 from urllib.parse import urlsplit
@@ -83,7 +84,7 @@ class Reply:
 R = TypeVar("R", bound=Reply)
 
 
-class Endpoint(Generic[R]):
+class Endpoint(ABC, Generic[R]):
     """An HTTP chat endpoint; one pooled client per provider. Subclasses set `kind`."""
 
     kind: str
@@ -129,36 +130,41 @@ class Endpoint(Generic[R]):
 
     # -- what an adapter says ------------------------------------------------------------
 
+    @abstractmethod
     def path(self) -> str:
         """The chat path appended to `base_url`."""
-        raise NotImplementedError
+        ...
 
     def fixed_headers(self) -> dict[str, str]:
         """Headers every request carries (besides content-type and auth)."""
         return {}
 
+    @abstractmethod
     def auth_header(self, api_key: str, style: str | None) -> dict[str, str]:
         """The header carrying the key; `style` is the configured auth style (None: the
         API's usual one)."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def payload(self, model: str, request: ChatRequest) -> bytes:
         """The request body."""
-        raise NotImplementedError
+        ...
 
-    def new_reply(self, on_first: FirstTokenCallback | None) -> R:
-        raise NotImplementedError
+    @abstractmethod
+    def new_reply(self, on_first: FirstTokenCallback | None) -> R: ...
 
+    @abstractmethod
     async def read_stream(self, response: httpx.Response, reply: R, model: str) -> None:
         """Fold an event stream into `reply`; raise a `ProviderError` on a bad event."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def read_whole(self, response: httpx.Response, reply: R, model: str) -> None:
         """Fold a whole (read) JSON reply into `reply`; raise a `ProviderError` if bad."""
-        raise NotImplementedError
+        ...
 
-    def usage(self, request: ChatRequest, reply: R, text: str, calls: list[ToolCall]) -> Usage:
-        raise NotImplementedError
+    @abstractmethod
+    def usage(self, request: ChatRequest, reply: R, text: str, calls: list[ToolCall]) -> Usage: ...
 
     def finish_reason(self, reply: R, calls: list[ToolCall]) -> str:
         return reply.finish or ("tool_calls" if calls else "stop")
