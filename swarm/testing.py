@@ -1,7 +1,8 @@
 """Test helpers for users of swarm and for swarm's own tests.
 
 - `ScriptedModel` plays a model from a list of replies and fails on an unexpected call;
-  `FunctionModel` lets a function play the model. Both implement `swarm.model.Model`.
+  `FunctionModel` lets a function play the model. Both implement `swarm.model.Model`;
+  `ScriptedSource` gives each agent of a `solve` its own scripted model.
 - `call(...)` and `reply(...)` build scripted replies.
 - `assert_critical_path_under`, `assert_p95_call_latency_under` and
   `assert_rate_limit_waits_under` check latency budgets on a recorded trace.
@@ -29,11 +30,13 @@ from swarm.analysis.assertions import (
     assert_rate_limit_waits_under,
 )
 from swarm.messages import ChatRequest, ChatResult, Message, Timing, ToolCall, Usage
+from swarm.model import Model
 
 __all__ = [
     "FunctionModel",
     "NetworkBlocked",
     "ScriptedModel",
+    "ScriptedSource",
     "assert_critical_path_under",
     "assert_p95_call_latency_under",
     "assert_rate_limit_waits_under",
@@ -103,6 +106,33 @@ class ScriptedModel:
 
 
 ModelFunction: TypeAlias = Callable[[ChatRequest], "Scripted | Awaitable[Scripted]"]
+
+
+class ScriptedSource:
+    """A model source for `solve(..., source=)`: each agent id gets its own scripted model.
+
+    `scripts` maps agent ids (`coder:s1`, `fixer:s1:1`) to their replies; an agent with no
+    script gets `default`, or fails the test. `models` keeps every model handed out (to
+    inspect their requests); `escalated` lists the agents asked for the reasoning tier.
+    """
+
+    def __init__(self, scripts: dict[str, list[Scripted]], *, default: Model | None = None) -> None:
+        self.scripts = scripts
+        self.default = default
+        self.models: dict[str, Model] = {}
+        self.escalated: list[str] = []
+
+    def model(self, role: str, *, agent_id: str, escalate: bool = False) -> Model:
+        if escalate:
+            self.escalated.append(agent_id)
+        if agent_id not in self.models:
+            if agent_id in self.scripts:
+                self.models[agent_id] = ScriptedModel(self.scripts[agent_id], name=agent_id)
+            elif self.default is not None:
+                self.models[agent_id] = self.default
+            else:
+                raise AssertionError(f"no script for {agent_id}")
+        return self.models[agent_id]
 
 
 class FunctionModel:

@@ -19,11 +19,10 @@ import pytest
 
 from swarm.budget import BudgetLimits
 from swarm.messages import ChatRequest
-from swarm.model import Model
 from swarm.run.plan import PlanError
 from swarm.run.report import RunReport
 from swarm.run.solve import SolveRequest, solve
-from swarm.testing import FunctionModel, Scripted, ScriptedModel, call, reply
+from swarm.testing import FunctionModel, Scripted, ScriptedModel, ScriptedSource, call, reply
 
 CHECK = "python check.py"
 
@@ -77,28 +76,6 @@ def subtask(id: str, files: list[str], deps: Sequence[str] = ()) -> dict[str, An
     }
 
 
-class Scripts:
-    """A model source that gives each agent id its own scripted model."""
-
-    def __init__(self, scripts: dict[str, list[Scripted]], *, default: Model | None = None):
-        self.scripts = scripts
-        self.default = default
-        self.models: dict[str, Model] = {}
-        self.escalated: list[str] = []
-
-    def model(self, role: str, *, agent_id: str, escalate: bool = False) -> Model:
-        if escalate:
-            self.escalated.append(agent_id)
-        if agent_id not in self.models:
-            if agent_id in self.scripts:
-                self.models[agent_id] = ScriptedModel(self.scripts[agent_id], name=agent_id)
-            elif self.default is not None:
-                self.models[agent_id] = self.default
-            else:
-                raise AssertionError(f"no script for {agent_id}")
-        return self.models[agent_id]
-
-
 def request(tmp_path: Path, repo: Path, plan: Path | None, **kw: Any) -> SolveRequest:
     return SolveRequest(
         task_path=str(kw.pop("task", write_task(tmp_path))),
@@ -139,7 +116,7 @@ async def test_multi_subtask_plan_is_merged_to_green(tmp_path: Path, repo: Path)
             subtask("s3", ["a.py"], ["s1"]),
         ],
     )
-    scripts = Scripts(
+    scripts = ScriptedSource(
         {
             "coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()],
             "coder:s2": [edit("b.py", "def two():", "def two() -> int:"), done()],
@@ -169,7 +146,7 @@ async def test_multi_subtask_plan_is_merged_to_green(tmp_path: Path, repo: Path)
 async def test_a_plan_with_a_cycle_is_refused_before_the_run(tmp_path: Path, repo: Path) -> None:
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"], ["s2"]), subtask("s2", ["b.py"], ["s1"])])
     with pytest.raises(PlanError, match="cycle"):
-        await solve(request(tmp_path, repo, plan), source=Scripts({}))
+        await solve(request(tmp_path, repo, plan), source=ScriptedSource({}))
     assert not (tmp_path / "state" / "runs").exists()
     assert_untouched(repo)
 
@@ -177,7 +154,7 @@ async def test_a_plan_with_a_cycle_is_refused_before_the_run(tmp_path: Path, rep
 async def test_overlapping_scopes_run_in_order_not_at_once(tmp_path: Path, repo: Path) -> None:
     # both claim a.py and neither depends on the other: s2 must start from s1's merge
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["a.py"])])
-    scripts = Scripts(
+    scripts = ScriptedSource(
         {
             "coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()],
             "coder:s2": [edit("a.py", "def one() -> int:", "def one() -> int:  # typed"), done()],
@@ -190,7 +167,7 @@ async def test_overlapping_scopes_run_in_order_not_at_once(tmp_path: Path, repo:
 
 async def test_a_failing_check_is_fixed_by_a_fixer(tmp_path: Path, repo: Path) -> None:
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
-    scripts = Scripts(
+    scripts = ScriptedSource(
         {
             "coder:s1": [edit("a.py", "return 1", "return 2"), done("oops")],
             "fixer:s1:1": [call("run_tests"), edit("a.py", "return 2", "return 1"), done("fixed")],
@@ -209,7 +186,7 @@ async def test_a_failing_check_is_fixed_by_a_fixer(tmp_path: Path, repo: Path) -
 
 async def test_a_fix_loop_that_gives_up_escalates_then_fails(tmp_path: Path, repo: Path) -> None:
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["b.py"], ["s1"])])
-    scripts = Scripts(
+    scripts = ScriptedSource(
         {
             "coder:s1": [edit("a.py", "return 1", "return 2"), done()],
             "fixer:s1:1": [done("could not")],
@@ -228,7 +205,7 @@ async def test_a_fix_loop_that_gives_up_escalates_then_fails(tmp_path: Path, rep
 async def test_a_merge_conflict_is_rebased_by_a_fixer(tmp_path: Path, repo: Path) -> None:
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["b.py"])])
     both = 'NAMES = ["one", "two", "three", "four"]\n'
-    scripts = Scripts(
+    scripts = ScriptedSource(
         {
             "coder:s1": [edit("shared.py", '"two"]', '"two", "three"]'), done()],
             "coder:s2": [edit("shared.py", '"two"]', '"two", "four"]'), done()],
@@ -245,7 +222,7 @@ async def test_a_merge_conflict_is_rebased_by_a_fixer(tmp_path: Path, repo: Path
 
 async def test_step_budget_stops_cleanly_and_keeps_merged_work(tmp_path: Path, repo: Path) -> None:
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["b.py"], ["s1"])])
-    scripts = Scripts(
+    scripts = ScriptedSource(
         {
             "coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()],
             "coder:s2": [edit("b.py", "def two():", "def two() -> int:"), done()],
@@ -267,7 +244,7 @@ async def test_usd_budget_stops_the_run(tmp_path: Path, repo: Path) -> None:
     def pricey(item: Scripted) -> Scripted:
         return reply(item, cost_usd=0.3)
 
-    scripts = Scripts(
+    scripts = ScriptedSource(
         {
             "coder:s1": [pricey(edit("a.py", "def one():", "def one() -> int:")), pricey(done())],
             "coder:s2": [pricey(done())],
@@ -286,7 +263,7 @@ async def test_deadline_stops_the_run_and_leaves_no_worktrees(tmp_path: Path, re
         return done()
 
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["b.py"])])
-    scripts = Scripts({}, default=FunctionModel(slow))
+    scripts = ScriptedSource({}, default=FunctionModel(slow))
     report = await solve(
         request(tmp_path, repo, plan, budget=BudgetLimits(deadline=1.0)), source=scripts
     )
@@ -304,7 +281,7 @@ async def test_cancellation_mid_run_leaves_no_worktrees(tmp_path: Path, repo: Pa
         raise AssertionError
 
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["b.py"])])
-    scripts = Scripts({}, default=FunctionModel(hang))
+    scripts = ScriptedSource({}, default=FunctionModel(hang))
     async with anyio.create_task_group() as tg:
         tg.start_soon(partial(solve, request(tmp_path, repo, plan), source=scripts))
         with anyio.fail_after(20):

@@ -16,10 +16,9 @@ from typing import Any
 
 import pytest
 
-from swarm.model import Model
 from swarm.run.report import RunReport
 from swarm.run.solve import SolveRequest, solve
-from swarm.testing import Scripted, ScriptedModel, call
+from swarm.testing import Scripted, ScriptedModel, ScriptedSource, call
 
 PY = sys.executable
 PYTEST = "python -m pytest -q -p no:cacheprovider"
@@ -70,21 +69,6 @@ def subtask(id: str, files: list[str], deps: Sequence[str] = ()) -> dict[str, An
     }
 
 
-class Scripts:
-    """A model source that gives each agent id its own scripted model."""
-
-    def __init__(self, scripts: dict[str, list[Scripted]]):
-        self.scripts = scripts
-        self.models: dict[str, Model] = {}
-
-    def model(self, role: str, *, agent_id: str, escalate: bool = False) -> Model:
-        if agent_id not in self.models:
-            if agent_id not in self.scripts:
-                raise AssertionError(f"no script for {agent_id}")
-            self.models[agent_id] = ScriptedModel(self.scripts[agent_id], name=agent_id)
-        return self.models[agent_id]
-
-
 def edit(path: str, old: str, new: str) -> Scripted:
     return call("edit_file", path=path, old=old, new=new)
 
@@ -93,7 +77,9 @@ def done(summary: str = "done") -> Scripted:
     return call("finish", summary=summary)
 
 
-async def run(tmp_path: Path, repo: Path, task: Path, plan: Path, scripts: Scripts) -> RunReport:
+async def run(
+    tmp_path: Path, repo: Path, task: Path, plan: Path, scripts: ScriptedSource
+) -> RunReport:
     req = SolveRequest(
         task_path=str(task),
         repo=str(repo),
@@ -144,7 +130,7 @@ async def test_src_layout_checks_the_worktrees_package(
     task = write_task(tmp_path, f"check: {PYTEST}\npython: {PY}")
     plan = write_plan(tmp_path, [subtask("s1", ["src/pkg/mod.py", "tests/test_mod.py"])])
     new_test = "\n\ndef test_double():\n    from pkg.mod import double\n    assert double(2) == 4\n"
-    scripts = Scripts(
+    scripts = ScriptedSource(
         {
             "coder:s1": [
                 edit(
@@ -190,7 +176,7 @@ async def test_a_plain_check_without_the_ignored_file_stops_at_the_baseline(
     repo = versioned_repo(tmp_path)
     task = write_task(tmp_path, f"check: python -c 'import pkg'\npython: {PY}")
     plan = write_plan(tmp_path, [subtask("s1", ["src/pkg/mod.py"])])
-    report = await run(tmp_path, repo, task, plan, Scripts({}))
+    report = await run(tmp_path, repo, task, plan, ScriptedSource({}))
     assert report.status == "stopped" and report.stop_reason == "baseline", report
     assert "the check fails before any change" in (report.error or "")
     assert report.calls == 0
@@ -202,7 +188,7 @@ async def test_a_suite_that_cannot_import_the_package_stops_at_the_baseline(
     repo = versioned_repo(tmp_path)
     task = write_task(tmp_path, f"check: {PYTEST}\npython: {PY}")
     plan = write_plan(tmp_path, [subtask("s1", ["src/pkg/mod.py"])])
-    scripts = Scripts({"coder:s1": [edit("src/pkg/mod.py", "return 1", "return 2"), done()]})
+    scripts = ScriptedSource({"coder:s1": [edit("src/pkg/mod.py", "return 1", "return 2"), done()]})
     report = await run(tmp_path, repo, task, plan, scripts)
     assert report.status == "stopped" and report.stop_reason == "baseline", report
     assert "the check fails before any change" in (report.error or "")
@@ -213,7 +199,7 @@ async def test_include_brings_the_ignored_file_and_never_commits_it(tmp_path: Pa
     repo = versioned_repo(tmp_path)
     task = write_task(tmp_path, f"check: {PYTEST}\npython: {PY}\ninclude: [src/pkg/_version.py]")
     plan = write_plan(tmp_path, [subtask("s1", ["src/pkg/mod.py"])])
-    scripts = Scripts(
+    scripts = ScriptedSource(
         {"coder:s1": [edit("src/pkg/mod.py", "def value():", "def value() -> int:"), done()]}
     )
     report = await run(tmp_path, repo, task, plan, scripts)
@@ -241,7 +227,9 @@ async def test_a_red_baseline_is_recorded_and_the_run_is_done(tmp_path: Path) ->
     repo = make_repo(tmp_path, RED)
     task = write_task(tmp_path, f"check: {PYTEST}\npython: {PY}\nbaseline: record")
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
-    scripts = Scripts({"coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()]})
+    scripts = ScriptedSource(
+        {"coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()]}
+    )
     report = await run(tmp_path, repo, task, plan, scripts)
     assert report.status == "done", report
     assert states(report) == {"s1": "merged"}
@@ -254,7 +242,7 @@ async def test_a_new_failure_beside_the_known_one_still_calls_a_fixer(tmp_path: 
     repo = make_repo(tmp_path, RED)
     task = write_task(tmp_path, f"check: {PYTEST}\npython: {PY}")
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
-    scripts = Scripts(
+    scripts = ScriptedSource(
         {
             "coder:s1": [edit("a.py", "return 1", "return 2"), done()],
             "fixer:s1:1": [edit("a.py", "return 2", "return 1"), done()],
@@ -273,7 +261,7 @@ async def test_baseline_stop_stops_before_any_model_call(tmp_path: Path) -> None
     repo = make_repo(tmp_path, RED)
     task = write_task(tmp_path, f"check: {PYTEST}\npython: {PY}\nbaseline: stop")
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
-    scripts = Scripts({"coder:s1": [done()]})
+    scripts = ScriptedSource({"coder:s1": [done()]})
     report = await run(tmp_path, repo, task, plan, scripts)
     assert report.status == "stopped" and report.stop_reason == "baseline", report
     assert report.calls == 0 and scripts.models == {}
@@ -285,7 +273,7 @@ async def test_a_check_red_without_pytest_lines_stops_the_run(tmp_path: Path) ->
     repo = make_repo(tmp_path, {"a.py": "X = 1\n"})
     task = write_task(tmp_path, "check: sh -c 'exit 1'")
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
-    scripts = Scripts({"coder:s1": [done()]})
+    scripts = ScriptedSource({"coder:s1": [done()]})
     report = await run(tmp_path, repo, task, plan, scripts)
     assert report.status == "stopped" and report.stop_reason == "baseline", report
     assert report.calls == 0 and scripts.models == {}
@@ -320,7 +308,7 @@ async def test_check_artifacts_and_swarmignored_files_never_reach_the_branch(
     repo = make_repo(tmp_path, ARTIFACTS)
     task = write_task(tmp_path, f"check: python check.py\npython: {PY}")
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["b.py"])])
-    scripts = Scripts(
+    scripts = ScriptedSource(
         {
             # red first: the check runs (and writes) before the fixer's patch is taken
             "coder:s1": [edit("a.py", "return 1", "return 0"), done()],
@@ -352,7 +340,7 @@ async def test_final_verification_fixes_leave_artifacts_and_swarmignored_files_o
     repo = make_repo(tmp_path, ARTIFACTS)
     task = write_task(tmp_path, f"check: python check.py\naccept: python full.py\npython: {PY}")
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
-    scripts = Scripts(
+    scripts = ScriptedSource(
         {
             "coder:s1": [edit("a.py", "return 1", "return 5"), done()],
             "fixer:final:1": [edit("b.py", "return 2", "return 6"), done("fixed")],
@@ -398,7 +386,7 @@ async def test_subtask_checks_get_their_files_and_accept_the_whole_suite(
     )
     files = {"s1": ["a.py", "tests/test_a.py"], "s2": ["b.py", "tests/test_b.py"]}
     plan = write_plan(tmp_path, [subtask(k, v) for k, v in files.items()])
-    scripts = Scripts(
+    scripts = ScriptedSource(
         {
             "coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()],
             "coder:s2": [edit("b.py", "def two():", "def two() -> int:"), done()],
@@ -455,7 +443,9 @@ async def test_checks_run_with_the_repositorys_own_venv(tmp_path: Path) -> None:
     log = tmp_path / "prefix.log"
     task = write_task(tmp_path, f"check: python check.py\nenv: {{PYLOG: {log}}}")
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
-    scripts = Scripts({"coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()]})
+    scripts = ScriptedSource(
+        {"coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()]}
+    )
     report = await run(tmp_path, repo, task, plan, scripts)
     assert report.status == "done", report
     assert any(".venv" in w for w in report.warnings), report.warnings
@@ -473,7 +463,7 @@ async def test_agents_commands_run_with_the_repositorys_venv_and_no_secrets(
     task = write_task(tmp_path, f"check: python check.py\nenv: {{PYLOG: {log}}}")
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
     probe = "python -c 'import sys, tinydep; print(sys.prefix)'; env"
-    scripts = Scripts({"coder:s1": [call("run", command=probe), call("run_tests"), done()]})
+    scripts = ScriptedSource({"coder:s1": [call("run", command=probe), call("run_tests"), done()]})
     report = await run(tmp_path, repo, task, plan, scripts)
     assert report.status == "done", report
     coder = scripts.models["coder:s1"]
@@ -489,7 +479,9 @@ async def test_the_tasks_python_wins_over_the_repositorys_venv(tmp_path: Path) -
     log = tmp_path / "prefix.log"
     task = write_task(tmp_path, f"check: python check.py\npython: {other}\nenv: {{PYLOG: {log}}}")
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
-    scripts = Scripts({"coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()]})
+    scripts = ScriptedSource(
+        {"coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()]}
+    )
     report = await run(tmp_path, repo, task, plan, scripts)
     assert report.status == "done", report
     assert any(str(other) in w and "task" in w for w in report.warnings), report.warnings
@@ -534,7 +526,7 @@ async def test_setup_runs_in_every_worktree_and_included_dirs_are_linked(
         """,
     )
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["a.py"], ["s1"])])
-    scripts = Scripts(
+    scripts = ScriptedSource(
         {
             "coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()],
             "coder:s2": [edit("a.py", "    return 1", '    """One."""\n    return 1'), done()],
@@ -574,7 +566,9 @@ async def test_hooks_run_only_when_asked_and_never_see_secrets(
     repo, markers = hooked_repo(tmp_path)
     task = write_task(tmp_path, f"check: python -c 'import a'\npython: {PY}\nhooks: {hooks}")
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
-    scripts = Scripts({"coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()]})
+    scripts = ScriptedSource(
+        {"coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()]}
+    )
     report = await run(tmp_path, repo, task, plan, scripts)
     assert report.status == "done", report
     assert any("hooks" in w for w in report.warnings)
@@ -596,7 +590,9 @@ async def test_uncommitted_changes_are_left_alone_and_reported(tmp_path: Path) -
     head = git(repo, "rev-parse", "HEAD")
     task = write_task(tmp_path, f"check: python -c 'import a, b'\npython: {PY}")
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
-    scripts = Scripts({"coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()]})
+    scripts = ScriptedSource(
+        {"coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()]}
+    )
     report = await run(tmp_path, repo, task, plan, scripts)
     assert report.status == "done", report
     assert any("uncommitted changes" in w for w in report.warnings), report.warnings
@@ -619,7 +615,9 @@ async def test_a_coder_that_changes_nothing_is_empty_and_the_run_done(tmp_path: 
     repo = make_repo(tmp_path, TWO)
     task = write_task(tmp_path, f"check: python check.py\npython: {PY}")
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
-    report = await run(tmp_path, repo, task, plan, Scripts({"coder:s1": [done("nothing to do")]}))
+    report = await run(
+        tmp_path, repo, task, plan, ScriptedSource({"coder:s1": [done("nothing to do")]})
+    )
     assert report.status == "done", report
     assert states(report) == {"s1": "empty"}
     # nothing merged: no branch is left behind (a resumed run would make it again)
@@ -633,7 +631,7 @@ async def test_overlapping_scopes_order_the_work_but_a_failure_skips_nothing(
     repo = make_repo(tmp_path, TWO)
     task = write_task(tmp_path, f"check: python check.py\npython: {PY}")
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["a.py"])])
-    scripts = Scripts(
+    scripts = ScriptedSource(
         {
             "coder:s1": [edit("a.py", "return 1", "return 5"), done()],
             **{f"fixer:s1:{n}": [done("could not")] for n in (1, 2, 3)},
@@ -660,7 +658,7 @@ async def test_final_fixes_that_stay_red_are_dropped(tmp_path: Path) -> None:
     repo = make_repo(tmp_path, SPLIT)
     task = write_task(tmp_path, f"check: python quick.py\naccept: python full.py\npython: {PY}")
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
-    scripts = Scripts(
+    scripts = ScriptedSource(
         {
             "coder:s1": [edit("a.py", "return 1", "return 5"), done()],
             "fixer:final:1": [edit("b.py", "def two():", "def two() -> int:"), done("tried")],
@@ -701,7 +699,7 @@ async def test_the_merge_queue_reuses_the_coordinators_check(tmp_path: Path, cha
     task = write_task(tmp_path, f"check: python check.py\npython: {PY}\nenv: {{CHECKLOG: {log}}}")
     deps = ["s1"] if chained else []
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["b.py"], deps)])
-    scripts = Scripts(
+    scripts = ScriptedSource(
         {
             "coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()],
             "coder:s2": [edit("b.py", "def two():", "def two() -> int:"), done()],
@@ -724,7 +722,9 @@ async def test_coloured_pytest_output_still_names_the_known_failures(tmp_path: P
     repo = make_repo(tmp_path, {**RED, "pytest.ini": "[pytest]\naddopts = --color=yes\n"})
     task = write_task(tmp_path, f"check: {PYTEST}\npython: {PY}")
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
-    scripts = Scripts({"coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()]})
+    scripts = ScriptedSource(
+        {"coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()]}
+    )
     report = await run(tmp_path, repo, task, plan, scripts)
     assert report.status == "done", report
     assert report.baseline == {PYTEST: "failed (known failures: tests/test_a.py::test_broken)"}
@@ -739,7 +739,9 @@ async def test_a_subtask_whose_files_have_no_tests_is_checked_with_the_whole_sui
     repo = make_repo(tmp_path, files)
     task = write_task(tmp_path, f"check: {PYTEST} {{files}}\npython: {PY}")
     plan = write_plan(tmp_path, [subtask("docs", ["README.md"])])
-    scripts = Scripts({"coder:docs": [edit("README.md", "# a", "# a\n\nOne module."), done()]})
+    scripts = ScriptedSource(
+        {"coder:docs": [edit("README.md", "# a", "# a\n\nOne module."), done()]}
+    )
     report = await run(tmp_path, repo, task, plan, scripts)
     assert report.status == "done", report
     assert states(report) == {"docs": "merged"}
