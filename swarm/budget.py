@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import anyio
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from swarm._duration import parse_duration
 from swarm.errors import BudgetExceeded, ConfigError
@@ -122,11 +122,12 @@ class Reservation:
 
     def settle(self, result: ChatResult) -> None:
         """Swap the reservation for what the call really cost."""
-        self._release()
+        self.release()
         for s in self._scopes:
             s.add(result)
 
-    def _release(self) -> None:
+    def release(self) -> None:
+        """Give back what the call held, without counting it (a failed call)."""
         if self._open:
             self._open = False
             for s in self._scopes:
@@ -175,7 +176,7 @@ class Budget:
         try:
             yield held
         finally:
-            held._release()  # a no-op once settled
+            held.release()  # a no-op once settled
 
     def record(self, result: ChatResult, *, tier: str | None = None) -> None:
         """Count a call that was paid for without a reservation (a replayed call)."""
@@ -236,13 +237,7 @@ def parse_budget_flags(values: list[str] | None) -> BudgetLimits | None:
         fields[key.strip()] = value.strip()
     try:
         return BudgetLimits.model_validate(fields)
-    except ValueError as exc:
-        raise ConfigError(f"--budget: {_first_problem(exc)}") from None
-
-
-def _first_problem(exc: ValueError) -> str:
-    errors = getattr(exc, "errors", None)
-    if callable(errors):
-        e = errors()[0]
-        return f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
-    return str(exc)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        where = ".".join(str(p) for p in e["loc"])
+        raise ConfigError(f"--budget: {where}: {e['msg']}") from None

@@ -120,8 +120,6 @@ class Checker:
         self._results: dict[tuple[str, str], CheckResult] = {}
         self.known = KnownFailures()
         """Failures the base commit already had (set by `run_baseline`)."""
-        self.runs = 0
-        self.reused = 0
 
     async def __call__(
         self, path: Path, command: str, *, key: str | None = None, priority: bool = False
@@ -129,11 +127,9 @@ class Checker:
         """`command`'s result in `path`; `priority` (the merge queue: one at a time, and on
         every subtask's path to done) takes the next free place before the workspaces'."""
         if key is not None and (hit := self._results.get((command, key))) is not None:
-            self.reused += 1
             return hit
         await self._slots.acquire(priority=1 if priority else 0)
         try:
-            self.runs += 1
             result = await run_check(
                 command, path, timeout_s=self.timeout_s, environment=self.environment
             )

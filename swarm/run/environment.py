@@ -29,12 +29,12 @@ from swarm.agent.tool import ToolContext, scrub_env
 from swarm.agent.toolbox import run_command
 from swarm.errors import ConfigError, WorkspaceError
 
-__all__ = ["CheckEnvironment", "swarm_venv_bin"]
+__all__ = ["CheckEnvironment"]
 
 _VENV_DIRS = (".venv", "venv", "env")
 
 
-def swarm_venv_bin() -> Path | None:
+def _swarm_venv_bin() -> Path | None:
     """The bin directory of the virtual environment swarm itself runs from, if any."""
     if sys.prefix == sys.base_prefix:
         return None
@@ -91,7 +91,7 @@ class CheckEnvironment:
         """Environment for a check or an agent's command in worktree `cwd`."""
         env = scrub_env(os.environ if base is None else base)
         path = [p for p in env.get("PATH", "").split(os.pathsep) if p]
-        own = swarm_venv_bin()
+        own = _swarm_venv_bin()
         if own is not None and (self.python is None or own != self.python.parent):
             path = [p for p in path if Path(p) != own]
         env.pop("VIRTUAL_ENV", None)

@@ -130,6 +130,8 @@ class Run:
         self.report: RunReport | None = None
         """Set when the run has ended, whatever ended it."""
         self.outcome: RunOutcome | None = None
+        self.models: RunModels | None = None
+        """Where agents get their models (set once the router is open)."""
         self._stack = AsyncExitStack()
         self._t0 = self._cpu0 = 0.0
         self._base = ""
@@ -177,6 +179,8 @@ class Run:
     async def execute(self) -> RunOutcome:
         """Plan (or load the plan), then code, test, fix and merge every subtask."""
         spec = self.spec
+        if self.models is None:
+            raise RuntimeError("Run.execute() needs the run open: `async with Run(...) as run`")
         crew = Crew(self.id, self.models, spec.journal, self.budget, self.progress)
         coordinator = Coordinator(
             crew, spec.task, options=spec.options, parts=self.world.parts(self.id)
@@ -293,7 +297,7 @@ class Run:
 
     def _overhead(self) -> Overhead:
         cpu_s = time.process_time() - self._cpu0
-        model_s = self.models.model_s if hasattr(self, "models") else 0.0
+        model_s = self.models.model_s if self.models else 0.0
         calls = max(1, self.budget.spent.steps)
         return Overhead(
             cpu_s=round(cpu_s, 3),

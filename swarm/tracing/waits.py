@@ -13,14 +13,13 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
-from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanContext
 from opentelemetry.util.types import AttributeValue
 
 from swarm.tracing import semconv as sc
 from swarm.tracing.setup import tracer
 
-__all__ = ["current_context", "depends_on", "record_wait", "start_wait", "waiting"]
+__all__ = ["depends_on", "record_wait", "start_wait", "waiting"]
 
 
 def depends_on(contexts: Sequence[SpanContext]) -> list[Link]:
@@ -70,8 +69,3 @@ def record_wait(
     )
     span.end(end_time=now)
     return span.get_span_context()
-
-
-def current_context() -> SpanContext:
-    """The context of the span in force (invalid outside any span)."""
-    return trace.get_current_span().get_span_context()
