@@ -43,7 +43,7 @@ class _Workspace:
         await anyio.lowlevel.checkpoint()
 
 
-class Sandbox:
+class Workspaces:
     def __init__(self) -> None:
         self.opened: list[str] = []
 
@@ -139,7 +139,7 @@ class World:
     source: Source = field(default_factory=Source)
     checks: Checks = field(default_factory=Checks)
     merger: Merger = field(default_factory=Merger)
-    sandbox: Sandbox = field(default_factory=Sandbox)
+    workspaces: Workspaces = field(default_factory=Workspaces)
     limits: BudgetLimits = field(default_factory=BudgetLimits)
     options: SolveOptions = field(default_factory=lambda: SolveOptions(max_agents=4))
 
@@ -160,7 +160,7 @@ class World:
             )
             crew = Crew("r1", models, journal, budget, Progress(budget, quiet=True))
             tools: list[Tool] = [t for t in coding_tools() if t.name == "finish"]
-            parts = CoordinatorParts(sandbox=self.sandbox, check=self.checks, tools=tools)
+            parts = CoordinatorParts(workspaces=self.workspaces, check=self.checks, tools=tools)
             task = Task(title="t", instructions="i", check="check")
             coordinator = Coordinator(crew, task, options=self.options, parts=parts)
             return await coordinator.run(p, self.merger, done=done), budget
@@ -205,14 +205,14 @@ async def test_a_merge_conflict_goes_to_a_rebase_fixer(world: World) -> None:
     outcome, _ = await world.run(plan(("a", ())))
     (a,) = outcome.subtasks
     assert (a.status, a.rebases) == ("merged", 1)
-    assert "a-rebase1" in world.sandbox.opened
+    assert "a-rebase1" in world.workspaces.opened
     assert ("fixer:a:rebase1", False) in world.source.asked
 
 
 async def test_merged_subtasks_of_an_earlier_process_are_not_redone(world: World) -> None:
     await world.run(plan(("a", ()), ("b", ("a",))), done=frozenset({"a"}))
     assert world.merger.order == ["b"]
-    assert "a" not in world.sandbox.opened
+    assert "a" not in world.workspaces.opened
 
 
 @pytest.mark.parametrize("agents", [20, 300])

@@ -42,10 +42,10 @@ from swarm.run.outcome import PhaseTimes, RunOutcome, SubtaskOutcome
 from swarm.run.parts import (
     CoordinatorParts,
     Crew,
-    GitSandbox,
-    Sandbox,
+    GitWorkspaces,
     SolveOptions,
     WorkspaceLike,
+    Workspaces,
 )
 from swarm.run.plan import Plan, PlanError, Subtask, parse_plan_reply
 from swarm.run.roles import (
@@ -80,10 +80,10 @@ class Coordinator:
         parts = parts or CoordinatorParts()
         self.times = PhaseTimes()
         self._tools: list[Tool] = list(parts.tools) if parts.tools is not None else coding_tools()
-        if parts.sandbox is None and repo is None:
-            raise ValueError("a Coordinator needs a repo or a sandbox")
+        if parts.workspaces is None and repo is None:
+            raise ValueError("a Coordinator needs a repo or workspaces")
         self._environment = parts.environment or CheckEnvironment.resolve(repo or Path())
-        self._sandbox: Sandbox = parts.sandbox or GitSandbox(
+        self._workspaces: Workspaces = parts.workspaces or GitWorkspaces(
             repo or Path(), crew.run_id, self._environment
         )
         self._check: CheckFn = parts.check or Checker(
@@ -102,7 +102,7 @@ class Coordinator:
         """Ask the planner, feeding validation errors back a bounded number of times."""
         tools = [t for t in self._tools if t.name in PLANNER_TOOLS]
         errors: list[str] | None = None
-        async with self._sandbox.open(base, "planner") as ws:
+        async with self._workspaces.open(base, "planner") as ws:
             for attempt in range(self.options.plan_retries + 1):
                 agent_id = "planner" if attempt == 0 else f"planner:{attempt}"
                 agent: Agent[str] = Agent(
@@ -288,7 +288,7 @@ class Coordinator:
         self, st: Subtask, outcome: SubtaskOutcome, queue: Merger
     ) -> MergeResult:
         base = queue.head
-        async with self._sandbox.open(base, st.id) as ws:
+        async with self._workspaces.open(base, st.id) as ws:
             coder = self._staff.agent("coder", f"coder:{st.id}", CODER, ws.path, st)
             coder.depends_on(self._dependency_spans(st))
             await coder.run(coder_prompt(self.task, st))
@@ -302,7 +302,7 @@ class Coordinator:
                 else f"the check fails after merging it:\n{failing_part(merged.output, 3000)}"
             )
             base = queue.head
-            async with self._sandbox.open(base, f"{st.id}-rebase{outcome.rebases}") as ws:
+            async with self._workspaces.open(base, f"{st.id}-rebase{outcome.rebases}") as ws:
                 if merged.kind == "red":  # after a conflict the fixer re-applies by hand
                     await ws.apply(patch)
                 agent_id = f"fixer:{st.id}:rebase{outcome.rebases}"

@@ -29,12 +29,12 @@ __all__ = [
     "CheckFn",
     "CoordinatorParts",
     "Crew",
-    "GitSandbox",
+    "GitWorkspaces",
     "Merger",
     "ModelSource",
-    "Sandbox",
     "SolveOptions",
     "WorkspaceLike",
+    "Workspaces",
 ]
 
 
@@ -55,14 +55,14 @@ class WorkspaceLike(Protocol):
     async def apply(self, patch: str) -> None: ...
 
 
-class Sandbox(Protocol):
+class Workspaces(Protocol):
     """Opens a workspace at commit `base`, named after its subtask, removed on exit."""
 
     def open(self, base: str, name: str) -> AbstractAsyncContextManager[WorkspaceLike]: ...
 
 
-class GitSandbox:
-    """The real sandbox: a git worktree of `repo` per workspace, prepared for its checks."""
+class GitWorkspaces:
+    """The real workspaces: a git worktree of `repo` per workspace, prepared for its checks."""
 
     def __init__(
         self, repo: Path, run_id: str, environment: CheckEnvironment | None = None
@@ -87,7 +87,7 @@ class GitSandbox:
 class CoordinatorParts:
     """The coordinator's seams; None means the real implementation."""
 
-    sandbox: Sandbox | None = None
+    workspaces: Workspaces | None = None
     """Where workspaces come from (default: git worktrees of the repository)."""
     check: CheckFn | None = None
     """How a check runs (default: a `Checker` in the repository's environment)."""

@@ -28,7 +28,7 @@ from swarm.run.check import Baseline, Checker, run_baseline
 from swarm.run.environment import CheckEnvironment
 from swarm.run.journal import Journal
 from swarm.run.merge import MergeQueue, Merger, QueueSettings
-from swarm.run.parts import CoordinatorParts, GitSandbox, ModelSource, SolveOptions
+from swarm.run.parts import CoordinatorParts, GitWorkspaces, ModelSource, SolveOptions
 from swarm.run.plan import load_plan
 from swarm.run.report import RunReport
 from swarm.run.run import Run, RunSpec
@@ -78,8 +78,10 @@ class GitWorld:
         self.checker = Checker(self.environment)
 
     def parts(self, run_id: str) -> CoordinatorParts:
-        sandbox = GitSandbox(self.repo, run_id, self.environment)
-        return CoordinatorParts(sandbox=sandbox, check=self.checker, environment=self.environment)
+        workspaces = GitWorkspaces(self.repo, run_id, self.environment)
+        return CoordinatorParts(
+            workspaces=workspaces, check=self.checker, environment=self.environment
+        )
 
     async def base(self) -> str:
         return await git("rev-parse", "HEAD", cwd=self.repo)

@@ -53,8 +53,8 @@ from swarm.simulate.world import (
     Shape,
     SimChecks,
     SimMerger,
-    SimSandbox,
     SimScript,
+    SimWorkspaces,
     failing_subtasks,
     make_plan,
     sim_tools,
@@ -148,7 +148,7 @@ class SimWorld:
         self._tools = sim_tools(spec.tool_s)
 
     def parts(self, run_id: str) -> CoordinatorParts:
-        return CoordinatorParts(sandbox=SimSandbox(), check=self.checks, tools=self._tools)
+        return CoordinatorParts(workspaces=SimWorkspaces(), check=self.checks, tools=self._tools)
 
     async def base(self) -> str:
         return self.merger_.head

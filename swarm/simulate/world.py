@@ -38,8 +38,8 @@ __all__ = [
     "Shape",
     "SimChecks",
     "SimMerger",
-    "SimSandbox",
     "SimScript",
+    "SimWorkspaces",
     "make_plan",
     "sim_tools",
     "step_shares",
@@ -156,7 +156,7 @@ class _Workspace:
         await anyio.lowlevel.checkpoint()
 
 
-class SimSandbox:
+class SimWorkspaces:
     """In-memory workspaces, opened and removed in `open_s`."""
 
     def __init__(self, open_s: float = 0.0) -> None:
