@@ -1,21 +1,35 @@
-"""A 300-subtask `swarm solve` on the simulator: does the coordinator stay out of the way?
+"""A 300-subtask `swarm solve` on the simulator: the merge queue and the coordinator's CPU.
 
 Builds a repository of N small modules and a plan of N subtasks (each edits one module,
 every tenth depends on the one before it), then runs the real `solve()` — worktrees,
 checks, merge queue, journal, tracing, router — with a simulated speed-tier model that
-edits the module and finishes. Reports wall-clock, model time, the coordinator's own CPU
-per model call, and where the time went.
+edits the module and finishes. The check takes `--check-s` seconds (a sleep: the cores
+are not the limit, so the check slots are set to the number of agents).
 
-    python -m benchmarks.bench_solve [--subtasks 300] [--max-agents 64] [--json]
+With `--red-pct P`, P % of the subtasks add an assertion about the next module's value:
+green on their own base, red once the next subtask has landed (or that one red once they
+have): the merge queue must find the culprit, whose rebase fixer removes the assertion.
+
+With `--compare` the same workload runs twice in one process: the batched, speculative
+queue (`[merge]` defaults, `--max-parallel-checks`) and the one-at-a-time queue
+(`batch_size = {max = 1}`, `max_parallel_checks = 1`). Each reports makespan, the
+critical-path lower bound (see `lower_bound`: coding and its own check in the agents'
+waves, one merge check per link of a dependency chain, the baseline and the final
+accept), their ratio, merge checks run and the coordinator's CPU per model call.
+
+    python -m benchmarks.bench_solve [--subtasks 300] [--max-agents 100] [--check-s 1]
+        [--red-pct 5] [--compare] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
+import heapq
 import json
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +42,31 @@ from swarm.providers.sim import Reply, SimProvider
 from swarm.run.solve import SolveRequest, solve
 from swarm.testing import call
 
+CHECK = """\
+import pathlib, sys, time
+time.sleep(float(sys.argv[1]))
+for path in sorted(str(p) for p in pathlib.Path(".").glob("m*.py")):
+    exec(compile(pathlib.Path(path).read_text(), path, "exec"), {"__name__": "m"})
+"""
+
+
+@dataclass(frozen=True)
+class Workload:
+    subtasks: int = 300
+    max_agents: int = 100
+    check_s: float = 0.0
+    red_every: int = 0
+    """Every `red_every`-th subtask (0: none) makes a patch red once its neighbour lands."""
+    profile: str = "cerebras/llama-3.3-70b"
+    merge: str = ""
+    """The `[merge]` section's body."""
+
 
 def make_repo(root: Path, n: int) -> None:
     root.mkdir()
     for i in range(n):
         (root / f"m{i:04d}.py").write_text("VALUE = 0\n")
-    (root / "check.py").write_text("import sys\nsys.exit(0)\n")
+    (root / "check.py").write_text(CHECK)
     for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "init"]):
         subprocess.run(
             ["git", "-c", "user.name=b", "-c", "user.email=b@b", *args], cwd=root, check=True
@@ -56,15 +89,43 @@ def plan(n: int) -> dict[str, Any]:
     return {"subtasks": subtasks}
 
 
-def play(request: ChatRequest) -> Reply:
-    sub = request.metadata.get("subtask", "s0000")
-    if not any(m.role == "tool" for m in request.messages):
-        path = f"m{sub[1:]}.py"
-        return Reply(
-            text="Bumping.",
-            tool_calls=[call("edit_file", path=path, old="VALUE = 0", new="VALUE = 1")],
-        )
-    return Reply(text="Done.", tool_calls=[call("finish", summary="bumped")])
+def _assertion(i: int) -> str:
+    """The line a red subtask adds: true on its base, false once module i+1 is bumped."""
+    return f"import importlib; assert importlib.import_module('m{i + 1:04d}').VALUE == 0\n"
+
+
+class Player:
+    """The simulated model: a coder bumps its module; a fixer removes a stale assertion."""
+
+    def __init__(self, red_every: int) -> None:
+        self.red_every = red_every
+
+    def red(self, i: int) -> bool:
+        return bool(self.red_every) and i % self.red_every == self.red_every // 2
+
+    def __call__(self, request: ChatRequest) -> Reply:
+        subtask = str(request.metadata.get("subtask", "s0000"))
+        tools = [m for m in request.messages if m.role == "tool"]
+        if not subtask[1:].isdigit():  # the final verification's fixer: nothing to do
+            return Reply(tool_calls=[call("finish", summary="nothing to fix")])
+        i = int(subtask[1:])
+        if request.metadata.get("role") == "fixer":
+            # the stale assertion is in this module, or in the one before (landed first)
+            stale = [j for j in (i, i - 1) if j >= 0 and self.red(j)]
+            if len(tools) < len(stale):
+                j = stale[len(tools)]
+                fix = call("edit_file", path=_m(j), old=_assertion(j), new="")
+                return Reply(tool_calls=[fix])
+            return Reply(tool_calls=[call("finish", summary="fixed")])
+        if not tools:
+            new = "VALUE = 1\n" + (_assertion(i) if self.red(i) else "")
+            edit = call("edit_file", path=_m(i), old="VALUE = 0\n", new=new)
+            return Reply(text="Bumping.", tool_calls=[edit])
+        return Reply(text="Done.", tool_calls=[call("finish", summary="bumped")])
+
+
+def _m(i: int) -> str:
+    return f"m{i:04d}.py"
 
 
 class Source:
@@ -75,47 +136,86 @@ class Source:
         return self.router.model("speed", role=role)
 
 
-async def run(n: int, max_agents: int, profile: str) -> dict[str, Any]:
+async def run(w: Workload) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        make_repo(root / "repo", n)
-        (root / "plan.json").write_text(json.dumps(plan(n)))
-        # the repository has no venv of its own: name the interpreter (as before this
-        # option existed, when swarm's own was first on PATH) so runs stay comparable
+        make_repo(root / "repo", w.subtasks)
+        (root / "plan.json").write_text(json.dumps(plan(w.subtasks)))
+        # the repository has no venv of its own: name the interpreter
         (root / "task.md").write_text(
-            f"---\ncheck: python check.py\npython: {sys.executable}\n---\n# Bump\n\nBump all.\n"
+            f"---\ncheck: python check.py {w.check_s}\npython: {sys.executable}\n"
+            "---\n# Bump\n\nBump all.\n"
         )
         (root / "swarm.toml").write_text(
-            f'[providers.sim]\nkind = "sim"\n[tiers.speed]\nmodels = ["sim/{profile}"]\n'
+            f'[providers.sim]\nkind = "sim"\n[tiers.speed]\nmodels = ["sim/{w.profile}"]\n'
+            f"[merge]\n{w.merge}\n"
         )
-        sim = SimProvider(script=play)
+        sim = SimProvider(script=Player(w.red_every))
         async with Router(load_config(root / "swarm.toml", env={}), providers={"sim": sim}) as r:
             request = SolveRequest(
                 task_path=str(root / "task.md"),
                 repo=str(root / "repo"),
                 plan_path=str(root / "plan.json"),
-                max_agents=max_agents,
+                config_path=str(root / "swarm.toml"),
+                max_agents=w.max_agents,
                 state_dir=str(root / "state"),
                 traces_dir=str(root / "traces"),
                 quiet=True,
             )
             report = await solve(request, source=Source(r))
-    o = report.overhead
+    o, m = report.overhead, report.merge
+    coding_s = report.time_by_phase.get("coder", 0.0) / max(1, w.subtasks)
+    bound = lower_bound(w, coding_s)
     return {
-        "subtasks": n,
+        "subtasks": w.subtasks,
         "merged": report.count("merged"),
         "status": report.status,
-        "max_agents": max_agents,
-        "profile": profile,
+        "max_agents": w.max_agents,
+        "check_s": w.check_s,
+        "merge": w.merge.replace("\n", "; "),
         "wall_s": report.wall_s,
+        "bound_s": round(bound, 2),
+        "wall_over_bound": round(report.wall_s / bound, 2) if bound else None,
+        "coding_s_per_subtask": round(coding_s, 3),
+        "merge_checks_run": m.checks_run if m else None,
+        "merge_checks_per_subtask": round(m.checks_run / w.subtasks, 3) if m else None,
+        "batches": m.batches if m else None,
+        "splits": m.splits if m else None,
+        "rebuilds": m.rebuilds if m else None,
+        "rebases": sum(s.rebases for s in report.subtasks),
         "calls": report.calls,
-        "model_s": o.model_s,
         "coordinator_cpu_s": o.cpu_s,
         "cpu_ms_per_call": o.cpu_ms_per_call,
-        "cpu_vs_model": o.cpu_vs_model,
         "time_by_phase": report.time_by_phase,
         "spans_dropped": report.spans_dropped,
     }
+
+
+def lower_bound(w: Workload, coding_s: float) -> float:
+    """The makespan if merging never made anyone wait: each subtask holds an agent for its
+    coding and its own check, then lands after one merge check (holding no agent); a
+    dependent starts once its dependency has landed; agents take the longest chain first.
+    Plus the two checks every run makes alone: the baseline and the final accept."""
+    deps = {i: i - 1 for i in range(w.subtasks) if i % 10 == 9}
+    chain = {i: 2 if (i + 1) in deps else 1 for i in range(w.subtasks)}
+    ready = [(-chain[i], i) for i in range(w.subtasks) if i not in deps]
+    heapq.heapify(ready)
+    later: list[tuple[float, int]] = []  # (when it becomes ready, subtask)
+    free = [0.0] * w.max_agents  # when each agent is free
+    landed = 0.0
+    while ready or later:
+        start = heapq.heappop(free)
+        while later and (not ready or later[0][0] <= start):
+            when, i = heapq.heappop(later)
+            heapq.heappush(ready, (-chain[i], i))
+            start = max(start, when) if len(ready) == 1 else start
+        _, i = heapq.heappop(ready)
+        end = start + coding_s + w.check_s
+        heapq.heappush(free, end)
+        landed = max(landed, end + w.check_s)
+        if (i + 1) in deps:
+            heapq.heappush(later, (end + w.check_s, i + 1))
+    return landed + 2 * w.check_s
 
 
 def main() -> None:
@@ -123,14 +223,33 @@ def main() -> None:
     parser.add_argument("--subtasks", type=int, default=300)
     parser.add_argument("--max-agents", type=int, default=64)
     parser.add_argument("--profile", default="cerebras/llama-3.3-70b")
+    parser.add_argument("--check-s", type=float, default=0.0, help="seconds a check takes")
+    parser.add_argument("--red-pct", type=float, default=0.0, help="%% of patches red at merge")
+    parser.add_argument("--max-parallel-checks", type=int, default=4)
+    parser.add_argument("--compare", action="store_true", help="also the one-at-a-time queue")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    result = anyio.run(run, args.subtasks, args.max_agents, args.profile)
+    red_every = round(100 / args.red_pct) if args.red_pct else 0
+    slots = f"check_slots = {args.max_agents}"
+    queues = {"batched": f"{slots}\nmax_parallel_checks = {args.max_parallel_checks}"}
+    if args.compare:
+        queues["one_at_a_time"] = f"{slots}\nbatch_size = {{max = 1}}\nmax_parallel_checks = 1"
+    results = {}
+    for name, merge in queues.items():
+        w = Workload(args.subtasks, args.max_agents, args.check_s, red_every, args.profile, merge)
+        results[name] = anyio.run(run, w)
+    if "one_at_a_time" in results:
+        results["speedup"] = round(
+            results["one_at_a_time"]["wall_s"] / results["batched"]["wall_s"], 2
+        )
     if args.json:
-        print(json.dumps({"benchmark": "solve", **result}, indent=2))
+        print(json.dumps({"benchmark": "solve", **results}, indent=2))
         return
-    for key, value in result.items():
-        print(f"{key:>18}: {value}")
+    for name, result in results.items():
+        print(f"{name}: {result}" if not isinstance(result, dict) else f"== {name}")
+        if isinstance(result, dict):
+            for key, value in result.items():
+                print(f"{key:>26}: {value}")
 
 
 if __name__ == "__main__":

@@ -19,11 +19,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from swarm._merge_config import BatchSize, MergeConfig
 from swarm.budget import BudgetLimits
 from swarm.errors import ConfigError
 
 __all__ = [
     "DEFAULT_ROLES",
+    "BatchSize",
+    "MergeConfig",
     "ModelConfig",
     "ProviderConfig",
     "RoutingConfig",
@@ -137,6 +140,8 @@ class SwarmConfig(BaseModel):
     routing: RoutingConfig = Field(default_factory=RoutingConfig)
     budget: BudgetLimits = Field(default_factory=BudgetLimits)
     """The run's limits (`[budget]`: usd, tokens, steps, deadline)."""
+    merge: MergeConfig = Field(default_factory=MergeConfig)
+    """The merge queue and the checks (`[merge]`)."""
     source: str | None = None
     """File the config came from; None for the built-in default."""
 

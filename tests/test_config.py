@@ -243,3 +243,33 @@ def test_keyed_preset_without_tiers_gets_default_tiers(tmp_path: Path) -> None:
     cfg = load_config(write(tmp_path, "[providers.groq]\nrpm = 30\n"), env={})
     assert "groq/kimi-k2.6" in cfg.tiers["speed"].models
     assert cfg.providers["groq"].rpm == 30
+
+
+def test_merge_section_and_a_tasks_merge_over_it(tmp_path: Path) -> None:
+    from swarm.run.task import parse_task
+
+    path = write(
+        tmp_path,
+        "[merge]\nbatch_size = {min = 2, max = 8}\nmax_parallel_checks = 3\ncheck_timeout = '5m'\n",
+    )
+    merge = load_config(path, env={}).merge
+    assert (merge.batch_size.min, merge.batch_size.max, merge.parallel_checks) == (2, 8, 3)
+    assert merge.check_timeout == 300
+    task = parse_task("---\nmerge: {batch_size: {max: 1}, max_parallel_checks: 1}\n---\n# T\n\nx\n")
+    over = merge.over(task.merge)
+    assert over.one_at_a_time and over.check_timeout == 300
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("[merge]\nbatch_size = {min = 4, max = 2}\n", "merge.batch_size"),
+        ("[merge]\nmax_parallel_checks = 0\n", "merge.max_parallel_checks"),
+        ("[merge]\ncheck_timeout = 'soon'\n", "merge.check_timeout"),
+        ("[merge]\nbatch = 3\n", "merge.batch"),
+    ],
+)
+def test_bad_merge_settings_name_their_key(tmp_path: Path, text: str, key: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(write(tmp_path, text), env={})
+    assert key in str(caught.value)

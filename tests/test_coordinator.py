@@ -22,7 +22,7 @@ from swarm.model import Model
 from swarm.run.check import CheckResult
 from swarm.run.coordinator import Coordinator
 from swarm.run.journal import Journal
-from swarm.run.merge import MergeResult
+from swarm.run.merge import MergeResult, MergeStats
 from swarm.run.models import RunModels
 from swarm.run.outcome import RunOutcome
 from swarm.run.parts import CoordinatorParts, Crew, SolveOptions, WorkspaceLike
@@ -65,8 +65,10 @@ class Merger:
     head: str = "c0"
     worktree: Path = Path("/mem/_integration")
 
+    stats: MergeStats = field(default_factory=MergeStats)
+
     async def merge(
-        self, name: str, title: str, patch: str, *, check: str | None = None
+        self, name: str, title: str, patch: str, *, check: str | None = None, order: int = 0
     ) -> MergeResult:
         await anyio.lowlevel.checkpoint()
         if name in self.conflicts:
@@ -75,6 +77,9 @@ class Merger:
         self.order.append(name)
         self.head = f"c{len(self.order)}"
         return MergeResult("merged", self.head)
+
+    async def landed(self) -> dict[str, str]:
+        return {}
 
     async def run_check(self, command: str = "") -> CheckResult:
         return CheckResult(True, 0, "ok", 0.0)

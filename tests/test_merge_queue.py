@@ -1,19 +1,37 @@
-"""The merge queue on a real git repository: batches, attribution, a red batch split."""
+"""The merge queue on a real git repository: batches, splits, speculation, conflicts,
+timeouts, and the same final tree as merging one patch at a time."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from swarm.run.check import CheckResult, run_check
-from swarm.run.merge import MergeQueue, MergeResult, QueueSettings
+from swarm.config import BatchSize, MergeConfig
+from swarm.run.check import Checker, CheckResult
+from swarm.run.environment import CheckEnvironment
+from swarm.run.merge import MergeQueue, MergeResult, MergeStats, QueueSettings
 from swarm.run.workspace import worktree_diff
+from swarm.tracing import semconv as sc
 
 CHECK = f"{sys.executable} check.py"
+MODULES = "abcdefgh"
+CHECK_PY = """\
+import importlib, time
+values = {m: importlib.import_module(m).X for m in "abcdefgh"}
+if 99 in values.values():
+    time.sleep(60)  # a patch that makes the suite hang
+unlucky = [m for m, v in values.items() if v == 13]
+assert not unlucky, f"unlucky modules: {unlucky}"
+"""
+BATCHES = MergeConfig(batch_size=BatchSize(min=1, max=32), max_parallel_checks=2)
+ONE_AT_A_TIME = MergeConfig(batch_size=BatchSize(min=1, max=1), max_parallel_checks=1)
 
 
 def git(repo: Path, *args: str) -> str:
@@ -27,10 +45,9 @@ def git(repo: Path, *args: str) -> str:
 def repo(tmp_path: Path) -> Path:
     repo = tmp_path / "repo"
     repo.mkdir()
-    for name in "abc":
+    for name in MODULES:
         (repo / f"{name}.py").write_text("X = 1\n")
-    # each module's X may change; together a and b must stay within 3
-    (repo / "check.py").write_text("import a, b, c\nassert a.X + b.X <= 3, 'a + b too big'\n")
+    (repo / "check.py").write_text(CHECK_PY)
     git(repo, "init", "-q", "-b", "main")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "init")
@@ -38,7 +55,7 @@ def repo(tmp_path: Path) -> Path:
 
 
 async def patch_setting(repo: Path, name: str, value: int) -> str:
-    """The patch that sets `name.X = value`, made the way a workspace makes one."""
+    """The patch that sets `name.X = value` on the base, made as a workspace makes one."""
     (repo / f"{name}.py").write_text(f"X = {value}\n")
     try:
         return await worktree_diff(repo, "HEAD", untracked=())
@@ -46,56 +63,168 @@ async def patch_setting(repo: Path, name: str, value: int) -> str:
         git(repo, "checkout", "--", f"{name}.py")
 
 
-class SlowFirstChecker:
-    """Runs the real check; the first run is slow, so other merges queue up behind it."""
+class CountingChecker:
+    """The real `Checker`, at the seam the queue calls, noting where each check ran."""
 
-    def __init__(self) -> None:
-        self.commands: list[str] = []
+    def __init__(self, repo: Path, timeout_s: float = 30.0) -> None:
+        env = CheckEnvironment.resolve(repo, python=sys.executable)
+        self.checker = Checker(env, timeout_s=timeout_s, max_concurrent=4)
+        self.places: list[str] = []
 
     async def __call__(
         self, path: Path, command: str, *, key: str | None = None, priority: bool = False
     ) -> CheckResult:
-        self.commands.append(command)
-        if len(self.commands) == 1:
-            await anyio.sleep(0.5)
-        return await run_check(command, path, timeout_s=30)
+        result = await self.checker(path, command, key=key, priority=priority)
+        if not result.reused:
+            self.places.append(path.name)
+        return result
 
 
-async def merge_three(
-    repo: Path, values: dict[str, int]
-) -> tuple[dict[str, MergeResult], list[str]]:
-    checker = SlowFirstChecker()
-    settings = QueueSettings(checker, batch_check=CHECK)
-    patches = {n: await patch_setting(repo, n, v) for n, v in values.items()}
+@dataclass
+class Merged:
+    results: dict[str, MergeResult]
+    stats: MergeStats
+    subjects: list[str]
+    tree: str
+    checks: list[str]
+
+    def kinds(self) -> dict[str, str]:
+        return {name: r.kind for name, r in self.results.items()}
+
+
+async def merge_all(
+    repo: Path,
+    values: dict[str, int],
+    config: MergeConfig = BATCHES,
+    *,
+    timeout_s: float = 30.0,
+    patches: dict[str, str] | None = None,
+) -> Merged:
+    """Every patch arrives at once (as a wave of agents finishing), in plan order."""
+    patches = patches or {n: await patch_setting(repo, n[0], v) for n, v in values.items()}
+    checker = CountingChecker(repo, timeout_s)
+    settings = QueueSettings(checker, batch_check=CHECK, config=config)
     results: dict[str, MergeResult] = {}
     async with MergeQueue.open(repo, run_id="r1", base="main", settings=settings) as queue:
 
-        async def merge(name: str) -> None:
-            results[name] = await queue.merge(name, f"set {name}", patches[name], check=CHECK)
+        async def merge(order: int, name: str) -> None:
+            results[name] = await queue.merge(
+                name, f"set {name}", patches[name], check=CHECK, order=order
+            )
 
         async with anyio.create_task_group() as tg:
-            first, *rest = patches
-            tg.start_soon(merge, first)
-            await anyio.sleep(0.1)  # the first merge is checking: the rest arrive meanwhile
-            for name in rest:
-                tg.start_soon(merge, name)
-    return results, checker.commands
+            for order, name in enumerate(patches):
+                tg.start_soon(merge, order, name)
+        stats = queue.stats
+    subjects = git(repo, "log", "--format=%s", "--reverse", "main..swarm/r1").splitlines()
+    tree = git(repo, "rev-parse", "swarm/r1^{tree}")
+    return Merged(results, stats, subjects, tree, checker.places)
 
 
-async def test_patches_that_wait_are_merged_as_one_batch_with_one_check(repo: Path) -> None:
-    results, commands = await merge_three(repo, {"a": 2, "c": 5, "b": 0})
-    assert {n: r.kind for n, r in results.items()} == {"a": "merged", "c": "merged", "b": "merged"}
-    assert len(commands) == 2  # `a` alone, then `c` and `b` together
-    log = git(repo, "log", "--format=%s", "swarm/r1").splitlines()
-    assert log[:3] == ["swarm: b: set b", "swarm: c: set c", "swarm: a: set a"]  # one each
-    assert git(repo, "show", "swarm/r1:c.py") == "X = 5"
+def assert_clean(repo: Path) -> None:
+    """No worktree of the queue's left behind, and no lock."""
+    assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
+    common = Path(git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir"))
+    assert not list(common.rglob("*.lock"))
 
 
-async def test_a_red_batch_is_merged_one_at_a_time_to_find_the_culprit(repo: Path) -> None:
-    # c and b are each fine on top of a; together with a, b breaks the check
-    results, commands = await merge_three(repo, {"a": 2, "c": 5, "b": 2})
-    assert {n: r.kind for n, r in results.items()} == {"a": "merged", "c": "merged", "b": "red"}
-    assert "a + b too big" in results["b"].output
-    assert len(commands) == 4  # a; the batch (red); then c alone; then b alone
-    assert git(repo, "show", "swarm/r1:b.py") == "X = 1"
-    assert git(repo, "status", "--porcelain") == ""  # the user's checkout untouched
+async def test_waiting_patches_land_as_one_batch_one_check_one_commit_each(repo: Path) -> None:
+    one_batch = MergeConfig(batch_size=BatchSize(min=1, max=32), max_parallel_checks=1)
+    merged = await merge_all(repo, dict.fromkeys("abcde", 2), one_batch)
+    assert merged.kinds() == dict.fromkeys("abcde", "merged")
+    assert merged.subjects == [f"swarm: {m}: set {m}" for m in "abcde"]  # attribution kept
+    assert merged.checks == ["_check-0"]
+    assert (merged.stats.batches, merged.stats.checks_run, merged.stats.merged) == (1, 1, 5)
+    commits = {r.commit for r in merged.results.values()}
+    assert len(commits) == 5
+    assert_clean(repo)
+
+
+async def test_a_red_batch_is_split_and_its_culprit_found(repo: Path) -> None:
+    one_batch = MergeConfig(batch_size=BatchSize(min=1, max=32), max_parallel_checks=2)
+    values = dict.fromkeys(MODULES, 2) | {"f": 13}
+    merged = await merge_all(repo, values, one_batch)
+    assert merged.kinds() == {m: "red" if m == "f" else "merged" for m in MODULES}
+    assert "unlucky modules: ['f']" in merged.results["f"].output
+    assert merged.subjects == [f"swarm: {m}: set {m}" for m in MODULES if m != "f"]
+    assert merged.stats.splits >= 1
+    assert merged.stats.checks_run < len(MODULES)  # one at a time checks each patch
+    assert_clean(repo)
+
+
+async def test_two_culprits_in_one_batch_are_both_found(repo: Path) -> None:
+    values = dict.fromkeys(MODULES, 2) | {"b": 13, "g": 13}
+    merged = await merge_all(repo, values)
+    assert merged.kinds() == {m: "red" if m in "bg" else "merged" for m in MODULES}
+    assert "['b']" in merged.results["b"].output and "['g']" in merged.results["g"].output
+    assert len(merged.subjects) == len(MODULES) - 2
+
+
+async def test_a_conflict_inside_a_batch_goes_back_alone(repo: Path) -> None:
+    patches = {
+        "a1": await patch_setting(repo, "a", 2),
+        "b": await patch_setting(repo, "b", 2),
+        "a2": await patch_setting(repo, "a", 3),  # the same line as a1, from the same base
+        "c": await patch_setting(repo, "c", 2),
+    }
+    merged = await merge_all(repo, {}, patches=patches)
+    assert merged.kinds() == {"a1": "merged", "b": "merged", "a2": "conflict", "c": "merged"}
+    assert "a.py" in merged.results["a2"].output
+    assert git(repo, "show", "swarm/r1:a.py") == "X = 2"
+
+
+async def test_a_speculative_batch_is_rebuilt_when_the_one_ahead_turns_red(
+    repo: Path, spans: InMemorySpanExporter
+) -> None:
+    values = {"a": 13, "b": 2, "c": 2, "d": 2}  # two batches: [a b] on the head, [c d] on it
+    merged = await merge_all(repo, values)
+    assert merged.kinds() == {"a": "red", "b": "merged", "c": "merged", "d": "merged"}
+    assert merged.stats.rebuilds == 1
+    batches = [s for s in spans.get_finished_spans() if s.name == f"{sc.MERGE_SPAN} batch"]
+    attrs = [dict(s.attributes or {}) for s in batches]
+    speculative = [a for a in attrs if a[sc.MERGE_SPECULATIVE_DEPTH] == 1]
+    assert speculative and speculative[0][sc.MERGE_OUTCOME] == "cancelled"
+    assert {a[sc.MERGE_OUTCOME] for a in attrs} >= {"red", "green", "cancelled"}
+    assert [s for s in spans.get_finished_spans() if s.name == f"{sc.MERGE_SPAN} split"]
+    assert_clean(repo)
+
+
+async def test_a_check_that_times_out_is_red_and_the_others_land(repo: Path) -> None:
+    values = {"a": 2, "b": 99, "c": 2}
+    merged = await merge_all(repo, values, timeout_s=2.0)
+    assert merged.kinds() == {"a": "merged", "b": "red", "c": "merged"}
+    assert "timed out" in merged.results["b"].output
+    assert_clean(repo)
+
+
+async def test_batches_give_the_tree_one_at_a_time_merging_gives(
+    repo: Path, tmp_path: Path
+) -> None:
+    other = tmp_path / "copy"
+    shutil.copytree(repo, other)
+    patches = {
+        "a": await patch_setting(repo, "a", 2),
+        "b": await patch_setting(repo, "b", 13),
+        "c1": await patch_setting(repo, "c", 2),
+        "c2": await patch_setting(repo, "c", 3),
+        "d": await patch_setting(repo, "d", 2),
+        "e": await patch_setting(repo, "e", 13),
+        "f": await patch_setting(repo, "f", 2),
+    }
+    batched = await merge_all(repo, {}, BATCHES, patches=patches)
+    serial = await merge_all(other, {}, ONE_AT_A_TIME, patches=patches)
+    assert batched.kinds() == serial.kinds()
+    assert batched.kinds()["b"] == "red" and batched.kinds()["c2"] == "conflict"
+    assert batched.tree == serial.tree
+    assert batched.subjects == serial.subjects
+    assert serial.stats.checks_run == len(patches) - 1  # all but the conflict
+
+
+async def test_the_branch_says_what_landed(repo: Path) -> None:
+    """What a resumed run trusts when the journal missed a landing."""
+    merged = await merge_all(repo, {"a": 2, "b": 2})
+    settings = QueueSettings(CountingChecker(repo), batch_check=CHECK)
+    async with MergeQueue.open(repo, run_id="r1", base="main", settings=settings) as queue:
+        landed = await queue.landed()
+        assert queue.head == git(repo, "rev-parse", "swarm/r1")
+    assert landed == {"a": merged.results["a"].commit, "b": merged.results["b"].commit}

@@ -535,7 +535,10 @@ async def test_setup_runs_in_every_worktree_and_included_dirs_are_linked(
     report = await run(tmp_path, repo, task, plan, scripts)
     assert report.status == "done", report
     assert states(report) == {"s1": "merged", "s2": "merged"}
-    assert sorted(Path(p).name for p in log.read_text().split()) == ["_integration", "s1", "s2"]
+    # every tree a check runs in: the workspaces, the integration branch's, the merge
+    # queue's check tree (one is enough: s2 waits for s1)
+    prepared = sorted(Path(p).name for p in log.read_text().split())
+    assert prepared == ["_check-0", "_integration", "s1", "s2"]
     assert sorted(tree(repo, str(report.branch))) == sorted(SETUP)
     patch = Path(str(report.patch)).read_text()
     assert "generated" not in patch and "data" not in patch
@@ -708,10 +711,11 @@ async def test_the_merge_queue_reuses_the_coordinators_check(tmp_path: Path, cha
     report = await run(tmp_path, repo, task, plan, scripts)
     assert report.status == "done", report
     places = [Path(p).name for p in log.read_text().splitlines()]
-    # baseline, s1, s2, final accept; in parallel, the second merge is on a moved head
-    expected = 4 if chained else 5
-    assert len(places) == expected, places
-    assert places.count("_integration") == expected - 2, places
+    # baseline and final accept on the integration branch, s1 and s2 in their workspaces;
+    # in parallel, the second merge is on a moved head: checked again, in a check tree
+    assert len(places) == (4 if chained else 5), places
+    assert places.count("_integration") == 2, places
+    assert len([p for p in places if p.startswith("_check-")]) == (0 if chained else 1)
 
 
 # -- found in a trial on real PyPI projects (humanize, toolz, boltons) ---------------------

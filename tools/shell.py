@@ -8,6 +8,7 @@ TRACEPARENT; on timeout or cancellation the whole group is killed. Loaded by
 from __future__ import annotations
 
 import re
+from contextlib import nullcontext
 from typing import Annotated
 
 from opentelemetry import trace
@@ -66,9 +67,10 @@ async def run_tests(ctx: ToolContext, args: str | None = None) -> str:
     if not ctx.check:
         raise ToolError("this task has no check command; use run to run tests yourself")
     command = f"{ctx.check} {args}" if args else ctx.check
-    result = await run_command(
-        command, ctx, max_output_chars=max(ctx.max_output_chars - _HEADER_ROOM, 100)
-    )
+    async with ctx.check_slot() if ctx.check_slot else nullcontext():
+        result = await run_command(
+            command, ctx, max_output_chars=max(ctx.max_output_chars - _HEADER_ROOM, 100)
+        )
     counts = {kind: int(n) for n, kind in _PYTEST_COUNT.findall(result.output)}
     span = trace.get_current_span()
     if "passed" in counts:

@@ -21,6 +21,7 @@ import re
 import threading
 import weakref
 from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -149,6 +150,11 @@ class ToolContext:
     """The commit `git_diff` compares against (`HEAD` when None)."""
     written: WriteLog = field(default=_LOG_OF_ROOT, compare=False)
     """Where the file tools note what they write; by default the log of `root`."""
+    check_slot: Callable[[], AbstractAsyncContextManager[None]] | None = field(
+        default=None, compare=False
+    )
+    """A place among the machine's checks, held while `run_tests` runs (a run's checks
+    share the cores); None: no limit."""
 
     def __post_init__(self) -> None:
         if self.written is _LOG_OF_ROOT:

@@ -17,6 +17,8 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
@@ -54,6 +56,8 @@ class CheckResult:
     """Combined stdout and stderr, cut in the middle when long."""
     duration_s: float
     timed_out: bool = False
+    reused: bool = False
+    """The result of an earlier run of the same command on the same tree."""
 
 
 async def run_check(
@@ -127,18 +131,25 @@ class Checker:
         """`command`'s result in `path`; `priority` (the merge queue: one at a time, and on
         every subtask's path to done) takes the next free place before the workspaces'."""
         if key is not None and (hit := self._results.get((command, key))) is not None:
-            return hit
-        await self._slots.acquire(priority=1 if priority else 0)
-        try:
+            return replace(hit, reused=True)
+        async with self.slot(priority=priority):
             result = await run_check(
                 command, path, timeout_s=self.timeout_s, environment=self.environment
             )
-        finally:
-            self._slots.release()
         result = self.known.judge(result)
         if key is not None:
             self._results[(command, key)] = result
         return result
+
+    @asynccontextmanager
+    async def slot(self, *, priority: bool = False) -> AsyncIterator[None]:
+        """One of the places checks share (an agent's own `run_tests` takes one too); the
+        time spent waiting for it is a `swarm.wait check` span."""
+        await self._slots.acquire(priority=1 if priority else 0)
+        try:
+            yield
+        finally:
+            self._slots.release()
 
 
 _FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+::\S+)", re.MULTILINE)

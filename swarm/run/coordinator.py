@@ -16,8 +16,7 @@ waited for, and every wait (slot, merge) goes through `swarm.tracing.waits`.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Awaitable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,7 +60,7 @@ from swarm.run.roles import (
 from swarm.run.staff import Staff
 from swarm.run.task import Task
 from swarm.tracing import semconv as sc
-from swarm.tracing.waits import record_wait, waiting
+from swarm.tracing.waits import holding, record_wait, waiting
 
 __all__ = ["Coordinator"]
 
@@ -86,15 +85,21 @@ class Coordinator:
         self._workspaces: Workspaces = parts.workspaces or GitWorkspaces(
             repo or Path(), crew.run_id, self._environment
         )
-        self._check: CheckFn = parts.check or Checker(
-            self._environment, timeout_s=options.check_timeout_s
+        checker = parts.check or Checker(
+            self._environment,
+            timeout_s=options.check_timeout_s,
+            max_concurrent=options.merge.check_slots,
         )
-        self._staff = Staff(crew, task, options, self._tools, self._environment, self.times)
+        self._check: CheckFn = checker
+        slot = parts.check_slot or (checker.slot if isinstance(checker, Checker) else None)
+        self._staff = Staff(crew, task, options, self._tools, self._environment, self.times, slot)
         self._changed = anyio.Event()
         self._merge_spans: dict[str, SpanContext] = {}
         self._commands: dict[str, str] = {}
         """Each subtask's check command (the whole check when its files have no tests)."""
         self._plan_ready_ns = 0
+        self._order: dict[str, int] = {}
+        """Each subtask's place in the plan: the merge queue builds batches in that order."""
 
     # -- planning ---------------------------------------------------------------------
 
@@ -138,6 +143,7 @@ class Coordinator:
         A spent budget or the deadline is not an error here: the outcome says `stopped`,
         what merged stays merged, and what did not run is `skipped`.
         """
+        self._order = {st.id: i for i, st in enumerate(plan.subtasks)}
         board = _Board(
             queue=queue,
             outcomes={
@@ -218,12 +224,14 @@ class Coordinator:
         self._record_dependency_wait(st)
         started: float | None = None  # the virtual clock may start at 0
         try:
-            async with self._slot(board.limiter):
+            async with holding(board.limiter, sc.WAIT_QUEUE):
                 started = anyio.current_time()
                 outcome.status = "running"
                 self.crew.progress.running(st.id)
                 self.crew.journal.set_subtask(self.crew.run_id, st.id, "running")
-                merged = await self._code_test_merge(st, outcome, board.queue)
+                patch = await self._code_and_test(st, outcome, board.queue.head)
+            # waiting for the merge queue holds no agent place: the next subtask codes
+            merged = await self._merge_or_rebase(st, outcome, patch, board)
             outcome.status = {"merged": "merged", "empty": "empty"}.get(merged.kind, "failed")
             outcome.commit = merged.commit
             if not merged.ok:
@@ -263,37 +271,36 @@ class Coordinator:
             links = self._dependency_spans(st)
             record_wait(sc.WAIT_DEPENDENCY, since_ns=self._plan_ready_ns, links=links)
 
-    @asynccontextmanager
-    async def _slot(self, limiter: anyio.CapacityLimiter) -> AsyncIterator[None]:
-        """One of `max_agents` places; the time spent waiting for it is a `queue` wait."""
-        try:
-            limiter.acquire_nowait()
-        except anyio.WouldBlock:
-            with waiting(sc.WAIT_QUEUE):
-                await limiter.acquire()
-        try:
-            yield
-        finally:
-            limiter.release()
-
     async def _merge(self, st: Subtask, patch: str, queue: Merger) -> MergeResult:
         with waiting(sc.WAIT_MERGE, attributes={sc.SUBTASK_ID: st.id}) as span:
             started = anyio.current_time()
-            merged = await queue.merge(st.id, st.title, patch, check=self._commands.get(st.id))
+            merged = await queue.merge(
+                st.id,
+                st.title,
+                patch,
+                check=self._commands.get(st.id),
+                order=self._order.get(st.id, 0),
+            )
             self.times.add("merge", anyio.current_time() - started)
+            if merged.batch is not None:  # the batch that decided it: the wait's cause
+                span.add_link(merged.batch, {sc.LINK_TYPE: sc.LINK_DEPENDS_ON})
         self._merge_spans[st.id] = span.get_span_context()
         return merged
 
-    async def _code_test_merge(
-        self, st: Subtask, outcome: SubtaskOutcome, queue: Merger
-    ) -> MergeResult:
-        base = queue.head
+    async def _code_and_test(self, st: Subtask, outcome: SubtaskOutcome, base: str) -> str:
+        """Code the subtask in a workspace at `base`; its patch once its check is green."""
         async with self._workspaces.open(base, st.id) as ws:
             coder = self._staff.agent("coder", f"coder:{st.id}", CODER, ws.path, st)
             coder.depends_on(self._dependency_spans(st))
             await coder.run(coder_prompt(self.task, st))
-            patch = await self._until_green(st, ws, base, outcome, tag="")
-        merged = await self._merge(st, patch, queue)
+            return await self._until_green(st, ws, base, outcome, tag="")
+
+    async def _merge_or_rebase(
+        self, st: Subtask, outcome: SubtaskOutcome, patch: str, board: _Board
+    ) -> MergeResult:
+        """Merge; on a conflict or a red merge, a fixer rebases on the new head (a bounded
+        number of times), with an agent place again for the work."""
+        merged = await self._merge(st, patch, board.queue)
         while not merged.ok and outcome.rebases < self.options.rebase_rounds:
             outcome.rebases += 1
             reason = (
@@ -301,16 +308,19 @@ class Coordinator:
                 if merged.kind == "conflict"
                 else f"the check fails after merging it:\n{failing_part(merged.output, 3000)}"
             )
-            base = queue.head
-            async with self._workspaces.open(base, f"{st.id}-rebase{outcome.rebases}") as ws:
-                if merged.kind == "red":  # after a conflict the fixer re-applies by hand
-                    await ws.apply(patch)
-                agent_id = f"fixer:{st.id}:rebase{outcome.rebases}"
-                await self._staff.agent("fixer", agent_id, FIXER, ws.path, st).run(
-                    rebase_prompt(st, patch, reason)
-                )
-                patch = await self._until_green(st, ws, base, outcome, tag=f"r{outcome.rebases}")
-            merged = await self._merge(st, patch, queue)
+            async with holding(board.limiter, sc.WAIT_QUEUE):
+                base = board.queue.head
+                name = f"{st.id}-rebase{outcome.rebases}"
+                async with self._workspaces.open(base, name) as ws:
+                    if merged.kind == "red":  # after a conflict the fixer re-applies by hand
+                        await ws.apply(patch)
+                    agent_id = f"fixer:{st.id}:rebase{outcome.rebases}"
+                    await self._staff.agent("fixer", agent_id, FIXER, ws.path, st).run(
+                        rebase_prompt(st, patch, reason)
+                    )
+                    tag = f"r{outcome.rebases}"
+                    patch = await self._until_green(st, ws, base, outcome, tag=tag)
+            merged = await self._merge(st, patch, board.queue)
         return merged
 
     async def _until_green(

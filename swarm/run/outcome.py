@@ -1,13 +1,34 @@
-"""What the coordinator hands back: every subtask's outcome and how the run ended."""
+"""What the coordinator hands back: every subtask's outcome, each merge's, how the run ended."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
+
+from opentelemetry.trace import SpanContext
 
 from swarm.run.check import CheckResult
 from swarm.run.report import RunStatus, SubtaskReport
 
-__all__ = ["PhaseTimes", "RunOutcome", "SubtaskOutcome"]
+__all__ = ["MergeKind", "MergeResult", "PhaseTimes", "RunOutcome", "SubtaskOutcome"]
+
+MergeKind = Literal["merged", "empty", "conflict", "red"]
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    """How a patch's way through the merge queue ended."""
+
+    kind: MergeKind
+    commit: str | None = None
+    output: str = ""
+    """git's message for a conflict; the failing check's (or refusing hook's) output."""
+    batch: SpanContext | None = None
+    """The span of the batch that decided it (a merge wait links to it)."""
+
+    @property
+    def ok(self) -> bool:
+        return self.kind in ("merged", "empty")
 
 
 @dataclass

@@ -7,14 +7,15 @@ sleep; tests plug in in-memory parts to drive the coordinator's rules in millise
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from swarm.agent.tool import Tool
 from swarm.budget import Budget
+from swarm.config import MergeConfig
 from swarm.model import Model
 from swarm.run.check import CheckFn
 from swarm.run.environment import CheckEnvironment
@@ -95,6 +96,9 @@ class CoordinatorParts:
     """What agents' commands run with (default: the repository's own environment)."""
     tools: Sequence[Tool] | None = None
     """The tools agents get (default: `coding_tools()`)."""
+    check_slot: Callable[[], AbstractAsyncContextManager[None]] | None = None
+    """The place an agent's own `run_tests` takes among the checks (default: the default
+    `Checker`'s; None with a `check` given: no limit)."""
 
 
 @dataclass(frozen=True)
@@ -107,7 +111,12 @@ class SolveOptions:
     """Fixer rounds on the speed tier before the reasoning tier takes over."""
     rebase_rounds: int = 2
     plan_retries: int = 2
-    check_timeout_s: float = 600.0
+    merge: MergeConfig = field(default_factory=MergeConfig)
+    """The merge queue and the checks (`[merge]`, with the task's `merge:` over it)."""
+
+    @property
+    def check_timeout_s(self) -> float:
+        return self.merge.check_timeout
 
 
 @dataclass(frozen=True)

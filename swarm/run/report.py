@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["Overhead", "RunReport", "RunStatus", "SubtaskReport", "render_markdown"]
+__all__ = ["MergeStats", "Overhead", "RunReport", "RunStatus", "SubtaskReport", "render_markdown"]
 
 RunStatus = Literal["done", "failed", "stopped", "interrupted"]
 
@@ -41,6 +41,29 @@ class Overhead(BaseModel):
     cpu_vs_model: float
 
 
+class MergeStats(BaseModel):
+    """What the merge queue did: batches, splits, checks, against one check per merge."""
+
+    batches: int = 0
+    """Batches built and checked (speculative ones included)."""
+    splits: int = 0
+    """Rounds of splitting a red batch to find its culprit."""
+    rebuilds: int = 0
+    """Speculative batches dropped because one ahead turned red (their patches re-batched)."""
+    merged: int = 0
+    """Patches that landed."""
+    checks_run: int = 0
+    """Merge checks run (results reused from a subtask's own check of the same tree not
+    counted)."""
+    check_s: float = 0.0
+    """Time those checks took, summed."""
+
+    @property
+    def one_at_a_time_checks(self) -> int:
+        """Checks a one-at-a-time queue runs for the same merges: one each."""
+        return self.merged
+
+
 class RunReport(BaseModel):
     """Everything a user (or a script, with `--json`) needs to know about a finished run."""
 
@@ -67,6 +90,8 @@ class RunReport(BaseModel):
     subtasks: list[SubtaskReport]
     time_by_phase: dict[str, float]
     overhead: Overhead
+    merge: MergeStats | None = None
+    """What the merge queue did (None: no queue ran, e.g. a run stopped at its baseline)."""
     spans_dropped: int = 0
     warnings: list[str] = []
     """What the user should know: the checks' environment, uncommitted changes, hooks."""
@@ -132,6 +157,16 @@ def render_markdown(r: RunReport) -> str:
         lines.append("| --- | --- | --- |")
         for cause, seconds in sorted(r.wall_clock.items(), key=lambda kv: -kv[1]):
             lines.append(f"| {cause} | {seconds:.2f} | {seconds / total:.0%} |")
+    if (m := r.merge) is not None and m.merged:
+        lines += [
+            "",
+            "## Merge queue",
+            "",
+            f"- {m.merged} patches landed in {m.batches} batches "
+            f"({m.splits} splits to find culprits, {m.rebuilds} speculative rebuilds)",
+            f"- merge checks run: {m.checks_run} ({m.check_s:.1f} s); a one-at-a-time "
+            f"queue runs {m.one_at_a_time_checks}, one after another",
+        ]
     o = r.overhead
     lines += [
         "",

@@ -40,7 +40,7 @@ from swarm.run.outcome import RunOutcome
 from swarm.run.parts import CoordinatorParts, Crew, ModelSource, SolveOptions
 from swarm.run.plan import Plan, load_plan
 from swarm.run.progress import Progress
-from swarm.run.report import Overhead, RunReport, RunStatus
+from swarm.run.report import MergeStats, Overhead, RunReport, RunStatus
 from swarm.run.task import Task
 from swarm.tracing import semconv as sc
 from swarm.tracing.setup import RunTrace, run_tracing, tracer
@@ -136,6 +136,7 @@ class Run:
         self._t0 = self._cpu0 = 0.0
         self._base = ""
         self.baseline = Baseline()
+        self.merge_stats: MergeStats | None = None
         self.warnings: list[str] = []
 
     async def __aenter__(self) -> Run:
@@ -199,13 +200,27 @@ class Run:
                 return self._stopped(exc.kind, coordinator)
             if planning.cancelled_caught:
                 return self._stopped("deadline", coordinator)
-            rows = spec.journal.subtasks(self.id)
-            done = frozenset(k for k, row in rows.items() if row.status in ("merged", "empty"))
+            done = await self._done(queue, plan)
             self.progress.note(
                 f"swarm: plan has {len(plan.subtasks)} subtasks ({len(done)} already merged)"
             )
-            self.outcome = await coordinator.run(plan, queue, done=done)
+            try:
+                self.outcome = await coordinator.run(plan, queue, done=done)
+            finally:
+                self.merge_stats = queue.stats
         return self.outcome
+
+    async def _done(self, queue: Merger, plan: Plan) -> frozenset[str]:
+        """Subtasks merged by an earlier process: the journal's, and those the branch holds
+        though the journal never heard (a kill between a landing and its record)."""
+        rows = self.spec.journal.subtasks(self.id)
+        done = {k for k, row in rows.items() if row.status in ("merged", "empty")}
+        ids = {st.id for st in plan.subtasks}
+        for name, commit in (await queue.landed()).items():
+            if name in ids and name not in done:
+                self.spec.journal.set_subtask(self.id, name, "merged", commit=commit)
+                done.add(name)
+        return frozenset(done)
 
     def _stopped(self, reason: str, coordinator: Coordinator) -> RunOutcome:
         self.outcome = RunOutcome((), reason, None, coordinator.times)
@@ -272,6 +287,7 @@ class Run:
                 k: round(v, 3) for k, v in (outcome.times.by_phase.items() if outcome else ())
             },
             overhead=self._overhead(),
+            merge=self.merge_stats,
         )
         if run_dir is not None:
             report.write(run_dir)

@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 
 from swarm.budget import BudgetLimits
-from swarm.config import SwarmConfig, load_config
+from swarm.config import MergeConfig, SwarmConfig, load_config
 from swarm.errors import ConfigError, WorkspaceError
 from swarm.model import Provider
 from swarm.run.check import Baseline, Checker, run_baseline
@@ -67,20 +67,31 @@ class GitWorld:
     """The real world: a git repository, worktrees, the check, the merge queue."""
 
     def __init__(
-        self, repo: Path, task: Task, providers: Mapping[str, Provider] | None = None
+        self,
+        repo: Path,
+        task: Task,
+        providers: Mapping[str, Provider] | None = None,
+        merge: MergeConfig | None = None,
     ) -> None:
         self.repo, self.task = repo, task
         self.repo_label = str(repo)
         self.providers = providers
+        self.merge = merge or MergeConfig()
         self.environment = CheckEnvironment.resolve(
             repo, python=task.python, env=task.env, include=task.include, setup=task.setup
         )
-        self.checker = Checker(self.environment)
+        self.checker = Checker(
+            self.environment,
+            timeout_s=self.merge.check_timeout,
+            max_concurrent=self.merge.slots,
+        )
 
     def parts(self, run_id: str) -> CoordinatorParts:
-        workspaces = GitWorkspaces(self.repo, run_id, self.environment)
         return CoordinatorParts(
-            workspaces=workspaces, check=self.checker, environment=self.environment
+            workspaces=GitWorkspaces(self.repo, run_id, self.environment),
+            check=self.checker,
+            environment=self.environment,
+            check_slot=self.checker.slot,
         )
 
     async def base(self) -> str:
@@ -97,6 +108,7 @@ class GitWorld:
             self.environment,
             hooks=task.hooks == "run",
             batch_check=task.check_for(()),
+            config=options.merge,
         )
         return MergeQueue.open(self.repo, run_id=run_id, base=base, settings=settings)
 
@@ -163,6 +175,7 @@ async def solve(req: SolveRequest, *, source: ModelSource | None = None) -> RunR
         if demo and task.python is None:  # swarm's own demo is tested with swarm's pytest
             task = task.model_copy(update={"python": sys.executable})
         config = load_config(req.config_path)
+        merge = config.merge.over(task.merge)
         if not resuming:
             journal.create_run(
                 run_id, task=task.model_dump(), repo=str(repo), config=_saved(req, run_id, repo)
@@ -173,7 +186,7 @@ async def solve(req: SolveRequest, *, source: ModelSource | None = None) -> RunR
             config=config,
             journal=journal,
             limits=config.budget.over(task.budget).over(req.budget),
-            options=SolveOptions(max_agents=req.max_agents or task.max_agents or 8),
+            options=SolveOptions(max_agents=req.max_agents or task.max_agents or 8, merge=merge),
             state_dir=state,
             traces_dir=_traces_dir(req, state, repo),
             resuming=resuming,
@@ -182,7 +195,7 @@ async def solve(req: SolveRequest, *, source: ModelSource | None = None) -> RunR
             live=req.live,
             source=source,
         )
-        run = Run(spec, GitWorld(repo, task, _providers(config, demo)))
+        run = Run(spec, GitWorld(repo, task, _providers(config, demo), merge))
         async with run:
             await run.execute()
         assert run.report is not None

@@ -7,7 +7,8 @@ with the repository's own environment, and the subtask's check command for `run_
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +36,8 @@ class Staff:
     tools: Sequence[Tool]
     environment: CheckEnvironment
     times: PhaseTimes
+    check_slot: Callable[[], AbstractAsyncContextManager[None]] | None = None
+    """Where an agent's `run_tests` waits for its place among the checks."""
 
     def agent(
         self,
@@ -64,6 +67,7 @@ class Staff:
             check=check,
             env=self.environment.env_for(path),
             timeout_s=self.options.check_timeout_s,
+            check_slot=self.check_slot,
         )
 
 

@@ -31,6 +31,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from swarm.budget import BudgetLimits
+from swarm.config import MergeConfig
 from swarm.errors import ConfigError
 
 __all__ = ["Task", "load_task", "parse_task"]
@@ -68,6 +69,8 @@ class Task(BaseModel, frozen=True, extra="forbid"):
     """Sub-agents allowed to run at once."""
     budget: BudgetLimits | None = None
     """The run's limits (`budget: {usd: 2, steps: 300, deadline: 15m}`)."""
+    merge: MergeConfig | None = None
+    """Merge queue settings over the config's `[merge]` (`merge: {batch_size: {max: 8}}`)."""
     roles: dict[str, str] = Field(default_factory=dict)
     """Role -> tier overrides, e.g. `{"fixer": "reasoning"}`."""
     tiers: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -101,6 +104,7 @@ class _FrontMatter(BaseModel):
     baseline: Literal["record", "stop"] = "record"
     max_agents: int | None = Field(default=None, ge=1)
     budget: BudgetLimits | None = None
+    merge: MergeConfig | None = None
     roles: dict[str, str] = Field(default_factory=dict)
     tiers: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
@@ -128,6 +132,7 @@ _SHAPES = {
     "baseline": "`record` or `stop`",
     "max_agents": "a whole number",
     "budget": "a mapping of limits, e.g. {usd: 2, steps: 300, deadline: 15m}",
+    "merge": "a mapping of merge queue settings, e.g. {batch_size: {max: 8}, check_timeout: 5m}",
     "roles": "a mapping of role to tier, e.g. {fixer: reasoning}",
     "tiers": "a mapping of tier name to settings, e.g. {speed: {max_in_flight: 32}}",
 }
@@ -237,6 +242,7 @@ def _validate_front(front: dict[str, Any], node: yaml.Node | None, source: str) 
         "baseline": fm.baseline,
         "max_agents": fm.max_agents,
         "budget": fm.budget,
+        "merge": fm.merge,
         "roles": fm.roles,
         "tiers": fm.tiers,
     }

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import random
 from collections import defaultdict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +25,7 @@ from swarm.messages import ChatRequest, ChatResult, ToolCall
 from swarm.model import FirstTokenCallback, Model, Provider
 from swarm.providers.sim import Reply
 from swarm.run.check import CheckResult
-from swarm.run.merge import MergeResult
+from swarm.run.merge import MergeResult, MergeStats
 from swarm.run.parts import ModelSource, WorkspaceLike
 from swarm.run.plan import Plan, Subtask
 from swarm.tracing import semconv as sc
@@ -201,16 +201,21 @@ class SimMerger:
         self.worktree = _ROOT / "_integration"
         self.head = "sim-0"
         self.merges = 0
+        self.stats = MergeStats()
         self._lock = anyio.Lock()
 
     async def merge(
-        self, name: str, title: str, patch: str, *, check: str | None = None
+        self, name: str, title: str, patch: str, *, check: str | None = None, order: int = 0
     ) -> MergeResult:
         async with self._lock:
             if self.merge_s:
                 await anyio.sleep(self.merge_s)
             self.merges += 1
+            self.stats.batches = self.stats.merged = self.merges
             return MergeResult("merged", await self.commit(f"swarm: {name}: {title}"))
+
+    async def landed(self) -> Mapping[str, str]:
+        return {}
 
     async def run_check(self, command: str = "") -> CheckResult:
         return await self._check(self.worktree)

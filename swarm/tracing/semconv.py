@@ -15,6 +15,9 @@ WAIT_SPAN = "swarm.wait"
 WORKSPACE_SPAN = "swarm.workspace"
 """`swarm.workspace open` / `close`: making a worktree ready (incl. `setup:`), removing it."""
 OP_WORKSPACE = "workspace"
+MERGE_SPAN = "swarm.merge"
+"""`swarm.merge batch` (a batch built and checked), `swarm.merge split` (prefixes of a red
+batch checked at once to find its culprit)."""
 FIRST_TOKEN_EVENT = "First Token Stream Event"
 
 # gen_ai.*
@@ -65,6 +68,13 @@ AGENT_COST_USD = "swarm.agent.cost_usd"
 AGENT_OUTPUT_TOKENS = "swarm.agent.output_tokens"
 CHECK_COMMAND = "swarm.check.command"
 CHECK_PASSED = "swarm.check.passed"
+MERGE_BATCH_SIZE = "swarm.merge.batch.size"
+MERGE_SPECULATIVE_DEPTH = "swarm.merge.speculative_depth"
+"""Batches ahead of this one, still checking, when it was built on their tip (0: the head)."""
+MERGE_OUTCOME = "swarm.merge.outcome"
+"""`green`, `red`, or `cancelled` (a speculative batch whose batch ahead turned red)."""
+MERGE_SUBTASKS = "swarm.merge.subtasks"
+MERGE_SPLIT_DEPTH = "swarm.merge.split.depth"
 REPLAYED = "swarm.replayed"
 """A result's extras key: answered from the journal, not by a model."""
 

@@ -10,16 +10,17 @@ guessing from timestamps.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 
+import anyio
 from opentelemetry.trace import Link, Span, SpanContext
 from opentelemetry.util.types import AttributeValue
 
 from swarm.tracing import semconv as sc
 from swarm.tracing.setup import tracer
 
-__all__ = ["depends_on", "record_wait", "start_wait", "waiting"]
+__all__ = ["depends_on", "holding", "record_wait", "start_wait", "waiting"]
 
 
 def depends_on(contexts: Sequence[SpanContext]) -> list[Link]:
@@ -47,6 +48,21 @@ def waiting(
         set_status_on_exception=False,
     ) as span:
         yield span
+
+
+@asynccontextmanager
+async def holding(limiter: anyio.CapacityLimiter, kind: str) -> AsyncIterator[None]:
+    """A place of `limiter` for the block; the time spent waiting for it is a `kind` wait
+    (no span when a place is free at once)."""
+    try:
+        limiter.acquire_nowait()
+    except anyio.WouldBlock:
+        with waiting(kind):
+            await limiter.acquire()
+    try:
+        yield
+    finally:
+        limiter.release()
 
 
 def start_wait(kind: str) -> Span:
