@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Literal
 
 import anyio
+import anyio.to_thread
 
 from swarm.errors import WorkspaceError
-from swarm.run._git import admin_dir, git, hook_env, repo_lock
+from swarm.run._git import admin_dir, git, hook_env, repo_lock, rmtree
 from swarm.run.environment import CheckEnvironment
 
 __all__ = ["IDENTITY", "CheckTree", "Patch", "Step", "TreePool"]
@@ -72,20 +73,51 @@ class CheckTree:
 
     async def build(self, base: str, patches: Sequence[Patch]) -> list[Step]:
         """Commit each patch on `base`, in order, one commit each; the tree ends at the
-        chain's tip. A patch that does not apply (or that a hook refuses) is left out."""
+        chain's tip. A patch that does not apply (or that a hook refuses) is left out.
+
+        Without hooks the whole chain is one `git am` (a git process per batch, not two per
+        patch); with `hooks: run`, each patch is applied and committed as a user would, so
+        the commit hooks run."""
         await self.goto(base)
-        steps: list[Step] = []
-        for p in patches:
-            step = await self._add(p)
-            if step.kind not in ("committed", "empty"):
-                await git("reset", "--hard", "--quiet", "HEAD", cwd=self.path)
-            steps.append(step)
-        committed = [i for i, s in enumerate(steps) if s.kind == "committed"]
-        if committed:  # one process names every commit of the chain
-            shas = (await git("rev-list", "--reverse", f"{base}..HEAD", cwd=self.path)).split()
-            for i, sha in zip(committed, shas, strict=True):
-                steps[i] = Step("committed", sha)
-        return steps
+        if self.hooks:
+            steps = [await self._add(p) for p in patches]
+        else:
+            steps = await self._mail(patches)
+        subjects = await git("log", "--format=%H %s", f"{base}..HEAD", cwd=self.path)
+        shas = dict(reversed([line.split(" ", 1)[::-1] for line in subjects.splitlines()]))
+        return [_named(s, shas.get(p.message)) for p, s in zip(patches, steps, strict=True)]
+
+    async def _mail(self, patches: Sequence[Patch]) -> list[Step]:
+        """`git am --3way` the patches as one mailbox; a patch that does not apply is
+        skipped and noted, and `am` goes on with the rest."""
+        failed: dict[int, str] = {}
+        mbox = "".join(_as_mail(p) for p in patches).encode("utf-8", "surrogateescape")
+        command: tuple[str, ...] = ("am", "--3way", "--keep", "--quiet", "--whitespace=nowarn")
+        while True:
+            try:
+                await git(*IDENTITY, *command, cwd=self.path, input=mbox)
+                break
+            except WorkspaceError as exc:
+                at = await self._am_position()
+                if at is None:
+                    raise
+                files = await git("diff", "--name-only", "--diff-filter=U", cwd=self.path)
+                where = f" (conflicts in {', '.join(files.split())})" if files else ""
+                failed[at] = f"{patches[at].name}'s patch does not apply{where}: {exc}"
+                command, mbox = ("am", "--skip", "--quiet"), b""
+        return [
+            Step("conflict", output=failed[i]) if i in failed else Step("committed")
+            for i in range(len(patches))
+        ]
+
+    async def _am_position(self) -> int | None:
+        """The patch `git am` stopped at (from its state files), or None if it is not."""
+        admin = admin_dir(self.path)
+        try:
+            text = await anyio.Path(admin / "rebase-apply" / "next").read_text() if admin else ""
+        except FileNotFoundError:
+            return None
+        return int(text.strip()) - 1 if text.strip().isdigit() else None
 
     async def _add(self, p: Patch) -> Step:
         text = p.patch if p.patch.endswith("\n") else p.patch + "\n"
@@ -119,11 +151,33 @@ class CheckTree:
         return Step("committed")
 
     async def _unlock(self) -> None:
-        """Drop an `index.lock` a cancelled git command left: the tree is ours alone."""
+        """Drop what a killed git command left (its locks, a `git am` half done): the
+        tree is ours alone, and a batch cancelled mid-build kills its git."""
         admin = admin_dir(self.path)
         if admin is not None:
-            with contextlib.suppress(FileNotFoundError):
-                await anyio.Path(admin / "index.lock").unlink()
+            async for lock in anyio.Path(admin).glob("*.lock"):  # index.lock, HEAD.lock
+                with contextlib.suppress(FileNotFoundError):
+                    await lock.unlink()
+            if await anyio.Path(admin / "rebase-apply").exists():
+                await anyio.to_thread.run_sync(rmtree, admin / "rebase-apply")
+
+
+def _named(step: Step, sha: str | None) -> Step:
+    """A step `git` said it committed, with its commit (none: its change was already
+    there, so the patch is empty here)."""
+    if step.kind != "committed":
+        return step
+    return Step("committed", sha) if sha else Step("empty")
+
+
+def _as_mail(p: Patch) -> str:
+    """`p` as one message of a mailbox `git am` reads (its subject: the commit message)."""
+    subject = " ".join(p.message.split())
+    text = p.patch if p.patch.endswith("\n") else p.patch + "\n"
+    return (
+        "From 0000000000000000000000000000000000000000 Mon Sep 17 00:00:00 2001\n"
+        f"From: swarm <swarm@localhost>\nSubject: {subject}\n\n---\n{text}"
+    )
 
 
 class TreePool:
