@@ -195,8 +195,14 @@ class TreePool:
         self.repo, self.root = repo, root
         self.environment, self.hooks = environment, hooks
         self._limit = anyio.CapacityLimiter(size)
+        self.size = size
         self._idle: list[CheckTree] = []
         self._made: list[Path] = []
+
+    async def fill(self) -> None:
+        """Make every tree now, before the workspaces queue on the repository's lock."""
+        made = [await self._make() for _ in range(self.size - len(self._made))]
+        self._idle.extend(made)
 
     @asynccontextmanager
     async def tree(self) -> AsyncIterator[CheckTree]:

@@ -156,6 +156,7 @@ class MergeQueue:
             head = await git("rev-parse", "HEAD", cwd=path)
             if settings.environment is not None:
                 await settings.environment.prepare(path)
+            await trees.fill()
             rules = Rules(settings.checker, settings.batch_check, settings.config, queue._land)
             queue._pipeline = Pipeline(rules, trees, head, queue.stats)
             async with anyio.create_task_group() as tg:
