@@ -148,6 +148,9 @@ async def test_a_landing_the_journal_missed_is_not_merged_again(tmp_path: Path) 
     )
     report = await solve(first, source=_source())
     assert report.status == "done"
+    assert report.merge is not None and report.merge.merged == N
+    assert report.merge.batches <= N and report.merge.checks_run <= N
+    assert "## Merge queue" in Path(str(report.report)).read_text()
     with Journal.open(tmp_path / "state" / "journal.db") as journal:
         for i in (1, 4):
             journal.set_subtask(report.run_id, f"s{i}", "running")

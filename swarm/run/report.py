@@ -63,6 +63,11 @@ class MergeStats(BaseModel):
         """Checks a one-at-a-time queue runs for the same merges: one each."""
         return self.merged
 
+    @property
+    def one_at_a_time_check_s(self) -> float:
+        """The time those take, one after another, at this run's mean check time."""
+        return self.merged * self.check_s / self.checks_run if self.checks_run else 0.0
+
 
 class RunReport(BaseModel):
     """Everything a user (or a script, with `--json`) needs to know about a finished run."""
@@ -165,7 +170,8 @@ def render_markdown(r: RunReport) -> str:
             f"- {m.merged} patches landed in {m.batches} batches "
             f"({m.splits} splits to find culprits, {m.rebuilds} speculative rebuilds)",
             f"- merge checks run: {m.checks_run} ({m.check_s:.1f} s); a one-at-a-time "
-            f"queue runs {m.one_at_a_time_checks}, one after another",
+            f"queue runs {m.one_at_a_time_checks} (~{m.one_at_a_time_check_s:.1f} s, "
+            "one after another)",
         ]
     o = r.overhead
     lines += [
