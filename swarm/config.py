@@ -19,11 +19,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from swarm._faults import Faults
 from swarm.budget import BudgetLimits
 from swarm.errors import ConfigError
 
 __all__ = [
     "DEFAULT_ROLES",
+    "Faults",
     "ModelConfig",
     "ProviderConfig",
     "RoutingConfig",
@@ -85,6 +87,17 @@ class ProviderConfig(BaseModel):
     """Simulator only: random seed for jitter and faults."""
     time_scale: float = Field(default=1.0, ge=0)
     """Simulator only: multiplies every simulated duration (0.01 for quick demos)."""
+    profile: str | None = None
+    """Simulator only: the catalog ref whose latency model names that are not catalog
+    refs get (default `cerebras/kimi-k2.6`)."""
+    faults: Faults = Field(default_factory=Faults)
+    """Simulator only: how often its calls fail (`[providers.sim.faults] error_rate = 0.3`)."""
+    token_timeout_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Longest gap between two tokens of a streamed reply (keep-alive bytes do not count);
+    None: the stall timeout."""
+    total_timeout_s: float = Field(default=900.0, gt=0, allow_inf_nan=False)
+    """Longest one call may take from request to last token (a token every 20 s would
+    otherwise keep a stream alive for hours)."""
     models: dict[str, ModelConfig] = Field(default_factory=dict)
 
 
