@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from swarm._commands import sim as sim_command
-from swarm._commands._faults import faults_from_args
 from swarm._commands import simulate as simulate_command
+from swarm._commands._faults import faults_from_args
 from swarm.config import Faults, load_config
 from swarm.errors import ConfigError, ProviderError
 from swarm.messages import ChatRequest, Message
