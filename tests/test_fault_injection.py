@@ -80,7 +80,7 @@ def test_bad_fault_options_name_the_flag() -> None:
     parser = _parser(simulate_command.register)
     with pytest.raises(ConfigError, match="--error-rate"):
         simulate_command.spec_from_args(parser.parse_args(["simulate", "--error-rate", "1.5"]))
-    with pytest.raises(ConfigError, match="add up to 1.2"):
+    with pytest.raises(ConfigError, match=r"add up to 1\.2"):
         simulate_command.spec_from_args(
             parser.parse_args(["simulate", "--error-rate", "0.6", "--drop-rate", "0.6"])
         )
