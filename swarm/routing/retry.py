@@ -9,9 +9,9 @@ call is not lost while the limiter converges on a provider's quota. Each wait is
 span of kind `backoff`. A candidate whose circuit opened between tries is not tried again.
 
 No retry comes sooner than `MIN_RETRY_S`, and a 429's retry no sooner than a floor that
-doubles per try (`Retrier.floor`): a `Retry-After: 0`, a negative one or a date in the past would otherwise
-retry at once, forever (12,524 requests in 20 s measured before this rule, since a zero
-wait never used up the wait budget). The wait budget counts what is waited, not what the
+doubles per try (`Retrier.floor`): a `Retry-After: 0`, a negative one or a date in the
+past would otherwise retry at once, forever (12,524 requests in 20 s measured before this
+rule, since a zero wait never used up the wait budget). The wait budget counts what is waited, not what the
 header said.
 """
 
