@@ -11,8 +11,8 @@ span of kind `backoff`. A candidate whose circuit opened between tries is not tr
 No retry comes sooner than `MIN_RETRY_S`, and a 429's retry no sooner than a floor that
 doubles per try (`Retrier.floor`): a `Retry-After: 0`, a negative one or a date in the
 past would otherwise retry at once, forever (12,524 requests in 20 s measured before this
-rule, since a zero wait never used up the wait budget). The wait budget counts what is waited, not what the
-header said.
+rule, since a zero wait never used up the wait budget). The wait budget counts what is
+waited, not what the header said.
 """
 
 from __future__ import annotations
