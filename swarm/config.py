@@ -117,6 +117,9 @@ class RoutingConfig(BaseModel):
     model_config = _STRICT
     max_attempts: int = Field(default=3, ge=1)
     """Attempts per candidate before failing over to the next one."""
+    tier_retries: int = Field(default=3, ge=0)
+    """Times the whole tier is tried again, after a backoff, when every candidate failed
+    with a retryable error (not a 429: those have `max_rate_limit_wait_s`)."""
     backoff_initial_s: float = Field(default=0.5, ge=0)
     backoff_max_s: float = Field(default=20.0, ge=0)
     max_retry_after_s: float = Field(default=60.0, ge=0)

@@ -6,7 +6,8 @@ or the provider's Retry-After when it gave one (a Retry-After above `max_retry_a
 is not waited for: the error goes to failover instead). A 429 with Retry-After does not
 use up `max_attempts`: those waits have their own budget, `max_rate_limit_wait_s`, so a
 call is not lost while the limiter converges on a provider's quota. Each wait is a `wait`
-span of kind `backoff`. A candidate whose circuit opened between tries is not tried again.
+span of kind `backoff`. A candidate whose circuit opened between tries is not tried again,
+unless it is the tier's last resort.
 
 No retry comes sooner than `MIN_RETRY_S`, and a 429's retry no sooner than a floor that
 doubles per try (`Retrier.floor`): a `Retry-After: 0`, a negative one or a date in the
@@ -105,7 +106,7 @@ class Retrier:
         )
         async for attempt in retrying:
             with attempt:
-                if not t.breaker.allow():
+                if not t.breaker.allow() and not call.last_resort:
                     raise ProviderError(
                         "circuit open", provider=t.provider.name, model=t.model, kind="connect"
                     )
