@@ -217,7 +217,9 @@ class Router:
             tried = True
             later = [b for b in targets[i + 1 :] if b.breaker.available()]
             call.last_resort = not later
-            backup = later[0] if later and self._routing.hedge else None
+            # the last resort hedges against itself: a call that hangs before its first
+            # token is raced by a second one to the same candidate, not waited out
+            backup = (later[0] if later else t) if self._routing.hedge else None
             try:
                 return await self._retry.run(self._hedged, t, backup, call)
             except ProviderError as exc:
@@ -226,7 +228,8 @@ class Router:
                 last = exc
         if not tried:
             call.last_resort = True
-            return await self._retry.run(self._hedged, targets[0], None, call)
+            t = targets[0]
+            return await self._retry.run(self._hedged, t, t if self._routing.hedge else None, call)
         assert last is not None
         raise last
 
