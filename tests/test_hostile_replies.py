@@ -174,3 +174,62 @@ async def test_slow_streams_end_by_the_token_and_total_clocks(shape: str, kind: 
         finally:
             await provider.aclose()
     assert (info.value.kind, info.value.retryable) == (kind, True)
+
+
+def _event(body: Any) -> bytes:
+    return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
+START = _event({"type": "message_start", "message": {"model": "m", "usage": {}}})
+STOP = _event({"type": "message_stop"})
+ANTHROPIC: dict[str, list[bytes]] = {
+    "delta-null": [START, _event({"type": "content_block_delta", "delta": None}), STOP],
+    "text-int": [
+        START,
+        _event({"type": "content_block_delta", "delta": {"type": "text_delta", "text": 5}}),
+        STOP,
+    ],
+    "message-string": [_event({"type": "message_start", "message": "m"}), STOP],
+    "block-missing": [START, _event({"type": "content_block_start", "index": 0}), STOP],
+    "usage-list": [START, _event({"type": "message_delta", "usage": [1]}), STOP],
+    "tool-name-null": [
+        START,
+        _event(
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "tool_use", "id": "t", "name": None},
+            }
+        ),
+        STOP,
+    ],
+    "event-list": [b"data: [1]\n\n"],
+    "no-stop": [
+        START,
+        _event({"type": "content_block_delta", "delta": {"type": "text_delta", "text": "hi"}}),
+    ],
+}
+
+
+@pytest.mark.parametrize("shape", list(ANTHROPIC))
+async def test_hostile_anthropic_events_are_malformed_provider_errors(shape: str) -> None:
+    from swarm.providers.anthropic import AnthropicProvider
+
+    async def messages(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for part in ANTHROPIC[shape]:
+            await resp.write(part)
+        await resp.write_eof()
+        return resp
+
+    app = web.Application()
+    app.router.add_post("/v1/messages", messages)
+    async with serve_app(app) as url:
+        provider = AnthropicProvider("bad", url, api_key="k", stall_timeout_s=5)
+        try:
+            with pytest.raises(ProviderError) as info:
+                await provider.chat("m", ask(True))
+        finally:
+            await provider.aclose()
+    assert (info.value.kind, info.value.retryable) == ("malformed", True)
