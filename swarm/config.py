@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from swarm._faults import Faults
 from swarm._merge_config import BatchSize, MergeConfig
 from swarm.budget import BudgetLimits
 from swarm.errors import ConfigError
@@ -26,6 +27,7 @@ from swarm.errors import ConfigError
 __all__ = [
     "DEFAULT_ROLES",
     "BatchSize",
+    "Faults",
     "MergeConfig",
     "ModelConfig",
     "ProviderConfig",
@@ -88,6 +90,17 @@ class ProviderConfig(BaseModel):
     """Simulator only: random seed for jitter and faults."""
     time_scale: float = Field(default=1.0, ge=0)
     """Simulator only: multiplies every simulated duration (0.01 for quick demos)."""
+    profile: str | None = None
+    """Simulator only: the catalog ref whose latency model names that are not catalog
+    refs get (default `cerebras/kimi-k2.6`)."""
+    faults: Faults = Field(default_factory=Faults)
+    """Simulator only: how often its calls fail (`[providers.sim.faults] error_rate = 0.3`)."""
+    token_timeout_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Longest gap between two tokens of a streamed reply (keep-alive bytes do not count);
+    None: the stall timeout."""
+    total_timeout_s: float = Field(default=900.0, gt=0, allow_inf_nan=False)
+    """Longest one call may take from request to last token (a token every 20 s would
+    otherwise keep a stream alive for hours)."""
     models: dict[str, ModelConfig] = Field(default_factory=dict)
 
 
@@ -107,6 +120,9 @@ class RoutingConfig(BaseModel):
     model_config = _STRICT
     max_attempts: int = Field(default=3, ge=1)
     """Attempts per candidate before failing over to the next one."""
+    tier_retries: int = Field(default=3, ge=0)
+    """Times the whole tier is tried again, after a backoff, when every candidate failed
+    with a retryable error (not a 429: those have `max_rate_limit_wait_s`)."""
     backoff_initial_s: float = Field(default=0.5, ge=0)
     backoff_max_s: float = Field(default=20.0, ge=0)
     max_retry_after_s: float = Field(default=60.0, ge=0)

@@ -203,9 +203,9 @@ async def test_aimd_cut_holds_back_waiters_until_recovery() -> None:
     async with AsyncExitStack() as last:
         await last.enter_async_context(gate.admit(1))
         async with AsyncExitStack() as three:
-            for _ in range(3):
-                permit = await three.enter_async_context(gate.admit(1))
-            permit.rate_limited(None)
+            permits = [await three.enter_async_context(gate.admit(1)) for _ in range(3)]
+            for permit in permits:
+                permit.rate_limited(None)  # three of four calls bounce: an overload
             assert gate.slots.limit == 2
         # the three leave unsettled (failed calls): slots back, no AIMD recovery
         assert gate.slots.in_flight == 1
@@ -261,7 +261,8 @@ def test_a_429_pauses_calls_already_waiting_on_the_rate() -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(enter_and_leave, gate, 2)  # owes 2 s
             await anyio.sleep(1)
-            gate.rate_limited(5.0)  # the provider says: nothing before start + 6 s
+            for _ in range(2):  # half the calls bounce: an overload
+                gate.rate_limited(5.0)  # the provider says: nothing before start + 6 s
         return anyio.current_time() - start
 
     assert on_mock_clock(run) == pytest.approx(6.0, abs=0.01)
@@ -276,6 +277,9 @@ def test_blind_quota_aimd_on_rate() -> None:
             await anyio.sleep(1)
             async with gate.admit(1000) as permit:
                 permit.settle(1000)
+        for _ in range(4):  # 4 of 10 recent calls bounce: no overload yet
+            gate.rate_limited(1.0)
+        assert blind.bucket is None
         gate.rate_limited(1.0)
         assert blind.bucket is not None
         first = blind.bucket.rate
@@ -284,6 +288,7 @@ def test_blind_quota_aimd_on_rate() -> None:
         gate.rate_limited(1.0)  # same burst: no second cut
         assert blind.bucket.rate == first
         await anyio.sleep(20)  # nothing admitted since: cut, but at most by half
+        gate.rate_limited(1.0)
         gate.rate_limited(1.0)
         assert blind.bucket.rate == pytest.approx(first * 0.5)
         assert gate.tpm_bucket() is blind.bucket
@@ -366,6 +371,7 @@ async def test_permit_429_cuts_before_the_slot_goes_back() -> None:
             tg.start_soon(enter_and_leave, gate, 1)
             await wait_all_tasks_blocked()  # queued for a slot
             permit.rate_limited(0.01)
+            permit.rate_limited(0.01)  # as if both calls had bounced: an overload
         assert gate.slots.limit == 1
         assert gate.slots.in_flight == 1  # the freed slot did not go to the waiter
         assert gate.paused_until > 0

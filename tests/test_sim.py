@@ -12,7 +12,7 @@ import trio
 import trio.testing
 
 from swarm.catalog import LatencyProfile, find_profile
-from swarm.errors import ConfigError, ProviderError, RateLimited
+from swarm.errors import ProviderError, RateLimited
 from swarm.messages import ChatRequest, Message, ToolCall, ToolSpec
 from swarm.model import Provider
 from swarm.providers.sim import (
@@ -326,5 +326,5 @@ def test_quota_refills_on_trio_virtual_clock() -> None:
 
 
 def test_quota_must_be_positive() -> None:
-    with pytest.raises(ConfigError):
+    with pytest.raises(ValueError, match="quota_tpm"):
         SimEngine(faults=Faults(quota_tpm=-1))

@@ -8,6 +8,8 @@ import signal
 import sys
 from typing import Any
 
+from swarm._commands._faults import add_fault_options, faults_from_args
+
 __all__ = ["register"]
 
 
@@ -31,31 +33,12 @@ def register(subparsers: Any) -> None:
     serve.add_argument(
         "--time-scale", type=float, default=1.0, help="multiply every delay (0 = no latency)"
     )
-    serve.add_argument("--error-rate", type=float, default=0.0, help="share of 500s")
-    serve.add_argument("--rate-limit-rate", type=float, default=0.0, help="share of 429s")
-    serve.add_argument(
-        "--retry-after", type=float, default=1.0, help="Retry-After of a 429, seconds"
-    )
-    serve.add_argument(
-        "--drop-rate", type=float, default=0.0, help="share of connections dropped mid-stream"
-    )
-    serve.add_argument(
-        "--stall-rate", type=float, default=0.0, help="share of streams that stop mid-way"
-    )
-    serve.add_argument(
-        "--malformed-rate", type=float, default=0.0, help="share of streams with a garbage chunk"
-    )
-    serve.add_argument(
-        "--quota-tpm", type=int, default=None, help="provider-side tokens/min quota (429s past it)"
-    )
-    serve.add_argument(
-        "--quota-rpm", type=int, default=None, help="provider-side requests/min quota"
-    )
     serve.add_argument(
         "--script",
         metavar="MODULE:FUNCTION",
         help="reply script (default: the built-in demo script)",
     )
+    add_fault_options(serve)
     serve.set_defaults(func=_serve)
 
 
@@ -77,22 +60,13 @@ def _load_script(spec: str) -> Any:
 async def _serve(args: argparse.Namespace) -> int:
     import anyio
 
-    from swarm.providers.sim import Faults, SimEngine
+    from swarm.providers.sim import SimEngine
     from swarm.providers.sim_server import serve_sim
 
     engine = SimEngine(
         profile=args.profile,
         script=_load_script(args.script) if args.script else None,
-        faults=Faults(
-            error_rate=args.error_rate,
-            rate_limit_rate=args.rate_limit_rate,
-            retry_after_s=args.retry_after,
-            drop_rate=args.drop_rate,
-            stall_rate=args.stall_rate,
-            malformed_rate=args.malformed_rate,
-            quota_tpm=args.quota_tpm,
-            quota_rpm=args.quota_rpm,
-        ),
+        faults=faults_from_args(args),
         seed=args.seed,
         time_scale=args.time_scale,
     )

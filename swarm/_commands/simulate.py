@@ -8,6 +8,8 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
+from swarm._commands._faults import add_fault_options, faults_from_args, parse_first
+
 __all__ = ["register"]
 
 
@@ -48,6 +50,10 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--traces-dir", default="traces")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.add_argument(
+        "--stall-timeout-s", type=float, help="when a client gives up on a silent stream (30)"
+    )
+    add_fault_options(p, first=True)
     p.set_defaults(func=_simulate)
 
 
@@ -75,6 +81,7 @@ def spec_from_args(args: argparse.Namespace) -> Any:
         "tool_s",
         "check_s",
         "time_scale",
+        "stall_timeout_s",
     ):
         value = getattr(args, name)
         if value is not None and name in names:
@@ -84,7 +91,13 @@ def spec_from_args(args: argparse.Namespace) -> Any:
     for tier in ("speed", "reasoning"):
         if tier in values:
             find_profile(values[tier])  # ConfigError naming the unknown ref
-    return replace(SimSpec(**values), virtual=args.virtual, traces_dir=Path(args.traces_dir))
+    return replace(
+        SimSpec(**values),
+        virtual=args.virtual,
+        traces_dir=Path(args.traces_dir),
+        faults=faults_from_args(args),
+        first=parse_first(args.first),
+    )
 
 
 def _simulate(args: argparse.Namespace) -> int:
@@ -108,6 +121,8 @@ def _simulate(args: argparse.Namespace) -> int:
         f"  calls       {out['calls']}  tool calls {out['tool_calls']}  "
         f"429s {out['rate_limited']}  fix rounds {out['fix_rounds']}"
     )
+    if out["faults"] or out["first_faults"]:
+        print(f"  faults      {out['faults']}  first provider {out['first_faults']}")
     print(f"  tokens      {out['tokens']}  cost ${out['cost_usd']:.4f}")
     print(
         f"  cpu         {out['cpu_s']:.2f} s  ({out['cpu_ms_per_call']} ms/call)  "

@@ -146,6 +146,8 @@ class _Events(Reply):
         elif kind == "message_delta":
             self.finish = (event.get("delta") or {}).get("stop_reason") or self.finish
             self.usage.update({k: v for k, v in (event.get("usage") or {}).items() if v})
+        elif kind == "message_stop":
+            self.done = True
         elif kind == "error":
             return event
         return None
@@ -216,6 +218,7 @@ class AnthropicProvider(Endpoint[_Events]):
                     raise self.malformed(_MALFORMED, response, model) from None
                 if error is not None:
                     raise error_from_response(response, self._peer, model, body=error)
+            reply.progress()
 
     def read_whole(self, response: httpx.Response, reply: _Events, model: str) -> None:
         try:
@@ -264,4 +267,6 @@ def from_config(name: str, config: ProviderConfig, api_key: str | None) -> Anthr
         headers=config.headers or None,
         connect_timeout_s=config.connect_timeout_s,
         stall_timeout_s=config.stall_timeout_s,
+        token_timeout_s=config.token_timeout_s,
+        total_timeout_s=config.total_timeout_s,
     )

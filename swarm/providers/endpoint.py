@@ -11,26 +11,48 @@ it and says only what differs:
 - `usage` and `finish_reason` (and `rate_limit` when the API has its own headers).
 
 One attempt per `chat`: the router retries. Results are built with `model_construct` (no
-validation on the hot path).
+validation on the hot path), so `chat` checks what it got instead: any reply whose shape
+breaks the folding (wrong types, missing fields, null choices, non-JSON chunks) or yields
+a result of the wrong types becomes a retryable `malformed` `ProviderError`, which fails
+over like any other, never a TypeError out of the adapter. A stream that ends with neither
+a finish reason nor its end marker is cut off, not complete. Two clocks bound a call
+beyond the stall (read) timeout, which any byte resets: `token_timeout_s` between tokens
+(keep-alive bytes and empty deltas do not count) and `total_timeout_s` for the whole call.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Generic, TypeVar
 from urllib.parse import urlsplit
 
+import anyio
 import httpx
 import orjson
 
+from swarm._secrets import scrub
 from swarm.errors import ProviderError
 from swarm.messages import ChatRequest, ChatResult, Message, RateLimitInfo, Timing, ToolCall, Usage
 from swarm.model import FirstTokenCallback
 from swarm.providers.exchange import SIMULATED_HEADER, Peer, Sender, malformed, rate_limit_info
 
-__all__ = ["Endpoint", "Reply", "loads"]
+__all__ = ["SHAPE_ERRORS", "Endpoint", "Reply", "loads"]
+
+SHAPE_ERRORS = (
+    TypeError,
+    AttributeError,
+    KeyError,
+    IndexError,
+    ValueError,
+    UnicodeError,
+    OverflowError,
+    RecursionError,
+)
+"""What folding a reply of an unexpected shape raises; `chat` turns them into a
+`ProviderError` (kind `malformed`)."""
 
 loads: Callable[[bytes | str], Any] = orjson.loads
 """Parse exactly one JSON value (orjson: 2-3x the stdlib on stream chunks); raises
@@ -42,7 +64,9 @@ class Reply:
     once. Adapters subclass it with the folding of their API's events."""
 
     __slots__ = (
+        "_seen",
         "calls",
+        "done",
         "extras",
         "finish",
         "first_at",
@@ -51,6 +75,7 @@ class Reply:
         "reasoning",
         "text",
         "usage",
+        "watch",
     )
 
     def __init__(self, on_first: FirstTokenCallback | None) -> None:
@@ -64,6 +89,22 @@ class Reply:
         self.extras: dict[str, Any] = {}
         self.first_at = 0.0
         self.on_first = on_first
+        self.done = False
+        """The stream's end marker came (`[DONE]`, `message_stop`)."""
+        self.watch: _Watch | None = None
+        self._seen = 0
+
+    def progress(self) -> None:
+        """After each network read: if tokens came, the inter-token clock starts again."""
+        seen = len(self.text) + len(self.reasoning) + sum(map(len, self.calls.values()))
+        if seen != self._seen:
+            self._seen = seen
+            if self.watch is not None:
+                self.watch.tick()
+
+    def complete(self) -> bool:
+        """Did the stream say it was over (a finish reason or its end marker)?"""
+        return bool(self.finish) or self.done
 
     def first(self) -> None:
         """Note the first token (text, reasoning or a tool call); later calls do nothing."""
@@ -79,6 +120,45 @@ class Reply:
             )
             for i, p in sorted(self.calls.items())
         ]
+
+
+class _Watch:
+    """The deadline of one call: `total_s` from the start, `token_s` after the last token."""
+
+    __slots__ = ("end", "scope", "token_s")
+
+    def __init__(self, token_s: float, total_s: float) -> None:
+        now = anyio.current_time()
+        self.token_s = token_s
+        self.end = now + total_s
+        self.scope = anyio.CancelScope(deadline=min(self.end, now + token_s))
+
+    def tick(self) -> None:
+        self.scope.deadline = min(self.end, anyio.current_time() + self.token_s)
+
+    def error(self, provider: str, model: str) -> ProviderError:
+        total = anyio.current_time() >= self.end - 1e-3
+        what = "the call's total timeout" if total else f"{self.token_s:g} s without a token"
+        kind = "timeout" if total else "stall"
+        return ProviderError(
+            f"gave up: {what}", provider=provider, model=model, kind=kind, retryable=True
+        )
+
+
+def _check(result: ChatResult) -> ChatResult:
+    """Raise TypeError unless the fields built without validation have their types."""
+    u = result.usage
+    counts = (u.input_tokens, u.output_tokens, u.reasoning_tokens, u.cached_input_tokens)
+    if not all(type(n) is int and n >= 0 for n in counts):
+        raise TypeError(f"usage counts must be non-negative integers: {counts!r}"[:200])
+    if not isinstance(result.finish_reason, str) or not isinstance(result.model, str):
+        raise TypeError("finish_reason and model must be strings")
+    for c in result.message.tool_calls:
+        if not (isinstance(c.id, str) and isinstance(c.name, str) and c.name):
+            raise TypeError("a tool call needs a string id and a name")
+        if not isinstance(c.arguments, str):
+            raise TypeError("tool call arguments must be a string")
+    return result
 
 
 R = TypeVar("R", bound=Reply)
@@ -104,9 +184,13 @@ class Endpoint(ABC, Generic[R]):
         client: httpx.AsyncClient | None = None,
         connect_timeout_s: float = 10.0,
         stall_timeout_s: float = 30.0,
+        token_timeout_s: float | None = None,
+        total_timeout_s: float = 900.0,
     ) -> None:
         """`auth_style` picks the key's header among the adapter's (see `auth_header`);
-        `client` replaces the pooled client this provider would make (and close)."""
+        `client` replaces the pooled client this provider would make (and close);
+        `token_timeout_s` (default: the stall timeout) bounds the gap between tokens and
+        `total_timeout_s` the whole call."""
         base_url = base_url or self.default_base_url
         if not base_url:
             raise TypeError(f"{type(self).__name__} needs a base_url")
@@ -124,6 +208,8 @@ class Endpoint(ABC, Generic[R]):
             connect=connect_timeout_s, read=stall_timeout_s, write=stall_timeout_s, pool=None
         )
         self._sender = Sender(client, timeout, self._peer)
+        self._token_s = stall_timeout_s if token_timeout_s is None else token_timeout_s
+        self._total_s = total_timeout_s if math.isfinite(total_timeout_s) else 1e9
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, base_url={self.base_url!r})"
@@ -183,17 +269,33 @@ class Endpoint(ABC, Generic[R]):
     ) -> ChatResult:
         body = self.payload(model, request)
         reply = self.new_reply(on_first_token)
+        # a whole reply sends nothing until it is done: only the total clock applies
+        token_s = self._token_s if request.stream else self._total_s
+        watch = reply.watch = _Watch(token_s, self._total_s)
+        secrets = (self._peer.secret,)
         started = time.perf_counter()
-        async with self._sender.exchange(
-            self._url, dict(self._headers), body, stream=request.stream, model=model
-        ) as response:
-            if response.headers.get("content-type", "").startswith("text/event-stream"):
-                await self.read_stream(response, reply, model)
-            else:
-                await response.aread()
-                self.read_whole(response, reply, model)
-        ended = time.perf_counter()
-        return self._result(model, request, reply, response, (started, ended))
+        with watch.scope:
+            async with self._sender.exchange(
+                self._url, dict(self._headers), body, stream=request.stream, model=model
+            ) as response:
+                try:
+                    if response.headers.get("content-type", "").startswith("text/event-stream"):
+                        await self.read_stream(response, reply, model)
+                        if not reply.complete():
+                            raise self.malformed(
+                                "stream ended without a finish reason or end marker",
+                                response,
+                                model,
+                            )
+                    else:
+                        await response.aread()
+                        self.read_whole(response, reply, model)
+                    ended = time.perf_counter()
+                    return _check(self._result(model, request, reply, response, (started, ended)))
+                except SHAPE_ERRORS as exc:
+                    what = scrub(f"malformed reply ({type(exc).__name__}: {exc})"[:300], secrets)
+                    raise self.malformed(what, response, model) from None
+        raise watch.error(self.name, model)
 
     def malformed(self, what: str, response: httpx.Response, model: str) -> ProviderError:
         """A reply that cannot be parsed (retryable: the next attempt may be fine)."""

@@ -182,9 +182,12 @@ class OpenAIProvider(Endpoint[_Stream]):
 
     async def read_stream(self, response: httpx.Response, reply: _Stream, model: str) -> None:
         async for batch in iter_sse_batches(response):
+            if b"[DONE]" in batch:
+                reply.done = True
             error = reply.add_batch(self._decode(batch, response, model))
             if error is not None:
                 raise error_from_response(response, self._peer, model, body=error)
+            reply.progress()
 
     def _decode(self, batch: list[bytes], response: httpx.Response, model: str) -> list[Any]:
         """The JSON chunks of one network read (`[DONE]` dropped), parsed in one go."""
@@ -258,4 +261,6 @@ def from_config(name: str, config: ProviderConfig, api_key: str | None) -> OpenA
         headers=config.headers or None,
         connect_timeout_s=config.connect_timeout_s,
         stall_timeout_s=config.stall_timeout_s,
+        token_timeout_s=config.token_timeout_s,
+        total_timeout_s=config.total_timeout_s,
     )

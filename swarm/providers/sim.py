@@ -20,8 +20,10 @@ from swarm.providers.sim_engine import SimEngine, SimPlan
 from swarm.providers.sim_faults import (
     FAULT_DROP,
     FAULT_ERROR,
+    FAULT_HANG,
     FAULT_MALFORMED,
     FAULT_RATE_LIMIT,
+    FAULT_REFUSE,
     FAULT_STALL,
     Faults,
     Quota,
@@ -73,21 +75,7 @@ class SimProvider:
         start = anyio.current_time()
         plan = await self.engine.plan(model, request)
         fault = plan.fault
-        if fault == FAULT_RATE_LIMIT:
-            raise RateLimited(
-                "rate limited (429, simulated)",
-                provider=self.name,
-                model=model,
-                retry_after=plan.retry_after_s,
-            )
-        if fault == FAULT_ERROR:
-            raise ProviderError(
-                "server error (500, simulated)",
-                provider=self.name,
-                model=model,
-                status=500,
-                retryable=True,
-            )
+        await self._fail_early(plan, model)
         await anyio.sleep(plan.ttft_s)
         first = anyio.current_time()
         if on_first_token is not None:
@@ -124,11 +112,36 @@ class SimProvider:
             extras={},
         )
 
+    async def _fail_early(self, plan: SimPlan, model: str) -> None:
+        """Raise what a client sees for a fault before the first token (if `plan` has one)."""
+        fault = plan.fault
+        if fault == FAULT_RATE_LIMIT:
+            raise RateLimited(
+                "rate limited (429, simulated)",
+                provider=self.name,
+                model=model,
+                retry_after=plan.retry_after_s,
+            )
+        if fault == FAULT_ERROR:
+            raise ProviderError(
+                "server error (500, simulated)",
+                provider=self.name,
+                model=model,
+                status=500,
+                retryable=True,
+            )
+        if fault == FAULT_REFUSE:
+            self._raise_stream_fault(fault, model)
+        if fault == FAULT_HANG:  # no first token: the client's read timeout ends it
+            await anyio.sleep(self.stall_timeout_s)
+            self._raise_stream_fault(FAULT_STALL, model)
+
     def _raise_stream_fault(self, fault: str, model: str) -> None:
         # the errors an HTTP client raises for the same faults
-        if fault == FAULT_DROP:
+        if fault in (FAULT_DROP, FAULT_REFUSE):
+            what = "refused" if fault == FAULT_REFUSE else "dropped mid-stream"
             raise ProviderError(
-                "connection dropped mid-stream (simulated)",
+                f"connection {what} (simulated)",
                 provider=self.name,
                 model=model,
                 kind="connect",
@@ -155,5 +168,13 @@ class SimProvider:
 
 
 def from_config(name: str, config: ProviderConfig, api_key: str | None) -> SimProvider:
-    """The simulator `[providers.NAME]` describes (`kind = "sim"`; no key needed)."""
-    return SimProvider(name, seed=config.seed, time_scale=config.time_scale)
+    """The simulator `[providers.NAME]` describes (`kind = "sim"`; no key needed), with
+    its `faults` and the stall timeout a real client would give up after."""
+    return SimProvider(
+        name,
+        stall_timeout_s=config.stall_timeout_s,
+        seed=config.seed,
+        time_scale=config.time_scale,
+        faults=config.faults,
+        profile=config.profile or "cerebras/kimi-k2.6",
+    )

@@ -44,7 +44,7 @@ class SimPlan:
     decode_s: float
     """From the first visible token to the last."""
     fault: str | None
-    """None, `error`, `rate_limit`, `drop`, `stall` or `malformed`."""
+    """None, or one of `sim_faults.FAULT_KINDS` (`error`, `rate_limit`, `hang`, ...)."""
     fault_at: float
     """Where in the stream a mid-stream fault strikes, as a fraction of the decode."""
     finish_reason: str = "stop"
@@ -114,12 +114,8 @@ class SimEngine:
         """Multiplies every duration: 0 for zero-latency benchmarks, 0.01 for fast tests."""
         self._rng = random.Random(seed)
         self._profiles: dict[str, LatencyProfile] = {}
-        f = faults
-        self._thresholds = tuple(
-            itertools.accumulate(
-                (f.error_rate, f.rate_limit_rate, f.drop_rate, f.stall_rate, f.malformed_rate)
-            )
-        )
+        rates = (getattr(faults, f"{kind}_rate") for kind in FAULT_KINDS)
+        self._thresholds = tuple(itertools.accumulate(rates))
         self._any_fault = self._thresholds[-1] > 0
         self.tokens_quota = Quota(faults.quota_tpm) if faults.quota_tpm else None
         self.requests_quota = Quota(faults.quota_rpm) if faults.quota_rpm else None

@@ -1,7 +1,9 @@
 """How simulated calls fail: fault rates, and the provider-side quota behind 429s.
 
-`Faults` says how often a call gets a 500, a 429, a dropped connection, a stalled stream
-or a garbage chunk, and which per-minute quotas the simulated provider enforces. `Quota`
+`Faults` (defined with the config, since `[providers.NAME.faults]` holds it) says how often
+a call gets a 500, a 429, a dropped connection, a stalled stream, a garbage chunk, no
+first token at all or a refused connection, and which per-minute quotas the simulated
+provider enforces. `Quota`
 is one such bucket, refilled continuously on the caller's clock (virtual under trio's
 test clock).
 """
@@ -9,16 +11,18 @@ test clock).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
+from swarm.config import Faults
 from swarm.errors import ConfigError
 
 __all__ = [
     "FAULT_DROP",
     "FAULT_ERROR",
+    "FAULT_HANG",
     "FAULT_KINDS",
     "FAULT_MALFORMED",
     "FAULT_RATE_LIMIT",
+    "FAULT_REFUSE",
     "FAULT_STALL",
     "Faults",
     "Quota",
@@ -29,34 +33,18 @@ FAULT_RATE_LIMIT = "rate_limit"
 FAULT_DROP = "drop"
 FAULT_STALL = "stall"
 FAULT_MALFORMED = "malformed"
-FAULT_KINDS = (FAULT_ERROR, FAULT_RATE_LIMIT, FAULT_DROP, FAULT_STALL, FAULT_MALFORMED)
-"""In the order `SimEngine` draws them."""
-
-
-@dataclass(frozen=True)
-class Faults:
-    """How often simulated calls fail, and how."""
-
-    error_rate: float = 0.0
-    """Share of calls answered with HTTP 500."""
-    rate_limit_rate: float = 0.0
-    """Share of calls answered with 429."""
-    retry_after_s: float = 1.0
-    """The Retry-After a 429 carries."""
-    drop_rate: float = 0.0
-    """Share of calls whose connection drops mid-stream."""
-    stall_rate: float = 0.0
-    """Share of calls whose stream stops mid-way and never resumes."""
-    malformed_rate: float = 0.0
-    """Share of calls that receive a garbage chunk."""
-    quota_tpm: int | None = None
-    """Provider-side tokens/min quota (input + output + thinking, charged at admission);
-    a call that would overdraw it gets a 429 whose Retry-After is the refill time."""
-    quota_rpm: int | None = None
-    """Provider-side requests/min quota."""
-    quota_headers: bool = True
-    """Whether successful calls report the quota left (`x-ratelimit-*`); some providers
-    send none, leaving clients only the 429s."""
+FAULT_HANG = "hang"
+FAULT_REFUSE = "refuse"
+FAULT_KINDS = (
+    FAULT_ERROR,
+    FAULT_RATE_LIMIT,
+    FAULT_DROP,
+    FAULT_STALL,
+    FAULT_MALFORMED,
+    FAULT_HANG,
+    FAULT_REFUSE,
+)
+"""In the order `SimEngine` draws them; `Faults` has a `{kind}_rate` for each."""
 
 
 class Quota:

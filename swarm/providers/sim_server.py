@@ -35,9 +35,7 @@ TICK_S = 0.015
 """Shortest gap between two chunks of one stream."""
 _DONE = b"data: [DONE]\n\n"
 _TOOL_CHOICES: dict[Any, Literal["auto", "required", "none"]] = {
-    "auto": "auto",
-    "required": "required",
-    "none": "none",
+    c: c for c in ("auto", "required", "none")
 }
 _STALL_MAX_S = 300.0
 
@@ -245,6 +243,11 @@ class _SimHandlers:
             )
         if plan.fault == "error":
             return _error(500, "The server had an error (simulated)", "server_error", None)
+        if plan.fault in ("hang", "refuse"):  # no reply: held open (at most 5 min), or cut
+            with anyio.move_on_after(_STALL_MAX_S if plan.fault == "hang" else 0):
+                await anyio.sleep_forever()
+            _abort(request)
+            return web.Response(status=500)  # never reaches the client
         cid = f"chatcmpl-sim-{next(self._ids)}"
         headers = _quota_headers(self.headers, plan)
         if chat.stream:

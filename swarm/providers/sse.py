@@ -13,7 +13,11 @@ from collections.abc import AsyncIterable, AsyncIterator
 
 import httpx
 
-__all__ = ["iter_sse_batches"]
+__all__ = ["MAX_EVENT_BYTES", "iter_sse_batches"]
+
+MAX_EVENT_BYTES = 16 * 1024 * 1024
+"""Longest event accepted: a server streaming bytes without ever ending an event would
+otherwise grow the buffer without bound."""
 
 
 async def iter_sse_batches(response: httpx.Response) -> AsyncIterator[list[bytes]]:
@@ -30,6 +34,8 @@ async def iter_sse_batches(response: httpx.Response) -> AsyncIterator[list[bytes
             chunk = _normalise_newlines(chunk)
         events = chunk.split(b"\n\n")
         pending = events.pop()
+        if len(pending) > MAX_EVENT_BYTES:
+            raise ValueError(f"an SSE event longer than {MAX_EVENT_BYTES} bytes")
         batch: list[bytes] = []
         for event in events:
             if event[:6] == b"data: " and b"\n" not in event:

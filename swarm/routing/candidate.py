@@ -135,7 +135,7 @@ def build_target(
 class Call:
     """Per-call state shared by attempts, retries and hedges."""
 
-    __slots__ = ("attempts", "est_tokens", "priority", "request", "role", "tier")
+    __slots__ = ("attempts", "est_tokens", "last_resort", "priority", "request", "role", "tier")
 
     def __init__(
         self, request: ChatRequest, tier: str, role: str | None, priority: int, est_tokens: int
@@ -146,3 +146,6 @@ class Call:
         self.priority = priority
         self.est_tokens = est_tokens
         self.attempts = 0
+        self.last_resort = False
+        """Is the candidate being tried the tier's last? Then an open circuit does not stop
+        its retries: there is nowhere else to go."""

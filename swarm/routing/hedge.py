@@ -3,8 +3,11 @@
 `race` starts the primary; if no first token (or result) arrives within `delay`, and the
 primary has not ended, the backup starts too. Whichever produces its first token first
 wins, and the other's cancel scope is cancelled. A `wait` span of kind `hedge` covers the
-time both run, and records the winner. Errors leave the race as themselves, never wrapped
-in an exception group.
+time both run, and records the winner. A primary beaten by its backup counts as a failure
+on its breaker, so a provider that hangs stops being tried first after a few calls
+instead of costing every call the hedge delay. The backup may be the primary itself (the
+tier's last resort): a second call to the same candidate. Errors leave the race as themselves, never
+wrapped in an exception group.
 """
 
 from __future__ import annotations
@@ -63,6 +66,9 @@ async def race(attempt: Attempt, t: Target, backup: Target, call: Call, delay: f
             tg.start_soon(_racer, attempt, state, 1, backup, call)
     if state.hedge_span is not None:
         state.hedge_span.end()
+    if state.winner == 1 and backup is not t:  # the primary was silent past the backup's
+        # first token: a stall
+        t.breaker.failure()
     if state.winner is not None and (res := state.results[state.winner]) is not None:
         return res
     err = state.errors[state.winner if state.winner is not None else 0] or state.errors[1]

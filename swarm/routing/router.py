@@ -190,27 +190,48 @@ class Router:
         return targets
 
     async def _failover(self, targets: list[Target], call: Call) -> ChatResult:
+        """Rounds over the tier: when every candidate failed with a retryable error (not a
+        429, whose waits have their own budget), the tier is tried again after a backoff,
+        `tier_retries` times, so one unlucky streak of 5xx does not fail the call."""
+        rounds = self._routing.tier_retries + 1
+        for n in range(1, rounds + 1):
+            try:
+                return await self._round(targets, call)
+            except ProviderError as exc:
+                if n == rounds or isinstance(exc, RateLimited) or not self._retry.retryable(exc):
+                    raise
+                if exc.status in _NO_FAILOVER:
+                    raise
+                await self._retry.backoff(self._retry.delay(n, exc))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _round(self, targets: list[Target], call: Call) -> ChatResult:
+        """Each candidate in order, skipping open circuits, unless every circuit is open:
+        the breaker orders candidates and never refuses the last one (failing the call for
+        sure would be worse than trying a provider that fails some calls)."""
         last: ProviderError | None = None
+        tried = False
         for i, t in enumerate(targets):
-            if not t.breaker.allow():
+            if not t.breaker.allow():  # takes the half-open probe when one is due
                 continue
-            backup = None
-            if self._routing.hedge:
-                backup = next((b for b in targets[i + 1 :] if b.breaker.available()), None)
+            tried = True
+            later = [b for b in targets[i + 1 :] if b.breaker.available()]
+            call.last_resort = not later
+            # the last resort hedges against itself: a call that hangs before its first
+            # token is raced by a second one to the same candidate, not waited out
+            backup = (later[0] if later else t) if self._routing.hedge else None
             try:
                 return await self._retry.run(self._hedged, t, backup, call)
             except ProviderError as exc:
                 if exc.status in _NO_FAILOVER:
                     raise
                 last = exc
-        if last is not None:
-            raise last
-        refs = ", ".join(t.ref for t in targets)
-        raise ProviderError(
-            f"tier {call.tier}: every candidate's circuit is open ({refs})",
-            kind="connect",
-            retryable=True,
-        )
+        if not tried:
+            call.last_resort = True
+            t = targets[0]
+            return await self._retry.run(self._hedged, t, t if self._routing.hedge else None, call)
+        assert last is not None
+        raise last
 
     # -- hedging ------------------------------------------------------------------------
 

@@ -97,6 +97,12 @@ class SimSpec:
     time_scale: float = 1.0
     """Multiplies model latencies (0: zero-latency simulator)."""
     faults: Faults = field(default_factory=Faults)
+    """How the simulated provider fails (`swarm simulate --rate-limit-rate 0.3`)."""
+    first: Faults | None = None
+    """A provider failing like this ahead of the healthy one in every tier (hang-first,
+    dead-first); None: one provider."""
+    stall_timeout_s: float = 30.0
+    """When a client gives up on a silent stream (the providers' default)."""
     routing: RoutingConfig = field(default_factory=RoutingConfig)
     virtual: bool = False
     traces_dir: Path | None = Path("traces")
@@ -138,12 +144,23 @@ class SimWorld:
 
     repo_label = "(simulated)"
 
-    def __init__(self, spec: SimSpec, plan: Plan, provider: CountingProvider) -> None:
+    def __init__(
+        self,
+        spec: SimSpec,
+        plan: Plan,
+        provider: CountingProvider,
+        first: CountingProvider | None = None,
+    ) -> None:
         self.provider = provider
+        self.first = first
+        """The failing provider ahead of `provider` in every tier, if any."""
         ids = [s.id for s in plan.subtasks]
         self.checks = SimChecks(spec.check_s, failing_subtasks(ids, spec.fail_rate, spec.seed))
         self.merger_ = SimMerger(spec.merge_s, self.checks)
-        self.providers: Mapping[str, Provider] | None = {"sim": provider}
+        providers: dict[str, Provider] = {"sim": provider}
+        if first is not None:
+            providers = {"first": first, **providers}
+        self.providers: Mapping[str, Provider] | None = providers
         self.recorder: Recorder | None = None
         self._tools = sim_tools(spec.tool_s)
 
@@ -192,8 +209,10 @@ async def simulate(spec: SimSpec) -> dict[str, Any]:
         seed=spec.seed,
         time_scale=spec.time_scale,
     )
-    provider = CountingProvider(SimProvider("sim", engine=engine))
-    world = SimWorld(spec, plan, provider)
+    provider = CountingProvider(
+        SimProvider("sim", engine=engine, stall_timeout_s=spec.stall_timeout_s)
+    )
+    world = SimWorld(spec, plan, provider, _first_provider(spec, script))
     task = Task(title="simulated swarm", instructions="a synthetic workload", check="sim-check")
     options = SolveOptions(
         max_agents=spec.max_agents or spec.agents,
@@ -224,12 +243,32 @@ async def simulate(spec: SimSpec) -> dict[str, Any]:
     return _figures(spec, plan, run.report, world, clock)
 
 
+def _first_provider(spec: SimSpec, script: SimScript) -> CountingProvider | None:
+    if spec.first is None:
+        return None
+    engine = SimEngine(
+        profile=spec.speed,
+        script=script,
+        faults=spec.first,
+        seed=spec.seed + 1,
+        time_scale=spec.time_scale,
+    )
+    return CountingProvider(
+        SimProvider("first", engine=engine, stall_timeout_s=spec.stall_timeout_s)
+    )
+
+
 def _config(spec: SimSpec) -> SwarmConfig:
+    providers = {"sim": ProviderConfig(kind="sim", rpm=spec.rpm, tpm=spec.tpm)}
+    firsts = []
+    if spec.first is not None:
+        providers = {"first": ProviderConfig(kind="sim", faults=spec.first), **providers}
+        firsts = ["first/"]
     return SwarmConfig(
-        providers={"sim": ProviderConfig(kind="sim", rpm=spec.rpm, tpm=spec.tpm)},
+        providers=providers,
         tiers={
-            "speed": TierConfig(models=[f"sim/{spec.speed}"]),
-            "reasoning": TierConfig(models=[f"sim/{spec.reasoning}"]),
+            tier: TierConfig(models=[f"{p}{ref}" for p in (*firsts, "sim/")])
+            for tier, ref in (("speed", spec.speed), ("reasoning", spec.reasoning))
         },
         routing=spec.routing,
     )
@@ -252,7 +291,8 @@ def _figures(
     tool_calls = spec.tools_per_step * sum(
         max(0, len(c) - 1) for a, c in calls.items() if not a.startswith("planner")
     )
-    skip = ("faults", "routing", "traces_dir")
+    skip = ("faults", "first", "routing", "traces_dir")
+    first = world.first
     return {
         **{k: v for k, v in asdict(spec).items() if k not in skip},
         "max_agents": spec.max_agents or spec.agents,
@@ -265,6 +305,9 @@ def _figures(
         "calls": report.calls,
         "attempts": world.provider.attempts,
         "rate_limited": world.provider.rate_limited,
+        "first_attempts": first.attempts if first is not None else 0,
+        "faults": spec.faults.model_dump(exclude_defaults=True),
+        "first_faults": spec.first.model_dump(exclude_defaults=True) if spec.first else None,
         "tool_calls": tool_calls,
         "tokens": report.tokens,
         "output_tokens": report.output_tokens,

@@ -1,0 +1,62 @@
+"""The simulator's fault rates: `Faults`, a ground type because `[providers.NAME.faults]`
+of a `kind = "sim"` provider holds one (`swarm.config`), and the simulator, `swarm simulate`
+and `swarm sim serve` all read it. The rates are validated here (each in [0, 1], their sum
+at most 1), so a bad rate fails where it is written, naming the key or flag.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = ["Faults"]
+
+_Rate = Field(default=0.0, ge=0.0, le=1.0)
+
+
+class Faults(BaseModel):
+    """How often simulated calls fail, and how (`[providers.NAME.faults]` of a `kind = "sim"`
+    provider, the fault options of `swarm simulate` and `swarm sim serve`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    error_rate: float = _Rate
+    """Share of calls answered with HTTP 500."""
+    rate_limit_rate: float = _Rate
+    """Share of calls answered with 429 (random: no quota behind them)."""
+    retry_after_s: float = Field(default=1.0, ge=-1e6, le=1e6)
+    """The Retry-After a random 429 carries (0 or negative, as hostile servers send)."""
+    drop_rate: float = _Rate
+    """Share of calls whose connection drops mid-stream."""
+    stall_rate: float = _Rate
+    """Share of calls whose stream stops mid-way and never resumes."""
+    malformed_rate: float = _Rate
+    """Share of calls that receive a garbage chunk."""
+    hang_rate: float = _Rate
+    """Share of calls that never send a first token (held until the client gives up)."""
+    refuse_rate: float = _Rate
+    """Share of calls whose connection is refused at once (a dead endpoint at 1.0)."""
+    quota_tpm: int | None = Field(default=None, ge=1)
+    """Provider-side tokens/min quota (input + output + thinking, charged at admission);
+    a call that would overdraw it gets a 429 whose Retry-After is the refill time."""
+    quota_rpm: int | None = Field(default=None, ge=1)
+    """Provider-side requests/min quota."""
+    quota_headers: bool = True
+    """Whether successful calls report the quota left (`x-ratelimit-*`); some providers
+    send none, leaving clients only the 429s."""
+
+    @model_validator(mode="after")
+    def _rates_add_up(self) -> Faults:
+        if self.total_rate > 1.0 + 1e-9:
+            raise ValueError(f"fault rates add up to {self.total_rate:g}, more than 1")
+        return self
+
+    @property
+    def total_rate(self) -> float:
+        return (
+            self.error_rate
+            + self.rate_limit_rate
+            + self.drop_rate
+            + self.stall_rate
+            + self.malformed_rate
+            + self.hang_rate
+            + self.refuse_rate
+        )
