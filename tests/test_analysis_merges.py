@@ -55,7 +55,7 @@ def git(repo: Path, *args: str) -> str:
     ).stdout.strip()
 
 
-class _Source:
+class Culprits:
     """Coders set their module's X, the last one (s5) once the others' checks are done;
     the rebase fixer moves the culprit's X to 4."""
 
@@ -114,10 +114,9 @@ def _setup(root: Path) -> SolveRequest:
     )
 
 
-@pytest.fixture(scope="module")
-def merged_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunReport, _Source]:
-    root = tmp_path_factory.mktemp("merges")
-    source = _Source(root / "gate")
+def run_with_a_culprit(root: Path) -> tuple[RunReport, Culprits]:
+    """A real run whose merge queue batches four patches, one a culprit (see `Culprits`)."""
+    source = Culprits(root / "gate")
 
     async def go() -> RunReport:
         return await solve(_setup(root), source=source)
@@ -125,8 +124,13 @@ def merged_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunReport, _So
     return anyio.run(go), source
 
 
+@pytest.fixture(scope="module")
+def merged_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunReport, Culprits]:
+    return run_with_a_culprit(tmp_path_factory.mktemp("merges"))
+
+
 def test_the_breakdown_adds_up_and_matches_the_report(
-    merged_run: tuple[RunReport, _Source],
+    merged_run: tuple[RunReport, Culprits],
 ) -> None:
     report, source = merged_run
     assert report.status == "done", report
@@ -148,7 +152,7 @@ def test_the_breakdown_adds_up_and_matches_the_report(
     assert len(source.fixers) == 1  # one culprit, one rebase
 
 
-def test_the_culprits_wait_links_to_its_red_batch(merged_run: tuple[RunReport, _Source]) -> None:
+def test_the_culprits_wait_links_to_its_red_batch(merged_run: tuple[RunReport, Culprits]) -> None:
     report, source = merged_run
     assert report.trace is not None
     trace = load_trace(report.trace)
@@ -168,7 +172,7 @@ def test_the_culprits_wait_links_to_its_red_batch(merged_run: tuple[RunReport, _
 
 
 def test_trace_summary_prints_the_merge_queue(
-    merged_run: tuple[RunReport, _Source], capsys: pytest.CaptureFixture[str]
+    merged_run: tuple[RunReport, Culprits], capsys: pytest.CaptureFixture[str]
 ) -> None:
     report, _ = merged_run
     assert report.trace is not None
@@ -181,7 +185,7 @@ def test_trace_summary_prints_the_merge_queue(
     assert summarize(load_trace(report.trace))["merge_queue"] == data
 
 
-def test_known_figures_on_a_hand_built_trace(tmp_path: Path) -> None:
+def write_merge_trace(path: Path) -> None:
     """Two overlapping batches (the second speculative, then cancelled) and a split."""
     batch = f"{sc.MERGE_SPAN} batch"
     check = f"{sc.OP_TOOL} run_tests"
@@ -193,13 +197,19 @@ def test_known_figures_on_a_hand_built_trace(tmp_path: Path) -> None:
         SpanSpec(check, 2, 5, 1, tool),  # 1 s git, 3 s checking
         SpanSpec(batch, 3, 5, 0, _batch(2, 1, "cancelled")),
         SpanSpec(slot, 3, 4.5, 3, {sc.WAIT_KIND: sc.WAIT_CHECK}),  # under a check: checking
-        SpanSpec(f"{sc.MERGE_SPAN} split", 6, 9, 0, {sc.MERGE_SPLIT_DEPTH: 1}),
+        SpanSpec(
+            f"{sc.MERGE_SPAN} split", 6, 9, 0, {sc.MERGE_SPLIT_DEPTH: 1, sc.MERGE_BATCH_SIZE: 3}
+        ),
         SpanSpec(slot, 6, 7, 5, {sc.WAIT_KIND: sc.WAIT_CHECK}),  # 1 s waiting for a slot
         SpanSpec(check, 7, 8.5, 5, tool),  # 1.5 s checking, 0.5 s git
         SpanSpec(f"{sc.WAIT_SPAN} merge", 0.5, 10, 0, {sc.WAIT_KIND: sc.WAIT_MERGE}),
     ]
-    path = tmp_path / "t.jsonl"
     write_spans(path, specs)
+
+
+def test_known_figures_on_a_hand_built_trace(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    write_merge_trace(path)
     m = merge_breakdown(load_trace(path, cache=False))
     assert m is not None
     assert (m.batches, m.speculative, m.rebuilt, m.splits, m.checks) == (2, 1, 1, 1, 2)

@@ -2,7 +2,8 @@
 
 One test drives the whole page over a ~20k-span trace: first draw, pixels on the canvas,
 hover/click details, zoom and pan, the critical-path, ledger and histogram panels, a
-what-if prediction, and a screenshot."""
+what-if prediction, and a screenshot. Another draws a real run's merge queue: its panel, its
+batches in their own lane, labelled."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from swarm.analysis.synthetic import write_synthetic_trace
 from swarm.tracing import semconv as sc
 from swarm.viewer.chromium import CHROMIUM, CHROMIUM_ARGS
 from swarm.viewer.serve import serve_viewer
+from tests.test_analysis_merges import run_with_a_culprit
 
 pytestmark = pytest.mark.browser
 
@@ -94,6 +96,7 @@ async def test_page_draws_and_answers(large_trace: tuple[Path, int], tmp_path: P
             assert await page.locator("[data-testid=ledger] .ledger-bar div").count() >= 2
             assert await page.locator("[data-testid=histograms] canvas").count() >= 4
             assert "critical path" in await page.locator("[data-testid=legend]").inner_text()
+            assert await page.locator("[data-testid=merge-queue]").is_hidden()  # no merges
 
             # click a model call: the details panel shows its attributes and figures
             canvas = page.locator("#timeline")
@@ -161,5 +164,59 @@ async def test_page_draws_and_answers(large_trace: tuple[Path, int], tmp_path: P
             assert shot.stat().st_size > 20_000
             assert errors == []
             assert all(r.startswith(url) or r.startswith("data:") for r in requests), requests
+        finally:
+            await browser.close()
+
+
+@pytest.fixture(scope="module")
+def merge_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    report, _ = run_with_a_culprit(tmp_path_factory.mktemp("merges"))
+    assert report.status == "done" and report.trace is not None, report
+    return Path(report.trace)
+
+
+async def test_merge_queue_panel_and_batches(merge_trace: Path) -> None:
+    executable = require_chromium()
+    async with serve_viewer(merge_trace) as url, async_playwright() as pw:
+        browser = await pw.chromium.launch(
+            executable_path=executable, headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            page = await browser.new_page(viewport={"width": 1400, "height": 1000})
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            await page.goto(url)
+            await page.wait_for_function(
+                "window.__viewer && window.__viewer.ready && window.__viewer.summaryReady",
+                timeout=60_000,
+            )
+            panel = page.locator("[data-testid=merge-queue]")
+            assert await panel.is_visible()
+            text = await panel.inner_text()
+            assert "4 (3 green, 1 red, 0 cancelled)" in text
+            assert "waiting for a check slot" in text and "checking" in text
+            assert "mean 1.8 · max 4" in text and "split rounds\t2" in text
+            assert await panel.locator(".ledger-bar div").count() >= 2  # checking, git
+            legend = await page.locator("[data-testid=legend]").inner_text()
+            assert "merge batch · red" in legend and "merge split" in legend
+
+            # the red batch sits in the merge queue lane; hovering it names size and outcome
+            red = await _js(
+                page,
+                """() => {
+                const V = __viewer;
+                const i = V.mergeSpans.find((j) => V.mergeLabel(j).includes('red'));
+                V.reveal(i); return i;
+            }""",
+            )
+            assert await _js(page, "(i) => __viewer.laneName(i)", red) == "merge queue"
+            await page.wait_for_timeout(50)  # one animation frame
+            center = await _js(page, "(i) => __viewer.spanCenter(i)", red)
+            box = await page.locator("#timeline").bounding_box()
+            assert box is not None and center is not None
+            await page.mouse.move(box["x"] + center["x"], box["y"] + center["y"])
+            await page.wait_for_selector("#tooltip:not([hidden])")
+            assert "batch of 4 · red" in await page.locator("#tooltip").inner_text()
+            assert errors == []
         finally:
             await browser.close()
