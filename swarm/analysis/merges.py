@@ -39,7 +39,7 @@ class MergeBatch:
     depth: int
     """Batches ahead of it, still checking, when it was built on their tip (0: the head)."""
     outcome: str
-    """`green`, `red`, `cancelled`, or '' when the span did not say (a killed run)."""
+    """`green`, `red`, `cancelled`, or '' when the span did not say."""
     subtasks: tuple[str, ...]
 
     @property
@@ -61,7 +61,8 @@ class MergeBreakdown:
     speculative: int
     """Batches built on the tip of batches still checking (depth > 0)."""
     rebuilt: int
-    """Speculative batches cancelled because one ahead turned red (their patches re-batched)."""
+    """Speculative batches cancelled because one ahead turned red (their patches re-batched).
+    At most the report's `rebuilds`: a batch dropped before it was built has no span."""
     splits: int
     """Rounds of splitting a red batch to find its culprit."""
     checks: int
