@@ -20,6 +20,7 @@ from swarm.analysis.synthetic import write_synthetic_trace
 from swarm.tracing import semconv as sc
 from swarm.viewer.data import KINDS, ViewerData, histogram
 from swarm.viewer.serve import STATIC, main_view, serve_viewer
+from tests.test_analysis_merges import write_merge_trace
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +91,26 @@ def test_known_fanout_lanes_critical_path_and_links(tmp_path: Path) -> None:
     assert detail["kind"] == "agent"
     assert [ln["index"] for ln in detail["links"]] == [data.page_of[span_id(3)]]
     assert detail["links"][0]["attributes"] == {sc.LINK_TYPE: sc.LINK_DEPENDS_ON}
+
+
+def test_merge_batches_get_a_lane_rows_and_labels(tmp_path: Path) -> None:
+    write_merge_trace(tmp_path / "merges.jsonl")
+    data = ViewerData.build(tmp_path / "merges.jsonl")
+    cols = _columns(data)
+    assert cols["lanes"][:2] == ["run", "merge queue"] and cols["merge_lane"] == 1
+    names = [cols["names"][c] for c in cols["name"]]
+    marks = {names[int(p)] + " " + m["label"]: int(p) for p, m in cols["merges"].items()}
+    assert set(marks) == {
+        "swarm.merge batch batch of 3 · red",
+        "swarm.merge batch batch of 2 · cancelled · ahead 1",
+        "swarm.merge split split of 3 · round 1",
+    }
+    rows = {k: (cols["lane"][p], cols["depth"][p]) for k, p in marks.items()}
+    assert sorted(rows.values()) == [(1, 0), (1, 0), (1, 1)]  # the overlapping one below
+    checks = [p for p in range(cols["n"]) if names[p] == f"{sc.OP_TOOL} run_tests"]
+    assert [(cols["lane"][p], cols["depth"][p]) for p in checks] == [(1, 2), (1, 2)]
+    summary = json.loads(data.summary_json)["summary"]
+    assert summary["merge_queue"]["batches"] == 2
 
 
 def test_chat_detail_has_every_attribute_and_derived_figures(tmp_path: Path) -> None:

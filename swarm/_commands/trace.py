@@ -166,7 +166,38 @@ def _summary(args: argparse.Namespace) -> int:
         rows = [[k, *(g[key] for key in _GROUP_COLUMNS.values())] for k, g in s[group].items()]
         _table(group.replace("_", " "), ["key", *_GROUP_COLUMNS], rows)
     _summary_ledgers(s)
+    _summary_merges(s["merge_queue"])
     return 0
+
+
+def _summary_merges(m: dict[str, Any] | None) -> None:
+    """The merge queue's batches, and its busy time split into checking, waiting for a
+    check slot and git work."""
+    if m is None:
+        return
+    outcomes = ", ".join(f"{n} {k}" for k, n in m["by_outcome"].items() if n)
+    print(
+        f"merge queue: {m['batches']} batches ({outcomes or 'none decided'}), "
+        f"size mean {m['size_mean']:.1f} max {m['size_max']}, "
+        f"{m['speculative']} speculative ({m['rebuilt']} rebuilt), {m['splits']} splits, "
+        f"{m['checks']} checks"
+    )
+    busy = m["busy_s"]
+    rows = [
+        [k, m[key], f"{100 * m[key] / busy:.1f}%" if busy else "-"]
+        for k, key in (
+            ("checking", "checking_s"),
+            ("waiting for a check slot", "slot_wait_s"),
+            ("git (trees, build, land)", "git_s"),
+            ("busy (total)", "busy_s"),
+        )
+    ]
+    _table("merge queue time", ["part", "seconds", "share"], rows)
+    print(
+        f"summed over batches: {m['check_sum_s']:.3f} s checking, {m['slot_wait_sum_s']:.3f} s "
+        f"waiting for a slot ({m['slot_waits']} waits); subtasks waited for the queue "
+        f"{m['wait_s']:.3f} s in all ({m['waits']} waits)\n"
+    )
 
 
 def _summary_ledgers(s: dict[str, Any]) -> None:

@@ -1,5 +1,6 @@
 """The run summary: figures per tier, provider, model and role, the ledger, the critical
-path and the calls on it that a faster provider would shorten most."""
+path and the calls on it that a faster provider would shorten most, and the merge queue's
+batches and time (`merge_queue`, None for a run without merge spans)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 from swarm.analysis.critical_path import critical_path_indices
 from swarm.analysis.ledger import ledger_indices
+from swarm.analysis.merges import merge_breakdown
 from swarm.analysis.model import Trace
 from swarm.tracing import semconv as sc
 
@@ -185,6 +187,7 @@ def summarize(trace: Trace) -> dict[str, Any]:
     for op in tr.op:
         ops[op] = ops.get(op, 0) + 1
     path_ledger = ledger_indices(tr, path)
+    merges = merge_breakdown(tr)
     return {
         "run_id": tr.run_id,
         "path": str(tr.path),
@@ -204,4 +207,5 @@ def summarize(trace: Trace) -> dict[str, Any]:
             "span_ids": [tr.span_id[i] for i in path],
             "top_savings": _savings(tr, path),
         },
+        "merge_queue": merges.as_dict() if merges is not None else None,
     }

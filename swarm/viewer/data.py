@@ -11,8 +11,9 @@
 position in start order; `order[i]` is the index in the analysis `Trace`.
 
 Lanes: each `invoke_agent` span owns a lane and its descendants are drawn in it, one row
-per depth below the agent. Spans outside any agent (the workflow root, merge waits) go to
-lane 0, "run".
+per depth below the agent. The merge queue's batches and splits share lane 1, "merge
+queue", when the run has any (each labelled with its size and outcome: `merges`); spans
+outside any agent or batch (the workflow root, merge waits) go to lane 0, "run".
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from swarm.analysis import Trace, critical_path, ledger, load_trace, summarize, whatif
+from swarm.analysis.merges import SPLIT_SPAN, merge_batches
 from swarm.tracing import semconv as sc
 
 __all__ = ["KINDS", "MAX_DEPTH", "ViewerData", "histogram"]
@@ -216,13 +218,20 @@ class ViewerData:
         }
 
 
-def _lanes(trace: Trace, kinds: list[int]) -> tuple[list[int], list[int], list[str]]:
-    """Lane and depth of every span (trace order), and lane labels."""
+def _lanes(
+    trace: Trace, kinds: list[int], queue: Sequence[int]
+) -> tuple[list[int], list[int], list[str]]:
+    """Lane and depth of every span (trace order), and lane labels; `queue`: the merge
+    queue's spans, which share a lane of their own (see `_queue_rows`)."""
     n = len(trace)
     parent = trace.parent
     lane = [-1] * n
     depth = [0] * n
     labels = ["run"]
+    if queue:
+        labels.append("merge queue")
+        for i in queue:
+            lane[i] = 1
     seen: dict[str, int] = {}
     for i in sorted((i for i in range(n) if kinds[i] == _AGENT), key=trace.start.__getitem__):
         role = trace.agent[i] or trace.name[i].split(" ", 1)[-1]
@@ -239,12 +248,53 @@ def _lanes(trace: Trace, kinds: list[int]) -> tuple[list[int], list[int], list[s
         for k in reversed(chain):
             base_depth = min(MAX_DEPTH, base_depth + 1)
             lane[k], depth[k] = base_lane, base_depth
+    if queue:
+        row_of = _queue_rows(trace, queue)
+        below = max(row_of.values())
+        for i in range(n):  # what runs inside a batch or split: below all their rows
+            if lane[i] == 1:
+                depth[i] = row_of[i] if i in row_of else min(MAX_DEPTH, depth[i] + below)
     return lane, depth, labels
+
+
+def _queue_rows(trace: Trace, queue: Sequence[int]) -> dict[int, int]:
+    """Rows for batches and splits, which overlap (speculation): first fit in start order,
+    in at most `MAX_DEPTH - 1` rows, so what runs inside them gets a row below."""
+    ends: list[int] = []
+    row_of: dict[int, int] = {}
+    for i in sorted(queue, key=trace.start.__getitem__):
+        free = [r for r, e in enumerate(ends) if e <= trace.start[i]]
+        if free:
+            row = free[0]
+        elif len(ends) < MAX_DEPTH - 1:
+            row = len(ends)
+            ends.append(0)
+        else:
+            row = len(ends) - 1
+        ends[row] = max(ends[row], trace.end[i])
+        row_of[i] = row
+    return row_of
+
+
+def _merge_marks(trace: Trace, page: list[int]) -> dict[str, dict[str, str]]:
+    """Page index -> label and outcome of every merge batch and split span."""
+    marks = {
+        str(page[b.index]): {"label": b.label, "outcome": b.outcome or "?"}
+        for b in merge_batches(trace)
+    }
+    for i, name in enumerate(trace.name):
+        if name == SPLIT_SPAN:
+            attrs = trace.attributes(i)
+            label = f"split of {attrs.get(sc.MERGE_BATCH_SIZE, '?')}"
+            label += f" · round {attrs.get(sc.MERGE_SPLIT_DEPTH, '?')}"
+            marks[str(page[i])] = {"label": label, "outcome": "split"}
+    return marks
 
 
 def _columns(trace: Trace, order: list[int], page: list[int], crit: set[int]) -> bytes:
     kinds = [_KIND_OF_OP.get(op, 0) for op in trace.op]
-    lane, depth, labels = _lanes(trace, kinds)
+    merges = _merge_marks(trace, page)
+    lane, depth, labels = _lanes(trace, kinds, [order[int(p)] for p in merges])
     names, tiers, waits = _Table(), _Table(_TIERS), _Table()
     t0 = trace.start_ns
     start, end, parent = trace.start, trace.end, trace.parent
@@ -266,6 +316,8 @@ def _columns(trace: Trace, order: list[int], page: list[int], crit: set[int]) ->
         "tiers": tiers.items,
         "waits": waits.items,
         "lanes": labels,
+        "merges": merges,
+        "merge_lane": 1 if merges else -1,
     }
     return json.dumps(payload, separators=(",", ":")).encode()
 

@@ -12,6 +12,7 @@
     queue: "#f5a524", rate_limit: "#ff6b6b", backoff: "#e0517f", hedge: "#e8d44d",
     dependency: "#8892b0", merge: "#c08a5b", check: "#9f7aea",
   };
+  const MERGE_COLORS = { green: "#2f855a", red: "#f56565", cancelled: "#a0aec0", split: "#ed8936", "?": "#6b7280" };
   const KIND_COLORS = {
     other: "#6b7280", workflow: "#4a5568", agent: "#2b3445", chat: "#5fb3d9", tool: "#3ecf8e",
     wait: "#d0a040", workspace: "#718096",
@@ -29,6 +30,7 @@
   const V = (window.__viewer = {
     ready: false, summaryReady: false, spanCount: 0, drawnCount: 0, firstDrawMs: null,
     selected: -1, frames: 0, selectSpanAt, spanCenter, reveal, kindName, select,
+    mergeLabel: (i) => (D.merges[i] ? D.merges[i].label : ""), laneName: (i) => D.lanes[D.lane[i]],
     view: () => ({ t0: viewT0, t1: viewT1, scrollY }),
     drawNow: () => { const t = performance.now(); draw(); return performance.now() - t; },
   });
@@ -47,7 +49,9 @@
       kind: Uint8Array.from(p.kind), tier: Uint16Array.from(p.tier), wait: Uint16Array.from(p.wait),
       parent: i32(p.parent), name: Uint32Array.from(p.name), crit: Uint8Array.from(p.crit),
       names: p.names, kinds: p.kinds, tiers: p.tiers, waits: p.waits, lanes: p.lanes,
+      merges: p.merges || {}, mergeLane: p.merge_lane == null ? -1 : p.merge_lane,
     };
+    V.mergeSpans = Object.keys(D.merges).map(Number);
     // colours: one palette entry per distinct (kind, tier, wait) style
     palette = []; const pIndex = new Map(); colorOf = new Uint16Array(n);
     const colorIndex = (c) => { if (!pIndex.has(c)) { pIndex.set(c, palette.length); palette.push(c); } return pIndex.get(c); };
@@ -80,6 +84,8 @@
   }
 
   function spanColor(i) {
+    const m = D.merges[i];
+    if (m) return MERGE_COLORS[m.outcome] || MERGE_COLORS["?"];
     const k = D.kinds[D.kind[i]];
     if (k === "wait") return WAIT_COLORS[D.waits[D.wait[i]]] || KIND_COLORS.wait;
     if (k === "chat") return TIER_COLORS[D.tiers[D.tier[i]]] || KIND_COLORS.chat;
@@ -194,9 +200,20 @@
       ctx.rect(bx.x + 0.5, bx.y - 0.25, Math.max(1, bx.w - 1), ROW_H + 0.5);
     }
     ctx.stroke();
+    drawMergeLabels(k, l0, l1);
     if (V.selected >= 0) {
       const bx = visibleBox(V.selected, k);
       if (bx) { ctx.strokeStyle = "#ffffff"; ctx.lineWidth = 2; ctx.strokeRect(bx.x - 1, bx.y - 1.5, bx.w + 2, ROW_H + 3); }
+    }
+  }
+  function drawMergeLabels(k, l0, l1) { // "batch of 4 · red" on bars wide enough to hold it
+    if (D.mergeLane < l0 || D.mergeLane > l1) return;
+    ctx.font = "8px system-ui, sans-serif"; ctx.textBaseline = "middle"; ctx.fillStyle = "#0b0e13";
+    for (const i of V.mergeSpans) {
+      const bx = visibleBox(i, k), label = D.merges[i].label;
+      if (!bx || bx.w < 40) continue;
+      ctx.save(); ctx.beginPath(); ctx.rect(bx.x, bx.y - 1, bx.w, ROW_H + 2); ctx.clip();
+      ctx.fillText(label, bx.x + 2, bx.y + ROW_H / 2); ctx.restore();
     }
   }
   function drawLabels(l0, l1) {
@@ -243,7 +260,7 @@
       const x = xOf(t); if (x < LABEL_W) continue;
       ctx.fillRect(Math.round(x), AXIS_H - 5, 1, 4); ctx.fillText(fmtMs(t), x + 3, AXIS_H / 2);
     }
-    ctx.fillStyle = "#7d889a"; ctx.fillText(`${D.lanes.length - 1} agents`, 8, AXIS_H / 2);
+    ctx.fillStyle = "#7d889a"; ctx.fillText(`${D.lanes.length - (D.mergeLane >= 0 ? 2 : 1)} agents`, 8, AXIS_H / 2);
   }
 
   // ---------- hit testing and interaction ----------
@@ -326,7 +343,9 @@
   function showTooltip(i, x, y) {
     if (i < 0) { tooltip.hidden = true; return; }
     const k = kindName(i), extra = k === "wait" ? D.waits[D.wait[i]] : k === "chat" ? D.tiers[D.tier[i]] : "";
-    tooltip.innerHTML = `<b>${esc(D.names[D.name[i]])}</b>${esc(k)}${extra ? " · " + esc(extra) : ""}` +
+    const m = D.merges[i], name = esc(D.names[D.name[i]]);
+    const title = m ? `${esc(m.label)} <span class="muted">${name}</span>` : name;
+    tooltip.innerHTML = `<b>${title}</b>${esc(k)}${extra ? " · " + esc(extra) : ""}` +
       ` · ${fmtMs(D.end[i] - D.start[i])}<br><span class="muted">at ${fmtMs(D.start[i])}` +
       `${D.crit[i] ? " · on critical path" : ""}</span>`;
     tooltip.hidden = false;
@@ -415,7 +434,34 @@
     // what-if choices
     const opts = ['<option value="">(as recorded)</option>'].concat((s.catalog || []).map((m) => `<option>${esc(m)}</option>`)).join("");
     $("wf-speed").innerHTML = opts; $("wf-reasoning").innerHTML = opts;
+    renderMerges(sm.merge_queue);
     V.summaryReady = true;
+  }
+  // the merge queue: batches, and its busy time split into checking, slot waits and git
+  function renderMerges(m) {
+    const panel = $("merge-panel");
+    if (!m) { panel.hidden = true; return; }
+    panel.hidden = false;
+    const parts = [["checking", m.checking_s, MERGE_COLORS.green], ["waiting for a check slot", m.slot_wait_s, WAIT_COLORS.check],
+      ["git (trees, build, land)", m.git_s, MERGE_COLORS["?"]]];
+    const busy = m.busy_s || 0, pct = (v) => (busy > 0 ? `${((100 * v) / busy).toFixed(1)}%` : "–");
+    const o = m.by_outcome || {};
+    const rows = [
+      ["batches", `${fmtNum(m.batches)} (${fmtNum(o.green)} green, ${fmtNum(o.red)} red, ${fmtNum(o.cancelled)} cancelled)`],
+      ["batch size", `mean ${fmtNum(m.size_mean, 1)} · max ${fmtNum(m.size_max)}`],
+      ["speculative batches", `${fmtNum(m.speculative)} (${fmtNum(m.rebuilt)} rebuilt)`],
+      ["split rounds", fmtNum(m.splits)],
+      ["checks run", `${fmtNum(m.checks)} · ${fmtMs(m.check_sum_s * 1000)} summed`],
+      ["slot waits", `${fmtNum(m.slot_waits)} · ${fmtMs(m.slot_wait_sum_s * 1000)} summed`],
+      ["subtasks' merge waits", `${fmtNum(m.waits)} · ${fmtMs(m.wait_s * 1000)} summed`],
+    ];
+    $("merges").innerHTML =
+      `<div class="ledger-label">busy ${fmtMs(busy * 1000)} (a batch or split open)</div><div class="ledger-bar">` +
+      parts.filter(([, v]) => v > 0).map(([k, v, c]) => `<div title="${esc(k)}: ${fmtMs(v * 1000)}" style="width:${(100 * v) / busy}%;background:${c}"></div>`).join("") +
+      `</div><div class="ledger-legend merge-time">` +
+      parts.map(([k, v, c]) => `<span><i style="background:${c}"></i>${esc(k)}</span><span>${fmtMs(v * 1000)}</span><span class="muted">${pct(v)}</span>`).join("") +
+      `</div><table class="attrs merge-figures"><tbody>` +
+      rows.map(([k, v]) => `<tr><td>${esc(k)}</td><td>${esc(v)}</td></tr>`).join("") + "</tbody></table>";
   }
   $("crit-list").addEventListener("click", (ev) => {
     const row = ev.target.closest("[data-span]"); if (!row) return;
@@ -467,6 +513,8 @@
     D.tiers.forEach((t) => { if (t) items.push([`chat · ${t}`, TIER_COLORS[t] || KIND_COLORS.chat]); });
     items.push(["chat", KIND_COLORS.chat]);
     D.waits.forEach((w) => { if (w) items.push([`wait · ${w}`, WAIT_COLORS[w] || KIND_COLORS.wait]); });
+    const outcomes = new Set(Object.values(D.merges).map((m) => m.outcome));
+    ["green", "red", "cancelled", "split"].forEach((o) => { if (outcomes.has(o)) items.push([o === "split" ? "merge split" : `merge batch · ${o}`, MERGE_COLORS[o]]); });
     $("legend").innerHTML = items.map(([k, c]) => `<span><i style="background:${c}"></i>${esc(k)}</span>`).join("") +
       '<span class="crit"><i></i>critical path</span>';
   }
