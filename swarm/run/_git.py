@@ -29,6 +29,7 @@ import anyio.to_thread
 
 from swarm.agent.tool import scrub_env
 from swarm.errors import WorkspaceError
+from swarm.run import _spawn
 
 __all__ = [
     "admin_dir",
@@ -74,14 +75,30 @@ def repo_state(common_dir: Path) -> _Repo:
 
 
 def _git_env(**extra: str) -> dict[str, str]:
+    env = dict(_base_env())
+    env.update(extra)
+    return env
+
+
+_env_cache: tuple[dict[bytes, bytes], dict[str, str]] | None = None
+
+
+def _base_env() -> dict[str, str]:
+    """The environment of swarm's own git commands; rebuilt only when `os.environ` changes
+    (building it costs more CPU than starting git's process: it decodes every variable)."""
+    global _env_cache
+    raw: dict[bytes, bytes] = os.environ._data  # type: ignore[attr-defined]
+    if _env_cache is not None and _env_cache[0] == raw:
+        return _env_cache[1]
     env = {k: v for k, v in os.environ.items() if k not in _GIT_ENV_DROP}
     # no prompts, stable English messages, no opportunistic index refreshes in the user's repo
-    env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C", GIT_OPTIONAL_LOCKS="0", **extra)
+    env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C", GIT_OPTIONAL_LOCKS="0")
     # the target repository's hooks never run from swarm's own git commands (a worktree
     # add runs post-checkout, a commit post-commit even with --no-verify): see hook_env
     env.update(
         GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="core.hooksPath", GIT_CONFIG_VALUE_0=os.devnull
     )
+    _env_cache = (dict(raw), env)
     return env
 
 
@@ -107,10 +124,12 @@ async def git(
 async def _git_raw(
     *args: str, cwd: Path, input: bytes | None = None, env: Mapping[str, str] | None = None
 ) -> str:
-    try:
-        done = await anyio.run_process(
-            ["git", *args], cwd=cwd, input=input, env=env or _git_env(), check=False
-        )
+    env = _base_env() if env is None else env
+    executable = _spawn.which("git", env)
+    if executable is None:
+        raise WorkspaceError(f"could not run git in {cwd}: git is not on PATH")
+    try:  # `-C`: the fast spawn takes no working directory
+        done = await _spawn.run([executable, "-C", str(cwd), *args], input=input, env=env)
     except OSError as exc:
         raise WorkspaceError(f"could not run git in {cwd}: {exc}") from exc
     if done.returncode:
