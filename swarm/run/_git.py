@@ -27,7 +27,7 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-from swarm.agent.tool import scrub_env
+from swarm.agent.tool import environ, scrub_env
 from swarm.errors import WorkspaceError
 from swarm.run import _spawn
 
@@ -80,17 +80,17 @@ def _git_env(**extra: str) -> dict[str, str]:
     return env
 
 
-_env_cache: tuple[dict[bytes, bytes], dict[str, str]] | None = None
+_env_cache: tuple[Mapping[str, str], dict[str, str]] | None = None
 
 
 def _base_env() -> dict[str, str]:
-    """The environment of swarm's own git commands; rebuilt only when `os.environ` changes
-    (building it costs more CPU than starting git's process: it decodes every variable)."""
+    """The environment of swarm's own git commands; made again only when `os.environ`
+    changes (making it costs more CPU than starting git: see `swarm.agent.tool.environ`)."""
     global _env_cache
-    raw: dict[bytes, bytes] = os.environ._data  # type: ignore[attr-defined]
-    if _env_cache is not None and _env_cache[0] == raw:
+    current = environ()
+    if _env_cache is not None and _env_cache[0] is current:
         return _env_cache[1]
-    env = {k: v for k, v in os.environ.items() if k not in _GIT_ENV_DROP}
+    env = {k: v for k, v in current.items() if k not in _GIT_ENV_DROP}
     # no prompts, stable English messages, no opportunistic index refreshes in the user's repo
     env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C", GIT_OPTIONAL_LOCKS="0")
     # the target repository's hooks never run from swarm's own git commands (a worktree
@@ -98,7 +98,7 @@ def _base_env() -> dict[str, str]:
     env.update(
         GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="core.hooksPath", GIT_CONFIG_VALUE_0=os.devnull
     )
-    _env_cache = (dict(raw), env)
+    _env_cache = (current, env)
     return env
 
 
