@@ -32,6 +32,7 @@ from swarm.errors import WorkspaceError
 from swarm.run import _spawn
 
 __all__ = [
+    "TRASH_PREFIX",
     "admin_dir",
     "common_dir",
     "delete_branch",
@@ -40,6 +41,7 @@ __all__ = [
     "owner_alive",
     "repo_lock",
     "repo_state",
+    "resolved",
     "rmdir_if_empty",
     "rmtree",
     "unregister",
@@ -51,6 +53,8 @@ _GIT_ENV_DROP = frozenset(
     {"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY"}
 )
 _LOCK_RETRIES = 6
+TRASH_PREFIX = "swarm-trash-"
+"""What removal moves into the git dir before deleting it; `cleanup_stale` sweeps it."""
 
 
 @dataclass
@@ -60,6 +64,10 @@ class _Repo:
     lock: anyio.Lock = field(default_factory=anyio.Lock)
     doomed: set[str] = field(default_factory=set)
     """Refs waiting to be deleted by the next task that gets the lock."""
+    sweeping: anyio.Lock = field(default_factory=anyio.Lock)
+    """Held while a batch of trash is deleted."""
+    trash: set[Path] = field(default_factory=set)
+    """Removed worktrees' files and records, waiting to be deleted in one batch."""
 
 
 _repos: WeakKeyDictionary[object, dict[Path, _Repo]] = WeakKeyDictionary()
@@ -166,6 +174,11 @@ async def common_dir(repo: Path) -> Path:
     return common
 
 
+def resolved(path: Path) -> Path:
+    """`path` made absolute, symlinks resolved."""
+    return path.resolve()
+
+
 def rmtree(path: Path) -> None:
     def retry_writable(func: Any, target: str, _exc: Any) -> None:
         parent = os.path.dirname(target)
@@ -230,24 +243,69 @@ async def delete_branch(repo: Path, common: Path, branch: str) -> None:
 
 async def unregister(repo: Path, common: Path, path: Path, branch: str, admin: Path | None) -> None:
     """Delete a worktree's files and git record (`admin`, its dir in the git dir), then its
-    branch: what `git worktree remove --force` does, without a git process per worktree."""
-    await anyio.to_thread.run_sync(rmtree, path)
+    branch: what `git worktree remove --force` does, without a git process per worktree.
+
+    The files and the record are first renamed into the git dir's trash (at once: a
+    `worktree add` never sees a half-deleted record), then deleted with the trash of every
+    removal waiting by then, by one `rm` process: deleting a checkout's files is thousands
+    of system calls, which the coordinator's own process need not make."""
     state = repo_state(common)
-    if admin is not None and await anyio.Path(admin).is_dir():
-        trash = common / f"swarm-trash-{uuid.uuid4().hex}"
-        async with state.lock:  # a `worktree add` must never see it half deleted
-            try:
-                await anyio.Path(admin).rename(trash)
-            except FileNotFoundError:
-                pass  # someone's `git worktree prune` got there first
-        await anyio.to_thread.run_sync(rmtree, trash)
+    try:
+        trash = [_to_trash(common, path)]
+    except OSError:  # not movable into the trash (another filesystem): deleted here
+        trash = []
+        await anyio.to_thread.run_sync(rmtree, path)
+    if admin is not None:
+        async with state.lock:
+            trash.append(_to_trash(common, admin))
     else:
         async with state.lock:
             try:
                 await git("worktree", "remove", "--force", str(path), cwd=repo)
             except WorkspaceError:
                 pass  # not registered (any more); `git worktree prune` drops what is left
+    await _empty_trash(state, [t for t in trash if t is not None])
     await delete_branch(repo, common, branch)
+
+
+def _to_trash(common: Path, path: Path) -> Path | None:
+    """Move `path` into the git dir's trash; None when it is gone already (someone's `git
+    worktree prune`, or never made). OSError when it cannot be moved."""
+    trash = common / f"{TRASH_PREFIX}{uuid.uuid4().hex}"
+    try:
+        path.rename(trash)
+    except FileNotFoundError:
+        return None
+    return trash
+
+
+async def _empty_trash(state: _Repo, paths: list[Path]) -> None:
+    """Delete `paths` with whatever else waits: one `rm` for the batch, which whoever gets
+    the lock first runs; a batch that fails is deleted here instead, path by path."""
+    state.trash.update(paths)
+    async with state.sweeping:
+        batch = sorted(state.trash)
+        if not any(p in state.trash for p in paths):
+            return  # an earlier batch took them
+        state.trash.clear()
+        if not await _rm(batch):
+            for trash in batch:
+                try:
+                    await anyio.to_thread.run_sync(rmtree, trash)
+                except OSError as exc:
+                    log.warning("could not delete %s (cleanup_stale will): %s", trash, exc)
+
+
+async def _rm(paths: list[Path]) -> bool:
+    """`rm -rf` the paths in one process; False if it could not (then rmtree does)."""
+    rm = _spawn.which("rm", environ())
+    if rm is None:
+        return False
+    try:
+        done = await _spawn.run([rm, "-rf", "--", *map(str, paths)], env=environ())
+    except OSError:
+        return False
+    return done.returncode == 0
 
 
 def admin_dir(path: Path) -> Path | None:

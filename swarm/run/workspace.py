@@ -37,6 +37,7 @@ from swarm.agent.tool import ToolContext, WriteLog
 from swarm.errors import WorkspaceError
 from swarm.run._diff import patch_paths, worktree_diff
 from swarm.run._git import (
+    TRASH_PREFIX,
     admin_dir,
     common_dir,
     git,
@@ -45,6 +46,7 @@ from swarm.run._git import (
     owner_alive,
     repo_lock,
     repo_state,
+    resolved,
     rmdir_if_empty,
     rmtree,
     unregister,
@@ -115,7 +117,7 @@ class Workspace:
         _check_component("run_id", run_id)
         if base.startswith("-"):
             raise WorkspaceError(f"bad base {base!r}")
-        repo = Path(await anyio.Path(repo).resolve())
+        repo = resolved(repo)  # a few lstat calls: cheaper than a trip to a worker thread
         common = await common_dir(repo)
         sha = base
         if not _SHA.fullmatch(base):  # a full sha needs no lookup: `worktree add` checks it
@@ -294,6 +296,6 @@ async def cleanup_stale(repo: Path, *, run_id: str | None = None) -> list[Path]:
         removed.append(path)
     async with repo_state(common).lock:
         await git("worktree", "prune", cwd=repo)
-    for trash in common.glob("swarm-trash-*"):  # a crash in the middle of a removal
+    for trash in common.glob(f"{TRASH_PREFIX}*"):  # a crash in the middle of a removal
         await anyio.to_thread.run_sync(rmtree, trash)
     return removed
