@@ -127,6 +127,10 @@ class WriteLog:
     @classmethod
     def at(cls, root: Path) -> WriteLog:
         """The log of the files written under `root`, made on first use."""
+        with _LOGS_LOCK:  # the keys are resolved: `root` spelled as one is that directory
+            log = _LOGS.get(root)
+        if log is not None:
+            return log
         key = root.resolve()
         with _LOGS_LOCK:
             log = _LOGS.get(key)

@@ -8,6 +8,7 @@ names `swarm._builtin_tools.<file>`, so no top-level `tools` package is ever imp
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import shutil
@@ -196,8 +197,12 @@ class _Capture:
 
 
 def _shell(command: str) -> list[str]:
-    shell = shutil.which("bash") or "/bin/sh"
-    return [shell, "-c", command]
+    return [_shell_for(os.environ.get("PATH")), "-c", command]
+
+
+@functools.lru_cache(maxsize=16)
+def _shell_for(path: str | None) -> str:
+    return shutil.which("bash", path=path) or "/bin/sh"
 
 
 def _killpg(pid: int, sig: signal.Signals) -> None:
