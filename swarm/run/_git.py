@@ -284,9 +284,9 @@ async def _empty_trash(state: _Repo, paths: list[Path]) -> None:
     the lock first runs; a batch that fails is deleted here instead, path by path."""
     state.trash.update(paths)
     async with state.sweeping:
-        batch = sorted(state.trash)
         if not any(p in state.trash for p in paths):
             return  # an earlier batch took them
+        batch = list(state.trash)
         state.trash.clear()
         if not await _rm(batch):
             for trash in batch:
