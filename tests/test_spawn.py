@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -71,3 +72,9 @@ def test_which_follows_path(tmp_path: Path) -> None:
     assert _spawn.which("git", {"PATH": str(tmp_path)}) is None
     found = _spawn.which("git", dict(os.environ))
     assert found is not None and Path(found).name == "git"
+
+
+async def test_sigpipe_is_back_at_its_default_in_the_child(way: str) -> None:
+    done = await _spawn.run(["/bin/cat", "/proc/self/status"], env={})
+    ignored = next(line for line in done.stdout.decode().splitlines() if line.startswith("SigIgn"))
+    assert not int(ignored.split()[1], 16) & (1 << (signal.SIGPIPE - 1))

@@ -15,7 +15,7 @@ import os
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypedDict
 
 import anyio
 from anyio.abc import ByteReceiveStream
@@ -57,29 +57,28 @@ async def open_command(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]
     """Start `argv` in `cwd` in a new session, stdin from /dev/null, stdout and stderr
     together in one pipe."""
     if not _PIDFD:
-        return await anyio.open_process(
-            list(argv),
-            cwd=cwd,
-            env=dict(env),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        return await anyio.open_process(list(argv), cwd=cwd, env=dict(env), **_STREAMS)
     return _Spawned(_popen(argv, cwd, env))
+
+
+class _Streams(TypedDict):
+    stdin: int
+    stdout: int
+    stderr: int
+    start_new_session: bool
+
+
+_STREAMS = _Streams(
+    stdin=subprocess.DEVNULL,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.STDOUT,
+    start_new_session=True,
+)
 
 
 def _popen(argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
     """Start the command (does not wait for it: CPython forks with vfork here)."""
-    return subprocess.Popen(
-        list(argv),
-        cwd=cwd,
-        env=dict(env),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    return subprocess.Popen(list(argv), cwd=cwd, env=dict(env), **_STREAMS)
 
 
 class _Spawned:

@@ -1,12 +1,13 @@
 """Git plumbing for workspaces: running git, the per-repository lock, removal.
 
-Owns `git` (run git, stdout or a WorkspaceError), `git_retry` (for ref and worktree
+Owns `git` (run git, stdout or a WorkspaceError; started through `swarm.run._spawn`, its
+environment built once until `os.environ` changes), `git_retry` (for ref and worktree
 changes that may meet another process's `.lock`), the per-repository, per-event-loop
-`anyio.Lock` (`repo_lock`, `repo_state`) with its queue of branches to delete in one batch,
+`anyio.Lock` (`repo_lock`, `repo_state`) with its batches of branches and trash to delete,
 owner files' liveness, and `unregister` (removing a worktree's files, git record and
-branch without a git process per worktree). What enters a patch is `swarm.run._diff`'s;
-`swarm.run.workspace` builds `Workspace` and `cleanup_stale` on these.
-"""
+branch without a git process per worktree: renamed into the trash, deleted in batches by
+one `rm`). What enters a patch is `swarm.run._diff`'s; `swarm.run.workspace` builds
+`Workspace` and `cleanup_stale` on these."""
 
 from __future__ import annotations
 

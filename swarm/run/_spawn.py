@@ -114,7 +114,11 @@ def _start(argv: Sequence[str], env: Mapping[str, str], fds: list[int]) -> int:
     """Start `argv` with `fds` as its stdin, stdout and stderr. Does not block: the parent
     waits only until the child has called exec (glibc's posix_spawn is a vfork)."""
     actions = [(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(fds)]
-    return os.posix_spawn(argv[0], list(argv), env, file_actions=actions)
+    return os.posix_spawn(argv[0], list(argv), env, file_actions=actions, setsigdef=_RESTORED)
+
+
+_RESTORED = tuple(getattr(signal, name) for name in ("SIGPIPE", "SIGXFSZ") if hasattr(signal, name))
+"""Signals Python ignores that a child gets back at their defaults (as `subprocess` does)."""
 
 
 def _reap(pid: int) -> int:

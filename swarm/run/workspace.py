@@ -4,13 +4,13 @@ A `Workspace` is a worktree of the target repository at a base commit, on its ow
 `swarm-ws/<run_id>/<name>`, kept under `<git-common-dir>/swarm-worktrees/<run_id>/<name>` so
 it is outside the user's working tree. (Not `swarm/<run_id>/<name>`: git cannot hold that
 beside the run's result branch `swarm/<run_id>`.) The user's checkout, index and branch are never
-touched: patches are computed with a throwaway index file.
+touched: a patch is the worktree against its base, or built on a throwaway index file.
 
 Git ref and worktree mutations on one repository are serialised by an `anyio.Lock` per
 repository (per event loop; `repo_lock`) and retried on `.lock` contention from other
 processes; the slow parts (checking files out, deleting them) run outside the lock, and
-branch deletions are batched. Each workspace
-leaves an owner file (`<name>.owner`: host and pid) beside its directory, so
+branch and file deletions are batched (one process for all the removals waiting). Each
+workspace leaves an owner file (`<name>.owner`: host and pid) beside its directory, so
 `cleanup_stale` can tell a crashed run's leftovers from a live run's workspaces. The git
 plumbing (running git, the lock, removal) lives in `swarm.run._git`, what enters a patch in
 `swarm.run._diff`; `git`, `repo_lock` and `worktree_diff` are re-exported here.
