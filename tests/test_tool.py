@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Annotated, Literal
@@ -10,7 +11,7 @@ import anyio
 import pytest
 from pydantic import BaseModel, Field
 
-from swarm.agent.tool import Finish, Tool, ToolContext, scrub_env, tool, truncate
+from swarm.agent.tool import Finish, Tool, ToolContext, environ, scrub_env, tool, truncate
 from swarm.agent.toolbox import BUILTIN_TOOL_NAMES, coding_tools, load_tools_from
 from swarm.errors import ConfigError, ToolError
 from swarm.messages import ToolSpec
@@ -211,6 +212,19 @@ def test_scrub_env_drops_secrets() -> None:
         "TRACEPARENT": "00-stale",
     }
     assert scrub_env(env) == {"PATH": "/bin", "HOME": "/root"}
+
+
+def test_the_environment_copy_follows_os_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SWARM_TEST_PLAIN", "1")
+    monkeypatch.setenv("SWARM_TEST_TOKEN", "t")
+    assert environ()["SWARM_TEST_PLAIN"] == "1" and environ()["SWARM_TEST_TOKEN"] == "t"
+    assert environ() is environ()  # not copied again while nothing changes
+    scrubbed = scrub_env(os.environ)
+    assert scrubbed["SWARM_TEST_PLAIN"] == "1" and "SWARM_TEST_TOKEN" not in scrubbed
+    monkeypatch.setenv("SWARM_TEST_PLAIN", "2")
+    monkeypatch.delenv("SWARM_TEST_TOKEN")
+    assert environ()["SWARM_TEST_PLAIN"] == "2" and "SWARM_TEST_TOKEN" not in environ()
+    assert scrub_env(os.environ)["SWARM_TEST_PLAIN"] == "2"
 
 
 def test_default_context_env_is_scrubbed(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,12 +12,24 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from swarm.agent import _process
 from swarm.agent.tool import Finish, ToolContext
 from swarm.agent.toolbox import coding_tools, run_command
 from swarm.errors import ToolError
 from swarm.tracing.semconv import TESTS_FAILED, TESTS_PASSED, TOOL_EXIT_CODE
 
 TOOLS = {t.name: t for t in coding_tools()}
+
+
+@pytest.fixture(autouse=True, params=["pidfd", "anyio"])
+def process_way(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every command test runs both ways a command is started: waited on through a pidfd
+    (Linux), and through anyio's `open_process` (elsewhere)."""
+    if request.param == "anyio":
+        monkeypatch.setattr(_process, "_PIDFD", False)
+    elif not _process._PIDFD:
+        pytest.skip("no pidfd here")
+    return str(request.param)
 
 
 def _alive(pid: int) -> bool:

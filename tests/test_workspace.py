@@ -69,7 +69,7 @@ def branches(repo: Path) -> str:
 
 def leftovers(repo: Path) -> tuple[str, str, list[Path]]:
     common = repo / ".git"
-    files = sorted((common / "swarm-worktrees").rglob("*"))
+    files = sorted((common / "swarm-worktrees").rglob("*")) + sorted(common.glob("swarm-trash-*"))
     return (branches(repo), sh(repo, "worktree", "list"), files)
 
 

@@ -150,3 +150,20 @@ async def test_odd_file_names_go_in_literally(repo: Path, path: str) -> None:
         patch = await ws.patch()
         assert patch.count("diff --git") == 1 and "+1" in patch
     assert_clean(repo)
+
+
+async def test_the_worktree_diff_and_the_index_copy_give_the_same_patch(repo: Path) -> None:
+    """With nothing untracked to add the patch is the worktree against base (two git
+    processes); with a check's output beside a deletion it is built on a copy of the
+    index. Both must give the same patch for the same edits."""
+    async with Workspace.open(repo, name="w") as ws:
+        ctx = ws.context()
+        (ws.path / "calc.py").write_text("def add(a, b):\n    return a + b\n")  # same size
+        await run(ctx, "rm old.txt && git rm -q data.bin && chmod +x calc.py")
+        await run(ctx, "echo new > added.txt && git add added.txt && echo later >> added.txt")
+        short = await ws.patch()
+        assert names(short) == {"calc.py", "old.txt", "data.bin", "added.txt"}
+        assert "+    return a + b" in short and "new mode 100755" in short
+        await run(ctx, "echo out > check-output.log")  # unwritten, beside a deletion
+        assert await ws.patch() == short
+    assert_clean(repo)

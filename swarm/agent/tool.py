@@ -14,6 +14,7 @@ untracked files it names, and no others).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import os
@@ -34,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from swarm.errors import ToolError
 from swarm.messages import ToolSpec
 
-__all__ = ["Finish", "Tool", "ToolContext", "WriteLog", "scrub_env", "tool", "truncate"]
+__all__ = ["Finish", "Tool", "ToolContext", "WriteLog", "environ", "scrub_env", "tool", "truncate"]
 
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
 _SECRET_NAMES = frozenset(
@@ -58,13 +59,41 @@ _SECRET_NAMES = frozenset(
 
 def scrub_env(env: Mapping[str, str]) -> dict[str, str]:
     """`env` without secrets: names containing KEY, TOKEN, SECRET, PASSWORD, CREDENTIAL."""
-    out: dict[str, str] = {}
-    for name, value in env.items():
-        upper = name.upper()
-        if upper in _SECRET_NAMES or any(word in upper for word in _SECRET_WORDS):
-            continue
-        out[name] = value
-    return out
+    if env is os.environ:
+        return dict(_scrubbed_environ())
+    return {name: value for name, value in env.items() if not _secret(name)}
+
+
+@functools.lru_cache(maxsize=4096)
+def _secret(name: str) -> bool:
+    upper = name.upper()
+    return upper in _SECRET_NAMES or any(word in upper for word in _SECRET_WORDS)
+
+
+_environ_cache: tuple[dict[bytes, bytes], dict[str, str], dict[str, str]] | None = None
+
+
+def environ() -> Mapping[str, str]:
+    """`os.environ` as a plain mapping, copied again only when it has changed: a solve
+    builds thousands of subprocess environments, and reading `os.environ` decodes every
+    variable each time. Do not change what it returns."""
+    return _environ_snapshot()[1]
+
+
+def _scrubbed_environ() -> dict[str, str]:
+    return _environ_snapshot()[2]
+
+
+def _environ_snapshot() -> tuple[dict[bytes, bytes], dict[str, str], dict[str, str]]:
+    global _environ_cache
+    raw = getattr(os.environ, "_data", None)
+    cached = _environ_cache
+    if cached is not None and raw is not None and cached[0] == raw:
+        return cached
+    copy = dict(os.environ)
+    scrubbed = {name: value for name, value in copy.items() if not _secret(name)}
+    _environ_cache = (dict(raw or {}), copy, scrubbed)
+    return _environ_cache
 
 
 def truncate(text: str, limit: int) -> str:
@@ -99,6 +128,10 @@ class WriteLog:
     @classmethod
     def at(cls, root: Path) -> WriteLog:
         """The log of the files written under `root`, made on first use."""
+        with _LOGS_LOCK:  # the keys are resolved: `root` spelled as one is that directory
+            log = _LOGS.get(root)
+        if log is not None:
+            return log
         key = root.resolve()
         with _LOGS_LOCK:
             log = _LOGS.get(key)

@@ -8,11 +8,11 @@ names `swarm._builtin_tools.<file>`, so no top-level `tools` package is ever imp
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -21,9 +21,10 @@ from pathlib import Path
 from types import ModuleType
 
 import anyio
-from anyio.abc import ByteReceiveStream, Process
+from anyio.abc import ByteReceiveStream
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from swarm.agent._process import Command, open_command
 from swarm.agent.tool import Tool, ToolContext, scrub_env, truncate
 from swarm.errors import ConfigError, ToolError
 
@@ -196,8 +197,12 @@ class _Capture:
 
 
 def _shell(command: str) -> list[str]:
-    shell = shutil.which("bash") or "/bin/sh"
-    return [shell, "-c", command]
+    return [_shell_for(os.environ.get("PATH")), "-c", command]
+
+
+@functools.lru_cache(maxsize=16)
+def _shell_for(path: str | None) -> str:
+    return shutil.which("bash", path=path) or "/bin/sh"
 
 
 def _killpg(pid: int, sig: signal.Signals) -> None:
@@ -207,7 +212,7 @@ def _killpg(pid: int, sig: signal.Signals) -> None:
         pass
 
 
-async def _stop(process: Process) -> None:
+async def _stop(process: Command) -> None:
     """Kill the command's whole process group: TERM, a grace period, then KILL."""
     if process.returncode is None:
         _killpg(process.pid, signal.SIGTERM)
@@ -235,15 +240,7 @@ async def run_command(
     argv = _shell(command) if isinstance(command, str) else list(command)
     capture = _Capture(limit)
     started = time.perf_counter()
-    process = await anyio.open_process(
-        argv,
-        cwd=ctx.root,
-        env=subprocess_env(ctx),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    process = await open_command(argv, cwd=ctx.root, env=subprocess_env(ctx))
     try:
         with anyio.move_on_after(timeout) as deadline:
             stdout = process.stdout

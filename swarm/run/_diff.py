@@ -20,6 +20,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from swarm.run._git import _git_env, _git_raw, git
@@ -41,9 +42,19 @@ async def worktree_diff(
     """The diff of `root`'s files against `base` (binary-safe); see the module's rules.
 
     `untracked`: the untracked files (root-relative posix paths) that may enter; None lets
-    every untracked, unignored file in. Uses a copy of the worktree's index (`index`, found
-    with git when None), so the real index is left as it was.
+    every untracked, unignored file in. The real index is left as it was: when there is
+    nothing untracked to add and no `.swarmignore`, the patch is the worktree against
+    `base` (two git processes); otherwise it is built on a copy of the worktree's index
+    (`index`, found with git when None).
     """
+    listed = None if untracked is None else await _listed(root)
+    if listed is not None and not (root / SWARMIGNORE).is_file():
+        written = frozenset(untracked or ())
+        if not any(p in written for p in listed.others) and not (listed.others and listed.deleted):
+            # nothing untracked to add (no file written, none moved), nothing to put back:
+            # the worktree against `base` is the patch; git reads the worktree's own index
+            # only for its stat data, and tracked paths alone enter
+            return await _diff(root, base, _git_env(), cached=False)
     if index is None:
         out = await git("rev-parse", "--git-path", "index", cwd=root)
         index = Path(out) if Path(out).is_absolute() else root / out
@@ -55,25 +66,46 @@ async def worktree_diff(
             # the same second as the checkout, and the patch would come out empty
             shutil.copy2(index, scratch)
         env = _git_env(GIT_INDEX_FILE=str(scratch))
-        if untracked is None:
+        if untracked is None or listed is None:
             await git("add", "--all", cwd=root, env=env)
         else:
             await git("add", "--update", cwd=root, env=env)
-            await _add(root, env, await _chosen(root, env, base, frozenset(untracked)))
+            chosen = await _chosen(root, env, base, listed.others, frozenset(untracked))
+            await _add(root, env, chosen)
         await _drop_swarmignored(root, env, base)
-        return await _git_raw(
-            "diff",
-            "--cached",
-            "--binary",
-            "--no-color",
-            "--no-ext-diff",
-            "--src-prefix=a/",
-            "--dst-prefix=b/",
-            base,
-            "--",
-            cwd=root,
-            env=env,
-        )
+        return await _diff(root, base, env, cached=True)
+
+
+async def _diff(root: Path, base: str, env: Mapping[str, str], *, cached: bool) -> str:
+    return await _git_raw(
+        "diff",
+        *(["--cached"] if cached else []),
+        "--binary",
+        "--no-color",
+        "--no-ext-diff",
+        "--src-prefix=a/",
+        "--dst-prefix=b/",
+        base,
+        "--",
+        cwd=root,
+        env=env,
+    )
+
+
+@dataclass(frozen=True)
+class _Listed:
+    others: list[str]
+    """The untracked, unignored files: the same with the worktree's index or with a copy
+    `git add --update` changed (that adds no path)."""
+    deleted: bool
+    """Whether a file in the index is gone from the worktree (perhaps moved with `mv`)."""
+
+
+async def _listed(root: Path) -> _Listed:
+    out = await git("ls-files", "-z", "-t", "--others", "--deleted", "--exclude-standard", cwd=root)
+    entries = _nul_list(out)
+    others = [e[2:] for e in entries if e.startswith("? ")]
+    return _Listed(others, len(others) < len(entries))
 
 
 async def patch_paths(root: Path, patch: bytes) -> list[str]:
@@ -101,11 +133,9 @@ def _pathspecs(paths: Iterable[str]) -> bytes:
 
 
 async def _chosen(
-    root: Path, env: Mapping[str, str], base: str, written: frozenset[str]
+    root: Path, env: Mapping[str, str], base: str, others: list[str], written: frozenset[str]
 ) -> list[str]:
     """The untracked, unignored files to add: those written, and moved tracked files."""
-    out = await git("ls-files", "-z", "--others", "--exclude-standard", cwd=root, env=env)
-    others = _nul_list(out)
     chosen = [p for p in others if p in written]
     rest = [p for p in others if p not in written and "\n" not in p]
     moved = await _deleted_blobs(root, env, base) if rest else set()

@@ -1,12 +1,13 @@
 """Git plumbing for workspaces: running git, the per-repository lock, removal.
 
-Owns `git` (run git, stdout or a WorkspaceError), `git_retry` (for ref and worktree
+Owns `git` (run git, stdout or a WorkspaceError; started through `swarm.run._spawn`, its
+environment built once until `os.environ` changes), `git_retry` (for ref and worktree
 changes that may meet another process's `.lock`), the per-repository, per-event-loop
-`anyio.Lock` (`repo_lock`, `repo_state`) with its queue of branches to delete in one batch,
+`anyio.Lock` (`repo_lock`, `repo_state`) with its batches of branches and trash to delete,
 owner files' liveness, and `unregister` (removing a worktree's files, git record and
-branch without a git process per worktree). What enters a patch is `swarm.run._diff`'s;
-`swarm.run.workspace` builds `Workspace` and `cleanup_stale` on these.
-"""
+branch without a git process per worktree: renamed into the trash, deleted in batches by
+one `rm`). What enters a patch is `swarm.run._diff`'s; `swarm.run.workspace` builds
+`Workspace` and `cleanup_stale` on these."""
 
 from __future__ import annotations
 
@@ -27,10 +28,12 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-from swarm.agent.tool import scrub_env
+from swarm.agent.tool import environ, scrub_env
 from swarm.errors import WorkspaceError
+from swarm.run import _spawn
 
 __all__ = [
+    "TRASH_PREFIX",
     "admin_dir",
     "common_dir",
     "delete_branch",
@@ -39,6 +42,7 @@ __all__ = [
     "owner_alive",
     "repo_lock",
     "repo_state",
+    "resolved",
     "rmdir_if_empty",
     "rmtree",
     "unregister",
@@ -50,6 +54,8 @@ _GIT_ENV_DROP = frozenset(
     {"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY"}
 )
 _LOCK_RETRIES = 6
+TRASH_PREFIX = "swarm-trash-"
+"""What removal moves into the git dir before deleting it; `cleanup_stale` sweeps it."""
 
 
 @dataclass
@@ -59,6 +65,10 @@ class _Repo:
     lock: anyio.Lock = field(default_factory=anyio.Lock)
     doomed: set[str] = field(default_factory=set)
     """Refs waiting to be deleted by the next task that gets the lock."""
+    sweeping: anyio.Lock = field(default_factory=anyio.Lock)
+    """Held while a batch of trash is deleted."""
+    trash: set[Path] = field(default_factory=set)
+    """Removed worktrees' files and records, waiting to be deleted in one batch."""
 
 
 _repos: WeakKeyDictionary[object, dict[Path, _Repo]] = WeakKeyDictionary()
@@ -74,14 +84,30 @@ def repo_state(common_dir: Path) -> _Repo:
 
 
 def _git_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _GIT_ENV_DROP}
+    env = dict(_base_env())
+    env.update(extra)
+    return env
+
+
+_env_cache: tuple[Mapping[str, str], dict[str, str]] | None = None
+
+
+def _base_env() -> dict[str, str]:
+    """The environment of swarm's own git commands; made again only when `os.environ`
+    changes (making it costs more CPU than starting git: see `swarm.agent.tool.environ`)."""
+    global _env_cache
+    current = environ()
+    if _env_cache is not None and _env_cache[0] is current:
+        return _env_cache[1]
+    env = {k: v for k, v in current.items() if k not in _GIT_ENV_DROP}
     # no prompts, stable English messages, no opportunistic index refreshes in the user's repo
-    env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C", GIT_OPTIONAL_LOCKS="0", **extra)
+    env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C", GIT_OPTIONAL_LOCKS="0")
     # the target repository's hooks never run from swarm's own git commands (a worktree
     # add runs post-checkout, a commit post-commit even with --no-verify): see hook_env
     env.update(
         GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="core.hooksPath", GIT_CONFIG_VALUE_0=os.devnull
     )
+    _env_cache = (current, env)
     return env
 
 
@@ -107,10 +133,12 @@ async def git(
 async def _git_raw(
     *args: str, cwd: Path, input: bytes | None = None, env: Mapping[str, str] | None = None
 ) -> str:
-    try:
-        done = await anyio.run_process(
-            ["git", *args], cwd=cwd, input=input, env=env or _git_env(), check=False
-        )
+    env = _base_env() if env is None else env
+    executable = _spawn.which("git", env)
+    if executable is None:
+        raise WorkspaceError(f"could not run git in {cwd}: git is not on PATH")
+    try:  # `-C`: the fast spawn takes no working directory
+        done = await _spawn.run([executable, "-C", str(cwd), *args], input=input, env=env)
     except OSError as exc:
         raise WorkspaceError(f"could not run git in {cwd}: {exc}") from exc
     if done.returncode:
@@ -145,6 +173,11 @@ async def common_dir(repo: Path) -> Path:
         out = Path(await git("rev-parse", "--git-common-dir", cwd=repo))
         common = _common_dirs[repo] = (out if out.is_absolute() else repo / out).resolve()
     return common
+
+
+def resolved(path: Path) -> Path:
+    """`path` made absolute, symlinks resolved."""
+    return path.resolve()
 
 
 def rmtree(path: Path) -> None:
@@ -211,24 +244,69 @@ async def delete_branch(repo: Path, common: Path, branch: str) -> None:
 
 async def unregister(repo: Path, common: Path, path: Path, branch: str, admin: Path | None) -> None:
     """Delete a worktree's files and git record (`admin`, its dir in the git dir), then its
-    branch: what `git worktree remove --force` does, without a git process per worktree."""
-    await anyio.to_thread.run_sync(rmtree, path)
+    branch: what `git worktree remove --force` does, without a git process per worktree.
+
+    The files and the record are first renamed into the git dir's trash (at once: a
+    `worktree add` never sees a half-deleted record), then deleted with the trash of every
+    removal waiting by then, by one `rm` process: deleting a checkout's files is thousands
+    of system calls, which the coordinator's own process need not make."""
     state = repo_state(common)
-    if admin is not None and await anyio.Path(admin).is_dir():
-        trash = common / f"swarm-trash-{uuid.uuid4().hex}"
-        async with state.lock:  # a `worktree add` must never see it half deleted
-            try:
-                await anyio.Path(admin).rename(trash)
-            except FileNotFoundError:
-                pass  # someone's `git worktree prune` got there first
-        await anyio.to_thread.run_sync(rmtree, trash)
+    try:
+        trash = [_to_trash(common, path)]
+    except OSError:  # not movable into the trash (another filesystem): deleted here
+        trash = []
+        await anyio.to_thread.run_sync(rmtree, path)
+    if admin is not None:
+        async with state.lock:
+            trash.append(_to_trash(common, admin))
     else:
         async with state.lock:
             try:
                 await git("worktree", "remove", "--force", str(path), cwd=repo)
             except WorkspaceError:
                 pass  # not registered (any more); `git worktree prune` drops what is left
+    await _empty_trash(state, [t for t in trash if t is not None])
     await delete_branch(repo, common, branch)
+
+
+def _to_trash(common: Path, path: Path) -> Path | None:
+    """Move `path` into the git dir's trash; None when it is gone already (someone's `git
+    worktree prune`, or never made). OSError when it cannot be moved."""
+    trash = common / f"{TRASH_PREFIX}{uuid.uuid4().hex}"
+    try:
+        path.rename(trash)
+    except FileNotFoundError:
+        return None
+    return trash
+
+
+async def _empty_trash(state: _Repo, paths: list[Path]) -> None:
+    """Delete `paths` with whatever else waits: one `rm` for the batch, which whoever gets
+    the lock first runs; a batch that fails is deleted here instead, path by path."""
+    state.trash.update(paths)
+    async with state.sweeping:
+        if not any(p in state.trash for p in paths):
+            return  # an earlier batch took them
+        batch = list(state.trash)
+        state.trash.clear()
+        if not await _rm(batch):
+            for trash in batch:
+                try:
+                    await anyio.to_thread.run_sync(rmtree, trash)
+                except OSError as exc:
+                    log.warning("could not delete %s (cleanup_stale will): %s", trash, exc)
+
+
+async def _rm(paths: list[Path]) -> bool:
+    """`rm -rf` the paths in one process; False if it could not (then rmtree does)."""
+    rm = _spawn.which("rm", environ())
+    if rm is None:
+        return False
+    try:
+        done = await _spawn.run([rm, "-rf", "--", *map(str, paths)], env=environ())
+    except OSError:
+        return False
+    return done.returncode == 0
 
 
 def admin_dir(path: Path) -> Path | None:

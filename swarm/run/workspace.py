@@ -4,13 +4,13 @@ A `Workspace` is a worktree of the target repository at a base commit, on its ow
 `swarm-ws/<run_id>/<name>`, kept under `<git-common-dir>/swarm-worktrees/<run_id>/<name>` so
 it is outside the user's working tree. (Not `swarm/<run_id>/<name>`: git cannot hold that
 beside the run's result branch `swarm/<run_id>`.) The user's checkout, index and branch are never
-touched: patches are computed with a throwaway index file.
+touched: a patch is the worktree against its base, or built on a throwaway index file.
 
 Git ref and worktree mutations on one repository are serialised by an `anyio.Lock` per
 repository (per event loop; `repo_lock`) and retried on `.lock` contention from other
 processes; the slow parts (checking files out, deleting them) run outside the lock, and
-branch deletions are batched. Each workspace
-leaves an owner file (`<name>.owner`: host and pid) beside its directory, so
+branch and file deletions are batched (one process for all the removals waiting). Each
+workspace leaves an owner file (`<name>.owner`: host and pid) beside its directory, so
 `cleanup_stale` can tell a crashed run's leftovers from a live run's workspaces. The git
 plumbing (running git, the lock, removal) lives in `swarm.run._git`, what enters a patch in
 `swarm.run._diff`; `git`, `repo_lock` and `worktree_diff` are re-exported here.
@@ -37,6 +37,7 @@ from swarm.agent.tool import ToolContext, WriteLog
 from swarm.errors import WorkspaceError
 from swarm.run._diff import patch_paths, worktree_diff
 from swarm.run._git import (
+    TRASH_PREFIX,
     admin_dir,
     common_dir,
     git,
@@ -45,6 +46,7 @@ from swarm.run._git import (
     owner_alive,
     repo_lock,
     repo_state,
+    resolved,
     rmdir_if_empty,
     rmtree,
     unregister,
@@ -115,7 +117,7 @@ class Workspace:
         _check_component("run_id", run_id)
         if base.startswith("-"):
             raise WorkspaceError(f"bad base {base!r}")
-        repo = Path(await anyio.Path(repo).resolve())
+        repo = resolved(repo)  # a few lstat calls: cheaper than a trip to a worker thread
         common = await common_dir(repo)
         sha = base
         if not _SHA.fullmatch(base):  # a full sha needs no lookup: `worktree add` checks it
@@ -294,6 +296,6 @@ async def cleanup_stale(repo: Path, *, run_id: str | None = None) -> list[Path]:
         removed.append(path)
     async with repo_state(common).lock:
         await git("worktree", "prune", cwd=repo)
-    for trash in common.glob("swarm-trash-*"):  # a crash in the middle of a removal
+    for trash in common.glob(f"{TRASH_PREFIX}*"):  # a crash in the middle of a removal
         await anyio.to_thread.run_sync(rmtree, trash)
     return removed

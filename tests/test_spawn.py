@@ -1,0 +1,80 @@
+"""swarm.run._spawn: short commands run to the end, their output, and killed on cancel."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from swarm.run import _spawn
+
+pytestmark = pytest.mark.anyio
+
+PY = sys.executable
+
+
+@pytest.fixture(params=["fast", "portable"])
+def way(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    if request.param == "portable":
+        monkeypatch.setattr(_spawn, "_fast", False)
+    elif not _spawn._fast_ok():
+        pytest.skip("no posix_spawn, memfd or pidfd here")
+    return str(request.param)
+
+
+async def test_output_exit_code_and_input(way: str) -> None:
+    code = (
+        "import sys; d = sys.stdin.read(); print(d.upper()); "
+        "print('e', file=sys.stderr); sys.exit(3)"
+    )
+    done = await _spawn.run([PY, "-c", code], env=dict(os.environ), input=b"abc" * 50_000)
+    assert done.returncode == 3
+    assert done.stdout == b"ABC" * 50_000 + b"\n"
+    assert done.stderr == b"e\n"
+
+
+async def test_no_input_reads_empty_stdin(way: str) -> None:
+    done = await _spawn.run([PY, "-c", "import sys; print(repr(sys.stdin.read()))"], env={})
+    assert (done.returncode, done.stdout) == (0, b"''\n")
+
+
+async def test_environment_is_the_one_given(way: str) -> None:
+    done = await _spawn.run([PY, "-c", "import os; print(os.environ['ONLY'])"], env={"ONLY": "x"})
+    assert done.stdout == b"x\n"
+
+
+async def test_cancelled_command_is_killed(way: str, tmp_path: Path) -> None:
+    marker = tmp_path / "pid"
+    code = f"import os, time; open({str(marker)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    with anyio.move_on_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: _spawn.run([PY, "-c", code], env={}))
+            for _ in range(250):
+                if marker.exists() and marker.read_text():
+                    break
+                await anyio.sleep(0.02)
+            tg.cancel_scope.cancel()
+    pid = int(marker.read_text())
+    with pytest.raises(ProcessLookupError):  # killed and reaped: no such process
+        os.kill(pid, 0)
+
+
+async def test_missing_program_raises_oserror(way: str) -> None:
+    with pytest.raises(FileNotFoundError):
+        await _spawn.run(["/nonexistent/program"], env={})
+
+
+def test_which_follows_path(tmp_path: Path) -> None:
+    assert _spawn.which("git", {"PATH": str(tmp_path)}) is None
+    found = _spawn.which("git", dict(os.environ))
+    assert found is not None and Path(found).name == "git"
+
+
+async def test_sigpipe_is_back_at_its_default_in_the_child(way: str) -> None:
+    done = await _spawn.run(["/bin/cat", "/proc/self/status"], env={})
+    ignored = next(line for line in done.stdout.decode().splitlines() if line.startswith("SigIgn"))
+    assert not int(ignored.split()[1], 16) & (1 << (signal.SIGPIPE - 1))
