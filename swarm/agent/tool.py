@@ -32,6 +32,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from swarm.errors import ToolError
 from swarm.messages import ToolSpec
+from swarm.sandbox import NoSandbox, Sandbox
+from swarm.sandbox.process import truncate
 
 __all__ = ["Finish", "Tool", "ToolContext", "WriteLog", "scrub_env", "tool", "truncate"]
 
@@ -64,16 +66,6 @@ def scrub_env(env: Mapping[str, str]) -> dict[str, str]:
             continue
         out[name] = value
     return out
-
-
-def truncate(text: str, limit: int) -> str:
-    """`text` cut to about `limit` characters, keeping its head and tail."""
-    if len(text) <= limit:
-        return text
-    head = limit // 2
-    tail = limit - head
-    cut = len(text) - head - tail
-    return f"{text[:head]}\n[… {cut} characters cut …]\n{text[len(text) - tail :]}"
 
 
 _LOGS: weakref.WeakValueDictionary[Path, WriteLog] = weakref.WeakValueDictionary()
@@ -149,6 +141,9 @@ class ToolContext:
     """The commit `git_diff` compares against (`HEAD` when None)."""
     written: WriteLog = field(default=_LOG_OF_ROOT, compare=False)
     """Where the file tools note what they write; by default the log of `root`."""
+    sandbox: Sandbox = field(default_factory=NoSandbox, compare=False)
+    """Where `run`, `run_tests` and checks run their commands (`swarm.sandbox`); a solve
+    passes the configured one (bubblewrap where installed)."""
 
     def __post_init__(self) -> None:
         if self.written is _LOG_OF_ROOT:

@@ -34,6 +34,7 @@ from swarm.run.report import RunReport
 from swarm.run.run import Run, RunSpec
 from swarm.run.task import Task, load_task
 from swarm.run.workspace import cleanup_stale, git
+from swarm.sandbox import Sandbox, bwrap_problem, make_sandbox
 
 __all__ = ["GitWorld", "SolveRequest", "new_run_id", "solve"]
 
@@ -57,6 +58,8 @@ class SolveRequest:
     live: bool | None = None
     run_id: str | None = None
     """Set when resuming."""
+    sandbox: str | None = None
+    """`bwrap` or `none` (`--sandbox`): over the task's `sandbox:` and the config's."""
 
 
 def new_run_id() -> str:
@@ -67,13 +70,22 @@ class GitWorld:
     """The real world: a git repository, worktrees, the check, the merge queue."""
 
     def __init__(
-        self, repo: Path, task: Task, providers: Mapping[str, Provider] | None = None
+        self,
+        repo: Path,
+        task: Task,
+        providers: Mapping[str, Provider] | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
         self.repo, self.task = repo, task
         self.repo_label = str(repo)
         self.providers = providers
         self.environment = CheckEnvironment.resolve(
-            repo, python=task.python, env=task.env, include=task.include, setup=task.setup
+            repo,
+            python=task.python,
+            env=task.env,
+            include=task.include,
+            setup=task.setup,
+            sandbox=sandbox or make_sandbox(kind=task.sandbox),
         )
         self.checker = Checker(self.environment)
 
@@ -105,7 +117,7 @@ class GitWorld:
         return await run_baseline(self.checker, queue.worktree, task)
 
     async def warnings(self, task: Task) -> list[str]:
-        notes = [self.environment.describe()]
+        notes = [self.environment.describe(), _sandbox_note(self.environment.sandbox)]
         dirty = await git("status", "--porcelain", "--untracked-files=no", cwd=self.repo)
         if dirty.strip():
             head = (await self.base())[:12]
@@ -163,6 +175,7 @@ async def solve(req: SolveRequest, *, source: ModelSource | None = None) -> RunR
         if demo and task.python is None:  # swarm's own demo is tested with swarm's pytest
             task = task.model_copy(update={"python": sys.executable})
         config = load_config(req.config_path)
+        sandbox = make_sandbox(config.sandbox, kind=req.sandbox or task.sandbox)
         if not resuming:
             journal.create_run(
                 run_id, task=task.model_dump(), repo=str(repo), config=_saved(req, run_id, repo)
@@ -182,11 +195,21 @@ async def solve(req: SolveRequest, *, source: ModelSource | None = None) -> RunR
             live=req.live,
             source=source,
         )
-        run = Run(spec, GitWorld(repo, task, _providers(config, demo)))
+        run = Run(spec, GitWorld(repo, task, _providers(config, demo), sandbox))
         async with run:
             await run.execute()
         assert run.report is not None
         return run.report
+
+
+def _sandbox_note(sandbox: Sandbox) -> str:
+    if sandbox.kind == "none":
+        why = bwrap_problem()
+        return "sandbox: none: agents' commands and checks run on this machine with your rights" + (
+            f" ({why})" if why else ""
+        )
+    network = "the host's network" if sandbox.policy.network == "host" else "no network"
+    return f"sandbox: {sandbox.kind}: commands write only their worktree; {network}"
 
 
 def _traces_dir(req: SolveRequest, state: Path, repo: Path) -> Path:
@@ -234,7 +257,7 @@ def _repo_for(req: SolveRequest, task: Task, state: Path, run_id: str) -> tuple[
     return dest, True
 
 
-_RESUME_OVERRIDES = ("max_agents", "budget", "quiet")
+_RESUME_OVERRIDES = ("max_agents", "budget", "quiet", "sandbox")
 
 
 def _resume_request(journal: Journal, req: SolveRequest) -> SolveRequest:

@@ -59,12 +59,7 @@ class Staff:
         return TimedAgent(agent, self.times, role)
 
     def context(self, path: Path, check: str | None) -> ToolContext:
-        return ToolContext(
-            root=path,
-            check=check,
-            env=self.environment.env_for(path),
-            timeout_s=self.options.check_timeout_s,
-        )
+        return self.environment.context(path, check=check, timeout_s=self.options.check_timeout_s)
 
 
 class TimedAgent:
