@@ -46,7 +46,15 @@ async def sandboxed_git(
     if result.exit_code != 0:
         why = "timed out" if result.timed_out else f"exited {result.exit_code}"
         raise WorkspaceError(
-            f"git {' '.join(args[:2])} {why} in {cwd} ({sandbox.kind} sandbox): "
+            f"git {_subcommand(args)} {why} in {cwd} ({sandbox.kind} sandbox): "
             f"{result.output.strip()[-4000:]}"
         )
     return result.output
+
+
+def _subcommand(args: tuple[str, ...]) -> str:
+    """`commit` of `-c user.name=x commit -m ...`: what the error names."""
+    rest = list(args)
+    while rest and rest[0].startswith("-"):
+        rest = rest[2:] if rest[0] in ("-c", "-C") else rest[1:]
+    return rest[0] if rest else " ".join(args)

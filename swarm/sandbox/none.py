@@ -30,5 +30,8 @@ class NoSandbox(Sandbox):
     ) -> Launch:
         return Launch(list(argv), dict(env), cwd)
 
+    def with_read_only(self, paths: Sequence[Path]) -> NoSandbox:
+        return NoSandbox(self.policy.with_read_only(paths))
+
     def __repr__(self) -> str:
         return "NoSandbox()"
