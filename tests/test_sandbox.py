@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -20,7 +21,8 @@ from swarm.agent.toolbox import coding_tools
 from swarm.cli import main
 from swarm.config import load_config
 from swarm.errors import ConfigError, WorkspaceError
-from swarm.run.environment import CheckEnvironment
+from swarm.run.environment import CheckEnvironment, interpreters_in
+from swarm.run.solve import GitWorld
 from swarm.run.task import parse_task
 from swarm.run.workspace import Workspace, git, hook_env
 from swarm.sandbox import (
@@ -192,3 +194,48 @@ async def test_a_failing_hook_fails_the_commit_with_its_message(repo: Path) -> N
             await sandboxed_git(
                 BwrapSandbox(), *IDENTITY, "commit", "-qm", "m", cwd=ws.path, env=hook_env()
             )
+
+
+def _running(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and marker.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            pass
+    return found
+
+
+@needs_bwrap
+async def test_a_timeout_kills_the_whole_tree_setsid_children_too(repo: Path) -> None:
+    env = CheckEnvironment.resolve(repo, sandbox=BwrapSandbox())
+    ctx = env.context(repo, timeout_s=20)
+    command = "setsid sleep 4242.5 >/dev/null 2>&1 & sleep 4242.6"
+    out = await TOOLS["run"].run({"command": command, "timeout": 1}, ctx)
+    assert out.startswith("command timed out after")
+    await anyio.sleep(0.2)
+    assert _running("4242.5") == [] and _running("4242.6") == []
+
+
+@needs_bwrap
+async def test_the_report_says_which_sandbox_ran(repo: Path) -> None:
+    task = parse_task("---\ncheck: python -c pass\n---\n# T\n\nDo.\n")
+    bwrap = await GitWorld(repo, task, sandbox=make_sandbox(kind="bwrap")).warnings(task)
+    none = await GitWorld(repo, task, sandbox=make_sandbox(kind="none")).warnings(task)
+    assert "sandbox: bwrap: commands write only their worktree; no network" in bwrap
+    assert any(
+        n.startswith("sandbox: none: agents' commands and checks run on this machine") for n in none
+    )
+
+
+def test_interpreters_a_check_names_by_absolute_path_are_shown(tmp_path: Path) -> None:
+    script = tmp_path / "home" / "bin" / "run.sh"
+    script.parent.mkdir(parents=True)
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    found = interpreters_in(f"{sys.executable} -m pytest -q", f"{script} --all", None)
+    assert Path(sys.executable).parent.parent.resolve() in found or Path(
+        sys.executable
+    ).resolve().is_relative_to("/usr")
+    assert tmp_path / "home" not in found  # not an interpreter: its prefix may be a home

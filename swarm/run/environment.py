@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import glob
 import os
+import shlex
 import shutil
 import sys
 from collections.abc import Mapping
@@ -30,7 +31,7 @@ from swarm.agent.toolbox import run_command
 from swarm.errors import ConfigError, WorkspaceError
 from swarm.sandbox import NoSandbox, Sandbox
 
-__all__ = ["CheckEnvironment"]
+__all__ = ["CheckEnvironment", "interpreters_in"]
 
 _VENV_DIRS = (".venv", "venv", "env")
 
@@ -59,6 +60,27 @@ def _prefixes(python: Path) -> list[Path]:
                 out.append(Path(value.strip()).resolve().parent)
     out.append(python.resolve().parent.parent)
     return out
+
+
+def interpreters_in(*commands: str | None) -> list[Path]:
+    """The prefixes of the interpreters `commands` name by absolute path (a check written as
+    `/opt/py/bin/python -m pytest`): a sandbox must show them. Only Python interpreters and
+    executables of a venv count: the prefix of any other path may be the user's home."""
+    found: list[Path] = []
+    for command in commands:
+        if not command:
+            continue
+        try:
+            words = shlex.split(command)
+        except ValueError:
+            words = command.split()
+        for word in words:
+            exe = Path(word)
+            if not exe.is_absolute() or not (exe.is_file() and os.access(exe, os.X_OK)):
+                continue
+            if exe.name.startswith("python") or (exe.parent.parent / "pyvenv.cfg").is_file():
+                found += _prefixes(exe)
+    return [p for p in dict.fromkeys(found) if not p.is_relative_to("/usr")]
 
 
 def _repo_venv(repo: Path) -> Path | None:

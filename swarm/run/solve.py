@@ -25,7 +25,7 @@ from swarm.config import SwarmConfig, load_config
 from swarm.errors import ConfigError, WorkspaceError
 from swarm.model import Provider
 from swarm.run.check import Baseline, Checker, run_baseline
-from swarm.run.environment import CheckEnvironment
+from swarm.run.environment import CheckEnvironment, interpreters_in
 from swarm.run.journal import Journal
 from swarm.run.merge import MergeQueue, Merger, QueueSettings
 from swarm.run.parts import CoordinatorParts, GitWorkspaces, ModelSource, SolveOptions
@@ -85,7 +85,9 @@ class GitWorld:
             env=task.env,
             include=task.include,
             setup=task.setup,
-            sandbox=sandbox or make_sandbox(kind=task.sandbox),
+            sandbox=(sandbox or make_sandbox(kind=task.sandbox)).with_read_only(
+                interpreters_in(task.check, task.accept, task.setup)
+            ),
         )
         self.checker = Checker(self.environment)
 

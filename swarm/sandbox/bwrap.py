@@ -167,6 +167,9 @@ class BwrapSandbox(Sandbox):
                 note = f"write outside the worktree denied (read-only file system){where}"
                 if note not in notes:
                     notes.append(note)
+        size = self.policy.limits.file_size_mb
+        if size is not None and "File size limit exceeded" in output:
+            notes.append(f"a file grew past the sandbox's limit of {size} MB")
         if self.policy.network == "off" and any(s in output for s in _NO_NETWORK):
             notes.append("network is off: only servers started inside this command are reachable")
         return notes[:5]
