@@ -15,6 +15,7 @@ import socketserver
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
@@ -206,7 +207,13 @@ def leaked(secret: str) -> Escaped:
 
 
 def reached(tag: str) -> Escaped:
-    return lambda w, _out: w.received(tag)
+    def escaped(w: World, _out: str) -> bool:
+        deadline = time.monotonic() + 2  # the server's thread may not have noted it yet
+        while not w.received(tag) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return w.received(tag)
+
+    return escaped
 
 
 def printed(marker: str) -> Escaped:
@@ -327,12 +334,25 @@ async def _hooks_run_in_sandbox(w: World) -> str:
         return str(exc)
 
 
+def _await(path: str) -> str:
+    """Wait (5 s at most) for a file the survivor writes once it has left the group."""
+    return f"for _ in $(seq 100); do [ -e {path} ] && break; sleep 0.05; done"
+
+
+def _setsid(marker: str) -> str:
+    """A child in a session of its own; the command waits until it is there, then ends."""
+    up = f"up-{marker}"
+    child = f"setsid sh -c 'touch {up}; exec sleep {marker}' >/dev/null 2>&1 </dev/null &"
+    return f"{child} {_await(up)}; echo ok"
+
+
 DAEMON = "\n".join(
     [
         "import os, time",
         "if os.fork(): os._exit(0)",
         "os.setsid()",
         "if os.fork(): os._exit(0)",
+        "open('daemon-up', 'w').close()",
         "time.sleep(31337.2)",
     ]
 )
@@ -487,19 +507,19 @@ ATTACKS = [
     Attack("run-too-many-processes", run(_many_processes), printed("ALL-STARTED"), True),
     Attack(
         "run-setsid-survivor",
-        run(lambda w: "setsid sleep 31337.1 >/dev/null 2>&1 </dev/null & echo ok"),
+        run(lambda w: _setsid("31337.1")),
         survived("31337.1"),
         True,
     ),
     Attack(
         "run-daemon-survivor",
-        run(lambda w: f'python -c "{DAEMON}" >/dev/null 2>&1; echo ok'),
+        run(lambda w: f'python -c "{DAEMON}" >/dev/null 2>&1; {_await("daemon-up")}; echo ok'),
         survived("31337.2"),
         True,
     ),
     Attack(
         "run-nohup-survivor",
-        run(lambda w: "nohup sleep 31337.3 >/dev/null 2>&1 & echo ok"),
+        run(lambda w: "nohup sleep 31337.3 >/dev/null 2>&1 & sleep 0.5; echo ok"),
         survived("31337.3"),
         False,
     ),
@@ -533,7 +553,7 @@ ATTACKS = [
     Attack("check-tcp-loopback", check(_connect("TCP-CHECK")), reached("TCP-CHECK"), True),
     Attack(
         "check-setsid-survivor",
-        check(lambda w: "setsid sleep 31337.4 >/dev/null 2>&1 </dev/null & echo ok"),
+        check(lambda w: _setsid("31337.4")),
         survived("31337.4"),
         True,
     ),
