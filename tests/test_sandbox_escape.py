@@ -48,6 +48,7 @@ SECRETS = {
     "journal": "JOURNAL-SECRET-c4e8",
     "env": "sk-ESCAPE-ENV-5d20",
     "proc": "sk-ant-ESCAPE-PROC-77f3",
+    "gitcred": "ghp_ESCAPEgitCREDENTIAL0a9b",
 }
 
 
@@ -120,6 +121,7 @@ def _make_repo(tmp: Path) -> tuple[Path, Path, Path]:
     )
     _sh(repo, "git init -q && git add . && git -c user.name=t -c user.email=t@t commit -qm init")
     (repo / "secret.txt").write_text(SECRETS["checkout"])
+    _sh(repo, f"git remote add origin https://me:{SECRETS['gitcred']}@example.com/app.git")
     (repo / ".swarm").mkdir()
     (repo / ".swarm" / "journal.db").write_text(SECRETS["journal"])
     for name in HOOKS:  # the target repository's hooks: they must never run on the host
@@ -469,6 +471,12 @@ ATTACKS = [
         "run-read-journal",
         run(lambda w: f"cat {w.repo}/.swarm/journal.db"),
         leaked("journal"),
+        True,
+    ),
+    Attack(
+        "run-read-git-remote-credentials",
+        run(lambda w: f"git config --list; cat {w.repo}/.git/config"),
+        leaked("gitcred"),
         True,
     ),
     # provider keys

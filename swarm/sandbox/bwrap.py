@@ -3,7 +3,8 @@
 What a command sees: the system read-only (`/usr`, `/etc` and the `/bin`-style links), its
 own `/proc`, `/dev` and a memory-backed `/tmp`; its working directory (a worktree)
 writable, except the `.git` file that names its git dir; the repository's git common dir
-read-only with the other worktrees (`swarm-worktrees/`) hidden under an empty tmpfs; and
+read-only with the other worktrees (`swarm-worktrees/`) hidden under an empty tmpfs and
+its config filtered (`_gitconfig`: no remotes, no credentials); and
 the policy's extra paths (the repository's interpreter prefix, `include:` targets). Not
 the user's home, the main checkout, the journal nor other worktrees: they are simply not
 mounted. `HOME` and `TMPDIR` point into the sandbox's `/tmp`.
@@ -29,6 +30,7 @@ from pathlib import Path
 import anyio
 
 from swarm.errors import ConfigError
+from swarm.sandbox._gitconfig import shown_config
 from swarm.sandbox.base import Launch, Sandbox, SandboxPolicy, git_paths
 
 __all__ = ["BwrapSandbox", "bwrap_path"]
@@ -118,8 +120,10 @@ class BwrapSandbox(Sandbox):
         if common is not None and hidden is not None:
             args += ["--bind" if git_write else "--ro-bind", str(common), str(common)]
             if git_write:  # what runs on the host next time stays as the user left it
-                for name in ("config", "hooks", "info"):
+                for name in ("hooks", "info"):
                     args += ["--ro-bind-try", str(common / name), str(common / name)]
+            if (config := shown_config(common)) is not None:  # no remotes, no credentials
+                args += ["--ro-bind", str(config), str(common / "config")]
             if hidden.is_dir():
                 args += ["--tmpfs", str(hidden)]
         for path in self.policy.writable:
