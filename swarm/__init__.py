@@ -12,6 +12,8 @@ own layer or the ones below (tests/test_layers.py checks it).
 - `providers` one job per module: the HTTP exchange, SSE, the OpenAI-compatible and
               Anthropic adapters on a shared endpoint, the simulator, a registry of kinds
 - `routing`   the router: tiers, failover, retries, hedging, breaker, limits and AIMD
+- `sandbox`   where commands run: the `Sandbox` seam, bubblewrap and none, running one
+              command confined (`run_confined`), git hooks inside it
 - `agent`     the step loop, `@tool`, the built-in coding tools
 - `run`       a solve run: the `Run`, task, plan, coordinator, workspaces, checks, merge
               queue, journal, report; `swarm solve` and `swarm resume`

@@ -32,6 +32,7 @@ __all__ = [
     "ModelConfig",
     "ProviderConfig",
     "RoutingConfig",
+    "SandboxConfig",
     "SwarmConfig",
     "TierConfig",
     "config_key",
@@ -146,6 +147,27 @@ class RoutingConfig(BaseModel):
     """Output estimate for limits and budgets when a request sets no max_tokens."""
 
 
+SandboxKind = Literal["auto", "bwrap", "none"]
+"""`auto`: bubblewrap where it is installed, else none (said in the report's warnings)."""
+
+
+class SandboxConfig(BaseModel):
+    """`[sandbox]`: how agents' commands, checks and hooks are confined (`swarm.sandbox`)."""
+
+    model_config = _STRICT
+    kind: SandboxKind = "auto"
+    network: Literal["off", "host"] = "off"
+    """`off`: only the sandbox's own loopback; `host`: the host's network."""
+    read_only: list[str] = Field(default_factory=list)
+    """Extra paths commands may read (tools outside `/usr`, shared caches)."""
+    writable: list[str] = Field(default_factory=list)
+    """Extra paths commands may write besides their worktree."""
+    max_processes: int = Field(default=512, ge=8)
+    memory_mb: int | None = Field(default=8192, ge=64)
+    file_size_mb: int | None = Field(default=4096, ge=1)
+    tmp_mb: int = Field(default=1024, ge=16)
+
+
 class SwarmConfig(BaseModel):
     """The whole configuration, validated and with catalog presets resolved."""
 
@@ -158,6 +180,8 @@ class SwarmConfig(BaseModel):
     """The run's limits (`[budget]`: usd, tokens, steps, deadline)."""
     merge: MergeConfig = Field(default_factory=MergeConfig)
     """The merge queue and the checks (`[merge]`)."""
+    sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    """Where commands run (`[sandbox] kind = "bwrap" | "none"`)."""
     source: str | None = None
     """File the config came from; None for the built-in default."""
 

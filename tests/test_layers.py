@@ -25,6 +25,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("tracing", frozenset({"tracing"})),
     ("providers", frozenset({"providers"})),
     ("routing", frozenset({"routing"})),
+    ("sandbox", frozenset({"sandbox"})),
     ("agent", frozenset({"agent"})),
     ("run", frozenset({"run", "demo"})),
     ("simulate", frozenset({"simulate"})),

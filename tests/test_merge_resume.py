@@ -4,7 +4,6 @@ processes, a real signal, real git; the model is a function of the request."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -41,6 +40,7 @@ async def main(root, run_id):
     request = SolveRequest(
         task_path=f"{root}/task.md", repo=f"{root}/repo", plan_path=f"{root}/plan.json",
         state_dir=f"{root}/state", traces_dir=f"{root}/traces", quiet=True, max_agents=6,
+        config_path=f"{root}/swarm.toml",
         run_id=run_id or None,
     )
     report = await solve(request, source=Source())
@@ -48,13 +48,16 @@ async def main(root, run_id):
 
 anyio.run(main, sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "")
 """
-# the merge queue's first check (in a check tree) stops there: the kill comes then
+# the merge queue's first check (in a check tree) stops there: the kill comes then; the
+# gate is outside the worktree, writable in the sandbox because the config says so
 CHECK = """\
 import os, pathlib, sys, time
-marker = pathlib.Path(sys.argv[1])
-if os.path.basename(os.getcwd()).startswith("_check-") and not marker.exists():
-    marker.write_text(str(os.getpid()))
-    time.sleep(30)
+gate = pathlib.Path(sys.argv[1])
+if os.path.basename(os.getcwd()).startswith("_check-") and not (gate / "checking").exists():
+    (gate / "checking").write_text("yes")
+    deadline = time.monotonic() + 30
+    while not (gate / "release").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
 """
 
 
@@ -74,9 +77,11 @@ def setup(root: Path) -> Path:
     git(repo, "init", "-q", "-b", "main")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "init")
-    marker = root / "batch-checking"
+    gate = root / "gate"
+    gate.mkdir()
+    (root / "swarm.toml").write_text(f'[sandbox]\nwritable = ["{gate}"]\n')
     (root / "task.md").write_text(
-        f"---\ncheck: python check.py {marker}\npython: {sys.executable}\n"
+        f"---\ncheck: python check.py {gate}\npython: {sys.executable}\n"
         "merge: {max_parallel_checks: 1}\n---\n# Bump\n\nBump all.\n"
     )
     subtasks = [
@@ -85,30 +90,30 @@ def setup(root: Path) -> Path:
     ]
     (root / "plan.json").write_text('{"subtasks": [' + ", ".join(subtasks) + "]}")
     (root / "driver.py").write_text(DRIVER)
-    return marker
+    return gate
 
 
-def kill_9_while_a_batch_checks(root: Path, marker: Path) -> None:
+def kill_9_while_a_batch_checks(root: Path, gate: Path) -> None:
     """Start the run in its own process; kill -9 it once the queue checks a batch."""
     with (root / "driver.log").open("wb") as log:
         process = subprocess.Popen(
             [sys.executable, str(root / "driver.py"), str(root)], stdout=log, stderr=log
         )
         deadline = time.monotonic() + 60
-        while not (marker.exists() and marker.read_text()):
+        while not (gate / "checking").exists():
             output = (root / "driver.log").read_text()
             assert process.poll() is None, output
             assert time.monotonic() < deadline, "the merge queue never checked a batch"
             time.sleep(0.05)
         process.send_signal(signal.SIGKILL)
         process.wait()
-    os.kill(int(marker.read_text()), signal.SIGKILL)  # the check the kill left orphaned
+    (gate / "release").touch()  # a check the kill left behind (no sandbox) ends now
 
 
 async def test_kill_9_during_a_batch_check_then_resume_merges_each_once(tmp_path: Path) -> None:
-    marker = setup(tmp_path)
+    gate = setup(tmp_path)
     repo = tmp_path / "repo"
-    kill_9_while_a_batch_checks(tmp_path, marker)
+    kill_9_while_a_batch_checks(tmp_path, gate)
 
     with Journal.open(tmp_path / "state" / "journal.db") as journal:
         run_id = journal.list_runs()[-1].run_id
@@ -135,12 +140,13 @@ async def test_kill_9_during_a_batch_check_then_resume_merges_each_once(tmp_path
 
 async def test_a_landing_the_journal_missed_is_not_merged_again(tmp_path: Path) -> None:
     """The kill came after the branch moved and before the journal heard: the branch wins."""
-    setup(tmp_path)
-    (tmp_path / "batch-checking").write_text("")  # no slow check this time
+    gate = setup(tmp_path)
+    (gate / "checking").write_text("")  # no slow check this time
     first = SolveRequest(
         task_path=str(tmp_path / "task.md"),
         repo=str(tmp_path / "repo"),
         plan_path=str(tmp_path / "plan.json"),
+        config_path=str(tmp_path / "swarm.toml"),
         state_dir=str(tmp_path / "state"),
         traces_dir=str(tmp_path / "traces"),
         quiet=True,

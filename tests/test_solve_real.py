@@ -77,13 +77,24 @@ def done(summary: str = "done") -> Scripted:
     return call("finish", summary=summary)
 
 
+def spy(tmp_path: Path) -> Path:
+    """Where a test's checks log what they saw: outside the worktree, so writable in the
+    sandbox only because the run's config says so (`[sandbox] writable`)."""
+    where = tmp_path / "spy"
+    where.mkdir(exist_ok=True)
+    return where
+
+
 async def run(
     tmp_path: Path, repo: Path, task: Path, plan: Path, scripts: ScriptedSource
 ) -> RunReport:
+    config = tmp_path / "swarm.toml"
+    config.write_text(f'[sandbox]\nwritable = ["{spy(tmp_path)}"]\n')
     req = SolveRequest(
         task_path=str(task),
         repo=str(repo),
         plan_path=str(plan),
+        config_path=str(config),
         state_dir=str(tmp_path / "state"),
         traces_dir=str(tmp_path / "traces"),
         quiet=True,
@@ -374,7 +385,7 @@ async def test_subtask_checks_get_their_files_and_accept_the_whole_suite(
     tmp_path: Path,
 ) -> None:
     repo = make_repo(tmp_path, SCOPED)
-    log = tmp_path / "argv.log"
+    log = spy(tmp_path) / "argv.log"
     task = write_task(
         tmp_path,
         f"""\
@@ -440,7 +451,7 @@ def venv_repo(tmp_path: Path) -> Path:
 async def test_checks_run_with_the_repositorys_own_venv(tmp_path: Path) -> None:
     assert importlib.util.find_spec("tinydep") is None  # swarm's venv lacks it
     repo = venv_repo(tmp_path)
-    log = tmp_path / "prefix.log"
+    log = spy(tmp_path) / "prefix.log"
     task = write_task(tmp_path, f"check: python check.py\nenv: {{PYLOG: {log}}}")
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
     scripts = ScriptedSource(
@@ -459,7 +470,7 @@ async def test_agents_commands_run_with_the_repositorys_venv_and_no_secrets(
 ) -> None:
     monkeypatch.setenv("CEREBRAS_API_KEY", SECRET)
     repo = venv_repo(tmp_path)
-    log = tmp_path / "prefix.log"
+    log = spy(tmp_path) / "prefix.log"
     task = write_task(tmp_path, f"check: python check.py\nenv: {{PYLOG: {log}}}")
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
     probe = "python -c 'import sys, tinydep; print(sys.prefix)'; env"
@@ -476,7 +487,7 @@ async def test_agents_commands_run_with_the_repositorys_venv_and_no_secrets(
 async def test_the_tasks_python_wins_over_the_repositorys_venv(tmp_path: Path) -> None:
     repo = venv_repo(tmp_path)
     other = make_venv(tmp_path / "other")
-    log = tmp_path / "prefix.log"
+    log = spy(tmp_path) / "prefix.log"
     task = write_task(tmp_path, f"check: python check.py\npython: {other}\nenv: {{PYLOG: {log}}}")
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
     scripts = ScriptedSource(
@@ -514,7 +525,7 @@ async def test_setup_runs_in_every_worktree_and_included_dirs_are_linked(
     repo = make_repo(tmp_path, SETUP)
     (repo / "data").mkdir()
     (repo / "data" / "values.txt").write_text("42\n")
-    log = tmp_path / "setup.log"
+    log = spy(tmp_path) / "setup.log"
     task = write_task(
         tmp_path,
         f"""\
@@ -553,8 +564,7 @@ SECRET = "sk-secret-do-not-leak-1234"
 
 def hooked_repo(tmp_path: Path) -> tuple[Path, Path]:
     repo = make_repo(tmp_path, {"a.py": "def one():\n    return 1\n"})
-    markers = tmp_path / "markers"
-    markers.mkdir()
+    markers = spy(tmp_path)  # hooks run in the sandbox: this is writable there
     for hook in ("post-checkout", "pre-commit"):
         path = repo / ".git" / "hooks" / hook
         path.write_text(f"#!/bin/sh\nenv > '{markers}/{hook}'\n")
@@ -699,7 +709,7 @@ COUNTED = {
 @pytest.mark.parametrize("chained", [True, False], ids=["chained", "parallel"])
 async def test_the_merge_queue_reuses_the_coordinators_check(tmp_path: Path, chained: bool) -> None:
     repo = make_repo(tmp_path, COUNTED)
-    log = tmp_path / "checks.log"
+    log = spy(tmp_path) / "checks.log"
     task = write_task(tmp_path, f"check: python check.py\npython: {PY}\nenv: {{CHECKLOG: {log}}}")
     deps = ["s1"] if chained else []
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["b.py"], deps)])

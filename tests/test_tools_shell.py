@@ -12,11 +12,11 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from swarm.agent import _process
 from swarm.agent.tool import Finish, ToolContext
 from swarm.agent.toolbox import coding_tools, run_command
 from swarm.errors import ToolError
-from swarm.tracing.semconv import TESTS_FAILED, TESTS_PASSED, TOOL_EXIT_CODE
+from swarm.sandbox import _process
+from swarm.tracing.semconv import SANDBOX_KIND, TESTS_FAILED, TESTS_PASSED, TOOL_EXIT_CODE
 
 TOOLS = {t.name: t for t in coding_tools()}
 
@@ -161,8 +161,13 @@ async def test_run_tests_reports_pass_and_fail_with_span_attributes(project: Pat
     assert "1 failed, 2 passed" in failed
     assert passed.startswith(f"PASSED: `{check} -k ok` exited with code 0")
     first, second = _spans(exporter)
-    assert first.attributes == {TOOL_EXIT_CODE: 1, TESTS_PASSED: 2, TESTS_FAILED: 1}
-    assert second.attributes == {TOOL_EXIT_CODE: 0, TESTS_PASSED: 2}
+    assert first.attributes == {
+        SANDBOX_KIND: "none",
+        TOOL_EXIT_CODE: 1,
+        TESTS_PASSED: 2,
+        TESTS_FAILED: 1,
+    }
+    assert second.attributes == {SANDBOX_KIND: "none", TOOL_EXIT_CODE: 0, TESTS_PASSED: 2}
 
 
 async def test_run_tests_without_a_check_command(tmp_path: Path) -> None:

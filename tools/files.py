@@ -1,5 +1,8 @@
 """File tools: read_file, list_dir, edit_file, write_file — all confined to the workspace.
 
+Paths are checked (`resolve_path`), then opened one directory at a time without following
+symlinks (`read_confined`, `write_confined`): a link swapped in between is refused.
+
 edit_file and write_file note every file they change in `ctx.written`: a workspace's patch
 takes the untracked files noted there and leaves out the rest (a check's outputs).
 
@@ -12,7 +15,7 @@ import difflib
 from pathlib import Path
 
 from swarm.agent.tool import ToolContext, tool, truncate
-from swarm.agent.toolbox import resolve_path
+from swarm.agent.toolbox import read_confined, resolve_path, write_confined
 from swarm.errors import ToolError
 
 MAX_FILE_BYTES = 20_000_000
@@ -30,10 +33,7 @@ def _read_text(ctx: ToolContext, path: str) -> tuple[Path, str]:
     if target.is_dir():
         raise ToolError(f"{path!r} is a directory; use list_dir")
     try:
-        size = target.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise ToolError(f"{path!r} is too large ({size} bytes); look into it with search")
-        data = target.read_bytes()
+        data = read_confined(ctx, target, MAX_FILE_BYTES)
     except FileNotFoundError:
         raise ToolError(f"no such file: {path!r}") from None
     if b"\0" in data[:_BINARY_SNIFF]:
@@ -149,7 +149,7 @@ def edit_file(ctx: ToolContext, path: str, old: str, new: str) -> str:
         )
     index = text.index(old)
     updated = text[:index] + new + text[index + len(old) :]
-    target.write_bytes(updated.encode("utf-8"))
+    write_confined(ctx, target, updated.encode("utf-8"))
     ctx.written.note(_rel(ctx, target))
     first = _line_of(updated, index)
     lines = updated.splitlines()
@@ -170,8 +170,7 @@ def write_file(ctx: ToolContext, path: str, content: str) -> str:
     target = resolve_path(ctx, path, writing=True)
     if target.is_dir():
         raise ToolError(f"{path!r} is a directory")
-    target.parent.mkdir(parents=True, exist_ok=True)
     data = content.encode("utf-8")
-    target.write_bytes(data)
+    write_confined(ctx, target, data)
     ctx.written.note(_rel(ctx, target))
     return f"wrote {len(data)} bytes to {_rel(ctx, target)}"

@@ -44,6 +44,12 @@ def _run_options(p: argparse.ArgumentParser) -> None:
         "--traces-dir",
         help="where the trace goes (default: traces/, or .swarm/traces inside the repository)",
     )
+    p.add_argument(
+        "--sandbox",
+        choices=("bwrap", "none"),
+        help="where agents' commands, checks and hooks run (default: the task's, else "
+        "[sandbox] kind in the config, else bwrap where installed)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
@@ -59,6 +65,7 @@ def _request(args: argparse.Namespace, **extra: Any) -> Any:
         state_dir=args.state_dir,
         traces_dir=args.traces_dir,
         quiet=args.quiet or args.json,
+        sandbox=args.sandbox,
         **extra,
     )
 

@@ -34,6 +34,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from swarm.errors import ToolError
 from swarm.messages import ToolSpec
+from swarm.sandbox import NoSandbox, Sandbox
+from swarm.sandbox.process import truncate
 
 __all__ = ["Finish", "Tool", "ToolContext", "WriteLog", "environ", "scrub_env", "tool", "truncate"]
 
@@ -94,16 +96,6 @@ def _environ_snapshot() -> tuple[dict[bytes, bytes], dict[str, str], dict[str, s
     scrubbed = {name: value for name, value in copy.items() if not _secret(name)}
     _environ_cache = (dict(raw or {}), copy, scrubbed)
     return _environ_cache
-
-
-def truncate(text: str, limit: int) -> str:
-    """`text` cut to about `limit` characters, keeping its head and tail."""
-    if len(text) <= limit:
-        return text
-    head = limit // 2
-    tail = limit - head
-    cut = len(text) - head - tail
-    return f"{text[:head]}\n[… {cut} characters cut …]\n{text[len(text) - tail :]}"
 
 
 _LOGS: weakref.WeakValueDictionary[Path, WriteLog] = weakref.WeakValueDictionary()
@@ -188,6 +180,9 @@ class ToolContext:
     )
     """A place among the machine's checks, held while `run_tests` runs (a run's checks
     share the cores); None: no limit."""
+    sandbox: Sandbox = field(default_factory=NoSandbox, compare=False)
+    """Where `run`, `run_tests` and checks run their commands (`swarm.sandbox`); a solve
+    passes the configured one (bubblewrap where installed)."""
 
     def __post_init__(self) -> None:
         if self.written is _LOG_OF_ROOT:

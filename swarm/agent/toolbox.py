@@ -1,5 +1,6 @@
 """The tool kit: loading the built-in coding tools (and users' own), and the helpers tools
-are built from — confining paths to the workspace and running commands safely.
+are built from — confining paths to the workspace and running commands through the
+context's sandbox (`swarm.sandbox`).
 
 The built-in tools live in the top-level `tools/` directory of the source tree and ship
 inside the wheel as `swarm/_builtin_tools/`. They are loaded by file path under module
@@ -8,25 +9,20 @@ names `swarm._builtin_tools.<file>`, so no top-level `tools` package is ever imp
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import os
-import shutil
-import signal
 import sys
-import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-import anyio
-from anyio.abc import ByteReceiveStream
+from opentelemetry import trace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from swarm.agent._process import Command, open_command
-from swarm.agent.tool import Tool, ToolContext, scrub_env, truncate
+from swarm.agent.tool import Tool, ToolContext, scrub_env
 from swarm.errors import ConfigError, ToolError
+from swarm.sandbox.process import CommandResult, run_confined
+from swarm.tracing import semconv as sc
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 """The installed `swarm` package (built-in tools ship inside it as `_builtin_tools`)."""
@@ -35,9 +31,11 @@ __all__ = [
     "CommandResult",
     "coding_tools",
     "load_tools_from",
+    "read_confined",
     "resolve_path",
     "run_command",
     "subprocess_env",
+    "write_confined",
 ]
 
 BUILTIN_TOOL_NAMES = (
@@ -52,10 +50,6 @@ BUILTIN_TOOL_NAMES = (
     "finish",
 )
 _BUILTIN_MODULES = ("files", "search", "shell", "git", "finish")
-_KILL_GRACE_S = 1.0
-"""After SIGTERM to a command's process group, how long before SIGKILL."""
-_EOF_GRACE_S = 0.5
-"""After a command exits, how long its leftover children may hold the output pipe open."""
 
 _builtin: list[Tool] | None = None
 
@@ -144,6 +138,69 @@ def resolve_path(ctx: ToolContext, path: str, *, writing: bool = False) -> Path:
     return resolved
 
 
+def _walk(ctx: ToolContext, target: Path, *, create: bool) -> tuple[int, str]:
+    """An fd of `target`'s directory, reached from the root one component at a time without
+    following symlinks (a link swapped in after `resolve_path` looked is refused), and its
+    name there. The caller closes the fd."""
+    root = ctx.root.resolve()
+    parts = target.relative_to(root).parts
+    if not parts:
+        raise ToolError(f"{target} is the workspace root, not a file")
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for part in parts[:-1]:
+            if create:
+                try:
+                    os.mkdir(part, dir_fd=fd)
+                except FileExistsError:
+                    pass
+            following = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = following
+    except OSError as exc:
+        os.close(fd)
+        if isinstance(exc, FileNotFoundError):
+            raise
+        raise ToolError(
+            f"{target.relative_to(root)}: a directory on the way changed or is a symlink; refused"
+        ) from None
+    return fd, parts[-1]
+
+
+def _open_leaf(ctx: ToolContext, target: Path, flags: int) -> int:
+    fd, name = _walk(ctx, target, create=bool(flags & os.O_CREAT))
+    try:
+        return os.open(name, flags | os.O_NOFOLLOW, 0o644, dir_fd=fd)
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError | IsADirectoryError):
+            raise
+        raise ToolError(
+            f"{name}: is a symlink or cannot be opened ({exc.strerror}); refused"
+        ) from None
+    finally:
+        os.close(fd)
+
+
+def read_confined(ctx: ToolContext, target: Path, max_bytes: int) -> bytes:
+    """The bytes of `target` (a `resolve_path` result), opened without following symlinks;
+    ToolError when it is larger than `max_bytes`."""
+    fd = _open_leaf(ctx, target, os.O_RDONLY)
+    with os.fdopen(fd, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size > max_bytes:
+            raise ToolError(f"{target.name} is too large ({size} bytes); look into it with search")
+        return f.read()
+
+
+def write_confined(ctx: ToolContext, target: Path, data: bytes) -> None:
+    """Write `data` to `target` (a `resolve_path` result), making its directories, without
+    following symlinks on the way: the file written is the one inside the workspace."""
+    fd = _open_leaf(ctx, target, os.O_WRONLY | os.O_CREAT)
+    with os.fdopen(fd, "wb") as f:
+        f.truncate(0)
+        f.write(data)
+
+
 def subprocess_env(ctx: ToolContext) -> dict[str, str]:
     """The environment for a tool's subprocess: scrubbed, with the current TRACEPARENT."""
     env = scrub_env(ctx.env)
@@ -156,73 +213,6 @@ def subprocess_env(ctx: ToolContext) -> dict[str, str]:
     return env
 
 
-@dataclass(frozen=True)
-class CommandResult:
-    """How a command ended and what it printed (stdout and stderr interleaved)."""
-
-    exit_code: int | None
-    """None when the command was killed on timeout."""
-    output: str
-    """Combined output, cut in the middle when longer than the limit asked for."""
-    timed_out: bool
-    duration_s: float
-
-
-class _Capture:
-    """Keeps the first and last `limit // 2` bytes of a stream and counts what falls between."""
-
-    def __init__(self, limit: int) -> None:
-        self.keep = max(limit // 2, 1)
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-
-    def add(self, chunk: bytes) -> None:
-        self.total += len(chunk)
-        room = self.keep - len(self.head)
-        if room > 0:
-            self.head += chunk[:room]
-            chunk = chunk[room:]
-        self.tail += chunk
-        if len(self.tail) > 4 * self.keep:
-            del self.tail[: -self.keep]
-
-    def text(self, limit_chars: int) -> str:
-        if self.total == len(self.head) + len(self.tail):  # nothing dropped: cut exactly
-            return truncate((self.head + self.tail).decode(errors="replace"), limit_chars)
-        tail = self.tail[-self.keep :]
-        cut = self.total - len(self.head) - len(tail)
-        head_text, tail_text = self.head.decode(errors="replace"), tail.decode(errors="replace")
-        return f"{head_text}\n[… {cut} bytes cut …]\n{tail_text}"
-
-
-def _shell(command: str) -> list[str]:
-    return [_shell_for(os.environ.get("PATH")), "-c", command]
-
-
-@functools.lru_cache(maxsize=16)
-def _shell_for(path: str | None) -> str:
-    return shutil.which("bash", path=path) or "/bin/sh"
-
-
-def _killpg(pid: int, sig: signal.Signals) -> None:
-    try:
-        os.killpg(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-async def _stop(process: Command) -> None:
-    """Kill the command's whole process group: TERM, a grace period, then KILL."""
-    if process.returncode is None:
-        _killpg(process.pid, signal.SIGTERM)
-        with anyio.move_on_after(_KILL_GRACE_S):
-            await process.wait()
-    _killpg(process.pid, signal.SIGKILL)  # stragglers, even when the leader has exited
-    if process.returncode is None:
-        await process.wait()
-
-
 async def run_command(
     command: str | Sequence[str],
     ctx: ToolContext,
@@ -230,45 +220,22 @@ async def run_command(
     timeout_s: float | None = None,
     max_output_chars: int | None = None,
 ) -> CommandResult:
-    """Run `command` (a shell string or argv) in the workspace, in its own process group.
+    """Run `command` (a shell string or argv) in the workspace, through `ctx.sandbox`.
 
-    On timeout or cancellation the whole group — children and grandchildren — is killed.
-    Background processes the command leaves behind are killed when it exits.
+    On timeout or cancellation the whole process tree is killed; background processes the
+    command leaves behind are killed when it exits (see `swarm.sandbox.process`). What the
+    sandbox refused is noted after the output and on the current span.
     """
-    timeout = ctx.timeout_s if timeout_s is None else timeout_s
-    limit = ctx.max_output_chars if max_output_chars is None else max_output_chars
-    argv = _shell(command) if isinstance(command, str) else list(command)
-    capture = _Capture(limit)
-    started = time.perf_counter()
-    process = await open_command(argv, cwd=ctx.root, env=subprocess_env(ctx))
-    try:
-        with anyio.move_on_after(timeout) as deadline:
-            stdout = process.stdout
-            assert stdout is not None
-            eof = anyio.Event()
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(_read, stdout, capture, eof)
-                await process.wait()
-                # children that outlive the command may keep the pipe open: don't wait on them
-                with anyio.move_on_after(_EOF_GRACE_S):
-                    await eof.wait()
-                tg.cancel_scope.cancel()
-    finally:
-        with anyio.CancelScope(shield=True), anyio.move_on_after(_KILL_GRACE_S + 5):
-            await _stop(process)
-            await process.aclose()
-    return CommandResult(
-        exit_code=None if deadline.cancelled_caught else process.returncode,
-        output=capture.text(limit),
-        timed_out=deadline.cancelled_caught,
-        duration_s=time.perf_counter() - started,
+    result = await run_confined(
+        ctx.sandbox,
+        command,
+        cwd=ctx.root,
+        env=subprocess_env(ctx),
+        timeout_s=ctx.timeout_s if timeout_s is None else timeout_s,
+        max_output_chars=ctx.max_output_chars if max_output_chars is None else max_output_chars,
     )
-
-
-async def _read(stream: ByteReceiveStream, capture: _Capture, eof: anyio.Event) -> None:
-    try:
-        async for chunk in stream:
-            capture.add(chunk)
-    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-        pass
-    eof.set()
+    span = trace.get_current_span()
+    span.set_attribute(sc.SANDBOX_KIND, ctx.sandbox.kind)
+    if result.denials:
+        span.set_attribute(sc.SANDBOX_DENIED, list(result.denials))
+    return result

@@ -105,8 +105,11 @@ def _base_env() -> dict[str, str]:
     # the target repository's hooks never run from swarm's own git commands (a worktree
     # add runs post-checkout, a commit post-commit even with --no-verify): see hook_env
     env.update(
-        GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="core.hooksPath", GIT_CONFIG_VALUE_0=os.devnull
+        GIT_CONFIG_COUNT="2", GIT_CONFIG_KEY_0="core.hooksPath", GIT_CONFIG_VALUE_0=os.devnull
     )
+    # nor a command an unsandboxed agent planted in the repository's config (`git config
+    # core.fsmonitor 'sh evil'` runs on every status, diff and add)
+    env.update(GIT_CONFIG_KEY_1="core.fsmonitor", GIT_CONFIG_VALUE_1="false")
     _env_cache = (current, env)
     return env
 
@@ -115,7 +118,8 @@ def hook_env() -> dict[str, str]:
     """The environment of a git command that may run the repository's hooks (`hooks: run`):
     its own hooks path, and no secrets for them to read."""
     env = scrub_env(_git_env())
-    for key in ("GIT_CONFIG_COUNT", "GIT_CONFIG_KEY_0", "GIT_CONFIG_VALUE_0"):
+    env.update(GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="core.fsmonitor", GIT_CONFIG_VALUE_0="false")
+    for key in ("GIT_CONFIG_KEY_1", "GIT_CONFIG_VALUE_1"):
         env.pop(key, None)
     return env
 

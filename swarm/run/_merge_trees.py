@@ -26,8 +26,9 @@ import anyio.to_thread
 from swarm.errors import WorkspaceError
 from swarm.run._git import admin_dir, git, hook_env, repo_lock, rmtree
 from swarm.run.environment import CheckEnvironment
+from swarm.sandbox import NoSandbox, Sandbox, sandboxed_git
 
-__all__ = ["IDENTITY", "CheckTree", "Patch", "Step", "TreePool"]
+__all__ = ["IDENTITY", "CheckTree", "Patch", "Step", "TreePool", "commit"]
 
 ADD_TIMEOUT_S = 60.0
 IDENTITY = ("-c", "user.name=swarm", "-c", "user.email=swarm@localhost")
@@ -63,8 +64,8 @@ class Step:
 class CheckTree:
     """One detached worktree of the pool."""
 
-    def __init__(self, path: Path, hooks: bool) -> None:
-        self.path, self.hooks = path, hooks
+    def __init__(self, path: Path, hooks: bool, sandbox: Sandbox | None = None) -> None:
+        self.path, self.hooks, self.sandbox = path, hooks, sandbox
 
     async def goto(self, commit: str) -> None:
         """Check `commit` out here (what an earlier check left untracked stays)."""
@@ -132,18 +133,8 @@ class CheckTree:
             )
         except WorkspaceError as exc:
             return Step("conflict", output=str(exc))
-        verify = () if self.hooks else ("--no-verify",)
         try:
-            await git(
-                *IDENTITY,
-                "commit",
-                "--quiet",
-                *verify,
-                "-m",
-                p.message,
-                cwd=self.path,
-                env=hook_env() if self.hooks else None,
-            )
+            await commit(self.path, p.message, hooks=self.hooks, sandbox=self.sandbox)
         except WorkspaceError as exc:
             if "nothing to commit" in str(exc) or "nothing added to commit" in str(exc):
                 return Step("empty")  # its change is already on the base
@@ -160,6 +151,24 @@ class CheckTree:
                     await lock.unlink()
             if await anyio.Path(admin / "rebase-apply").exists():
                 await anyio.to_thread.run_sync(rmtree, admin / "rebase-apply")
+
+
+async def commit(path: Path, message: str, *, hooks: bool, sandbox: Sandbox | None) -> None:
+    """Commit what is staged in worktree `path`. The repository's hooks run only when the
+    task asks (`hooks: run`), and then inside the sandbox, without secrets; never else."""
+    if hooks:
+        await sandboxed_git(
+            sandbox or NoSandbox(),
+            *IDENTITY,
+            "commit",
+            "--quiet",
+            "-m",
+            message,
+            cwd=path,
+            env=hook_env(),
+        )
+    else:
+        await git(*IDENTITY, "commit", "--quiet", "--no-verify", "-m", message, cwd=path)
 
 
 def _named(step: Step, sha: str | None) -> Step:
@@ -223,7 +232,8 @@ class TreePool:
                 await git("worktree", "add", "--quiet", "--detach", str(path), cwd=self.repo)
         if self.environment is not None:
             await self.environment.prepare(path)
-        return CheckTree(path, self.hooks)
+        sandbox = self.environment.sandbox if self.environment is not None else None
+        return CheckTree(path, self.hooks, sandbox)
 
     async def close(self) -> None:
         """Remove every tree the pool made (bounded: callers shield it)."""

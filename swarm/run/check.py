@@ -23,7 +23,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
-from swarm.agent.tool import ToolContext
 from swarm.agent.toolbox import run_command
 from swarm.routing.limits import ConcurrencyLimiter
 from swarm.run.environment import CheckEnvironment
@@ -74,7 +73,7 @@ async def run_check(
     attrs = {sc.OPERATION: sc.OP_TOOL, sc.TOOL_NAME: "run_tests", sc.CHECK_COMMAND: command}
     with tracer().start_as_current_span(f"{sc.OP_TOOL} run_tests", attributes=attrs) as span:
         environment = environment or CheckEnvironment.resolve(cwd)
-        ctx = ToolContext(root=cwd, env=environment.env_for(cwd), timeout_s=timeout_s)
+        ctx = environment.context(cwd, timeout_s=timeout_s)
         result = await run_command(command, ctx, max_output_chars=max_output)
         passed = result.exit_code == 0 and not result.timed_out
         output = result.output

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import glob
 import os
+import shlex
 import shutil
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import anyio
@@ -28,8 +29,9 @@ import anyio
 from swarm.agent.tool import ToolContext, scrub_env
 from swarm.agent.toolbox import run_command
 from swarm.errors import ConfigError, WorkspaceError
+from swarm.sandbox import NoSandbox, Sandbox
 
-__all__ = ["CheckEnvironment"]
+__all__ = ["CheckEnvironment", "interpreters_in"]
 
 _VENV_DIRS = (".venv", "venv", "env")
 
@@ -39,6 +41,46 @@ def _swarm_venv_bin() -> Path | None:
     if sys.prefix == sys.base_prefix:
         return None
     return Path(sys.prefix) / ("Scripts" if os.name == "nt" else "bin")
+
+
+def _on_path(path: str) -> Path | None:
+    found = shutil.which("python3", path=path) or shutil.which("python", path=path)
+    return Path(found) if found else None
+
+
+def _prefixes(python: Path) -> list[Path]:
+    """The installation prefixes `python` runs from: its venv's and its real interpreter's."""
+    out = []
+    venv = python.parent.parent
+    if (venv / "pyvenv.cfg").is_file():
+        out.append(venv.resolve())
+        for line in (venv / "pyvenv.cfg").read_text(errors="replace").splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "home" and value.strip():
+                out.append(Path(value.strip()).resolve().parent)
+    out.append(python.resolve().parent.parent)
+    return out
+
+
+def interpreters_in(*commands: str | None) -> list[Path]:
+    """The prefixes of the interpreters `commands` name by absolute path (a check written as
+    `/opt/py/bin/python -m pytest`): a sandbox must show them. Only Python interpreters and
+    executables of a venv count: the prefix of any other path may be the user's home."""
+    found: list[Path] = []
+    for command in commands:
+        if not command:
+            continue
+        try:
+            words = shlex.split(command)
+        except ValueError:
+            words = command.split()
+        for word in words:
+            exe = Path(word)
+            if not exe.is_absolute() or not (exe.is_file() and os.access(exe, os.X_OK)):
+                continue
+            if exe.name.startswith("python") or (exe.parent.parent / "pyvenv.cfg").is_file():
+                found += _prefixes(exe)
+    return [p for p in dict.fromkeys(found) if not p.is_relative_to("/usr")]
 
 
 def _repo_venv(repo: Path) -> Path | None:
@@ -63,6 +105,9 @@ class CheckEnvironment:
     include: tuple[str, ...] = ()
     setup: str | None = None
     timeout_s: float = 600.0
+    sandbox: Sandbox = field(default_factory=NoSandbox)
+    """Where checks, `setup:` and agents' commands run; it sees the interpreter's prefix
+    and the `include:` directories read-only (`visible_paths`)."""
 
     @classmethod
     def resolve(
@@ -73,8 +118,10 @@ class CheckEnvironment:
         env: Mapping[str, str] | None = None,
         include: tuple[str, ...] = (),
         setup: str | None = None,
+        sandbox: Sandbox | None = None,
     ) -> CheckEnvironment:
-        """The environment a task asks for (`python`, `env`, `include`, `setup`) in `repo`."""
+        """The environment a task asks for (`python`, `env`, `include`, `setup`) in `repo`,
+        its commands run in `sandbox` (default: none)."""
         chosen, source = None, "PATH"
         if python:
             candidate = Path(python).expanduser()
@@ -85,7 +132,24 @@ class CheckEnvironment:
             chosen, source = Path(found), "task"
         elif (venv := _repo_venv(repo)) is not None:
             chosen, source = venv, venv.parent.parent.name
-        return cls(repo, chosen, source, dict(env or {}), include, setup)
+        made = cls(repo, chosen, source, dict(env or {}), include, setup)
+        if sandbox is None:
+            return made
+        return replace(made, sandbox=sandbox.with_read_only(made.visible_paths()))
+
+    def visible_paths(self) -> list[Path]:
+        """What a sandboxed check must see besides its worktree: the interpreter's prefix
+        (a venv's, and the base interpreter's it points to: never the checkout around a
+        venv) and the directories `include:` links into worktrees."""
+        paths: list[Path] = []
+        python = self.python or _on_path(self.env_for(self.repo).get("PATH", ""))
+        if python is not None:
+            paths += _prefixes(python)
+        for pattern in self.include:
+            for rel in glob.glob(pattern, root_dir=self.repo, recursive=True, include_hidden=True):
+                if (self.repo / rel).is_dir():
+                    paths.append((self.repo / rel).resolve())
+        return [p for p in dict.fromkeys(paths) if not p.is_relative_to("/usr")]
 
     def env_for(self, cwd: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
         """Environment for a check or an agent's command in worktree `cwd`."""
@@ -109,6 +173,16 @@ class CheckEnvironment:
         env.update(self.extra)
         return env
 
+    def context(self, worktree: Path, *, check: str | None = None, timeout_s: float) -> ToolContext:
+        """A ToolContext for commands in `worktree`: this environment, this sandbox."""
+        return ToolContext(
+            root=worktree,
+            check=check,
+            env=self.env_for(worktree),
+            timeout_s=timeout_s,
+            sandbox=self.sandbox,
+        )
+
     def describe(self) -> str:
         where = str(self.python) if self.python else "the user's PATH (swarm's venv left out)"
         return f"checks run with {where} ({self.python_source})"
@@ -118,7 +192,7 @@ class CheckEnvironment:
         for pattern in self.include:
             await anyio.to_thread.run_sync(self._bring, pattern, worktree)
         if self.setup:
-            ctx = ToolContext(root=worktree, env=self.env_for(worktree), timeout_s=self.timeout_s)
+            ctx = self.context(worktree, timeout_s=self.timeout_s)
             result = await run_command(self.setup, ctx)
             if result.exit_code != 0 or result.timed_out:
                 raise WorkspaceError(

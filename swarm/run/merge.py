@@ -30,12 +30,12 @@ from swarm.agent.tool import WriteLog
 from swarm.config import MergeConfig
 from swarm.errors import WorkspaceError
 from swarm.run._merge_pipeline import Pipeline, Request, Rules
-from swarm.run._merge_trees import IDENTITY, Patch, TreePool, remove_trees
+from swarm.run._merge_trees import Patch, TreePool, commit, remove_trees
 from swarm.run.check import Checker, CheckFn, CheckResult
 from swarm.run.environment import CheckEnvironment
 from swarm.run.outcome import MergeKind, MergeResult
 from swarm.run.report import MergeStats
-from swarm.run.workspace import git, hook_env, repo_lock, worktree_diff
+from swarm.run.workspace import git, repo_lock, worktree_diff
 
 __all__ = ["MergeKind", "MergeQueue", "MergeResult", "MergeStats", "Merger", "QueueSettings"]
 
@@ -222,17 +222,9 @@ class MergeQueue:
                 )
         staged = await git("diff", "--cached", "--name-only", cwd=self.worktree)
         if staged.strip():
-            hooks = ("--no-verify",) if not self.settings.hooks else ()
-            await git(
-                *IDENTITY,
-                "commit",
-                "--quiet",
-                *hooks,
-                "-m",
-                message,
-                cwd=self.worktree,
-                env=hook_env() if self.settings.hooks else None,
-            )
+            env = self.settings.environment
+            sandbox = env.sandbox if env is not None else None
+            await commit(self.worktree, message, hooks=self.settings.hooks, sandbox=sandbox)
         head = await git("rev-parse", "HEAD", cwd=self.worktree)
         if self._pipeline is not None:
             self._pipeline.head = head

@@ -25,7 +25,7 @@ from swarm.config import MergeConfig, SwarmConfig, load_config
 from swarm.errors import ConfigError, WorkspaceError
 from swarm.model import Provider
 from swarm.run.check import Baseline, Checker, run_baseline
-from swarm.run.environment import CheckEnvironment
+from swarm.run.environment import CheckEnvironment, interpreters_in
 from swarm.run.journal import Journal
 from swarm.run.merge import MergeQueue, Merger, QueueSettings
 from swarm.run.parts import CoordinatorParts, GitWorkspaces, ModelSource, SolveOptions
@@ -34,6 +34,7 @@ from swarm.run.report import RunReport
 from swarm.run.run import Run, RunSpec
 from swarm.run.task import Task, load_task
 from swarm.run.workspace import cleanup_stale, git
+from swarm.sandbox import Sandbox, bwrap_problem, make_sandbox
 
 __all__ = ["GitWorld", "SolveRequest", "new_run_id", "solve"]
 
@@ -57,6 +58,8 @@ class SolveRequest:
     live: bool | None = None
     run_id: str | None = None
     """Set when resuming."""
+    sandbox: str | None = None
+    """`bwrap` or `none` (`--sandbox`): over the task's `sandbox:` and the config's."""
 
 
 def new_run_id() -> str:
@@ -71,6 +74,7 @@ class GitWorld:
         repo: Path,
         task: Task,
         providers: Mapping[str, Provider] | None = None,
+        sandbox: Sandbox | None = None,
         merge: MergeConfig | None = None,
     ) -> None:
         self.repo, self.task = repo, task
@@ -78,7 +82,14 @@ class GitWorld:
         self.providers = providers
         self.merge = merge or MergeConfig()
         self.environment = CheckEnvironment.resolve(
-            repo, python=task.python, env=task.env, include=task.include, setup=task.setup
+            repo,
+            python=task.python,
+            env=task.env,
+            include=task.include,
+            setup=task.setup,
+            sandbox=(sandbox or make_sandbox(kind=task.sandbox)).with_read_only(
+                interpreters_in(task.check, task.accept, task.setup)
+            ),
         )
         self.checker = Checker(
             self.environment,
@@ -117,7 +128,7 @@ class GitWorld:
         return await run_baseline(self.checker, queue.worktree, task)
 
     async def warnings(self, task: Task) -> list[str]:
-        notes = [self.environment.describe()]
+        notes = [self.environment.describe(), _sandbox_note(self.environment.sandbox)]
         dirty = await git("status", "--porcelain", "--untracked-files=no", cwd=self.repo)
         if dirty.strip():
             head = (await self.base())[:12]
@@ -131,7 +142,7 @@ class GitWorld:
         if not task.check and not task.accept:
             notes.append("the task has no check: subtasks merge untested, and nothing says done")
         notes.append(
-            "git hooks: run when swarm commits (on this machine)"
+            f"git hooks: run when swarm commits ({self.environment.sandbox.kind} sandbox)"
             if task.hooks == "run"
             else "git hooks: not run (`hooks: run` in the task runs them)"
         )
@@ -176,6 +187,7 @@ async def solve(req: SolveRequest, *, source: ModelSource | None = None) -> RunR
             task = task.model_copy(update={"python": sys.executable})
         config = load_config(req.config_path)
         merge = config.merge.over(task.merge)
+        sandbox = make_sandbox(config.sandbox, kind=req.sandbox or task.sandbox)
         if not resuming:
             journal.create_run(
                 run_id, task=task.model_dump(), repo=str(repo), config=_saved(req, run_id, repo)
@@ -195,11 +207,21 @@ async def solve(req: SolveRequest, *, source: ModelSource | None = None) -> RunR
             live=req.live,
             source=source,
         )
-        run = Run(spec, GitWorld(repo, task, _providers(config, demo), merge))
+        run = Run(spec, GitWorld(repo, task, _providers(config, demo), sandbox, merge))
         async with run:
             await run.execute()
         assert run.report is not None
         return run.report
+
+
+def _sandbox_note(sandbox: Sandbox) -> str:
+    if sandbox.kind == "none":
+        why = bwrap_problem()
+        return "sandbox: none: agents' commands and checks run on this machine with your rights" + (
+            f" ({why})" if why else ""
+        )
+    network = "the host's network" if sandbox.policy.network == "host" else "no network"
+    return f"sandbox: {sandbox.kind}: commands write only their worktree; {network}"
 
 
 def _traces_dir(req: SolveRequest, state: Path, repo: Path) -> Path:
@@ -247,7 +269,7 @@ def _repo_for(req: SolveRequest, task: Task, state: Path, run_id: str) -> tuple[
     return dest, True
 
 
-_RESUME_OVERRIDES = ("max_agents", "budget", "quiet")
+_RESUME_OVERRIDES = ("max_agents", "budget", "quiet", "sandbox")
 
 
 def _resume_request(journal: Journal, req: SolveRequest) -> SolveRequest:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import anyio
@@ -62,13 +62,8 @@ class Staff:
         return TimedAgent(agent, self.times, role)
 
     def context(self, path: Path, check: str | None) -> ToolContext:
-        return ToolContext(
-            root=path,
-            check=check,
-            env=self.environment.env_for(path),
-            timeout_s=self.options.check_timeout_s,
-            check_slot=self.check_slot,
-        )
+        ctx = self.environment.context(path, check=check, timeout_s=self.options.check_timeout_s)
+        return replace(ctx, check_slot=self.check_slot) if self.check_slot else ctx
 
 
 class TimedAgent:

@@ -62,6 +62,8 @@ class Task(BaseModel, frozen=True, extra="forbid"):
     """Extra environment variables for checks and agents' commands."""
     hooks: Literal["skip", "run"] = "skip"
     """The repository's git hooks: never run (default), or run when swarm commits."""
+    sandbox: Literal["bwrap", "none"] | None = None
+    """Where commands run: `bwrap` or `none`; None: the config's `[sandbox] kind`."""
     baseline: Literal["record", "stop"] = "record"
     """A check already red before any change: judge subtasks against its known failures
     (`record`), or stop before spending anything (`stop`)."""
@@ -101,6 +103,7 @@ class _FrontMatter(BaseModel):
     python: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
     hooks: Literal["skip", "run"] = "skip"
+    sandbox: Literal["bwrap", "none"] | None = None
     baseline: Literal["record", "stop"] = "record"
     max_agents: int | None = Field(default=None, ge=1)
     budget: BudgetLimits | None = None
@@ -129,6 +132,7 @@ _SHAPES = {
     "python": "a string (a path to an interpreter)",
     "env": "a mapping of variable to string value",
     "hooks": "`skip` or `run`",
+    "sandbox": "`bwrap` or `none`",
     "baseline": "`record` or `stop`",
     "max_agents": "a whole number",
     "budget": "a mapping of limits, e.g. {usd: 2, steps: 300, deadline: 15m}",
@@ -239,6 +243,7 @@ def _validate_front(front: dict[str, Any], node: yaml.Node | None, source: str) 
         "python": fm.python,
         "env": fm.env,
         "hooks": fm.hooks,
+        "sandbox": fm.sandbox,
         "baseline": fm.baseline,
         "max_agents": fm.max_agents,
         "budget": fm.budget,

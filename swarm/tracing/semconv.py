@@ -95,3 +95,10 @@ WAIT_CHECK = "check"
 """A check waiting for one of the places that keep the machine from thrashing."""
 
 # The content capture switch (opt-in) and its one rule live in `swarm._secrets`.
+
+# swarm.sandbox.*: where a command ran, and what the sandbox refused (swarm.sandbox)
+SANDBOX_KIND = "swarm.sandbox.kind"
+"""`bwrap` or `none`, on every span of a tool or check that ran a command."""
+SANDBOX_DENIED = "swarm.sandbox.denied"
+"""What the sandbox refused or stopped, a short sentence each (a write outside the
+worktree, the network, too many processes)."""

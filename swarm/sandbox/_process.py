@@ -5,7 +5,7 @@ subprocess transport, pipe transports and protocols, and a thread per child to w
 it); a solve runs a check per subtask and agents run many more. Where the system has
 pidfds (Linux 5.3+), `open_command` starts the command with `subprocess.Popen` (a vfork)
 and waits on a pidfd and a non-blocking pipe instead: about half the CPU, no thread. The
-result quacks like anyio's `Process` as far as `run_command` needs: `pid`, `returncode`,
+result quacks like anyio's `Process` as far as `run_confined` needs: `pid`, `returncode`,
 `wait`, `stdout`, `aclose`. Elsewhere it is anyio's `Process`.
 """
 
@@ -26,7 +26,7 @@ _READ_SIZE = 65536
 
 
 class Command(Protocol):
-    """What `run_command` uses of a started process."""
+    """What `run_confined` uses of a started process."""
 
     @property
     def pid(self) -> int: ...

@@ -1,0 +1,179 @@
+"""What the sandbox costs: per command, bubblewrap against none, and a whole demo solve.
+
+    python -m benchmarks.bench_sandbox [--json] [--commands 200] [--solves 3]
+
+Per command: `true` and a small `python -c` run through `run_command` in a real git
+worktree, alternating bwrap and none in the same run (so both see the same machine), as
+`run`, `run_tests` and checks run them. Reported: median and mean wall time per command
+for each sandbox, and the CPU time all its processes used; the overheads are the
+differences. Goal: <= 15 ms per command. On a loaded machine the wall figure grows with
+the load (bwrap's setup is CPU work waiting for a core); the CPU figure does not. To
+count the CPU of a sandbox's processes the benchmark makes itself their subreaper: the
+sandbox's init outlives bwrap's monitor, and would be reaped elsewhere otherwise.
+
+Whole run: `swarm solve` on the shipped demo (simulator, `time_scale` 0.02) with
+`--sandbox bwrap` and `--sandbox none`, alternating, `--solves` times each; median wall
+time and swarm's own CPU (its process only). Goal: bwrap no more than 10 % slower.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from statistics import mean, median
+from typing import Any
+
+import anyio
+
+from swarm.agent.toolbox import run_command
+from swarm.run.environment import CheckEnvironment
+from swarm.run.solve import SolveRequest, solve
+from swarm.run.workspace import Workspace
+from swarm.sandbox import BwrapSandbox, NoSandbox, Sandbox
+
+TASK = Path(__file__).resolve().parents[1] / "tasks" / "refactor.md"
+COMMANDS = {"true": "true", "python": "python -c 'import sys; sys.exit(0)'"}
+
+
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _become_subreaper() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+
+
+def _children_cpu() -> float:
+    """CPU of every finished descendant, orphans reparented to us reaped first."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _repo(root: Path) -> Path:
+    repo = root / "repo"
+    repo.mkdir()
+    (repo / "app.py").write_text("x = 1\n")
+    ident = ["-c", "user.name=b", "-c", "user.email=b@b"]
+    for args in (["init", "-q"], ["add", "-A"], [*ident, "commit", "-qm", "init"]):
+        subprocess.run(["git", *args], cwd=repo, check=True)
+    return repo
+
+
+async def per_command(n: int) -> dict[str, Any]:
+    sandboxes: dict[str, Sandbox] = {"none": NoSandbox(), "bwrap": BwrapSandbox()}
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-sbx-") as tmp:
+        repo = _repo(Path(tmp))
+        async with Workspace.open(repo, name="bench") as ws:
+            for label, command in COMMANDS.items():
+                wall: dict[str, list[float]] = {k: [] for k in sandboxes}
+                cpu: dict[str, list[float]] = {k: [] for k in sandboxes}
+                for _ in range(n):
+                    for kind, sandbox in sandboxes.items():
+                        env = CheckEnvironment.resolve(repo, python=sys.executable, sandbox=sandbox)
+                        ctx = env.context(ws.path, timeout_s=30)
+                        c0, t0 = _children_cpu(), time.perf_counter()
+                        result = await run_command(command, ctx)
+                        wall[kind].append(time.perf_counter() - t0)
+                        await anyio.sleep(0.05)  # the sandbox's init is reparented, then ends
+                        cpu[kind].append(_children_cpu() - c0)
+                        assert result.exit_code == 0, result.output
+                stats: dict[str, Any] = {
+                    kind: {
+                        "median_ms": round(median(wall[kind]) * 1000, 2),
+                        "mean_ms": round(mean(wall[kind]) * 1000, 2),
+                        "cpu_ms": round(mean(cpu[kind]) * 1000, 2),
+                    }
+                    for kind in sandboxes
+                }
+                over = stats["bwrap"]["median_ms"] - stats["none"]["median_ms"]
+                stats["overhead_ms"] = round(over, 2)
+                cpu_over = stats["bwrap"]["cpu_ms"] - stats["none"]["cpu_ms"]
+                stats["overhead_cpu_ms"] = round(cpu_over, 2)
+                out[label] = stats
+    return out
+
+
+async def demo_solves(n: int) -> dict[str, Any]:
+    wall: dict[str, list[float]] = {"none": [], "bwrap": []}
+    cpu: dict[str, list[float]] = {"none": [], "bwrap": []}
+    with tempfile.TemporaryDirectory(prefix="bench-sbx-solve-") as tmp:
+        config = Path(tmp) / "swarm.toml"
+        config.write_text('[providers.sim]\nkind = "sim"\ntime_scale = 0.02\n')
+        for i in range(n):
+            for kind in ("none", "bwrap") if i % 2 == 0 else ("bwrap", "none"):  # no order bias
+                state = Path(tmp) / f"{kind}-{i}"
+                request = SolveRequest(
+                    task_path=str(TASK),
+                    config_path=str(config),
+                    state_dir=str(state),
+                    traces_dir=str(state / "traces"),
+                    quiet=True,
+                    sandbox=kind,
+                )
+                c0, t0 = time.process_time(), time.perf_counter()
+                report = await solve(request)
+                wall[kind].append(time.perf_counter() - t0)
+                cpu[kind].append(time.process_time() - c0)
+                _children_cpu()  # reap the sandboxes' orphaned inits (we are their subreaper)
+                assert report.status == "done", report
+    stats: dict[str, Any] = {
+        kind: {
+            "median_s": round(median(wall[kind]), 3),
+            "cpu_s": round(median(cpu[kind]), 3),
+        }
+        for kind in wall
+    }
+    stats["slower_pct"] = round(
+        100 * (stats["bwrap"]["median_s"] / stats["none"]["median_s"] - 1), 1
+    )
+    return stats
+
+
+async def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--commands", type=int, default=200)
+    parser.add_argument("--solves", type=int, default=3)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    _become_subreaper()
+    result: dict[str, Any] = {
+        "per_command": await per_command(args.commands),
+        "demo_solve": await demo_solves(args.solves) if args.solves else None,
+        "goals": {"per_command_overhead_ms": 15, "demo_slower_pct": 10},
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        for label, s in result["per_command"].items():
+            print(
+                f"{label:>7}: none {s['none']['median_ms']} ms, bwrap {s['bwrap']['median_ms']}"
+                f" ms: +{s['overhead_ms']} ms per command (CPU +{s['overhead_cpu_ms']} ms)"
+            )
+        d = result["demo_solve"]
+        if d is not None:
+            print(
+                f"demo solve: none {d['none']['median_s']} s, bwrap {d['bwrap']['median_s']} s "
+                f"({d['slower_pct']:+} %)"
+            )
+    return result
+
+
+if __name__ == "__main__":
+    anyio.run(main)

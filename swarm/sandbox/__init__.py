@@ -1,0 +1,28 @@
+"""Sandboxes: where agents' and the coordinator's commands run, and what they may touch.
+
+`Sandbox` is the seam (`base`); `BwrapSandbox` confines a command to its worktree with
+bubblewrap, `NoSandbox` runs it on the host; `make_sandbox` chooses from the config
+(`[sandbox]`), a task's `sandbox:` or `--sandbox`. Below `swarm.agent`: the toolbox runs
+every command through one.
+"""
+
+from swarm.sandbox.base import Launch, Limits, Network, Sandbox, SandboxPolicy, git_paths
+from swarm.sandbox.bwrap import BwrapSandbox, bwrap_path
+from swarm.sandbox.factory import bwrap_problem, make_sandbox
+from swarm.sandbox.hooks import sandboxed_git
+from swarm.sandbox.none import NoSandbox
+
+__all__ = [
+    "BwrapSandbox",
+    "Launch",
+    "Limits",
+    "Network",
+    "NoSandbox",
+    "Sandbox",
+    "SandboxPolicy",
+    "bwrap_path",
+    "bwrap_problem",
+    "git_paths",
+    "make_sandbox",
+    "sandboxed_git",
+]

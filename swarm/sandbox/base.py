@@ -1,0 +1,120 @@
+"""The `Sandbox` seam: how every command an agent or the coordinator runs is confined.
+
+A sandbox turns a command (an argv, a working directory, an environment) into the command
+line that runs it confined (`Sandbox.launch`), watches it while it runs (`Sandbox.guard`:
+the process-count limit) and reads its output for the denials worth telling the model
+(`Sandbox.denials`). `swarm.agent.toolbox.run_command` is the one caller: `run`,
+`run_tests`, the check, `setup:` and sandboxed git hooks all go through it. The same seam
+takes a remote runner later: it only sees argv, cwd and env.
+
+The policy (`SandboxPolicy`) is per sandbox: what besides the working directory may be read
+or written, the network, the limits. Where the command runs (its working directory: a
+worktree) is per command; git access is derived from it (`git_paths`).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+__all__ = ["Launch", "Limits", "Network", "Sandbox", "SandboxPolicy", "git_paths"]
+
+Network = Literal["off", "host"]
+"""`off`: the sandbox's own loopback only (a test suite's local servers work; the host's
+loopback and the internet do not). `host`: the host's network, unrestricted."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one sandboxed command (its whole process tree)."""
+
+    max_processes: int = 512
+    """Processes alive at once; above it the whole tree is killed (a fork bomb)."""
+    memory_mb: int | None = 8192
+    """Data segment (heap and private mappings) per process (RLIMIT_DATA); None: no limit."""
+    file_size_mb: int | None = 4096
+    """Largest file a process may write (RLIMIT_FSIZE); None: no limit."""
+    tmp_mb: int = 1024
+    """Size of the command's own `/tmp` (memory-backed)."""
+
+
+@dataclass(frozen=True)
+class SandboxPolicy:
+    """What a sandboxed command may touch besides its working directory."""
+
+    read_only: tuple[Path, ...] = ()
+    """Extra paths visible read-only: interpreter prefixes, `include:` targets, tools."""
+    writable: tuple[Path, ...] = ()
+    """Extra paths writable (besides the working directory): caches the user allows."""
+    network: Network = "off"
+    limits: Limits = field(default_factory=Limits)
+
+    def with_read_only(self, paths: Sequence[Path]) -> SandboxPolicy:
+        """This policy with `paths` also readable (kept in order, once each)."""
+        merged = tuple(dict.fromkeys([*self.read_only, *paths]))
+        return SandboxPolicy(merged, self.writable, self.network, self.limits)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A command as the sandbox runs it."""
+
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+
+
+class Sandbox(ABC):
+    """Confines commands; `kind` names the implementation in reports and spans."""
+
+    kind: str
+    policy: SandboxPolicy
+
+    @abstractmethod
+    def launch(
+        self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], git_write: bool = False
+    ) -> Launch:
+        """The command line, environment and directory that run `argv` confined to `cwd`.
+
+        `git_write` (a git command running the repository's hooks) makes the git dir
+        writable, except its config and hooks: what would run on the host next time."""
+
+    async def guard(self, pid: int) -> str | None:
+        """Watch the running command (`pid`: what `launch`'s argv started) and kill it when
+        it breaks a limit; returns why it was killed. Returns when the command ends, or is
+        cancelled then. Default: nothing to watch."""
+        return None
+
+    def denials(self, output: str) -> list[str]:
+        """Short notes for the model on what the sandbox refused, read from `output`."""
+        return []
+
+    def with_read_only(self, paths: Sequence[Path]) -> Sandbox:
+        """The same sandbox with `paths` also readable (a repository's interpreter)."""
+        return self
+
+
+def git_paths(cwd: Path) -> tuple[Path | None, Path | None]:
+    """For a linked worktree `cwd`: its git common dir and the `swarm-worktrees` dir inside
+    it that holds the other worktrees (hidden from it). (None, None) when `cwd` is not one.
+
+    Agents' commands get read-only git: `git diff`, `log`, `status` work; commits, branch
+    and ref changes do not (swarm makes the commits; the patch is computed outside)."""
+    try:
+        text = (cwd / ".git").read_text().strip()
+    except OSError:
+        return None, None
+    if not text.startswith("gitdir: "):
+        return None, None
+    admin = Path(text.removeprefix("gitdir: "))
+    admin = admin if admin.is_absolute() else (cwd / admin)
+    try:
+        common_rel = (admin / "commondir").read_text().strip()
+    except OSError:
+        return None, None
+    common = Path(common_rel) if Path(common_rel).is_absolute() else admin / common_rel
+    common = common.resolve()
+    return common, common / "swarm-worktrees"

