@@ -30,6 +30,7 @@ from swarm.config import SwarmConfig, load_config
 from swarm.errors import (
     BudgetExceeded,
     ConfigError,
+    ContextWindowExceeded,
     ModelBehaviorError,
     ProviderError,
     RateLimited,
@@ -60,6 +61,7 @@ __all__ = [
     "ChatRequest",
     "ChatResult",
     "ConfigError",
+    "ContextWindowExceeded",
     "Finish",
     "Message",
     "Model",

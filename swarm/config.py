@@ -61,6 +61,12 @@ class ModelConfig(BaseModel):
     max_concurrency: int | None = Field(default=None, ge=1)
     rpm: int | None = Field(default=None, ge=1)
     tpm: int | None = Field(default=None, ge=1)
+    context_window: int | None = Field(default=None, ge=1)
+    """Tokens one request may hold (prompt plus output), over the catalog's figure."""
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    """Most output tokens (reasoning included) per reply, over the catalog's figure."""
+    cached_input_usd_per_m: float | None = Field(default=None, ge=0)
+    """Price of a million prompt-cache hits, over the catalog's figure."""
 
 
 class ProviderConfig(BaseModel):

@@ -26,7 +26,8 @@ from aiohttp import web
 from swarm.catalog import all_models
 from swarm.messages import ChatRequest, Message, ToolCall, ToolSpec
 from swarm.providers.exchange import SIMULATED_HEADER
-from swarm.providers.sim_engine import SimEngine, SimPlan
+from swarm.providers.sim_context import context_error_body
+from swarm.providers.sim_engine import FAULT_CONTEXT, SimEngine, SimPlan
 from swarm.providers.sim_reply import Reply
 
 __all__ = ["create_app", "serve_sim"]
@@ -104,7 +105,7 @@ def _usage(plan: SimPlan) -> dict[str, Any]:
         "prompt_tokens": plan.input_tokens,
         "completion_tokens": completion,
         "total_tokens": plan.input_tokens + completion,
-        "prompt_tokens_details": {"cached_tokens": 0},
+        "prompt_tokens_details": {"cached_tokens": plan.cached_tokens},
         "completion_tokens_details": {"reasoning_tokens": plan.reasoning_tokens},
     }
 
@@ -230,6 +231,8 @@ class _SimHandlers:
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             return _error(400, f"invalid request: {exc!r}", "invalid_request_error", None)
         plan = await self.engine.plan(model, chat)
+        if plan.fault == FAULT_CONTEXT:
+            return web.json_response(context_error_body(plan), status=400)
         if plan.fault == "rate_limit":
             retry = plan.retry_after_s
             return _error(
