@@ -74,23 +74,8 @@ class SimProvider:
         start = anyio.current_time()
         plan = await self.engine.plan(model, request)
         fault = plan.fault
-        if fault == FAULT_CONTEXT:
-            raise _too_long(plan, self.name, model)
-        if fault == FAULT_RATE_LIMIT:
-            raise RateLimited(
-                "rate limited (429, simulated)",
-                provider=self.name,
-                model=model,
-                retry_after=plan.retry_after_s,
-            )
-        if fault == FAULT_ERROR:
-            raise ProviderError(
-                "server error (500, simulated)",
-                provider=self.name,
-                model=model,
-                status=500,
-                retryable=True,
-            )
+        if fault in (FAULT_CONTEXT, FAULT_RATE_LIMIT, FAULT_ERROR):
+            self._refuse(plan, model)
         await anyio.sleep(plan.ttft_s)
         first = anyio.current_time()
         if on_first_token is not None:
@@ -125,6 +110,25 @@ class SimProvider:
             simulated=True,
             rate_limit=plan.rate_limit,
             extras={},
+        )
+
+    def _refuse(self, plan: SimPlan, model: str) -> None:
+        """The errors a request refused before any token gets: 400, 429, 500."""
+        if plan.fault == FAULT_CONTEXT:
+            raise _too_long(plan, self.name, model)
+        if plan.fault == FAULT_RATE_LIMIT:
+            raise RateLimited(
+                "rate limited (429, simulated)",
+                provider=self.name,
+                model=model,
+                retry_after=plan.retry_after_s,
+            )
+        raise ProviderError(
+            "server error (500, simulated)",
+            provider=self.name,
+            model=model,
+            status=500,
+            retryable=True,
         )
 
     def _raise_stream_fault(self, fault: str, model: str) -> None:
