@@ -44,6 +44,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--check-s", type=float, help="seconds per simulated check")
     p.add_argument("--time-scale", type=float, help="multiply model latencies")
     p.add_argument(
+        "--no-compaction",
+        dest="compaction",
+        action="store_false",
+        help="agents never compact their history (requests over the window are rejected)",
+    )
+    p.add_argument(
         "--virtual", action="store_true", help="run on a virtual clock: hours of work in seconds"
     )
     p.add_argument("--traces-dir", default="traces")
@@ -84,16 +90,22 @@ def spec_from_args(args: argparse.Namespace) -> Any:
     for tier in ("speed", "reasoning"):
         if tier in values:
             find_profile(values[tier])  # ConfigError naming the unknown ref
-    return replace(SimSpec(**values), virtual=args.virtual, traces_dir=Path(args.traces_dir))
+    return replace(
+        SimSpec(**values),
+        virtual=args.virtual,
+        traces_dir=Path(args.traces_dir),
+        compaction=getattr(args, "compaction", True),
+    )
 
 
 def _simulate(args: argparse.Namespace) -> int:
     from swarm.simulate.simulation import run_simulation
 
     out = run_simulation(spec_from_args(args))
+    code = 1 if out["failed"] else 0  # a subtask that a real run would lose fails here too
     if args.json:
         print(json.dumps(out, indent=2))
-        return 0
+        return code
     clock = "virtual" if out["virtual"] else "real"
     print(
         f"swarm simulate: {out['agents']} agents, {out['steps']} steps, {out['shape']}, "
@@ -110,10 +122,15 @@ def _simulate(args: argparse.Namespace) -> int:
     )
     print(f"  tokens      {out['tokens']}  cost ${out['cost_usd']:.4f}")
     print(
+        f"  context     peak request {out['peak_input_tokens']} tokens  "
+        f"rejected over the window {out['over_window']}  "
+        f"compaction {'on' if out['compaction'] else 'off'}"
+    )
+    print(
         f"  cpu         {out['cpu_s']:.2f} s  ({out['cpu_ms_per_call']} ms/call)  "
         f"peak RSS {out['peak_rss_mb']} MB"
     )
     print(f"  merged      {out['merged']}  failed {out['failed']}")
     note = f"  ({out['trace_note']})" if out["trace_note"] else ""
     print(f"  trace       {out['trace']}{note}")
-    return 0
+    return code

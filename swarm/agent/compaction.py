@@ -31,7 +31,7 @@ from swarm._tokens import estimate_messages_tokens
 from swarm.agent.context import ContextBudget, ContextStrategy, default_strategy
 from swarm.errors import ContextWindowExceeded
 from swarm.messages import Message, Usage
-from swarm.model import Model
+from swarm.model import Model, context_window
 from swarm.tracing import semconv as sc
 from swarm.tracing.setup import tracer
 
@@ -64,8 +64,7 @@ class Compactor:
         self, policy: ContextPolicy, model: Model, role: str, fixed_tokens: int = 0
     ) -> None:
         self.policy = policy
-        window = policy.window or getattr(model, "context_window", None)
-        self.window: int | None = window if isinstance(window, int) and window > 0 else None
+        self.window = policy.window or context_window(model)
         """The window in force (learnt from a rejection when nothing said it before)."""
         self.role = role
         self.fixed_tokens = fixed_tokens

@@ -98,6 +98,8 @@ class SimSpec:
     """Multiplies model latencies (0: zero-latency simulator)."""
     faults: Faults = field(default_factory=Faults)
     routing: RoutingConfig = field(default_factory=RoutingConfig)
+    compaction: bool = True
+    """Agents compact their history to fit the window (False: as a naive agent would)."""
     virtual: bool = False
     traces_dir: Path | None = Path("traces")
     """Where the trace goes; None writes none."""
@@ -198,6 +200,7 @@ async def simulate(spec: SimSpec) -> dict[str, Any]:
     options = SolveOptions(
         max_agents=spec.max_agents or spec.agents,
         max_steps_per_agent=max(shares.values()) + spec.fix_steps + 2,
+        compaction=spec.compaction,
     )
     cpu0, real0, t0 = time.process_time(), time.perf_counter(), anyio.current_time()
     with (
@@ -265,6 +268,10 @@ def _figures(
         "calls": report.calls,
         "attempts": world.provider.attempts,
         "rate_limited": world.provider.rate_limited,
+        "over_window": world.provider.over_window,
+        "peak_input_tokens": max(
+            (c.input_tokens for log in calls.values() for c in log), default=0
+        ),
         "tool_calls": tool_calls,
         "tokens": report.tokens,
         "output_tokens": report.output_tokens,
