@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -340,3 +341,37 @@ async def test_providers_map_a_context_400_to_context_window_exceeded(
         await provider.chat("m", ChatRequest(messages=[Message.user("hi")]))
     assert (info.value.limit, info.value.requested, info.value.retryable) == (8192, 9000, False)
     await client.aclose()
+
+
+async def test_trace_summary_shows_steps_and_savings(tmp_path: Path) -> None:
+    from swarm.analysis import summarize
+    from swarm.analysis.loader import load_trace
+    from swarm.tracing.setup import run_tracing
+
+    script = LongLoop(120)
+    path = tmp_path / "ctx-run.jsonl"
+    with run_tracing("ctx-run", traces_dir=tmp_path):
+        async with sim_router(script) as router:
+            agent = Agent[str](
+                "coder", model=router.model("speed"), tools=[read_file, finish], max_steps=130
+            )
+            result = await agent.run("read it all")
+    c = summarize(load_trace(path, cache=False))["context"]
+    assert c["compactions"] == result.compactions >= 1
+    assert [r["step"] for r in c["input_tokens_by_step"]] == list(range(1, 121))
+    assert c["peak_request_tokens"] == max(r["max_input_tokens"] for r in c["input_tokens_by_step"])
+    assert c["input_tokens"] == result.usage.input_tokens
+    assert c["input_tokens_saved"] > c["tokens_removed"] > 0
+
+
+def test_providers_lists_limits_with_config_overrides(tmp_path: Path) -> None:
+    from swarm._commands.providers import rows
+
+    config = tmp_path / "swarm.toml"
+    config.write_text('[providers.groq.models."llama-3.3-70b"]\ncontext_window = 65536\n')
+    table, _ = rows(str(config), {})
+    by_ref = {f"{r['provider']}/{r['model']}": r for r in table}
+    assert by_ref["groq/llama-3.3-70b"]["context_window"] == 65_536
+    assert by_ref["cerebras/llama-3.3-70b"]["context_window"] == 131_072
+    assert by_ref["moonshot/kimi-k2.6"]["cached_usd_per_m"] == 0.15
+    assert by_ref["anthropic/claude-sonnet-4.5"]["max_output"] == 64_000
