@@ -1,11 +1,12 @@
 """How big each model request was, step by step, and what compaction saved.
 
 Steps are counted per agent: an agent's k-th successful `chat` span is its step k
-(failed attempts and summary calls, children of a `swarm.compaction` span, are not). Per step the figures are the
-largest and the mean request (`gen_ai.usage.input_tokens`) over the agents that got that
-far. Each compaction span says how many tokens its request held before and after; every
-later call of the same agent carried that many fewer, so the input tokens saved are the
-tokens removed times the calls that followed (the counterfactual run that kept them all).
+(failed attempts and summary calls, children of a `swarm.compaction` span, are not). Per
+step the figures are the largest and the mean request (`gen_ai.usage.input_tokens`) over
+the agents that got that far. Each compaction span says how many tokens its request held
+before and after; every later call of the same agent carried that many fewer, so the
+input tokens saved are the tokens removed times the calls that followed (the
+counterfactual run that kept them all).
 """
 
 from __future__ import annotations
