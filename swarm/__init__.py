@@ -32,6 +32,7 @@ from swarm.config import SwarmConfig, load_config
 from swarm.errors import (
     BudgetExceeded,
     ConfigError,
+    ContextWindowExceeded,
     ModelBehaviorError,
     ProviderError,
     RateLimited,
@@ -62,6 +63,7 @@ __all__ = [
     "ChatRequest",
     "ChatResult",
     "ConfigError",
+    "ContextWindowExceeded",
     "Finish",
     "Message",
     "Model",

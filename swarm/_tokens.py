@@ -6,11 +6,11 @@ sent no usage. Cheap on purpose: a character count, no tokenizer.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
-from swarm.messages import ChatRequest, ToolCall
+from swarm.messages import ChatRequest, Message, ToolCall
 
-__all__ = ["estimate_input_tokens", "estimate_tokens"]
+__all__ = ["estimate_input_tokens", "estimate_messages_tokens", "estimate_tokens"]
 
 CHARS_PER_TOKEN = 4
 """Characters per token, a fair average for English prose and code."""
@@ -33,16 +33,17 @@ def estimate_tokens(*parts: str | Iterable[ToolCall] | None) -> int:
     return (chars + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
 
 
-def estimate_input_tokens(request: ChatRequest) -> int:
-    """The prompt of `request`: its messages' text and tool calls, framing, and tools."""
+def estimate_messages_tokens(messages: Sequence[Message]) -> int:
+    """Messages as a prompt carries them: text, tool calls and framing."""
     chars = 0
-    for m in request.messages:
+    for m in messages:
         if m.content:
             chars += len(m.content)
         for tc in m.tool_calls:
             chars += len(tc.name) + len(tc.arguments)
-    return (
-        chars // CHARS_PER_TOKEN
-        + TOKENS_PER_MESSAGE * len(request.messages)
-        + TOKENS_PER_TOOL * len(request.tools)
-    )
+    return chars // CHARS_PER_TOKEN + TOKENS_PER_MESSAGE * len(messages)
+
+
+def estimate_input_tokens(request: ChatRequest) -> int:
+    """The prompt of `request`: its messages' text and tool calls, framing, and tools."""
+    return estimate_messages_tokens(request.messages) + TOKENS_PER_TOOL * len(request.tools)

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from swarm._duration import parse_duration
 from swarm.errors import BudgetExceeded, ConfigError
 from swarm.messages import ChatRequest, ChatResult
-from swarm.model import Model
+from swarm.model import Model, context_window
 
 __all__ = ["Budget", "BudgetLimits", "Budgeted", "Reservation", "Spent", "parse_budget_flags"]
 
@@ -208,9 +208,11 @@ class Budgeted:
     budget: Budget
     tier: str | None = None
     name: str = field(init=False)
+    context_window: int | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
         self.name = self.inner.name
+        self.context_window = context_window(self.inner)
 
     async def chat(self, request: ChatRequest) -> ChatResult:
         with self.budget.reserve(tier=self.tier) as held:

@@ -9,6 +9,14 @@ Kimi K2.6 thinks before answering: about 5,000 hidden reasoning tokens per call.
 what makes the published comparison work: a 10,000-in / 500-out request is
 (5,000 + 500) / 981 = 5.6 s on Cerebras and (5,000 + 500) / 34 + ~1.9 s = 163.7 s on
 Moonshot's own endpoint.
+
+Limits (context window and max output, in tokens) are the published figures per model:
+Kimi K2.6 262,144 (Moonshot's K2 family; the same on every host is assumed), Llama 3.3 70B
+131,072 (Meta's figure, which most hosts serve), gpt-oss-120b 131,072, GPT-4.1 1,047,576,
+GPT-5 400,000, Claude 4.5 200,000. Max output where a host publishes none is assumed:
+32,768 (Kimi, Llama on the OpenAI-compatible hosts). Cache-read prices are the published
+ones where a provider bills prompt-cache hits at a discount (Moonshot, OpenAI, Anthropic,
+Groq for Kimi); elsewhere cached input costs the full input price.
 """
 
 from __future__ import annotations
@@ -90,10 +98,24 @@ class ModelInfo:
     """Price of a million output tokens (reasoning included), USD."""
     profile: LatencyProfile
     """Latency of this model on this provider."""
+    context_window: int = 131_072
+    """Prompt plus output tokens one request may hold; longer ones are rejected (400)."""
+    max_output_tokens: int = 32_768
+    """Most output tokens (reasoning included) one reply may have."""
+    cached_input_usd_per_m: float | None = None
+    """Price of a million prompt-cache hits; None when the provider gives no discount."""
 
-    def cost_usd(self, input_tokens: int, output_tokens: int) -> float:
-        """List price of one call."""
-        return (input_tokens * self.input_usd_per_m + output_tokens * self.output_usd_per_m) / 1e6
+    def cost_usd(self, input_tokens: int, output_tokens: int, cached_tokens: int = 0) -> float:
+        """List price of one call; `cached_tokens` (part of the input) at the cache price."""
+        cached_price = self.cached_input_usd_per_m
+        if cached_price is None:
+            cached_price = self.input_usd_per_m
+        fresh = input_tokens - cached_tokens
+        return (
+            fresh * self.input_usd_per_m
+            + cached_tokens * cached_price
+            + output_tokens * self.output_usd_per_m
+        ) / 1e6
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +165,37 @@ class _Wire:
 _OPENAI = _Wire()
 
 
+# (context window, max output) by short model name; see the module docstring for sources
+_LIMITS: Mapping[str, tuple[int, int]] = {
+    "kimi-k2.6": (262_144, 32_768),
+    "llama-3.3-70b": (131_072, 32_768),
+    "gpt-oss-120b": (131_072, 32_768),
+    "gpt-4.1": (1_047_576, 32_768),
+    "gpt-4.1-mini": (1_047_576, 32_768),
+    "gpt-5": (400_000, 128_000),
+    "claude-sonnet-4.5": (200_000, 64_000),
+    "claude-haiku-4.5": (200_000, 64_000),
+}
+# $ per million prompt-cache hits, where published
+_CACHED: Mapping[str, float] = {
+    "moonshot/kimi-k2.6": 0.15,
+    "groq/kimi-k2.6": 0.50,
+    "openai/gpt-4.1": 0.50,
+    "openai/gpt-4.1-mini": 0.10,
+    "openai/gpt-5": 0.125,
+    "azure/gpt-4.1": 0.50,
+    "anthropic/claude-sonnet-4.5": 0.30,
+    "anthropic/claude-haiku-4.5": 0.10,
+}
+
+
+def _model(name: str, row: _Row) -> ModelInfo:
+    short, api, price_in, price_out, profile = row
+    window, max_out = _LIMITS.get(short, (131_072, 32_768))
+    ref = f"{name}/{short}"
+    return ModelInfo(ref, api, price_in, price_out, profile, window, max_out, _CACHED.get(ref))
+
+
 def _provider(
     name: str,
     base_url: str,
@@ -151,10 +204,7 @@ def _provider(
     notes: str = "",
     wire: _Wire = _OPENAI,
 ) -> ProviderInfo:
-    models = {
-        short: ModelInfo(f"{name}/{short}", api, price_in, price_out, profile)
-        for short, api, price_in, price_out, profile in rows
-    }
+    models = {row[0]: _model(name, row) for row in rows}
     return ProviderInfo(
         name=name,
         kind=wire.kind,

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from swarm._faults import Faults
-from swarm._merge_config import BatchSize, MergeConfig
+from swarm._run_config import BatchSize, MergeConfig, SandboxConfig
 from swarm.budget import BudgetLimits
 from swarm.errors import ConfigError
 
@@ -64,6 +64,12 @@ class ModelConfig(BaseModel):
     max_concurrency: int | None = Field(default=None, ge=1)
     rpm: int | None = Field(default=None, ge=1)
     tpm: int | None = Field(default=None, ge=1)
+    context_window: int | None = Field(default=None, ge=1)
+    """Tokens one request may hold (prompt plus output), over the catalog's figure."""
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    """Most output tokens (reasoning included) per reply, over the catalog's figure."""
+    cached_input_usd_per_m: float | None = Field(default=None, ge=0)
+    """Price of a million prompt-cache hits, over the catalog's figure."""
 
 
 class ProviderConfig(BaseModel):
@@ -145,27 +151,6 @@ class RoutingConfig(BaseModel):
     """Successes per +1 of the concurrency limit after a 429 cut it."""
     default_output_tokens: int = Field(default=1024, ge=1)
     """Output estimate for limits and budgets when a request sets no max_tokens."""
-
-
-SandboxKind = Literal["auto", "bwrap", "none"]
-"""`auto`: bubblewrap where it is installed, else none (said in the report's warnings)."""
-
-
-class SandboxConfig(BaseModel):
-    """`[sandbox]`: how agents' commands, checks and hooks are confined (`swarm.sandbox`)."""
-
-    model_config = _STRICT
-    kind: SandboxKind = "auto"
-    network: Literal["off", "host"] = "off"
-    """`off`: only the sandbox's own loopback; `host`: the host's network."""
-    read_only: list[str] = Field(default_factory=list)
-    """Extra paths commands may read (tools outside `/usr`, shared caches)."""
-    writable: list[str] = Field(default_factory=list)
-    """Extra paths commands may write besides their worktree."""
-    max_processes: int = Field(default=512, ge=8)
-    memory_mb: int | None = Field(default=8192, ge=64)
-    file_size_mb: int | None = Field(default=4096, ge=1)
-    tmp_mb: int = Field(default=1024, ge=16)
 
 
 class SwarmConfig(BaseModel):

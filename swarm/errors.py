@@ -5,6 +5,7 @@ SwarmError
   ConfigError          bad config, task file or plan: the user fixes it; says file and field
   ProviderError        a model call failed (status, provider, model); `retryable` says if
     RateLimited        429, with the provider's Retry-After
+    ContextWindowExceeded  the request is longer than the model's window (a 400)
   ModelBehaviorError   the model's output stayed invalid after the agent's bounded retries
   ToolError            a tool failed: the message goes back to the model
   WorkspaceError       a git worktree could not be made, patched or removed
@@ -20,6 +21,7 @@ from __future__ import annotations
 __all__ = [
     "BudgetExceeded",
     "ConfigError",
+    "ContextWindowExceeded",
     "ModelBehaviorError",
     "ProviderError",
     "RateLimited",
@@ -88,6 +90,31 @@ class RateLimited(ProviderError):
         )
         self.retry_after = retry_after
         """Seconds the provider asked us to wait, from `Retry-After` or `x-ratelimit-reset-*`."""
+
+
+class ContextWindowExceeded(ProviderError):
+    """The prompt (plus `max_tokens`) is longer than the model's context window.
+
+    Providers answer 400 (OpenAI-compatible: `code: context_length_exceeded`; Anthropic:
+    `invalid_request_error`, "prompt is too long"). No retry or other candidate helps; the
+    agent compacts its history and tries once more."""
+
+    def __init__(
+        self,
+        message: str = "context window exceeded",
+        *,
+        provider: str = "",
+        model: str = "",
+        limit: int | None = None,
+        requested: int | None = None,
+    ) -> None:
+        super().__init__(
+            message, provider=provider, model=model, status=400, kind="http", retryable=False
+        )
+        self.limit = limit
+        """The model's window in tokens, when the provider said."""
+        self.requested = requested
+        """Tokens the request needed (prompt plus `max_tokens`), when the provider said."""
 
 
 class ModelBehaviorError(SwarmError):

@@ -15,7 +15,7 @@ from typing import Protocol, runtime_checkable
 
 from swarm.messages import ChatRequest, ChatResult
 
-__all__ = ["FirstTokenCallback", "Model", "Provider"]
+__all__ = ["FirstTokenCallback", "Model", "Provider", "context_window"]
 
 FirstTokenCallback = Callable[[], None]
 """Called once, synchronously, when the first content or tool-call chunk arrives."""
@@ -29,6 +29,15 @@ class Model(Protocol):
     """A label for traces and errors (`tier:speed`, `scripted`)."""
 
     async def chat(self, request: ChatRequest) -> ChatResult: ...
+
+
+def context_window(model: object) -> int | None:
+    """The window (tokens) a model declares, if any.
+
+    Optional on a `Model`: router tiers set `context_window` from the catalog and config,
+    and wrappers (journal replay, timing, budgets) pass their inner model's on."""
+    window = getattr(model, "context_window", None)
+    return window if isinstance(window, int) and window > 0 else None
 
 
 @runtime_checkable

@@ -47,9 +47,9 @@ def fast_sim_config(tmp_path: Path) -> Path:
 def test_ask_json_on_configured_simulator(
     no_keys: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = main(
-        ["ask", "say hi", "--json", "--max-tokens", "8", "--config", str(fast_sim_config(no_keys))]
-    )
+    # Kimi thinks ~5,000 tokens first, and max_tokens bounds thinking plus answer
+    config = str(fast_sim_config(no_keys))
+    code = main(["ask", "say hi", "--json", "--max-tokens", "5008", "--config", config])
     out, err = capsys.readouterr()
     assert code == 0
     data = json.loads(out)
@@ -80,7 +80,9 @@ def test_ask_without_keys_or_config_runs_on_the_simulator(
     code = main(["ask", "hello", "--max-tokens", "3"])
     out, err = capsys.readouterr()
     assert code == 0
-    assert len(out.split()) == 3
+    # a thinking model spends 3 tokens thinking, as a real endpoint would, and says so
+    assert out.strip() == ""
+    assert "(stopped at max_tokens: 3 tokens, 3 of them thinking)" in err
     assert "no provider keys found: running on the simulator (simulated latency)" in err
 
 

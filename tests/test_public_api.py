@@ -10,6 +10,7 @@ def test_all_is_sorted_and_pinned() -> None:
         "ChatRequest",
         "ChatResult",
         "ConfigError",
+        "ContextWindowExceeded",
         "Finish",
         "Message",
         "Model",

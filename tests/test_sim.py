@@ -23,6 +23,7 @@ from swarm.providers.sim import (
     count_tokens,
     default_script,
 )
+from swarm.providers.sim_reply import prose
 
 FAST = LatencyProfile(ttft_s=0.0, output_tps=1e9, prefill_tps=1e12, jitter=0.0)
 
@@ -87,7 +88,8 @@ async def test_provider_result_shape_and_usage() -> None:
 
 async def test_reasoning_tokens_counted_in_output() -> None:
     profile = LatencyProfile(ttft_s=0.0, output_tps=1e9, reasoning_tokens=300, jitter=0.0)
-    result = await SimProvider(profile=profile).chat("m", ask(max_tokens=10))
+    script = lambda r: Reply(prose(10))  # noqa: E731
+    result = await SimProvider(profile=profile, script=script).chat("m", ask(max_tokens=400))
     assert (result.usage.output_tokens, result.usage.reasoning_tokens) == (310, 300)
     scripted = SimProvider(profile=profile, script=lambda r: Reply("ok", reasoning_tokens=5))
     assert (await scripted.chat("m", ask())).usage.reasoning_tokens == 5
@@ -147,12 +149,12 @@ async def test_plan_latency_follows_profile() -> None:
     prompt = " ".join(["word"] * 10_000)
     durations = []
     for _ in range(50):
-        plan = await engine.plan("m", ask(prompt, max_tokens=500))
+        plan = await engine.plan("m", ask(prompt, max_tokens=5_500))  # thinking + 500 visible
         durations.append(plan.ttft_s + plan.think_s + plan.decode_s)
     durations.sort()
     assert 130 < durations[25] < 200  # median near the published 163.7 s
     scaled = await SimEngine(profile="moonshot/kimi-k2.6", time_scale=0.01).plan(
-        "m", ask(prompt, max_tokens=500)
+        "m", ask(prompt, max_tokens=5_500)
     )
     assert 1.0 < scaled.ttft_s + scaled.think_s + scaled.decode_s < 2.5
 
@@ -177,7 +179,7 @@ def test_virtual_time_under_trio_mock_clock() -> None:
     prompt = " ".join(["word"] * 10_000)
 
     async def run() -> float:
-        result = await provider.chat("m", ask(prompt, max_tokens=500))
+        result = await provider.chat("m", ask(prompt, max_tokens=5_500))
         return result.timing.duration_s
 
     wall = time.perf_counter()
@@ -328,3 +330,18 @@ def test_quota_refills_on_trio_virtual_clock() -> None:
 def test_quota_must_be_positive() -> None:
     with pytest.raises(ValueError, match="quota_tpm"):
         SimEngine(faults=Faults(quota_tpm=-1))
+
+
+async def test_max_tokens_caps_thinking_plus_answer() -> None:
+    # cerebras/kimi-k2.6 thinks ~5,000 tokens: max_tokens=400 is spent before any answer
+    sim = SimProvider(time_scale=0.0)
+    result = await sim.chat("cerebras/kimi-k2.6", ask(max_tokens=400))
+    assert result.usage.output_tokens == 400
+    assert result.usage.reasoning_tokens == 400
+    assert result.finish_reason == "length"
+    assert result.text == ""
+    # room left after thinking goes to the answer, cut at max_tokens in total
+    roomy = await sim.chat("cerebras/kimi-k2.6", ask(max_tokens=5_030))
+    assert (roomy.usage.reasoning_tokens, roomy.usage.output_tokens) == (5_000, 5_030)
+    assert roomy.finish_reason == "length"
+    assert count_tokens(roomy.text) == 30

@@ -142,3 +142,16 @@ def test_cli_presets_and_bad_refs() -> None:
         command.spec_from_args(_cli(["--set", "speed=nowhere/nothing"]))
     with pytest.raises(ConfigError):
         command.spec_from_args(_cli(["--set", "fast=cerebras/kimi-k2.6"]))
+
+
+def test_devin_loop_fails_without_compaction_as_a_real_run_would() -> None:
+    loop = replace(SimSpec(**PRESETS["devin-loop"]), steps=100, virtual=True, traces_dir=None)
+    naive = run_simulation(replace(loop, compaction=False))
+    assert naive["failed"] == 1 and naive["over_window"] == 1  # 3,000 words a step: > 262k
+    assert naive["peak_input_tokens"] <= 262_144
+    kept = run_simulation(loop)
+    assert kept["merged"] == 1 and kept["over_window"] == 0
+    assert kept["peak_input_tokens"] <= 0.6 * 262_144
+    args = _cli(["--preset", "devin-loop", "--no-compaction", "--virtual"])
+    assert command.spec_from_args(args).compaction is False
+    assert command.spec_from_args(_cli(["--preset", "devin-loop"])).compaction is True

@@ -46,6 +46,13 @@ async def _ask(args: argparse.Namespace) -> int:
         result = await router.chat(request, tier=args.tier)
     if not args.json:
         print(result.text)
+        if result.finish_reason == "length":  # say why a reply stops short (or is empty)
+            u = result.usage
+            print(
+                f"(stopped at max_tokens: {u.output_tokens} tokens, "
+                f"{u.reasoning_tokens} of them thinking)",
+                file=sys.stderr,
+            )
         return 0
     out = {
         "text": result.text,

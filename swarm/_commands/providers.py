@@ -19,6 +19,9 @@ _COLUMNS = (
     "api_name",
     "in_usd_per_m",
     "out_usd_per_m",
+    "cached_usd_per_m",
+    "context_window",
+    "max_output",
     "ttft_s",
     "output_tps",
     "reasoning_tokens",
@@ -51,6 +54,7 @@ def rows(config_path: str | None, env: dict[str, str]) -> tuple[list[dict[str, A
         pc = config.providers.get(name)
         key_env = pc.api_key_env if pc and pc.api_key_env else info.api_key_env
         for short, m in info.models.items():
+            mc = pc.models.get(short) if pc else None  # [providers.X.models."Y"] overrides
             out.append(
                 {
                     "provider": name,
@@ -58,6 +62,9 @@ def rows(config_path: str | None, env: dict[str, str]) -> tuple[list[dict[str, A
                     "api_name": m.api_name,
                     "in_usd_per_m": m.input_usd_per_m,
                     "out_usd_per_m": m.output_usd_per_m,
+                    "cached_usd_per_m": _over(mc, "cached_input_usd_per_m", m),
+                    "context_window": _over(mc, "context_window", m),
+                    "max_output": _over(mc, "max_output_tokens", m),
                     "ttft_s": m.profile.ttft_s,
                     "output_tps": m.profile.output_tps,
                     "reasoning_tokens": m.profile.reasoning_tokens,
@@ -77,6 +84,9 @@ def rows(config_path: str | None, env: dict[str, str]) -> tuple[list[dict[str, A
                 "api_name": "",
                 "in_usd_per_m": None,
                 "out_usd_per_m": None,
+                "cached_usd_per_m": None,
+                "context_window": None,
+                "max_output": None,
                 "ttft_s": None,
                 "output_tps": None,
                 "reasoning_tokens": None,
@@ -86,6 +96,12 @@ def rows(config_path: str | None, env: dict[str, str]) -> tuple[list[dict[str, A
             }
         )
     return out, config
+
+
+def _over(mc: Any, key: str, info: Any) -> Any:
+    """The config's figure for `key` when it sets one, else the catalog's."""
+    value = getattr(mc, key, None) if mc is not None else None
+    return value if value is not None else getattr(info, key)
 
 
 def _cell(v: Any) -> str:

@@ -46,6 +46,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--check-s", type=float, help="seconds per simulated check")
     p.add_argument("--time-scale", type=float, help="multiply model latencies")
     p.add_argument(
+        "--no-compaction",
+        dest="compaction",
+        action="store_false",
+        help="agents never compact their history (requests over the window are rejected)",
+    )
+    p.add_argument(
         "--virtual", action="store_true", help="run on a virtual clock: hours of work in seconds"
     )
     p.add_argument("--traces-dir", default="traces")
@@ -97,6 +103,7 @@ def spec_from_args(args: argparse.Namespace) -> Any:
         traces_dir=Path(args.traces_dir),
         faults=faults_from_args(args),
         first=parse_first(args.first),
+        compaction=getattr(args, "compaction", True),
     )
 
 
@@ -104,9 +111,10 @@ def _simulate(args: argparse.Namespace) -> int:
     from swarm.simulate.simulation import run_simulation
 
     out = run_simulation(spec_from_args(args))
+    code = 1 if out["failed"] else 0  # a subtask that a real run would lose fails here too
     if args.json:
         print(json.dumps(out, indent=2))
-        return 0
+        return code
     clock = "virtual" if out["virtual"] else "real"
     print(
         f"swarm simulate: {out['agents']} agents, {out['steps']} steps, {out['shape']}, "
@@ -125,10 +133,15 @@ def _simulate(args: argparse.Namespace) -> int:
         print(f"  faults      {out['faults']}  first provider {out['first_faults']}")
     print(f"  tokens      {out['tokens']}  cost ${out['cost_usd']:.4f}")
     print(
+        f"  context     peak request {out['peak_input_tokens']} tokens  "
+        f"rejected over the window {out['over_window']}  "
+        f"compaction {'on' if out['compaction'] else 'off'}"
+    )
+    print(
         f"  cpu         {out['cpu_s']:.2f} s  ({out['cpu_ms_per_call']} ms/call)  "
         f"peak RSS {out['peak_rss_mb']} MB"
     )
     print(f"  merged      {out['merged']}  failed {out['failed']}")
     note = f"  ({out['trace_note']})" if out["trace_note"] else ""
     print(f"  trace       {out['trace']}{note}")
-    return 0
+    return code

@@ -167,6 +167,7 @@ def _summary(args: argparse.Namespace) -> int:
         _table(group.replace("_", " "), ["key", *_GROUP_COLUMNS], rows)
     _summary_ledgers(s)
     _summary_merges(s["merge_queue"])
+    _summary_context(s["context"])
     return 0
 
 
@@ -198,6 +199,33 @@ def _summary_merges(m: dict[str, Any] | None) -> None:
         f"waiting for a slot ({m['slot_waits']} waits); subtasks waited for the queue "
         f"{m['wait_s']:.3f} s in all ({m['waits']} waits)\n"
     )
+
+
+def _summary_context(c: dict[str, Any]) -> None:
+    """Request size per step (a few steps, evenly spread) and what compaction saved."""
+    steps = c["input_tokens_by_step"]
+    if not steps:
+        return
+    at = c["peak_at"] or {}
+    print(
+        f"context: peak request {c['peak_request_tokens']:,} tokens "
+        f"({at.get('agent', '-')}, step {at.get('step', '-')}); "
+        f"{c['input_tokens']:,} input tokens in all"
+    )
+    picks = sorted({0, *(round(k * (len(steps) - 1) / 7) for k in range(1, 8))})
+    cells = [f"{steps[k]['step']}: {steps[k]['max_input_tokens']:,}" for k in picks]
+    print(f"  input tokens per step (largest over agents)  {'  '.join(cells)}")
+    if c["compactions"]:
+        kinds = ", ".join(f"{k} {n}" for k, n in c["compactions_by_strategy"].items())
+        without = c["input_tokens_without_compaction"]
+        share = c["input_tokens_saved"] / without if without else 0.0
+        print(
+            f"  compactions {c['compactions']} ({kinds}): {c['tokens_removed']:,} tokens "
+            f"removed; later calls sent {c['input_tokens_saved']:,} fewer input tokens "
+            f"({share:.0%} of {without:,})"
+        )
+    else:
+        print("  no compaction")
 
 
 def _summary_ledgers(s: dict[str, Any]) -> None:

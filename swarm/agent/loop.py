@@ -5,6 +5,10 @@ against `output_type` when one is set), or when its step budget runs out. Tool f
 unknown tools and malformed arguments go back to the model as tool results; output that
 still fails validation after `max_output_retries` raises `ModelBehaviorError`; a crash in
 swarm's own code propagates. Several tool calls in one reply run concurrently.
+
+Before each call the history is fitted to the model's window (`compaction`, a
+`ContextPolicy`; see `swarm.agent.compaction`), and a provider's `ContextWindowExceeded`
+leads to one compaction and one retry of the call rather than a failure.
 """
 
 from __future__ import annotations
@@ -18,9 +22,11 @@ import anyio
 from opentelemetry.trace import Span, SpanContext, Status, StatusCode
 from pydantic import TypeAdapter, ValidationError
 
+from swarm._tokens import TOKENS_PER_TOOL
+from swarm.agent.compaction import Compactor, ContextPolicy
 from swarm.agent.tool import Finish, Tool, ToolContext
-from swarm.errors import ModelBehaviorError, ToolError
-from swarm.messages import ChatRequest, Message, ToolCall, Usage
+from swarm.errors import ContextWindowExceeded, ModelBehaviorError, ToolError
+from swarm.messages import ChatRequest, ChatResult, Message, ToolCall, Usage
 from swarm.model import Model
 from swarm.tracing import semconv as sc
 from swarm.tracing.setup import tracer
@@ -47,8 +53,10 @@ class AgentResult(Generic[T]):
     usage: Usage
     cost_usd: float
     messages: list[Message]
-    """The whole conversation, for journaling or a follow-up run."""
+    """The conversation as it ended (compacted, if it was), for a follow-up run."""
     tool_calls: int = 0
+    compactions: int = 0
+    """Times the history was compacted to fit the window."""
 
     @property
     def finished(self) -> bool:
@@ -84,6 +92,9 @@ class Agent(Generic[T]):
     subtask_id: str | None = None
     depends_on: Sequence[SpanContext] = ()
     """Spans this agent's work waited for (other subtasks' merges): `depends_on` links."""
+    compaction: ContextPolicy | None = field(default_factory=ContextPolicy)
+    """How the history is kept inside the window; None never compacts (a request over
+    the window then fails with `ContextWindowExceeded`)."""
     _by_name: dict[str, Tool] = field(init=False, repr=False)
     _specs: list[Any] = field(init=False, repr=False)
     _adapter: TypeAdapter[T] | None = field(init=False, repr=False)
@@ -124,21 +135,29 @@ class Agent(Generic[T]):
         messages.append(Message.user(prompt))
         usage, cost, tool_calls, bad_outputs = Usage(), 0.0, 0, 0
         requires_finish = "finish" in self._by_name
+        keeper = None
+        if self.compaction is not None:
+            fixed = TOKENS_PER_TOOL * len(self._specs)
+            keeper = Compactor(self.compaction, self.model, self.name, fixed)
 
         def result(output: T | str | None, reason: StopReason, steps: int) -> AgentResult[T]:
-            return AgentResult(output, reason, steps, usage, cost, messages, tool_calls)
+            if keeper is None:
+                return AgentResult(output, reason, steps, usage, cost, messages, tool_calls)
+            return AgentResult(
+                output,
+                reason,
+                steps,
+                usage + keeper.usage,
+                cost + keeper.cost_usd,
+                messages,
+                tool_calls,
+                keeper.compactions,
+            )
 
         for step in range(1, self.max_steps + 1):
-            request = ChatRequest.model_construct(
-                messages=list(messages),
-                tools=self._specs,
-                max_tokens=self.max_tokens,
-                temperature=None,
-                tool_choice=None,
-                stream=True,
-                metadata=self._metadata,
-            )
-            reply = await self.model.chat(request)
+            if keeper is not None:
+                messages[:] = await keeper.fit(messages, step)
+            reply = await self._ask(messages, step, keeper)
             usage, cost = usage + reply.usage, cost + reply.cost_usd
             messages.append(reply.message)
             calls = reply.message.tool_calls
@@ -164,6 +183,33 @@ class Agent(Generic[T]):
                     raise self._behavior_error(exc, bad_outputs) from exc
                 messages.append(Message.user(f"Your answer did not validate:\n{exc}\nTry again."))
         return result(None, "max_steps", self.max_steps)
+
+    def _request(self, messages: list[Message], step: int) -> ChatRequest:
+        return ChatRequest.model_construct(
+            messages=list(messages),
+            tools=self._specs,
+            max_tokens=self.max_tokens,
+            temperature=None,
+            tool_choice=None,
+            stream=True,
+            metadata={**self._metadata, "step": str(step)},
+        )
+
+    async def _ask(
+        self, messages: list[Message], step: int, keeper: Compactor | None
+    ) -> ChatResult:
+        """One model call; over the window, one compaction (in place) and one retry."""
+        try:
+            reply = await self.model.chat(self._request(messages, step))
+        except ContextWindowExceeded as exc:
+            compacted = None if keeper is None else await keeper.recover(messages, step, exc)
+            if compacted is None:
+                raise
+            messages[:] = compacted
+            reply = await self.model.chat(self._request(messages, step))
+        if keeper is not None:
+            keeper.observe(messages, reply.usage.input_tokens)
+        return reply
 
     def _behavior_error(self, exc: ValidationError, attempts: int) -> ModelBehaviorError:
         kind = getattr(self.output_type, "__name__", str(self.output_type))

@@ -8,6 +8,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from swarm.analysis.context import context_summary
 from swarm.analysis.critical_path import critical_path_indices
 from swarm.analysis.ledger import ledger_indices
 from swarm.analysis.merges import merge_breakdown
@@ -197,6 +198,7 @@ def summarize(trace: Trace) -> dict[str, Any]:
         "totals": total.result(),
         **group_stats(tr),
         "ledger": ledger_indices(tr),
+        "context": context_summary(tr),
         "critical_path": {
             "steps": len(path),
             "busy_s": tr.wall_s - path_ledger["orchestration"],

@@ -13,6 +13,7 @@ Error text never includes the API key (it is scrubbed if a server echoes it).
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -26,7 +27,7 @@ from opentelemetry.propagate import inject
 
 from swarm._duration import parse_duration_s
 from swarm._secrets import scrub
-from swarm.errors import ProviderError, RateLimited
+from swarm.errors import ContextWindowExceeded, ProviderError, RateLimited
 from swarm.messages import RateLimitInfo
 from swarm.providers._transport import AiohttpTransport
 
@@ -147,6 +148,8 @@ def error_from_response(
             kind="http",
             retryable=True,
         )
+    if status in (400, 413) and _is_context_overflow(body or _json(response), message):
+        return _context_error(message, peer, model)
     retryable = status >= 500 or status in (408, 409)
     return ProviderError(
         f"HTTP {status}: {message}",
@@ -155,6 +158,49 @@ def error_from_response(
         status=status,
         kind="http",
         retryable=retryable,
+    )
+
+
+# How endpoints word a prompt over the window: OpenAI and most compatible servers ("maximum
+# context length is N tokens ... requested M"), Anthropic ("prompt is too long: M tokens >
+# N maximum", "input length and `max_tokens` exceed context limit: a + b > N"), vLLM/TGI.
+_OVERFLOW = re.compile(
+    r"context[_ ]length[_ ]exceeded|maximum context length|prompt is too long"
+    r"|exceed(?:s|ed)? (?:the )?context (?:limit|window)|context window|too many tokens",
+    re.IGNORECASE,
+)
+_LIMIT = re.compile(r"maximum context length is (\d+)|> ?(\d+) maximum|context limit: .*> ?(\d+)")
+_REQUESTED = re.compile(r"requested (\d+) tokens|too long: (\d+) tokens")
+
+
+def _json(response: httpx.Response) -> Any:
+    try:
+        return json.loads(response.content)
+    except ValueError:
+        return None
+
+
+def _is_context_overflow(body: Any, message: str) -> bool:
+    err = body.get("error") if isinstance(body, dict) else None
+    if isinstance(err, dict) and err.get("code") == "context_length_exceeded":
+        return True
+    return _OVERFLOW.search(message) is not None
+
+
+def _first_int(pattern: re.Pattern[str], text: str) -> int | None:
+    found = pattern.search(text)
+    if found is None:
+        return None
+    return int(next(g for g in found.groups() if g is not None))
+
+
+def _context_error(message: str, peer: Peer, model: str) -> ContextWindowExceeded:
+    return ContextWindowExceeded(
+        f"HTTP 400: {message}",
+        provider=peer.name,
+        model=model,
+        limit=_first_int(_LIMIT, message),
+        requested=_first_int(_REQUESTED, message),
     )
 
 

@@ -13,10 +13,11 @@ from typing import Any
 import anyio
 
 from swarm.config import ProviderConfig
-from swarm.errors import ProviderError, RateLimited
+from swarm.errors import ContextWindowExceeded, ProviderError, RateLimited
 from swarm.messages import ChatRequest, ChatResult, Message, Timing, Usage
 from swarm.model import FirstTokenCallback
-from swarm.providers.sim_engine import SimEngine, SimPlan
+from swarm.providers.sim_context import Limits, context_error_message
+from swarm.providers.sim_engine import FAULT_CONTEXT, SimEngine, SimPlan
 from swarm.providers.sim_faults import (
     FAULT_DROP,
     FAULT_ERROR,
@@ -100,7 +101,7 @@ class SimProvider:
                 input_tokens=plan.input_tokens,
                 output_tokens=plan.output_tokens + plan.reasoning_tokens,
                 reasoning_tokens=plan.reasoning_tokens,
-                cached_input_tokens=0,
+                cached_input_tokens=plan.cached_tokens,
             ),
             timing=Timing.model_construct(ttft_s=first - start, duration_s=end - start),
             provider=self.name,
@@ -113,8 +114,11 @@ class SimProvider:
         )
 
     async def _fail_early(self, plan: SimPlan, model: str) -> None:
-        """Raise what a client sees for a fault before the first token (if `plan` has one)."""
+        """Raise what a client sees for a fault before the first token (if `plan` has one):
+        400 over the window, 429, 500, a refused connection, a hang."""
         fault = plan.fault
+        if fault == FAULT_CONTEXT:
+            raise _too_long(plan, self.name, model)
         if fault == FAULT_RATE_LIMIT:
             raise RateLimited(
                 "rate limited (429, simulated)",
@@ -167,9 +171,27 @@ class SimProvider:
         return None
 
 
+def _too_long(plan: SimPlan, provider: str, model: str) -> ContextWindowExceeded:
+    limit = plan.context_window or 0
+    completion = plan.requested_tokens - plan.input_tokens
+    return ContextWindowExceeded(
+        f"HTTP 400: {context_error_message(limit, plan.input_tokens, completion)} (simulated)",
+        provider=provider,
+        model=model,
+        limit=limit,
+        requested=plan.requested_tokens,
+    )
+
+
 def from_config(name: str, config: ProviderConfig, api_key: str | None) -> SimProvider:
     """The simulator `[providers.NAME]` describes (`kind = "sim"`; no key needed), with
-    its `faults` and the stall timeout a real client would give up after."""
+    its `faults`, the stall timeout a real client would give up after, and a model's
+    `context_window` / `max_output_tokens` there over the catalog's."""
+    limits = {
+        model: Limits(mc.context_window, mc.max_output_tokens)
+        for model, mc in config.models.items()
+        if mc.context_window or mc.max_output_tokens
+    }
     return SimProvider(
         name,
         stall_timeout_s=config.stall_timeout_s,
@@ -177,4 +199,5 @@ def from_config(name: str, config: ProviderConfig, api_key: str | None) -> SimPr
         time_scale=config.time_scale,
         faults=config.faults,
         profile=config.profile or "cerebras/kimi-k2.6",
+        limits=limits,
     )

@@ -14,7 +14,7 @@ import inspect
 import itertools
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import anyio
@@ -22,10 +22,20 @@ import anyio
 from swarm.catalog import LatencyProfile, find_model, find_profile
 from swarm.errors import ConfigError
 from swarm.messages import ChatRequest, Message, RateLimitInfo
+from swarm.providers.sim_context import (
+    Limits,
+    PrefixCache,
+    cap_reply,
+    limits_of,
+    message_tokens,
+)
 from swarm.providers.sim_faults import FAULT_KINDS, FAULT_RATE_LIMIT, Faults, Quota
-from swarm.providers.sim_reply import Reply, Script, count_tokens, default_script
+from swarm.providers.sim_reply import Reply, Script, default_script
 
-__all__ = ["SimEngine", "SimPlan"]
+__all__ = ["FAULT_CONTEXT", "SimEngine", "SimPlan"]
+
+FAULT_CONTEXT = "context"
+"""Not drawn: the request is over the model's window, answered 400 as endpoints do."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +69,13 @@ class SimPlan:
     """The quota left after admitting this call (what `x-ratelimit-*` headers say), when
     the engine has a quota."""
 
+    cached_tokens: int = 0
+    """Input tokens served from the prompt cache (part of input_tokens)."""
+    context_window: int | None = None
+    """The model's window; for a `context` fault, the limit the request went over."""
+    requested_tokens: int = 0
+    """Prompt plus `max_tokens`: what the window check compared."""
+
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens + self.reasoning_tokens
@@ -67,29 +84,8 @@ class SimPlan:
 _NO_FAULTS = Faults()
 
 
-def _truncate(reply: Reply, max_tokens: int | None) -> tuple[Reply, int, str]:
-    """(reply, visible output tokens, finish reason), the text cut to `max_tokens` words."""
-    finish = "tool_calls" if reply.tool_calls else "stop"
-    out = 0
-    if reply.text:
-        out = count_tokens(reply.text)
-        if max_tokens is not None and out > max_tokens:
-            kept = reply.text.split()[:max_tokens]
-            reply = Reply(" ".join(kept), reply.tool_calls, reply.reasoning_tokens)
-            out, finish = max_tokens, "length"
-    for call in reply.tool_calls:
-        out += 1 + count_tokens(call.arguments)
-    return reply, out, finish
-
-
 def _input_tokens(messages: Sequence[Message]) -> int:
-    total = 0
-    for m in messages:
-        if m.content:
-            total += count_tokens(m.content)
-        for call in m.tool_calls:
-            total += 1 + count_tokens(call.arguments)
-    return total
+    return sum(message_tokens(m) for m in messages)
 
 
 class SimEngine:
@@ -103,6 +99,7 @@ class SimEngine:
         faults: Faults = _NO_FAULTS,
         seed: int = 0,
         time_scale: float = 1.0,
+        limits: Mapping[str, Limits] | None = None,
     ) -> None:
         self.profile = find_profile(profile) if isinstance(profile, str) else profile
         """The profile for model names that are not catalog refs."""
@@ -114,6 +111,10 @@ class SimEngine:
         """Multiplies every duration: 0 for zero-latency benchmarks, 0.01 for fast tests."""
         self._rng = random.Random(seed)
         self._profiles: dict[str, LatencyProfile] = {}
+        self._limits_over = dict(limits or {})
+        self._limits: dict[str, Limits] = {}
+        self.cache = PrefixCache()
+        """Prompt-cache state shared by every call to this engine."""
         rates = (getattr(faults, f"{kind}_rate") for kind in FAULT_KINDS)
         self._thresholds = tuple(itertools.accumulate(rates))
         self._any_fault = self._thresholds[-1] > 0
@@ -133,6 +134,20 @@ class SimEngine:
             self._profiles[model] = profile
         return profile
 
+    def limits_for(self, model: str) -> Limits:
+        """The window and output cap of `model` (config overrides, else the catalog)."""
+        found = self._limits.get(model)
+        if found is None:
+            info = None
+            for ref in (model, self.profile_name):  # unknown names get the default's limits
+                try:
+                    info = find_model(ref)
+                    break
+                except ConfigError:
+                    continue
+            found = self._limits[model] = limits_of(info, self._limits_over, model)
+        return found
+
     def _draw_fault(self, u: float) -> str | None:
         if not self._any_fault:
             return None
@@ -149,15 +164,23 @@ class SimEngine:
         fault = self._draw_fault(rng.random())
         fault_at = rng.random()
 
+        limits = self.limits_for(model)
+        inp = _input_tokens(request.messages)
+        cap = request.max_tokens or limits.max_output_tokens
+        window = limits.context_window
+        requested = inp + (request.max_tokens or 0)
+        if window is not None and requested > window:
+            return _rejected(inp, window, requested)
+
         reply = self.script(request)
         if inspect.isawaitable(reply):
             reply = await reply
         if not isinstance(reply, Reply):
             raise TypeError(f"a sim script must return Reply, not {type(reply).__name__}")
 
-        reply, out, finish = _truncate(reply, request.max_tokens)
         thinking = p.reasoning_tokens if reply.reasoning_tokens is None else reply.reasoning_tokens
-        inp = _input_tokens(request.messages)
+        reply, out, thinking, finish = cap_reply(reply, cap, thinking)
+        cached = self.cache.lookup_and_store(model, request.messages)
 
         ttft = p.ttft_s
         tps = p.output_tps
@@ -188,6 +211,9 @@ class SimEngine:
             think_s=thinking / tps * scale,
             retry_after_s=retry_after,
             rate_limit=info,
+            cached_tokens=cached,
+            context_window=window,
+            requested_tokens=requested,
         )
 
     def _admit(self, tokens: int) -> tuple[float, RateLimitInfo | None]:
@@ -212,3 +238,19 @@ class SimEngine:
             reset_requests_s=None if rq is None else rq.reset_s,
             reset_tokens_s=None if tq is None else tq.reset_s,
         )
+
+
+def _rejected(inp: int, window: int, requested: int) -> SimPlan:
+    """A request over the window: answered at once with a 400, nothing generated."""
+    return SimPlan(
+        reply=Reply(),
+        input_tokens=inp,
+        output_tokens=0,
+        reasoning_tokens=0,
+        ttft_s=0.0,
+        decode_s=0.0,
+        fault=FAULT_CONTEXT,
+        fault_at=0.0,
+        context_window=window,
+        requested_tokens=requested,
+    )

@@ -18,93 +18,29 @@ import math
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 from aiohttp import web
 
 from swarm.catalog import all_models
-from swarm.messages import ChatRequest, Message, ToolCall, ToolSpec
 from swarm.providers.exchange import SIMULATED_HEADER
-from swarm.providers.sim_engine import SimEngine, SimPlan
+from swarm.providers.sim_context import context_error_body
+from swarm.providers.sim_engine import FAULT_CONTEXT, SimEngine, SimPlan
 from swarm.providers.sim_reply import Reply
+from swarm.providers.sim_wire import to_request, usage_of
 
 __all__ = ["create_app", "serve_sim"]
 
 TICK_S = 0.015
 """Shortest gap between two chunks of one stream."""
 _DONE = b"data: [DONE]\n\n"
-_TOOL_CHOICES: dict[Any, Literal["auto", "required", "none"]] = {
-    c: c for c in ("auto", "required", "none")
-}
 _STALL_MAX_S = 300.0
 
 
 def _error(status: int, message: str, kind: str, code: str | None, **headers: str) -> web.Response:
     body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
     return web.json_response(body, status=status, headers=headers or None)
-
-
-def _content(value: Any) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    return "".join(p.get("text", "") for p in value if isinstance(p, dict))  # content parts
-
-
-def _to_request(body: dict[str, Any]) -> ChatRequest:
-    messages = []
-    for m in body["messages"]:
-        calls = [
-            ToolCall.model_construct(
-                id=c.get("id", ""),
-                name=c["function"]["name"],
-                arguments=c["function"].get("arguments") or "{}",
-            )
-            for c in m.get("tool_calls") or ()
-        ]
-        messages.append(
-            Message.model_construct(
-                role=m["role"],
-                content=_content(m.get("content")),
-                tool_calls=calls,
-                tool_call_id=m.get("tool_call_id"),
-                name=m.get("name"),
-            )
-        )
-    tools = [
-        ToolSpec.model_construct(
-            name=t["function"]["name"],
-            description=t["function"].get("description", ""),
-            parameters=t["function"].get("parameters") or {"type": "object"},
-        )
-        for t in body.get("tools") or ()
-    ]
-    metadata = {str(k): str(v) for k, v in (body.get("metadata") or {}).items()}
-    choice = body.get("tool_choice")
-    if isinstance(choice, dict):  # {"type": "function", "function": {"name": ...}}
-        metadata.setdefault("sim.tool", choice.get("function", {}).get("name", ""))
-        choice = "required"
-    max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
-    return ChatRequest.model_construct(
-        messages=messages,
-        tools=tools,
-        max_tokens=int(max_tokens) if max_tokens is not None else None,
-        temperature=body.get("temperature"),
-        tool_choice=_TOOL_CHOICES.get(choice) if isinstance(choice, str) else None,
-        stream=bool(body.get("stream", False)),
-        metadata=metadata,
-    )
-
-
-def _usage(plan: SimPlan) -> dict[str, Any]:
-    completion = plan.output_tokens + plan.reasoning_tokens
-    return {
-        "prompt_tokens": plan.input_tokens,
-        "completion_tokens": completion,
-        "total_tokens": plan.input_tokens + completion,
-        "prompt_tokens_details": {"cached_tokens": 0},
-        "completion_tokens_details": {"reasoning_tokens": plan.reasoning_tokens},
-    }
 
 
 def _quota_headers(fixed: dict[str, str], plan: SimPlan) -> dict[str, str]:
@@ -197,7 +133,7 @@ class _Frames:
         finish = f', "logprobs": null, "finish_reason": "{plan.finish_reason}"}}]}}\n\n'
         tail = [self.prefix + b"{}" + finish.encode()]
         if include_usage:
-            usage = {**self._head(), "choices": [], "usage": _usage(plan)}
+            usage = {**self._head(), "choices": [], "usage": usage_of(plan)}
             tail.append(b"data: " + json.dumps(usage).encode() + b"\n\n")
         tail.append(_DONE)
         return b"".join(tail)
@@ -224,10 +160,12 @@ class _SimHandlers:
         try:
             body = json.loads(await request.read())
             model = str(body["model"])
-            chat = _to_request(body)
+            chat = to_request(body)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             return _error(400, f"invalid request: {exc!r}", "invalid_request_error", None)
         plan = await self.engine.plan(model, chat)
+        if plan.fault == FAULT_CONTEXT:
+            return web.json_response(context_error_body(plan), status=400)
         if plan.fault == "rate_limit":
             retry = plan.retry_after_s
             return _error(
@@ -293,7 +231,7 @@ class _SimHandlers:
                     "finish_reason": plan.finish_reason,
                 }
             ],
-            "usage": _usage(plan),
+            "usage": usage_of(plan),
         }
         return web.json_response(body, headers=headers)
 

@@ -48,6 +48,10 @@ class Target:
         self.out_price = out_usd_per_m / 1e6
         self.profile = profile
         self.breaker = breaker
+        self.cached_price = self.in_price
+        """Price of one prompt-cache hit (the input price unless a discount is known)."""
+        self.context_window: int | None = None
+        """Tokens one request may hold, when known (catalog or config)."""
         self.simulated = provider.kind == "sim"
         self.span_name = f"{sc.OP_CHAT} {model}"
         self.attrs: dict[str, dict[str, AttributeValue]] = {}
@@ -55,8 +59,11 @@ class Target:
         self._next = 0
         self.p95_ttft: float | None = None
 
-    def cost(self, in_tokens: int, out_tokens: int) -> float:
-        return in_tokens * self.in_price + out_tokens * self.out_price
+    def cost(self, in_tokens: int, out_tokens: int, cached_tokens: int = 0) -> float:
+        fresh = in_tokens - cached_tokens
+        return (
+            fresh * self.in_price + cached_tokens * self.cached_price + out_tokens * self.out_price
+        )
 
     def expected_s(self, in_tokens: int, out_tokens: int) -> float:
         return float(self.profile.expected_s(in_tokens, out_tokens)) if self.profile else 1e9
@@ -120,7 +127,7 @@ def build_target(
             recover_every=r.aimd_recover_every,
         )
         gates = (*gates, g)
-    return Target(
+    target = Target(
         ref,
         provider,
         api_name,
@@ -130,6 +137,21 @@ def build_target(
         profile,
         Breaker(r.breaker_failures, r.breaker_cooldown_s),
     )
+    _set_limits(target, info, mc)
+    return target
+
+
+def _set_limits(target: Target, info: Any, mc: Any) -> None:
+    """The window and cache price: the config's figures over the catalog's."""
+    window = info.context_window if info is not None else None
+    cached = info.cached_input_usd_per_m if info is not None else None
+    if mc is not None:
+        window = mc.context_window or window
+        if mc.cached_input_usd_per_m is not None:
+            cached = mc.cached_input_usd_per_m
+    target.context_window = window
+    if cached is not None:
+        target.cached_price = cached / 1e6
 
 
 class Call:

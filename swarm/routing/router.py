@@ -133,6 +133,11 @@ class Router:
             raise ConfigError(f"unknown tier {tier!r}; configured: {', '.join(self._tiers)}")
         return TierModel(self, tier, need=need, priority=priority, role=role)
 
+    def context_window(self, tier: str) -> int | None:
+        """The smallest known window among the tier's candidates (any may answer)."""
+        windows = [t.context_window for t in self._tiers.get(tier, ()) if t.context_window]
+        return min(windows) if windows else None
+
     def breaker_state(self, ref: str) -> str:
         return self._targets[ref].breaker.state
 
@@ -312,7 +317,9 @@ class Router:
     def _succeeded(self, t: Target, span: trace.Span, result: ChatResult) -> None:
         t.breaker.success()
         usage = result.usage
-        result.cost_usd = cost = t.cost(usage.input_tokens, usage.output_tokens)
+        result.cost_usd = cost = t.cost(
+            usage.input_tokens, usage.output_tokens, usage.cached_input_tokens
+        )
         if not result.provider:
             result.provider = t.provider.name
         if t.simulated:
@@ -357,6 +364,8 @@ class TierModel:
         self._need = need
         self._priority = priority
         self._role = role
+        self.context_window = router.context_window(tier)
+        """Tokens a request to this tier may hold (the smallest candidate's window)."""
 
     async def chat(self, request: ChatRequest) -> ChatResult:
         return await self._router.chat(

@@ -11,7 +11,7 @@ from __future__ import annotations
 from swarm.budget import Budget, Budgeted
 from swarm.config import SwarmConfig
 from swarm.messages import ChatRequest, ChatResult
-from swarm.model import Model
+from swarm.model import Model, context_window
 from swarm.routing.router import Router
 from swarm.run.journal import Journal
 from swarm.run.parts import ModelSource
@@ -67,6 +67,7 @@ class RunModels:
 class _Timed:
     def __init__(self, inner: Model, models: RunModels) -> None:
         self.name, self._inner, self._models = inner.name, inner, models
+        self.context_window = context_window(inner)
 
     async def chat(self, request: ChatRequest) -> ChatResult:
         result = await self._inner.chat(request)

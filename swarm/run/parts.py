@@ -111,6 +111,8 @@ class SolveOptions:
     """Fixer rounds on the speed tier before the reasoning tier takes over."""
     rebase_rounds: int = 2
     plan_retries: int = 2
+    compaction: bool = True
+    """Agents keep their history inside the model's window (False: never compact)."""
     merge: MergeConfig = field(default_factory=MergeConfig)
     """The merge queue and the checks (`[merge]`, with the task's `merge:` over it)."""
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import anyio.lowlevel
 
 from swarm.messages import ChatRequest, ChatResult, ToolSpec
-from swarm.model import Model
+from swarm.model import Model, context_window
 from swarm.run.journal import Journal
 from swarm.tracing import semconv as sc
 
@@ -79,6 +79,7 @@ class ReplayModel:
         on_replay: Callable[[ChatResult], None] | None = None,
     ) -> None:
         self.name = inner.name
+        self.context_window = context_window(inner)
         self.on_replay = on_replay
         """Told of every replayed result (the run's budget counts it: it was paid for)."""
         self.inner = inner

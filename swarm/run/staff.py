@@ -2,7 +2,10 @@
 
 Every agent of a run is made here, so each gets its role's model (escalated to the
 reasoning tier when asked), the run's tools, a context confining them to their worktree
-with the repository's own environment, and the subtask's check command for `run_tests`.
+with the repository's own environment, the subtask's check command for `run_tests`, and
+its role's context policy: coders keep their six newest tool outputs whole and fixers
+their four (a fixer's history is mostly test output), older ones become one line, and the
+oldest turns are dropped when that is not enough.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from pathlib import Path
 import anyio
 from opentelemetry.trace import SpanContext
 
+from swarm.agent.compaction import ContextPolicy
+from swarm.agent.context import Chain, MaskToolOutputs, RecentWindow
 from swarm.agent.loop import Agent
 from swarm.agent.tool import Tool, ToolContext
 from swarm.run.environment import CheckEnvironment
@@ -23,7 +28,15 @@ from swarm.run.parts import Crew, SolveOptions
 from swarm.run.plan import Subtask
 from swarm.run.task import Task
 
-__all__ = ["Staff", "TimedAgent"]
+__all__ = ["Staff", "TimedAgent", "role_policy"]
+
+_KEEP_OUTPUTS = {"coder": 6, "fixer": 4}
+
+
+def role_policy(role: str) -> ContextPolicy:
+    """The context policy `swarm solve` gives a role's agents."""
+    keep = _KEEP_OUTPUTS.get(role, 4)
+    return ContextPolicy(Chain((MaskToolOutputs(keep_last=keep), RecentWindow())))
 
 
 @dataclass(frozen=True)
@@ -58,6 +71,7 @@ class Staff:
             max_steps=self.options.max_steps_per_agent,
             agent_id=agent_id,
             subtask_id=st.id,
+            compaction=role_policy(role) if self.options.compaction else None,
         )
         return TimedAgent(agent, self.times, role)
 

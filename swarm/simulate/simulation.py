@@ -104,6 +104,8 @@ class SimSpec:
     stall_timeout_s: float = 30.0
     """When a client gives up on a silent stream (the providers' default)."""
     routing: RoutingConfig = field(default_factory=RoutingConfig)
+    compaction: bool = True
+    """Agents compact their history to fit the window (False: as a naive agent would)."""
     virtual: bool = False
     traces_dir: Path | None = Path("traces")
     """Where the trace goes; None writes none."""
@@ -217,6 +219,7 @@ async def simulate(spec: SimSpec) -> dict[str, Any]:
     options = SolveOptions(
         max_agents=spec.max_agents or spec.agents,
         max_steps_per_agent=max(shares.values()) + spec.fix_steps + 2,
+        compaction=spec.compaction,
     )
     cpu0, real0, t0 = time.process_time(), time.perf_counter(), anyio.current_time()
     with (
@@ -308,6 +311,10 @@ def _figures(
         "first_attempts": first.attempts if first is not None else 0,
         "faults": spec.faults.model_dump(exclude_defaults=True),
         "first_faults": spec.first.model_dump(exclude_defaults=True) if spec.first else None,
+        "over_window": world.provider.over_window,
+        "peak_input_tokens": max(
+            (c.input_tokens for log in calls.values() for c in log), default=0
+        ),
         "tool_calls": tool_calls,
         "tokens": report.tokens,
         "output_tokens": report.output_tokens,

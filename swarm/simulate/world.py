@@ -22,7 +22,7 @@ import anyio
 
 from swarm.agent.tool import Finish, Tool, tool
 from swarm.messages import ChatRequest, ChatResult, ToolCall
-from swarm.model import FirstTokenCallback, Model, Provider
+from swarm.model import FirstTokenCallback, Model, Provider, context_window
 from swarm.providers.sim import Reply
 from swarm.run.check import CheckResult
 from swarm.run.merge import MergeResult, MergeStats
@@ -111,7 +111,9 @@ class SimScript:
         steps = self.fix_steps
         if role == "coder":
             steps = self.shares.get(meta.get("subtask", ""), 1)
-        done = sum(1 for m in request.messages if m.role == "assistant")
+        # the agent numbers its steps; counting replies breaks once history is compacted
+        step = meta.get("step")
+        done = int(step) - 1 if step else sum(1 for m in request.messages if m.role == "assistant")
         if done + 1 < steps:
             calls = tuple(
                 ToolCall.model_construct(
@@ -256,6 +258,7 @@ class Recorder:
 class _Recorded:
     def __init__(self, inner: Model, log: list[CallRecord]) -> None:
         self.name, self._inner, self._log = inner.name, inner, log
+        self.context_window = context_window(inner)
 
     async def chat(self, request: ChatRequest) -> ChatResult:
         result = await self._inner.chat(request)
@@ -280,17 +283,22 @@ class CountingProvider:
         self.name, self.kind, self.address = inner.name, inner.kind, inner.address
         self.attempts = 0
         self.rate_limited = 0
+        self.over_window = 0
+        """Calls rejected (400) for being longer than the model's window."""
 
     async def chat(
         self, model: str, request: ChatRequest, *, on_first_token: FirstTokenCallback | None = None
     ) -> ChatResult:
-        from swarm.errors import RateLimited
+        from swarm.errors import ContextWindowExceeded, RateLimited
 
         self.attempts += 1
         try:
             return await self.inner.chat(model, request, on_first_token=on_first_token)
         except RateLimited:
             self.rate_limited += 1
+            raise
+        except ContextWindowExceeded:
+            self.over_window += 1
             raise
 
     async def aclose(self) -> None:

@@ -84,6 +84,21 @@ METRIC_TOKEN_USAGE = "gen_ai.client.token.usage"
 METRIC_TIME_TO_FIRST_CHUNK = "gen_ai.client.operation.time_to_first_chunk"
 TOKEN_TYPE = "gen_ai.token.type"
 
+# context management (swarm.agent.compaction)
+COMPACTION_SPAN = "swarm.compaction"
+"""One compaction of an agent's history; a summary's `chat` span is its child."""
+COMPACTION_STRATEGY = "swarm.compaction.strategy"
+"""`mask+recent`, `mask+summary`, ... (the strategy's name)."""
+COMPACTION_TRIGGER = "swarm.compaction.trigger"
+"""`threshold` (the request would pass the trigger point) or `overflow` (a provider's
+400 said the request was over the window)."""
+COMPACTION_TOKENS_BEFORE = "swarm.compaction.tokens_before"
+COMPACTION_TOKENS_AFTER = "swarm.compaction.tokens_after"
+COMPACTION_MESSAGES_BEFORE = "swarm.compaction.messages_before"
+COMPACTION_MESSAGES_AFTER = "swarm.compaction.messages_after"
+CONTEXT_WINDOW = "swarm.context.window"
+"""The window (tokens) the agent fits its requests into."""
+
 # swarm.wait.kind values
 WAIT_QUEUE = "queue"
 WAIT_RATE_LIMIT = "rate_limit"

@@ -1,15 +1,17 @@
-"""The `[merge]` section of the config (and a task's `merge:`): batches, checks at once,
-the check timeout. Re-exported by `swarm.config`."""
+"""The config's sections for how a run uses this machine: `[merge]` (and a task's
+`merge:`: batches, checks at once, the check timeout) and `[sandbox]` (how commands are
+confined). Re-exported by `swarm.config`."""
 
 from __future__ import annotations
 
 import os
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from swarm._duration import parse_duration
 
-__all__ = ["BatchSize", "MergeConfig"]
+__all__ = ["BatchSize", "MergeConfig", "SandboxConfig", "SandboxKind"]
 
 _STRICT = ConfigDict(frozen=True, extra="forbid")
 
@@ -68,3 +70,24 @@ class MergeConfig(BaseModel):
     @property
     def parallel_checks(self) -> int:
         return self.max_parallel_checks or self.slots
+
+
+SandboxKind = Literal["auto", "bwrap", "none"]
+"""`auto`: bubblewrap where it is installed, else none (said in the report's warnings)."""
+
+
+class SandboxConfig(BaseModel):
+    """`[sandbox]`: how agents' commands, checks and hooks are confined (`swarm.sandbox`)."""
+
+    model_config = _STRICT
+    kind: SandboxKind = "auto"
+    network: Literal["off", "host"] = "off"
+    """`off`: only the sandbox's own loopback; `host`: the host's network."""
+    read_only: list[str] = Field(default_factory=list)
+    """Extra paths commands may read (tools outside `/usr`, shared caches)."""
+    writable: list[str] = Field(default_factory=list)
+    """Extra paths commands may write besides their worktree."""
+    max_processes: int = Field(default=512, ge=8)
+    memory_mb: int | None = Field(default=8192, ge=64)
+    file_size_mb: int | None = Field(default=4096, ge=1)
+    tmp_mb: int = Field(default=1024, ge=16)
