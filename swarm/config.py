@@ -16,8 +16,9 @@ import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from swarm.budget import BudgetLimits
 from swarm.errors import ConfigError
@@ -42,7 +43,11 @@ DEFAULT_ROLES: Mapping[str, str] = {
 }
 """Role → tier when `[roles]` does not say otherwise."""
 
-_STRICT = ConfigDict(frozen=True, extra="forbid")
+_STRICT = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+_HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+"""An HTTP header name (RFC 9110 token)."""
+_BAD_HEADER_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+"""Control characters (CR, LF, NUL, ...) that would split or corrupt a header line."""
 
 
 class ModelConfig(BaseModel):
@@ -86,6 +91,34 @@ class ProviderConfig(BaseModel):
     time_scale: float = Field(default=1.0, ge=0)
     """Simulator only: multiplies every simulated duration (0.01 for quick demos)."""
     models: dict[str, ModelConfig] = Field(default_factory=dict)
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            parts = urlsplit(value)
+            parts.port  # noqa: B018 - raises on a port that is not a number in range
+        except ValueError as exc:
+            raise ValueError(f"not a valid URL ({exc}): {value!r}") from None
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"must be an http:// or https:// URL with a host, got {value!r}")
+        if _BAD_HEADER_VALUE.search(value) or " " in value:
+            raise ValueError(f"must not contain spaces or control characters: {value!r}")
+        return value
+
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, text in value.items():
+            if not _HEADER_NAME.match(name):
+                raise ValueError(f"{name!r} is not a valid HTTP header name")
+            if _BAD_HEADER_VALUE.search(text):
+                raise ValueError(
+                    f"the value of {name!r} contains CR, LF or another control character"
+                )
+        return value
 
 
 class TierConfig(BaseModel):
@@ -196,6 +229,9 @@ def load_config(
 def _read_toml(p: Path) -> dict[str, Any]:
     try:
         return tomllib.loads(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        message = f"not a UTF-8 text file (byte {exc.start})"
+        raise ConfigError(message, path=str(p)) from None
     except tomllib.TOMLDecodeError as exc:
         # Python 3.11 has no exc.lineno; the message always ends "(at line N, column M)"
         found = re.search(r"line (\d+)", str(exc))
@@ -234,7 +270,7 @@ def _build(data: Mapping[str, Any], *, source: str | None, env: Mapping[str, str
         err = exc.errors()[0]
         key = _loc(err["loc"], prefix) or None
         more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
-        msg = err["msg"]
+        msg = str(err["msg"]).removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
         raise ConfigError(f"{msg}{more}", path=source, key=key) from exc

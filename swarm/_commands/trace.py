@@ -83,7 +83,30 @@ def _load(path: Path) -> Any:
 
     if not path.is_file():
         raise ConfigError(f"no trace file at {path}")
-    return load_trace(path)
+    tr = load_trace(path)
+    problem = _incomplete(tr)
+    if problem:
+        print(f"swarm: warning: {problem}", file=sys.stderr)
+    return tr
+
+
+def _incomplete(tr: Any) -> str | None:
+    """Why the trace is incomplete (a run killed while writing it), or None."""
+    from swarm.tracing import semconv as sc
+
+    covers = f"the figures cover the {len(tr):,} spans before the cut"
+    if tr.truncated:
+        line = len(tr._line_offsets)
+        return (
+            f"{tr.path}:line {line}: the trace is incomplete: this line is cut off "
+            f"(the run was stopped while writing it); {covers}"
+        )
+    if tr.root < 0 or tr.op[tr.root] != sc.OP_WORKFLOW:
+        return (
+            f"{tr.path}: the trace is incomplete: it has no root `workflow` span "
+            f"(the run did not finish writing it); {covers}"
+        )
+    return None
 
 
 def _dump(data: Any) -> None:
@@ -320,5 +343,6 @@ def _diff(args: argparse.Namespace) -> int:
 def _view(args: argparse.Namespace) -> int:
     from swarm.viewer.serve import main_view
 
+    _load(args.trace)  # a broken trace is refused here, before a server starts
     code: int = main_view(args)
     return code

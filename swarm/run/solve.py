@@ -162,7 +162,7 @@ async def solve(req: SolveRequest, *, source: ModelSource | None = None) -> RunR
         repo, demo = _repo_for(req, task, state, run_id)
         if demo and task.python is None:  # swarm's own demo is tested with swarm's pytest
             task = task.model_copy(update={"python": sys.executable})
-        config = load_config(req.config_path)
+        config = _task_roles(load_config(req.config_path), task)
         if not resuming:
             journal.create_run(
                 run_id, task=task.model_dump(), repo=str(repo), config=_saved(req, run_id, repo)
@@ -187,6 +187,21 @@ async def solve(req: SolveRequest, *, source: ModelSource | None = None) -> RunR
             await run.execute()
         assert run.report is not None
         return run.report
+
+
+def _task_roles(config: SwarmConfig, task: Task) -> SwarmConfig:
+    """The config with the task's `roles:` applied; a tier it names must exist."""
+    for role, tier in task.roles.items():
+        if tier not in config.tiers:
+            known = ", ".join(sorted(config.tiers))
+            raise ConfigError(
+                f"unknown tier {tier!r}; configured tiers: {known}",
+                path=task.source or "task",
+                key=f"roles.{role}",
+            )
+    if not task.roles:
+        return config
+    return config.model_copy(update={"roles": {**config.roles, **task.roles}})
 
 
 def _traces_dir(req: SolveRequest, state: Path, repo: Path) -> Path:
