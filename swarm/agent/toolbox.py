@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -33,10 +34,12 @@ _PACKAGE = Path(__file__).resolve().parents[1]
 __all__ = [
     "CommandResult",
     "coding_tools",
+    "kill_processes_in",
     "load_tools_from",
     "resolve_path",
     "run_command",
     "subprocess_env",
+    "tagged_processes",
 ]
 
 BUILTIN_TOOL_NAMES = (
@@ -51,6 +54,8 @@ BUILTIN_TOOL_NAMES = (
     "finish",
 )
 _BUILTIN_MODULES = ("files", "search", "shell", "git", "finish")
+COMMAND_TAG_VAR = "SWARM_COMMAND_TAG"
+"""Set to a fresh token in each command's environment; its descendants inherit it."""
 _KILL_GRACE_S = 1.0
 """After SIGTERM to a command's process group, how long before SIGKILL."""
 _EOF_GRACE_S = 0.5
@@ -207,13 +212,75 @@ def _killpg(pid: int, sig: signal.Signals) -> None:
         pass
 
 
-async def _stop(process: Process) -> None:
-    """Kill the command's whole process group: TERM, a grace period, then KILL."""
+def tagged_processes(tag: str) -> list[int]:
+    """Pids of the processes whose environment carries `SWARM_COMMAND_TAG=tag` (Linux;
+    elsewhere none): a command's descendants, including those that left its process group
+    and session with `setsid`."""
+    needle = f"{COMMAND_TAG_VAR}={tag}".encode()
+    found = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                environ = f.read()
+        except OSError:  # gone, or not ours
+            continue
+        if needle in environ.split(b"\0"):
+            found.append(int(name))
+    return found
+
+
+def kill_processes_in(directory: Path) -> int:
+    """SIGKILL every process whose working directory is `directory` or below it (Linux;
+    elsewhere none): what a killed run's commands left running in its worktrees."""
+    root = str(directory)
+    killed = 0
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return 0
+    for name in entries:
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{name}/cwd").removesuffix(" (deleted)")
+        except OSError:
+            continue
+        if cwd == root or cwd.startswith(root + os.sep):
+            try:
+                os.kill(int(name), signal.SIGKILL)
+                killed += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+    return killed
+
+
+def _kill_tagged(tag: str) -> None:
+    for _ in range(3):  # again, for what forked while we were killing
+        pids = tagged_processes(tag)
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+async def _stop(process: Process, tag: str) -> None:
+    """Kill the command's whole process group: TERM, a grace period, then KILL; then every
+    process still carrying the command's tag (those that escaped with `setsid`)."""
     if process.returncode is None:
         _killpg(process.pid, signal.SIGTERM)
         with anyio.move_on_after(_KILL_GRACE_S):
             await process.wait()
     _killpg(process.pid, signal.SIGKILL)  # stragglers, even when the leader has exited
+    _kill_tagged(tag)
     if process.returncode is None:
         await process.wait()
 
@@ -228,17 +295,20 @@ async def run_command(
     """Run `command` (a shell string or argv) in the workspace, in its own process group.
 
     On timeout or cancellation the whole group — children and grandchildren — is killed.
-    Background processes the command leaves behind are killed when it exits.
+    Background processes the command leaves behind are killed when it exits, even those
+    in a session of their own (`setsid`): each command's processes carry a tag in their
+    environment (`SWARM_COMMAND_TAG`), and whatever carries it is killed.
     """
     timeout = ctx.timeout_s if timeout_s is None else timeout_s
     limit = ctx.max_output_chars if max_output_chars is None else max_output_chars
     argv = _shell(command) if isinstance(command, str) else list(command)
     capture = _Capture(limit)
     started = time.perf_counter()
+    tag = secrets.token_hex(8)
     process = await anyio.open_process(
         argv,
         cwd=ctx.root,
-        env=subprocess_env(ctx),
+        env={**subprocess_env(ctx), COMMAND_TAG_VAR: tag},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -258,7 +328,7 @@ async def run_command(
                 tg.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(_KILL_GRACE_S + 5):
-            await _stop(process)
+            await _stop(process, tag)
             await process.aclose()
     return CommandResult(
         exit_code=None if deadline.cancelled_caught else process.returncode,

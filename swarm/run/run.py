@@ -74,7 +74,7 @@ class World(Protocol):
         ...
 
     async def prepare(self, run_id: str) -> None:
-        """Clear what a crashed earlier process of this run left behind."""
+        """Clear what crashed earlier runs (this one included) left behind."""
         ...
 
     def merger(
@@ -188,8 +188,7 @@ class Run:
         coordinator = Coordinator(
             crew, spec.task, options=spec.options, parts=self.world.parts(self.id)
         )
-        if spec.resuming:
-            await self.world.prepare(self.id)
+        await self.world.prepare(self.id)
         async with self.world.merger(self.id, self._base, spec.task, spec.options) as queue:
             self.baseline = await self.world.baseline(queue, spec.task)
             if self.baseline.stop:

@@ -34,6 +34,7 @@ import anyio
 import anyio.to_thread
 
 from swarm.agent.tool import ToolContext, WriteLog
+from swarm.agent.toolbox import kill_processes_in
 from swarm.errors import WorkspaceError
 from swarm.run._diff import patch_paths, worktree_diff
 from swarm.run._git import (
@@ -284,6 +285,7 @@ async def cleanup_stale(repo: Path, *, run_id: str | None = None) -> list[Path]:
         owner = path.with_name(f"{name}.owner")
         if (run_id is not None and run != run_id) or owner_alive(owner):
             continue
+        kill_processes_in(path)  # the dead run's checks and commands still running there
         try:
             await unregister(repo, common, path, f"{BRANCH_PREFIX}/{run}/{name}", admin_dir(path))
         except WorkspaceError as exc:
