@@ -260,16 +260,16 @@ def _providers(config: SwarmConfig, demo: bool) -> dict[str, Provider] | None:
 def _repo_for(req: SolveRequest, task: Task, state: Path, run_id: str) -> tuple[Path, bool]:
     """The target repository; with none given, a fresh copy of the shipped demo."""
     given = req.repo or task.repo
+    dest = (state / "demo" / run_id).resolve()
     if given:
         path = Path(given).expanduser()
         if not path.is_absolute() and not req.repo and task.source:
             path = Path(task.source).parent / path
         if not (path / ".git").exists():
             raise ConfigError("is not a git repository", path=str(path))
-        return path.resolve(), False
+        return path.resolve(), path.resolve() == dest  # a resumed demo run is still one
     from swarm.demo import create_demo_repo
 
-    dest = (state / "demo" / run_id).resolve()
     if not (dest / ".git").exists():
         create_demo_repo(dest)
     return dest, True
