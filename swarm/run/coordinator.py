@@ -287,7 +287,7 @@ class Coordinator:
     async def _code_test_merge(
         self, st: Subtask, outcome: SubtaskOutcome, queue: Merger
     ) -> MergeResult:
-        base = queue.head
+        base = self.crew.journal.base_of(self.crew.run_id, st.id, queue.head)
         async with self._workspaces.open(base, st.id) as ws:
             coder = self._staff.agent("coder", f"coder:{st.id}", CODER, ws.path, st)
             coder.depends_on(self._dependency_spans(st))
@@ -301,8 +301,9 @@ class Coordinator:
                 if merged.kind == "conflict"
                 else f"the check fails after merging it:\n{failing_part(merged.output, 3000)}"
             )
-            base = queue.head
-            async with self._workspaces.open(base, f"{st.id}-rebase{outcome.rebases}") as ws:
+            name = f"{st.id}-rebase{outcome.rebases}"
+            base = self.crew.journal.base_of(self.crew.run_id, name, queue.head)
+            async with self._workspaces.open(base, name) as ws:
                 if merged.kind == "red":  # after a conflict the fixer re-applies by hand
                     await ws.apply(patch)
                 agent_id = f"fixer:{st.id}:rebase{outcome.rebases}"
