@@ -145,3 +145,44 @@ def test_a_missing_key_variable_is_warned_about(tmp_path: Path) -> None:
     result = swarm(tmp_path, "solve", str(TASK))
     assert "Traceback" not in result.stdout + result.stderr
     assert "swarm.toml:providers.x.api_key_env: $SWARM_TEST_NO_SUCH_KEY is not set" in result.stderr
+
+
+def test_a_dead_provider_does_not_open_a_worktree_per_subtask(tmp_path: Path) -> None:
+    """10,000 subtasks against a provider nobody answers at: the run stops after a few
+    subtasks fail, instead of opening (and removing) 10,000 worktrees to fail each."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "a.txt").write_text("a\n")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "init"], check=True)
+    (tmp_path / "swarm.toml").write_text(
+        '[providers.x]\nkind = "openai"\nbase_url = "http://127.0.0.1:1/v1"\n'
+        '[tiers.speed]\nmodels = ["x/m"]\n[tiers.reasoning]\nmodels = ["x/m"]\n'
+        "[routing]\nmax_attempts = 1\nbackoff_initial_s = 0\n"
+    )
+    (tmp_path / "t.md").write_text("---\ncheck: 'true'\nmax_agents: 4\n---\n# T\nDo it.\n")
+    subtasks = [
+        {"id": f"s{i}", "title": "t", "instructions": "i", "files": [f"f{i}.txt"]}
+        for i in range(10_000)
+    ]
+    (tmp_path / "plan.json").write_text(json.dumps({"subtasks": subtasks}))
+    result = swarm(
+        tmp_path,
+        "solve",
+        "t.md",
+        "--repo",
+        str(repo),
+        "--plan",
+        "plan.json",
+        "--json",
+        "--traces-dir",
+        "traces",
+    )
+    assert "Traceback" not in result.stderr
+    report = json.loads(result.stdout)
+    assert report["status"] == "stopped" and report["stop_reason"] == "providers"
+    (trace,) = (tmp_path / "traces").glob("*.jsonl")
+    opened = trace.read_text().count('"name":"swarm.workspace open"')
+    assert 0 < opened <= 4 + 3, opened  # the agents in flight, and no more

@@ -27,7 +27,7 @@ from opentelemetry.trace import SpanContext
 from swarm.agent.loop import Agent
 from swarm.agent.tool import Tool
 from swarm.agent.toolbox import coding_tools
-from swarm.errors import BudgetExceeded, ModelBehaviorError, SwarmError
+from swarm.errors import BudgetExceeded, ModelBehaviorError, ProviderError, SwarmError
 from swarm.run.check import (
     NOTHING_TO_TEST,
     Checker,
@@ -219,12 +219,15 @@ class Coordinator:
         started: float | None = None  # the virtual clock may start at 0
         try:
             async with self._slot(board.limiter):
+                if board.stop is not None:  # stopped while this one waited for a slot
+                    return
                 started = anyio.current_time()
                 outcome.status = "running"
                 self.crew.progress.running(st.id)
                 self.crew.journal.set_subtask(self.crew.run_id, st.id, "running")
                 merged = await self._code_test_merge(st, outcome, board.queue)
             outcome.status = {"merged": "merged", "empty": "empty"}.get(merged.kind, "failed")
+            board.provider_failures = 0
             outcome.commit = merged.commit
             if not merged.ok:
                 outcome.error = f"{merged.kind}: {merged.output[-500:]}"
@@ -234,6 +237,7 @@ class Coordinator:
         except SwarmError as exc:  # a failed subtask does not cancel its siblings
             kind = "" if isinstance(exc, _GaveUp) else f"{type(exc).__name__}: "
             outcome.status, outcome.error = "failed", f"{kind}{exc}"
+            board.note_failure(exc)
         finally:
             outcome.wall_s = anyio.current_time() - started if started is not None else 0.0
             self._settle(outcome, board)
@@ -382,7 +386,14 @@ class _Board:
     finished: set[str]
     limiter: anyio.CapacityLimiter
     stop: str | None = None
-    """The budget kind that ran out, once one has."""
+    """The budget kind that ran out, or `providers` (a dead provider opened 10,000
+    worktrees, one per subtask, to fail each)."""
+    provider_failures: int = 0
+    """Subtasks failed in a row by provider errors; 3 stop the run (resumable)."""
+
+    def note_failure(self, exc: SwarmError) -> None:
+        self.provider_failures = self.provider_failures + 1 if isinstance(exc, ProviderError) else 0
+        self.stop = self.stop or ("providers" if self.provider_failures >= 3 else None)
 
 
 class _GaveUp(SwarmError):

@@ -51,9 +51,7 @@ def request_hash(request: ChatRequest, *, for_replay: bool = False) -> str:
         content = m.content
         if for_replay and content is not None:
             content = "" if m.role == "tool" else _WALL_TIME.sub("#s", content)
-        parts.append(
-            f"{m.role}|{_f(content)}{_f(m.tool_call_id)}{_f(m.name)}{len(m.tool_calls)}|"
-        )
+        parts.append(f"{m.role}|{_f(content)}{_f(m.tool_call_id)}{_f(m.name)}{len(m.tool_calls)}|")
         parts.extend(f"{_f(c.id)}{_f(c.name)}{_f(c.arguments)}" for c in m.tool_calls)
     return hashlib.sha256("".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
 
