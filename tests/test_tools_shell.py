@@ -162,3 +162,16 @@ async def test_finish_raises_finish(tmp_path: Path) -> None:
     with pytest.raises(Finish) as info:
         await TOOLS["finish"].run({"summary": "fixed add()"}, ToolContext(root=tmp_path))
     assert info.value.summary == "fixed add()"
+
+
+async def test_no_process_outlives_its_command(tmp_path: Path) -> None:
+    """A child that leaves the command's session with setsid is killed with it."""
+    ctx = ToolContext(root=tmp_path)
+    script = (
+        "setsid sh -c 'echo $$ > escaped.pid; exec sleep 300' & "
+        "while [ ! -s escaped.pid ]; do sleep 0.01; done"
+    )
+    result = await run_command(script, ctx, timeout_s=30)
+    assert result.exit_code == 0, result.output
+    pid = int((tmp_path / "escaped.pid").read_text())
+    await _wait_gone(pid)
