@@ -39,7 +39,7 @@ __all__ = ["Budget", "BudgetLimits", "Budgeted", "Reservation", "Spent", "parse_
 class BudgetLimits(BaseModel):
     """Limits for one scope; None means no limit."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     usd: float | None = Field(default=None, gt=0)
     """Money spent on model calls, from the catalog's prices."""
     tokens: int | None = Field(default=None, gt=0)

@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 
 import anyio
@@ -33,8 +35,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _term_as_interrupt(signum: int, frame: object) -> None:
+    """SIGTERM does what Ctrl-C does: the run is cancelled and cleans up after itself."""
+    signal.raise_signal(signal.SIGINT)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _term_as_interrupt) if on_main_thread else None
+    try:
+        return _run(args)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         if inspect.iscoroutinefunction(args.func):
             code: int = anyio.run(args.func, args, backend=getattr(args, "backend", "asyncio"))

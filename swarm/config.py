@@ -17,10 +17,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from swarm._faults import Faults
 from swarm._run_config import BatchSize, MergeConfig, SandboxConfig
+from swarm._wire_checks import check_base_url, check_headers
 from swarm.budget import BudgetLimits
 from swarm.errors import ConfigError
 
@@ -48,7 +49,7 @@ DEFAULT_ROLES: Mapping[str, str] = {
 }
 """Role → tier when `[roles]` does not say otherwise."""
 
-_STRICT = ConfigDict(frozen=True, extra="forbid")
+_STRICT = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class ModelConfig(BaseModel):
@@ -109,6 +110,16 @@ class ProviderConfig(BaseModel):
     """Longest one call may take from request to last token (a token every 20 s would
     otherwise keep a stream alive for hours)."""
     models: dict[str, ModelConfig] = Field(default_factory=dict)
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        return None if value is None else check_base_url(value)
+
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, value: dict[str, str]) -> dict[str, str]:
+        return check_headers(value)
 
 
 class TierConfig(BaseModel):
@@ -226,6 +237,9 @@ def load_config(
 def _read_toml(p: Path) -> dict[str, Any]:
     try:
         return tomllib.loads(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        message = f"not a UTF-8 text file (byte {exc.start})"
+        raise ConfigError(message, path=str(p)) from None
     except tomllib.TOMLDecodeError as exc:
         # Python 3.11 has no exc.lineno; the message always ends "(at line N, column M)"
         found = re.search(r"line (\d+)", str(exc))
@@ -264,7 +278,7 @@ def _build(data: Mapping[str, Any], *, source: str | None, env: Mapping[str, str
         err = exc.errors()[0]
         key = _loc(err["loc"], prefix) or None
         more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
-        msg = err["msg"]
+        msg = str(err["msg"]).removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown key"
         raise ConfigError(f"{msg}{more}", path=source, key=key) from exc

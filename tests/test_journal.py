@@ -251,7 +251,7 @@ def test_file_setup(tmp_path: Path) -> None:
     conn = sqlite3.connect(path)
     try:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
     finally:
         conn.close()
     with Journal.open(path) as journal:  # reopening an existing journal is fine
@@ -333,3 +333,23 @@ def test_everything_committed_survives_kill_9(tmp_path: Path) -> None:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     finally:
         conn.close()
+
+
+def test_a_workspace_starts_where_it_first_did(journal: Journal) -> None:
+    assert journal.base_of("r1", "a", "head1") == "head1"
+    assert journal.base_of("r1", "a", "head2") == "head1"  # resumed: the recorded base
+    assert journal.base_of("r1", "a-rebase1", "head2") == "head2"
+
+
+def test_a_version_1_journal_is_upgraded(tmp_path: Path) -> None:
+    path = tmp_path / "journal.db"
+    with Journal.open(path) as journal:
+        journal.create_run("r1", task={"title": "t"}, repo="", config={})
+    conn = sqlite3.connect(path)
+    conn.execute("DROP TABLE bases")
+    conn.execute("PRAGMA user_version = 1")
+    conn.commit()
+    conn.close()
+    with Journal.open(path) as journal:
+        assert journal.base_of("r1", "a", "h") == "h"
+        assert journal.get_run("r1") is not None

@@ -14,8 +14,9 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
+from swarm.agent.confined import list_confined, read_confined, write_confined
 from swarm.agent.tool import ToolContext, tool, truncate
-from swarm.agent.toolbox import read_confined, resolve_path, write_confined
+from swarm.agent.toolbox import resolve_path
 from swarm.errors import ToolError
 
 MAX_FILE_BYTES = 20_000_000
@@ -29,13 +30,7 @@ def _rel(ctx: ToolContext, path: Path) -> str:
 
 
 def _read_text(ctx: ToolContext, path: str) -> tuple[Path, str]:
-    target = resolve_path(ctx, path)
-    if target.is_dir():
-        raise ToolError(f"{path!r} is a directory; use list_dir")
-    try:
-        data = read_confined(ctx, target, MAX_FILE_BYTES)
-    except FileNotFoundError:
-        raise ToolError(f"no such file: {path!r}") from None
+    target, data = read_confined(ctx, path, MAX_FILE_BYTES)
     if b"\0" in data[:_BINARY_SNIFF]:
         raise ToolError(f"{path!r} is a binary file")
     try:
@@ -81,14 +76,8 @@ def list_dir(ctx: ToolContext, path: str = ".") -> str:
     Args:
         path: Directory relative to the workspace root.
     """
-    target = resolve_path(ctx, path)
-    if not target.exists():
-        raise ToolError(f"no such directory: {path!r}")
-    if not target.is_dir():
-        raise ToolError(f"{path!r} is a file; use read_file")
-    entries = sorted(
-        (f"{e.name}/" if e.is_dir() else e.name) for e in target.iterdir() if e.name != ".git"
-    )
+    target, found = list_confined(ctx, path)
+    entries = sorted((f"{name}/" if is_dir else name) for name, is_dir in found if name != ".git")
     return "\n".join(entries) if entries else f"({_rel(ctx, target)} is empty)"
 
 
@@ -131,8 +120,8 @@ def edit_file(ctx: ToolContext, path: str, old: str, new: str) -> str:
     """
     if not old:
         raise ToolError("old is empty; to create or overwrite a file use write_file")
-    target, text = _read_text(ctx, path)
     resolve_path(ctx, path, writing=True)
+    target, text = _read_text(ctx, path)
     if old not in text and "\r\n" in text:  # the model writes \n; the file uses \r\n
         old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
     count = text.count(old)
@@ -149,7 +138,7 @@ def edit_file(ctx: ToolContext, path: str, old: str, new: str) -> str:
         )
     index = text.index(old)
     updated = text[:index] + new + text[index + len(old) :]
-    write_confined(ctx, target, updated.encode("utf-8"))
+    target = write_confined(ctx, path, updated.encode("utf-8"))
     ctx.written.note(_rel(ctx, target))
     first = _line_of(updated, index)
     lines = updated.splitlines()
@@ -167,10 +156,7 @@ def write_file(ctx: ToolContext, path: str, content: str) -> str:
         path: File path relative to the workspace root.
         content: The whole new content of the file.
     """
-    target = resolve_path(ctx, path, writing=True)
-    if target.is_dir():
-        raise ToolError(f"{path!r} is a directory")
     data = content.encode("utf-8")
-    write_confined(ctx, target, data)
+    target = write_confined(ctx, path, data)
     ctx.written.note(_rel(ctx, target))
     return f"wrote {len(data)} bytes to {_rel(ctx, target)}"

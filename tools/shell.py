@@ -25,11 +25,12 @@ _HEADER_ROOM = 200
 _PYTEST_COUNT = re.compile(r"(\d+) (passed|failed|error|errors)\b")
 
 
-def _report(result: CommandResult, what: str) -> str:
+def _report(result: CommandResult, what: str, limit_s: float) -> str:
+    # no wall times: what the model reads must be the same when a resumed run replays it
     if result.timed_out:
-        status = f"{what} timed out after {result.duration_s:.1f}s; killed it and its children"
+        status = f"{what} hit its {limit_s:g}s time limit; killed it and its children"
     else:
-        status = f"{what} exited with code {result.exit_code} in {result.duration_s:.1f}s"
+        status = f"{what} exited with code {result.exit_code}"
     trace.get_current_span().set_attribute(
         TOOL_EXIT_CODE, -1 if result.exit_code is None else result.exit_code
     )
@@ -54,7 +55,7 @@ async def run(
         timeout_s=timeout,
         max_output_chars=max(ctx.max_output_chars - _HEADER_ROOM, 100),
     )
-    return _report(result, "command")
+    return _report(result, "command", ctx.timeout_s if timeout is None else timeout)
 
 
 @tool
@@ -79,4 +80,4 @@ async def run_tests(ctx: ToolContext, args: str | None = None) -> str:
         failed = counts.get("failed", 0) + counts.get("error", 0) + counts.get("errors", 0)
         span.set_attribute(TESTS_FAILED, failed)
     verdict = "PASSED" if result.exit_code == 0 else "FAILED"
-    return f"{verdict}: {_report(result, f'`{command}`')}"
+    return f"{verdict}: {_report(result, f'`{command}`', ctx.timeout_s)}"

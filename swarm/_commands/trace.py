@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from swarm._commands._tables import ledger_rows, summary_context, summary_merges, table
+
 __all__ = ["register"]
 
 
@@ -83,47 +85,35 @@ def _load(path: Path) -> Any:
 
     if not path.is_file():
         raise ConfigError(f"no trace file at {path}")
-    return load_trace(path)
+    tr = load_trace(path)
+    problem = _incomplete(tr)
+    if problem:
+        print(f"swarm: warning: {problem}", file=sys.stderr)
+    return tr
+
+
+def _incomplete(tr: Any) -> str | None:
+    """Why the trace is incomplete (a run killed while writing it), or None."""
+    from swarm.tracing import semconv as sc
+
+    covers = f"the figures cover the {len(tr):,} spans before the cut"
+    if tr.truncated:
+        line = len(tr._line_offsets)
+        return (
+            f"{tr.path}:line {line}: the trace is incomplete: this line is cut off "
+            f"(the run was stopped while writing it); {covers}"
+        )
+    if tr.root < 0 or tr.op[tr.root] != sc.OP_WORKFLOW:
+        return (
+            f"{tr.path}: the trace is incomplete: it has no root `workflow` span "
+            f"(the run did not finish writing it); {covers}"
+        )
+    return None
 
 
 def _dump(data: Any) -> None:
     json.dump(data, sys.stdout, indent=2, default=str)
     sys.stdout.write("\n")
-
-
-def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    cells = [[_fmt(v) for v in row] for row in rows]
-    if sys.stdout.isatty():
-        from rich.console import Console
-        from rich.table import Table
-
-        t = Table(title=title)
-        for c in columns:
-            t.add_column(c, justify="left" if c == columns[0] else "right")
-        for row in cells:
-            t.add_row(*row)
-        Console().print(t)
-        return
-    widths = [max([len(c), *(len(r[k]) for r in cells)]) for k, c in enumerate(columns)]
-    print(title)
-    print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)))
-    for row in cells:
-        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)))
-    print()
-
-
-def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:,.3f}" if abs(v) < 1000 else f"{v:,.0f}"
-    return "-" if v is None else str(v)
-
-
-def _ledger_rows(ledger: dict[str, float], wall: float) -> list[list[Any]]:
-    return [
-        [k, v, f"{100 * v / wall:.1f}%" if wall else "-"]
-        for k, v in sorted(ledger.items(), key=lambda kv: -kv[1])
-        if v >= 0.0005
-    ]
 
 
 _GROUP_COLUMNS = {
@@ -164,80 +154,21 @@ def _summary(args: argparse.Namespace) -> int:
     )
     for group in ("by_tier", "by_model", "by_role"):
         rows = [[k, *(g[key] for key in _GROUP_COLUMNS.values())] for k, g in s[group].items()]
-        _table(group.replace("_", " "), ["key", *_GROUP_COLUMNS], rows)
+        table(group.replace("_", " "), ["key", *_GROUP_COLUMNS], rows)
     _summary_ledgers(s)
-    _summary_merges(s["merge_queue"])
-    _summary_context(s["context"])
+    summary_merges(s["merge_queue"])
+    summary_context(s["context"])
     return 0
-
-
-def _summary_merges(m: dict[str, Any] | None) -> None:
-    """The merge queue's batches, and its busy time split into checking, waiting for a
-    check slot and git work."""
-    if m is None:
-        return
-    outcomes = ", ".join(f"{n} {k}" for k, n in m["by_outcome"].items() if n)
-    print(
-        f"merge queue: {m['batches']} batches ({outcomes or 'none decided'}), "
-        f"size mean {m['size_mean']:.1f} max {m['size_max']}, "
-        f"{m['speculative']} speculative ({m['rebuilt']} rebuilt), {m['splits']} splits, "
-        f"{m['checks']} checks"
-    )
-    busy = m["busy_s"]
-    rows = [
-        [k, m[key], f"{100 * m[key] / busy:.1f}%" if busy else "-"]
-        for k, key in (
-            ("checking", "checking_s"),
-            ("waiting for a check slot", "slot_wait_s"),
-            ("git (trees, build, land)", "git_s"),
-            ("busy (total)", "busy_s"),
-        )
-    ]
-    _table("merge queue time", ["part", "seconds", "share"], rows)
-    print(
-        f"summed over batches: {m['check_sum_s']:.3f} s checking, {m['slot_wait_sum_s']:.3f} s "
-        f"waiting for a slot ({m['slot_waits']} waits); subtasks waited for the queue "
-        f"{m['wait_s']:.3f} s in all ({m['waits']} waits)\n"
-    )
-
-
-def _summary_context(c: dict[str, Any]) -> None:
-    """Request size per step (a few steps, evenly spread) and what compaction saved."""
-    steps = c["input_tokens_by_step"]
-    if not steps:
-        return
-    at = c["peak_at"] or {}
-    print(
-        f"context: peak request {c['peak_request_tokens']:,} tokens "
-        f"({at.get('agent', '-')}, step {at.get('step', '-')}); "
-        f"{c['input_tokens']:,} input tokens in all"
-    )
-    picks = sorted({0, *(round(k * (len(steps) - 1) / 7) for k in range(1, 8))})
-    cells = [f"{steps[k]['step']}: {steps[k]['max_input_tokens']:,}" for k in picks]
-    print(f"  input tokens per step (largest over agents)  {'  '.join(cells)}")
-    if c["compactions"]:
-        kinds = ", ".join(f"{k} {n}" for k, n in c["compactions_by_strategy"].items())
-        without = c["input_tokens_without_compaction"]
-        share = c["input_tokens_saved"] / without if without else 0.0
-        print(
-            f"  compactions {c['compactions']} ({kinds}): {c['tokens_removed']:,} tokens "
-            f"removed; later calls sent {c['input_tokens_saved']:,} fewer input tokens "
-            f"({share:.0%} of {without:,})"
-        )
-    else:
-        print("  no compaction")
 
 
 def _summary_ledgers(s: dict[str, Any]) -> None:
     """The whole run's and the critical path's ledgers, and the calls worth speeding up."""
     wall = s["wall_s"]
-    _table("ledger (whole run)", ["cause", "seconds", "share"], _ledger_rows(s["ledger"], wall))
+    table("ledger (whole run)", ["cause", "seconds", "share"], ledger_rows(s["ledger"], wall))
     cp = s["critical_path"]
-    _table(
-        "ledger (critical path)", ["cause", "seconds", "share"], _ledger_rows(cp["ledger"], wall)
-    )
+    table("ledger (critical path)", ["cause", "seconds", "share"], ledger_rows(cp["ledger"], wall))
     if cp["top_savings"]:
-        _table(
+        table(
             "critical-path calls a faster provider would shorten most",
             list(_SAVING_COLUMNS),
             [[r[key] for key in _SAVING_COLUMNS.values()] for r in cp["top_savings"]],
@@ -274,12 +205,12 @@ def _critical_path(args: argparse.Namespace) -> int:
             }
         )
         return 0
-    _table(
+    table(
         f"critical path ({_METHOD[method]}): {len(path)} steps over {tr.wall_s:.1f} s",
         ["step", "role", "start s", "duration s"],
         [[s.name, s.role, (s.start_ns - tr.start_ns) / 1e9, s.duration_s] for s in path],
     )
-    _table("ledger (critical path)", ["cause", "seconds", "share"], _ledger_rows(led, tr.wall_s))
+    table("ledger (critical path)", ["cause", "seconds", "share"], ledger_rows(led, tr.wall_s))
     return 0
 
 
@@ -306,7 +237,7 @@ def _whatif(args: argparse.Namespace) -> int:
         _dump(result)
         return 0
     rec, pred = result["recorded"], result["predicted"]
-    _table(
+    table(
         "what if",
         ["", "wall s", "cost $"],
         [
@@ -351,7 +282,7 @@ def _diff(args: argparse.Namespace) -> int:
     if args.json:
         _dump(d)
         return 0
-    _table(
+    table(
         "a → b",
         ["", "a", "b", "delta"],
         [
@@ -359,7 +290,7 @@ def _diff(args: argparse.Namespace) -> int:
             for k in ("wall_s", "critical_path_busy_s", "cost_usd", "calls")
         ],
     )
-    _table(
+    table(
         "critical-path ledger",
         ["cause", "a", "b", "delta"],
         [
@@ -368,7 +299,7 @@ def _diff(args: argparse.Namespace) -> int:
             if r["a"] or r["b"]
         ],
     )
-    _table(
+    table(
         "biggest changes (call seconds)",
         ["group", "key", "delta s"],
         [[c["group"], c["key"], c["delta_s"]] for c in d["biggest_changes"]],
@@ -379,5 +310,6 @@ def _diff(args: argparse.Namespace) -> int:
 def _view(args: argparse.Namespace) -> int:
     from swarm.viewer.serve import main_view
 
+    _load(args.trace)  # a broken trace is refused here, before a server starts
     code: int = main_view(args)
     return code

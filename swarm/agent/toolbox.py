@@ -31,11 +31,9 @@ __all__ = [
     "CommandResult",
     "coding_tools",
     "load_tools_from",
-    "read_confined",
     "resolve_path",
     "run_command",
     "subprocess_env",
-    "write_confined",
 ]
 
 BUILTIN_TOOL_NAMES = (
@@ -136,69 +134,6 @@ def resolve_path(ctx: ToolContext, path: str, *, writing: bool = False) -> Path:
     if writing and ".git" in resolved.relative_to(root).parts:
         raise ToolError(f"{path!r} is inside .git; git metadata is not editable")
     return resolved
-
-
-def _walk(ctx: ToolContext, target: Path, *, create: bool) -> tuple[int, str]:
-    """An fd of `target`'s directory, reached from the root one component at a time without
-    following symlinks (a link swapped in after `resolve_path` looked is refused), and its
-    name there. The caller closes the fd."""
-    root = ctx.root.resolve()
-    parts = target.relative_to(root).parts
-    if not parts:
-        raise ToolError(f"{target} is the workspace root, not a file")
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        for part in parts[:-1]:
-            if create:
-                try:
-                    os.mkdir(part, dir_fd=fd)
-                except FileExistsError:
-                    pass
-            following = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
-            os.close(fd)
-            fd = following
-    except OSError as exc:
-        os.close(fd)
-        if isinstance(exc, FileNotFoundError):
-            raise
-        raise ToolError(
-            f"{target.relative_to(root)}: a directory on the way changed or is a symlink; refused"
-        ) from None
-    return fd, parts[-1]
-
-
-def _open_leaf(ctx: ToolContext, target: Path, flags: int) -> int:
-    fd, name = _walk(ctx, target, create=bool(flags & os.O_CREAT))
-    try:
-        return os.open(name, flags | os.O_NOFOLLOW, 0o644, dir_fd=fd)
-    except OSError as exc:
-        if isinstance(exc, FileNotFoundError | IsADirectoryError):
-            raise
-        raise ToolError(
-            f"{name}: is a symlink or cannot be opened ({exc.strerror}); refused"
-        ) from None
-    finally:
-        os.close(fd)
-
-
-def read_confined(ctx: ToolContext, target: Path, max_bytes: int) -> bytes:
-    """The bytes of `target` (a `resolve_path` result), opened without following symlinks;
-    ToolError when it is larger than `max_bytes`."""
-    fd = _open_leaf(ctx, target, os.O_RDONLY)
-    with os.fdopen(fd, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size > max_bytes:
-            raise ToolError(f"{target.name} is too large ({size} bytes); look into it with search")
-        return f.read()
-
-
-def write_confined(ctx: ToolContext, target: Path, data: bytes) -> None:
-    """Write `data` to `target` (a `resolve_path` result), making its directories, without
-    following symlinks on the way: the file written is the one inside the workspace."""
-    fd = _open_leaf(ctx, target, os.O_WRONLY | os.O_CREAT)
-    with os.fdopen(fd, "wb") as f:
-        f.truncate(0)
-        f.write(data)
 
 
 def subprocess_env(ctx: ToolContext) -> dict[str, str]:

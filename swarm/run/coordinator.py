@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable
-from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
@@ -27,6 +26,7 @@ from swarm.agent.loop import Agent
 from swarm.agent.tool import Tool
 from swarm.agent.toolbox import coding_tools
 from swarm.errors import BudgetExceeded, ModelBehaviorError, SwarmError
+from swarm.run.board import Board, GaveUp
 from swarm.run.check import (
     NOTHING_TO_TEST,
     Checker,
@@ -144,16 +144,7 @@ class Coordinator:
         what merged stays merged, and what did not run is `skipped`.
         """
         self._order = {st.id: i for i, st in enumerate(plan.subtasks)}
-        board = _Board(
-            queue=queue,
-            outcomes={
-                st.id: SubtaskOutcome(st.id, st.title, "merged" if st.id in done else "pending")
-                for st in plan.subtasks
-            },
-            done=set(done),
-            finished=set(done),
-            limiter=anyio.CapacityLimiter(self.options.max_agents),
-        )
+        board = Board.for_plan(plan, queue, done, self.options.max_agents)
         final: CheckResult | None = None
         with anyio.move_on_after(self.crew.budget.remaining_s()) as deadline:
             stop = await self._dispatch(plan, board)
@@ -164,10 +155,13 @@ class Coordinator:
                     stop = exc.kind
         if deadline.cancelled_caught:
             stop = "deadline"
-        self._mark_skipped(board, stop)
+        for outcome in board.skip_rest(stop):
+            self.crew.journal.set_subtask(
+                self.crew.run_id, outcome.id, "skipped", error=outcome.error
+            )
         return RunOutcome(tuple(board.outcomes.values()), stop, final, self.times)
 
-    async def _dispatch(self, plan: Plan, board: _Board) -> str | None:
+    async def _dispatch(self, plan: Plan, board: Board) -> str | None:
         """Start subtasks as they become ready; returns the budget kind that stopped it.
 
         A spent budget stops new starts; the subtasks in flight finish (their calls in
@@ -188,15 +182,6 @@ class Coordinator:
                 await self._changed.wait()
                 self._changed = anyio.Event()
         return board.stop
-
-    def _mark_skipped(self, board: _Board, stop: str | None) -> None:
-        for outcome in board.outcomes.values():
-            if outcome.status in ("pending", "running"):
-                outcome.status = "skipped"
-                outcome.error = f"not run: {stop or 'a dependency failed'}"
-                self.crew.journal.set_subtask(
-                    self.crew.run_id, outcome.id, "skipped", error=outcome.error
-                )
 
     async def _verify(self, queue: Merger) -> CheckResult | None:
         """`accept` on the integration branch, with a bounded fix loop; fixes are committed
@@ -219,20 +204,24 @@ class Coordinator:
 
     # -- one subtask ------------------------------------------------------------------
 
-    async def _subtask(self, st: Subtask, board: _Board) -> None:
+    async def _subtask(self, st: Subtask, board: Board) -> None:
         outcome = board.outcomes[st.id]
         self._record_dependency_wait(st)
         started: float | None = None  # the virtual clock may start at 0
         try:
             async with holding(board.limiter, sc.WAIT_QUEUE):
+                if board.stop is not None:  # stopped while this one waited for a slot
+                    return
                 started = anyio.current_time()
                 outcome.status = "running"
                 self.crew.progress.running(st.id)
                 self.crew.journal.set_subtask(self.crew.run_id, st.id, "running")
-                patch = await self._code_and_test(st, outcome, board.queue.head)
+                base = self.crew.journal.base_of(self.crew.run_id, st.id, board.queue.head)
+                patch = await self._code_and_test(st, outcome, base)
             # waiting for the merge queue holds no agent place: the next subtask codes
             merged = await self._merge_or_rebase(st, outcome, patch, board)
             outcome.status = {"merged": "merged", "empty": "empty"}.get(merged.kind, "failed")
+            board.provider_failures = 0
             outcome.commit = merged.commit
             if not merged.ok:
                 outcome.error = f"{merged.kind}: {merged.output[-500:]}"
@@ -240,13 +229,14 @@ class Coordinator:
             outcome.status, outcome.error = "pending", None
             board.stop = board.stop or exc.kind
         except SwarmError as exc:  # a failed subtask does not cancel its siblings
-            kind = "" if isinstance(exc, _GaveUp) else f"{type(exc).__name__}: "
+            kind = "" if isinstance(exc, GaveUp) else f"{type(exc).__name__}: "
             outcome.status, outcome.error = "failed", f"{kind}{exc}"
+            board.note_failure(exc)
         finally:
             outcome.wall_s = anyio.current_time() - started if started is not None else 0.0
             self._settle(outcome, board)
 
-    def _settle(self, outcome: SubtaskOutcome, board: _Board) -> None:
+    def _settle(self, outcome: SubtaskOutcome, board: Board) -> None:
         board.finished.add(outcome.id)
         if outcome.status in ("merged", "empty", "failed"):
             if outcome.status != "failed":
@@ -296,7 +286,7 @@ class Coordinator:
             return await self._until_green(st, ws, base, outcome, tag="")
 
     async def _merge_or_rebase(
-        self, st: Subtask, outcome: SubtaskOutcome, patch: str, board: _Board
+        self, st: Subtask, outcome: SubtaskOutcome, patch: str, board: Board
     ) -> MergeResult:
         """Merge; on a conflict or a red merge, a fixer rebases on the new head (a bounded
         number of times), with an agent place again for the work."""
@@ -309,8 +299,8 @@ class Coordinator:
                 else f"the check fails after merging it:\n{failing_part(merged.output, 3000)}"
             )
             async with holding(board.limiter, sc.WAIT_QUEUE):
-                base = board.queue.head
                 name = f"{st.id}-rebase{outcome.rebases}"
+                base = self.crew.journal.base_of(self.crew.run_id, name, board.queue.head)
                 async with self._workspaces.open(base, name) as ws:
                     if merged.kind == "red":  # after a conflict the fixer re-applies by hand
                         await ws.apply(patch)
@@ -346,7 +336,7 @@ class Coordinator:
         rounds = 0
         while not result.passed:
             if rounds >= self.options.fix_rounds:
-                raise _GaveUp(f"check still failing after {rounds} fix rounds")
+                raise GaveUp(f"check still failing after {rounds} fix rounds")
             rounds += 1
             outcome.fix_rounds += 1
             self.crew.progress.fixing(st.id)
@@ -379,20 +369,3 @@ class Coordinator:
             return await work
         finally:
             self.times.add(phase, anyio.current_time() - started)
-
-
-@dataclass
-class _Board:
-    """The dispatch's state: every outcome, what merged, what finished, the slots."""
-
-    queue: Merger
-    outcomes: dict[str, SubtaskOutcome]
-    done: set[str]
-    finished: set[str]
-    limiter: anyio.CapacityLimiter
-    stop: str | None = None
-    """The budget kind that ran out, once one has."""
-
-
-class _GaveUp(SwarmError):
-    """A subtask's fix rounds ran out."""

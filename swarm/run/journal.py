@@ -37,7 +37,7 @@ __all__ = [
 
 DEFAULT_JOURNAL = Path(".swarm") / "journal.db"
 """Where a project's journal lives, relative to the target repository."""
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 # `stopped` means a budget or deadline ended the run (`detail` says which); `interrupted`
 # means it was cancelled (Ctrl-C, SIGTERM) and can be resumed.
 RUN_STATUSES = frozenset({"running", "done", "failed", "stopped", "interrupted"})
@@ -52,7 +52,11 @@ _SUBTASK_FIELDS = {
     "error": "error",
     "cost_usd": "cost_usd",
 }
-_TABLES = {"runs", "plans", "subtasks", "calls"}
+_TABLES = {"runs", "plans", "subtasks", "calls", "bases"}
+_BASES = """CREATE TABLE IF NOT EXISTS bases (
+    run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+    workspace TEXT NOT NULL, base TEXT NOT NULL, PRIMARY KEY (run_id, workspace))"""
+"""Version 2: the commit each workspace started from, so a resumed one starts there too."""
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS runs (
         run_id TEXT PRIMARY KEY, status TEXT NOT NULL, created_at REAL NOT NULL,
@@ -71,6 +75,7 @@ _SCHEMA = (
         run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
         key TEXT NOT NULL, request_hash TEXT NOT NULL, result_json TEXT NOT NULL,
         created_at REAL NOT NULL, PRIMARY KEY (run_id, key, request_hash))""",
+    _BASES,
 )
 
 
@@ -299,6 +304,21 @@ class Journal:
         )
         return str(rows[0][0]) if rows else None
 
+    def base_of(self, run_id: str, workspace: str, head: str) -> str:
+        """The commit `workspace` started from in this run; `head` (recorded) the first time.
+
+        A resumed subtask starts where it first did, not from a newer head, so its agents
+        see what they saw and their journaled calls replay."""
+        self._write_for_run(
+            run_id,
+            "INSERT OR IGNORE INTO bases (run_id, workspace, base) VALUES (?, ?, ?)",
+            (run_id, workspace, head),
+        )
+        rows = self._read(
+            "SELECT base FROM bases WHERE run_id = ? AND workspace = ?", (run_id, workspace)
+        )
+        return str(rows[0][0])
+
     # -- plumbing ------------------------------------------------------------------------
 
     def _write(self, sql: str, params: Any) -> int:
@@ -362,7 +382,9 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
                 raise ConfigError("is a SQLite database but not a swarm journal", path=str(path))
             for statement in _SCHEMA:
                 conn.execute(statement)
-            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        elif version == 1:
+            conn.execute(_BASES)
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")

@@ -74,7 +74,8 @@ class RunOutcome:
 
     subtasks: tuple[SubtaskOutcome, ...]
     stop_reason: str | None = None
-    """A budget kind (`steps`, `usd`, `tokens`, `deadline`) when a budget stopped the run."""
+    """A budget kind (`steps`, `usd`, `tokens`, `deadline`), or `providers` when they failed
+    subtask after subtask: what stopped the run."""
     final_check: CheckResult | None = None
     times: PhaseTimes = field(default_factory=PhaseTimes)
 

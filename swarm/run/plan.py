@@ -42,6 +42,9 @@ __all__ = [
 ]
 
 _KEYS = ("id", "title", "instructions", "files", "depends_on")
+_ID = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_-]|\.(?!\.))*")
+"""A subtask id: it names a git branch, a worktree directory and journal rows."""
+MAX_ID_CHARS = 64
 
 
 class Subtask(BaseModel, frozen=True):
@@ -153,7 +156,12 @@ def load_plan(path: Path) -> Plan:
         raise PlanError(
             problems=[f"{where}: not valid JSON: {exc.msg}"], source=str(path)
         ) from None
+    except RecursionError:
+        raise PlanError(problems=[_TOO_DEEP], source=str(path)) from None
     return validate_plan(data, source=str(path))
+
+
+_TOO_DEEP = "the JSON is nested too deeply to be a plan"
 
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[^\n]*\n(.*?)```", re.DOTALL)
@@ -171,6 +179,8 @@ def parse_plan_reply(text: str) -> Plan:
     for block in [*(m.group(2) for m in _FENCE.finditer(text)), text]:
         try:
             values.append(json.loads(block))
+        except RecursionError:
+            raise PlanError(problems=[_TOO_DEEP], source=source) from None
         except json.JSONDecodeError as exc:
             if block is not text and decode_error is None and block.lstrip()[:1] in ("{", "["):
                 decode_error = exc
@@ -199,6 +209,8 @@ def _embedded_objects(text: str) -> Iterator[object]:
     while pos != -1:
         try:
             value, end = decoder.raw_decode(text, pos)
+        except RecursionError:
+            raise PlanError(problems=[_TOO_DEEP], source="planner reply") from None
         except json.JSONDecodeError:
             end = pos + 1
         else:
@@ -261,6 +273,8 @@ def _read_subtask(i: int, item: object, problems: list[str]) -> dict[str, Any]:
             problems.append(f"{at}.{key} must be a non-empty string ({what})")
         else:
             out[key] = value.strip() if key == "id" else value
+    if "id" in out and (problem := _id_problem(out["id"])):
+        problems.append(f"{at}.id {out['id'][:80]!r} {problem}")
     for key in ("files", "depends_on"):
         value = item.get(key, [])
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -276,6 +290,18 @@ def _read_subtask(i: int, item: object, problems: list[str]) -> dict[str, Any]:
             files.append(norm)
     out["files"] = list(dict.fromkeys(files))
     return out
+
+
+def _id_problem(id: str) -> str | None:
+    """Why `id` cannot name a subtask, or None."""
+    if len(id) > MAX_ID_CHARS:
+        return f"is {len(id)} characters long; at most {MAX_ID_CHARS}"
+    if not _ID.fullmatch(id) or id.endswith((".", ".lock")):
+        return (
+            "must be letters, digits, '-', '_' and single dots, starting with a letter or "
+            "digit and not ending in '.' or '.lock' (it names a git branch)"
+        )
+    return None
 
 
 def _normalise(path: str) -> str | None:

@@ -16,6 +16,7 @@ time, then closes the router, the root span and the trace.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
@@ -27,7 +28,7 @@ from typing import Literal, Protocol
 import anyio
 
 from swarm.budget import Budget, BudgetLimits
-from swarm.config import SwarmConfig
+from swarm.config import SwarmConfig, config_key
 from swarm.errors import BudgetExceeded
 from swarm.model import Provider
 from swarm.routing.router import Router
@@ -73,7 +74,7 @@ class World(Protocol):
         ...
 
     async def prepare(self, run_id: str) -> None:
-        """Clear what a crashed earlier process of this run left behind."""
+        """Clear what crashed earlier runs (this one included) left behind."""
         ...
 
     def merger(
@@ -165,6 +166,8 @@ class Run:
             )
             self._base = await self.world.base()
             self.warnings = await self.world.warnings(spec.task)
+            if spec.source is None and self.world.providers is None:
+                self.warnings += _missing_keys(spec.config)
         except BaseException as exc:
             await self._stack.__aexit__(type(exc), exc, exc.__traceback__)
             raise
@@ -186,8 +189,7 @@ class Run:
         coordinator = Coordinator(
             crew, spec.task, options=spec.options, parts=self.world.parts(self.id)
         )
-        if spec.resuming:
-            await self.world.prepare(self.id)
+        await self.world.prepare(self.id)
         async with self.world.merger(self.id, self._base, spec.task, spec.options) as queue:
             self.baseline = await self.world.baseline(queue, spec.task)
             if self.baseline.stop:
@@ -327,3 +329,20 @@ def _final(outcome: RunOutcome | None) -> Literal["passed", "failed"] | None:
     if outcome is None or outcome.final_check is None:
         return None
     return "passed" if outcome.final_check.passed else "failed"
+
+
+def _missing_keys(config: SwarmConfig, env: Mapping[str, str] | None = None) -> list[str]:
+    """A warning for each provider whose key variable is unset or empty in `env` (default
+    `os.environ`): its calls would go out unauthenticated and fail with 401s."""
+    if env is None:
+        env = os.environ
+    out = []
+    for name, p in config.providers.items():
+        if p.kind != "sim" and p.api_key_env and not env.get(p.api_key_env):
+            key = config_key(config.source, "providers", name, "api_key_env")
+            where = f"{config.source}:{key}" if config.source else key
+            out.append(
+                f"{where}: ${p.api_key_env} is not set: calls to provider {name!r} "
+                "go out without a key and will be refused"
+            )
+    return out

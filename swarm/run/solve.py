@@ -9,10 +9,12 @@ budget, tracing, router, report — is the `Run`'s.
 from __future__ import annotations
 
 import glob
+import os
 import secrets
+import socket
 import sys
-from collections.abc import Mapping
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,9 +26,11 @@ from swarm.budget import BudgetLimits
 from swarm.config import MergeConfig, SwarmConfig, load_config
 from swarm.errors import ConfigError, WorkspaceError
 from swarm.model import Provider
+from swarm.run._git import common_dir, rmdir_if_empty
 from swarm.run.check import Baseline, Checker, run_baseline
 from swarm.run.environment import CheckEnvironment, interpreters_in
 from swarm.run.journal import Journal
+from swarm.run.lock import run_lock
 from swarm.run.merge import MergeQueue, Merger, QueueSettings
 from swarm.run.parts import CoordinatorParts, GitWorkspaces, ModelSource, SolveOptions
 from swarm.run.plan import load_plan
@@ -109,7 +113,9 @@ class GitWorld:
         return await git("rev-parse", "HEAD", cwd=self.repo)
 
     async def prepare(self, run_id: str) -> None:
-        await cleanup_stale(self.repo, run_id=run_id)
+        """Every run's leftovers whose process is gone (a killed run's worktrees, branches
+        and the commands still running in them), not only this run's."""
+        await cleanup_stale(self.repo)
 
     def merger(
         self, run_id: str, base: str, task: Task, options: SolveOptions
@@ -121,7 +127,24 @@ class GitWorld:
             batch_check=task.check_for(()),
             config=options.merge,
         )
-        return MergeQueue.open(self.repo, run_id=run_id, base=base, settings=settings)
+        queue = MergeQueue.open(self.repo, run_id=run_id, base=base, settings=settings)
+        return self._owned(run_id, queue)
+
+    @asynccontextmanager
+    async def _owned(
+        self, run_id: str, queue: AbstractAsyncContextManager[Merger]
+    ) -> AsyncIterator[Merger]:
+        """The queue with an owner file beside its integration worktree, as workspaces have,
+        so that `cleanup_stale` at a later start removes it when this process is killed."""
+        where = (await common_dir(self.repo)) / "swarm-worktrees" / run_id
+        where.mkdir(parents=True, exist_ok=True)
+        owner = where / "_integration.owner"
+        owner.write_text(f"{socket.gethostname()} {os.getpid()}\n")
+        try:
+            async with queue as opened:
+                yield opened
+        finally:
+            owner.unlink(missing_ok=True)
 
     async def baseline(self, queue: Merger, task: Task) -> Baseline:
         """The checks on the base commit, before any work (see `swarm.run.check`)."""
@@ -153,6 +176,7 @@ class GitWorld:
         run makes it again)."""
         branch = f"swarm/{run_id}"
         try:
+            rmdir_if_empty((await common_dir(self.repo)) / "swarm-worktrees" / run_id)
             ahead = await git("rev-list", "--count", f"{base}..{branch}", cwd=self.repo)
             if ahead == "0":
                 await git("branch", "-D", branch, cwd=self.repo)
@@ -174,7 +198,8 @@ async def solve(req: SolveRequest, *, source: ModelSource | None = None) -> RunR
     state = Path(req.state_dir)
     await anyio.Path(state).mkdir(parents=True, exist_ok=True)
     (state / ".gitignore").write_text("# swarm's run state: never part of a repository\n*\n")
-    with Journal.open(state / "journal.db") as journal:
+    with ExitStack() as stack:
+        journal = stack.enter_context(Journal.open(state / "journal.db"))
         resuming = req.run_id is not None
         if resuming:
             req = _resume_request(journal, req)
@@ -185,7 +210,8 @@ async def solve(req: SolveRequest, *, source: ModelSource | None = None) -> RunR
         repo, demo = _repo_for(req, task, state, run_id)
         if demo and task.python is None:  # swarm's own demo is tested with swarm's pytest
             task = task.model_copy(update={"python": sys.executable})
-        config = load_config(req.config_path)
+        config = _task_roles(load_config(req.config_path), task)
+        stack.enter_context(run_lock(state, run_id))
         merge = config.merge.over(task.merge)
         sandbox = make_sandbox(config.sandbox, kind=req.sandbox or task.sandbox)
         if not resuming:
@@ -224,6 +250,21 @@ def _sandbox_note(sandbox: Sandbox) -> str:
     return f"sandbox: {sandbox.kind}: commands write only their worktree; {network}"
 
 
+def _task_roles(config: SwarmConfig, task: Task) -> SwarmConfig:
+    """The config with the task's `roles:` applied; a tier it names must exist."""
+    for role, tier in task.roles.items():
+        if tier not in config.tiers:
+            known = ", ".join(sorted(config.tiers))
+            raise ConfigError(
+                f"unknown tier {tier!r}; configured tiers: {known}",
+                path=task.source or "task",
+                key=f"roles.{role}",
+            )
+    if not task.roles:
+        return config
+    return config.model_copy(update={"roles": {**config.roles, **task.roles}})
+
+
 def _traces_dir(req: SolveRequest, state: Path, repo: Path) -> Path:
     if req.traces_dir is not None:
         return Path(req.traces_dir)
@@ -254,16 +295,16 @@ def _providers(config: SwarmConfig, demo: bool) -> dict[str, Provider] | None:
 def _repo_for(req: SolveRequest, task: Task, state: Path, run_id: str) -> tuple[Path, bool]:
     """The target repository; with none given, a fresh copy of the shipped demo."""
     given = req.repo or task.repo
+    dest = (state / "demo" / run_id).resolve()
     if given:
         path = Path(given).expanduser()
         if not path.is_absolute() and not req.repo and task.source:
             path = Path(task.source).parent / path
         if not (path / ".git").exists():
             raise ConfigError("is not a git repository", path=str(path))
-        return path.resolve(), False
+        return path.resolve(), path.resolve() == dest  # a resumed demo run is still one
     from swarm.demo import create_demo_repo
 
-    dest = (state / "demo" / run_id).resolve()
     if not (dest / ".git").exists():
         create_demo_repo(dest)
     return dest, True

@@ -177,6 +177,7 @@ def _front_matter(block: list[str], source: str) -> tuple[dict[str, Any], yaml.N
     """Parse the YAML between the `---` lines; the node tree is kept for line lookups."""
     text = "\n".join(block)
     try:
+        _refuse_aliases(text, source)
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -198,6 +199,15 @@ def _front_matter(block: list[str], source: str) -> tuple[dict[str, Any], yaml.N
             raise _error(source, line, f"{key} is given twice (first on line {seen[key]})")
         seen[key] = line
     return data, node
+
+
+def _refuse_aliases(text: str, source: str) -> None:
+    """Anchors and aliases have no use in a task file, and nested aliases expand
+    exponentially (a dozen lines make gigabytes): refuse them before building anything."""
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            line = event.start_mark.line + 2 if event.start_mark else 2
+            raise _error(source, line, "YAML anchors and aliases (&name, *name) are not allowed")
 
 
 def _line(node: yaml.Node | None, loc: tuple[str | int, ...]) -> int:
@@ -266,7 +276,9 @@ def _explain(loc: tuple[str | int, ...], err: Any) -> str:
         return f"{key} must be at least {ctx.get('ge')}"
     if kind == "greater_than":
         return f"{key} must be more than {ctx.get('gt'):g}"
-    return f"{key} must be {_SHAPES.get(key, 'valid')} (got {err.get('input')!r})"
+    got = repr(err.get("input"))
+    got = got if len(got) <= 80 else got[:77] + "..."
+    return f"{key} must be {_SHAPES.get(key, 'valid')} (got {got})"
 
 
 def _body(lines: list[str], start: int, source: str) -> tuple[str, str]:

@@ -51,6 +51,7 @@ from swarm.run._git import (
     rmtree,
     unregister,
 )
+from swarm.sandbox.process import kill_processes_in
 from swarm.tracing import semconv as sc
 from swarm.tracing.setup import tracer
 
@@ -286,6 +287,7 @@ async def cleanup_stale(repo: Path, *, run_id: str | None = None) -> list[Path]:
         owner = path.with_name(f"{name}.owner")
         if (run_id is not None and run != run_id) or owner_alive(owner):
             continue
+        kill_processes_in(path)  # the dead run's checks and commands still running there
         try:
             await unregister(repo, common, path, f"{BRANCH_PREFIX}/{run}/{name}", admin_dir(path))
         except WorkspaceError as exc:

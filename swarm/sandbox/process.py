@@ -2,18 +2,20 @@
 whole process tree on exit, timeout or cancel.
 
 The command runs in its own process group (the sandbox's launcher at its head), started
-with as little of swarm's CPU as can be (`swarm.sandbox._process`); on timeout
-or cancellation the group gets SIGTERM, a grace period, then SIGKILL, and leftovers are
-killed when the command exits. Under bubblewrap the command's PID namespace goes with it,
-so a child that left the group (`setsid`) dies too; without a sandbox such a child
-survives. `swarm.agent.toolbox.run_command` (tools, checks, `setup:`) and
-`swarm.sandbox.hooks` (git hooks) are the callers.
+with as little of swarm's CPU as can be (`swarm.sandbox._process`); on timeout or
+cancellation the group gets SIGTERM, a grace period, then SIGKILL, and leftovers are killed
+when the command exits. Under bubblewrap the command's PID namespace goes with it, so a
+child that left the group (`setsid`) dies too; without one, every process still carrying
+the command's tag (`SWARM_COMMAND_TAG` in its environment) is killed.
+`swarm.agent.toolbox.run_command` (tools, checks, `setup:`) and `swarm.sandbox.hooks` (git
+hooks) are the callers.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import secrets
 import shutil
 import signal
 import time
@@ -27,8 +29,17 @@ from anyio.abc import ByteReceiveStream
 from swarm.sandbox._process import Command, open_command
 from swarm.sandbox.base import Sandbox
 
-__all__ = ["CommandResult", "run_confined", "truncate"]
+__all__ = [
+    "COMMAND_TAG_VAR",
+    "CommandResult",
+    "kill_processes_in",
+    "run_confined",
+    "tagged_processes",
+    "truncate",
+]
 
+COMMAND_TAG_VAR = "SWARM_COMMAND_TAG"
+"""Set to a fresh token in each command's environment; its descendants inherit it."""
 _KILL_GRACE_S = 1.0
 """After SIGTERM to a command's process group, how long before SIGKILL."""
 _EOF_GRACE_S = 0.5
@@ -105,13 +116,69 @@ def _killpg(pid: int, sig: signal.Signals) -> None:
         pass
 
 
-async def _stop(process: Command) -> None:
-    """Kill the command's whole process group: TERM, a grace period, then KILL."""
+def tagged_processes(tag: str) -> list[int]:
+    """Pids of the processes whose environment carries `SWARM_COMMAND_TAG=tag` (Linux;
+    elsewhere none): a command's descendants, including those that left its process group
+    and session with `setsid`."""
+    needle = f"{COMMAND_TAG_VAR}={tag}".encode()
+    found = []
+    for pid in _pids():
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                environ = f.read()
+        except OSError:  # gone, or not ours
+            continue
+        if needle in environ.split(b"\0"):
+            found.append(pid)
+    return found
+
+
+def kill_processes_in(directory: Path) -> int:
+    """SIGKILL every process whose working directory is `directory` or below it (Linux;
+    elsewhere none): what a killed run's commands left running in its worktrees."""
+    root, killed = str(directory), 0
+    for pid in _pids():
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd").removesuffix(" (deleted)")
+        except OSError:
+            continue
+        if (cwd == root or cwd.startswith(root + os.sep)) and pid != os.getpid():
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except (ProcessLookupError, PermissionError):
+                pass
+    return killed
+
+
+def _pids() -> list[int]:
+    try:
+        return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return []
+
+
+def _kill_tagged(tag: str) -> None:
+    for _ in range(3):  # again, for what forked while we were killing
+        pids = tagged_processes(tag)
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+async def _stop(process: Command, tag: str) -> None:
+    """Kill the command's whole process group: TERM, a grace period, then KILL; then every
+    process still carrying the command's tag (those that escaped with `setsid`)."""
     if process.returncode is None:
         _killpg(process.pid, signal.SIGTERM)
         with anyio.move_on_after(_KILL_GRACE_S):
             await process.wait()
     _killpg(process.pid, signal.SIGKILL)  # stragglers, even when the leader has exited
+    _kill_tagged(tag)
     if process.returncode is None:
         await process.wait()
 
@@ -130,6 +197,8 @@ async def run_confined(
 
     `git_write`: see `Sandbox.launch` (git commands that run the repository's hooks)."""
     argv = shell(command) if isinstance(command, str) else list(command)
+    tag = secrets.token_hex(8)  # what the command's descendants inherit, `setsid` or not
+    env = {**env, COMMAND_TAG_VAR: tag}
     launch = sandbox.launch(argv, cwd=cwd, env=env, git_write=git_write)
     capture = _Capture(max_output_chars)
     started = time.perf_counter()
@@ -150,7 +219,7 @@ async def run_confined(
                 tg.cancel_scope.cancel()
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(_KILL_GRACE_S + 5):
-            await _stop(process)
+            await _stop(process, tag)
             await process.aclose()
     output = capture.text(max_output_chars)
     denials = (*stopped, *sandbox.denials(output))

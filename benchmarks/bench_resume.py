@@ -1,0 +1,149 @@
+"""kill -9 a real `swarm solve` of the demo at random moments, resume it, and count what
+the resume paid again.
+
+An uninterrupted run first gives the reference tree and duration; then each round starts
+the same solve in a fresh directory, kills it with SIGKILL at a random moment in the
+first 90 % of that duration, and runs `swarm resume`. A completed call repeated is a call
+the journal held before the resume and wrote again during it (the journal knows every
+completed call, keyed by agent and position). Reports, per round and in total, calls
+repeated and whether the final tree equals the reference.
+
+    python -m benchmarks.bench_resume [--kills 20] [--seed 1] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+TASK = ROOT / "tasks" / "refactor.md"
+SIM = '[providers.sim]\nkind = "sim"\ntime_scale = 0.02\n'
+
+
+def _env() -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("SWARM_CONFIG", None)
+    return env
+
+
+def _swarm(cwd: Path, *args: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-m", "swarm", *args, "--quiet", "--json"],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    try:
+        report: dict[str, Any] = json.loads(done.stdout)
+    except ValueError:
+        return {"status": "crashed", "error": done.stderr[-500:]}
+    return report
+
+
+def _tree(cwd: Path, run_id: str) -> str:
+    (repo,) = (cwd / ".swarm" / "demo").glob("*")
+    rev = f"swarm/{run_id}^{{tree}}"
+    return subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", rev], capture_output=True, text=True
+    ).stdout.strip()
+
+
+def _calls(cwd: Path) -> dict[str, float]:
+    db = sqlite3.connect(cwd / ".swarm" / "journal.db")
+    try:
+        return dict(db.execute("SELECT key, MAX(created_at) FROM calls GROUP BY key"))
+    finally:
+        db.close()
+
+
+def _round(cwd: Path, at_s: float, reference: str) -> dict[str, Any]:
+    cwd.mkdir()
+    (cwd / "swarm.toml").write_text(SIM)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "swarm", "solve", str(TASK), "--quiet"],
+        cwd=cwd,
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    time.sleep(at_s)
+    proc.kill()
+    proc.wait()
+    before = _calls(cwd)
+    db = sqlite3.connect(cwd / ".swarm" / "journal.db")
+    (run_id,) = db.execute("SELECT run_id FROM runs").fetchone()
+    db.close()
+    resumed_at = time.time()
+    report = _swarm(cwd, "resume", run_id)
+    after = _calls(cwd)
+    repeated = sorted(k for k in before if after.get(k, 0.0) >= resumed_at)
+    return {
+        "killed_at_s": round(at_s, 2),
+        "calls_before_kill": len(before),
+        "resume_status": report.get("status"),
+        "calls_repeated": len(repeated),
+        "repeated": repeated,
+        "same_tree": _tree(cwd, run_id) == reference,
+    }
+
+
+def bench(kills: int, seed: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="bench-resume-") as tmp:
+        ref = Path(tmp) / "reference"
+        ref.mkdir()
+        (ref / "swarm.toml").write_text(SIM)
+        started = time.monotonic()
+        whole = _swarm(ref, "solve", str(TASK))
+        duration = time.monotonic() - started
+        reference = _tree(ref, str(whole["run_id"]))
+        rng = random.Random(seed)
+        rounds = [
+            _round(Path(tmp) / f"kill{i}", rng.uniform(0.05, 0.9) * duration, reference)
+            for i in range(kills)
+        ]
+    return {
+        "reference": {"status": whole["status"], "calls": whole["calls"], "wall_s": duration},
+        "kills": kills,
+        "calls_repeated": sum(r["calls_repeated"] for r in rounds),
+        "same_tree": sum(r["same_tree"] for r in rounds),
+        "resumed_done": sum(r["resume_status"] == "done" for r in rounds),
+        "rounds": rounds,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kills", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    result = bench(args.kills, args.seed)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return
+    for r in result["rounds"]:
+        print(
+            f"kill at {r['killed_at_s']:5.1f} s: {r['calls_before_kill']:3} calls journaled, "
+            f"resume {r['resume_status']}, {r['calls_repeated']} repeated, "
+            f"tree {'same' if r['same_tree'] else 'DIFFERENT'}"
+        )
+    print(
+        f"{result['kills']} kills: {result['calls_repeated']} completed calls repeated, "
+        f"{result['same_tree']}/{result['kills']} same final tree"
+    )
+
+
+if __name__ == "__main__":
+    main()

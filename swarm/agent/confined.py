@@ -1,0 +1,124 @@
+"""Opening files inside a workspace so that nothing outside it can be reached, even by a
+directory swapped for a symlink between the check and the use.
+
+`resolve_path` checks a path once; a concurrent process (a command the agent started,
+another agent's tool) may replace a checked directory with a symlink to `/etc` before the
+file is opened. So every open here walks the checked path one component at a time from a
+descriptor of the workspace root, each component opened relative to its parent's
+descriptor with `O_NOFOLLOW`: a component that became a symlink fails the walk instead of
+being followed.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from swarm.agent.tool import ToolContext
+from swarm.agent.toolbox import resolve_path
+from swarm.errors import ToolError
+
+__all__ = ["DirEntry", "list_confined", "read_confined", "write_confined"]
+
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_SWAPPED = (errno.ELOOP, errno.ENOTDIR, errno.EMLINK)
+"""What an `O_NOFOLLOW` open of a component that became a symlink fails with."""
+
+DirEntry = tuple[str, bool]
+"""A directory entry: its name and whether it is a directory."""
+
+
+def _swapped(path: str) -> ToolError:
+    return ToolError(
+        f"{path!r} changed while it was being opened (a symlink appeared in its path); refused"
+    )
+
+
+@contextmanager
+def _parent_fd(ctx: ToolContext, path: str, *, writing: bool) -> Iterator[tuple[int, str, Path]]:
+    """A descriptor of the checked path's parent directory, its last component, the path."""
+    target = resolve_path(ctx, path, writing=writing)
+    root = ctx.root.resolve()
+    parts = target.relative_to(root).parts
+    fd = os.open(root, _DIR)
+    try:
+        for part in parts[:-1]:
+            try:
+                next_fd = os.open(part, _DIR, dir_fd=fd)
+            except FileNotFoundError:
+                if not writing:
+                    raise
+                try:
+                    os.mkdir(part, 0o777, dir_fd=fd)
+                except FileExistsError:
+                    pass
+                next_fd = os.open(part, _DIR, dir_fd=fd)
+            os.close(fd)
+            fd = next_fd
+        yield fd, parts[-1] if parts else ".", target
+    except OSError as exc:
+        if exc.errno in _SWAPPED:
+            raise _swapped(path) from None
+        if exc.errno == errno.ENOENT:
+            raise ToolError(f"no such file or directory: {path!r}") from None
+        raise
+    finally:
+        os.close(fd)
+
+
+def read_confined(ctx: ToolContext, path: str, max_bytes: int) -> tuple[Path, bytes]:
+    """The bytes of the file at `path` in the workspace; ToolError for a directory, a file
+    over `max_bytes`, or a path that changed under us."""
+    with _parent_fd(ctx, path, writing=False) as (parent, name, target):
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+        except FileNotFoundError:
+            raise ToolError(f"no such file: {path!r}") from None
+        try:
+            info = os.fstat(fd)
+            if stat.S_ISDIR(info.st_mode):
+                raise ToolError(f"{path!r} is a directory; use list_dir")
+            if info.st_size > max_bytes:
+                raise ToolError(
+                    f"{path!r} is too large ({info.st_size} bytes); look into it with search"
+                )
+        except BaseException:
+            os.close(fd)
+            raise
+        with os.fdopen(fd, "rb") as f:
+            return target, f.read(max_bytes + 1)
+
+
+def write_confined(ctx: ToolContext, path: str, data: bytes) -> Path:
+    """Write `data` to `path` in the workspace (parents made); returns the resolved path."""
+    with _parent_fd(ctx, path, writing=True) as (parent, name, target):
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            fd = os.open(name, flags, 0o666, dir_fd=parent)
+        except IsADirectoryError:
+            raise ToolError(f"{path!r} is a directory") from None
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        return target
+
+
+def list_confined(ctx: ToolContext, path: str) -> tuple[Path, list[DirEntry]]:
+    """The entries of the directory at `path` in the workspace."""
+    with _parent_fd(ctx, path, writing=False) as (parent, name, target):
+        try:
+            fd = os.open(name, _DIR, dir_fd=parent)
+        except FileNotFoundError:
+            raise ToolError(f"no such directory: {path!r}") from None
+        except NotADirectoryError:
+            if os.path.islink(target):  # a symlink swapped in: not followed
+                raise _swapped(path) from None
+            raise ToolError(f"{path!r} is a file; use read_file") from None
+        try:
+            with os.scandir(fd) as entries:
+                return target, [(e.name, e.is_dir()) for e in entries]
+        finally:
+            os.close(fd)

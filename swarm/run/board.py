@@ -1,0 +1,58 @@
+"""The coordinator's dispatch board: every subtask's outcome, what merged and finished,
+the agents' places, and what stopped the run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import anyio
+
+from swarm.errors import ProviderError, SwarmError
+from swarm.run.merge import Merger
+from swarm.run.outcome import SubtaskOutcome
+from swarm.run.plan import Plan
+
+__all__ = ["Board", "GaveUp"]
+
+
+@dataclass
+class Board:
+    """The dispatch's state: every outcome, what merged, what finished, the slots."""
+
+    queue: Merger
+    outcomes: dict[str, SubtaskOutcome]
+    done: set[str]
+    finished: set[str]
+    limiter: anyio.CapacityLimiter
+    stop: str | None = None
+    """The budget kind that ran out, or `providers` (a dead provider opened 10,000
+    worktrees, one per subtask, to fail each)."""
+    provider_failures: int = 0
+    """Subtasks failed in a row by provider errors; 3 stop the run (resumable)."""
+
+    @classmethod
+    def for_plan(cls, plan: Plan, queue: Merger, done: Iterable[str], max_agents: int) -> Board:
+        """A board for `plan`, `done` merged by an earlier process."""
+        merged = set(done)
+        outcomes = {
+            st.id: SubtaskOutcome(st.id, st.title, "merged" if st.id in merged else "pending")
+            for st in plan.subtasks
+        }
+        return cls(queue, outcomes, merged, set(merged), anyio.CapacityLimiter(max_agents))
+
+    def note_failure(self, exc: SwarmError) -> None:
+        self.provider_failures = self.provider_failures + 1 if isinstance(exc, ProviderError) else 0
+        self.stop = self.stop or ("providers" if self.provider_failures >= 3 else None)
+
+    def skip_rest(self, stop: str | None) -> list[SubtaskOutcome]:
+        """Mark what did not run (or did not finish) skipped, saying why; those outcomes."""
+        skipped = [o for o in self.outcomes.values() if o.status in ("pending", "running")]
+        for outcome in skipped:
+            outcome.status = "skipped"
+            outcome.error = f"not run: {stop or 'a dependency failed'}"
+        return skipped
+
+
+class GaveUp(SwarmError):
+    """A subtask's fix rounds ran out."""
