@@ -103,9 +103,12 @@ def _setup(root: Path) -> SolveRequest:
         for i in range(N)
     ]
     (root / "plan.json").write_text(json.dumps({"subtasks": subtasks}))
+    # the gate is outside the worktree: writable in the sandbox because the config says so
+    (root / "swarm.toml").write_text(f'[sandbox]\nwritable = ["{gate}"]\n')
     return SolveRequest(
         task_path=str(root / "task.md"),
         repo=str(repo),
+        config_path=str(root / "swarm.toml"),
         plan_path=str(root / "plan.json"),
         state_dir=str(root / "state"),
         traces_dir=str(root / "traces"),

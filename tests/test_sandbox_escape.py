@@ -517,13 +517,13 @@ ATTACKS = [
         "run-setsid-survivor",
         run(lambda w: _setsid("31337.1")),
         survived("31337.1"),
-        True,
+        False,  # the command tag ends what left the group, sandbox or not
     ),
     Attack(
         "run-daemon-survivor",
         run(lambda w: f'python -c "{DAEMON}" >/dev/null 2>&1; {_await("daemon-up")}; echo ok'),
         survived("31337.2"),
-        True,
+        False,  # the command tag ends what left the group, sandbox or not
     ),
     Attack(
         "run-nohup-survivor",
@@ -563,7 +563,7 @@ ATTACKS = [
         "check-setsid-survivor",
         check(lambda w: _setsid("31337.4")),
         survived("31337.4"),
-        True,
+        False,  # the command tag ends what left the group, sandbox or not
     ),
     # the file tools
     Attack(

@@ -46,6 +46,7 @@ __all__ = [
     "rmdir_if_empty",
     "rmtree",
     "unregister",
+    "write_owner",
 ]
 
 log = logging.getLogger("swarm.run.workspace")  # the name operators already filter on
@@ -203,6 +204,15 @@ def rmdir_if_empty(path: Path) -> None:
         path.rmdir()
     except OSError:
         pass
+
+
+def write_owner(path: Path) -> Path:
+    """Name this process as the owner of swarm's worktree `path` (`<path>.owner`: host and
+    pid), so a later start's `cleanup_stale` removes it once this process is gone."""
+    owner = path.with_name(f"{path.name}.owner")
+    owner.parent.mkdir(parents=True, exist_ok=True)
+    owner.write_text(f"{socket.gethostname()} {os.getpid()}\n")
+    return owner
 
 
 def owner_alive(owner: Path) -> bool:

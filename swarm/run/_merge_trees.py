@@ -24,7 +24,7 @@ import anyio
 import anyio.to_thread
 
 from swarm.errors import WorkspaceError
-from swarm.run._git import admin_dir, git, hook_env, repo_lock, rmtree
+from swarm.run._git import admin_dir, git, hook_env, repo_lock, rmtree, write_owner
 from swarm.run.environment import CheckEnvironment
 from swarm.sandbox import NoSandbox, Sandbox, sandboxed_git
 
@@ -226,6 +226,7 @@ class TreePool:
     async def _make(self) -> CheckTree:
         path = self.root / f"_check-{len(self._made)}"
         self._made.append(path)
+        write_owner(path)  # a killed run's trees go at the next start, whatever its run id
         # never half made (git leaves a cancelled add locked): shielded, and bounded
         with anyio.fail_after(ADD_TIMEOUT_S, shield=True):
             async with await repo_lock(self.repo):
@@ -243,7 +244,8 @@ class TreePool:
 
 
 async def remove_trees(repo: Path, paths: Sequence[Path]) -> None:
-    """Remove check trees (this run's, or a killed run's found on resume)."""
+    """Remove check trees (this run's, or a killed run's found on resume) and their owner
+    files (a tree that has none has none to remove)."""
     if not paths:
         return
     async with await repo_lock(repo):
@@ -251,4 +253,6 @@ async def remove_trees(repo: Path, paths: Sequence[Path]) -> None:
             with contextlib.suppress(WorkspaceError):
                 # twice: a locked worktree (an add cut short by a kill) goes too
                 await git("worktree", "remove", "--force", "--force", str(path), cwd=repo)
+            if path.name.startswith("_check-"):
+                path.with_name(f"{path.name}.owner").unlink(missing_ok=True)
         await git("worktree", "prune", cwd=repo)

@@ -159,10 +159,15 @@ class MergeQueue:
             await trees.fill()
             rules = Rules(settings.checker, settings.batch_check, settings.config, queue._land)
             queue._pipeline = Pipeline(rules, trees, head, queue.stats)
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(queue._pipeline.run, name="merge queue")
-                yield queue
-                tg.cancel_scope.cancel()
+            try:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(queue._pipeline.run, name="merge queue")
+                    yield queue
+                    tg.cancel_scope.cancel()
+            except BaseExceptionGroup as group:
+                if len(group.exceptions) == 1:  # the run's own error, not a wrapper of it
+                    raise group.exceptions[0] from None
+                raise
         finally:
             with anyio.move_on_after(CLEANUP_TIMEOUT_S, shield=True):
                 await trees.close()

@@ -9,9 +9,7 @@ budget, tracing, router, report — is the `Run`'s.
 from __future__ import annotations
 
 import glob
-import os
 import secrets
-import socket
 import sys
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
@@ -26,7 +24,7 @@ from swarm.budget import BudgetLimits
 from swarm.config import MergeConfig, SwarmConfig, load_config
 from swarm.errors import ConfigError, WorkspaceError
 from swarm.model import Provider
-from swarm.run._git import common_dir, rmdir_if_empty
+from swarm.run._git import common_dir, rmdir_if_empty, write_owner
 from swarm.run.check import Baseline, Checker, run_baseline
 from swarm.run.environment import CheckEnvironment, interpreters_in
 from swarm.run.journal import Journal
@@ -137,9 +135,7 @@ class GitWorld:
         """The queue with an owner file beside its integration worktree, as workspaces have,
         so that `cleanup_stale` at a later start removes it when this process is killed."""
         where = (await common_dir(self.repo)) / "swarm-worktrees" / run_id
-        where.mkdir(parents=True, exist_ok=True)
-        owner = where / "_integration.owner"
-        owner.write_text(f"{socket.gethostname()} {os.getpid()}\n")
+        owner = write_owner(where / "_integration")
         try:
             async with queue as opened:
                 yield opened
