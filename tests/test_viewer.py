@@ -19,6 +19,7 @@ from swarm.analysis.known import build_fanout, span_id
 from swarm.analysis.synthetic import write_synthetic_trace
 from swarm.tracing import semconv as sc
 from swarm.viewer.data import KINDS, ViewerData, histogram
+from swarm.viewer.payload import decode
 from swarm.viewer.serve import STATIC, main_view, serve_viewer
 from tests.test_analysis_merges import write_merge_trace
 
@@ -31,12 +32,11 @@ def big_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _columns(data: ViewerData) -> dict[str, Any]:
-    cols: dict[str, Any] = json.loads(data.spans_json)
-    return cols
+    return decode(data.spans_json)
 
 
 def test_payload_columns_are_consistent(big_trace: Path) -> None:
-    data = ViewerData.build(big_trace)
+    data = ViewerData.build_all(big_trace)
     cols = _columns(data)
     n = cols["n"]
     assert n == len(data.trace) > 100
@@ -73,9 +73,9 @@ def test_payload_columns_are_consistent(big_trace: Path) -> None:
 
 def test_known_fanout_lanes_critical_path_and_links(tmp_path: Path) -> None:
     known = build_fanout(tmp_path / "fanout.jsonl")
-    data = ViewerData.build(known.path)
+    data = ViewerData.build_all(known.path)
     cols = _columns(data)
-    assert cols["lanes"] == ["run", "planner 1", "coder 1", "coder 2", "coder 3", "fixer 1"]
+    assert cols["lanes"] == ["run", "planner", "coder", "coder 2", "coder 3", "fixer"]
     on_path = {data.trace.span_id[data.order[p]] for p in range(cols["n"]) if cols["crit"][p]}
     assert on_path == set(known.critical)
     summary = json.loads(data.summary_json)
@@ -95,7 +95,7 @@ def test_known_fanout_lanes_critical_path_and_links(tmp_path: Path) -> None:
 
 def test_merge_batches_get_a_lane_rows_and_labels(tmp_path: Path) -> None:
     write_merge_trace(tmp_path / "merges.jsonl")
-    data = ViewerData.build(tmp_path / "merges.jsonl")
+    data = ViewerData.build_all(tmp_path / "merges.jsonl")
     cols = _columns(data)
     assert cols["lanes"][:2] == ["run", "merge queue"] and cols["merge_lane"] == 1
     names = [cols["names"][c] for c in cols["name"]]
@@ -115,7 +115,7 @@ def test_merge_batches_get_a_lane_rows_and_labels(tmp_path: Path) -> None:
 
 def test_chat_detail_has_every_attribute_and_derived_figures(tmp_path: Path) -> None:
     known = build_fanout(tmp_path / "fanout.jsonl")
-    data = ViewerData.build(known.path)
+    data = ViewerData.build_all(known.path)
     p = data.page_of[span_id(2)]  # the planner's reasoning call: 2 s, TTFT 1 s, 100 tokens
     d = data.span_detail(p)
     assert d["name"] == "chat kimi-k2.6" and d["kind"] == "chat" and d["critical"]
@@ -152,7 +152,7 @@ async def test_http_endpoints(big_trace: Path) -> None:
         assert page.status_code == 200 and "<canvas" in page.text
         for asset in ("viewer.js", "viewer.css"):
             assert (await client.get(f"/static/{asset}")).status_code == 200
-        cols = (await client.get("/api/spans")).json()
+        cols = decode((await client.get("/api/spans")).content)
         assert cols["n"] > 100 and len(cols["start"]) == cols["n"]
         summary = (await client.get("/api/summary")).json()
         assert {"summary", "ledger", "ledger_run", "histograms", "critical_path", "catalog"} <= set(

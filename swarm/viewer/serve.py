@@ -1,11 +1,13 @@
 """The viewer's web server: static page plus JSON endpoints, on loopback only.
 
-Endpoints (all payloads precomputed at startup except what-if, which is cached per query):
+Endpoints (what-if is computed per query and cached):
 
 - `/`, `/static/*`        the page (shipped in the package; nothing is fetched from outside)
-- `/api/spans`            columnar span payload (see `swarm.viewer.data`)
+- `/api/spans`            binary span columns (see `swarm.viewer.payload`), ready at start
 - `/api/span/{i}`         every detail of span i
-- `/api/summary`          summary, latency ledger, critical path, per-tier histograms
+- `/api/summary`          summary, latency ledgers, critical path, per-tier histograms:
+                          computed in a worker thread once the server is up, so the page
+                          draws the spans first (this answer waits until it is ready)
 - `/api/whatif?speed=P/M&reasoning=P/M&max_agents=N`  predicted wall-clock and cost
 """
 
@@ -34,6 +36,7 @@ _DATA: web.AppKey[ViewerData] = web.AppKey("data", ViewerData)
 _WHATIF_CACHE: web.AppKey[dict[tuple[str, str, int | None], bytes]] = web.AppKey(
     "whatif_cache", dict
 )
+_SUMMARY_READY: web.AppKey[anyio.Event] = web.AppKey("summary_ready", anyio.Event)
 _JSON = "application/json"
 _NO_CACHE = {"Cache-Control": "no-store"}
 
@@ -43,10 +46,14 @@ async def _index(request: web.Request) -> web.FileResponse:
 
 
 async def _spans(request: web.Request) -> web.Response:
-    return web.Response(body=request.app[_DATA].spans_json, content_type=_JSON)
+    body = request.app[_DATA].spans_json
+    return web.Response(body=body, content_type="application/octet-stream")
 
 
 async def _summary(request: web.Request) -> web.Response:
+    await request.app[_SUMMARY_READY].wait()
+    if not request.app[_DATA].summary_json:
+        raise web.HTTPInternalServerError(text="the summary could not be computed")
     return web.Response(body=request.app[_DATA].summary_json, content_type=_JSON)
 
 
@@ -84,10 +91,16 @@ async def _whatif(request: web.Request) -> web.Response:
     return web.Response(body=cache[key], content_type=_JSON)
 
 
-def build_app(data: ViewerData) -> web.Application:
-    """The aiohttp application serving `data` (no I/O until it is run)."""
+def build_app(data: ViewerData, summary_ready: anyio.Event | None = None) -> web.Application:
+    """The aiohttp application serving `data` (no I/O until it is run). `/api/summary`
+    waits for `summary_ready` (default: `data` is already summarized)."""
     app = web.Application()
     app[_DATA] = data
+    if summary_ready is None:
+        summary_ready = anyio.Event()
+        data.summarize()
+        summary_ready.set()
+    app[_SUMMARY_READY] = summary_ready
     app[_WHATIF_CACHE] = {}
     app.router.add_get("/", _index)
     app.router.add_get("/api/spans", _spans)
@@ -102,11 +115,26 @@ def build_app(data: ViewerData) -> web.Application:
 async def serve_viewer(
     trace_path: str | Path, *, host: str = "127.0.0.1", port: int = 0
 ) -> AsyncIterator[str]:
-    """Serve the viewer for `trace_path`; yields its URL (port 0 picks a free port)."""
+    """Serve the viewer for `trace_path`; yields its URL (port 0 picks a free port).
+
+    The summary is computed in a worker thread while the page loads and draws the spans;
+    leaving waits for it (seconds at most: it cannot be interrupted mid-computation)."""
     data = await anyio.to_thread.run_sync(ViewerData.build, Path(trace_path))
-    app = build_app(data)
-    async with serve_app(app, host=host, port=port, access_log=None, handle_signals=False) as url:
-        yield f"{url}/"
+    ready = anyio.Event()
+    app = build_app(data, ready)
+
+    async def summarize() -> None:
+        try:
+            await anyio.to_thread.run_sync(data.summarize)
+        finally:
+            ready.set()  # on failure `/api/summary` answers 500 rather than hanging
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(summarize)
+        async with serve_app(
+            app, host=host, port=port, access_log=None, handle_signals=False
+        ) as url:
+            yield f"{url}/"
 
 
 async def _serve_forever(args: argparse.Namespace) -> int:
