@@ -66,9 +66,9 @@ class Lanes:
     subtask: list[str]
 
 
-def lanes(trace: Trace, queue: Sequence[int]) -> Lanes:
+def lanes(trace: Trace, queue: Sequence[int], order: Sequence[int] | None = None) -> Lanes:
     """Lane and depth of every span (trace order); `queue`: the merge queue's spans, which
-    share a lane of their own (see `_queue_rows`)."""
+    share a lane of their own (see `_queue_rows`); `order`: the spans in start order."""
     n = len(trace)
     parent = trace.parent
     lane = [-1] * n
@@ -91,7 +91,16 @@ def lanes(trace: Trace, queue: Sequence[int]) -> Lanes:
         out.labels.append(label if k == 1 else f"{label} {k}")
         out.role.append(role)
         out.subtask.append(sub)
-    for i in range(n):  # walk up to the nearest placed ancestor; iterative, memoised
+    if order is None:
+        order = sorted(range(n), key=trace.start.__getitem__)
+    for i in order:  # parents first, mostly
+        p = parent[i]
+        if lane[i] >= 0:
+            continue
+        if p >= 0 and lane[p] >= 0:
+            lane[i], depth[i] = lane[p], min(MAX_DEPTH, depth[p] + 1)
+            continue
+        # walk up to the nearest placed ancestor; iterative, memoised
         chain: list[int] = []
         j = i
         while j >= 0 and lane[j] < 0 and len(chain) <= n:
@@ -181,7 +190,7 @@ def spans_payload(trace: Trace, order: list[int], page: list[int], crit: set[int
     pick = itemgetter(*order) if n > 1 else (lambda col: tuple(col[i] for i in order))
     kinds = [KIND_OF_OP.get(op, 0) for op in trace.op]
     merges = _merge_marks(trace, page)
-    ln = lanes(trace, [order[int(p)] for p in merges])
+    ln = lanes(trace, [order[int(p)] for p in merges], order)
     t0 = trace.start_ns
     start, end = trace.start, trace.end
     tables: dict[str, list[str]] = {}

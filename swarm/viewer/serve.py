@@ -3,7 +3,7 @@
 Endpoints (what-if is computed per query and cached):
 
 - `/`, `/static/*`        the page (shipped in the package; nothing is fetched from outside)
-- `/api/spans`            binary span columns (see `swarm.viewer.payload`), ready at start
+- `/api/spans`            binary span columns (see `swarm.viewer.payload`)
 - `/api/span/{i}`         every detail of span i
 - `/api/summary`          summary, latency ledgers, critical path, per-tier histograms:
                           computed in a worker thread once the server is up, so the page
@@ -32,33 +32,81 @@ from swarm.viewer.data import ViewerData
 __all__ = ["build_app", "main_view", "serve_viewer"]
 
 STATIC = Path(__file__).with_name("static")
-_DATA: web.AppKey[ViewerData] = web.AppKey("data", ViewerData)
 _WHATIF_CACHE: web.AppKey[dict[tuple[str, str, int | None], bytes]] = web.AppKey(
     "whatif_cache", dict
 )
-_SUMMARY_READY: web.AppKey[anyio.Event] = web.AppKey("summary_ready", anyio.Event)
 _JSON = "application/json"
 _NO_CACHE = {"Cache-Control": "no-store"}
+
+
+class _Loading:
+    """The data as it becomes ready: the server answers before the trace is loaded.
+
+    The page and its script load while the spans are built (the first draw needs both);
+    the summary starts only once `/api/spans` went out, because computing it holds the
+    GIL for seconds, which would delay the very payload the first draw waits for."""
+
+    def __init__(self, data: ViewerData | None = None) -> None:
+        self.data = data
+        self.error = ""
+        self.built = anyio.Event()
+        self.wanted = anyio.Event()
+        self.summarized = anyio.Event()
+        if data is not None:
+            self.built.set()
+
+    async def get(self) -> ViewerData:
+        await self.built.wait()
+        if self.data is None:
+            raise web.HTTPInternalServerError(text=f"the trace could not be loaded: {self.error}")
+        return self.data
+
+    async def build(self, path: Path) -> None:
+        try:
+            self.data = await anyio.to_thread.run_sync(ViewerData.build, path)
+        finally:
+            self.built.set()  # on failure every endpoint answers 500 rather than hanging
+
+    async def summarize(self) -> None:
+        await self.wanted.wait()
+        try:
+            if self.data is not None:
+                await anyio.to_thread.run_sync(self.data.summarize)
+        finally:
+            self.summarized.set()
+
+
+_STATE: web.AppKey[_Loading] = web.AppKey("state", _Loading)
 
 
 async def _index(request: web.Request) -> web.FileResponse:
     return web.FileResponse(STATIC / "index.html", headers=_NO_CACHE)
 
 
-async def _spans(request: web.Request) -> web.Response:
-    body = request.app[_DATA].spans_json
-    return web.Response(body=body, content_type="application/octet-stream")
+async def _spans(request: web.Request) -> web.StreamResponse:
+    state = request.app[_STATE]
+    body = (await state.get()).spans_json
+    response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
+    response.content_length = len(body)
+    await response.prepare(request)
+    await response.write(body)
+    await response.write_eof()
+    state.wanted.set()
+    return response
 
 
 async def _summary(request: web.Request) -> web.Response:
-    await request.app[_SUMMARY_READY].wait()
-    if not request.app[_DATA].summary_json:
+    state = request.app[_STATE]
+    data = await state.get()
+    state.wanted.set()
+    await state.summarized.wait()
+    if not data.summary_json:
         raise web.HTTPInternalServerError(text="the summary could not be computed")
-    return web.Response(body=request.app[_DATA].summary_json, content_type=_JSON)
+    return web.Response(body=data.summary_json, content_type=_JSON)
 
 
 async def _span(request: web.Request) -> web.Response:
-    data = request.app[_DATA]
+    data = await request.app[_STATE].get()
     try:
         i = int(request.match_info["i"])
     except ValueError:
@@ -80,7 +128,7 @@ async def _whatif(request: web.Request) -> web.Response:
     key = (q.get("speed", "").strip(), q.get("reasoning", "").strip(), max_agents)
     cache = request.app[_WHATIF_CACHE]
     if key not in cache:
-        data = request.app[_DATA]
+        data = await request.app[_STATE].get()
         try:
             result = await anyio.to_thread.run_sync(
                 lambda: data.whatif(speed=key[0], reasoning=key[1], max_agents=max_agents)
@@ -91,16 +139,16 @@ async def _whatif(request: web.Request) -> web.Response:
     return web.Response(body=cache[key], content_type=_JSON)
 
 
-def build_app(data: ViewerData, summary_ready: anyio.Event | None = None) -> web.Application:
-    """The aiohttp application serving `data` (no I/O until it is run). `/api/summary`
-    waits for `summary_ready` (default: `data` is already summarized)."""
+def build_app(data: ViewerData | _Loading) -> web.Application:
+    """The aiohttp application serving `data` (no I/O until it is run); given
+    `ViewerData`, it is summarized here and now."""
     app = web.Application()
-    app[_DATA] = data
-    if summary_ready is None:
-        summary_ready = anyio.Event()
+    if isinstance(data, ViewerData):
         data.summarize()
-        summary_ready.set()
-    app[_SUMMARY_READY] = summary_ready
+        data = _Loading(data)
+        data.wanted.set()
+        data.summarized.set()
+    app[_STATE] = data
     app[_WHATIF_CACHE] = {}
     app.router.add_get("/", _index)
     app.router.add_get("/api/spans", _spans)
@@ -117,24 +165,26 @@ async def serve_viewer(
 ) -> AsyncIterator[str]:
     """Serve the viewer for `trace_path`; yields its URL (port 0 picks a free port).
 
-    The summary is computed in a worker thread while the page loads and draws the spans;
-    leaving waits for it (seconds at most: it cannot be interrupted mid-computation)."""
-    data = await anyio.to_thread.run_sync(ViewerData.build, Path(trace_path))
-    ready = anyio.Event()
-    app = build_app(data, ready)
-
-    async def summarize() -> None:
-        try:
-            await anyio.to_thread.run_sync(data.summarize)
-        finally:
-            ready.set()  # on failure `/api/summary` answers 500 rather than hanging
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(summarize)
-        async with serve_app(
-            app, host=host, port=port, access_log=None, handle_signals=False
-        ) as url:
-            yield f"{url}/"
+    The URL answers at once; the trace loads in a worker thread meanwhile, and the summary
+    after the spans went out (see `_Loading`). Leaving while either runs waits for it
+    (seconds: a computation cannot be interrupted midway). A trace that cannot be loaded
+    raises here, when leaving."""
+    state = _Loading()
+    app = build_app(state)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(state.build, Path(trace_path))
+            tg.start_soon(state.summarize)
+            async with serve_app(
+                app, host=host, port=port, access_log=None, handle_signals=False
+            ) as url:
+                yield f"{url}/"
+            await state.built.wait()  # a load error is raised, not swallowed by the cancel
+            tg.cancel_scope.cancel()  # a summary nobody asked for is not computed
+    except BaseExceptionGroup as group:  # the caller's own error, not wrapped by our group
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from group
+        raise
 
 
 async def _serve_forever(args: argparse.Namespace) -> int:
