@@ -122,7 +122,7 @@ def measure(path: Path, runs: int) -> dict[str, Any]:
         "cache_s": round(cache_s, 3),
         "build_s": round(build_s, 3),
         "summary_s": round(summary_s, 3),
-        "payload_bytes": len(data.spans_json),
+        "payload_bytes": len(data.spans_bytes),
         "summary_bytes": len(data.summary_json),
         **{k: round(v, 3) if isinstance(v, float) else v for k, v in med.items()},
         "runs": len(browser),

@@ -5,6 +5,7 @@ The page itself is driven in a real browser in `test_viewer_browser.py`."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import sys
 from pathlib import Path
@@ -32,7 +33,7 @@ def big_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _columns(data: ViewerData) -> dict[str, Any]:
-    return decode(data.spans_json)
+    return decode(data.spans_bytes)
 
 
 def test_payload_columns_are_consistent(big_trace: Path) -> None:
@@ -207,3 +208,34 @@ def test_main_view_missing_trace(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
     assert main_view(Args()) == 2
     assert "no such trace file" in capsys.readouterr().err
+
+
+def test_lanes_are_labelled_by_subtask_and_role(big_trace: Path) -> None:
+    cols = _columns(ViewerData.build(big_trace))
+    agents = cols["lanes"][1:]
+    assert agents[0] == "t0 · planner"
+    assert all(re.fullmatch(r"t\d+ · (coder|fixer)( \d+)?", label) for label in agents[1:])
+    roles = [cols["roles"][r] for r in cols["lane_role"]]
+    subtasks = [cols["subtasks"][s] for s in cols["lane_subtask"]]
+    assert roles[0] == subtasks[0] == ""  # the run's own lane
+    for label, role, sub in zip(agents, roles[1:], subtasks[1:], strict=True):
+        assert label.startswith(f"{sub} · {role}")
+    providers = {cols["providers"][p] for p in cols["provider"]} - {""}
+    assert providers  # chat spans carry their provider, for colouring and grouping
+    chats = [p for p in range(cols["n"]) if cols["kinds"][cols["kind"][p]] == "chat"]
+    assert all(0 <= cols["ttft"][p] <= cols["end"][p] - cols["start"][p] + 1e-3 for p in chats)
+
+
+async def test_a_file_that_is_no_trace_is_reported_not_hung(tmp_path: Path) -> None:
+    bad = tmp_path / "notes.jsonl"
+    bad.write_text("these are notes, not spans\n")
+    answers: list[int] = []
+
+    async def view() -> None:
+        async with serve_viewer(bad) as url, httpx.AsyncClient(base_url=url) as client:
+            answers.append((await client.get("/api/spans")).status_code)
+            await anyio.sleep_forever()  # ended by the load error, not by us
+
+    with pytest.raises(ValueError, match="not an OTLP JSON line"):
+        await view()
+    assert answers in ([], [500])  # the error may end the wait before the answer

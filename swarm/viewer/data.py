@@ -2,7 +2,7 @@
 
 `ViewerData.build(path)` does what the first draw needs and nothing more: load the trace
 (from its column cache, written when the run ended), order the spans by start, find the
-critical path, and encode the span columns (`spans_json`, binary: see
+critical path, and encode the span columns (`spans_bytes`, binary: see
 `swarm.viewer.payload`). `summarize()` then computes the rest while the page already draws:
 the analysis summary, both latency ledgers, the critical-path list, per-tier TTFT/latency
 histograms and the catalog models offered to the what-if form (`summary_json`).
@@ -92,7 +92,7 @@ class ViewerData:
     """Trace index -> page index."""
     crit: list[int]
     """Trace indices of the critical-path steps, in time order."""
-    spans_json: bytes
+    spans_bytes: bytes
     build_s: float
     summary_json: bytes = b""
     """Empty until `summarize()` has run."""
@@ -107,8 +107,8 @@ class ViewerData:
         for p, i in enumerate(order):
             page[i] = p
         crit = critical_path_indices(trace)
-        spans_json = spans_payload(trace, order, page, set(crit))
-        return cls(trace, order, page, crit, spans_json, time.perf_counter() - started)
+        spans_bytes = spans_payload(trace, order, page, set(crit))
+        return cls(trace, order, page, crit, spans_bytes, time.perf_counter() - started)
 
     @classmethod
     def build_all(cls, path: str | Path) -> ViewerData:

@@ -85,7 +85,7 @@ async def _index(request: web.Request) -> web.FileResponse:
 
 async def _spans(request: web.Request) -> web.StreamResponse:
     state = request.app[_STATE]
-    body = (await state.get()).spans_json
+    body = (await state.get()).spans_bytes
     response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
     response.content_length = len(body)
     await response.prepare(request)

@@ -99,7 +99,8 @@
       if (D.end[i] > runEnd) runEnd = D.end[i];
     }
     critIdx = Uint32Array.from(crit);
-    V.critLane = crit.length ? critTime.indexOf(Math.max(...critTime)) : -1;
+    V.critLane = -1; // the lane holding most of the critical path's time
+    for (let l = 0, most = 0; l < L; l++) if (critTime[l] > most) { most = critTime[l]; V.critLane = l; }
     V.spanCount = n;
     recolor(); layout();
   }
