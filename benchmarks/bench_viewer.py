@@ -1,25 +1,34 @@
 """How fast the trace viewer shows a large run, in headless Chromium.
 
-    python -m benchmarks.bench_viewer [--json] [--agents 3300] [--calls 12] [--runs 3]
-        [--trace PATH]
+    python -m benchmarks.bench_viewer [--json] [--sizes 10000,100000,1000000] [--runs 3]
+        [--trace PATH] [--baseline DIR]
 
-Writes a synthetic trace (~100k spans by default; or uses --trace), then measures:
+For each size, writes a synthetic trace of about that many spans (or uses --trace), loads
+it once as a finished run does (which writes its column cache: `cache_s`), then measures:
 
-  build_s        ViewerData.build: load, critical path, summary, ledger, columnar payload
+  build_s        ViewerData.build: load from the cache, order, critical path, span columns
+  summary_s      ViewerData.summarize: summary, ledgers, histograms (after the first draw)
   payload_bytes  size of /api/spans (and of /api/summary)
   first_draw_s   server start (including the build) -> the page reports its first drawn
                  frame (`window.__viewer.ready`), with Chromium already running
   page_draw_ms   time from navigation start to the first frame, as the page measures it
   redraw_ms      one full-view redraw, and one zoomed-in redraw (median of 10)
 
-Chromium is Debian's (/usr/bin/chromium); nothing is downloaded.
+--baseline DIR runs DIR's own `benchmarks.bench_viewer` (a checkout of older code, with
+PYTHONPATH=DIR) on a copy of the same trace in the same run, and reports its figures under
+`baseline`. `load_avg` is the machine's 1-minute load average before and after: the
+figures are wall time, so read them against it. Chromium is Debian's; nothing is
+downloaded.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -29,10 +38,14 @@ from typing import Any
 import anyio
 from playwright.async_api import async_playwright
 
+from swarm.analysis import load_trace
 from swarm.analysis.synthetic import write_synthetic_trace
 from swarm.viewer.chromium import CHROMIUM, CHROMIUM_ARGS
 from swarm.viewer.data import ViewerData
 from swarm.viewer.serve import serve_viewer
+
+SPANS_PER_AGENT = 30.37
+"""Spans per agent of the synthetic trace at 12 calls per agent (100,220 for 3,300)."""
 
 
 async def _browser_run(path: Path) -> dict[str, Any]:
@@ -47,7 +60,7 @@ async def _browser_run(path: Path) -> dict[str, Any]:
                 served = time.perf_counter()
                 await page.goto(url)
                 await page.wait_for_function(
-                    "window.__viewer && window.__viewer.ready", timeout=300_000, polling=10
+                    "window.__viewer && window.__viewer.ready", timeout=600_000, polling=10
                 )
                 first = time.perf_counter()
                 v = await page.evaluate("""() => {
@@ -60,6 +73,9 @@ async def _browser_run(path: Path) -> dict[str, Any]:
                     return {spans: V.spanCount, drawn: drawnFull, pageMs: V.firstDrawMs,
                             fullMs: med(full), zoomMs: med(zoom), drawnZoom: V.drawnCount};
                 }""")
+                await page.wait_for_function(
+                    "window.__viewer.summaryReady", timeout=600_000, polling=50
+                )
         finally:
             await browser.close()
     return {
@@ -74,51 +90,88 @@ async def _browser_run(path: Path) -> dict[str, Any]:
     }
 
 
+def _baseline(old: Path, trace: Path, runs: int) -> dict[str, Any]:
+    """The older checkout's own benchmark on `trace` (its JSON line, or the error)."""
+    env = {**os.environ, "PYTHONPATH": str(old)}
+    cmd = [sys.executable, "-m", "benchmarks.bench_viewer", "--json", "--trace", str(trace)]
+    done = subprocess.run(
+        [*cmd, "--runs", str(runs)], cwd=old, env=env, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        return {"error": done.stderr.strip().splitlines()[-1:]}
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def measure(path: Path, runs: int) -> dict[str, Any]:
+    """This checkout's figures for the trace at `path`."""
+    t = time.perf_counter()
+    load_trace(path)  # what the run does when it ends: writes the column cache
+    cache_s = time.perf_counter() - t
+    t = time.perf_counter()
+    data = ViewerData.build(path)
+    build_s = time.perf_counter() - t
+    t = time.perf_counter()
+    data.summarize()
+    summary_s = time.perf_counter() - t
+    browser = [anyio.run(_browser_run, path) for _ in range(max(1, runs))]
+    med = {k: statistics.median(r[k] for r in browser) for k in browser[0]}
+    return {
+        "spans": len(data),
+        "trace_bytes": path.stat().st_size,
+        "cache_s": round(cache_s, 3),
+        "build_s": round(build_s, 3),
+        "summary_s": round(summary_s, 3),
+        "payload_bytes": len(data.spans_bytes),
+        "summary_bytes": len(data.summary_json),
+        **{k: round(v, 3) if isinstance(v, float) else v for k, v in med.items()},
+        "runs": len(browser),
+    }
+
+
+def _print(r: dict[str, Any]) -> None:
+    print(f"spans                 {r['spans']:,}   (load avg {r['load_avg']})")
+    print(f"cache at run end      {r['cache_s']:.2f} s")
+    print(f"span payload build    {r['build_s']:.2f} s   (summary after: {r['summary_s']:.2f} s)")
+    print(f"/api/spans            {r['payload_bytes'] / 1e6:.1f} MB")
+    print(f"server start -> draw  {r['first_draw_s']:.2f} s")
+    print(f"page nav -> draw      {r['page_draw_ms']:.0f} ms")
+    print(f"redraw full / zoomed  {r['redraw_full_ms']:.1f} / {r['redraw_zoom_ms']:.1f} ms")
+    if "baseline" in r:
+        b = r["baseline"]
+        print(f"baseline start->draw  {b.get('first_draw_s', b)} s")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--json", action="store_true", help="machine-readable output")
-    ap.add_argument("--agents", type=int, default=3300)
-    ap.add_argument("--calls", type=int, default=12, help="model calls per agent")
+    ap.add_argument("--sizes", default="100000", help="span counts, comma-separated")
     ap.add_argument("--runs", type=int, default=3, help="browser runs (median reported)")
-    ap.add_argument("--trace", type=Path, help="use this trace instead of a synthetic one")
+    ap.add_argument("--trace", type=Path, help="use this trace instead of synthetic ones")
+    ap.add_argument("--baseline", type=Path, help="older checkout to measure alongside")
     args = ap.parse_args(argv)
+    results = []
     with tempfile.TemporaryDirectory() as tmp:
-        path = args.trace or Path(tmp) / "bench.jsonl"
-        if args.trace is None:
-            write_synthetic_trace(path, agents=args.agents, calls_per_agent=args.calls)
-        t = time.perf_counter()
-        data = ViewerData.build(path)
-        build_s = time.perf_counter() - t
-        trace_bytes = path.stat().st_size
-        runs = [anyio.run(_browser_run, path) for _ in range(max(1, args.runs))]
-    med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
-    result = {
-        "spans": len(data),
-        "trace_bytes": trace_bytes,
-        "build_s": round(build_s, 3),
-        "payload_bytes": len(data.spans_json),
-        "summary_bytes": len(data.summary_json),
-        **{k: round(v, 3) if isinstance(v, float) else v for k, v in med.items()},
-        "runs": len(runs),
-    }
-    if args.json:
-        print(json.dumps(result))
-    else:
-        print(f"spans                 {result['spans']:,}")
-        print(f"payload build         {result['build_s']:.2f} s")
-        print(f"/api/spans            {result['payload_bytes'] / 1e6:.1f} MB")
-        print(f"/api/summary          {result['summary_bytes'] / 1e3:.1f} kB")
-        print(f"server start          {result['serve_s']:.2f} s (includes the build)")
-        print(f"server start -> draw  {result['first_draw_s']:.2f} s")
-        print(f"page nav -> draw      {result['page_draw_ms']:.0f} ms")
-        print(
-            f"redraw, full view     {result['redraw_full_ms']:.1f} ms "
-            f"({result['drawn_full']:,} rects)"
-        )
-        print(
-            f"redraw, zoomed in     {result['redraw_zoom_ms']:.1f} ms "
-            f"({result['drawn_zoom']:,} rects)"
-        )
+        sizes = [0] if args.trace else [int(float(s)) for s in args.sizes.split(",")]
+        for size in sizes:
+            load = [round(os.getloadavg()[0], 1)]
+            path = args.trace or Path(tmp) / f"new-{size}" / "bench.jsonl"
+            if not args.trace:
+                path.parent.mkdir()
+                agents = max(1, round(size / SPANS_PER_AGENT))
+                write_synthetic_trace(path, agents=agents, calls_per_agent=12)
+            result = measure(path, args.runs)
+            if args.baseline:
+                copy = Path(tmp) / f"old-{size}" / "bench.jsonl"
+                copy.parent.mkdir()
+                shutil.copyfile(path, copy)
+                result["baseline"] = _baseline(args.baseline, copy, args.runs)
+            result["load_avg"] = [*load, round(os.getloadavg()[0], 1)]
+            results.append(result)
+            if args.json:
+                print(json.dumps(result), flush=True)
+            else:
+                _print(result)
     return 0
 
 

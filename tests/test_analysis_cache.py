@@ -89,10 +89,10 @@ def test_a_damaged_or_stale_cache_is_ignored_and_rewritten(tmp_path: Path) -> No
     known = build_fanout(tmp_path / "f.jsonl")
     good = load_trace(known.path, cache=False)
     cols = cache_path(known.path)
-    for damage in (b"", b"SWARMCOLS 1\n\x05", b"not a cache at all"):
+    for damage in (b"", b"SWARMCOLS 2\n\x05", b"not a cache at all"):
         cols.write_bytes(damage)
         _same(good, load_trace(known.path))
-        assert cols.read_bytes().startswith(b"SWARMCOLS 1\n")
+        assert cols.read_bytes().startswith(b"SWARMCOLS 2\n")
     # a cache cut short is refused too
     data = cols.read_bytes()
     cols.write_bytes(data[:-9])

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from swarm._commands import simulate as command
+from swarm.analysis.loader import load_trace
 from swarm.simulate.simulation import PRESETS, SimSpec, run_simulation
 from swarm.simulate.world import make_plan, step_shares
 
@@ -68,7 +69,13 @@ def test_virtual_scheduling_meets_the_critical_path(tmp_path: Path) -> None:
     }
     assert any(n.startswith("chat ") for n in names)
     assert any(n.startswith("invoke_agent") for n in names)
-    assert out["trace_note"]
+    assert out["trace_note"] == "span timestamps are on the virtual clock"
+    # spans carry virtual time: the trace's wall-clock is the one simulate reports, and no
+    # model call's first token comes after its end
+    trace = load_trace(Path(out["trace"]))
+    assert trace.wall_s == pytest.approx(out["wall_s"], rel=0.01, abs=0.05)
+    chats = [i for i in range(len(trace)) if trace.op[i] == "chat" and trace.ttft[i] >= 0]
+    assert chats and all(trace.ttft[i] <= trace.duration_s(i) + 1e-6 for i in chats)
 
 
 def test_devin_loop_is_hours_on_moonshot_and_minutes_on_cerebras() -> None:

@@ -5,6 +5,7 @@ The page itself is driven in a real browser in `test_viewer_browser.py`."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import sys
 from pathlib import Path
@@ -17,8 +18,10 @@ from anyio.streams.text import TextReceiveStream
 
 from swarm.analysis.known import build_fanout, span_id
 from swarm.analysis.synthetic import write_synthetic_trace
+from swarm.errors import ConfigError
 from swarm.tracing import semconv as sc
 from swarm.viewer.data import KINDS, ViewerData, histogram
+from swarm.viewer.payload import decode
 from swarm.viewer.serve import STATIC, main_view, serve_viewer
 from tests.test_analysis_merges import write_merge_trace
 
@@ -31,12 +34,11 @@ def big_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _columns(data: ViewerData) -> dict[str, Any]:
-    cols: dict[str, Any] = json.loads(data.spans_json)
-    return cols
+    return decode(data.spans_bytes)
 
 
 def test_payload_columns_are_consistent(big_trace: Path) -> None:
-    data = ViewerData.build(big_trace)
+    data = ViewerData.build_all(big_trace)
     cols = _columns(data)
     n = cols["n"]
     assert n == len(data.trace) > 100
@@ -73,9 +75,9 @@ def test_payload_columns_are_consistent(big_trace: Path) -> None:
 
 def test_known_fanout_lanes_critical_path_and_links(tmp_path: Path) -> None:
     known = build_fanout(tmp_path / "fanout.jsonl")
-    data = ViewerData.build(known.path)
+    data = ViewerData.build_all(known.path)
     cols = _columns(data)
-    assert cols["lanes"] == ["run", "planner 1", "coder 1", "coder 2", "coder 3", "fixer 1"]
+    assert cols["lanes"] == ["run", "planner", "coder", "coder 2", "coder 3", "fixer"]
     on_path = {data.trace.span_id[data.order[p]] for p in range(cols["n"]) if cols["crit"][p]}
     assert on_path == set(known.critical)
     summary = json.loads(data.summary_json)
@@ -95,7 +97,7 @@ def test_known_fanout_lanes_critical_path_and_links(tmp_path: Path) -> None:
 
 def test_merge_batches_get_a_lane_rows_and_labels(tmp_path: Path) -> None:
     write_merge_trace(tmp_path / "merges.jsonl")
-    data = ViewerData.build(tmp_path / "merges.jsonl")
+    data = ViewerData.build_all(tmp_path / "merges.jsonl")
     cols = _columns(data)
     assert cols["lanes"][:2] == ["run", "merge queue"] and cols["merge_lane"] == 1
     names = [cols["names"][c] for c in cols["name"]]
@@ -115,7 +117,7 @@ def test_merge_batches_get_a_lane_rows_and_labels(tmp_path: Path) -> None:
 
 def test_chat_detail_has_every_attribute_and_derived_figures(tmp_path: Path) -> None:
     known = build_fanout(tmp_path / "fanout.jsonl")
-    data = ViewerData.build(known.path)
+    data = ViewerData.build_all(known.path)
     p = data.page_of[span_id(2)]  # the planner's reasoning call: 2 s, TTFT 1 s, 100 tokens
     d = data.span_detail(p)
     assert d["name"] == "chat kimi-k2.6" and d["kind"] == "chat" and d["critical"]
@@ -152,7 +154,7 @@ async def test_http_endpoints(big_trace: Path) -> None:
         assert page.status_code == 200 and "<canvas" in page.text
         for asset in ("viewer.js", "viewer.css"):
             assert (await client.get(f"/static/{asset}")).status_code == 200
-        cols = (await client.get("/api/spans")).json()
+        cols = decode((await client.get("/api/spans")).content)
         assert cols["n"] > 100 and len(cols["start"]) == cols["n"]
         summary = (await client.get("/api/summary")).json()
         assert {"summary", "ledger", "ledger_run", "histograms", "critical_path", "catalog"} <= set(
@@ -207,3 +209,34 @@ def test_main_view_missing_trace(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
     assert main_view(Args()) == 2
     assert "no such trace file" in capsys.readouterr().err
+
+
+def test_lanes_are_labelled_by_subtask_and_role(big_trace: Path) -> None:
+    cols = _columns(ViewerData.build(big_trace))
+    agents = cols["lanes"][1:]
+    assert agents[0] == "t0 · planner"
+    assert all(re.fullmatch(r"t\d+ · (coder|fixer)( \d+)?", label) for label in agents[1:])
+    roles = [cols["roles"][r] for r in cols["lane_role"]]
+    subtasks = [cols["subtasks"][s] for s in cols["lane_subtask"]]
+    assert roles[0] == subtasks[0] == ""  # the run's own lane
+    for label, role, sub in zip(agents, roles[1:], subtasks[1:], strict=True):
+        assert label.startswith(f"{sub} · {role}")
+    providers = {cols["providers"][p] for p in cols["provider"]} - {""}
+    assert providers  # chat spans carry their provider, for colouring and grouping
+    chats = [p for p in range(cols["n"]) if cols["kinds"][cols["kind"][p]] == "chat"]
+    assert all(0 <= cols["ttft"][p] <= cols["end"][p] - cols["start"][p] + 1e-3 for p in chats)
+
+
+async def test_a_file_that_is_no_trace_is_reported_not_hung(tmp_path: Path) -> None:
+    bad = tmp_path / "notes.jsonl"
+    bad.write_text("these are notes, not spans\n")
+    answers: list[int] = []
+
+    async def view() -> None:
+        async with serve_viewer(bad) as url, httpx.AsyncClient(base_url=url) as client:
+            answers.append((await client.get("/api/spans")).status_code)
+            await anyio.sleep_forever()  # ended by the load error, not by us
+
+    with pytest.raises(ConfigError, match="line 1: not a JSON line"):
+        await view()
+    assert answers in ([], [500])  # the error may end the wait before the answer

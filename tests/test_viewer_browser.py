@@ -2,11 +2,14 @@
 
 One test drives the whole page over a ~20k-span trace: first draw, pixels on the canvas,
 hover/click details, zoom and pan, the critical-path, ledger and histogram panels, a
-what-if prediction, and a screenshot. Another draws a real run's merge queue: its panel, its
-batches in their own lane, labelled."""
+what-if prediction, and a screenshot. One finds its way around a 100k-span run: first
+draw, the overview strip, search, grouping, colouring, first-token marks and the jump to
+the critical path. Another draws a real run's merge queue: its panel, its batches in their
+own lane, labelled."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -16,7 +19,7 @@ from typing import Any
 import pytest
 from playwright.async_api import Page, async_playwright
 
-from swarm.analysis import load_trace
+from swarm.analysis.loader import load_trace
 from swarm.analysis.merges import merge_breakdown
 from swarm.analysis.synthetic import write_synthetic_trace
 from swarm.tracing import semconv as sc
@@ -187,6 +190,95 @@ async def test_page_draws_and_answers(large_trace: tuple[Path, int], tmp_path: P
         assert shot.stat().st_size > 20_000
         assert opened.errors == []
         assert all(r.startswith(url) or r.startswith("data:") for r in requests), requests
+
+
+@pytest.fixture(scope="module")
+def huge_trace(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
+    path = tmp_path_factory.mktemp("browser") / "huge.jsonl"
+    n = write_synthetic_trace(path, agents=3300, calls_per_agent=12, seed=11)
+    load_trace(path)  # as a finished run does: writes the column cache
+    return path, n
+
+
+async def _lit(page: Page, canvas: str) -> int:
+    """Pixels of a canvas that differ from the page background."""
+    lit: int = await _js(
+        page,
+        """(id) => {
+        const c = document.getElementById(id), d = c.getContext('2d')
+            .getImageData(0, 0, c.width, c.height).data;
+        let lit = 0;
+        for (let i = 0; i < d.length; i += 4)
+            if (Math.abs(d[i] - 11) + Math.abs(d[i+1] - 14) + Math.abs(d[i+2] - 19) > 30) lit++;
+        return lit;
+    }""",
+        canvas,
+    )
+    return lit
+
+
+async def test_finding_the_culprit_in_100k_spans(huge_trace: tuple[Path, int]) -> None:
+    path, n = huge_trace
+    assert n >= 100_000
+    async with open_page(path) as opened:
+        page = opened.page
+        first = await _js(page, "({n: __viewer.spanCount, drawn: __viewer.drawnCount})")
+        assert first["n"] == n and first["drawn"] > 100
+
+        # lanes by subtask and role; the overview strip shows every lane, lit
+        assert await _js(page, "__viewer.laneLabel(1)") == "t0 · planner"
+        assert re.fullmatch(r"t\d+ · coder", await _js(page, "__viewer.laneLabel(2)"))
+        assert await _js(page, "__viewer.groups()") == []  # not grouped yet
+        assert await _js(page, "__viewer.overviewLanes") >= 3300
+        assert await _lit(page, "overview") > 5000
+        # clicking the overview's bottom scrolls the timeline to the last lanes
+        ov = await page.locator("[data-testid=overview]").bounding_box()
+        assert ov is not None
+        await page.mouse.click(ov["x"] + ov["width"] / 2, ov["y"] + ov["height"] - 2)
+        await page.wait_for_function("__viewer.view().scrollY > 10000")
+
+        # jump to the critical path: the lane holding most of it comes into view
+        crit_lane = await _js(page, "__viewer.critLane")
+        assert crit_lane >= 0
+        assert not await _js(page, "(l) => __viewer.laneVisible(l)", crit_lane)
+        await page.click("[data-testid=crit-focus]")
+        await page.wait_for_function(f"__viewer.laneVisible({crit_lane})")
+
+        # search: every span of one subtask, Enter goes to the first, shown and selected
+        await page.fill("[data-testid=search]", "t2017 ·")
+        await page.wait_for_function("__viewer.matchCount > 0")
+        count = await _js(page, "__viewer.matchCount")
+        assert 5 < count < 100
+        assert "spans" in await page.locator("[data-testid=search-count]").inner_text()
+        await page.press("[data-testid=search]", "Enter")
+        await page.wait_for_function("__viewer.selected >= 0")
+        chosen = await _js(page, "__viewer.laneName(__viewer.selected)")
+        assert chosen.startswith("t2017 · ")
+        assert await _js(page, "__viewer.laneVisible(__viewer.laneOf(__viewer.selected))")
+
+        # zoomed in on one of its model calls: first-token marks on the chat bars
+        await _js(
+            page,
+            """() => { const V = __viewer, l = V.laneOf(V.selected);
+            for (let i = 0; i < V.spanCount; i++)
+                if (V.laneOf(i) === l && V.kindName(i) === 'chat') { V.reveal(i); return; } }""",
+        )
+        await page.wait_for_function("__viewer.ttftMarks > 0")
+
+        # grouping by role and by provider; colouring by provider
+        await page.select_option("[data-testid=group-by]", "role")
+        groups = await _js(page, "__viewer.groups()")
+        assert {"role · coder", "role · planner"} <= set(groups)
+        await page.select_option("[data-testid=group-by]", "provider")
+        assert all(g.startswith("provider · ") for g in await _js(page, "__viewer.groups()"))
+        await page.select_option("[data-testid=color-by]", "provider")
+        legend = await page.locator("[data-testid=legend]").inner_text()
+        assert "chat · " in legend and "first token" in legend
+
+        # the ledger's two columns say what they are
+        columns = await page.locator("[data-testid=ledger-columns]").inner_text()
+        assert "critical path" in columns and "whole run (shared)" in columns
+        assert opened.errors == []
 
 
 @pytest.fixture(scope="module")

@@ -111,6 +111,10 @@ def _simulate(args: argparse.Namespace) -> int:
     from swarm.simulate.simulation import run_simulation
 
     out = run_simulation(spec_from_args(args))
+    if out["trace"]:  # the column cache, so `swarm trace view` starts fast
+        from swarm.analysis.loader import load_trace
+
+        load_trace(out["trace"])
     code = 1 if out["failed"] else 0  # a subtask that a real run would lose fails here too
     if args.json:
         print(json.dumps(out, indent=2))

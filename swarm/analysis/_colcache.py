@@ -22,13 +22,14 @@ from swarm.analysis.model import Trace
 
 __all__ = ["cache_path", "read", "write"]
 
-_MAGIC = b"SWARMCOLS 1\n"
+_MAGIC = b"SWARMCOLS 2\n"
 _STRINGS = (
     "span_id",
     "name",
     "op",
     "role",
     "agent",
+    "subtask",
     "tier",
     "provider",
     "model",

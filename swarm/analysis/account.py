@@ -4,7 +4,8 @@ The run report sums each phase over agents (planning, coding, fixing, checks, me
 useful, but parallel work does not add up to a wall-clock. The trace does: its ledger
 splits every second of the run between causes (model time, tests, tools, merges, worktree
 setup and removal, waits for a slot, a rate limit, a dependency), so they sum to 100 %.
-`swarm solve` and `swarm resume` add it to `report.md` and `report.json` when a run ends.
+`swarm solve` and `swarm resume` add it to `report.md` and `report.json` when a run ends;
+loading the trace then also writes its column cache, so `swarm trace view` starts fast.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def with_wall_clock(report: RunReport) -> RunReport:
     if not report.trace or not Path(report.trace).is_file():
         return report
     try:
-        trace = load_trace(report.trace, cache=False)
+        trace = load_trace(report.trace)
     except (SwarmError, OSError, ValueError):
         return report  # a report without the ledger beats no report
     split = {cause: round(s, 3) for cause, s in ledger(trace).items() if s > 0}

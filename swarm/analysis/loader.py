@@ -66,6 +66,7 @@ def parse(path: Path) -> Trace:
     app_sid, app_pid, app_name = tr.span_id.append, parent_ids.append, tr.name.append
     app_kind, app_start, app_end = tr.kind.append, tr.start.append, tr.end.append
     app_status, app_op, app_agent = tr.status.append, tr.op.append, tr.agent.append
+    app_sub = tr.subtask.append
     app_tier, app_prov, app_model = tr.tier.append, tr.provider.append, tr.model.append
     app_wait, app_tool, app_err = tr.wait_kind.append, tr.tool.append, tr.error.append
     app_in, app_out = tr.input_tokens.append, tr.output_tokens.append
@@ -120,7 +121,7 @@ def parse(path: Path) -> Trace:
                             st = sp.get("status")
                             code = int(st.get("code", 0)) if st else 0
                             app_status(code)
-                            vals: list[Any] = [None] * 17
+                            vals: list[Any] = [None] * 18
                             for a in sp.get("attributes", ()):
                                 c = want_get(a["key"])
                                 if c is not None:
@@ -153,6 +154,8 @@ def parse(path: Path) -> Trace:
                             app_prov(sd(x, x) if x.__class__ is str_ else _as_str(x, intern))
                             x = vals[4] or vals[5]
                             app_model(sd(x, x) if x.__class__ is str_ else _as_str(x, intern))
+                            x = vals[17]
+                            app_sub(sd(x, x) if x.__class__ is str_ else _as_str(x, intern))
                             x = vals[14]
                             app_tool(sd(x, x) if x.__class__ is str_ else _as_str(x, intern))
                             x = vals[12] or (

@@ -74,6 +74,8 @@ class Trace:
         self.op: list[str] = []
         self.role: list[str] = []
         self.agent: list[str] = []
+        self.subtask: list[str] = []
+        """`swarm.subtask.id` where the span carries it (agents do), else ""."""
         self.tier: list[str] = []
         self.provider: list[str] = []
         self.model: list[str] = []

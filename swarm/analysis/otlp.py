@@ -63,6 +63,7 @@ COLUMN_OF = {
     sc.TOOL_NAME: 14,
     sc.TESTS_FAILED: 15,
     sc.RUN_ID: 16,
+    sc.SUBTASK_ID: 17,
 }
 
 

@@ -10,6 +10,7 @@ from swarm.tracing.setup import (
     RunTrace,
     current_run,
     run_tracing,
+    span_clock,
     tracer,
     use_tracer,
 )
@@ -20,6 +21,7 @@ __all__ = [
     "RunTrace",
     "current_run",
     "run_tracing",
+    "span_clock",
     "tracer",
     "use_tracer",
 ]

@@ -8,6 +8,9 @@ configured one).
 `run_tracing` sets a run up: its provider writes every span to `traces/<run-id>.jsonl`
 (OTLP JSON Lines, written as the run goes, nothing dropped) and optionally to an OTLP/HTTP
 collector through a batch processor sized for swarm bursts that counts what it drops.
+
+`span_clock` makes spans read another clock: a simulated run on a virtual clock records
+virtual timestamps, so its trace's durations, TTFTs and wall-clock are the simulation's.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -41,6 +44,7 @@ __all__ = [
     "RunTrace",
     "current_run",
     "run_tracing",
+    "span_clock",
     "tracer",
     "use_tracer",
 ]
@@ -281,6 +285,23 @@ class RunTrace:
     def flush(self) -> None:
         """Write everything finished so far (file and OTLP)."""
         self.provider.force_flush()
+
+
+@contextmanager
+def span_clock(now_ns: Callable[[], int]) -> Iterator[None]:
+    """While inside, every span's start, end and event timestamps come from `now_ns`.
+
+    OpenTelemetry's SDK reads `time.time_ns` for these through its own module global and
+    offers no clock hook, so this swaps that global (restored on exit). Process-wide: for a
+    process that runs one simulation at a time (`swarm simulate --virtual`)."""
+    import opentelemetry.sdk.trace as sdk_trace
+
+    saved = getattr(sdk_trace, "time_ns")  # noqa: B009 - not an exported name
+    setattr(sdk_trace, "time_ns", now_ns)  # noqa: B010
+    try:
+        yield
+    finally:
+        setattr(sdk_trace, "time_ns", saved)  # noqa: B010
 
 
 def current_run() -> RunTrace | None:

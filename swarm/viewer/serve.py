@@ -1,11 +1,13 @@
 """The viewer's web server: static page plus JSON endpoints, on loopback only.
 
-Endpoints (all payloads precomputed at startup except what-if, which is cached per query):
+Endpoints (what-if is computed per query and cached):
 
 - `/`, `/static/*`        the page (shipped in the package; nothing is fetched from outside)
-- `/api/spans`            columnar span payload (see `swarm.viewer.data`)
+- `/api/spans`            binary span columns (see `swarm.viewer.payload`)
 - `/api/span/{i}`         every detail of span i
-- `/api/summary`          summary, latency ledger, critical path, per-tier histograms
+- `/api/summary`          summary, latency ledgers, critical path, per-tier histograms:
+                          computed in a worker thread once the server is up, so the page
+                          draws the spans first (this answer waits until it is ready)
 - `/api/whatif?speed=P/M&reasoning=P/M&max_agents=N`  predicted wall-clock and cost
 """
 
@@ -30,7 +32,6 @@ from swarm.viewer.data import ViewerData
 __all__ = ["build_app", "main_view", "serve_viewer"]
 
 STATIC = Path(__file__).with_name("static")
-_DATA: web.AppKey[ViewerData] = web.AppKey("data", ViewerData)
 _WHATIF_CACHE: web.AppKey[dict[tuple[str, str, int | None], bytes]] = web.AppKey(
     "whatif_cache", dict
 )
@@ -38,20 +39,74 @@ _JSON = "application/json"
 _NO_CACHE = {"Cache-Control": "no-store"}
 
 
+class _Loading:
+    """The data as it becomes ready: the server answers before the trace is loaded.
+
+    The page and its script load while the spans are built (the first draw needs both);
+    the summary starts only once `/api/spans` went out, because computing it holds the
+    GIL for seconds, which would delay the very payload the first draw waits for."""
+
+    def __init__(self, data: ViewerData | None = None) -> None:
+        self.data = data
+        self.error = ""
+        self.built = anyio.Event()
+        self.wanted = anyio.Event()
+        self.summarized = anyio.Event()
+        if data is not None:
+            self.built.set()
+
+    async def get(self) -> ViewerData:
+        await self.built.wait()
+        if self.data is None:
+            raise web.HTTPInternalServerError(text=f"the trace could not be loaded: {self.error}")
+        return self.data
+
+    async def build(self, path: Path) -> None:
+        try:
+            self.data = await anyio.to_thread.run_sync(ViewerData.build, path)
+        finally:
+            self.built.set()  # on failure every endpoint answers 500 rather than hanging
+
+    async def summarize(self) -> None:
+        await self.wanted.wait()
+        try:
+            if self.data is not None:
+                await anyio.to_thread.run_sync(self.data.summarize)
+        finally:
+            self.summarized.set()
+
+
+_STATE: web.AppKey[_Loading] = web.AppKey("state", _Loading)
+
+
 async def _index(request: web.Request) -> web.FileResponse:
     return web.FileResponse(STATIC / "index.html", headers=_NO_CACHE)
 
 
-async def _spans(request: web.Request) -> web.Response:
-    return web.Response(body=request.app[_DATA].spans_json, content_type=_JSON)
+async def _spans(request: web.Request) -> web.StreamResponse:
+    state = request.app[_STATE]
+    body = (await state.get()).spans_bytes
+    response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
+    response.content_length = len(body)
+    await response.prepare(request)
+    await response.write(body)
+    await response.write_eof()
+    state.wanted.set()
+    return response
 
 
 async def _summary(request: web.Request) -> web.Response:
-    return web.Response(body=request.app[_DATA].summary_json, content_type=_JSON)
+    state = request.app[_STATE]
+    data = await state.get()
+    state.wanted.set()
+    await state.summarized.wait()
+    if not data.summary_json:
+        raise web.HTTPInternalServerError(text="the summary could not be computed")
+    return web.Response(body=data.summary_json, content_type=_JSON)
 
 
 async def _span(request: web.Request) -> web.Response:
-    data = request.app[_DATA]
+    data = await request.app[_STATE].get()
     try:
         i = int(request.match_info["i"])
     except ValueError:
@@ -73,7 +128,7 @@ async def _whatif(request: web.Request) -> web.Response:
     key = (q.get("speed", "").strip(), q.get("reasoning", "").strip(), max_agents)
     cache = request.app[_WHATIF_CACHE]
     if key not in cache:
-        data = request.app[_DATA]
+        data = await request.app[_STATE].get()
         try:
             result = await anyio.to_thread.run_sync(
                 lambda: data.whatif(speed=key[0], reasoning=key[1], max_agents=max_agents)
@@ -84,10 +139,16 @@ async def _whatif(request: web.Request) -> web.Response:
     return web.Response(body=cache[key], content_type=_JSON)
 
 
-def build_app(data: ViewerData) -> web.Application:
-    """The aiohttp application serving `data` (no I/O until it is run)."""
+def build_app(data: ViewerData | _Loading) -> web.Application:
+    """The aiohttp application serving `data` (no I/O until it is run); given
+    `ViewerData`, it is summarized here and now."""
     app = web.Application()
-    app[_DATA] = data
+    if isinstance(data, ViewerData):
+        data.summarize()
+        data = _Loading(data)
+        data.wanted.set()
+        data.summarized.set()
+    app[_STATE] = data
     app[_WHATIF_CACHE] = {}
     app.router.add_get("/", _index)
     app.router.add_get("/api/spans", _spans)
@@ -102,11 +163,28 @@ def build_app(data: ViewerData) -> web.Application:
 async def serve_viewer(
     trace_path: str | Path, *, host: str = "127.0.0.1", port: int = 0
 ) -> AsyncIterator[str]:
-    """Serve the viewer for `trace_path`; yields its URL (port 0 picks a free port)."""
-    data = await anyio.to_thread.run_sync(ViewerData.build, Path(trace_path))
-    app = build_app(data)
-    async with serve_app(app, host=host, port=port, access_log=None, handle_signals=False) as url:
-        yield f"{url}/"
+    """Serve the viewer for `trace_path`; yields its URL (port 0 picks a free port).
+
+    The URL answers at once; the trace loads in a worker thread meanwhile, and the summary
+    after the spans went out (see `_Loading`). Leaving while either runs waits for it
+    (seconds: a computation cannot be interrupted midway). A trace that cannot be loaded
+    raises here, when leaving."""
+    state = _Loading()
+    app = build_app(state)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(state.build, Path(trace_path))
+            tg.start_soon(state.summarize)
+            async with serve_app(
+                app, host=host, port=port, access_log=None, handle_signals=False
+            ) as url:
+                yield f"{url}/"
+            await state.built.wait()  # a load error is raised, not swallowed by the cancel
+            tg.cancel_scope.cancel()  # a summary nobody asked for is not computed
+    except BaseExceptionGroup as group:  # the caller's own error, not wrapped by our group
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from group
+        raise
 
 
 async def _serve_forever(args: argparse.Namespace) -> int:

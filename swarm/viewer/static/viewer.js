@@ -24,8 +24,12 @@
     [/depend/, "#8892b0"], [/reason/, "#b07cff"], [/check/, "#9f7aea"], [/workspace/, "#718096"],
   ];
 
+  const PROVIDER_COLORS = ["#4ea1ff", "#3ecf8e", "#f5a524", "#e0517f", "#b07cff", "#2bb5a0", "#ff8c42", "#9bb7ff", "#e8d44d", "#c08a5b"];
+  const MUTED = "#3a4150", TTFT_MARK = "rgba(255,255,255,0.85)", GROUP_H = 14;
+
   const $ = (id) => document.getElementById(id);
   const canvas = $("timeline"), ctx = canvas.getContext("2d", { alpha: false });
+  const ov = $("overview"), ovCtx = ov.getContext("2d", { alpha: false });
   const tooltip = $("tooltip");
   const V = (window.__viewer = {
     ready: false, summaryReady: false, spanCount: 0, drawnCount: 0, firstDrawMs: null,
@@ -33,38 +37,50 @@
     mergeLabel: (i) => (D.merges[i] ? D.merges[i].label : ""), laneName: (i) => D.lanes[D.lane[i]],
     view: () => ({ t0: viewT0, t1: viewT1, scrollY }),
     drawNow: () => { const t = performance.now(); draw(); return performance.now() - t; },
+    search: (q) => runSearch(q), matchCount: 0, ttftMarks: 0, critLane: -1, overviewLanes: 0,
+    laneVisible: (l) => { const top = laneTop[posOf[l]] - scrollY; return top >= 0 && top + ROW_STEP <= cssH - AXIS_H; },
+    groupBy: (g) => setGroup(g), colorBy: (m) => setColor(m), jumpToCritical: () => jumpToCritical(),
+    groups: () => groups.map((g) => g.label), laneLabel: (l) => D.lanes[l], laneOf: (i) => D.lane[i],
   });
 
   let D = null; // columns as typed arrays plus tables
-  let order, pme, rowStart, laneTop, laneRows, rowBase, colorOf, palette, critIdx;
+  let order, pme, rowStart, laneRows, rowBase, colorOf, palette, critIdx;
+  let laneOrder, posOf, laneTop, groups = [], laneProv, match = null, matchList = [], matchAt = -1;
   let viewT0 = 0, viewT1 = 1, scrollY = 0, cssW = 0, cssH = 0, dpr = 1, pending = false;
-  let runEnd = 1, critFocus = false;
+  let runEnd = 1, critFocus = false, colorMode = "tier", groupMode = "none", ovImage = null;
 
   // ---------- data ----------
+  const TYPED = { d: Float64Array, f: Float32Array, i: Int32Array, I: Uint32Array, H: Uint16Array, B: Uint8Array };
+  function columns(buf) { // see swarm/viewer/payload.py: header length, JSON header, 8-aligned columns
+    const hlen = new DataView(buf).getUint32(0, true);
+    const p = JSON.parse(new TextDecoder().decode(new Uint8Array(buf, 4, hlen)));
+    let at = 4 + hlen;
+    for (const [name, tc, len] of p.columns) {
+      at += (8 - (at % 8)) % 8; const A = TYPED[tc];
+      p[name] = new A(buf, at, len); at += len * A.BYTES_PER_ELEMENT;
+    }
+    return p;
+  }
   function build(p) {
     const n = p.n;
-    const f64 = (a) => Float64Array.from(a), i32 = (a) => Int32Array.from(a);
     D = {
-      n, start: f64(p.start), end: f64(p.end), lane: i32(p.lane), depth: Uint8Array.from(p.depth),
-      kind: Uint8Array.from(p.kind), tier: Uint16Array.from(p.tier), wait: Uint16Array.from(p.wait),
-      parent: i32(p.parent), name: Uint32Array.from(p.name), crit: Uint8Array.from(p.crit),
-      names: p.names, kinds: p.kinds, tiers: p.tiers, waits: p.waits, lanes: p.lanes,
+      n, start: p.start, end: p.end, ttft: p.ttft, lane: p.lane, depth: p.depth, kind: p.kind,
+      tier: p.tier, wait: p.wait, provider: p.provider, parent: p.parent, name: p.name, crit: p.crit,
+      names: p.names, kinds: p.kinds, tiers: p.tiers, waits: p.waits, providers: p.providers, lanes: p.lanes,
+      roles: p.roles, laneRole: p.lane_role, subtasks: p.subtasks, laneSubtask: p.lane_subtask,
       merges: p.merges || {}, mergeLane: p.merge_lane == null ? -1 : p.merge_lane,
     };
     V.mergeSpans = Object.keys(D.merges).map(Number);
-    // colours: one palette entry per distinct (kind, tier, wait) style
-    palette = []; const pIndex = new Map(); colorOf = new Uint16Array(n);
-    const colorIndex = (c) => { if (!pIndex.has(c)) { pIndex.set(c, palette.length); palette.push(c); } return pIndex.get(c); };
-    for (let i = 0; i < n; i++) colorOf[i] = colorIndex(spanColor(i));
-    // lanes and rows
-    const L = D.lanes.length;
-    laneRows = new Uint8Array(L).fill(1);
-    for (let i = 0; i < n; i++) { const r = D.depth[i] + 1; if (r > laneRows[D.lane[i]]) laneRows[D.lane[i]] = r; }
-    laneTop = new Float64Array(L + 1); rowBase = new Int32Array(L + 1);
-    for (let l = 0; l < L; l++) {
-      laneTop[l + 1] = laneTop[l] + laneRows[l] * ROW_STEP + LANE_GAP;
-      rowBase[l + 1] = rowBase[l] + laneRows[l];
+    const L = D.lanes.length, CHAT = D.kinds.indexOf("chat");
+    laneRows = new Uint8Array(L).fill(1); rowBase = new Int32Array(L + 1);
+    const provCount = new Map(); // lane's provider: the one most of its model calls went to
+    for (let i = 0; i < n; i++) {
+      const l = D.lane[i], r = D.depth[i] + 1; if (r > laneRows[l]) laneRows[l] = r;
+      if (D.kind[i] === CHAT && D.provider[i]) { const k = l * 65536 + D.provider[i]; provCount.set(k, (provCount.get(k) || 0) + 1); }
     }
+    laneProv = new Uint16Array(L); const best = new Float64Array(L);
+    for (const [k, c] of provCount) { const l = Math.floor(k / 65536); if (c > best[l]) { best[l] = c; laneProv[l] = k % 65536; } }
+    for (let l = 0; l < L; l++) rowBase[l + 1] = rowBase[l] + laneRows[l];
     // stable counting sort by row (the server sends spans in start order)
     const R = rowBase[L]; rowStart = new Int32Array(R + 1);
     const rowOf = new Int32Array(n);
@@ -77,27 +93,102 @@
       let m = -Infinity;
       for (let k = rowStart[r]; k < rowStart[r + 1]; k++) { const e = D.end[order[k]]; if (e > m) m = e; pme[k] = m; }
     }
-    const crit = []; runEnd = 1;
-    for (let i = 0; i < n; i++) { if (D.crit[i]) crit.push(i); if (D.end[i] > runEnd) runEnd = D.end[i]; }
+    const crit = [], critTime = new Float64Array(L); runEnd = 1;
+    for (let i = 0; i < n; i++) {
+      if (D.crit[i]) { crit.push(i); critTime[D.lane[i]] += D.end[i] - D.start[i]; }
+      if (D.end[i] > runEnd) runEnd = D.end[i];
+    }
     critIdx = Uint32Array.from(crit);
+    V.critLane = -1; // the lane holding most of the critical path's time
+    for (let l = 0, most = 0; l < L; l++) if (critTime[l] > most) { most = critTime[l]; V.critLane = l; }
     V.spanCount = n;
+    recolor(); layout();
   }
 
+  // colours: one palette entry per distinct style; `colorMode` picks what chat spans show
+  function recolor() {
+    palette = []; const pIndex = new Map(); colorOf = new Uint16Array(D.n);
+    const colorIndex = (c) => { let k = pIndex.get(c); if (k === undefined) { k = palette.length; pIndex.set(c, k); palette.push(c); } return k; };
+    for (let i = 0; i < D.n; i++) colorOf[i] = colorIndex(spanColor(i));
+    ovImage = null;
+  }
+  const providerColor = (code) => PROVIDER_COLORS[(code - 1) % PROVIDER_COLORS.length];
   function spanColor(i) {
     const m = D.merges[i];
     if (m) return MERGE_COLORS[m.outcome] || MERGE_COLORS["?"];
     const k = D.kinds[D.kind[i]];
+    if (colorMode === "provider") {
+      if (k === "chat") return D.provider[i] ? providerColor(D.provider[i]) : KIND_COLORS.chat;
+      return k === "agent" || k === "workflow" ? KIND_COLORS[k] : MUTED;
+    }
     if (k === "wait") return WAIT_COLORS[D.waits[D.wait[i]]] || KIND_COLORS.wait;
+    if (colorMode === "wait") return k === "agent" || k === "workflow" ? KIND_COLORS[k] : MUTED;
     if (k === "chat") return TIER_COLORS[D.tiers[D.tier[i]]] || KIND_COLORS.chat;
     return KIND_COLORS[k] || KIND_COLORS.other;
   }
   function kindName(i) { return D.kinds[D.kind[i]]; }
 
+  // lanes in display order, in groups (by provider, subtask or role) with a header each
+  function groupKey(l) {
+    if (l === 0 || l === D.mergeLane) return "";
+    if (groupMode === "provider") return laneProv[l] ? `provider · ${D.providers[laneProv[l]]}` : "no model calls";
+    if (groupMode === "subtask") return D.laneSubtask[l] ? `subtask · ${D.subtasks[D.laneSubtask[l]]}` : "no subtask";
+    if (groupMode === "role") return `role · ${D.roles[D.laneRole[l]] || "?"}`;
+    return "";
+  }
+  function layout() {
+    const L = D.lanes.length, keys = [];
+    for (let l = 0; l < L; l++) keys.push(groupKey(l));
+    laneOrder = Int32Array.from(keys.map((_, l) => l));
+    if (groupMode !== "none") laneOrder.sort((a, b) => (keys[a] === keys[b] ? a - b : !keys[a] ? -1 : !keys[b] ? 1 : keys[a] < keys[b] ? -1 : 1));
+    posOf = new Int32Array(L); laneTop = new Float64Array(L + 1); groups = [];
+    let y = 0;
+    for (let q = 0; q < L; q++) {
+      const l = laneOrder[q]; posOf[l] = q;
+      if (keys[l] && (q === 0 || keys[laneOrder[q - 1]] !== keys[l])) { groups.push({ label: keys[l], top: y, lanes: 0 }); y += GROUP_H; }
+      if (keys[l]) groups[groups.length - 1].lanes++;
+      laneTop[q] = y; y += laneRows[l] * ROW_STEP + LANE_GAP;
+    }
+    laneTop[L] = y; ovImage = null;
+  }
+  function setGroup(g) { groupMode = g; $("group-by").value = g; layout(); clampView(); requestDraw(); }
+  function setColor(m) { colorMode = m; $("color-by").value = m; recolor(); renderLegend(); requestDraw(); }
+
+  // search: span names, lane labels, providers, tiers and wait kinds containing the text
+  function runSearch(q) {
+    q = (q || "").trim().toLowerCase();
+    if (!q) { match = null; matchList = []; V.matchCount = 0; $("search-count").textContent = ""; ovImage = null; requestDraw(); return 0; }
+    const hit = (table) => Uint8Array.from(table, (s) => (s && String(s).toLowerCase().includes(q) ? 1 : 0));
+    const hn = hit(D.names), hl = hit(D.lanes), hp = hit(D.providers), ht = hit(D.tiers), hw = hit(D.waits);
+    match = new Uint8Array(D.n); matchList = [];
+    for (let i = 0; i < D.n; i++) {
+      if (hn[D.name[i]] || hl[D.lane[i]] || hp[D.provider[i]] || ht[D.tier[i]] || hw[D.wait[i]]) { match[i] = 1; matchList.push(i); }
+    }
+    V.matchCount = matchList.length; matchAt = -1;
+    $("search-count").textContent = `${matchList.length.toLocaleString("en-US")} spans`;
+    ovImage = null; requestDraw();
+    return matchList.length;
+  }
+  function nextMatch() {
+    if (!matchList.length) return;
+    matchAt = (matchAt + 1) % matchList.length; const i = matchList[matchAt];
+    reveal(i); select(i);
+  }
+  function jumpToCritical() {
+    critFocus = true; $("crit-focus").classList.add("on");
+    if (!critIdx.length) { requestDraw(); return; }
+    let t0 = Infinity, t1 = -Infinity;
+    for (const i of critIdx) { t0 = Math.min(t0, D.start[i]); t1 = Math.max(t1, D.end[i]); }
+    const pad = (t1 - t0) * 0.02 + 1; viewT0 = t0 - pad; viewT1 = t1 + pad;
+    scrollY = Math.max(0, laneTop[posOf[V.critLane]] - (cssH - AXIS_H) / 3);
+    clampView(); requestDraw();
+  }
+
   // ---------- geometry ----------
   const plotW = () => Math.max(1, cssW - LABEL_W);
   const pxPerMs = () => plotW() / (viewT1 - viewT0);
   const xOf = (t) => LABEL_W + (t - viewT0) * pxPerMs();
-  function laneAt(yy) { // largest l with laneTop[l] <= yy
+  function laneAt(yy) { // largest position q with laneTop[q] <= yy
     let a = 0, b = laneTop.length - 2;
     while (a < b) { const m = (a + b + 1) >> 1; if (laneTop[m] <= yy) a = m; else b = m - 1; }
     return a;
@@ -106,7 +197,7 @@
     while (lo < hi) { const m = (lo + hi) >> 1; if (pme[m] < t) lo = m + 1; else hi = m; }
     return lo;
   }
-  function rowY(i) { return AXIS_H + laneTop[D.lane[i]] + D.depth[i] * ROW_STEP - scrollY; }
+  function rowY(i) { return AXIS_H + laneTop[posOf[D.lane[i]]] + D.depth[i] * ROW_STEP - scrollY; }
   function totalH() { return laneTop[laneTop.length - 1]; }
   function clampView() {
     const span = Math.max(1e-3, viewT1 - viewT0), pad = Math.min(runEnd * 0.02, span * 0.05);
@@ -130,49 +221,52 @@
     if (!D) return;
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     ctx.fillStyle = BG; ctx.fillRect(0, 0, cssW, cssH);
-    const k = pxPerMs(), W = cssW;
-    const buckets = palette.map(() => []);
-    const l0 = laneAt(scrollY), yMax = scrollY + cssH - AXIS_H;
-    let drawn = 0, lEnd = l0;
+    const k = pxPerMs(), W = cssW, CHAT = D.kinds.indexOf("chat");
+    const buckets = palette.map(() => []), dimmed = palette.map(() => []), ticks = [];
+    const q0 = laneAt(scrollY), yMax = scrollY + cssH - AXIS_H;
+    let drawn = 0, qEnd = q0;
     drawGrid(k);
-    for (let l = l0; l < laneTop.length - 1 && laneTop[l] < yMax; l++) {
-      lEnd = l;
-      const y0 = AXIS_H + laneTop[l] - scrollY;
-      if (l % 2) { ctx.fillStyle = LANE_ALT; ctx.fillRect(LABEL_W, y0 - 1, W - LABEL_W, laneRows[l] * ROW_STEP + LANE_GAP); }
+    for (let q = q0; q < laneTop.length - 1 && laneTop[q] < yMax; q++) {
+      qEnd = q;
+      const l = laneOrder[q], y0 = AXIS_H + laneTop[q] - scrollY;
+      if (q % 2) { ctx.fillStyle = LANE_ALT; ctx.fillRect(LABEL_W, y0 - 1, W - LABEL_W, laneRows[l] * ROW_STEP + LANE_GAP); }
       for (let d = 0; d < laneRows[l]; d++) {
         const r = rowBase[l] + d, hi = rowStart[r + 1], y = y0 + d * ROW_STEP;
         let lastPx = -1;
-        for (let q = firstAtOrAfter(rowStart[r], hi, viewT0); q < hi; q++) {
-          const i = order[q], s = D.start[i];
+        for (let j = firstAtOrAfter(rowStart[r], hi, viewT0); j < hi; j++) {
+          const i = order[j], s = D.start[i];
           if (s > viewT1) break;
           const e = D.end[i];
           if (e < viewT0) continue;
           let x0 = LABEL_W + (s - viewT0) * k, x1 = LABEL_W + (e - viewT0) * k;
           if (x0 < LABEL_W) x0 = LABEL_W;
           if (x1 > W) x1 = W;
-          const b = buckets[colorOf[i]];
+          const dim = (critFocus && !D.crit[i]) || (match !== null && !match[i]);
+          const b = (dim ? dimmed : buckets)[colorOf[i]];
           if (x1 - x0 < 1) { // sub-pixel: one 1px column per pixel, first span wins
             const px = x0 | 0;
             if (px <= lastPx) continue;
             b.push(px, y, 1); lastPx = px;
           } else {
             b.push(x0, y, x1 - x0); if ((x1 | 0) > lastPx) lastPx = (x1 | 0) - 1;
+            if (D.kind[i] === CHAT && D.ttft[i] >= 0 && x1 - x0 >= 4) { // first-token mark
+              const tx = LABEL_W + (s + D.ttft[i] - viewT0) * k;
+              if (tx > x0 && tx < x1) ticks.push(tx, y);
+            }
           }
           drawn++;
         }
       }
     }
-    ctx.globalAlpha = critFocus ? 0.2 : 1;
-    for (let c = 0; c < palette.length; c++) {
-      const b = buckets[c]; if (!b.length) continue;
-      ctx.fillStyle = palette[c];
-      for (let j = 0; j < b.length; j += 3) ctx.fillRect(b[j], b[j + 1], b[j + 2], ROW_H);
-    }
-    ctx.globalAlpha = 1;
-    drawOverlays(k, l0, lEnd);
-    drawLabels(l0, lEnd);
+    fillBuckets(dimmed, 0.2); fillBuckets(buckets, 1);
+    ctx.fillStyle = TTFT_MARK;
+    for (let j = 0; j < ticks.length; j += 2) ctx.fillRect(ticks[j] - 0.5, ticks[j + 1], 1.5, ROW_H);
+    V.ttftMarks = ticks.length / 2;
+    drawOverlays(k, q0, qEnd);
+    drawLabels(q0, qEnd);
     drawAxis(k);
     drawScrollbar();
+    drawOverview();
     if (!D.n) {
       ctx.fillStyle = "#7d889a"; ctx.font = "13px system-ui, sans-serif"; ctx.textBaseline = "middle";
       ctx.fillText("This trace has no spans.", LABEL_W + 16, AXIS_H + 40);
@@ -180,6 +274,56 @@
     V.drawnCount = drawn; V.frames++;
     if (!V.ready) { V.firstDrawMs = performance.now(); V.ready = true; }
   }
+  function fillBuckets(bs, alpha) {
+    ctx.globalAlpha = alpha;
+    for (let c = 0; c < palette.length; c++) {
+      const b = bs[c]; if (!b.length) continue;
+      ctx.fillStyle = palette[c];
+      for (let j = 0; j < b.length; j += 3) ctx.fillRect(b[j], b[j + 1], b[j + 2], ROW_H);
+    }
+    ctx.globalAlpha = 1;
+  }
+
+  // ---------- overview: every lane, the whole run, squeezed into one strip ----------
+  function overviewImage(w, h) {
+    const img = ovCtx.createImageData(w, h), px = img.data, L = laneOrder.length;
+    for (let j = 0; j < px.length; j += 4) { px[j] = 11; px[j + 1] = 14; px[j + 2] = 19; px[j + 3] = 255; }
+    const rgb = palette.map((c) => [1, 3, 5].map((o) => parseInt(c.slice(o, o + 2), 16)));
+    const AGENT = D.kinds.indexOf("agent"), WF = D.kinds.indexOf("workflow"), sx = w / runEnd;
+    const lanesPerRow = L / h, rows = new Set();
+    for (let i = 0; i < D.n; i++) {
+      if (D.kind[i] === AGENT || D.kind[i] === WF) continue;
+      const q = posOf[D.lane[i]], y0 = Math.floor(q / lanesPerRow), y1 = Math.max(y0 + 1, Math.floor((q + 1) / lanesPerRow));
+      const x0 = Math.max(0, Math.floor(D.start[i] * sx)), x1 = Math.min(w, Math.max(x0 + 1, Math.ceil(D.end[i] * sx)));
+      const c = rgb[colorOf[i]], f = match !== null && !match[i] ? 0.25 : 1;
+      rows.add(q);
+      for (let y = y0; y < Math.min(y1, h); y++) {
+        for (let x = x0; x < x1; x++) { const o = (y * w + x) * 4; px[o] = c[0] * f; px[o + 1] = c[1] * f; px[o + 2] = c[2] * f; }
+      }
+    }
+    V.overviewLanes = rows.size;
+    return img;
+  }
+  function drawOverview() {
+    const r = ov.getBoundingClientRect(), w = Math.max(1, Math.round(r.width)), h = Math.max(1, Math.round(r.height));
+    if (ov.width !== w || ov.height !== h) { ov.width = w; ov.height = h; ovImage = null; }
+    if (!ovImage) ovImage = overviewImage(w, h);
+    ovCtx.putImageData(ovImage, 0, 0);
+    const total = totalH(), x0 = (viewT0 / runEnd) * w, x1 = (viewT1 / runEnd) * w;
+    const y0 = total ? (scrollY / total) * h : 0, y1 = total ? Math.min(h, ((scrollY + cssH - AXIS_H) / total) * h) : h;
+    ovCtx.strokeStyle = "#ffffff"; ovCtx.lineWidth = 1;
+    ovCtx.strokeRect(Math.max(0.5, x0) + 0.5, y0 + 0.5, Math.max(2, Math.min(w - 1, x1) - Math.max(0, x0) - 1), Math.max(2, y1 - y0 - 1));
+  }
+  function overviewGo(x, y) { // centre the timeline on this point of the overview
+    const r = ov.getBoundingClientRect(), t = (x / r.width) * runEnd, half = (viewT1 - viewT0) / 2;
+    viewT0 = t - half; viewT1 = t + half;
+    scrollY = (y / r.height) * totalH() - (cssH - AXIS_H) / 2;
+    clampView(); requestDraw();
+  }
+  let ovDrag = false;
+  ov.addEventListener("mousedown", (ev) => { ovDrag = true; overviewGo(ev.offsetX, ev.offsetY); });
+  ov.addEventListener("mousemove", (ev) => { if (ovDrag) overviewGo(ev.offsetX, ev.offsetY); });
+  window.addEventListener("mouseup", () => { ovDrag = false; });
 
   function visibleBox(i, k) {
     let x0 = LABEL_W + (D.start[i] - viewT0) * k, x1 = LABEL_W + (D.end[i] - viewT0) * k;
@@ -189,25 +333,22 @@
     if (y + ROW_H < AXIS_H || y > cssH) return null;
     return { x: x0, y, w: x1 - x0 };
   }
-  function drawOverlays(k, l0, l1) {
-    ctx.strokeStyle = CRIT; ctx.lineWidth = 1.5;
-    ctx.beginPath();
+  function drawOverlays(k, q0, q1) { // the critical path: a red rule under its own spans only
+    ctx.fillStyle = CRIT;
     for (let j = 0; j < critIdx.length; j++) {
-      const i = critIdx[j], l = D.lane[i];
-      if (l < l0 || l > l1) continue;
+      const i = critIdx[j], q = posOf[D.lane[i]];
+      if (q < q0 || q > q1) continue;
       const bx = visibleBox(i, k); if (!bx) continue;
-      if (critFocus) { ctx.fillStyle = palette[colorOf[i]]; ctx.fillRect(bx.x, bx.y, bx.w, ROW_H); }
-      ctx.rect(bx.x + 0.5, bx.y - 0.25, Math.max(1, bx.w - 1), ROW_H + 0.5);
+      ctx.fillRect(bx.x, bx.y + ROW_H - 2, bx.w, 2.5);
     }
-    ctx.stroke();
-    drawMergeLabels(k, l0, l1);
+    drawMergeLabels(k, q0, q1);
     if (V.selected >= 0) {
       const bx = visibleBox(V.selected, k);
       if (bx) { ctx.strokeStyle = "#ffffff"; ctx.lineWidth = 2; ctx.strokeRect(bx.x - 1, bx.y - 1.5, bx.w + 2, ROW_H + 3); }
     }
   }
   function drawMergeLabels(k, l0, l1) { // "batch of 4 · red" on bars wide enough to hold it
-    if (D.mergeLane < l0 || D.mergeLane > l1) return;
+    if (D.mergeLane < 0 || posOf[D.mergeLane] < l0 || posOf[D.mergeLane] > l1) return;
     ctx.font = "8px system-ui, sans-serif"; ctx.textBaseline = "middle"; ctx.fillStyle = "#0b0e13";
     for (const i of V.mergeSpans) {
       const bx = visibleBox(i, k), label = D.merges[i].label;
@@ -216,15 +357,23 @@
       ctx.fillText(label, bx.x + 2, bx.y + ROW_H / 2); ctx.restore();
     }
   }
-  function drawLabels(l0, l1) {
+  function drawLabels(q0, q1) {
     ctx.fillStyle = "#0e1218"; ctx.fillRect(0, AXIS_H, LABEL_W, cssH);
     ctx.fillStyle = "#262e3b"; ctx.fillRect(LABEL_W - 1, AXIS_H, 1, cssH);
     ctx.font = "10.5px system-ui, sans-serif"; ctx.textBaseline = "middle"; ctx.fillStyle = "#9aa5b8";
-    for (let l = l0; l <= l1; l++) {
-      const y = Math.max(AXIS_H + 6, AXIS_H + laneTop[l] - scrollY + Math.min(laneRows[l], 2) * ROW_STEP / 2);
+    for (let q = q0; q <= q1; q++) {
+      const l = laneOrder[q];
+      const y = Math.max(AXIS_H + 6, AXIS_H + laneTop[q] - scrollY + Math.min(laneRows[l], 2) * ROW_STEP / 2);
       let label = D.lanes[l];
       if (label.length > 22) label = label.slice(0, 21) + "…";
       ctx.fillText(label, 8, y);
+    }
+    ctx.font = "600 10.5px system-ui, sans-serif";
+    for (const g of groups) { // group headers across the whole width
+      const y = AXIS_H + g.top - scrollY;
+      if (y < AXIS_H - GROUP_H || y > cssH) continue;
+      ctx.fillStyle = "#1a2130"; ctx.fillRect(0, y, cssW, GROUP_H - 2);
+      ctx.fillStyle = "#d8dee9"; ctx.fillText(`${g.label}  (${g.lanes} lanes)`, 8, y + GROUP_H / 2 - 1);
     }
   }
   function drawScrollbar() {
@@ -268,8 +417,8 @@
     if (!D || x < LABEL_W || y < AXIS_H) return -1;
     const yy = y - AXIS_H + scrollY;
     if (yy < 0 || yy >= totalH()) return -1;
-    const l = laneAt(yy), d = Math.floor((yy - laneTop[l]) / ROW_STEP);
-    if (d >= laneRows[l] || yy - laneTop[l] - d * ROW_STEP > ROW_H + 0.5) return -1;
+    const q = laneAt(yy), l = laneOrder[q], d = Math.floor((yy - laneTop[q]) / ROW_STEP);
+    if (d < 0 || d >= laneRows[l] || yy - laneTop[q] - d * ROW_STEP > ROW_H + 0.5) return -1;
     const k = pxPerMs(), t = viewT0 + (x - LABEL_W) / k, tol = 3 / k, r = rowBase[l] + d;
     let best = -1, bestScore = Infinity;
     for (let q = firstAtOrAfter(rowStart[r], rowStart[r + 1], t - tol); q < rowStart[r + 1]; q++) {
@@ -290,7 +439,7 @@
   function reveal(i) {
     const s = D.start[i], e = Math.max(D.end[i], s + 1e-3), pad = Math.max((e - s) * 1.5, 5);
     viewT0 = s - pad; viewT1 = e + pad;
-    const top = laneTop[D.lane[i]];
+    const top = laneTop[posOf[D.lane[i]]];
     if (top < scrollY || top > scrollY + cssH - AXIS_H - 40) scrollY = Math.max(0, top - (cssH - AXIS_H) / 3);
     clampView(); requestDraw();
   }
@@ -336,8 +485,12 @@
   }, { passive: false });
   $("reset").addEventListener("click", fit);
   $("crit-focus").addEventListener("click", (ev) => {
-    critFocus = !critFocus; ev.target.classList.toggle("on", critFocus); requestDraw();
+    if (critFocus) { critFocus = false; ev.target.classList.remove("on"); requestDraw(); } else jumpToCritical();
   });
+  $("group-by").addEventListener("change", (ev) => setGroup(ev.target.value));
+  $("color-by").addEventListener("change", (ev) => setColor(ev.target.value));
+  $("search").addEventListener("input", (ev) => runSearch(ev.target.value));
+  $("search").addEventListener("keydown", (ev) => { if (ev.key === "Enter") { ev.preventDefault(); nextMatch(); } });
   function fit() { viewT0 = -runEnd * 0.01; viewT1 = runEnd * 1.01; scrollY = 0; clampView(); requestDraw(); }
 
   function showTooltip(i, x, y) {
@@ -411,8 +564,12 @@
     const bar = (o, tot, label) => `<div class="ledger-label">${label}</div><div class="ledger-bar">` +
       cats.filter((k) => o[k] > 0).map((k) => `<div title="${esc(k)}: ${fmtMs(o[k] * 1000)}" style="width:${(100 * o[k]) / tot}%;background:${ledgerColor(k, cats.indexOf(k))}"></div>`).join("") + "</div>";
     $("ledger").innerHTML = cats.length
-      ? (ct > 0 ? bar(crit, ct, "latency ledger · critical path") : "") + (rt > 0 ? bar(run, rt, "all steps (parallel time shared)") : "") +
-        `<div class="ledger-legend"><span class="muted">cause</span><span class="muted">critical path</span><span class="muted">share</span><span class="muted">all steps</span>` +
+      ? (ct > 0 ? bar(crit, ct, "critical path: the run's wall-clock by cause, one step at a time") : "") +
+        (rt > 0 ? bar(run, rt, "whole run: each instant split among the steps running then") : "") +
+        `<div class="ledger-legend" data-testid="ledger-columns"><span class="muted">cause</span>` +
+        `<span class="muted" title="seconds of the run's wall-clock spent on this cause along the critical path">critical path</span>` +
+        `<span class="muted" title="this cause's part of the critical path">% of path</span>` +
+        `<span class="muted" title="seconds of the whole run's wall-clock, each instant shared among the steps running then; not a sum of span durations">whole run (shared)</span>` +
         cats.map((k, j) => `<span><i style="background:${ledgerColor(k, j)}"></i>${esc(k)}</span><span>${fmtMs((crit[k] || 0) * 1000)}</span>` +
           `<span class="muted">${ct > 0 ? ((100 * (crit[k] || 0)) / ct).toFixed(1) : "0.0"}%</span><span>${fmtMs((run[k] || 0) * 1000)}</span>`).join("") + "</div>"
       : '<p class="muted">No latency ledger in this trace.</p>';
@@ -509,20 +666,27 @@
   }
 
   function renderLegend() {
-    const items = [["agent", KIND_COLORS.agent], ["tool", KIND_COLORS.tool]];
-    D.tiers.forEach((t) => { if (t) items.push([`chat · ${t}`, TIER_COLORS[t] || KIND_COLORS.chat]); });
-    items.push(["chat", KIND_COLORS.chat]);
-    D.waits.forEach((w) => { if (w) items.push([`wait · ${w}`, WAIT_COLORS[w] || KIND_COLORS.wait]); });
+    const items = [["agent", KIND_COLORS.agent]];
+    if (colorMode === "provider") D.providers.forEach((p, c) => { if (p) items.push([`chat · ${p}`, providerColor(c)]); });
+    if (colorMode === "tier") {
+      items.push(["tool", KIND_COLORS.tool]);
+      D.tiers.forEach((t) => { if (t) items.push([`chat · ${t}`, TIER_COLORS[t] || KIND_COLORS.chat]); });
+      items.push(["chat", KIND_COLORS.chat]);
+    }
+    if (colorMode !== "provider") D.waits.forEach((w) => { if (w) items.push([`wait · ${w}`, WAIT_COLORS[w] || KIND_COLORS.wait]); });
+    if (colorMode !== "tier") items.push(["other steps", MUTED]);
     const outcomes = new Set(Object.values(D.merges).map((m) => m.outcome));
     ["green", "red", "cancelled", "split"].forEach((o) => { if (outcomes.has(o)) items.push([o === "split" ? "merge split" : `merge batch · ${o}`, MERGE_COLORS[o]]); });
     $("legend").innerHTML = items.map(([k, c]) => `<span><i style="background:${c}"></i>${esc(k)}</span>`).join("") +
-      '<span class="crit"><i></i>critical path</span>';
+      '<span class="crit"><i></i>critical path</span><span class="ttft"><i></i>first token</span>';
   }
 
   // ---------- start ----------
   new ResizeObserver(resize).observe(canvas);
-  fetch("/api/spans").then((r) => r.json()).then((p) => {
-    build(p); renderLegend(); resize(); fit();
+  (window.__spans || fetch("/api/spans")).then((r) => r.arrayBuffer()).then((buf) => {
+    V.fetchedMs = performance.now();
+    build(columns(buf)); renderLegend(); resize(); fit();
+    V.builtMs = performance.now();
   });
   fetch("/api/summary").then((r) => r.json()).then(renderSummary);
 })();
