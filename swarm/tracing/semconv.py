@@ -29,6 +29,7 @@ def workflow_span_name(title: str, *, limit: int = 80) -> str:
         one_line = one_line[: limit - 1].rstrip() + "…"
     return f"{OP_WORKFLOW} {one_line or 'swarm'}"
 
+
 # gen_ai.*
 OPERATION = "gen_ai.operation.name"
 WORKFLOW_NAME = "gen_ai.workflow.name"
