@@ -17,6 +17,7 @@ from swarm.analysis.known import SpanSpec, write_spans
 from swarm.analysis.loader import load_trace
 from swarm.analysis.model import Trace
 from swarm.analysis.synthetic import write_synthetic_trace
+from swarm.simulate.simulation import SimSpec, run_simulation
 from swarm.tracing import semconv as sc
 
 DEMO = Path(__file__).parent.parent / "traces" / "examples" / "demo.jsonl"
@@ -122,3 +123,15 @@ def test_parallel_tool_calls_get_threads_of_their_own(tmp_path: Path) -> None:
     assert tid["chat m"] == tid["execute_tool read"] == tid["invoke_agent coder"]
     assert tid["execute_tool grep"] != tid["execute_tool read"]
     assert len(set(tid.values())) == 4  # swarm, coder, coder's second branch, helper
+
+
+def test_a_300_agent_simulation_nests_on_every_thread(tmp_path: Path) -> None:
+    """The coordinator's real shapes: hedged calls, checks and waits running side by side."""
+    spec = SimSpec(agents=300, steps=900, virtual=True, traces_dir=tmp_path)
+    out = run_simulation(spec)
+    tr = load_trace(Path(out["trace"]))
+    doc = export_chrome(tr)
+    assert nesting_errors(doc, tr) == []
+    slices = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    coders = {e["tid"] for e in slices if e["name"] == "invoke_agent coder"}
+    assert len(coders) == sum(e["name"] == "invoke_agent coder" for e in slices) >= 300
