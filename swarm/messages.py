@@ -118,6 +118,9 @@ class Timing(BaseModel):
     """Request sent → first content or tool-call chunk received."""
     duration_s: float = 0.0
     """Request sent → last byte received."""
+    timed: bool = True
+    """The tokens arrived over time (two network reads or more), so a decode rate means
+    something; False for a whole reply (even to a streamed request) or a one-read stream."""
 
     @property
     def decode_s(self) -> float:
@@ -158,9 +161,11 @@ class ChatResult(BaseModel):
 
     @property
     def tokens_per_s(self) -> float:
-        """Achieved decode rate: output tokens over the time after the first token."""
+        """Achieved decode rate: output tokens over the time after the first token (0 when
+        the reply was not timed as a stream)."""
         decode = self.timing.decode_s
-        return self.usage.output_tokens / decode if decode > 0 else 0.0
+        timed = decode > 0 and self.timing.timed
+        return self.usage.output_tokens / decode if timed else 0.0
 
     @property
     def text(self) -> str:

@@ -17,12 +17,14 @@ from typing import Any
 import anyio
 import pytest
 
+from swarm.analysis.loader import load_trace
 from swarm.budget import BudgetLimits
 from swarm.messages import ChatRequest
 from swarm.run.plan import PlanError
 from swarm.run.report import RunReport
 from swarm.run.solve import SolveRequest, solve
 from swarm.testing import FunctionModel, Scripted, ScriptedModel, ScriptedSource, call, reply
+from swarm.tracing import semconv as sc
 
 CHECK = "python check.py"
 
@@ -385,3 +387,25 @@ def test_kill_9_then_resume_finishes_without_repeating_calls(tmp_path: Path, rep
     for name in ("a.py.txt", "b.py.txt", "shared.py.txt"):
         assert git(repo, "show", f"{report.branch}:{name}").startswith("coder:")
     assert_untouched(repo)
+
+
+async def test_the_root_span_is_named_by_the_task_and_every_wait_by_its_kind(
+    tmp_path: Path, repo: Path
+) -> None:
+    plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["b.py"], ["s1"])])
+    scripts = ScriptedSource(
+        {
+            "coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()],
+            "coder:s2": [edit("b.py", "def two():", "def two() -> int:"), done()],
+        }
+    )
+    report = await solve(request(tmp_path, repo, plan), source=scripts)
+    assert report.status == "done", report
+    tr = load_trace(Path(str(report.trace)))
+    root = tr.attributes(tr.root)
+    assert tr.name[tr.root] == "invoke_workflow Tidy up"
+    assert root[sc.WORKFLOW_NAME] == "swarm" and root[sc.RUN_ID] == report.run_id
+    kinds = [(tr.name[i], tr.attributes(i).get(sc.WAIT_KIND)) for i in range(len(tr))]
+    waits = [(name, kind) for name, kind in kinds if name.startswith(sc.WAIT_SPAN)]
+    assert ("swarm.wait dependency", "dependency") in waits
+    assert all(name == f"{sc.WAIT_SPAN} {kind}" for name, kind in waits), waits

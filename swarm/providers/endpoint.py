@@ -18,6 +18,8 @@ over like any other, never a TypeError out of the adapter. A stream that ends wi
 a finish reason nor its end marker is cut off, not complete. Two clocks bound a call
 beyond the stall (read) timeout, which any byte resets: `token_timeout_s` between tokens
 (keep-alive bytes and empty deltas do not count) and `total_timeout_s` for the whole call.
+A reply that comes whole (even to a streamed request) has its first token at its end, and
+only a stream whose tokens came over two network reads or more is `timed` (has a rate).
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ class Reply:
         "on_first",
         "reasoning",
         "text",
+        "token_reads",
         "usage",
         "watch",
     )
@@ -93,12 +96,15 @@ class Reply:
         """The stream's end marker came (`[DONE]`, `message_stop`)."""
         self.watch: _Watch | None = None
         self._seen = 0
+        self.token_reads = 0
+        """Network reads that brought tokens: two or more make a timed stream."""
 
     def progress(self) -> None:
         """After each network read: if tokens came, the inter-token clock starts again."""
         seen = len(self.text) + len(self.reasoning) + sum(map(len, self.calls.values()))
         if seen != self._seen:
             self._seen = seen
+            self.token_reads += 1
             if self.watch is not None:
                 self.watch.tick()
 
@@ -290,6 +296,7 @@ class Endpoint(ABC, Generic[R]):
                     else:
                         await response.aread()
                         self.read_whole(response, reply, model)
+                        reply.first_at = 0.0  # a whole reply's first token came with its end
                     ended = time.perf_counter()
                     return _check(self._result(model, request, reply, response, (started, ended)))
                 except SHAPE_ERRORS as exc:
@@ -325,7 +332,9 @@ class Endpoint(ABC, Generic[R]):
             finish_reason=self.finish_reason(reply, calls),
             usage=self.usage(request, reply, text, calls),
             timing=Timing.model_construct(
-                ttft_s=(reply.first_at or ended) - started, duration_s=ended - started
+                ttft_s=(reply.first_at or ended) - started,
+                duration_s=ended - started,
+                timed=reply.token_reads > 1,
             ),
             provider=self.name,
             model=reply.model or model,

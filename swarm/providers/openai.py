@@ -67,8 +67,8 @@ class _Stream(Reply):
                 finish = choice.get("finish_reason")
                 if finish:
                     self.finish = finish
-                elif self.model:
-                    continue
+                elif self.model and not chunk.get("usage"):
+                    continue  # gateways (LiteLLM, OpenRouter) put usage beside a delta
             elif "error" in chunk:
                 return chunk
             # first, last and usage-only chunks: the fields that come once
@@ -77,13 +77,17 @@ class _Stream(Reply):
             usage = chunk.get("usage")
             if usage:
                 self.usage = usage
-            x_groq = chunk.get("x_groq")
-            if x_groq and "usage" in x_groq:
-                self.extras["x_groq"] = x_groq["usage"]
-            time_info = chunk.get("time_info")
-            if time_info:
-                self.extras["time_info"] = time_info
+            self.add_figures(chunk)
         return None
+
+    def add_figures(self, chunk: dict[str, Any]) -> None:
+        """The provider figures that ride on the last chunks (Groq, Cerebras, llama.cpp)."""
+        x_groq = chunk.get("x_groq")
+        if x_groq and x_groq.get("usage"):
+            self.extras["x_groq"] = x_groq["usage"]
+        for key in ("time_info", "timings"):
+            if chunk.get(key):
+                self.extras[key] = chunk[key]
 
     def _add_other(self, delta: dict[str, Any]) -> None:
         reasoning = delta.get("reasoning_content") or delta.get("reasoning")
@@ -127,11 +131,17 @@ def usage_from_openai(
         )
     prompt_details = raw.get("prompt_tokens_details") or {}
     completion_details = raw.get("completion_tokens_details") or {}
+    # the fall-backs: `input_tokens` / `output_tokens` (Responses-style gateways),
+    # DeepSeek's `prompt_cache_hit_tokens`, a top-level `reasoning_tokens`
     return Usage.model_construct(
-        input_tokens=raw.get("prompt_tokens") or 0,
-        output_tokens=raw.get("completion_tokens") or 0,
-        reasoning_tokens=completion_details.get("reasoning_tokens") or 0,
-        cached_input_tokens=prompt_details.get("cached_tokens") or 0,
+        input_tokens=raw.get("prompt_tokens") or raw.get("input_tokens") or 0,
+        output_tokens=raw.get("completion_tokens") or raw.get("output_tokens") or 0,
+        reasoning_tokens=completion_details.get("reasoning_tokens")
+        or raw.get("reasoning_tokens")
+        or 0,
+        cached_input_tokens=prompt_details.get("cached_tokens")
+        or raw.get("prompt_cache_hit_tokens")
+        or 0,
     )
 
 
@@ -233,16 +243,15 @@ class OpenAIProvider(Endpoint[_Stream]):
         reply.finish = choice.get("finish_reason") or ""
         reply.model = body.get("model") or ""
         reply.usage = body.get("usage") or {}
-        if body.get("x_groq", {}).get("usage"):
-            reply.extras["x_groq"] = body["x_groq"]["usage"]
-        if body.get("time_info"):
-            reply.extras["time_info"] = body["time_info"]
+        reply.add_figures(body)
 
     def usage(
         self, request: ChatRequest, reply: _Stream, text: str, calls: list[ToolCall]
     ) -> Usage:
-        if reply.usage:
-            return usage_from_openai(reply.usage, estimate_out=0, estimate_in=0)
+        # Groq's counts may come only inside `x_groq`
+        counts = reply.usage or reply.extras.get("x_groq")
+        if counts:
+            return usage_from_openai(counts, estimate_out=0, estimate_in=0)
         return usage_from_openai(
             None,
             estimate_out=estimate_tokens(text, reply.extras.get("reasoning"), calls),

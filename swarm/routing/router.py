@@ -335,10 +335,11 @@ class Router:
                 sc.OUTPUT_TOKENS: usage.output_tokens,
                 sc.REASONING_TOKENS: usage.reasoning_tokens,
                 sc.CACHED_INPUT_TOKENS: usage.cached_input_tokens,
-                sc.DECODE_TPS: result.tokens_per_s,
                 sc.COST_USD: cost,
             }
         )
+        if result.tokens_per_s > 0:  # only a stream timed over its tokens has a rate
+            span.set_attribute(sc.DECODE_TPS, result.tokens_per_s)
         if self._capture:
             span.set_attribute(
                 sc.OUTPUT_MESSAGES, json.dumps([result.message.model_dump(exclude_defaults=True)])

@@ -150,9 +150,8 @@ class Run:
             )
             self._stack.enter_context(self.progress)
             attrs = {sc.OPERATION: sc.OP_WORKFLOW, sc.WORKFLOW_NAME: "swarm", sc.RUN_ID: self.id}
-            self._stack.enter_context(
-                tracer().start_as_current_span(f"{sc.OP_WORKFLOW} swarm", attributes=attrs)
-            )
+            name = sc.workflow_span_name(spec.task.title)
+            self._stack.enter_context(tracer().start_as_current_span(name, attributes=attrs))
             router = Router(spec.config, providers=self.world.providers, budget=self.budget)
             self.router = await self._stack.enter_async_context(router)
             source = spec.source or RouterSource(self.router, spec.config)

@@ -20,6 +20,16 @@ MERGE_SPAN = "swarm.merge"
 batch checked at once to find its culprit)."""
 FIRST_TOKEN_EVENT = "First Token Stream Event"
 
+
+def workflow_span_name(title: str, *, limit: int = 80) -> str:
+    """`invoke_workflow {task title}`: the title on one line, cut to `limit` characters
+    (`swarm` when there is none), so a run is told apart by name in Phoenix or Jaeger."""
+    one_line = " ".join(title.split())
+    if len(one_line) > limit:
+        one_line = one_line[: limit - 1].rstrip() + "…"
+    return f"{OP_WORKFLOW} {one_line or 'swarm'}"
+
+
 # gen_ai.*
 OPERATION = "gen_ai.operation.name"
 WORKFLOW_NAME = "gen_ai.workflow.name"
