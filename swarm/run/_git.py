@@ -244,7 +244,10 @@ async def delete_branch(repo: Path, common: Path, branch: str) -> None:
         state.doomed.clear()
         lines = "".join(f"delete {r}\n" for r in batch).encode()
         try:
-            await git_retry("update-ref", "--stdin", cwd=repo, input=lines)
+            # never killed half way (a killed ref transaction leaves packed-refs.lock and
+            # every later deletion fails): shielded, bounded by git's own lock retries
+            with anyio.CancelScope(shield=True):
+                await git_retry("update-ref", "--stdin", cwd=repo, input=lines)
         except WorkspaceError:
             # one bad ref fails the whole transaction: the rest go one by one
             for other in batch:
