@@ -157,7 +157,9 @@ class _StopAfterOne(Hooks):
 
 async def test_on_step_can_end_the_run() -> None:
     model = ScriptedModel([call("add", a=1, b=2)])
-    result: AgentResult[str] = await Agent("calc", model, tools=[add], hooks=[_StopAfterOne()]).run("go")
+    result: AgentResult[str] = await Agent("calc", model, tools=[add], hooks=[_StopAfterOne()]).run(
+        "go"
+    )
     assert (result.stop_reason, result.output, result.steps) == ("vetoed", "one step is enough", 1)
     assert not result.finished
 

@@ -146,7 +146,7 @@ class Run:
         spec = self.spec
         try:
             self._trace: RunTrace = self._stack.enter_context(
-                run_tracing(self.id, traces_dir=spec.traces_dir)
+                run_tracing(self.id, traces_dir=spec.traces_dir, resume=spec.resuming)
             )
             self._stack.enter_context(self.progress)
             attrs = {sc.OPERATION: sc.OP_WORKFLOW, sc.WORKFLOW_NAME: "swarm", sc.RUN_ID: self.id}
