@@ -66,9 +66,10 @@ async def test_resume_misuse_is_a_clear_error() -> None:
     with pytest.raises(UsageError, match="only a run paused for approval"):
         await agent.resume(result, {})
     model = ScriptedModel([call("delete_branch", name="x")])
-    paused: AgentResult[str] = await Agent("j", model, tools=[delete_branch]).run("x")
+    janitor: Agent[str] = Agent("j", model, tools=[delete_branch])
+    paused = await janitor.run("x")
     with pytest.raises(UsageError, match="no pending tool call has id 'nope'"):
-        await Agent("j", model, tools=[delete_branch]).resume(paused, {"nope": True})
+        await janitor.resume(paused, {"nope": True})
 
 
 def _run(*args: str) -> dict[str, object]:
