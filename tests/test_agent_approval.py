@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from swarm import Agent, AgentResult, Finish, tool
+from swarm import Agent, Finish, tool
 from swarm.agent.events import ApprovalEvent
 from swarm.agent.hooks import Veto
 from swarm.errors import UsageError

@@ -10,7 +10,9 @@ when the run pauses for a decision; `FinishEvent`, carrying the result, always l
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal
+
+from typing_extensions import TypeVar
 
 from swarm.messages import ChatRequest, ChatResult, Message, ToolCall, Usage
 
@@ -29,7 +31,7 @@ __all__ = [
     "ToolResultEvent",
 ]
 
-T = TypeVar("T")
+T = TypeVar("T", default=str)
 
 StopReason = Literal["finish", "final_answer", "max_steps", "approval_required", "vetoed"]
 """Why a run ended: `finish` called, a final answer given, the step budget spent, a tool

@@ -25,13 +25,14 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, cast
 
 import anyio
 import sniffio
 from opentelemetry.trace import SpanContext
 from pydantic import TypeAdapter, ValidationError
 from pydantic.errors import PydanticSchemaGenerationError
+from typing_extensions import TypeVar
 
 from swarm.agent.compaction import ContextPolicy
 from swarm.agent.events import AgentEvent, AgentResult
@@ -47,7 +48,8 @@ from swarm.tracing.waits import depends_on
 
 __all__ = ["Agent", "AgentResult", "AgentRun"]
 
-T = TypeVar("T")
+T = TypeVar("T", default=str)
+"""What an agent outputs: `output_type`, or text when none is set."""
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
 _NO_SETTINGS = ModelSettings()

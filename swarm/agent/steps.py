@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic
 
 import anyio
 from opentelemetry.trace import Span, Status, StatusCode
 from pydantic import ValidationError
+from typing_extensions import TypeVar
 
 from swarm._tokens import TOKENS_PER_TOOL
 from swarm.agent import events as ev
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Emit", "Steps"]
 
-T = TypeVar("T")
+T = TypeVar("T", default=str)
 
 Emit = Callable[[AgentEvent], None]
 """Where a run's events go (called synchronously, in order)."""

@@ -272,7 +272,7 @@ class Tool:
         except ValidationError as exc:
             raise ToolError(_explain(self, exc)) from None
         names = self._names
-        return {names[k]: v for k, v in parsed.__dict__.items()}
+        return {names[k]: v for k, v in parsed.__dict__.items()} | (parsed.__pydantic_extra__ or {})
 
 
 def _explain(t: Tool, exc: ValidationError) -> str:
