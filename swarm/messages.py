@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "ChatRequest",
@@ -81,10 +81,11 @@ class ToolSpec(BaseModel, frozen=True):
 ReasoningEffort = Literal["minimal", "low", "medium", "high"]
 
 
-class ModelSettings(BaseModel, frozen=True):
+class ModelSettings(BaseModel):
     """Sampling and tool-use settings for an agent's model calls; None leaves the
     provider's default. Each adapter sends them as its API expects."""
 
+    model_config = ConfigDict(extra="forbid", frozen=True)
     temperature: float | None = None
     top_p: float | None = None
     max_tokens: int | None = None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import anyio
 import httpx
@@ -240,3 +241,16 @@ def test_bad_max_steps_is_a_usage_error(steps: int) -> None:
 
     with pytest.raises(UsageError, match="max_steps must be at least 1"):
         Agent("a", ScriptedModel([]), max_steps=steps)
+
+
+def test_model_settings_per_role_come_from_the_config(tmp_path: Path) -> None:
+    from swarm import load_config
+    from swarm.errors import ConfigError
+
+    path = tmp_path / "swarm.toml"
+    path.write_text('[settings.coder]\ntemperature = 0.1\nreasoning_effort = "low"\n')
+    cfg = load_config(path, env={})
+    assert cfg.settings["coder"] == ModelSettings(temperature=0.1, reasoning_effort="low")
+    path.write_text("[settings.coder]\ntemprature = 0.1\n")
+    with pytest.raises(ConfigError, match="temprature"):
+        load_config(path, env={})

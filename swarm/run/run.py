@@ -185,7 +185,9 @@ class Run:
         spec = self.spec
         if self.models is None:
             raise RuntimeError("Run.execute() needs the run open: `async with Run(...) as run`")
-        crew = Crew(self.id, self.models, spec.journal, self.budget, self.progress)
+        crew = Crew(
+            self.id, self.models, spec.journal, self.budget, self.progress, spec.config.settings
+        )
         coordinator = Coordinator(
             crew, spec.task, options=spec.options, parts=self.world.parts(self.id)
         )
