@@ -190,6 +190,7 @@ class SwarmConfig(BaseModel):
         return bool(self.providers) and all(p.kind == "sim" for p in self.providers.values())
 
     def tier_for_role(self, role: str) -> str:
+        """The tier `[roles]` gives `role` (else its default), if that tier exists."""
         tier = self.roles.get(role) or DEFAULT_ROLES.get(role, "speed")
         return tier if tier in self.tiers else "speed"
 

@@ -193,4 +193,5 @@ class ChatResult(BaseModel):
 
     @property
     def text(self) -> str:
+        """The reply's text ("" when it only called tools)."""
         return self.message.content or ""

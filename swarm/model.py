@@ -44,7 +44,9 @@ class Model(Protocol):
     name: str
     """A label for traces and errors (`tier:speed`, `scripted`)."""
 
-    async def chat(self, request: ChatRequest) -> ChatResult: ...
+    async def chat(self, request: ChatRequest) -> ChatResult:
+        """Answer one request."""
+        ...
 
 
 def context_window(model: object) -> int | None:
@@ -73,6 +75,10 @@ class Provider(Protocol):
         request: ChatRequest,
         *,
         on_first_token: FirstTokenCallback | None = None,
-    ) -> ChatResult: ...
+    ) -> ChatResult:
+        """One attempt at `request` against `model`; `ProviderError` if it fails."""
+        ...
 
-    async def aclose(self) -> None: ...
+    async def aclose(self) -> None:
+        """Close the provider's connections."""
+        ...
