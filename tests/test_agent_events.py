@@ -254,3 +254,33 @@ def test_model_settings_per_role_come_from_the_config(tmp_path: Path) -> None:
     path.write_text("[settings.coder]\ntemprature = 0.1\n")
     with pytest.raises(ConfigError, match="temprature"):
         load_config(path, env={})
+
+
+async def test_iter_raises_the_run_error_itself_and_can_be_left_early() -> None:
+    from pydantic import BaseModel
+
+    from swarm import ModelBehaviorError
+
+    class Out(BaseModel):
+        n: int
+
+    agent: Agent[Out] = Agent(
+        "a", ScriptedModel(["x", "y", "z"]), output_type=Out, max_output_retries=1
+    )
+    seen: list[object] = []
+
+    async def watch() -> None:
+        async with agent.iter("go") as run:
+            async for event in run:
+                seen.append(event)
+
+    with pytest.raises(ModelBehaviorError):
+        await watch()
+    assert len(seen) == 6  # two requests, texts and responses, then the error
+
+    slow: Agent[str] = Agent("b", ScriptedModel([call("add", a=1, b=1)] * 5), tools=[add])
+    async with slow.iter("go") as left:
+        async for event in left:
+            if isinstance(event, ToolResultEvent):
+                break  # leaving early cancels the run
+    assert left.result is None

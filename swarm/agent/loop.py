@@ -175,24 +175,30 @@ class Agent(Generic[T]):
     ) -> AsyncIterator[AgentRun[T]]:
         """Run the agent, streaming its events: `async with agent.iter(p) as run:` then
         `async for event in run:`; `run.result` once a `FinishEvent` came. Leaving the
-        block early cancels the run."""
+        block early cancels the run; an error that ends the run is raised on leaving it."""
         send, receive = anyio.create_memory_object_stream[AgentEvent](math.inf)
         handle: AgentRun[T] = AgentRun(receive)
+        failed: list[Exception] = []
 
         async def drive() -> None:
             with send:
-                handle.result = await self.run(
-                    prompt, history=history, approvals=approvals, on_event=send.send_nowait
-                )
+                try:
+                    handle.result = await self.run(
+                        prompt, history=history, approvals=approvals, on_event=send.send_nowait
+                    )
+                except Exception as exc:  # raised to the caller as itself, not in a group
+                    failed.append(exc)
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(drive, name=f"agent:{self.name}")
-            try:
-                yield handle
-            finally:
-                if handle.result is None:
-                    tg.cancel_scope.cancel()
-                receive.close()
+        with receive:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(drive, name=f"agent:{self.name}")
+                try:
+                    yield handle
+                finally:
+                    if handle.result is None and not failed:
+                        tg.cancel_scope.cancel()
+        if failed:
+            raise failed[0]
 
     def run_sync(
         self, prompt: str, *, history: Sequence[Message] = (), approvals: Approvals | None = None
