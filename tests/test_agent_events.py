@@ -10,7 +10,7 @@ import anyio
 import httpx
 import pytest
 
-from swarm import Agent, AgentResult, ChatRequest, ChatResult, Finish, ToolCall, tool
+from swarm import Agent, AgentResult, ChatRequest, ChatResult, ToolCall
 from swarm.agent.events import (
     FinishEvent,
     ModelRequestEvent,
@@ -24,18 +24,7 @@ from swarm.messages import ModelSettings
 from swarm.providers.anthropic import AnthropicProvider
 from swarm.providers.openai import OpenAIProvider
 from swarm.testing import ScriptedModel, call
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two numbers."""
-    return a + b
-
-
-@tool
-def finish(summary: str) -> None:
-    """Finish."""
-    raise Finish(summary)
+from tests.test_agent import add
 
 
 async def test_iter_yields_typed_events_in_order() -> None:

@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from tests.test_readme import calc_repo
+
 DOCS = Path(__file__).parent.parent / "docs"
 
 
@@ -24,23 +26,8 @@ def run_page(name: str) -> dict[str, Any]:
     return namespace
 
 
-def _git_repo(root: Path) -> Path:
-    repo = root / "calc"
-    repo.mkdir()
-    (repo / "calc.py").write_text("def add(a, b):\n    return a - b\n")
-    (repo / "test_calc.py").write_text(
-        "import unittest\nfrom calc import add\n\n\nclass T(unittest.TestCase):\n"
-        "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n"
-    )
-    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "init"]):
-        subprocess.run(
-            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True
-        )
-    return repo
-
-
 async def test_devin_like_agent(tmp_path: Path) -> None:
-    patch = await run_page("devin.md")["main"](_git_repo(tmp_path))
+    patch = await run_page("devin.md")["main"](calc_repo(tmp_path))
     assert "+    return a + b" in patch
 
 
