@@ -3,8 +3,9 @@
 Each agent makes `--steps` model calls: a tool call per step, then `finish`. Variants:
 `bare` (the simulator as the model, no router, no tracing), `router` (the full path:
 router, limits, spans recorded to a JSONL trace). Run at 1 and 300 concurrent agents.
+`--events` runs every agent with an event callback and a hook (the cost of watching).
 
-    python -m benchmarks.bench_agent [--agents 1,300] [--steps 20] [--json]
+    python -m benchmarks.bench_agent [--agents 1,300] [--steps 20] [--events] [--json]
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 import anyio
 
-from swarm import Agent, Router, load_config, tool
+from swarm import Agent, Hooks, Router, load_config, tool
 from swarm.catalog import LatencyProfile
 from swarm.messages import ChatRequest, ChatResult
 from swarm.providers.sim import Reply, SimProvider
@@ -63,13 +64,17 @@ class _Bare:
         return await self.provider.chat("m", request)
 
 
-async def run(variant: str, agents: int, steps: int) -> dict[str, Any]:
+async def run(variant: str, agents: int, steps: int, events: bool = False) -> dict[str, Any]:
     provider = SimProvider(profile=ZERO, script=script(steps))
     results = []
+    seen: list[object] = []
 
     async def one(model: Any) -> None:
-        agent: Agent[str] = Agent("coder", model=model, tools=[lookup, finish], max_steps=steps)
-        results.append(await agent.run("go"))
+        hooks = [Hooks()] if events else []
+        agent: Agent[str] = Agent(
+            "coder", model=model, tools=[lookup, finish], max_steps=steps, hooks=hooks
+        )
+        results.append(await agent.run("go", on_event=seen.append if events else None))
 
     async def swarm(model_for: Any) -> float:
         cpu = time.process_time()
@@ -93,7 +98,7 @@ async def run(variant: str, agents: int, steps: int) -> dict[str, Any]:
     total = sum(r.steps for r in results)
     assert total == agents * steps, (total, agents * steps)
     return {
-        "variant": variant,
+        "variant": variant + ("+events" if events else ""),
         "agents": agents,
         "steps": total,
         "wall_s": round(wall, 3),
@@ -107,10 +112,11 @@ def main() -> None:
     parser.add_argument("--agents", default="1,300")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--variants", default="bare,router")
+    parser.add_argument("--events", action="store_true", help="an event callback and a hook")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     rows = [
-        anyio.run(run, variant, int(n), args.steps)
+        anyio.run(run, variant, int(n), args.steps, args.events)
         for n in args.agents.split(",")
         for variant in args.variants.split(",")
     ]

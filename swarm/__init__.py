@@ -14,7 +14,8 @@ own layer or the ones below (tests/test_layers.py checks it).
 - `routing`   the router: tiers, failover, retries, hedging, breaker, limits and AIMD
 - `sandbox`   where commands run: the `Sandbox` seam, bubblewrap and none, running one
               command confined (`run_confined`), git hooks inside it
-- `agent`     the step loop, `@tool`, the built-in coding tools
+- `agent`     the step loop and its events, hooks and approvals, `@tool`, the built-in
+              coding tools, MCP servers' tools (`swarm.agent.mcp`)
 - `run`       a solve run: the `Run`, task, plan, coordinator, workspaces, checks, merge
               queue, journal, report; `swarm solve` and `swarm resume`
 - `simulate`  a simulated world plugged into the same `Run` (`swarm simulate`)
@@ -25,7 +26,9 @@ own layer or the ones below (tests/test_layers.py checks it).
 Modules with a leading underscore are internal.
 """
 
-from swarm.agent.loop import Agent, AgentResult
+from swarm.agent.events import AgentEvent
+from swarm.agent.hooks import Hooks, StepInfo, Veto
+from swarm.agent.loop import Agent, AgentResult, AgentRun
 from swarm.agent.tool import Finish, Tool, ToolContext, tool
 from swarm.agent.toolbox import coding_tools
 from swarm.config import SwarmConfig, load_config
@@ -33,17 +36,20 @@ from swarm.errors import (
     BudgetExceeded,
     ConfigError,
     ContextWindowExceeded,
+    McpError,
     ModelBehaviorError,
     ProviderError,
     RateLimited,
     SwarmError,
     ToolError,
+    UsageError,
     WorkspaceError,
 )
 from swarm.messages import (
     ChatRequest,
     ChatResult,
     Message,
+    ModelSettings,
     RateLimitInfo,
     Timing,
     ToolCall,
@@ -52,28 +58,37 @@ from swarm.messages import (
 )
 from swarm.model import Model, Provider
 from swarm.routing.router import Need, Router
+from swarm.run.replay import ReplayModel
 from swarm.run.workspace import Workspace
+from swarm.tracing.setup import run_tracing
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Agent",
+    "AgentEvent",
     "AgentResult",
+    "AgentRun",
     "BudgetExceeded",
     "ChatRequest",
     "ChatResult",
     "ConfigError",
     "ContextWindowExceeded",
     "Finish",
+    "Hooks",
+    "McpError",
     "Message",
     "Model",
     "ModelBehaviorError",
+    "ModelSettings",
     "Need",
     "Provider",
     "ProviderError",
     "RateLimitInfo",
     "RateLimited",
+    "ReplayModel",
     "Router",
+    "StepInfo",
     "SwarmConfig",
     "SwarmError",
     "Timing",
@@ -83,9 +98,12 @@ __all__ = [
     "ToolError",
     "ToolSpec",
     "Usage",
+    "UsageError",
+    "Veto",
     "Workspace",
     "WorkspaceError",
     "coding_tools",
     "load_config",
+    "run_tracing",
     "tool",
 ]

@@ -24,6 +24,7 @@ from swarm._run_config import BatchSize, MergeConfig, SandboxConfig
 from swarm._wire_checks import check_base_url, check_headers
 from swarm.budget import BudgetLimits
 from swarm.errors import ConfigError
+from swarm.messages import ModelSettings
 
 __all__ = [
     "DEFAULT_ROLES",
@@ -171,6 +172,8 @@ class SwarmConfig(BaseModel):
     providers: dict[str, ProviderConfig] = Field(default_factory=dict)
     tiers: dict[str, TierConfig] = Field(default_factory=dict)
     roles: dict[str, str] = Field(default_factory=dict)
+    settings: dict[str, ModelSettings] = Field(default_factory=dict)
+    """Model settings per role (`[settings.coder] temperature = 0.2`)."""
     routing: RoutingConfig = Field(default_factory=RoutingConfig)
     budget: BudgetLimits = Field(default_factory=BudgetLimits)
     """The run's limits (`[budget]`: usd, tokens, steps, deadline)."""
@@ -187,6 +190,7 @@ class SwarmConfig(BaseModel):
         return bool(self.providers) and all(p.kind == "sim" for p in self.providers.values())
 
     def tier_for_role(self, role: str) -> str:
+        """The tier `[roles]` gives `role` (else its default), if that tier exists."""
         tier = self.roles.get(role) or DEFAULT_ROLES.get(role, "speed")
         return tier if tier in self.tiers else "speed"
 

@@ -10,6 +10,8 @@ SwarmError
   ToolError            a tool failed: the message goes back to the model
   WorkspaceError       a git worktree could not be made, patched or removed
   BudgetExceeded       steps, tokens, money or deadline ran out (says which and how much)
+  UsageError           the library was called wrongly (the message says how to call it)
+  McpError             an MCP server could not be started, reached or understood
 ```
 
 Constructors store fields and build the message; they have no side effects. Errors that
@@ -22,11 +24,13 @@ __all__ = [
     "BudgetExceeded",
     "ConfigError",
     "ContextWindowExceeded",
+    "McpError",
     "ModelBehaviorError",
     "ProviderError",
     "RateLimited",
     "SwarmError",
     "ToolError",
+    "UsageError",
     "WorkspaceError",
 ]
 
@@ -156,3 +160,12 @@ class BudgetExceeded(SwarmError):
         """What had been spent when the budget stopped the work."""
         self.scope = scope
         """Whose budget: `run`, a tier name (`tier speed`) or an agent."""
+
+
+class UsageError(SwarmError):
+    """The library was called wrongly (an agent built or run in a way that cannot work);
+    the message says what to do instead."""
+
+
+class McpError(SwarmError):
+    """An MCP server could not be started, reached or understood (`swarm.agent.mcp`)."""

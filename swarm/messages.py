@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "ChatRequest",
     "ChatResult",
     "Message",
+    "ModelSettings",
     "RateLimitInfo",
     "Timing",
     "ToolCall",
@@ -77,6 +78,28 @@ class ToolSpec(BaseModel, frozen=True):
     """JSON schema of the arguments object."""
 
 
+ReasoningEffort = Literal["minimal", "low", "medium", "high"]
+
+
+class ModelSettings(BaseModel):
+    """Sampling and tool-use settings for an agent's model calls; None leaves the
+    provider's default. Each adapter sends them as its API expects."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    reasoning_effort: ReasoningEffort | None = None
+    tool_choice: Literal["auto", "required", "none"] | None = None
+    parallel_tool_calls: bool | None = None
+
+    def merged(self, override: ModelSettings | None) -> ModelSettings:
+        """These settings with every field `override` sets taken from it."""
+        if override is None:
+            return self
+        return self.model_copy(update=override.model_dump(exclude_none=True))
+
+
 class ChatRequest(BaseModel):
     """What a caller asks of a model. The model name is chosen by the router, not here."""
 
@@ -86,6 +109,12 @@ class ChatRequest(BaseModel):
     """Upper bound on output tokens (the simulator's default script honours it exactly)."""
     temperature: float | None = None
     tool_choice: Literal["auto", "required", "none"] | None = None
+    top_p: float | None = None
+    reasoning_effort: ReasoningEffort | None = None
+    """How hard a reasoning model thinks (OpenAI's `reasoning_effort`; Anthropic's
+    extended-thinking budget)."""
+    parallel_tool_calls: bool | None = None
+    """False asks for at most one tool call per reply."""
     stream: bool = True
     """Stream the reply (SSE); needed to measure time to first token."""
     metadata: dict[str, str] = Field(default_factory=dict)
@@ -169,4 +198,5 @@ class ChatResult(BaseModel):
 
     @property
     def text(self) -> str:
+        """The reply's text ("" when it only called tools)."""
         return self.message.content or ""

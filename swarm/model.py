@@ -11,14 +11,30 @@ limits, spans and prices belong to the router.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol, runtime_checkable
+from contextvars import ContextVar
+from typing import Literal, Protocol, runtime_checkable
 
 from swarm.messages import ChatRequest, ChatResult
 
-__all__ = ["FirstTokenCallback", "Model", "Provider", "context_window"]
+__all__ = [
+    "FirstTokenCallback",
+    "Model",
+    "Provider",
+    "StreamListener",
+    "context_window",
+    "stream_listener",
+]
 
 FirstTokenCallback = Callable[[], None]
 """Called once, synchronously, when the first content or tool-call chunk arrives."""
+
+
+StreamListener = Callable[[Literal["text", "thinking"], str], None]
+"""Told each piece of a streamed reply as it arrives: its kind and its text."""
+
+stream_listener: ContextVar[StreamListener | None] = ContextVar("stream_listener", default=None)
+"""Who hears the deltas of the model calls made in this context (an agent's event stream);
+streaming adapters tell it after each network read. None (the default) costs one lookup."""
 
 
 @runtime_checkable
@@ -28,7 +44,9 @@ class Model(Protocol):
     name: str
     """A label for traces and errors (`tier:speed`, `scripted`)."""
 
-    async def chat(self, request: ChatRequest) -> ChatResult: ...
+    async def chat(self, request: ChatRequest) -> ChatResult:
+        """Answer one request."""
+        ...
 
 
 def context_window(model: object) -> int | None:
@@ -57,6 +75,10 @@ class Provider(Protocol):
         request: ChatRequest,
         *,
         on_first_token: FirstTokenCallback | None = None,
-    ) -> ChatResult: ...
+    ) -> ChatResult:
+        """One attempt at `request` against `model`; `ProviderError` if it fails."""
+        ...
 
-    async def aclose(self) -> None: ...
+    async def aclose(self) -> None:
+        """Close the provider's connections."""
+        ...

@@ -27,7 +27,8 @@ def test_readme_starts_with_install_and_test_commands() -> None:
     assert ".venv/bin/python -m pytest\n" in ci
 
 
-async def test_devin_like_agent_example_fixes_a_repository(tmp_path: Path) -> None:
+def calc_repo(tmp_path: Path) -> Path:
+    """A git repository whose `add` subtracts, and a unittest that catches it."""
     repo = tmp_path / "calc"
     repo.mkdir()
     (repo / "calc.py").write_text("def add(a, b):\n    return a - b\n")
@@ -39,6 +40,11 @@ async def test_devin_like_agent_example_fixes_a_repository(tmp_path: Path) -> No
         subprocess.run(
             ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True
         )
+    return repo
+
+
+async def test_devin_like_agent_example_fixes_a_repository(tmp_path: Path) -> None:
+    repo = calc_repo(tmp_path)
     namespace: dict[str, Any] = {}
     exec(compile(python_block("## A Devin-like agent"), "README.md", "exec"), namespace)
     patch = await namespace["fix_tests"](repo)

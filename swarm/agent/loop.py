@@ -1,73 +1,58 @@
-"""The agent step loop: ask the model, run the tools it asks for, feed results back.
+"""The `Agent`: a model, instructions and tools, run as a loop until done.
 
 An `Agent` ends when the model calls `finish`, when it gives a final answer (validated
-against `output_type` when one is set), or when its step budget runs out. Tool failures,
-unknown tools and malformed arguments go back to the model as tool results; output that
-still fails validation after `max_output_retries` raises `ModelBehaviorError`; a crash in
-swarm's own code propagates. Several tool calls in one reply run concurrently.
+against `output_type` when one is set; with a `finish` tool, its summary is), when its
+step budget runs out, or when a tool call needs approval (the run pauses; `resume`
+answers it). Tool failures, unknown tools and malformed arguments go back to the model as
+tool results; output that still fails validation after `max_output_retries` raises
+`ModelBehaviorError`; a crash in swarm's own code propagates. Several tool calls in one
+reply run concurrently. The steps themselves are in `swarm.agent.steps`.
 
 Before each call the history is fitted to the model's window (`compaction`, a
 `ContextPolicy`; see `swarm.agent.compaction`), and a provider's `ContextWindowExceeded`
 leads to one compaction and one retry of the call rather than a failure.
+
+Watch a run with `iter` (typed events from `swarm.agent.events`, text as it streams) or
+`run(on_event=...)`; steer it with `hooks` (`swarm.agent.hooks`).
 """
 
 from __future__ import annotations
 
+import json
+import math
 import re
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar, cast
+from functools import partial
+from typing import Any, Generic, cast
 
 import anyio
-from opentelemetry.trace import Span, SpanContext, Status, StatusCode
+import sniffio
+from opentelemetry.trace import SpanContext
 from pydantic import TypeAdapter, ValidationError
+from pydantic.errors import PydanticSchemaGenerationError
+from typing_extensions import TypeVar
 
-from swarm._tokens import TOKENS_PER_TOOL
-from swarm.agent.compaction import Compactor, ContextPolicy
-from swarm.agent.tool import Finish, Tool, ToolContext
-from swarm.errors import ContextWindowExceeded, ModelBehaviorError, ToolError
-from swarm.messages import ChatRequest, ChatResult, Message, ToolCall, Usage
+from swarm.agent.compaction import ContextPolicy
+from swarm.agent.events import AgentEvent, AgentResult
+from swarm.agent.hooks import Approvals, Hooks
+from swarm.agent.steps import Emit, Steps
+from swarm.agent.tool import Tool, ToolContext
+from swarm.errors import ModelBehaviorError, UsageError
+from swarm.messages import ChatRequest, Message, ModelSettings
 from swarm.model import Model
 from swarm.tracing import semconv as sc
 from swarm.tracing.setup import tracer
 from swarm.tracing.waits import depends_on
 
-__all__ = ["Agent", "AgentResult"]
+__all__ = ["Agent", "AgentResult", "AgentRun"]
 
-T = TypeVar("T")
-
-StopReason = Literal["finish", "final_answer", "max_steps"]
+T = TypeVar("T", default=str)
+"""What an agent outputs: `output_type`, or text when none is set."""
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
-
-
-@dataclass
-class AgentResult(Generic[T]):
-    """What one agent run produced and what it cost."""
-
-    output: T | str | None
-    """The finish summary, the final answer, or the validated output object."""
-    stop_reason: StopReason
-    steps: int
-    """Model calls made."""
-    usage: Usage
-    cost_usd: float
-    messages: list[Message]
-    """The conversation as it ended (compacted, if it was), for a follow-up run."""
-    tool_calls: int = 0
-    compactions: int = 0
-    """Times the history was compacted to fit the window."""
-
-    @property
-    def finished(self) -> bool:
-        """True unless the step budget ran out first."""
-        return self.stop_reason != "max_steps"
-
-
-@dataclass
-class _Outcome:
-    message: Message
-    finish: str | None = None
+_NO_SETTINGS = ModelSettings()
 
 
 @dataclass
@@ -84,9 +69,15 @@ class Agent(Generic[T]):
     told), while `finish` and tools without a `ToolContext` parameter still work."""
     max_steps: int = 30
     output_type: type[T] | None = None
-    """Validate a final answer as this type (JSON in the reply); invalid → retry."""
+    """Validate a final answer (or, with a `finish` tool, its summary) as this type, from
+    JSON; invalid → the model is told and tries again."""
     max_output_retries: int = 2
     max_tokens: int | None = None
+    """Shorthand for `settings.max_tokens` (the settings win when both are set)."""
+    settings: ModelSettings | None = None
+    """Temperature, top_p, reasoning effort, tool choice...: sent with every call."""
+    hooks: Sequence[Hooks] = ()
+    """Called around every step, model call and tool call, in order (`swarm.agent.hooks`)."""
     agent_id: str | None = None
     """Instance id for traces (`coder-7`); defaults to the name."""
     subtask_id: str | None = None
@@ -99,16 +90,127 @@ class Agent(Generic[T]):
     _specs: list[Any] = field(init=False, repr=False)
     _adapter: TypeAdapter[T] | None = field(init=False, repr=False)
     _metadata: dict[str, str] = field(init=False, repr=False)
+    _settings: ModelSettings = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        if self.max_steps < 1:
+            raise UsageError(f"agent {self.name}: max_steps must be at least 1")
         self._by_name = {t.name: t for t in self.tools}
+        if len(self._by_name) != len(self.tools):
+            names = sorted(t.name for t in self.tools)
+            twice = sorted({n for n in names if names.count(n) > 1})
+            raise UsageError(f"agent {self.name}: two tools are named {', '.join(twice)}")
         self._specs = [t.spec for t in self.tools]
-        self._adapter = TypeAdapter(self.output_type) if self.output_type is not None else None
+        self._adapter = _adapter_for(self.name, self.output_type)
         self._metadata = {"role": self.name, "agent": self.agent_id or self.name}
         if self.subtask_id:
             self._metadata["subtask"] = self.subtask_id
+        base = ModelSettings(max_tokens=self.max_tokens) if self.max_tokens else _NO_SETTINGS
+        self._settings = base.merged(self.settings)
+        if self._adapter is not None and self.requires_finish and self.output_type is not str:
+            schema = json.dumps(self._adapter.json_schema())
+            self.instructions += (
+                "\n\nWhen done, call `finish` with `summary` set to a JSON value matching "
+                f"this schema: {schema}"
+            )
 
-    async def run(self, prompt: str, *, history: Sequence[Message] = ()) -> AgentResult[T]:
+    @property
+    def requires_finish(self) -> bool:
+        """True when the agent has a `finish` tool: plain replies do not end the run."""
+        return "finish" in self._by_name
+
+    @property
+    def output_adapter(self) -> TypeAdapter[T] | None:
+        """The validator of `output_type`, if one is set."""
+        return self._adapter
+
+    def tool_named(self, name: str) -> Tool | None:
+        """The agent's tool called `name`, if it has one."""
+        return self._by_name.get(name)
+
+    async def run(
+        self,
+        prompt: str,
+        *,
+        history: Sequence[Message] = (),
+        approvals: Approvals | None = None,
+        on_event: Emit | None = None,
+    ) -> AgentResult[T]:
+        """Run the agent on `prompt` until it finishes, pauses or runs out of steps.
+
+        `history` goes before the prompt (a follow-up); `approvals` decides tool calls
+        that need approval by call id (a run replayed from the journal reaches the same
+        ids); `on_event` is told every event as it happens (`swarm.agent.events`).
+        """
+        messages: list[Message] = []
+        if self.instructions:
+            messages.append(Message.system(self.instructions))
+        messages.extend(history)
+        messages.append(Message.user(prompt))
+        steps = Steps(self, messages, on_event, approvals or {})
+        return await self._traced(steps, 1, ())
+
+    async def resume(
+        self, paused: AgentResult[T], approvals: Approvals, *, on_event: Emit | None = None
+    ) -> AgentResult[T]:
+        """Go on with a run paused for approval, `approvals` deciding its pending calls.
+
+        A call left undecided pauses the run again."""
+        if paused.stop_reason != "approval_required":
+            raise UsageError(
+                f"agent {self.name}: only a run paused for approval can be resumed "
+                f"(this one ended with {paused.stop_reason})"
+            )
+        unknown = sorted(set(approvals) - {c.id for c in paused.pending})
+        if unknown:
+            raise UsageError(f"agent {self.name}: no pending tool call has id {unknown[0]!r}")
+        steps = Steps(self, list(paused.messages), on_event, approvals)
+        steps.usage, steps.cost = paused.usage, paused.cost_usd
+        steps.tool_calls = paused.tool_calls
+        return await self._traced(steps, paused.steps + 1, paused.messages[-1].tool_calls)
+
+    @asynccontextmanager
+    async def iter(
+        self, prompt: str, *, history: Sequence[Message] = (), approvals: Approvals | None = None
+    ) -> AsyncIterator[AgentRun[T]]:
+        """Run the agent, streaming its events: `async with agent.iter(p) as run:` then
+        `async for event in run:`; `run.result` once a `FinishEvent` came. Leaving the
+        block early cancels the run; an error that ends the run is raised on leaving it."""
+        send, receive = anyio.create_memory_object_stream[AgentEvent](math.inf)
+        handle: AgentRun[T] = AgentRun(receive)
+        failed: list[Exception] = []
+
+        async def drive() -> None:
+            with send:
+                try:
+                    handle.result = await self.run(
+                        prompt, history=history, approvals=approvals, on_event=send.send_nowait
+                    )
+                except Exception as exc:  # raised to the caller as itself, not in a group
+                    failed.append(exc)
+
+        with receive:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(drive, name=f"agent:{self.name}")
+                try:
+                    yield handle
+                finally:
+                    if handle.result is None and not failed:
+                        tg.cancel_scope.cancel()
+        if failed:
+            raise failed[0]
+
+    def run_sync(
+        self, prompt: str, *, history: Sequence[Message] = (), approvals: Approvals | None = None
+    ) -> AgentResult[T]:
+        """`run`, from code that is not async (a script, a notebook cell without a loop)."""
+        try:
+            sniffio.current_async_library()
+        except sniffio.AsyncLibraryNotFoundError:
+            return anyio.run(partial(self.run, prompt, history=history, approvals=approvals))
+        raise UsageError(f"agent {self.name}: run_sync inside an event loop; await run()")
+
+    async def _traced(self, steps: Steps[T], first: int, pending: Sequence[Any]) -> AgentResult[T]:
         attrs: dict[str, Any] = {
             sc.OPERATION: sc.OP_AGENT,
             sc.AGENT_NAME: self.name,
@@ -120,98 +222,31 @@ class Agent(Generic[T]):
         with tracer().start_as_current_span(
             f"{sc.OP_AGENT} {self.name}", attributes=attrs, links=depends_on(self.depends_on)
         ) as span:
-            result = await self._loop(prompt, history)
+            result = await steps.loop(first, pending)
             span.set_attribute(sc.AGENT_STEPS, result.steps)
             span.set_attribute(sc.AGENT_STOP_REASON, result.stop_reason)
             span.set_attribute(sc.AGENT_COST_USD, result.cost_usd)
             span.set_attribute(sc.AGENT_OUTPUT_TOKENS, result.usage.output_tokens)
             return result
 
-    async def _loop(self, prompt: str, history: Sequence[Message]) -> AgentResult[T]:
-        messages: list[Message] = []
-        if self.instructions:
-            messages.append(Message.system(self.instructions))
-        messages.extend(history)
-        messages.append(Message.user(prompt))
-        usage, cost, tool_calls, bad_outputs = Usage(), 0.0, 0, 0
-        requires_finish = "finish" in self._by_name
-        keeper = None
-        if self.compaction is not None:
-            fixed = TOKENS_PER_TOOL * len(self._specs)
-            keeper = Compactor(self.compaction, self.model, self.name, fixed)
-
-        def result(output: T | str | None, reason: StopReason, steps: int) -> AgentResult[T]:
-            if keeper is None:
-                return AgentResult(output, reason, steps, usage, cost, messages, tool_calls)
-            return AgentResult(
-                output,
-                reason,
-                steps,
-                usage + keeper.usage,
-                cost + keeper.cost_usd,
-                messages,
-                tool_calls,
-                keeper.compactions,
-            )
-
-        for step in range(1, self.max_steps + 1):
-            if keeper is not None:
-                messages[:] = await keeper.fit(messages, step)
-            reply = await self._ask(messages, step, keeper)
-            usage, cost = usage + reply.usage, cost + reply.cost_usd
-            messages.append(reply.message)
-            calls = reply.message.tool_calls
-            if calls:
-                tool_calls += len(calls)
-                outcomes = await self._run_tools(calls, step)
-                messages.extend(o.message for o in outcomes)
-                summaries = [o.finish for o in outcomes if o.finish is not None]
-                if summaries:
-                    return result(summaries[0], "finish", step)
-                continue
-            text = reply.text
-            if requires_finish:
-                messages.append(Message.user("Use a tool, or call `finish(summary)` when done."))
-                continue
-            if self._adapter is None:
-                return result(text, "final_answer", step)
-            try:
-                return result(self._parse_output(text), "final_answer", step)
-            except ValidationError as exc:
-                bad_outputs += 1
-                if bad_outputs > self.max_output_retries:
-                    raise self._behavior_error(exc, bad_outputs) from exc
-                messages.append(Message.user(f"Your answer did not validate:\n{exc}\nTry again."))
-        return result(None, "max_steps", self.max_steps)
-
-    def _request(self, messages: list[Message], step: int) -> ChatRequest:
+    def request(self, messages: list[Message], step: int) -> ChatRequest:
+        """The request for `step`: the conversation, the tools and the model settings."""
+        s = self._settings
         return ChatRequest.model_construct(
             messages=list(messages),
             tools=self._specs,
-            max_tokens=self.max_tokens,
-            temperature=None,
-            tool_choice=None,
+            max_tokens=s.max_tokens,
+            temperature=s.temperature,
+            tool_choice=s.tool_choice,
+            top_p=s.top_p,
+            reasoning_effort=s.reasoning_effort,
+            parallel_tool_calls=s.parallel_tool_calls,
             stream=True,
             metadata={**self._metadata, "step": str(step)},
         )
 
-    async def _ask(
-        self, messages: list[Message], step: int, keeper: Compactor | None
-    ) -> ChatResult:
-        """One model call; over the window, one compaction (in place) and one retry."""
-        try:
-            reply = await self.model.chat(self._request(messages, step))
-        except ContextWindowExceeded as exc:
-            compacted = None if keeper is None else await keeper.recover(messages, step, exc)
-            if compacted is None:
-                raise
-            messages[:] = compacted
-            reply = await self.model.chat(self._request(messages, step))
-        if keeper is not None:
-            keeper.observe(messages, reply.usage.input_tokens)
-        return reply
-
-    def _behavior_error(self, exc: ValidationError, attempts: int) -> ModelBehaviorError:
+    def behavior_error(self, exc: ValidationError, attempts: int) -> ModelBehaviorError:
+        """The error for output that stayed invalid after `attempts` tries."""
         kind = getattr(self.output_type, "__name__", str(self.output_type))
         problem = f"output is not a valid {kind}"
         for first in exc.errors()[:1]:
@@ -219,7 +254,8 @@ class Agent(Generic[T]):
             problem += f" ({exc.error_count()} errors; first at {where}: {first['msg']})"
         return ModelBehaviorError(problem, agent=self.name, attempts=attempts)
 
-    def _parse_output(self, text: str) -> T:
+    def parse_output(self, text: str) -> T:
+        """`text` (JSON, fenced or not) as `output_type`; raises `ValidationError`."""
         assert self._adapter is not None
         fenced = _FENCE.search(text)
         raw = fenced.group(1) if fenced else text
@@ -227,45 +263,25 @@ class Agent(Generic[T]):
             return cast(T, raw.strip())
         return self._adapter.validate_json(raw.strip())
 
-    async def _run_tools(self, calls: Sequence[ToolCall], step: int) -> list[_Outcome]:
-        outcomes: list[_Outcome | None] = [None] * len(calls)
 
-        async def run_one(i: int, call: ToolCall) -> None:
-            outcomes[i] = await self._run_tool(call, step)
+@dataclass
+class AgentRun(Generic[T]):
+    """A run under way (`Agent.iter`): iterate it for events; `result` when it is over."""
 
-        if len(calls) == 1:
-            await run_one(0, calls[0])
-        else:
-            async with anyio.create_task_group() as tg:
-                for i, call in enumerate(calls):
-                    tg.start_soon(run_one, i, call, name=f"tool:{call.name}")
-        return [o for o in outcomes if o is not None]
+    _events: anyio.abc.ObjectReceiveStream[AgentEvent]
+    result: AgentResult[T] | None = None
+    """The run's result, once its `FinishEvent` came."""
 
-    async def _run_tool(self, call: ToolCall, step: int) -> _Outcome:
-        attrs: dict[str, Any] = {
-            sc.OPERATION: sc.OP_TOOL,
-            sc.TOOL_NAME: call.name,
-            sc.TOOL_CALL_ID: call.id,
-            sc.ROLE: self.name,
-            sc.STEP: step,
-        }
-        with tracer().start_as_current_span(f"{sc.OP_TOOL} {call.name}", attributes=attrs) as span:
-            tool = self._by_name.get(call.name)
-            if tool is None:
-                known = ", ".join(sorted(self._by_name)) or "none"
-                return _error(span, call, f"unknown tool {call.name!r}; available: {known}")
-            if tool.takes_context and self.context is None:
-                return _error(span, call, f"{call.name} needs a workspace; this agent has none")
-            try:
-                text = await tool.run(call.arguments, self.context)
-            except Finish as done:
-                return _Outcome(Message.tool(call, "finished"), finish=done.summary)
-            except ToolError as exc:  # failures and bad arguments go back to the model
-                return _error(span, call, str(exc))
-            return _Outcome(Message.tool(call, text))
+    def __aiter__(self) -> AsyncIterator[AgentEvent]:
+        return self._events.__aiter__()
 
 
-def _error(span: Span, call: ToolCall, text: str) -> _Outcome:
-    span.set_status(Status(StatusCode.ERROR, text[:200]))
-    span.set_attribute(sc.ERROR_TYPE, "tool_error")
-    return _Outcome(Message.tool(call, f"error: {text}"))
+def _adapter_for(agent: str, output_type: Any) -> TypeAdapter[Any] | None:
+    if output_type is None:
+        return None
+    try:
+        return TypeAdapter(output_type)
+    except PydanticSchemaGenerationError as exc:
+        raise UsageError(
+            f"agent {agent}: output_type {output_type!r} cannot be validated: {exc}"
+        ) from exc

@@ -209,6 +209,10 @@ class Tool:
     fn: Callable[..., Any]
     takes_context: bool
     """True when `fn`'s first parameter is a `ToolContext`."""
+    requires_approval: bool = False
+    """Pause the run before each call until someone approves it (`Agent.resume`)."""
+    span_attributes: Mapping[str, str] = field(default_factory=dict, compare=False)
+    """Extra attributes of this tool's `execute_tool` spans (an MCP tool's server)."""
     _args: type[BaseModel] | None = field(default=None, repr=False, compare=False)
     _spec: ToolSpec = field(init=False, repr=False, compare=False)
     _is_async: bool = field(init=False, repr=False, compare=False)
@@ -268,7 +272,7 @@ class Tool:
         except ValidationError as exc:
             raise ToolError(_explain(self, exc)) from None
         names = self._names
-        return {names[k]: v for k, v in parsed.__dict__.items()}
+        return {names[k]: v for k, v in parsed.__dict__.items()} | (parsed.__pydantic_extra__ or {})
 
 
 def _explain(t: Tool, exc: ValidationError) -> str:
@@ -350,7 +354,9 @@ def _schema(model: type[BaseModel]) -> dict[str, Any]:
     return schema
 
 
-def _make(fn: Callable[..., Any], name: str | None, description: str | None) -> Tool:
+def _make(
+    fn: Callable[..., Any], name: str | None, description: str | None, approval: bool = False
+) -> Tool:
     tool_name = name or fn.__name__
     model, takes_context = _signature_model(fn, tool_name)
     summary, _ = _parse_docstring(fn.__doc__)
@@ -360,6 +366,7 @@ def _make(fn: Callable[..., Any], name: str | None, description: str | None) -> 
         parameters=_schema(model),
         fn=fn,
         takes_context=takes_context,
+        requires_approval=approval,
         _args=model,
     )
 
@@ -368,7 +375,7 @@ def _make(fn: Callable[..., Any], name: str | None, description: str | None) -> 
 def tool(fn: Callable[..., Any], /) -> Tool: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None
+    *, name: str | None = None, description: str | None = None, requires_approval: bool = False
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -378,13 +385,16 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
+    requires_approval: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a `Tool` of a function: `@tool` or `@tool(name=..., description=...)`.
+
+    `requires_approval=True`: each call waits for approval (`swarm.agent.hooks`).
 
     The schema comes from the type hints; parameter descriptions from the docstring's
     `Args:` section; parameters with defaults are optional. A first parameter annotated
     `ToolContext` is filled in by the caller, not the model.
     """
     if fn is not None:
-        return _make(fn, name, description)
-    return lambda f: _make(f, name, description)
+        return _make(fn, name, description, requires_approval)
+    return lambda f: _make(f, name, description, requires_approval)

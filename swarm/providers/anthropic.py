@@ -40,6 +40,25 @@ _MALFORMED = "malformed stream event"
 _TOOL_CHOICE = {"auto": {"type": "auto"}, "required": {"type": "any"}, "none": {"type": "none"}}
 
 
+_THINKING_BUDGET = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 24576}
+"""Extended-thinking `budget_tokens` for each reasoning effort (1024 is the API's minimum)."""
+
+
+def _add_settings(body: dict[str, Any], request: ChatRequest) -> None:
+    """Model settings as the Messages API takes them: `top_p`, `thinking` with a token
+    budget (max_tokens grows to leave room for an answer), `disable_parallel_tool_use`."""
+    if request.top_p is not None:
+        body["top_p"] = request.top_p
+    if request.reasoning_effort is not None:
+        budget = _THINKING_BUDGET[request.reasoning_effort]
+        body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+        body["max_tokens"] = max(body["max_tokens"], budget + DEFAULT_MAX_TOKENS)
+    if request.parallel_tool_calls is False and request.tools:
+        choice = dict(body.get("tool_choice") or {"type": "auto"})
+        choice["disable_parallel_tool_use"] = True
+        body["tool_choice"] = choice
+
+
 def _arguments(text: str) -> Any:
     try:
         return json.loads(text) if text else {}
@@ -207,6 +226,7 @@ class AnthropicProvider(Endpoint[_Events]):
             ]
         if request.tool_choice is not None:
             body["tool_choice"] = _TOOL_CHOICE[request.tool_choice]
+        _add_settings(body, request)
         return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
 
     async def read_stream(self, response: httpx.Response, reply: _Events, model: str) -> None:

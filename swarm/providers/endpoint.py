@@ -38,7 +38,7 @@ import orjson
 from swarm._secrets import scrub
 from swarm.errors import ProviderError
 from swarm.messages import ChatRequest, ChatResult, Message, RateLimitInfo, Timing, ToolCall, Usage
-from swarm.model import FirstTokenCallback
+from swarm.model import FirstTokenCallback, StreamListener, stream_listener
 from swarm.providers.exchange import SIMULATED_HEADER, Peer, Sender, malformed, rate_limit_info
 
 __all__ = ["SHAPE_ERRORS", "Endpoint", "Reply", "loads"]
@@ -67,6 +67,7 @@ class Reply:
 
     __slots__ = (
         "_seen",
+        "_told",
         "calls",
         "done",
         "extras",
@@ -98,6 +99,7 @@ class Reply:
         self._seen = 0
         self.token_reads = 0
         """Network reads that brought tokens: two or more make a timed stream."""
+        self._told = (0, 0)  # text and reasoning pieces already given to the listener
 
     def progress(self) -> None:
         """After each network read: if tokens came, the inter-token clock starts again."""
@@ -107,6 +109,17 @@ class Reply:
             self.token_reads += 1
             if self.watch is not None:
                 self.watch.tick()
+            listener = stream_listener.get()
+            if listener is not None:
+                self._tell(listener)
+
+    def _tell(self, listener: StreamListener) -> None:
+        told_text, told_reasoning = self._told
+        if len(self.reasoning) > told_reasoning:
+            listener("thinking", "".join(self.reasoning[told_reasoning:]))
+        if len(self.text) > told_text:
+            listener("text", "".join(self.text[told_text:]))
+        self._told = (len(self.text), len(self.reasoning))
 
     def complete(self) -> bool:
         """Did the stream say it was over (a finish reason or its end marker)?"""

@@ -39,6 +39,16 @@ def _message_json(m: Message) -> dict[str, Any]:
     return out
 
 
+def _add_settings(body: dict[str, Any], request: ChatRequest) -> None:
+    """The model settings beyond temperature and max_tokens, as OpenAI names them."""
+    if request.top_p is not None:
+        body["top_p"] = request.top_p
+    if request.reasoning_effort is not None:
+        body["reasoning_effort"] = request.reasoning_effort
+    if request.parallel_tool_calls is not None and request.tools:
+        body["parallel_tool_calls"] = request.parallel_tool_calls
+
+
 class _Stream(Reply):
     """Folds streamed chunks in, a network read's batch at a time."""
 
@@ -188,6 +198,7 @@ class OpenAIProvider(Endpoint[_Stream]):
             ]
         if request.tool_choice is not None:
             body["tool_choice"] = request.tool_choice
+        _add_settings(body, request)
         return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
 
     async def read_stream(self, response: httpx.Response, reply: _Stream, model: str) -> None:

@@ -124,11 +124,14 @@ class Router:
     # -- public API ---------------------------------------------------------------------
 
     def tier_for_role(self, role: str) -> str:
+        """The tier the config gives `role` (`[roles]`, else the default for it)."""
         return self.config.tier_for_role(role)
 
     def model(
         self, tier: str, *, need: Need | None = None, priority: int = 0, role: str | None = None
     ) -> TierModel:
+        """A `Model` that sends every call through this router to `tier`: give one to
+        each agent (`role` labels its calls; `need` and `priority` shape the routing)."""
         if tier not in self._tiers:
             raise ConfigError(f"unknown tier {tier!r}; configured: {', '.join(self._tiers)}")
         return TierModel(self, tier, need=need, priority=priority, role=role)
@@ -139,6 +142,7 @@ class Router:
         return min(windows) if windows else None
 
     def breaker_state(self, ref: str) -> str:
+        """The circuit breaker's state for one `provider/model`: closed, open, half-open."""
         return self._targets[ref].breaker.state
 
     async def chat(
@@ -150,6 +154,7 @@ class Router:
         priority: int = 0,
         role: str | None = None,
     ) -> ChatResult:
+        """One call to `tier`: failover, retries, hedging, limits, span and price included."""
         tier = tier or (self.tier_for_role(role) if role else "speed")
         targets = self._tiers.get(tier)
         if targets is None:
@@ -168,6 +173,7 @@ class Router:
         return result
 
     async def aclose(self) -> None:
+        """Close the providers this router opened (bounded; also on `async with` exit)."""
         if not self._owned:
             return
         with anyio.move_on_after(5, shield=True):

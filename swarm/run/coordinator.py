@@ -118,6 +118,7 @@ class Coordinator:
                     context=self._staff.context(ws.path, self.task.accept_command),
                     max_steps=self.options.max_steps_per_agent,
                     agent_id=agent_id,
+                    settings=self.crew.settings.get("planner"),
                 )
                 started = anyio.current_time()
                 result = await agent.run(planner_prompt(self.task, errors))

@@ -7,7 +7,7 @@ sleep; tests plug in in-memory parts to drive the coordinator's rules in millise
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +16,7 @@ from typing import Protocol
 from swarm.agent.tool import Tool
 from swarm.budget import Budget
 from swarm.config import MergeConfig
+from swarm.messages import ModelSettings
 from swarm.model import Model
 from swarm.run.check import CheckFn
 from swarm.run.environment import CheckEnvironment
@@ -130,3 +131,5 @@ class Crew:
     journal: Journal
     budget: Budget
     progress: Progress
+    settings: Mapping[str, ModelSettings] = field(default_factory=dict)
+    """Model settings by role (`[settings.<role>]` in the config)."""

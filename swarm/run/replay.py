@@ -37,8 +37,8 @@ def replay_hash(request: ChatRequest) -> str:
 
 
 def request_hash(request: ChatRequest, *, for_replay: bool = False) -> str:
-    """sha256 of what decides a model's reply: messages, tools, max_tokens, temperature and
-    tool_choice; `metadata` and `stream` are left out.
+    """sha256 of what decides a model's reply: messages, tools and the model settings;
+    `metadata` and `stream` are left out.
 
     Every text field is framed by its length (unambiguous, and far cheaper than JSON for
     long conversations); tool specs are canonical JSON, cached per ToolSpec object.
@@ -47,6 +47,9 @@ def request_hash(request: ChatRequest, *, for_replay: bool = False) -> str:
         f"swarm-request-v1|{request.max_tokens}|{request.temperature}|{request.tool_choice}|",
         *(_tool_text(t) for t in request.tools),
     ]
+    extra = (request.top_p, request.reasoning_effort, request.parallel_tool_calls)
+    if extra != (None, None, None):  # left out when unset: older journals still match
+        parts.append(f"settings|{extra}|")
     for m in request.messages:
         content = m.content
         if for_replay and content is not None:
@@ -110,6 +113,7 @@ class ReplayModel:
         self._next_index = 0
 
     async def chat(self, request: ChatRequest) -> ChatResult:
+        """The journaled reply to this call, or the inner model's (journaled)."""
         index = self._next_index  # taken before any await: call order decides the index
         self._next_index += 1
         call_key = f"{self.key}#{index}"

@@ -146,7 +146,7 @@ class Run:
         spec = self.spec
         try:
             self._trace: RunTrace = self._stack.enter_context(
-                run_tracing(self.id, traces_dir=spec.traces_dir)
+                run_tracing(self.id, traces_dir=spec.traces_dir, resume=spec.resuming)
             )
             self._stack.enter_context(self.progress)
             attrs = {sc.OPERATION: sc.OP_WORKFLOW, sc.WORKFLOW_NAME: "swarm", sc.RUN_ID: self.id}
@@ -184,7 +184,9 @@ class Run:
         spec = self.spec
         if self.models is None:
             raise RuntimeError("Run.execute() needs the run open: `async with Run(...) as run`")
-        crew = Crew(self.id, self.models, spec.journal, self.budget, self.progress)
+        crew = Crew(
+            self.id, self.models, spec.journal, self.budget, self.progress, spec.config.settings
+        )
         coordinator = Coordinator(
             crew, spec.task, options=spec.options, parts=self.world.parts(self.id)
         )

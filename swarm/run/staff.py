@@ -72,6 +72,7 @@ class Staff:
             agent_id=agent_id,
             subtask_id=st.id,
             compaction=role_policy(role) if self.options.compaction else None,
+            settings=self.crew.settings.get(role),
         )
         return TimedAgent(agent, self.times, role)
 

@@ -34,6 +34,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerPro
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 from swarm._secrets import capture_content as content_capture_on
+from swarm.errors import UsageError
 from swarm.tracing import semconv as sc
 from swarm.tracing.metrics import GenAIMetricsProcessor, meter_provider
 from swarm.tracing.otlp_json import OtlpSpan, encode_span, traces_data_line
@@ -317,8 +318,12 @@ def run_tracing(
     otlp_endpoint: str | None = None,
     capture_content: bool | None = None,
     metric_reader: MetricReader | None = None,
+    resume: bool = False,
 ) -> Iterator[RunTrace]:
     """Record the spans of one run to `traces_dir/<run_id>.jsonl` (and OTLP if configured).
+
+    A trace file already there means the run id was used before: `UsageError`, rather
+    than two runs merged into one summary, unless `resume` (the same run, continued).
 
     Installs a TracerProvider for the run via `use_tracer`; on exit flushes and shuts it
     down, so the file is complete. The OTLP endpoint comes from the argument or from
@@ -330,6 +335,11 @@ def run_tracing(
     resource = Resource.create({"service.name": "swarm", sc.RUN_ID: run_id})
     provider = TracerProvider(resource=resource)
     path = traces_dir / f"{run_id}.jsonl"
+    if not resume and path.exists() and path.stat().st_size:
+        raise UsageError(
+            f"{path}: a trace of run {run_id!r} is already there; give this run another id "
+            "(or resume=True to continue that run)"
+        )
     jsonl = JsonlSpanProcessor(path)
     provider.add_span_processor(jsonl)
     url = _otlp_traces_url(otlp_endpoint)

@@ -1,0 +1,152 @@
+"""What an agent run reports as it goes: `AgentResult` at the end, typed events on the way.
+
+`Agent.iter` streams these events; `Agent.run(on_event=...)` hands them to a callback. The
+order for one step is `ModelRequestEvent`, any `ThinkingDelta`/`TextDelta` as the reply
+streams in, `ModelResponseEvent`, then a `ToolCallEvent` and its `ToolResultEvent` per
+tool call. `CompactionEvent` comes before the request it made room for; `ApprovalEvent`
+when the run pauses for a decision; `FinishEvent`, carrying the result, always last.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal
+
+from typing_extensions import TypeVar
+
+from swarm.messages import ChatRequest, ChatResult, Message, ToolCall, Usage
+
+__all__ = [
+    "AgentEvent",
+    "AgentResult",
+    "ApprovalEvent",
+    "CompactionEvent",
+    "FinishEvent",
+    "ModelRequestEvent",
+    "ModelResponseEvent",
+    "StopReason",
+    "TextDelta",
+    "ThinkingDelta",
+    "ToolCallEvent",
+    "ToolResultEvent",
+]
+
+T = TypeVar("T", default=str)
+
+StopReason = Literal["finish", "final_answer", "max_steps", "approval_required", "vetoed"]
+"""Why a run ended: `finish` called, a final answer given, the step budget spent, a tool
+call waiting for approval (`AgentResult.pending`), or a hook's `on_step` vetoed going on."""
+
+
+@dataclass
+class AgentResult(Generic[T]):
+    """What one agent run produced and what it cost."""
+
+    output: T | str | None
+    """The finish summary, the final answer, or the validated output object."""
+    stop_reason: StopReason
+    steps: int
+    """Model calls made."""
+    usage: Usage
+    cost_usd: float
+    messages: list[Message]
+    """The conversation as it ended (compacted, if it was), for a follow-up run."""
+    tool_calls: int = 0
+    compactions: int = 0
+    """Times the history was compacted to fit the window."""
+    pending: list[ToolCall] = field(default_factory=list)
+    """With `stop_reason == "approval_required"`: the calls waiting for a decision; answer
+    them with `Agent.resume(result, approvals)`."""
+
+    @property
+    def finished(self) -> bool:
+        """True when the agent ended on its own (finish or final answer)."""
+        return self.stop_reason in ("finish", "final_answer")
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequestEvent:
+    """A model call is about to be made (after hooks changed the request)."""
+
+    step: int
+    request: ChatRequest
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of the reply's text, as it streamed in."""
+
+    step: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingDelta:
+    """A piece of the model's reasoning, as it streamed in."""
+
+    step: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ModelResponseEvent:
+    """A model call finished."""
+
+    step: int
+    result: ChatResult
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallEvent:
+    """A tool is about to run (after hooks and approval let it)."""
+
+    step: int
+    call: ToolCall
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResultEvent:
+    """A tool call's result, as the model will read it."""
+
+    step: int
+    call: ToolCall
+    text: str
+    is_error: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionEvent:
+    """The history was compacted to fit the model's window."""
+
+    step: int
+    messages_before: int
+    messages_after: int
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalEvent:
+    """The run paused: these tool calls need a decision (`Agent.resume`)."""
+
+    step: int
+    calls: list[ToolCall]
+
+
+@dataclass(frozen=True, slots=True)
+class FinishEvent:
+    """The run ended; always the last event."""
+
+    result: AgentResult[Any]
+
+
+AgentEvent = (
+    ModelRequestEvent
+    | TextDelta
+    | ThinkingDelta
+    | ModelResponseEvent
+    | ToolCallEvent
+    | ToolResultEvent
+    | CompactionEvent
+    | ApprovalEvent
+    | FinishEvent
+)
+"""Any event of an agent run."""

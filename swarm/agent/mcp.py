@@ -1,0 +1,151 @@
+"""MCP client tools: the tools of Model Context Protocol servers, as an agent's `Tool`s.
+
+    async with mcp_tools(McpServer("git", command=["uvx", "mcp-server-git"])) as tools:
+        result = await Agent("coder", model, tools=[*tools, *coding_tools()]).run(prompt)
+
+A server is a command speaking MCP over its stdin/stdout, or a streamable-HTTP URL; the
+official `mcp` SDK does the protocol. `mcp_tools` connects to every server, lists its
+tools (names, descriptions and JSON schemas as the server gives them, with an optional
+prefix), and keeps the connections open for the block. A call's arguments are checked by
+the server; its error results, a server that crashes or hangs up mid-call (`ToolError`:
+the model reads what happened) and calls that take longer than `call_timeout_s` go back to
+the model as tool errors. A server that cannot be started or listed raises `McpError`.
+Each call's `execute_tool` span carries `swarm.mcp.server`.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import anyio
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from pydantic import BaseModel, ConfigDict
+
+from swarm.agent.tool import Tool
+from swarm.errors import McpError, ToolError
+
+__all__ = ["MCP_SERVER", "McpServer", "mcp_tools"]
+
+MCP_SERVER = "swarm.mcp.server"
+"""Span attribute: the `McpServer.name` an `execute_tool` span's tool came from."""
+
+
+class _AnyArguments(BaseModel):
+    """MCP arguments pass through as given: the server validates them against its schema."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+@dataclass(frozen=True)
+class McpServer:
+    """One MCP server: a command (stdio) or a URL (streamable HTTP)."""
+
+    name: str
+    """A label for spans and errors (`git`, `search`)."""
+    command: Sequence[str] = ()
+    """The server's command line, for a stdio server."""
+    url: str | None = None
+    """The endpoint (`http://127.0.0.1:8000/mcp`), for a streamable-HTTP server."""
+    env: Mapping[str, str] | None = None
+    """Extra environment for a stdio server (over the SDK's minimal default one)."""
+    cwd: Path | None = None
+    prefix: str = ""
+    """Put before each tool's name (`git_`), when two servers' names could clash."""
+    call_timeout_s: float = 60.0
+    """A call taking longer is abandoned; the model is told."""
+    connect_timeout_s: float = 30.0
+    errlog: TextIO | None = field(default=None, compare=False)
+    """Where a stdio server's stderr goes (default: this process's stderr)."""
+
+    def __post_init__(self) -> None:
+        if bool(self.command) == bool(self.url):
+            raise McpError(f"MCP server {self.name}: give a command or a url (exactly one)")
+
+
+@asynccontextmanager
+async def mcp_tools(*servers: McpServer) -> AsyncIterator[list[Tool]]:
+    """Connect to `servers`; their tools, usable while the block runs."""
+    tools: list[Tool] = []
+    async with AsyncExitStack() as stack:
+        for server in servers:
+            client = await _connect(stack, server)
+            tools.extend(await _list(client, server))
+        yield tools
+
+
+async def _connect(stack: AsyncExitStack, server: McpServer) -> Client:
+    timeout = server.connect_timeout_s  # each request's (the handshake's too)
+    if server.url is not None:
+        client = Client(server.url, read_timeout_seconds=timeout)
+    else:
+        params = StdioServerParameters(
+            command=server.command[0],
+            args=list(server.command[1:]),
+            env=dict(server.env) if server.env else None,
+            cwd=server.cwd,
+        )
+        transport = stdio_client(params, errlog=server.errlog or sys.stderr)
+        client = Client(transport, read_timeout_seconds=timeout)
+    try:  # no fail_after here: entering the client opens its task group for the block
+        return await stack.enter_async_context(client)
+    except Exception as exc:
+        where = server.url or " ".join(server.command)
+        raise McpError(f"MCP server {server.name} ({where}) did not start: {exc}") from exc
+
+
+async def _list(client: Client, server: McpServer) -> list[Tool]:
+    try:
+        with anyio.fail_after(server.connect_timeout_s):
+            listed = await client.list_tools()
+    except Exception as exc:
+        raise McpError(f"MCP server {server.name}: could not list its tools: {exc}") from exc
+    return [
+        Tool(
+            name=server.prefix + t.name,
+            description=t.description or "",
+            parameters=dict(t.input_schema),
+            fn=_caller(client, server, t.name),
+            takes_context=False,
+            span_attributes={MCP_SERVER: server.name},
+            _args=_AnyArguments,
+        )
+        for t in listed.tools
+    ]
+
+
+def _caller(client: Client, server: McpServer, name: str) -> Any:
+    async def call(**arguments: Any) -> str:
+        try:
+            with anyio.fail_after(server.call_timeout_s):
+                result = await client.call_tool(name, arguments)
+        except TimeoutError:
+            raise ToolError(
+                f"{name} (MCP server {server.name}) did not answer in {server.call_timeout_s}s"
+            ) from None
+        except Exception as exc:  # the server hung up, crashed or sent nonsense
+            raise ToolError(f"{name} (MCP server {server.name}) failed: {exc}") from exc
+        text = "\n".join(_text(part) for part in result.content)
+        if result.is_error:
+            raise ToolError(text or f"{name} failed")
+        return text
+
+    call.__name__ = name
+    return call
+
+
+def _text(part: Any) -> str:
+    """One content block as text (images and binary resources by their type only)."""
+    text = getattr(part, "text", None)
+    if isinstance(text, str):
+        return text
+    resource = getattr(part, "resource", None)
+    if resource is not None and isinstance(getattr(resource, "text", None), str):
+        return str(resource.text)
+    mime = getattr(part, "mime_type", None) or getattr(resource, "mime_type", None)
+    return f"[{getattr(part, 'type', 'content')}{f' {mime}' if mime else ''}]"

@@ -1,0 +1,291 @@
+"""One agent run's state and its steps: ask the model, run tools, check the answer.
+
+`Agent.run`, `Agent.iter` and `Agent.resume` all drive a `Steps`; the `Agent` holds what
+does not change between runs. Events go to `emit` (None: no events are built), hooks run
+when the agent has any, and a call to a tool that needs approval pauses the run unless
+`approvals` already decides it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic
+
+import anyio
+from opentelemetry.trace import Span, Status, StatusCode
+from pydantic import ValidationError
+from typing_extensions import TypeVar
+
+from swarm._tokens import TOKENS_PER_TOOL
+from swarm.agent import events as ev
+from swarm.agent.compaction import Compactor
+from swarm.agent.events import AgentEvent, AgentResult, StopReason
+from swarm.agent.hooks import Approvals, StepInfo, Veto
+from swarm.agent.tool import Finish
+from swarm.errors import ContextWindowExceeded, ToolError
+from swarm.messages import ChatRequest, ChatResult, Message, ToolCall, Usage
+from swarm.model import stream_listener
+from swarm.tracing import semconv as sc
+from swarm.tracing.setup import tracer
+
+if TYPE_CHECKING:
+    from swarm.agent.loop import Agent
+
+__all__ = ["Emit", "Steps"]
+
+T = TypeVar("T", default=str)
+
+Emit = Callable[[AgentEvent], None]
+"""Where a run's events go (called synchronously, in order)."""
+
+
+@dataclass
+class _Outcome:
+    message: Message
+    finish: str | None = None
+    call: ToolCall | None = None
+
+
+class Steps(Generic[T]):
+    """The mutable state of one run and the code of its steps."""
+
+    def __init__(
+        self, agent: Agent[T], messages: list[Message], emit: Emit | None, approvals: Approvals
+    ) -> None:
+        self.agent = agent
+        self.messages = messages
+        self.emit = emit
+        self.approvals = approvals
+        self.usage, self.cost, self.tool_calls, self.bad_outputs = Usage(), 0.0, 0, 0
+        self.keeper: Compactor | None = None
+        if agent.compaction is not None:
+            fixed = TOKENS_PER_TOOL * len(agent.tools)
+            self.keeper = Compactor(agent.compaction, agent.model, agent.name, fixed)
+
+    def result(
+        self,
+        output: T | str | None,
+        reason: StopReason,
+        steps: int,
+        pending: Sequence[ToolCall] = (),
+    ) -> AgentResult[T]:
+        usage, cost, compactions = self.usage, self.cost, 0
+        if self.keeper is not None:
+            usage, cost = usage + self.keeper.usage, cost + self.keeper.cost_usd
+            compactions = self.keeper.compactions
+        done = AgentResult(
+            output, reason, steps, usage, cost, self.messages, self.tool_calls, compactions
+        )
+        done.pending = list(pending)
+        if self.emit is not None:
+            self.emit(ev.FinishEvent(done))
+        return done
+
+    def info(self, step: int) -> StepInfo:
+        return StepInfo(self.agent.name, step, self.messages)
+
+    async def loop(self, first: int, pending: Sequence[ToolCall] = ()) -> AgentResult[T]:
+        """Steps `first`.. until done; `pending`: a paused reply's calls to run first."""
+        if pending:
+            ended = await self._tools(pending, first - 1)
+            if ended is not None:
+                return ended
+        hooks = self.agent.hooks
+        for step in range(first, self.agent.max_steps + 1):
+            for hook in hooks:
+                veto = await hook.on_step(self.info(step))
+                if veto is not None:
+                    return self.result(veto.reason, "vetoed", step - 1)
+            if self.keeper is not None:
+                await self._fit(step)
+            reply = await self._ask(step)
+            self.usage, self.cost = self.usage + reply.usage, self.cost + reply.cost_usd
+            self.messages.append(reply.message)
+            calls = reply.message.tool_calls
+            ended = await self._tools(calls, step) if calls else self._answer(reply.text, step)
+            if ended is not None:
+                return ended
+        return self.result(None, "max_steps", self.agent.max_steps)
+
+    async def _fit(self, step: int) -> None:
+        assert self.keeper is not None
+        before, count = len(self.messages), self.keeper.compactions
+        self.messages[:] = await self.keeper.fit(self.messages, step)
+        if self.emit is not None and self.keeper.compactions != count:
+            self.emit(ev.CompactionEvent(step, before, len(self.messages)))
+
+    def _answer(self, text: str, step: int) -> AgentResult[T] | None:
+        agent = self.agent
+        if agent.requires_finish:
+            self.messages.append(Message.user("Use a tool, or call `finish(summary)` when done."))
+            return None
+        if agent.output_adapter is None:
+            return self.result(text, "final_answer", step)
+        try:
+            return self.result(agent.parse_output(text), "final_answer", step)
+        except ValidationError as exc:
+            self._count_bad_output(exc)
+            self.messages.append(Message.user(f"Your answer did not validate:\n{exc}\nTry again."))
+            return None
+
+    def _count_bad_output(self, exc: ValidationError) -> None:
+        self.bad_outputs += 1
+        if self.bad_outputs > self.agent.max_output_retries:
+            raise self.agent.behavior_error(exc, self.bad_outputs) from exc
+
+    async def _ask(self, step: int) -> ChatResult:
+        """One model call; over the window, one compaction (in place) and one retry."""
+        request = await self._prepared(step)
+        try:
+            reply = await self._call(request, step)
+        except ContextWindowExceeded as exc:
+            keeper = self.keeper
+            compacted = None if keeper is None else await keeper.recover(self.messages, step, exc)
+            if compacted is None:
+                raise
+            if self.emit is not None:
+                self.emit(ev.CompactionEvent(step, len(self.messages), len(compacted)))
+            self.messages[:] = compacted
+            reply = await self._call(await self._prepared(step), step)
+        if self.keeper is not None:
+            self.keeper.observe(self.messages, reply.usage.input_tokens)
+        for hook in self.agent.hooks:
+            reply = await hook.after_model(self.info(step), reply) or reply
+        if self.emit is not None:
+            self.emit(ev.ModelResponseEvent(step, reply))
+        return reply
+
+    async def _prepared(self, step: int) -> ChatRequest:
+        request = self.agent.request(self.messages, step)
+        for hook in self.agent.hooks:
+            request = await hook.before_model(self.info(step), request) or request
+        if self.emit is not None:
+            self.emit(ev.ModelRequestEvent(step, request))
+        return request
+
+    async def _call(self, request: ChatRequest, step: int) -> ChatResult:
+        emit = self.emit
+        if emit is None:
+            return await self.agent.model.chat(request)
+        heard = False
+
+        def listen(kind: str, text: str) -> None:
+            nonlocal heard
+            heard = True
+            emit(ev.TextDelta(step, text) if kind == "text" else ev.ThinkingDelta(step, text))
+
+        token = stream_listener.set(listen)
+        try:
+            reply = await self.agent.model.chat(request)
+        finally:
+            stream_listener.reset(token)
+        if not heard and reply.text:  # a model that does not stream: the text in one piece
+            emit(ev.TextDelta(step, reply.text))
+        return reply
+
+    async def _tools(self, calls: Sequence[ToolCall], step: int) -> AgentResult[T] | None:
+        """Run one reply's calls; the run's result if they end it (or pause it)."""
+        waiting = [c for c in calls if self._needs_decision(c)]
+        if waiting:
+            if self.emit is not None:
+                self.emit(ev.ApprovalEvent(step, waiting))
+            return self.result(None, "approval_required", step, waiting)
+        self.tool_calls += len(calls)
+        outcomes = await self._run_tools(calls, step)
+        summary = next((o for o in outcomes if o.finish is not None), None)
+        if summary is not None and self.agent.output_adapter is not None:
+            try:
+                output = self.agent.parse_output(summary.finish or "")
+            except ValidationError as exc:
+                self._count_bad_output(exc)
+                assert summary.call is not None
+                summary.message = Message.tool(
+                    summary.call, f"error: the summary is not valid output:\n{exc}\nTry again."
+                )
+                summary = None
+            else:
+                self.messages.extend(o.message for o in outcomes)
+                return self.result(output, "finish", step)
+        self.messages.extend(o.message for o in outcomes)
+        return None if summary is None else self.result(summary.finish, "finish", step)
+
+    def _needs_decision(self, call: ToolCall) -> bool:
+        tool = self.agent.tool_named(call.name)
+        return tool is not None and tool.requires_approval and call.id not in self.approvals
+
+    async def _run_tools(self, calls: Sequence[ToolCall], step: int) -> list[_Outcome]:
+        outcomes: list[_Outcome | None] = [None] * len(calls)
+
+        async def run_one(i: int, call: ToolCall) -> None:
+            outcomes[i] = await self._run_tool(call, step)
+
+        if len(calls) == 1:
+            await run_one(0, calls[0])
+        else:
+            async with anyio.create_task_group() as tg:
+                for i, call in enumerate(calls):
+                    tg.start_soon(run_one, i, call, name=f"tool:{call.name}")
+        return [o for o in outcomes if o is not None]
+
+    async def _run_tool(self, call: ToolCall, step: int) -> _Outcome:
+        original = call
+        for hook in self.agent.hooks:
+            changed = await hook.before_tool(self.info(step), call)
+            if isinstance(changed, Veto):
+                return await self._told(step, call, f"error: vetoed: {changed.reason}", True)
+            call = changed or call
+        decision = self.approvals.get(original.id, True)
+        if decision is not True:
+            why = decision.reason if isinstance(decision, Veto) else "the user said no"
+            return await self._told(step, call, f"error: not approved: {why}", True)
+        if self.emit is not None:
+            self.emit(ev.ToolCallEvent(step, call))
+        outcome = await self._execute(call, step)
+        if outcome.finish is not None:
+            outcome.call = call
+            if self.emit is not None:
+                self.emit(ev.ToolResultEvent(step, call, outcome.message.content or ""))
+            return outcome
+        text = outcome.message.content or ""
+        return await self._told(step, call, text, text.startswith("error: "))
+
+    async def _told(self, step: int, call: ToolCall, text: str, is_error: bool) -> _Outcome:
+        """A tool's result, after hooks, reported."""
+        for hook in self.agent.hooks:
+            text = await hook.after_tool(self.info(step), call, text) or text
+        if self.emit is not None:
+            self.emit(ev.ToolResultEvent(step, call, text, is_error))
+        return _Outcome(Message.tool(call, text))
+
+    async def _execute(self, call: ToolCall, step: int) -> _Outcome:
+        agent = self.agent
+        attrs: dict[str, Any] = {
+            sc.OPERATION: sc.OP_TOOL,
+            sc.TOOL_NAME: call.name,
+            sc.TOOL_CALL_ID: call.id,
+            sc.ROLE: agent.name,
+            sc.STEP: step,
+        }
+        with tracer().start_as_current_span(f"{sc.OP_TOOL} {call.name}", attributes=attrs) as span:
+            tool = agent.tool_named(call.name)
+            if tool is None:
+                known = ", ".join(sorted(t.name for t in agent.tools)) or "none"
+                return _error(span, call, f"unknown tool {call.name!r}; available: {known}")
+            if tool.takes_context and agent.context is None:
+                return _error(span, call, f"{call.name} needs a workspace; this agent has none")
+            if tool.span_attributes:
+                span.set_attributes(tool.span_attributes)
+            try:
+                text = await tool.run(call.arguments, agent.context)
+            except Finish as done:
+                return _Outcome(Message.tool(call, "finished"), finish=done.summary)
+            except ToolError as exc:  # failures and bad arguments go back to the model
+                return _error(span, call, str(exc))
+            return _Outcome(Message.tool(call, text))
+
+
+def _error(span: Span, call: ToolCall, text: str) -> _Outcome:
+    span.set_status(Status(StatusCode.ERROR, text[:200]))
+    span.set_attribute(sc.ERROR_TYPE, "tool_error")
+    return _Outcome(Message.tool(call, f"error: {text}"))
