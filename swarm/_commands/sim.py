@@ -36,7 +36,8 @@ def register(subparsers: Any) -> None:
     serve.add_argument(
         "--script",
         metavar="MODULE:FUNCTION",
-        help="reply script (default: the built-in demo script)",
+        help="reply script (default: the demo's, which plays planner, coder and fixer "
+        "of `swarm solve` on the demo and answers anything else with prose)",
     )
     add_fault_options(serve)
     serve.set_defaults(func=_serve)
@@ -60,12 +61,13 @@ def _load_script(spec: str) -> Any:
 async def _serve(args: argparse.Namespace) -> int:
     import anyio
 
+    from swarm.demo import demo_script
     from swarm.providers.sim import SimEngine
     from swarm.providers.sim_server import serve_sim
 
     engine = SimEngine(
         profile=args.profile,
-        script=_load_script(args.script) if args.script else None,
+        script=_load_script(args.script) if args.script else demo_script,
         faults=faults_from_args(args),
         seed=args.seed,
         time_scale=args.time_scale,
