@@ -8,6 +8,7 @@ import signal
 import sys
 from typing import Any
 
+from swarm._commands._args import port, seconds
 from swarm._commands._faults import add_fault_options, faults_from_args
 
 __all__ = ["register"]
@@ -28,10 +29,10 @@ def register(subparsers: Any) -> None:
         help="catalog ref whose latency to simulate (default: %(default)s)",
     )
     serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8765, help="0 picks a free port")
+    serve.add_argument("--port", type=port, default=8765, help="0 picks a free port")
     serve.add_argument("--seed", type=int, default=0)
     serve.add_argument(
-        "--time-scale", type=float, default=1.0, help="multiply every delay (0 = no latency)"
+        "--time-scale", type=seconds, default=1.0, help="multiply every delay (0 = no latency)"
     )
     serve.add_argument(
         "--script",
