@@ -19,8 +19,9 @@ def test_live_display_redraws_without_events_and_keeps_details() -> None:
     stream = io.StringIO()
     with Progress(Budget(BudgetLimits()), stream=stream, live=True) as progress:
         progress.start(total=2, merged=0)
-        progress.queued("pricing"), progress.running("pricing")
-        progress.queued("stock"), progress.running("stock")
+        for name in ("pricing", "stock"):
+            progress.queued(name)
+            progress.running(name)
         progress.fixing("pricing")
         drawn = len(stream.getvalue())
         time.sleep(2.5)  # no events: only the display's own refresh can draw
@@ -57,5 +58,7 @@ def test_piped_progress_is_one_line_per_event_with_the_event() -> None:
 def test_quiet_prints_nothing() -> None:
     stream = io.StringIO()
     with Progress(Budget(BudgetLimits()), stream=stream, quiet=True, live=True) as progress:
-        progress.queued("a"), progress.fixing("a"), progress.note("hello")
+        progress.queued("a")
+        progress.fixing("a")
+        progress.note("hello")
     assert stream.getvalue() == ""
