@@ -3,16 +3,14 @@ naming it, never a traceback; exit 2 for usage errors, 1 for a failure, 0 for su
 
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from swarm import __version__
 from swarm.cli import main
+from tests.test_bad_input import swarm
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = str(ROOT / "tasks" / "refactor.md")
@@ -98,22 +96,8 @@ def test_a_bad_argument_is_named_without_a_traceback(
 
 
 def test_version_and_exit_codes_through_a_real_process(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("SWARM_CONFIG", None)
-
-    def swarm(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "swarm", *args],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-
-    version = swarm("--version")
+    version = swarm(tmp_path, "--version")
     assert (version.returncode, version.stdout.strip()) == (0, f"swarm {__version__}")
-    usage = swarm("simulate", "--agents", "0")
+    usage = swarm(tmp_path, "simulate", "--agents", "0")
     assert usage.returncode == 2 and "Traceback" not in usage.stderr
     assert "argument --agents" in usage.stderr
