@@ -101,3 +101,13 @@ def test_version_and_exit_codes_through_a_real_process(tmp_path: Path) -> None:
     usage = swarm(tmp_path, "simulate", "--agents", "0")
     assert usage.returncode == 2 and "Traceback" not in usage.stderr
     assert "argument --agents" in usage.stderr
+
+
+def test_a_port_in_use_is_a_failure_said_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        code = main(["sim", "serve", "--port", str(busy.getsockname()[1])])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "Traceback" not in err and "address already in use" in err
