@@ -3,6 +3,11 @@
 Each `swarm/_commands/<name>.py` adds its own parser with `register(subparsers)` and sets
 `func` to an `async def` (or plain function) taking the parsed namespace and returning an
 exit code. Imports stay inside the handlers so `swarm --help` starts fast.
+
+Exit codes: 0 done, 1 the run failed or was stopped (or a service could not be reached),
+2 a usage error (a bad flag, file or config: argparse's own errors and `ConfigError`),
+130 interrupted. A user's mistake is a one-line message naming the argument, file or key,
+never a traceback.
 """
 
 from __future__ import annotations
@@ -17,7 +22,8 @@ from collections.abc import Sequence
 
 import anyio
 
-from swarm.errors import SwarmError
+from swarm import __version__
+from swarm.errors import ConfigError, SwarmError
 
 __all__ = ["main"]
 
@@ -29,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="swarm",
         description="Agent swarm orchestrator for large parallel coding tasks.",
     )
+    parser.add_argument("--version", action="version", version=f"swarm {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in _COMMAND_MODULES:
         importlib.import_module(f"swarm._commands.{name}").register(sub)
@@ -57,16 +64,41 @@ def _run(args: argparse.Namespace) -> int:
             code: int = anyio.run(args.func, args, backend=getattr(args, "backend", "asyncio"))
         else:
             code = args.func(args)
-    except SwarmError as exc:
-        print(f"swarm: error: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("swarm: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:  # output piped into `head` and the like
         sys.stderr.close()
         return 0
+    except (SwarmError, OSError, BaseExceptionGroup) as exc:
+        errors = _expected(exc)
+        if errors is None:
+            raise
+        for error in errors:
+            print(f"swarm: error: {_describe(error)}", file=sys.stderr)
+        return 2 if all(isinstance(e, ConfigError) for e in errors) else 1
     return code
+
+
+def _expected(exc: BaseException) -> list[BaseException] | None:
+    """The errors to report in one line each (an `ExceptionGroup` from a task group is
+    opened); None when any of them is a bug, whose traceback is worth seeing."""
+    if isinstance(exc, BaseExceptionGroup):
+        out: list[BaseException] = []
+        for inner in exc.exceptions:
+            found = _expected(inner)
+            if found is None:
+                return None
+            out += found
+        return out
+    return [exc] if isinstance(exc, SwarmError | OSError) else None
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and not isinstance(exc, SwarmError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        return f"{where}{exc.strerror or exc}"
+    return str(exc)
 
 
 if __name__ == "__main__":

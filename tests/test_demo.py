@@ -24,6 +24,7 @@ from swarm.catalog import LatencyProfile
 from swarm.demo import DEMO_REPO, PLAN, create_demo_repo, demo_script, init_source
 from swarm.messages import ChatRequest, ChatResult, Message
 from swarm.providers.sim import SimProvider
+from swarm.providers.sim_reply import prose
 from swarm.run.plan import Plan, Subtask, parse_plan_reply, validate_plan
 from swarm.run.roles import (
     CODER,
@@ -248,23 +249,39 @@ async def test_the_whole_story(repo: Path, task: Task) -> None:
     assert "Item(" in (repo / "README.md").read_text()
 
 
-def _request(role: str, agent: str, subtask: str | None, *turns: Message) -> ChatRequest:
-    metadata = {"role": role, "agent": agent} | ({"subtask": subtask} if subtask else {})
-    return ChatRequest(messages=[Message.user("go"), *turns], metadata=metadata)
+_SYSTEM = {"coder": CODER, "fixer": FIXER, "planner": PLANNER}
+
+
+def _request(role: str, first: str, *turns: Message) -> ChatRequest:
+    """A conversation as an agent starts it; no metadata (none crosses HTTP)."""
+    return ChatRequest(messages=[Message.system(_SYSTEM[role]), Message.user(first), *turns])
 
 
 def test_script_is_stateless_and_plays_unplanned_agents_safely() -> None:
-    request = _request("coder", "coder:pricing", "pricing")
+    request = _request("coder", "Your subtask `pricing`: Rename calc_total")
     assert demo_script(request) == demo_script(request)
     names = [c.name for c in demo_script(request).tool_calls]
     assert names == ["read_file"] * 5
 
-    stranger = _request("fixer", "fixer:final:1", "final")
+    stranger = _request("fixer", "The check failed for subtask `final` (all of it).")
     first = demo_script(stranger)
     assert [c.name for c in first.tool_calls] == ["run_tests"]
-    later = _request("fixer", "fixer:final:1", "final", Message.assistant("x", []))
+    later = _request("fixer", "The check failed for subtask `final`.", Message.assistant("x", []))
     later.messages.append(Message.assistant("y", []))
     assert [c.name for c in demo_script(later).tool_calls] == ["finish"]
+
+
+def test_script_reads_its_role_from_the_conversation_alone() -> None:
+    """Planner, coder, fixer and rebase fixer are told apart without request metadata;
+    anything else gets the plain simulator's prose."""
+    plan = demo_script(_request("planner", "# Refactor", Message.assistant("look", [])))
+    assert '"subtasks"' in (plan.text or "")
+    rebase = _request("fixer", "Subtask `stock` (x) was done on an older version of the ...")
+    assert [c.name for c in demo_script(rebase).tool_calls] == ["read_file"] * 3
+    fixer = demo_script(_request("fixer", "The check failed for subtask `pricing` (x)."))
+    assert [c.name for c in fixer.tool_calls] == ["read_file"]
+    chat = ChatRequest(messages=[Message.user("hello")], max_tokens=5)
+    assert demo_script(chat).text == prose(5)
 
 
 def test_the_scripted_plan_declares_disjoint_scopes_for_the_conflicting_pair() -> None:

@@ -367,3 +367,41 @@ async def test_quota_sends_x_ratelimit_headers_then_429_with_retry_after() -> No
     assert retry_after_s(resp.headers) == pytest.approx(66 / 4, abs=0.1)
     assert resp.headers["retry-after"] == "17"
     assert resp.json()["error"]["code"] == "rate_limit_exceeded"
+
+
+@pytest.mark.parametrize(
+    ("payload", "param", "code"),
+    [
+        ({"model": "m", "messages": []}, "messages", "empty_array"),
+        ({"model": "m"}, "messages", "missing_required_parameter"),
+        ({"model": "m", "messages": [{"role": "bot"}]}, "messages[0].role", "invalid_value"),
+        ({"model": "m", "messages": ["hi"]}, "messages[0].role", "invalid_value"),
+        (
+            {"model": "m", "messages": [{"role": "user", "content": "x"}, {"role": "tool"}]},
+            "messages[1].tool_call_id",
+            "missing_required_parameter",
+        ),
+        ({"messages": [{"role": "user", "content": "x"}]}, None, None),
+    ],
+)
+async def test_requests_openai_refuses_are_400s_in_its_error_shape(
+    payload: dict[str, Any], param: str | None, code: str | None
+) -> None:
+    async with sim_client() as client:
+        resp = await client.post("/chat/completions", json=payload)
+    assert resp.status_code == 400
+    error = resp.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert error["type"] == "invalid_request_error"
+    assert error["param"] == param
+    if code is not None:
+        assert error["code"] == code
+    assert error["message"]
+
+
+async def test_developer_role_is_accepted_as_openai_does() -> None:
+    messages = [{"role": "developer", "content": "be brief"}, {"role": "user", "content": "hi"}]
+    async with sim_client() as client:
+        resp = await client.post("/chat/completions", json=body(messages=messages, max_tokens=3))
+    assert resp.status_code == 200
+    assert len(resp.json()["choices"][0]["message"]["content"].split()) == 3

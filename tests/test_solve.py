@@ -389,6 +389,35 @@ def test_kill_9_then_resume_finishes_without_repeating_calls(tmp_path: Path, rep
     assert_untouched(repo)
 
 
+@pytest.mark.parametrize("keep", [False, True])
+async def test_a_failed_run_leaves_no_branch_unless_asked(
+    tmp_path: Path, repo: Path, keep: bool
+) -> None:
+    """The merged work of a failed run is in its patch; its `swarm/<id>` branch is gone
+    unless `--keep-branch`, and resuming it then is refused with the reason."""
+    plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["b.py"], ["s1"])])
+    scripts = ScriptedSource(
+        {
+            "coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()],
+            "coder:s2": [edit("b.py", "return 2", "return 3"), done()],
+            **{f"fixer:s2:{k}": [done("could not")] for k in (1, 2, 3)},
+        }
+    )
+    report = await solve(request(tmp_path, repo, plan, keep_branch=keep), source=scripts)
+    assert report.status == "failed"
+    assert {s.id: s.status for s in report.subtasks} == {"s1": "merged", "s2": "failed"}
+    branches = git(repo, "branch", "--list", "swarm/*", "--format=%(refname:short)")
+    assert branches == (f"swarm/{report.run_id}" if keep else "")
+    assert report.branch == (f"swarm/{report.run_id}" if keep else None)
+    assert report.patch is not None
+    assert "def one() -> int:" in Path(report.patch).read_text()
+    if not keep:
+        from swarm.errors import ConfigError
+
+        with pytest.raises(ConfigError, match="branch was deleted"):
+            await solve(request(tmp_path, repo, None, run_id=report.run_id), source=scripts)
+
+
 async def test_the_root_span_is_named_by_the_task_and_every_wait_by_its_kind(
     tmp_path: Path, repo: Path
 ) -> None:

@@ -99,6 +99,7 @@ async def run(
         traces_dir=str(tmp_path / "traces"),
         quiet=True,
         max_agents=2,
+        keep_branch=True,  # these tests read the branch of runs that fail, too
     )
     return await solve(req, source=scripts)
 

@@ -3,26 +3,68 @@ the summary's merge-queue and context blocks."""
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["fmt", "ledger_rows", "summary_context", "summary_merges", "table"]
 
 
-def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+def table(
+    title: str,
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    console: Console | None = None,
+) -> None:
+    """Rows under a title: a rich table on a terminal (or `console`), aligned plain text
+    when piped. On a terminal no cell is ever cut: columns that do not fit its width are
+    left out from the right, and a note names them (`--json` has every figure)."""
     cells = [[fmt(v) for v in row] for row in rows]
-    if sys.stdout.isatty():
-        from rich.console import Console
-        from rich.table import Table
-
-        t = Table(title=title)
-        for c in columns:
-            t.add_column(c, justify="left" if c == columns[0] else "right")
-        for row in cells:
-            t.add_row(*row)
-        Console().print(t)
+    if console is None and not sys.stdout.isatty():
+        _plain(title, columns, cells)
         return
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    shown = _fitting(columns, cells, console.width)
+    t = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, title_justify="left")
+    for k in shown:
+        right = k > 0 and all(_NUMBER.fullmatch(r[k]) for r in cells)
+        t.add_column(columns[k], justify="right" if right else "left", no_wrap=True)
+    for row in cells:
+        t.add_row(*(row[k] for k in shown))
+    console.print(t)
+    if len(shown) < len(columns):
+        hidden = ", ".join(c for k, c in enumerate(columns) if k not in shown)
+        console.print(f"  (not shown: {hidden}; see --json)")
+
+
+def _fitting(columns: Sequence[str], cells: Sequence[Sequence[str]], width: int) -> list[int]:
+    """The columns, from the left, whose widest cell fits in `width` (the first always)."""
+    shown: list[int] = []
+    used = 0
+    for k, c in enumerate(columns):
+        need = max([len(c), *(len(r[k]) for r in cells)]) + _GAP
+        if shown and used + need > width:
+            break
+        shown.append(k)
+        used += need
+    return shown
+
+
+_NUMBER = re.compile(r"-|[-+]?[\d,.]+%?")
+_GAP = 3
+"""Columns of padding and rule rich puts beside each column of a SIMPLE_HEAD table."""
+
+
+def _plain(title: str, columns: Sequence[str], cells: Sequence[Sequence[str]]) -> None:
     widths = [max([len(c), *(len(r[k]) for r in cells)]) for k, c in enumerate(columns)]
     print(title)
     print("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)))

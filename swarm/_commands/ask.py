@@ -8,6 +8,8 @@ import os
 import sys
 from typing import Any
 
+from swarm._commands._args import at_least
+
 __all__ = ["register"]
 
 SIMULATOR_NOTICE = "no provider keys found: running on the simulator (simulated latency)"
@@ -23,7 +25,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("prompt", help="the user message")
     p.add_argument("--tier", default="speed", help="tier to route to (default: %(default)s)")
     p.add_argument("--config", metavar="FILE", help="swarm.toml (default: see `swarm providers`)")
-    p.add_argument("--max-tokens", type=int, metavar="N", help="cap on output tokens")
+    p.add_argument("--max-tokens", type=at_least(1), metavar="N", help="cap on output tokens")
     p.add_argument("--json", action="store_true", help="print the result and figures as JSON")
     p.set_defaults(func=_ask)
 

@@ -30,6 +30,25 @@ _COLUMNS = (
     "keyed",
 )
 
+_TERMINAL = {
+    "provider": "provider",
+    "model": "model",
+    "keyed": "keyed",
+    "in $/M": "in_usd_per_m",
+    "out $/M": "out_usd_per_m",
+    "context": "context_window",
+    "TTFT s": "ttft_s",
+    "tok/s": "output_tps",
+    "configured": "configured",
+    "cached $/M": "cached_usd_per_m",
+    "max out": "max_output",
+    "thinking": "reasoning_tokens",
+    "key env": "key_env",
+    "api name": "api_name",
+}
+"""On a terminal: title -> row key, most wanted first (columns that do not fit are left
+out from the right, never cut mid-name); piped output and --json have every field."""
+
 
 def register(subparsers: Any) -> None:
     """Add `providers` to the `swarm` parser."""
@@ -123,14 +142,11 @@ def _providers(args: argparse.Namespace) -> int:
         return 0
     if sys.stdout.isatty():
         from rich.console import Console
-        from rich.table import Table
 
-        t = Table(title="swarm providers")
-        for col in _COLUMNS:
-            t.add_column(col)
-        for r in table:
-            t.add_row(*(_cell(r[c]) for c in _COLUMNS))
-        Console().print(t)
+        from swarm._commands._tables import table as draw
+
+        cells = [[_cell(r[key]) for key in _TERMINAL.values()] for r in table]
+        draw("swarm providers", list(_TERMINAL), cells, console=Console())
     else:
         print("\t".join(_COLUMNS))
         for r in table:

@@ -8,6 +8,7 @@ import signal
 import sys
 from typing import Any
 
+from swarm._commands._args import port, seconds
 from swarm._commands._faults import add_fault_options, faults_from_args
 
 __all__ = ["register"]
@@ -28,15 +29,16 @@ def register(subparsers: Any) -> None:
         help="catalog ref whose latency to simulate (default: %(default)s)",
     )
     serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8765, help="0 picks a free port")
+    serve.add_argument("--port", type=port, default=8765, help="0 picks a free port")
     serve.add_argument("--seed", type=int, default=0)
     serve.add_argument(
-        "--time-scale", type=float, default=1.0, help="multiply every delay (0 = no latency)"
+        "--time-scale", type=seconds, default=1.0, help="multiply every delay (0 = no latency)"
     )
     serve.add_argument(
         "--script",
         metavar="MODULE:FUNCTION",
-        help="reply script (default: the built-in demo script)",
+        help="reply script (default: the demo's, which plays planner, coder and fixer "
+        "of `swarm solve` on the demo and answers anything else with prose)",
     )
     add_fault_options(serve)
     serve.set_defaults(func=_serve)
@@ -60,12 +62,13 @@ def _load_script(spec: str) -> Any:
 async def _serve(args: argparse.Namespace) -> int:
     import anyio
 
+    from swarm.demo import demo_script
     from swarm.providers.sim import SimEngine
     from swarm.providers.sim_server import serve_sim
 
     engine = SimEngine(
         profile=args.profile,
-        script=_load_script(args.script) if args.script else None,
+        script=_load_script(args.script) if args.script else demo_script,
         faults=faults_from_args(args),
         seed=args.seed,
         time_scale=args.time_scale,

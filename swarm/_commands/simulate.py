@@ -8,6 +8,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
+from swarm._commands._args import at_least, seconds
 from swarm._commands._faults import add_fault_options, faults_from_args, parse_first
 
 __all__ = ["register"]
@@ -27,8 +28,8 @@ def register(subparsers: Any) -> None:
         choices=["kimi-swarm", "devin-loop"],
         help="a named workload; other options override it",
     )
-    p.add_argument("--agents", type=int, help="coder subtasks (default 10)")
-    p.add_argument("--steps", type=int, help="coder model steps in total (default 100)")
+    p.add_argument("--agents", type=at_least(1), help="coder subtasks (default 10)")
+    p.add_argument("--steps", type=at_least(1), help="coder model steps in total (default 100)")
     p.add_argument("--shape", choices=["fanout", "chain", "dag"])
     p.add_argument(
         "--set",
@@ -37,14 +38,14 @@ def register(subparsers: Any) -> None:
         metavar="TIER=PROVIDER/MODEL",
         help="a catalog model for a tier: speed=cerebras/kimi-k2.6",
     )
-    p.add_argument("--max-agents", type=int, help="agents at once (default: all)")
-    p.add_argument("--rpm", type=int, help="requests/min limit on the simulated provider")
-    p.add_argument("--tpm", type=int, help="tokens/min limit on the simulated provider")
+    p.add_argument("--max-agents", type=at_least(1), help="agents at once (default: all)")
+    p.add_argument("--rpm", type=at_least(1), help="requests/min limit on the simulated provider")
+    p.add_argument("--tpm", type=at_least(1), help="tokens/min limit on the simulated provider")
     p.add_argument("--seed", type=int)
-    p.add_argument("--out-tokens", type=int, help="visible output tokens per step")
-    p.add_argument("--tool-s", type=float, help="seconds per simulated tool call")
-    p.add_argument("--check-s", type=float, help="seconds per simulated check")
-    p.add_argument("--time-scale", type=float, help="multiply model latencies")
+    p.add_argument("--out-tokens", type=at_least(1), help="visible output tokens per step")
+    p.add_argument("--tool-s", type=seconds, help="seconds per simulated tool call")
+    p.add_argument("--check-s", type=seconds, help="seconds per simulated check")
+    p.add_argument("--time-scale", type=seconds, help="multiply model latencies")
     p.add_argument(
         "--no-compaction",
         dest="compaction",
@@ -57,7 +58,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--traces-dir", default="traces")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.add_argument(
-        "--stall-timeout-s", type=float, help="when a client gives up on a silent stream (30)"
+        "--stall-timeout-s", type=seconds, help="when a client gives up on a silent stream (30)"
     )
     add_fault_options(p, first=True)
     p.set_defaults(func=_simulate)

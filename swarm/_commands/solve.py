@@ -6,6 +6,8 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
+from swarm._commands._args import at_least
+
 if TYPE_CHECKING:
     from swarm.run.report import RunReport
 
@@ -31,7 +33,7 @@ def register(sub: Any) -> None:
 
 def _run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", help="swarm.toml (default: $SWARM_CONFIG, ./swarm.toml)")
-    p.add_argument("--max-agents", type=int, help="sub-agents at once")
+    p.add_argument("--max-agents", type=at_least(1), help="sub-agents at once")
     p.add_argument(
         "--budget",
         action="append",
@@ -50,6 +52,11 @@ def _run_options(p: argparse.ArgumentParser) -> None:
         help="where agents' commands, checks and hooks run (default: the task's, else "
         "[sandbox] kind in the config, else bwrap where installed)",
     )
+    p.add_argument(
+        "--keep-branch",
+        action="store_true",
+        help="keep the swarm/<run-id> branch of a run that fails (its patch is kept anyway)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
@@ -66,6 +73,7 @@ def _request(args: argparse.Namespace, **extra: Any) -> Any:
         traces_dir=args.traces_dir,
         quiet=args.quiet or args.json,
         sandbox=args.sandbox,
+        keep_branch=args.keep_branch,
         **extra,
     )
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from swarm._commands._args import at_least, http_url, port
 from swarm._commands._tables import ledger_rows, summary_context, summary_merges, table
 
 __all__ = ["register"]
@@ -46,7 +47,7 @@ def register(subparsers: Any) -> None:
         metavar="KEY=PROVIDER/MODEL",
         help="tier, role, recorded provider/model or * = catalog ref (repeatable)",
     )
-    s.add_argument("--max-agents", type=int, metavar="N", help="cap on concurrent agents")
+    s.add_argument("--max-agents", type=at_least(1), metavar="N", help="cap on concurrent agents")
     s.add_argument("--json", action="store_true", help="print as JSON")
     s.set_defaults(func=_whatif)
 
@@ -61,6 +62,7 @@ def register(subparsers: Any) -> None:
     s.add_argument(
         "--otlp",
         required=True,
+        type=http_url,
         metavar="URL",
         help="e.g. http://localhost:4318 (…/v1/traces is added)",
     )
@@ -74,7 +76,7 @@ def register(subparsers: Any) -> None:
 
     s = sub.add_parser("view", help="open the latency viewer in a browser")
     s.add_argument("trace", type=Path)
-    s.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    s.add_argument("--port", type=port, default=0, help="0 picks a free port")
     s.add_argument("--no-browser", action="store_true", help="only print the URL")
     s.set_defaults(func=_view)
 
@@ -268,11 +270,24 @@ def _export(args: argparse.Namespace) -> int:
 
 
 async def _send(args: argparse.Namespace) -> int:
+    import httpx
+
     from swarm.analysis import send_otlp
 
-    n = await send_otlp(args.trace, args.otlp)
+    _load(args.trace)  # a file that is not a trace is refused before anything is sent
+    try:
+        n = await send_otlp(args.trace, args.otlp)
+    except httpx.HTTPStatusError as exc:
+        return _not_sent(args, f"the endpoint answered {exc.response.status_code}")
+    except httpx.HTTPError as exc:
+        return _not_sent(args, f"cannot reach it ({type(exc).__name__}: {exc or 'no answer'})")
     print(f"sent {n:,} spans to {args.otlp}")
     return 0
+
+
+def _not_sent(args: argparse.Namespace, why: str) -> int:
+    print(f"swarm: error: --otlp {args.otlp}: {why}; nothing more was sent", file=sys.stderr)
+    return 1
 
 
 def _diff(args: argparse.Namespace) -> int:

@@ -1,9 +1,10 @@
 """The demo's scripted model: replies that refactor the demo repository for real.
 
 `demo_script` plays every role of `swarm solve tasks/refactor.md` on the simulator. It is
-stateless: it finds its place from the request's metadata (role, agent id, subtask) and
-from the conversation so far (how many assistant turns, what the tools returned), so it
-works the same when a run resumes, and whichever order the merges happen in.
+stateless: it finds its place from the conversation alone (the system prompt names the
+role, the first user message the subtask, the turns so far how far it got, the tool
+results what the files say), so it works the same over HTTP (`swarm sim serve`), when a
+run resumes, and whichever order the merges happen in.
 
 The story it tells: the planner splits the refactor into four subtasks (`item`, then
 `pricing` and `stock` side by side, then `docs`); the `pricing` coder slips in an
@@ -15,13 +16,14 @@ second to merge conflicts and a rebase fixer re-applies it on the new integratio
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from swarm.demo import _files
 from swarm.messages import ChatRequest, ToolCall
-from swarm.providers.sim import Reply
+from swarm.providers.sim import Reply, default_script
 
 __all__ = ["PLAN", "demo_script", "init_source"]
 
@@ -334,24 +336,46 @@ def _fallback() -> list[Step]:
     return [test, finish]
 
 
-def _steps(request: ChatRequest) -> list[Step]:
-    meta = request.metadata
-    role, agent, subtask = meta.get("role", ""), meta.get("agent", ""), meta.get("subtask", "")
+_SUBTASK = re.compile(r"subtask `([^`]+)`", re.IGNORECASE)
+
+
+def _place(request: ChatRequest) -> tuple[str, str, bool]:
+    """(role, subtask, rebase) read from the conversation alone: the system prompt says the
+    role, the first user message names the subtask. Request metadata never crosses HTTP, so
+    the script must not need it (`swarm sim serve` plays the same story as in-process)."""
+    system = next((m.content or "" for m in request.messages if m.role == "system"), "")
+    user = next((m.content or "" for m in request.messages if m.role == "user"), "")
+    role = next((r for r, mark in _ROLE_MARKS.items() if system.startswith(mark)), "")
+    found = _SUBTASK.search(user)
+    rebase = role == "fixer" and "was done on an older version" in user
+    return role, found.group(1) if found else "", rebase
+
+
+_ROLE_MARKS = {
+    "planner": "You are the planner",
+    "coder": "You are a coder",
+    "fixer": "You are a fixer",
+}
+
+
+def _steps(role: str, subtask: str, rebase: bool) -> list[Step]:
     if role == "planner":
         return _planner()
     if role == "coder" and subtask in _CHANGES:
         return _apply_steps(subtask, rebase=False)
     if role == "fixer" and subtask in _CHANGES:
-        if ":rebase" in agent:
-            return _apply_steps(subtask, rebase=True)
-        return _fixer(subtask)
+        return _apply_steps(subtask, rebase=True) if rebase else _fixer(subtask)
     return _fallback()
 
 
 def demo_script(request: ChatRequest) -> Reply:
-    """The scripted model of the out-of-the-box demo (`swarm.providers.sim.Script`)."""
+    """The scripted model of the out-of-the-box demo (`swarm.providers.sim.Script`); a
+    conversation that is not one of the swarm's roles gets `default_script`'s answer."""
+    role, subtask, rebase = _place(request)
+    if not role:
+        return default_script(request)
     turn = sum(1 for m in request.messages if m.role == "assistant")
-    steps = _steps(request)
+    steps = _steps(role, subtask, rebase)
     if turn >= len(steps):
         return _fallback()[-1](request, turn)
     return steps[turn](request, turn)

@@ -28,7 +28,7 @@ from swarm.providers.exchange import SIMULATED_HEADER
 from swarm.providers.sim_context import context_error_body
 from swarm.providers.sim_engine import FAULT_CONTEXT, SimEngine, SimPlan
 from swarm.providers.sim_reply import Reply
-from swarm.providers.sim_wire import to_request, usage_of
+from swarm.providers.sim_wire import WireError, to_request, usage_of
 
 __all__ = ["create_app", "serve_sim"]
 
@@ -159,8 +159,10 @@ class _SimHandlers:
     async def chat(self, request: web.Request) -> web.StreamResponse:
         try:
             body = json.loads(await request.read())
-            model = str(body["model"])
             chat = to_request(body)
+            model = str(body["model"])
+        except WireError as exc:
+            return web.json_response(exc.body(), status=400)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             return _error(400, f"invalid request: {exc!r}", "invalid_request_error", None)
         plan = await self.engine.plan(model, chat)

@@ -1,5 +1,6 @@
-"""The simulator server's side of the OpenAI wire format: a request body read into a
-`ChatRequest` (leniently, as endpoints do), and a plan's `usage` object (`usage_of`)."""
+"""The simulator server's side of the OpenAI wire format: a request body checked as OpenAI
+checks it (`WireError` carries its 400's message, `param` and `code`), read into a
+`ChatRequest`, and a plan's `usage` object (`usage_of`)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,67 @@ from typing import Any, Literal
 from swarm.messages import ChatRequest, Message, ToolCall, ToolSpec
 from swarm.providers.sim_engine import SimPlan
 
-__all__ = ["to_request", "usage_of"]
+__all__ = ["WireError", "check_body", "to_request", "usage_of"]
 
 _TOOL_CHOICES: dict[Any, Literal["auto", "required", "none"]] = {
     c: c for c in ("auto", "required", "none")
 }
+
+
+_ROLES = ("system", "assistant", "user", "function", "tool", "developer")
+
+_LEGACY_ROLES = {"developer": "system", "function": "tool"}
+
+
+class WireError(ValueError):
+    """A request OpenAI would refuse with a 400 `invalid_request_error`."""
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.param, self.code = param, code
+
+    def body(self) -> dict[str, Any]:
+        """OpenAI's error object for this refusal."""
+        error = {"message": str(self), "type": "invalid_request_error"}
+        return {"error": {**error, "param": self.param, "code": self.code}}
+
+
+def check_body(body: Any) -> None:
+    """Refuse what OpenAI refuses: no model, no or empty `messages`, an unknown role, a
+    tool result without its call id (messages as OpenAI words them)."""
+    if not isinstance(body, dict):
+        raise WireError("We could not parse the JSON body of your request.")
+    if not body.get("model"):
+        raise WireError("you must provide a model parameter")
+    messages = body.get("messages")
+    if messages is None:
+        raise WireError(
+            "Missing required parameter: 'messages'.",
+            param="messages",
+            code="missing_required_parameter",
+        )
+    if not isinstance(messages, list) or not messages:
+        raise WireError(
+            "Invalid 'messages': empty array. Expected an array with minimum length 1, "
+            "but got an empty array instead.",
+            param="messages",
+            code="empty_array",
+        )
+    for i, m in enumerate(messages):
+        role = m.get("role") if isinstance(m, dict) else None
+        if role not in _ROLES:
+            listed = ", ".join(f"'{r}'" for r in _ROLES[:-1])
+            raise WireError(
+                f"Invalid value: {role!r}. Supported values are: {listed}, and 'developer'.",
+                param=f"messages[{i}].role",
+                code="invalid_value",
+            )
+        if role == "tool" and not m.get("tool_call_id"):
+            raise WireError(
+                f"Missing required parameter: 'messages[{i}].tool_call_id'.",
+                param=f"messages[{i}].tool_call_id",
+                code="missing_required_parameter",
+            )
 
 
 def _content(value: Any) -> str | None:
@@ -22,6 +79,8 @@ def _content(value: Any) -> str | None:
 
 
 def to_request(body: dict[str, Any]) -> ChatRequest:
+    """The request `body` describes (`WireError` when OpenAI would refuse it)."""
+    check_body(body)
     messages = []
     for m in body["messages"]:
         calls = [
@@ -34,7 +93,7 @@ def to_request(body: dict[str, Any]) -> ChatRequest:
         ]
         messages.append(
             Message.model_construct(
-                role=m["role"],
+                role=_LEGACY_ROLES.get(m["role"], m["role"]),
                 content=_content(m.get("content")),
                 tool_calls=calls,
                 tool_call_id=m.get("tool_call_id"),

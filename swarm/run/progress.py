@@ -1,7 +1,10 @@
 """Live progress of a run: agents running, queued, merged, failed; tokens/s, cost, time.
 
-On a terminal it is one live status line (rich); elsewhere, a plain line per event, so
-logs and CI output stay readable; `quiet` prints nothing.
+On a terminal it is a live status (rich) that redraws every second whether or not events
+arrive (the clock and tokens/s move), with a second line saying what each subtask in
+flight is doing (`pricing: fixing · stock: running`); elsewhere, a plain line per event
+ending in that event (`(pricing: fixing)`), so logs and CI output stay readable; `quiet`
+prints nothing.
 """
 
 from __future__ import annotations
@@ -11,13 +14,16 @@ import time
 from types import TracebackType
 from typing import TextIO
 
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
 from swarm.budget import Budget
 
 __all__ = ["Progress"]
+
+_REFRESH_PER_S = 1.0
+"""Redraws a second: the clock shows tenths, so one a second reads as a steady tick."""
 
 
 class Progress:
@@ -37,11 +43,19 @@ class Progress:
         self.total = 0
         self._t0 = time.monotonic()
         self._live: Live | None = None
+        self._doing: dict[str, str] = {}
+        """Subtask -> what it is doing now, for those in flight (insertion order)."""
 
     def __enter__(self) -> Progress:
         if self.live and not self.quiet:
-            console = Console(file=self.stream)
-            self._live = Live(self._text(), console=console, refresh_per_second=4, transient=False)
+            console = Console(file=self.stream, force_terminal=True)
+            self._live = Live(
+                get_renderable=self._text,  # called on every refresh: the clock ticks
+                console=console,
+                auto_refresh=True,
+                refresh_per_second=_REFRESH_PER_S,
+                transient=False,
+            )
             self._live.__enter__()
         return self
 
@@ -49,7 +63,7 @@ class Progress:
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         if self._live is not None:
-            self._live.update(self._text())
+            self._live.refresh()
             self._live.__exit__(et, e, tb)
             self._live = None
 
@@ -84,10 +98,14 @@ class Progress:
         self._event(subtask, dst)
 
     def _event(self, subtask: str, what: str) -> None:
+        if what in ("queued", "running", "fixing"):
+            self._doing[subtask] = what
+        else:
+            self._doing.pop(subtask, None)
         if self.quiet:
             return
         if self._live is not None:
-            self._live.update(self._text())
+            self._live.refresh()
         else:
             print(f"{self.line()}  ({subtask}: {what})", file=self.stream, flush=True)
 
@@ -102,5 +120,16 @@ class Progress:
             f"{rate:,.0f} tok/s · ${spent.usd:.4f} · {spent.steps} calls"
         )
 
-    def _text(self) -> Text:
-        return Text(self.line())
+    def doing(self) -> str:
+        """What the subtasks in flight are doing, fixes first (`pricing: fixing · ...`)."""
+        order = {"fixing": 0, "running": 1, "queued": 2}
+        # a copy: rich's refresh thread reads this while the run's events change it
+        items = sorted(self._doing.copy().items(), key=lambda kv: order.get(kv[1], 3))
+        return " · ".join(f"{k}: {v}" for k, v in items)
+
+    def _text(self) -> RenderableType:
+        status = Text(self.line())  # wraps on a narrow terminal rather than losing figures
+        doing = self.doing()
+        if not doing:
+            return status
+        return Group(status, Text(f"  {doing}", no_wrap=True, overflow="ellipsis"))

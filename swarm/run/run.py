@@ -81,8 +81,11 @@ class World(Protocol):
         self, run_id: str, base: str, task: Task, options: SolveOptions
     ) -> AbstractAsyncContextManager[Merger]: ...
 
-    async def result(self, run_id: str, base: str) -> tuple[str | None, str | None]:
-        """The run's branch and its patch against `base` (None, None when there is none)."""
+    async def result(
+        self, run_id: str, base: str, status: RunStatus
+    ) -> tuple[str | None, str | None]:
+        """The run's branch and its patch against `base` (None, None when there is none);
+        a run ending in `status` "failed" may leave no branch, only the patch."""
         ...
 
     async def baseline(self, queue: Merger, task: Task) -> Baseline:
@@ -262,7 +265,7 @@ class Run:
 
     async def _finish(self, status: RunStatus, error: str | None) -> RunReport:
         spec, outcome = self.spec, self.outcome
-        branch, diff = await self.world.result(self.id, self._base)
+        branch, diff = await self.world.result(self.id, self._base, status)
         run_dir = spec.state_dir / "runs" / self.id if spec.state_dir else None
         patch = run_dir / f"{self.id}.patch" if run_dir and diff is not None else None
         if run_dir is not None:

@@ -32,7 +32,7 @@ from swarm.run.lock import run_lock
 from swarm.run.merge import MergeQueue, Merger, QueueSettings
 from swarm.run.parts import CoordinatorParts, GitWorkspaces, ModelSource, SolveOptions
 from swarm.run.plan import load_plan
-from swarm.run.report import RunReport
+from swarm.run.report import RunReport, RunStatus
 from swarm.run.run import Run, RunSpec
 from swarm.run.task import Task, load_task
 from swarm.run.workspace import cleanup_stale, git
@@ -62,6 +62,8 @@ class SolveRequest:
     """Set when resuming."""
     sandbox: str | None = None
     """`bwrap` or `none` (`--sandbox`): over the task's `sandbox:` and the config's."""
+    keep_branch: bool = False
+    """Keep the `swarm/<run-id>` branch of a run that fails (`--keep-branch`)."""
 
 
 def new_run_id() -> str:
@@ -78,8 +80,12 @@ class GitWorld:
         providers: Mapping[str, Provider] | None = None,
         sandbox: Sandbox | None = None,
         merge: MergeConfig | None = None,
+        *,
+        keep_branch: bool = False,
     ) -> None:
         self.repo, self.task = repo, task
+        self.keep_branch = keep_branch
+        """Keep a failed run's `swarm/<run-id>` branch (its patch is written either way)."""
         self.repo_label = str(repo)
         self.providers = providers
         self.merge = merge or MergeConfig()
@@ -167,9 +173,12 @@ class GitWorld:
         )
         return notes
 
-    async def result(self, run_id: str, base: str) -> tuple[str | None, str | None]:
+    async def result(
+        self, run_id: str, base: str, status: RunStatus
+    ) -> tuple[str | None, str | None]:
         """The run's branch and patch; a branch with nothing on it is deleted (a resumed
-        run makes it again)."""
+        run makes it again), and so is a failed run's unless `keep_branch`: the patch
+        keeps its work, and no `swarm/<id>` branch is left behind by a run that failed."""
         branch = f"swarm/{run_id}"
         try:
             rmdir_if_empty((await common_dir(self.repo)) / "swarm-worktrees" / run_id)
@@ -177,7 +186,11 @@ class GitWorld:
             if ahead == "0":
                 await git("branch", "-D", branch, cwd=self.repo)
                 return None, ""
-            return branch, await git("diff", f"{base}..{branch}", cwd=self.repo)
+            diff = await git("diff", f"{base}..{branch}", cwd=self.repo)
+            if status == "failed" and not self.keep_branch:
+                await git("branch", "-D", branch, cwd=self.repo)
+                return None, diff
+            return branch, diff
         except WorkspaceError:
             return None, ""
 
@@ -229,7 +242,10 @@ async def solve(req: SolveRequest, *, source: ModelSource | None = None) -> RunR
             live=req.live,
             source=source,
         )
-        run = Run(spec, GitWorld(repo, task, _providers(config, demo), sandbox, merge))
+        world = GitWorld(
+            repo, task, _providers(config, demo), sandbox, merge, keep_branch=req.keep_branch
+        )
+        run = Run(spec, world)
         async with run:
             await run.execute()
         assert run.report is not None
@@ -297,7 +313,9 @@ def _repo_for(req: SolveRequest, task: Task, state: Path, run_id: str) -> tuple[
         if not path.is_absolute() and not req.repo and task.source:
             path = Path(task.source).parent / path
         if not (path / ".git").exists():
-            raise ConfigError("is not a git repository", path=str(path))
+            if req.repo:
+                raise ConfigError(f"--repo {path}: {_not_a_repo(path)}")
+            raise ConfigError(f"{path}: {_not_a_repo(path)}", path=task.source, key="repo")
         return path.resolve(), path.resolve() == dest  # a resumed demo run is still one
     from swarm.demo import create_demo_repo
 
@@ -306,7 +324,15 @@ def _repo_for(req: SolveRequest, task: Task, state: Path, run_id: str) -> tuple[
     return dest, True
 
 
-_RESUME_OVERRIDES = ("max_agents", "budget", "quiet", "sandbox")
+def _not_a_repo(path: Path) -> str:
+    if not path.exists():
+        return "does not exist"
+    if not path.is_dir():
+        return "is not a directory (a git repository is wanted)"
+    return "is not a git repository (run `git init` there, or name another)"
+
+
+_RESUME_OVERRIDES = ("max_agents", "budget", "quiet", "sandbox", "keep_branch")
 
 
 def _resume_request(journal: Journal, req: SolveRequest) -> SolveRequest:
@@ -314,6 +340,14 @@ def _resume_request(journal: Journal, req: SolveRequest) -> SolveRequest:
     if run is None:
         known = ", ".join(r.run_id for r in journal.list_runs()[-5:]) or "none"
         raise ConfigError(f"no run {req.run_id!r} in the journal (recent: {known})")
+    merged = [k for k, row in journal.subtasks(run.run_id).items() if row.status == "merged"]
+    if run.status == "failed" and not run.branch and merged:
+        raise ConfigError(
+            f"run {run.run_id} failed and its branch was deleted, so the work of "
+            f"{', '.join(sorted(merged))} is only in its patch "
+            f"({Path(req.state_dir) / 'runs' / run.run_id}): "
+            "start a new run (with --keep-branch to keep a failed run's branch)"
+        )
     saved = dict(journal.run_config(run.run_id).get("request", {}))
     saved.pop("budget_usd", None), saved.pop("max_steps", None), saved.pop("deadline_s", None)
     budget = saved.get("budget")

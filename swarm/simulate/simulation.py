@@ -43,7 +43,7 @@ from swarm.run.journal import Journal
 from swarm.run.merge import Merger
 from swarm.run.parts import CoordinatorParts, ModelSource, SolveOptions
 from swarm.run.plan import Plan
-from swarm.run.report import RunReport
+from swarm.run.report import RunReport, RunStatus
 from swarm.run.run import Run, RunSpec
 from swarm.run.solve import new_run_id
 from swarm.run.task import Task
@@ -188,7 +188,9 @@ class SimWorld:
     ) -> AbstractAsyncContextManager[Merger]:
         return nullcontext(self.merger_)
 
-    async def result(self, run_id: str, base: str) -> tuple[str | None, str | None]:
+    async def result(
+        self, run_id: str, base: str, status: RunStatus
+    ) -> tuple[str | None, str | None]:
         return None, None
 
     async def baseline(self, queue: Merger, task: Task) -> Baseline:

@@ -1,0 +1,113 @@
+"""The `swarm` command and a user's mistakes: every bad argument is a one-line message
+naming it, never a traceback; exit 2 for usage errors, 1 for a failure, 0 for success."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from swarm import __version__
+from swarm.cli import main
+from tests.test_bad_input import swarm
+
+ROOT = Path(__file__).resolve().parents[1]
+TASK = str(ROOT / "tasks" / "refactor.md")
+README = str(ROOT / "README.md")
+TRACE = "{trace}"  # filled in with a real trace from `swarm simulate`
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("traces")
+    args = ["simulate", "--agents", "1", "--steps", "2", "--virtual", "--traces-dir", str(out)]
+    assert main(args) == 0
+    (path,) = out.glob("*.jsonl")
+    return path
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+CASES: list[tuple[list[str], int, str]] = [
+    (["solve", TASK, "--budget", "deadline=15x"], 2, "--budget: deadline"),
+    (["solve", TASK, "--budget", "usd=-1"], 2, "--budget: usd"),
+    (["solve", TASK, "--max-agents", "0"], 2, "argument --max-agents: must be 1 or more"),
+    (["solve", TASK, "--max-agents", "many"], 2, "argument --max-agents: expected a whole"),
+    (["solve", TASK, "--repo", "nosuchdir"], 2, "--repo nosuchdir: does not exist"),
+    (["solve", TASK, "--repo", README], 2, "README.md: is not a directory"),
+    (["solve", TASK, "--repo", "."], 2, "is not a git repository"),
+    (["solve", "nosuch.md"], 2, "nosuch.md: no such task file"),
+    (["solve", TASK, "--config", "nosuch.toml"], 2, "nosuch.toml"),
+    (["resume", "nosuchrun"], 2, "no run 'nosuchrun'"),
+    (["simulate", "--agents", "0"], 2, "argument --agents: must be 1 or more, got 0"),
+    (["simulate", "--steps", "-1"], 2, "argument --steps"),
+    (["simulate", "--max-agents", "0"], 2, "argument --max-agents"),
+    (["simulate", "--rpm", "0"], 2, "argument --rpm"),
+    (["simulate", "--time-scale", "-1"], 2, "argument --time-scale"),
+    (["simulate", "--tool-s", "nan"], 2, "argument --tool-s"),
+    (["simulate", "--set", "speed=bogus"], 2, "--set"),
+    (["simulate", "--error-rate", "2"], 2, "--error-rate"),
+    (["sim", "serve", "--port", "70000"], 2, "argument --port: a port is 0 to 65535"),
+    (["ask", "hi", "--max-tokens", "0"], 2, "argument --max-tokens"),
+    (["trace", "summary", README], 2, "README.md:line 1: not a JSON line"),
+    (["trace", "summary", "nosuch.jsonl"], 2, "no trace file at nosuch.jsonl"),
+    (["trace", "whatif", TRACE, "--max-agents", "0"], 2, "argument --max-agents"),
+    (["trace", "whatif", TRACE, "--set", "nonsense"], 2, "--set"),
+    (["trace", "send", README, "--otlp", "http://127.0.0.1:9"], 2, "README.md:line 1"),
+    (["trace", "send", TRACE, "--otlp", "ftp://host"], 2, "argument --otlp"),
+    (["trace", "send", TRACE, "--otlp", "http://127.0.0.1:{port}"], 1, "--otlp http://127"),
+    (["trace", "view", "nosuch.jsonl", "--no-browser"], 2, "nosuch.jsonl"),
+    (["trace", "view", TRACE, "--port", "-1"], 2, "argument --port"),
+    (["nosuchcommand"], 2, "invalid choice: 'nosuchcommand'"),
+]
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "message"), CASES, ids=[" ".join(c[0][:3]) for c in CASES]
+)
+def test_a_bad_argument_is_named_without_a_traceback(
+    argv: list[str],
+    code: int,
+    message: str,
+    trace: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SWARM_CONFIG", raising=False)
+    port = str(_closed_port())
+    argv = [a.replace(TRACE, str(trace)).replace("{port}", port) for a in argv]
+    try:
+        got = main(argv)  # anything but SystemExit escaping here would be a traceback
+    except SystemExit as exc:  # argparse's usage errors
+        got = exc.code if isinstance(exc.code, int) else 1
+    out = capsys.readouterr()
+    assert "Traceback" not in out.out + out.err
+    assert message in out.err, out.err
+    assert got == code, out.err
+    assert not (tmp_path / ".swarm" / "runs").exists(), "refused input must not start a run"
+
+
+def test_version_and_exit_codes_through_a_real_process(tmp_path: Path) -> None:
+    version = swarm(tmp_path, "--version")
+    assert (version.returncode, version.stdout.strip()) == (0, f"swarm {__version__}")
+    usage = swarm(tmp_path, "simulate", "--agents", "0")
+    assert usage.returncode == 2 and "Traceback" not in usage.stderr
+    assert "argument --agents" in usage.stderr
+
+
+def test_a_port_in_use_is_a_failure_said_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        code = main(["sim", "serve", "--port", str(busy.getsockname()[1])])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "Traceback" not in err and "address already in use" in err

@@ -1,0 +1,63 @@
+"""`swarm solve` against `swarm sim serve` over real HTTP: the demo's script plays every
+role from the conversation alone, so the run goes as it does in-process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+
+ROOT = Path(__file__).resolve().parents[1]
+TASK = ROOT / "tasks" / "refactor.md"
+
+
+def _env() -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    env.pop("SWARM_CONFIG", None)
+    return env
+
+
+async def _served_url(process: anyio.abc.Process) -> str:
+    assert process.stdout is not None
+    line = b""
+    with anyio.fail_after(30):
+        while not line.endswith(b"\n"):
+            line += await process.stdout.receive()
+    text = line.decode().strip()
+    assert " on http://127.0.0.1:" in text, text
+    return text.rsplit(" on ", 1)[1]
+
+
+async def test_solve_the_demo_over_http_against_sim_serve(tmp_path: Path) -> None:
+    serve = [sys.executable, "-m", "swarm", "sim", "serve", "--port", "0"]
+    serve += ["--time-scale", "0.02"]
+    process = await anyio.open_process(serve, env=_env(), stderr=subprocess.DEVNULL)
+    try:
+        url = await _served_url(process)
+        model = '["local/cerebras/kimi-k2.6"]'
+        (tmp_path / "swarm.toml").write_text(
+            f'[providers.local]\nkind = "openai"\nbase_url = "{url}"\napi_key_env = ""\n'
+            f"[tiers.speed]\nmodels = {model}\n[tiers.reasoning]\nmodels = {model}\n"
+        )
+        args = [sys.executable, "-m", "swarm", "solve", str(TASK), "--json"]
+        args += ["--config", "swarm.toml", "--traces-dir", "traces"]
+        result = await anyio.run_process(args, cwd=tmp_path, env=_env(), check=False)
+    finally:
+        process.terminate()
+        with anyio.move_on_after(10, shield=True):
+            await process.wait()
+        if process.returncode is None:
+            process.kill()
+        await process.aclose()
+    output = result.stdout.decode() + result.stderr.decode()
+    assert "Traceback" not in output, output
+    assert result.returncode == 0, output
+    report = json.loads(result.stdout)
+    assert report["status"] == "done", output
+    merged = [s for s in report["subtasks"] if s["status"] == "merged"]
+    assert sorted(s["id"] for s in merged) == ["docs", "item", "pricing", "stock"]
+    assert not report["simulated"]  # the calls went over HTTP, through the OpenAI adapter
