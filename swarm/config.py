@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from swarm._faults import Faults
-from swarm._run_config import BatchSize, MergeConfig, SandboxConfig
+from swarm._run_config import BatchSize, ClusterConfig, MergeConfig, SandboxConfig
 from swarm._wire_checks import check_base_url, check_headers
 from swarm.budget import BudgetLimits
 from swarm.errors import ConfigError
@@ -28,6 +28,7 @@ from swarm.errors import ConfigError
 __all__ = [
     "DEFAULT_ROLES",
     "BatchSize",
+    "ClusterConfig",
     "Faults",
     "MergeConfig",
     "ModelConfig",
@@ -178,6 +179,8 @@ class SwarmConfig(BaseModel):
     """The merge queue and the checks (`[merge]`)."""
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     """Where commands run (`[sandbox] kind = "bwrap" | "none"`)."""
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+    """Where workspaces live (`[cluster] kind = "ray"`, `address = "auto"`)."""
     source: str | None = None
     """File the config came from; None for the built-in default."""
 

@@ -50,6 +50,12 @@ def _run_options(p: argparse.ArgumentParser) -> None:
         help="where agents' commands, checks and hooks run (default: the task's, else "
         "[sandbox] kind in the config, else bwrap where installed)",
     )
+    p.add_argument(
+        "--cluster",
+        metavar="ADDRESS",
+        help="run agents' workspaces, tools and checks on a Ray cluster: auto, HOST:PORT or "
+        "ray://HOST:PORT (pip install 'swarm[ray]'); local: this machine (default: [cluster])",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
@@ -66,21 +72,30 @@ def _request(args: argparse.Namespace, **extra: Any) -> Any:
         traces_dir=args.traces_dir,
         quiet=args.quiet or args.json,
         sandbox=args.sandbox,
+        cluster=args.cluster,
         **extra,
     )
+
+
+def _open_cluster(config: Any) -> Any:
+    """The Ray cluster a run asked for; `swarm.cluster` (and Ray) load only then."""
+    from swarm.cluster import RayCluster
+
+    return RayCluster.open(config)
 
 
 async def _solve(args: argparse.Namespace) -> int:
     from swarm.run.solve import solve
 
-    report = await solve(_request(args, task_path=args.task, repo=args.repo, plan_path=args.plan))
+    req = _request(args, task_path=args.task, repo=args.repo, plan_path=args.plan)
+    report = await solve(req, cluster=_open_cluster)
     return _print(report, args.json)
 
 
 async def _resume(args: argparse.Namespace) -> int:
     from swarm.run.solve import solve
 
-    report = await solve(_request(args, task_path="", run_id=args.run_id))
+    report = await solve(_request(args, task_path="", run_id=args.run_id), cluster=_open_cluster)
     return _print(report, args.json)
 
 

@@ -23,7 +23,7 @@ from typing import Any
 import anyio
 
 from swarm.budget import BudgetLimits
-from swarm.config import MergeConfig, SwarmConfig, load_config
+from swarm.config import ClusterConfig, MergeConfig, SwarmConfig, load_config
 from swarm.errors import ConfigError, WorkspaceError
 from swarm.model import Provider
 from swarm.run._git import common_dir, rmdir_if_empty
@@ -32,7 +32,14 @@ from swarm.run.environment import CheckEnvironment, interpreters_in
 from swarm.run.journal import Journal
 from swarm.run.lock import run_lock
 from swarm.run.merge import MergeQueue, Merger, QueueSettings
-from swarm.run.parts import CoordinatorParts, GitWorkspaces, ModelSource, SolveOptions
+from swarm.run.parts import (
+    Cluster,
+    ClusterOpener,
+    CoordinatorParts,
+    GitWorkspaces,
+    ModelSource,
+    SolveOptions,
+)
 from swarm.run.plan import load_plan
 from swarm.run.report import RunReport
 from swarm.run.run import Run, RunSpec
@@ -64,6 +71,9 @@ class SolveRequest:
     """Set when resuming."""
     sandbox: str | None = None
     """`bwrap` or `none` (`--sandbox`): over the task's `sandbox:` and the config's."""
+    cluster: str | None = None
+    """A Ray cluster's address (`--cluster auto`, `HOST:PORT`, `ray://HOST:PORT`): over
+    `[cluster]` in the config; `local` keeps every workspace on this machine."""
 
 
 def new_run_id() -> str:
@@ -80,8 +90,9 @@ class GitWorld:
         providers: Mapping[str, Provider] | None = None,
         sandbox: Sandbox | None = None,
         merge: MergeConfig | None = None,
+        cluster: Cluster | None = None,
     ) -> None:
-        self.repo, self.task = repo, task
+        self.repo, self.task, self.cluster = repo, task, cluster
         self.repo_label = str(repo)
         self.providers = providers
         self.merge = merge or MergeConfig()
@@ -99,15 +110,19 @@ class GitWorld:
             self.environment,
             timeout_s=self.merge.check_timeout,
             max_concurrent=self.merge.slots,
+            place=cluster.place if cluster else None,
         )
 
     def parts(self, run_id: str) -> CoordinatorParts:
-        return CoordinatorParts(
+        local = CoordinatorParts(
             workspaces=GitWorkspaces(self.repo, run_id, self.environment),
             check=self.checker,
             environment=self.environment,
             check_slot=self.checker.slot,
         )
+        if self.cluster is None:
+            return local
+        return self.cluster.parts(local, repo=self.repo, run_id=run_id)
 
     async def base(self) -> str:
         return await git("rev-parse", "HEAD", cwd=self.repo)
@@ -189,11 +204,14 @@ class GitWorld:
         return source
 
 
-async def solve(req: SolveRequest, *, source: ModelSource | None = None) -> RunReport:
+async def solve(
+    req: SolveRequest, *, source: ModelSource | None = None, cluster: ClusterOpener | None = None
+) -> RunReport:
     """Run (or resume) a task; returns the report (also written to disk).
 
     `source` replaces the router as the origin of every agent's model (library users,
-    tests); journaling, replay and budgets apply either way.
+    tests); journaling, replay and budgets apply either way. `cluster` connects to the
+    cluster `[cluster]` or `--cluster` asks for (`swarm.cluster.RayCluster.open`).
     """
     state = Path(req.state_dir)
     await anyio.Path(state).mkdir(parents=True, exist_ok=True)
@@ -233,11 +251,34 @@ async def solve(req: SolveRequest, *, source: ModelSource | None = None) -> RunR
             live=req.live,
             source=source,
         )
-        run = Run(spec, GitWorld(repo, task, _providers(config, demo), sandbox, merge))
-        async with run:
-            await run.execute()
+        async with _cluster(config.cluster, req.cluster, cluster) as remote:
+            world = GitWorld(repo, task, _providers(config, demo), sandbox, merge, remote)
+            run = Run(spec, world)
+            async with run:
+                await run.execute()
         assert run.report is not None
         return run.report
+
+
+@asynccontextmanager
+async def _cluster(
+    config: ClusterConfig, address: str | None, opener: ClusterOpener | None
+) -> AsyncIterator[Cluster | None]:
+    """The cluster the run's workspaces go to, or None: this machine."""
+    if address is not None:
+        kind = "local" if address == "local" else "ray"
+        config = config.model_copy(update={"kind": kind, "address": address})
+    if config.kind == "local":
+        yield None
+        return
+    if opener is None:
+        raise ConfigError(
+            f"[cluster] kind = {config.kind!r} needs a cluster opener: "
+            "solve(..., cluster=swarm.cluster.RayCluster.open)",
+            key="cluster",
+        )
+    async with opener(config) as opened:
+        yield opened
 
 
 def _sandbox_note(sandbox: Sandbox) -> str:
@@ -310,7 +351,7 @@ def _repo_for(req: SolveRequest, task: Task, state: Path, run_id: str) -> tuple[
     return dest, True
 
 
-_RESUME_OVERRIDES = ("max_agents", "budget", "quiet", "sandbox")
+_RESUME_OVERRIDES = ("max_agents", "budget", "quiet", "sandbox", "cluster")
 
 
 def _resume_request(journal: Journal, req: SolveRequest) -> SolveRequest:
