@@ -5,12 +5,9 @@ end), with distinct custom resources. Skipped when ray is not installed."""
 from __future__ import annotations
 
 import json
+import logging
 import os
-import signal
-import socket
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,90 +30,20 @@ from tests.test_solve import edit, request, subtask, write_plan
 ray = pytest.importorskip("ray")
 
 from swarm.cluster import RayCluster, RayWorkspaces, RemoteWorkspace, remote_tools  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
-RAY = Path(sys.executable).with_name("ray")
-STARTUP_S = 90.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _listening(port: int) -> bool:
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-def _node(args: list[str], log: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_USAGE_STATS_ENABLED": "0"}
-    common = ["--block", "--node-ip-address=127.0.0.1", "--disable-usage-stats"]
-    with log.open("wb") as out:  # the child keeps its own descriptor
-        return subprocess.Popen(
-            [str(RAY), "start", *common, *args],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """The node's whole process group: `ray start --block` and what it started."""
-    for sig, wait_s in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
-def _wait_for_nodes(count: int) -> None:
-    deadline = time.monotonic() + STARTUP_S
-    while sum(n["Alive"] for n in ray.nodes()) < count:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"the local Ray cluster did not reach {count} nodes")
-        time.sleep(0.2)
+from swarm.cluster.local import NodeSpec, local_cluster, wait_for_nodes  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The address of a two-node local cluster: `head` (2 CPUs) and `second` (2 CPUs)."""
-    logs = tmp_path_factory.mktemp("ray")
-    port = _free_port()
-    address = f"127.0.0.1:{port}"
-    temp = Path(f"/tmp/swarm-ray-{os.getpid()}")
-    memory = "--object-store-memory=80000000"
-    head_args = ["--head", f"--port={port}", "--num-cpus=2", '--resources={"head": 4}']
-    head_args += [memory, "--include-dashboard=false", f"--temp-dir={temp}"]
-    head = _node(head_args, logs / "head.log")
-    nodes = [head]
-    try:
-        deadline = time.monotonic() + STARTUP_S
-        while not _listening(port):
-            if head.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError((logs / "head.log").read_text()[-3000:])
-            time.sleep(0.2)
-        nodes.append(
-            _node(
-                [f"--address={address}", "--num-cpus=2", '--resources={"second": 4}', memory],
-                logs / "second.log",
-            )
-        )
-        ray.init(address=address, logging_level="ERROR", log_to_driver=False)
-        _wait_for_nodes(2)
-        yield address
-    finally:
-        if ray.is_initialized():
+    nodes = [NodeSpec(2, {"head": 4}), NodeSpec(2, {"second": 4})]
+    with local_cluster(nodes, tmp_path_factory.mktemp("ray")) as running:
+        ray.init(address=running.address, logging_level=logging.ERROR, log_to_driver=False)
+        try:
+            wait_for_nodes(ray, 2)
+            yield running.address
+        finally:
             ray.shutdown()
-        for proc in reversed(nodes):
-            _stop(proc)
 
 
 def git(repo: Path, *args: str) -> str:

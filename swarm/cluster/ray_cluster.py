@@ -13,6 +13,7 @@ The base commit travels as a git bundle put once in the object store per base co
 
 from __future__ import annotations
 
+import logging
 import secrets
 import tempfile
 from collections import OrderedDict
@@ -91,7 +92,7 @@ class RayCluster:
             try:
                 ray.init(
                     address=ray_address(config.address),
-                    logging_level="ERROR",
+                    logging_level=logging.ERROR,
                     log_to_driver=False,
                 )
             except (ConnectionError, RuntimeError, ValueError) as exc:

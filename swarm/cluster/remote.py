@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
 from opentelemetry import trace
 
 from swarm.agent.tool import Finish, Tool, ToolContext
@@ -76,8 +77,11 @@ class RemoteWorkspace:
 async def _await(ref: Any) -> Any:
     """The value of a Ray object ref, awaited on the event loop; cancelled with the caller."""
     import ray
+    import sniffio
 
     try:
+        if sniffio.current_async_library() != "asyncio":  # refs are asyncio futures
+            return await anyio.to_thread.run_sync(ray.get, ref, abandon_on_cancel=True)
         return await ref
     except ray.exceptions.RayActorError as exc:
         raise WorkspaceError(f"the workspace's cluster node was lost: {exc}") from None
