@@ -18,7 +18,7 @@ import pytest
 from swarm.agent.tool import ToolContext
 from swarm.agent.toolbox import coding_tools
 from swarm.config import ClusterConfig
-from swarm.errors import ToolError
+from swarm.errors import ToolError, WorkspaceError
 from swarm.run.check import Checker
 from swarm.run.environment import CheckEnvironment
 from swarm.run.solve import solve
@@ -30,20 +30,32 @@ from tests.test_solve import edit, request, subtask, write_plan
 ray = pytest.importorskip("ray")
 
 from swarm.cluster import RayCluster, RayWorkspaces, RemoteWorkspace, remote_tools  # noqa: E402
-from swarm.cluster.local import NodeSpec, local_cluster, wait_for_nodes  # noqa: E402
+from swarm.cluster.local import (  # noqa: E402
+    LocalCluster,
+    NodeSpec,
+    add_node,
+    local_cluster,
+    stop_node,
+    wait_for_nodes,
+)
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """The address of a two-node local cluster: `head` (2 CPUs) and `second` (2 CPUs)."""
     nodes = [NodeSpec(2, {"head": 4}), NodeSpec(2, {"second": 4})]
     with local_cluster(nodes, tmp_path_factory.mktemp("ray")) as running:
         ray.init(address=running.address, logging_level=logging.ERROR, log_to_driver=False)
         try:
             wait_for_nodes(ray, 2)
-            yield running.address
+            yield running
         finally:
             ray.shutdown()
+
+
+@pytest.fixture
+def cluster(running: LocalCluster) -> str:
+    return running.address
 
 
 def git(repo: Path, *args: str) -> str:
@@ -242,3 +254,22 @@ def _attr(span: dict[str, Any], key: str) -> Any:
             value = a["value"]
             return next(iter(value.values()))
     return None
+
+
+async def test_a_lost_node_is_a_workspace_error_saying_so(
+    running: LocalCluster, repo: Path
+) -> None:
+    doomed = add_node(running, NodeSpec(1, {"doomed": 1}))
+    await anyio.to_thread.run_sync(wait_for_nodes, ray, 3)
+    base = git(repo, "rev-parse", "HEAD")
+    config = ClusterConfig(kind="ray", address=running.address, resources={"doomed": 1})
+    environment = CheckEnvironment.resolve(repo)
+    async with RayCluster.open(config) as rc:
+        tools = {t.name: t for t in remote_tools(coding_tools(), rc.remotes)}
+        async with RayWorkspaces(rc, repo, "t6", environment).open(base, "d1") as ws:
+            ctx = environment.context(ws.path, timeout_s=30)
+            assert "def one" in await tools["read_file"].run({"path": "a.py"}, ctx)
+            await anyio.to_thread.run_sync(stop_node, doomed)
+            with pytest.raises(WorkspaceError) as lost:
+                await tools["read_file"].run({"path": "a.py"}, ctx)
+    assert lost.value.node_lost

@@ -4,7 +4,8 @@ A `Tool` carries the JSON schema models see (built with pydantic from the signat
 the docstring's `Args:` section) and `run`s the function on the model's JSON arguments.
 Everything that goes wrong in a call — bad JSON, invalid arguments, an exception in the
 tool's body — becomes a `ToolError` whose message is written for the model to read;
-`Finish` (raised by the `finish` tool) passes through so the agent loop can end.
+`Finish` (raised by the `finish` tool) passes through so the agent loop can end, and so
+does a `WorkspaceError` saying the workspace's cluster node was lost (`node_lost`).
 
 Tools that touch the filesystem or run commands take a `ToolContext` as their first
 parameter: the workspace they are confined to, the environment their subprocesses get, and
@@ -32,7 +33,7 @@ import anyio.to_thread
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from swarm.errors import ToolError
+from swarm.errors import ToolError, WorkspaceError
 from swarm.messages import ToolSpec
 from swarm.sandbox import NoSandbox, Sandbox
 from swarm.sandbox.process import truncate
@@ -248,6 +249,10 @@ class Tool:
                 result = await anyio.to_thread.run_sync(call)
         except (ToolError, Finish):
             raise
+        except WorkspaceError as exc:
+            if exc.node_lost:  # not the model's to fix: the subtask starts again elsewhere
+                raise
+            raise ToolError(f"{self.name} failed: {type(exc).__name__}: {exc}") from exc
         except Exception as exc:
             raise ToolError(f"{self.name} failed: {type(exc).__name__}: {exc}") from exc
         text = (

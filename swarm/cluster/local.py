@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["LocalCluster", "NodeSpec", "local_cluster"]
+__all__ = ["LocalCluster", "NodeSpec", "add_node", "local_cluster", "stop_node", "wait_for_nodes"]
 
 STARTUP_S = 90.0
 _ROOT = Path(__file__).resolve().parents[2]
@@ -100,13 +100,22 @@ def local_cluster(
             if cluster.processes[0].poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError((logs / "node0.log").read_text()[-3000:])
             time.sleep(0.2)
-        for i, node in enumerate(nodes[1:], start=1):
-            joined = [f"--address={cluster.address}"]
-            cluster.processes.append(_start(joined, node, logs / f"node{i}.log", root))
+        for node in nodes[1:]:
+            add_node(cluster, node, root=root)
         yield cluster
     finally:
         for proc in reversed(cluster.processes):
             stop_node(proc)
+
+
+def add_node(
+    cluster: LocalCluster, node: NodeSpec, *, root: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """Start one more node joining `cluster` (stopped with it, or by `stop_node`)."""
+    log = cluster.logs / f"node{len(cluster.processes)}.log"
+    proc = _start([f"--address={cluster.address}"], node, log, root or _ROOT)
+    cluster.processes.append(proc)
+    return proc
 
 
 def wait_for_nodes(ray: object, count: int, timeout_s: float = STARTUP_S) -> None:

@@ -84,7 +84,9 @@ async def _await(ref: Any) -> Any:
             return await anyio.to_thread.run_sync(ray.get, ref, abandon_on_cancel=True)
         return await ref
     except ray.exceptions.RayActorError as exc:
-        raise WorkspaceError(f"the workspace's cluster node was lost: {exc}") from None
+        raise WorkspaceError(
+            f"the workspace's cluster node was lost: {exc}", node_lost=True
+        ) from None
     except BaseException:
         ray.cancel(ref)
         raise
