@@ -3,8 +3,9 @@
 One workspace in a local git worktree and one on a local Ray node (a one-node cluster
 this script starts on loopback, or `--address` of a running one); the same calls on both:
 `read_file` (no subprocess), `run` of `true` (one sandboxed subprocess), and the check
-`true`. Reported per call: wall median and mean (ms), and the driver's CPU per call (ms:
-the coordinator's own cost, which bounds how many remote agents one driver serves).
+`true`; and a bare call to the actor (Ray's own floor). Reported per call: wall median
+and mean (ms), and the driver's CPU per call (ms: the coordinator's own cost, which bounds
+how many remote agents one driver serves).
 Overhead = remote - local. Goal: <= 5 ms per tool call.
 
     python -m benchmarks.bench_cluster [--calls 200] [--checks 20] [--address HOST:PORT] [--json]
@@ -30,6 +31,7 @@ from swarm.agent.tool import Tool, ToolContext
 from swarm.agent.toolbox import coding_tools
 from swarm.cluster import RayCluster, RayWorkspaces, remote_tools
 from swarm.cluster.local import NodeSpec, local_cluster, wait_for_nodes
+from swarm.cluster.remote import _await
 from swarm.config import ClusterConfig
 from swarm.run.check import Checker
 from swarm.run.environment import CheckEnvironment
@@ -97,12 +99,14 @@ async def _measure(a: Args, repo: Path, address: str) -> dict[str, Any]:
                 local_tools, environment.context(here.path, timeout_s=60), checker, a
             )
             far = await _side(remote, environment.context(there.path, timeout_s=60), checker, a)
+            ping = await _timed(a.calls, lambda: _await(there.actor.ready.remote()))  # type: ignore[attr-defined]
     overhead = {k: far[k]["median_ms"] - local[k]["median_ms"] for k in local}
     return {
         "sandbox": environment.sandbox.kind,
         "local": local,
         "ray": far,
         "overhead_median_ms": overhead,
+        "bare_actor_call": ping,
         "goal_tool_call_ms": 5.0,
         "meets_goal": max(overhead["read_file"], overhead["run_true"]) <= 5.0,
     }
