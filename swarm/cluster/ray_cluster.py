@@ -13,6 +13,7 @@ The base commit travels as a git bundle put once in the object store per base co
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
 import tempfile
@@ -149,9 +150,11 @@ class RayWorkspaces:
         bundle = await self._bundle(sha)
         options = self.cluster.actor_options()
         actor = _actor().options(**options).remote(self.environment, self.run_id, name)
+        placed = False
         try:
             with waiting(sc.WAIT_CLUSTER, attributes={sc.WORKSPACE_NAME: name}):
                 await _await(actor.ready.remote())
+            placed = True
             attrs = {sc.WORKSPACE_NAME: name}
             with tracer().start_as_current_span(f"{sc.WORKSPACE_SPAN} open", attributes=attrs):
                 info: NodeInfo = await _await(actor.open.remote(bundle, sha))
@@ -164,7 +167,7 @@ class RayWorkspaces:
                 self.cluster.remotes.remove(ws)
         finally:
             with anyio.move_on_after(CLOSE_TIMEOUT_S, shield=True):
-                await _close(actor)
+                await _close(actor, placed)
 
     async def _bundle(self, sha: str) -> Any:
         """The object-store ref of a bundle holding `sha` (made once per commit)."""
@@ -193,11 +196,10 @@ async def make_bundle(repo: Path, sha: str, run_id: str) -> bytes:
         return await anyio.Path(out).read_bytes()
 
 
-async def _close(actor: Any) -> None:
-    """Remove the clone, then end the actor (a lost node has nothing left to remove)."""
-    ray = ray_module()
-    try:
-        await _await(actor.close.remote())
-    except Exception:
-        pass
-    ray.kill(actor, no_restart=True)
+async def _close(actor: Any, placed: bool) -> None:
+    """Remove the clone, then end the actor; one never placed (cancelled while the cluster
+    was full) or whose node was lost has nothing to remove."""
+    if placed:
+        with contextlib.suppress(Exception):
+            await _await(actor.close.remote())
+    ray_module().kill(actor, no_restart=True)

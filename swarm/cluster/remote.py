@@ -13,6 +13,7 @@ span of the tool or check it serves.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -88,7 +89,8 @@ async def _await(ref: Any) -> Any:
             f"the workspace's cluster node was lost: {exc}", node_lost=True
         ) from None
     except BaseException:
-        ray.cancel(ref)
+        with contextlib.suppress(Exception):  # finished already, or its node is gone
+            ray.cancel(ref)
         raise
 
 
