@@ -18,6 +18,7 @@ import anyio
 import pytest
 
 from swarm.budget import BudgetLimits
+from swarm.errors import ConfigError
 from swarm.messages import ChatRequest
 from swarm.run.plan import PlanError
 from swarm.run.report import RunReport
@@ -384,4 +385,14 @@ def test_kill_9_then_resume_finishes_without_repeating_calls(tmp_path: Path, rep
     )
     for name in ("a.py.txt", "b.py.txt", "shared.py.txt"):
         assert git(repo, "show", f"{report.branch}:{name}").startswith("coder:")
+    assert_untouched(repo)
+
+
+async def test_a_cluster_asked_for_without_an_opener_is_refused_before_the_run(
+    tmp_path: Path, repo: Path
+) -> None:
+    plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
+    with pytest.raises(ConfigError, match="cluster opener"):
+        await solve(request(tmp_path, repo, plan, cluster="auto"), source=ScriptedSource({}))
+    assert not (tmp_path / "state" / "runs").exists()
     assert_untouched(repo)

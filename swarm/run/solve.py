@@ -229,6 +229,7 @@ async def solve(
         if demo and task.python is None:  # swarm's own demo is tested with swarm's pytest
             task = task.model_copy(update={"python": sys.executable})
         config = _task_roles(load_config(req.config_path), task)
+        where = _cluster_config(config.cluster, req.cluster, cluster)
         stack.enter_context(run_lock(state, run_id))
         merge = config.merge.over(task.merge)
         sandbox = make_sandbox(config.sandbox, kind=req.sandbox or task.sandbox)
@@ -251,7 +252,7 @@ async def solve(
             live=req.live,
             source=source,
         )
-        async with _cluster(config.cluster, req.cluster, cluster) as remote:
+        async with _cluster(where, cluster) as remote:
             world = GitWorld(repo, task, _providers(config, demo), sandbox, merge, remote)
             run = Run(spec, world)
             async with run:
@@ -260,23 +261,31 @@ async def solve(
         return run.report
 
 
-@asynccontextmanager
-async def _cluster(
+def _cluster_config(
     config: ClusterConfig, address: str | None, opener: ClusterOpener | None
-) -> AsyncIterator[Cluster | None]:
-    """The cluster the run's workspaces go to, or None: this machine."""
+) -> ClusterConfig:
+    """`[cluster]` with `--cluster` over it; a cluster asked for with no way to open one
+    is a ConfigError before the run starts."""
     if address is not None:
         kind = "local" if address == "local" else "ray"
         config = config.model_copy(update={"kind": kind, "address": address})
-    if config.kind == "local":
-        yield None
-        return
-    if opener is None:
+    if config.kind != "local" and opener is None:
         raise ConfigError(
             f"[cluster] kind = {config.kind!r} needs a cluster opener: "
             "solve(..., cluster=swarm.cluster.RayCluster.open)",
             key="cluster",
         )
+    return config
+
+
+@asynccontextmanager
+async def _cluster(
+    config: ClusterConfig, opener: ClusterOpener | None
+) -> AsyncIterator[Cluster | None]:
+    """The cluster the run's workspaces go to, or None: this machine."""
+    if config.kind == "local" or opener is None:
+        yield None
+        return
     async with opener(config) as opened:
         yield opened
 
