@@ -141,6 +141,8 @@ def main() -> None:
             f"overhead {result['overhead_median_ms'][what]:6.2f} ms  "
             f"driver CPU {lo['driver_cpu_ms']:5.2f} / {far['driver_cpu_ms']:5.2f} ms"
         )
+    bare = result["bare_actor_call"]
+    print(f"bare actor call: {bare['median_ms']:.2f} ms, driver CPU {bare['driver_cpu_ms']:.2f} ms")
     print(f"goal <= 5 ms per tool call: {'met' if result['meets_goal'] else 'NOT met'}")
 
 
