@@ -18,6 +18,8 @@ own layer or the ones below (tests/test_layers.py checks it).
               coding tools, MCP servers' tools (`swarm.agent.mcp`)
 - `run`       a solve run: the `Run`, task, plan, coordinator, workspaces, checks, merge
               queue, journal, report; `swarm solve` and `swarm resume`
+- `cluster`   workspaces on a Ray cluster: an actor per workspace holding a clone, the
+              tools and checks routed to it (`--cluster`; Ray only when asked for)
 - `simulate`  a simulated world plugged into the same `Run` (`swarm simulate`)
 - `analysis`, `viewer`  traces: critical path, ledger, what-if; the local web viewer
 - on top      `cli` and `_commands`, `testing` (ScriptedModel, FunctionModel) and its

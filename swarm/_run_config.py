@@ -1,6 +1,6 @@
 """The config's sections for how a run uses this machine: `[merge]` (and a task's
-`merge:`: batches, checks at once, the check timeout) and `[sandbox]` (how commands are
-confined). Re-exported by `swarm.config`."""
+`merge:`: batches, checks at once, the check timeout), `[sandbox]` (how commands are
+confined) and `[cluster]` (where workspaces live). Re-exported by `swarm.config`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from swarm._duration import parse_duration
 
-__all__ = ["BatchSize", "MergeConfig", "SandboxConfig", "SandboxKind"]
+__all__ = ["BatchSize", "ClusterConfig", "MergeConfig", "SandboxConfig", "SandboxKind"]
 
 _STRICT = ConfigDict(frozen=True, extra="forbid")
 
@@ -91,3 +91,20 @@ class SandboxConfig(BaseModel):
     memory_mb: int | None = Field(default=8192, ge=64)
     file_size_mb: int | None = Field(default=4096, ge=1)
     tmp_mb: int = Field(default=1024, ge=16)
+
+
+class ClusterConfig(BaseModel):
+    """Where agents' workspaces, tool calls and checks run (`[cluster]`, `--cluster`)."""
+
+    model_config = _STRICT
+    kind: Literal["local", "ray"] = "local"
+    """`local`: git worktrees on this machine; `ray`: a Ray actor per workspace on a
+    cluster's nodes (`pip install 'swarm[ray]'`)."""
+    address: str = "auto"
+    """The Ray cluster: `auto` (the one `ray start` made here), `HOST:PORT`, `ray://HOST:PORT`."""
+    cpus_per_workspace: float = Field(default=1.0, ge=0)
+    """CPUs a workspace reserves on its node (its checks use them)."""
+    memory_mb: int | None = Field(default=None, ge=1)
+    """Memory a workspace reserves on its node; None: no reservation."""
+    resources: dict[str, float] = Field(default_factory=dict)
+    """Custom Ray resources each workspace asks for (e.g. `{"checks" = 1}`)."""

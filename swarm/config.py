@@ -3,9 +3,8 @@
 Where it comes from, first found wins: an explicit path, `$SWARM_CONFIG`, `./swarm.toml`,
 `[tool.swarm]` in `./pyproject.toml`, else a default built from the catalog providers whose
 key env var is set, else the simulator. Config holds only the *name* of each key's env var;
-keys are read from the environment when providers are built
-(`swarm.providers.registry.build_providers`, which also checks each `kind`) and never
-stored here, so they cannot leak through a repr, a span or a log line.
+keys are read when providers are built (`swarm.providers.registry.build_providers`, which
+also checks each `kind`), never stored here: they cannot leak through a repr, span or log.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from swarm._faults import Faults
-from swarm._run_config import BatchSize, MergeConfig, SandboxConfig
+from swarm._run_config import BatchSize, ClusterConfig, MergeConfig, SandboxConfig
 from swarm._wire_checks import check_base_url, check_headers
 from swarm.budget import BudgetLimits
 from swarm.errors import ConfigError
@@ -29,6 +28,7 @@ from swarm.messages import ModelSettings
 __all__ = [
     "DEFAULT_ROLES",
     "BatchSize",
+    "ClusterConfig",
     "Faults",
     "MergeConfig",
     "ModelConfig",
@@ -181,6 +181,8 @@ class SwarmConfig(BaseModel):
     """The merge queue and the checks (`[merge]`)."""
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     """Where commands run (`[sandbox] kind = "bwrap" | "none"`)."""
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+    """Where workspaces live (`[cluster] kind = "ray"`, `address = "auto"`)."""
     source: str | None = None
     """File the config came from; None for the built-in default."""
 

@@ -8,7 +8,8 @@ SwarmError
     ContextWindowExceeded  the request is longer than the model's window (a 400)
   ModelBehaviorError   the model's output stayed invalid after the agent's bounded retries
   ToolError            a tool failed: the message goes back to the model
-  WorkspaceError       a git worktree could not be made, patched or removed
+  WorkspaceError       a git worktree could not be made, patched or removed; or its
+                       cluster node was lost (`node_lost`: the subtask restarts elsewhere)
   BudgetExceeded       steps, tokens, money or deadline ran out (says which and how much)
   UsageError           the library was called wrongly (the message says how to call it)
   McpError             an MCP server could not be started, reached or understood
@@ -144,7 +145,13 @@ class ToolError(SwarmError):
 
 
 class WorkspaceError(SwarmError):
-    """A git worktree could not be created, patched or removed."""
+    """A git worktree could not be created, patched or removed; or the cluster node holding
+    a remote workspace was lost (`node_lost`)."""
+
+    def __init__(self, message: str, *, node_lost: bool = False) -> None:
+        super().__init__(message)
+        self.node_lost = node_lost
+        """The workspace's node went away: its subtask may start again from its base."""
 
 
 class BudgetExceeded(SwarmError):

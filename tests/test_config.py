@@ -273,3 +273,13 @@ def test_bad_merge_settings_name_their_key(tmp_path: Path, text: str, key: str) 
     with pytest.raises(ConfigError) as caught:
         load_config(write(tmp_path, text), env={})
     assert key in str(caught.value)
+
+
+def test_cluster_section_parses_and_a_bad_kind_names_its_key(tmp_path: Path) -> None:
+    text = FULL + '\n[cluster]\nkind = "ray"\naddress = "10.0.0.5:6379"\nmemory_mb = 2048\n'
+    cluster = load_config(write(tmp_path, text), env={}).cluster
+    assert (cluster.kind, cluster.address, cluster.memory_mb) == ("ray", "10.0.0.5:6379", 2048)
+    assert cluster.cpus_per_workspace == 1.0
+    assert load_config(write(tmp_path, FULL), env={}).cluster.kind == "local"
+    with pytest.raises(ConfigError, match=r"cluster\.kind"):
+        load_config(write(tmp_path, FULL + '\n[cluster]\nkind = "k8s"\n'), env={})

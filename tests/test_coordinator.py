@@ -17,6 +17,7 @@ from swarm.agent.tool import Tool
 from swarm.agent.toolbox import coding_tools
 from swarm.budget import Budget, BudgetLimits
 from swarm.config import SwarmConfig
+from swarm.errors import WorkspaceError
 from swarm.messages import ChatRequest, ChatResult
 from swarm.model import Model
 from swarm.run.check import CheckResult
@@ -245,3 +246,37 @@ async def test_the_deadline_stops_the_run_and_keeps_what_merged(world: World) ->
     assert outcome.stop_reason == "deadline"
     statuses = sorted(s.status for s in outcome.subtasks)
     assert statuses[0] == "merged" and statuses[-1] == "skipped"
+
+
+class LosingNodes(Workspaces):
+    """Workspaces whose node is lost the first `losses` times a workspace is coded in."""
+
+    def __init__(self, losses: int) -> None:
+        super().__init__()
+        self.losses = losses
+
+    @asynccontextmanager
+    async def _open(self, name: str) -> AsyncIterator[WorkspaceLike]:
+        self.opened.append(name)
+        if self.losses > 0:
+            self.losses -= 1
+            raise WorkspaceError("the workspace's cluster node was lost", node_lost=True)
+        yield _Workspace(Path("/mem") / name)
+
+
+async def test_a_lost_node_restarts_the_subtask_and_merges_it_once(tmp_path: Path) -> None:
+    world = World(tmp_path, workspaces=LosingNodes(losses=2))
+    outcome, _ = await world.run(plan(("a", ())))
+    assert [s.status for s in outcome.subtasks] == ["merged"]
+    assert world.workspaces.opened == ["a", "a", "a"]
+    assert world.merger.order == ["a"]
+
+
+async def test_a_node_lost_too_often_fails_only_its_subtask(tmp_path: Path) -> None:
+    one_at_a_time = SolveOptions(max_agents=1)
+    world = World(tmp_path, workspaces=LosingNodes(losses=3), options=one_at_a_time)
+    outcome, _ = await world.run(plan(("a", ()), ("b", ())))
+    by_id = {s.id: s for s in outcome.subtasks}
+    assert by_id["a"].status == "failed" and "node was lost" in str(by_id["a"].error)
+    assert by_id["b"].status == "merged"
+    assert world.merger.order == ["b"]

@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("sandbox", frozenset({"sandbox"})),
     ("agent", frozenset({"agent"})),
     ("run", frozenset({"run", "demo"})),
+    ("cluster", frozenset({"cluster"})),
     ("simulate", frozenset({"simulate"})),
     ("analysis", frozenset({"analysis"})),
     ("viewer", frozenset({"viewer"})),

@@ -438,3 +438,15 @@ async def test_the_root_span_is_named_by_the_task_and_every_wait_by_its_kind(
     waits = [(name, kind) for name, kind in kinds if name.startswith(sc.WAIT_SPAN)]
     assert ("swarm.wait dependency", "dependency") in waits
     assert all(name == f"{sc.WAIT_SPAN} {kind}" for name, kind in waits), waits
+
+
+async def test_a_cluster_asked_for_without_an_opener_is_refused_before_the_run(
+    tmp_path: Path, repo: Path
+) -> None:
+    plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
+    from swarm.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="cluster opener"):
+        await solve(request(tmp_path, repo, plan, cluster="auto"), source=ScriptedSource({}))
+    assert not (tmp_path / "state" / "runs").exists()
+    assert_untouched(repo)

@@ -57,6 +57,12 @@ def _run_options(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="keep the swarm/<run-id> branch of a run that fails (its patch is kept anyway)",
     )
+    p.add_argument(
+        "--cluster",
+        metavar="ADDRESS",
+        help="run agents' workspaces, tools and checks on a Ray cluster: auto, HOST:PORT or "
+        "ray://HOST:PORT (pip install 'swarm[ray]'); local: this machine (default: [cluster])",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
@@ -74,21 +80,30 @@ def _request(args: argparse.Namespace, **extra: Any) -> Any:
         quiet=args.quiet or args.json,
         sandbox=args.sandbox,
         keep_branch=args.keep_branch,
+        cluster=args.cluster,
         **extra,
     )
+
+
+def _open_cluster(config: Any) -> Any:
+    """The Ray cluster a run asked for; `swarm.cluster` (and Ray) load only then."""
+    from swarm.cluster import RayCluster
+
+    return RayCluster.open(config)
 
 
 async def _solve(args: argparse.Namespace) -> int:
     from swarm.run.solve import solve
 
-    report = await solve(_request(args, task_path=args.task, repo=args.repo, plan_path=args.plan))
+    req = _request(args, task_path=args.task, repo=args.repo, plan_path=args.plan)
+    report = await solve(req, cluster=_open_cluster)
     return _print(report, args.json)
 
 
 async def _resume(args: argparse.Namespace) -> int:
     from swarm.run.solve import solve
 
-    report = await solve(_request(args, task_path="", run_id=args.run_id))
+    report = await solve(_request(args, task_path="", run_id=args.run_id), cluster=_open_cluster)
     return _print(report, args.json)
 
 

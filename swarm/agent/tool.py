@@ -4,7 +4,8 @@ A `Tool` carries the JSON schema models see (built with pydantic from the signat
 the docstring's `Args:` section) and `run`s the function on the model's JSON arguments.
 Everything that goes wrong in a call — bad JSON, invalid arguments, an exception in the
 tool's body — becomes a `ToolError` whose message is written for the model to read;
-`Finish` (raised by the `finish` tool) passes through so the agent loop can end.
+`Finish` (raised by the `finish` tool) passes through so the agent loop can end, and so
+does a `WorkspaceError` saying the workspace's cluster node was lost (`node_lost`).
 
 Tools that touch the filesystem or run commands take a `ToolContext` as their first
 parameter: the workspace they are confined to, the environment their subprocesses get, and
@@ -14,7 +15,6 @@ untracked files it names, and no others).
 
 from __future__ import annotations
 
-import functools
 import inspect
 import json
 import os
@@ -32,71 +32,13 @@ import anyio.to_thread
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from swarm.errors import ToolError
+from swarm.agent._env import environ, scrub_env
+from swarm.errors import ToolError, WorkspaceError
 from swarm.messages import ToolSpec
 from swarm.sandbox import NoSandbox, Sandbox
 from swarm.sandbox.process import truncate
 
 __all__ = ["Finish", "Tool", "ToolContext", "WriteLog", "environ", "scrub_env", "tool", "truncate"]
-
-_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
-_SECRET_NAMES = frozenset(
-    {
-        # provider and tooling secrets whose names the words above miss
-        "MYSQL_PWD",
-        "SSH_AUTH_SOCK",
-        "GPG_AGENT_INFO",
-        "NETRC",
-        # these would point git at the user's checkout instead of the workspace
-        "GIT_DIR",
-        "GIT_WORK_TREE",
-        "GIT_INDEX_FILE",
-        "GIT_COMMON_DIR",
-        # set afresh per subprocess from the current span
-        "TRACEPARENT",
-        "TRACESTATE",
-    }
-)
-
-
-def scrub_env(env: Mapping[str, str]) -> dict[str, str]:
-    """`env` without secrets: names containing KEY, TOKEN, SECRET, PASSWORD, CREDENTIAL."""
-    if env is os.environ:
-        return dict(_scrubbed_environ())
-    return {name: value for name, value in env.items() if not _secret(name)}
-
-
-@functools.lru_cache(maxsize=4096)
-def _secret(name: str) -> bool:
-    upper = name.upper()
-    return upper in _SECRET_NAMES or any(word in upper for word in _SECRET_WORDS)
-
-
-_environ_cache: tuple[dict[bytes, bytes], dict[str, str], dict[str, str]] | None = None
-
-
-def environ() -> Mapping[str, str]:
-    """`os.environ` as a plain mapping, copied again only when it has changed: a solve
-    builds thousands of subprocess environments, and reading `os.environ` decodes every
-    variable each time. Do not change what it returns."""
-    return _environ_snapshot()[1]
-
-
-def _scrubbed_environ() -> dict[str, str]:
-    return _environ_snapshot()[2]
-
-
-def _environ_snapshot() -> tuple[dict[bytes, bytes], dict[str, str], dict[str, str]]:
-    global _environ_cache
-    raw = getattr(os.environ, "_data", None)
-    cached = _environ_cache
-    if cached is not None and raw is not None and cached[0] == raw:
-        return cached
-    copy = dict(os.environ)
-    scrubbed = {name: value for name, value in copy.items() if not _secret(name)}
-    _environ_cache = (dict(raw or {}), copy, scrubbed)
-    return _environ_cache
-
 
 _LOGS: weakref.WeakValueDictionary[Path, WriteLog] = weakref.WeakValueDictionary()
 """Each directory's `WriteLog`, kept while a context or a workspace holds it."""
@@ -252,6 +194,10 @@ class Tool:
                 result = await anyio.to_thread.run_sync(call)
         except (ToolError, Finish):
             raise
+        except WorkspaceError as exc:
+            if exc.node_lost:  # not the model's to fix: the subtask starts again elsewhere
+                raise
+            raise ToolError(f"{self.name} failed: {type(exc).__name__}: {exc}") from exc
         except Exception as exc:
             raise ToolError(f"{self.name} failed: {type(exc).__name__}: {exc}") from exc
         text = (

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -34,6 +34,7 @@ __all__ = [
     "NOTHING_TO_TEST",
     "Baseline",
     "CheckFn",
+    "CheckPlace",
     "CheckResult",
     "Checker",
     "KnownFailures",
@@ -84,6 +85,14 @@ async def run_check(
         return CheckResult(passed, result.exit_code, output, result.duration_s, result.timed_out)
 
 
+class CheckPlace(Protocol):
+    """Where a worktree's checks run when it is not on this machine (`swarm.cluster`)."""
+
+    def runner(self, path: Path) -> Callable[[str, float], Awaitable[CheckResult]] | None:
+        """How a check runs in `path` elsewhere (command, timeout), or None: here."""
+        ...
+
+
 class CheckFn(Protocol):
     """Runs a check command in a worktree; `key` names its tree (`tree_key`) for reuse."""
 
@@ -115,8 +124,12 @@ class Checker:
         *,
         timeout_s: float = 600.0,
         max_concurrent: int | None = None,
+        place: CheckPlace | None = None,
     ) -> None:
         self.environment, self.timeout_s = environment, timeout_s
+        self.place = place
+        """Where checks of worktrees on other machines run (their node's cores, not a
+        place here); None: every check runs here."""
         self._slots = ConcurrencyLimiter(
             max_concurrent or os.cpu_count() or 2, wait_kind=sc.WAIT_CHECK
         )
@@ -131,10 +144,14 @@ class Checker:
         every subtask's path to done) takes the next free place before the workspaces'."""
         if key is not None and (hit := self._results.get((command, key))) is not None:
             return replace(hit, reused=True)
-        async with self.slot(priority=priority):
-            result = await run_check(
-                command, path, timeout_s=self.timeout_s, environment=self.environment
-            )
+        elsewhere = self.place.runner(path) if self.place is not None else None
+        if elsewhere is not None:  # its node's reserved cores bound it, not a place here
+            result = await elsewhere(command, self.timeout_s)
+        else:
+            async with self.slot(priority=priority):
+                result = await run_check(
+                    command, path, timeout_s=self.timeout_s, environment=self.environment
+                )
         result = self.known.judge(result)
         if key is not None:
             self._results[(command, key)] = result

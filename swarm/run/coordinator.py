@@ -25,7 +25,7 @@ from opentelemetry.trace import SpanContext
 from swarm.agent.loop import Agent
 from swarm.agent.tool import Tool
 from swarm.agent.toolbox import coding_tools
-from swarm.errors import BudgetExceeded, ModelBehaviorError, SwarmError
+from swarm.errors import BudgetExceeded, ModelBehaviorError, SwarmError, WorkspaceError
 from swarm.run.board import Board, GaveUp
 from swarm.run.check import (
     NOTHING_TO_TEST,
@@ -63,6 +63,9 @@ from swarm.tracing import semconv as sc
 from swarm.tracing.waits import holding, record_wait, waiting
 
 __all__ = ["Coordinator"]
+
+NODE_RESTARTS = 2
+"""Times a subtask starts again elsewhere after its workspace's cluster node was lost."""
 
 
 class Coordinator:
@@ -218,7 +221,7 @@ class Coordinator:
                 self.crew.progress.running(st.id)
                 self.crew.journal.set_subtask(self.crew.run_id, st.id, "running")
                 base = self.crew.journal.base_of(self.crew.run_id, st.id, board.queue.head)
-                patch = await self._code_and_test(st, outcome, base)
+                patch = await self._code_and_test_anywhere(st, outcome, base)
             # waiting for the merge queue holds no agent place: the next subtask codes
             merged = await self._merge_or_rebase(st, outcome, patch, board)
             outcome.status = {"merged": "merged", "empty": "empty"}.get(merged.kind, "failed")
@@ -285,6 +288,18 @@ class Coordinator:
             coder.depends_on(self._dependency_spans(st))
             await coder.run(coder_prompt(self.task, st))
             return await self._until_green(st, ws, base, outcome, tag="")
+
+    async def _code_and_test_anywhere(self, st: Subtask, outcome: SubtaskOutcome, base: str) -> str:
+        """`_code_and_test`, started again from `base` when the cluster node holding its
+        workspace is lost (a bounded number of times); nothing had merged yet."""
+        restarts = 0
+        while True:
+            try:
+                return await self._code_and_test(st, outcome, base)
+            except WorkspaceError as exc:
+                if not exc.node_lost or restarts >= NODE_RESTARTS:
+                    raise
+                restarts += 1
 
     async def _merge_or_rebase(
         self, st: Subtask, outcome: SubtaskOutcome, patch: str, board: Board

@@ -15,10 +15,10 @@ from typing import Protocol
 
 from swarm.agent.tool import Tool
 from swarm.budget import Budget
-from swarm.config import MergeConfig
+from swarm.config import ClusterConfig, MergeConfig
 from swarm.messages import ModelSettings
 from swarm.model import Model
-from swarm.run.check import CheckFn
+from swarm.run.check import CheckFn, CheckPlace
 from swarm.run.environment import CheckEnvironment
 from swarm.run.journal import Journal
 from swarm.run.merge import Merger
@@ -29,6 +29,8 @@ from swarm.tracing.setup import tracer
 
 __all__ = [
     "CheckFn",
+    "Cluster",
+    "ClusterOpener",
     "CoordinatorParts",
     "Crew",
     "GitWorkspaces",
@@ -100,6 +102,20 @@ class CoordinatorParts:
     check_slot: Callable[[], AbstractAsyncContextManager[None]] | None = None
     """The place an agent's own `run_tests` takes among the checks (default: the default
     `Checker`'s; None with a `check` given: no limit)."""
+
+
+class Cluster(Protocol):
+    """Workspaces on other machines (`swarm.cluster`): a run's parts with its workspaces,
+    tools and checks sent there; `place` is where the checks of those workspaces run."""
+
+    @property
+    def place(self) -> CheckPlace: ...
+
+    def parts(self, local: CoordinatorParts, *, repo: Path, run_id: str) -> CoordinatorParts: ...
+
+
+ClusterOpener = Callable[[ClusterConfig], AbstractAsyncContextManager[Cluster]]
+"""Connects to the cluster `[cluster]` names for a run (`swarm.cluster.RayCluster.open`)."""
 
 
 @dataclass(frozen=True)

@@ -21,16 +21,24 @@ from typing import Any
 import anyio
 
 from swarm.budget import BudgetLimits
-from swarm.config import MergeConfig, SwarmConfig, load_config
+from swarm.config import ClusterConfig, MergeConfig, SwarmConfig, load_config
 from swarm.errors import ConfigError, WorkspaceError
 from swarm.model import Provider
 from swarm.run._git import common_dir, rmdir_if_empty, write_owner
+from swarm.run._target import target_repo
 from swarm.run.check import Baseline, Checker, run_baseline
 from swarm.run.environment import CheckEnvironment, interpreters_in
 from swarm.run.journal import Journal
 from swarm.run.lock import run_lock
 from swarm.run.merge import MergeQueue, Merger, QueueSettings
-from swarm.run.parts import CoordinatorParts, GitWorkspaces, ModelSource, SolveOptions
+from swarm.run.parts import (
+    Cluster,
+    ClusterOpener,
+    CoordinatorParts,
+    GitWorkspaces,
+    ModelSource,
+    SolveOptions,
+)
 from swarm.run.plan import load_plan
 from swarm.run.report import RunReport, RunStatus
 from swarm.run.run import Run, RunSpec
@@ -64,6 +72,9 @@ class SolveRequest:
     """`bwrap` or `none` (`--sandbox`): over the task's `sandbox:` and the config's."""
     keep_branch: bool = False
     """Keep the `swarm/<run-id>` branch of a run that fails (`--keep-branch`)."""
+    cluster: str | None = None
+    """A Ray cluster's address (`--cluster auto`, `HOST:PORT`, `ray://HOST:PORT`): over
+    `[cluster]` in the config; `local` keeps every workspace on this machine."""
 
 
 def new_run_id() -> str:
@@ -80,10 +91,11 @@ class GitWorld:
         providers: Mapping[str, Provider] | None = None,
         sandbox: Sandbox | None = None,
         merge: MergeConfig | None = None,
+        cluster: Cluster | None = None,
         *,
         keep_branch: bool = False,
     ) -> None:
-        self.repo, self.task = repo, task
+        self.repo, self.task, self.cluster = repo, task, cluster
         self.keep_branch = keep_branch
         """Keep a failed run's `swarm/<run-id>` branch (its patch is written either way)."""
         self.repo_label = str(repo)
@@ -103,15 +115,19 @@ class GitWorld:
             self.environment,
             timeout_s=self.merge.check_timeout,
             max_concurrent=self.merge.slots,
+            place=cluster.place if cluster else None,
         )
 
     def parts(self, run_id: str) -> CoordinatorParts:
-        return CoordinatorParts(
+        local = CoordinatorParts(
             workspaces=GitWorkspaces(self.repo, run_id, self.environment),
             check=self.checker,
             environment=self.environment,
             check_slot=self.checker.slot,
         )
+        if self.cluster is None:
+            return local
+        return self.cluster.parts(local, repo=self.repo, run_id=run_id)
 
     async def base(self) -> str:
         return await git("rev-parse", "HEAD", cwd=self.repo)
@@ -198,11 +214,14 @@ class GitWorld:
         return source
 
 
-async def solve(req: SolveRequest, *, source: ModelSource | None = None) -> RunReport:
+async def solve(
+    req: SolveRequest, *, source: ModelSource | None = None, cluster: ClusterOpener | None = None
+) -> RunReport:
     """Run (or resume) a task; returns the report (also written to disk).
 
     `source` replaces the router as the origin of every agent's model (library users,
-    tests); journaling, replay and budgets apply either way.
+    tests); journaling, replay and budgets apply either way. `cluster` connects to the
+    cluster `[cluster]` or `--cluster` asks for (`swarm.cluster.RayCluster.open`).
     """
     state = Path(req.state_dir)
     await anyio.Path(state).mkdir(parents=True, exist_ok=True)
@@ -216,10 +235,11 @@ async def solve(req: SolveRequest, *, source: ModelSource | None = None) -> RunR
         if req.plan_path and not resuming:
             load_plan(Path(req.plan_path))  # a bad plan file fails before a run exists
         run_id = req.run_id or new_run_id()
-        repo, demo = _repo_for(req, task, state, run_id)
+        repo, demo = target_repo(req.repo, task, state / "demo" / run_id)
         if demo and task.python is None:  # swarm's own demo is tested with swarm's pytest
             task = task.model_copy(update={"python": sys.executable})
         config = _task_roles(load_config(req.config_path), task)
+        where = _cluster_config(config.cluster, req.cluster, cluster)
         stack.enter_context(run_lock(state, run_id))
         merge = config.merge.over(task.merge)
         sandbox = make_sandbox(config.sandbox, kind=req.sandbox or task.sandbox)
@@ -242,14 +262,45 @@ async def solve(req: SolveRequest, *, source: ModelSource | None = None) -> RunR
             live=req.live,
             source=source,
         )
-        world = GitWorld(
-            repo, task, _providers(config, demo), sandbox, merge, keep_branch=req.keep_branch
-        )
-        run = Run(spec, world)
-        async with run:
-            await run.execute()
+        async with _cluster(where, cluster) as remote:
+            providers = _providers(config, demo)
+            world = GitWorld(
+                repo, task, providers, sandbox, merge, remote, keep_branch=req.keep_branch
+            )
+            run = Run(spec, world)
+            async with run:
+                await run.execute()
         assert run.report is not None
         return run.report
+
+
+def _cluster_config(
+    config: ClusterConfig, address: str | None, opener: ClusterOpener | None
+) -> ClusterConfig:
+    """`[cluster]` with `--cluster` over it; a cluster asked for with no way to open one
+    is a ConfigError before the run starts."""
+    if address is not None:
+        kind = "local" if address == "local" else "ray"
+        config = config.model_copy(update={"kind": kind, "address": address})
+    if config.kind != "local" and opener is None:
+        raise ConfigError(
+            f"[cluster] kind = {config.kind!r} needs a cluster opener: "
+            "solve(..., cluster=swarm.cluster.RayCluster.open)",
+            key="cluster",
+        )
+    return config
+
+
+@asynccontextmanager
+async def _cluster(
+    config: ClusterConfig, opener: ClusterOpener | None
+) -> AsyncIterator[Cluster | None]:
+    """The cluster the run's workspaces go to, or None: this machine."""
+    if config.kind == "local" or opener is None:
+        yield None
+        return
+    async with opener(config) as opened:
+        yield opened
 
 
 def _sandbox_note(sandbox: Sandbox) -> str:
@@ -304,35 +355,7 @@ def _providers(config: SwarmConfig, demo: bool) -> dict[str, Provider] | None:
     }
 
 
-def _repo_for(req: SolveRequest, task: Task, state: Path, run_id: str) -> tuple[Path, bool]:
-    """The target repository; with none given, a fresh copy of the shipped demo."""
-    given = req.repo or task.repo
-    dest = (state / "demo" / run_id).resolve()
-    if given:
-        path = Path(given).expanduser()
-        if not path.is_absolute() and not req.repo and task.source:
-            path = Path(task.source).parent / path
-        if not (path / ".git").exists():
-            if req.repo:
-                raise ConfigError(f"--repo {path}: {_not_a_repo(path)}")
-            raise ConfigError(f"{path}: {_not_a_repo(path)}", path=task.source, key="repo")
-        return path.resolve(), path.resolve() == dest  # a resumed demo run is still one
-    from swarm.demo import create_demo_repo
-
-    if not (dest / ".git").exists():
-        create_demo_repo(dest)
-    return dest, True
-
-
-def _not_a_repo(path: Path) -> str:
-    if not path.exists():
-        return "does not exist"
-    if not path.is_dir():
-        return "is not a directory (a git repository is wanted)"
-    return "is not a git repository (run `git init` there, or name another)"
-
-
-_RESUME_OVERRIDES = ("max_agents", "budget", "quiet", "sandbox", "keep_branch")
+_RESUME_OVERRIDES = ("max_agents", "budget", "quiet", "sandbox", "keep_branch", "cluster")
 
 
 def _resume_request(journal: Journal, req: SolveRequest) -> SolveRequest:

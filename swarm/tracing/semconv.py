@@ -16,6 +16,8 @@ WORKSPACE_SPAN = "swarm.workspace"
 """`swarm.workspace open` / `close`: making a worktree ready (incl. `setup:`), removing it."""
 OP_WORKSPACE = "workspace"
 MERGE_SPAN = "swarm.merge"
+REMOTE_SPAN = "swarm.remote"
+"""A call to a workspace on a cluster node (`swarm.cluster`): its round trip."""
 """`swarm.merge batch` (a batch built and checked), `swarm.merge split` (prefixes of a red
 batch checked at once to find its culprit)."""
 FIRST_TOKEN_EVENT = "First Token Stream Event"
@@ -117,12 +119,20 @@ WAIT_HEDGE = "hedge"
 WAIT_DEPENDENCY = "dependency"
 WAIT_MERGE = "merge"
 WAIT_CHECK = "check"
+WAIT_CLUSTER = "cluster"
+"""A workspace waiting for room on the cluster (`swarm.cluster`)."""
 """A check waiting for one of the places that keep the machine from thrashing."""
 
 # The content capture switch (opt-in) and its one rule live in `swarm._secrets`.
 
 # swarm.sandbox.*: where a command ran, and what the sandbox refused (swarm.sandbox)
 SANDBOX_KIND = "swarm.sandbox.kind"
+HOST_NAME = "host.name"
+"""The machine a tool or check ran on (OTel resource convention, here per span)."""
+NODE_ID = "swarm.node.id"
+"""The cluster node (Ray node id) a remote tool or check ran on."""
+REMOTE_DURATION = "swarm.remote.duration_s"
+"""Time a remote call spent on its node; the rest of the round trip is overhead."""
 """`bwrap` or `none`, on every span of a tool or check that ran a command."""
 SANDBOX_DENIED = "swarm.sandbox.denied"
 """What the sandbox refused or stopped, a short sentence each (a write outside the

@@ -1,0 +1,150 @@
+"""Round-trip overhead of a tool call and of a check through Ray, against local, same run.
+
+One workspace in a local git worktree and one on a local Ray node (a one-node cluster
+this script starts on loopback, or `--address` of a running one); the same calls on both:
+`read_file` (no subprocess), `run` of `true` (one sandboxed subprocess), and the check
+`true`; and a bare call to the actor (Ray's own floor). Reported per call: wall median
+and mean (ms), and the driver's CPU per call (ms: the coordinator's own cost, which bounds
+how many remote agents one driver serves).
+Overhead = remote - local. Goal: <= 5 ms per tool call.
+
+    python -m benchmarks.bench_cluster [--calls 200] [--checks 20] [--address HOST:PORT] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+import subprocess
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from swarm.agent.tool import Tool, ToolContext
+from swarm.agent.toolbox import coding_tools
+from swarm.cluster import RayCluster, RayWorkspaces, remote_tools
+from swarm.cluster.local import NodeSpec, local_cluster, wait_for_nodes
+from swarm.cluster.remote import _await
+from swarm.config import ClusterConfig
+from swarm.run.check import Checker
+from swarm.run.environment import CheckEnvironment
+from swarm.run.workspace import Workspace
+from swarm.sandbox import make_sandbox
+
+
+def _repo(where: Path) -> Path:
+    repo = where / "repo"
+    repo.mkdir()
+    (repo / "a.py").write_text("".join(f"x{i} = {i}\n" for i in range(200)))
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "init"]):
+        cmd = ["git", "-c", "user.name=b", "-c", "user.email=b@b", *args]
+        subprocess.run(cmd, cwd=repo, check=True)
+    return repo
+
+
+async def _timed(n: int, call: Callable[[], Awaitable[Any]]) -> dict[str, float]:
+    await call()  # warm: imports, the first worker thread
+    walls = []
+    cpu0 = time.process_time()
+    for _ in range(n):
+        t0 = time.perf_counter()
+        await call()
+        walls.append(time.perf_counter() - t0)
+    cpu = time.process_time() - cpu0
+    return {
+        "median_ms": statistics.median(walls) * 1000,
+        "mean_ms": statistics.fmean(walls) * 1000,
+        "driver_cpu_ms": cpu / n * 1000,
+        "n": n,
+    }
+
+
+async def _side(tools: dict[str, Tool], ctx: ToolContext, checker: Checker, a: Args) -> Any:
+    read = tools["read_file"]
+    run = tools["run"]
+    return {
+        "read_file": await _timed(a.calls, lambda: read.run({"path": "a.py"}, ctx)),
+        "run_true": await _timed(a.calls // 4, lambda: run.run({"command": "true"}, ctx)),
+        "check_true": await _timed(a.checks, lambda: checker(ctx.root, "true")),
+    }
+
+
+class Args(argparse.Namespace):
+    calls: int
+    checks: int
+    address: str | None
+    json: bool
+
+
+async def _measure(a: Args, repo: Path, address: str) -> dict[str, Any]:
+    environment = CheckEnvironment.resolve(repo, sandbox=make_sandbox())
+    base = (await anyio.run_process(["git", "rev-parse", "HEAD"], cwd=repo)).stdout.decode()
+    base = base.strip()
+    local_tools = {t.name: t for t in coding_tools()}
+    async with RayCluster.open(ClusterConfig(kind="ray", address=address)) as rc:
+        checker = Checker(environment, timeout_s=60, place=rc.place)
+        remote = {t.name: t for t in remote_tools(coding_tools(), rc.remotes)}
+        async with (
+            Workspace.open(repo, base=base, name="bench", run_id="bench") as here,
+            RayWorkspaces(rc, repo, "bench", environment).open(base, "bench") as there,
+        ):
+            local = await _side(
+                local_tools, environment.context(here.path, timeout_s=60), checker, a
+            )
+            far = await _side(remote, environment.context(there.path, timeout_s=60), checker, a)
+            ping = await _timed(a.calls, lambda: _await(there.actor.ready.remote()))  # type: ignore[attr-defined]
+    overhead = {k: far[k]["median_ms"] - local[k]["median_ms"] for k in local}
+    return {
+        "sandbox": environment.sandbox.kind,
+        "local": local,
+        "ray": far,
+        "overhead_median_ms": overhead,
+        "bare_actor_call": ping,
+        "goal_tool_call_ms": 5.0,
+        "meets_goal": max(overhead["read_file"], overhead["run_true"]) <= 5.0,
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--calls", type=int, default=200)
+    p.add_argument("--checks", type=int, default=20)
+    p.add_argument("--address", help="a running cluster (default: start a local one-node one)")
+    p.add_argument("--json", action="store_true")
+    a = p.parse_args(namespace=Args())
+    import ray
+
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
+        repo = _repo(Path(tmp))
+        address = a.address
+        if address is None:
+            running = stack.enter_context(local_cluster([NodeSpec(1)], Path(tmp)))
+            address = running.address
+        ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
+        stack.callback(ray.shutdown)
+        wait_for_nodes(ray, 1)
+        result = anyio.run(_measure, a, repo, address)
+    if a.json:
+        print(json.dumps(result, indent=2))
+        return
+    for what in result["local"]:
+        lo, far = result["local"][what], result["ray"][what]
+        print(
+            f"{what:<11} local {lo['median_ms']:7.2f} ms  ray {far['median_ms']:7.2f} ms  "
+            f"overhead {result['overhead_median_ms'][what]:6.2f} ms  "
+            f"driver CPU {lo['driver_cpu_ms']:5.2f} / {far['driver_cpu_ms']:5.2f} ms"
+        )
+    bare = result["bare_actor_call"]
+    print(f"bare actor call: {bare['median_ms']:.2f} ms, driver CPU {bare['driver_cpu_ms']:.2f} ms")
+    print(f"goal <= 5 ms per tool call: {'met' if result['meets_goal'] else 'NOT met'}")
+
+
+if __name__ == "__main__":
+    main()

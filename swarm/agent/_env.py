@@ -1,0 +1,68 @@
+"""The environment of swarm's subprocesses: `os.environ` copied once until it changes
+(`environ`), and without secrets (`scrub_env`). Re-exported by `swarm.agent.tool`."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Mapping
+
+__all__ = ["environ", "scrub_env"]
+
+_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
+_SECRET_NAMES = frozenset(
+    {
+        # provider and tooling secrets whose names the words above miss
+        "MYSQL_PWD",
+        "SSH_AUTH_SOCK",
+        "GPG_AGENT_INFO",
+        "NETRC",
+        # these would point git at the user's checkout instead of the workspace
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_COMMON_DIR",
+        # set afresh per subprocess from the current span
+        "TRACEPARENT",
+        "TRACESTATE",
+    }
+)
+
+
+def scrub_env(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` without secrets: names containing KEY, TOKEN, SECRET, PASSWORD, CREDENTIAL."""
+    if env is os.environ:
+        return dict(_scrubbed_environ())
+    return {name: value for name, value in env.items() if not _secret(name)}
+
+
+@functools.lru_cache(maxsize=4096)
+def _secret(name: str) -> bool:
+    upper = name.upper()
+    return upper in _SECRET_NAMES or any(word in upper for word in _SECRET_WORDS)
+
+
+_environ_cache: tuple[dict[bytes, bytes], dict[str, str], dict[str, str]] | None = None
+
+
+def environ() -> Mapping[str, str]:
+    """`os.environ` as a plain mapping, copied again only when it has changed: a solve
+    builds thousands of subprocess environments, and reading `os.environ` decodes every
+    variable each time. Do not change what it returns."""
+    return _environ_snapshot()[1]
+
+
+def _scrubbed_environ() -> dict[str, str]:
+    return _environ_snapshot()[2]
+
+
+def _environ_snapshot() -> tuple[dict[bytes, bytes], dict[str, str], dict[str, str]]:
+    global _environ_cache
+    raw = getattr(os.environ, "_data", None)
+    cached = _environ_cache
+    if cached is not None and raw is not None and cached[0] == raw:
+        return cached
+    copy = dict(os.environ)
+    scrubbed = {name: value for name, value in copy.items() if not _secret(name)}
+    _environ_cache = (dict(raw or {}), copy, scrubbed)
+    return _environ_cache

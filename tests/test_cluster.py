@@ -1,0 +1,275 @@
+"""Workspaces on a real local Ray cluster: a head and a second node on loopback, started
+once for the module (`ray start --block`, each in its own process group, stopped at the
+end), with distinct custom resources. Skipped when ray is not installed."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from swarm.agent.tool import ToolContext
+from swarm.agent.toolbox import coding_tools
+from swarm.config import ClusterConfig
+from swarm.errors import ToolError, WorkspaceError
+from swarm.run.check import Checker
+from swarm.run.environment import CheckEnvironment
+from swarm.run.solve import solve
+from swarm.run.workspace import Workspace
+from swarm.sandbox import bwrap_problem, make_sandbox
+from swarm.testing import ScriptedSource, call
+from tests.test_solve import edit, request, subtask, write_plan
+
+ray = pytest.importorskip("ray")
+
+from swarm.cluster import RayCluster, RayWorkspaces, RemoteWorkspace, remote_tools  # noqa: E402
+from swarm.cluster.local import (  # noqa: E402
+    LocalCluster,
+    NodeSpec,
+    add_node,
+    local_cluster,
+    stop_node,
+    wait_for_nodes,
+)
+
+
+@pytest.fixture(scope="module")
+def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """The address of a two-node local cluster: `head` (2 CPUs) and `second` (2 CPUs)."""
+    nodes = [NodeSpec(2, {"head": 4}), NodeSpec(2, {"second": 4})]
+    with local_cluster(nodes, tmp_path_factory.mktemp("ray")) as running:
+        ray.init(address=running.address, logging_level=logging.ERROR, log_to_driver=False)
+        try:
+            wait_for_nodes(ray, 2)
+            yield running
+        finally:
+            ray.shutdown()
+
+
+@pytest.fixture
+def cluster(running: LocalCluster) -> str:
+    return running.address
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=repo,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "a.py").write_text("def one():\n    return 1\n")
+    (repo / "b.py").write_text("def two():\n    return 2\n")
+    (repo / "pkg" / "c.py").write_text("VALUE = 3\n")
+    (repo / "check.py").write_text(
+        "import a, b\nassert a.one() == 1, 'one is wrong'\nassert b.two() == 2\nprint('ok')\n"
+    )
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "init")
+    return repo
+
+
+CALLS: list[tuple[str, dict[str, Any]]] = [
+    ("read_file", {"path": "a.py"}),
+    ("list_dir", {"path": "."}),
+    ("write_file", {"path": "new/d.py", "content": "D = 4\n"}),
+    ("edit_file", {"path": "a.py", "old": "return 1", "new": "return 11"}),
+    ("edit_file", {"path": "a.py", "old": "missing", "new": "x"}),
+    ("read_file", {"path": "../outside.txt"}),
+    ("search", {"pattern": "VALUE"}),
+    ("run", {"command": "python -c 'import a; print(a.one())'; ls new"}),
+    ("run_tests", {}),
+    ("git_diff", {}),
+]
+
+
+async def _results(tools: dict[str, Any], ctx: ToolContext) -> list[str]:
+    out = []
+    for name, args in CALLS:
+        try:
+            out.append(await tools[name].run(args, ctx))
+        except ToolError as exc:
+            out.append(f"ToolError: {exc}")
+    return out
+
+
+async def test_tool_results_on_a_node_equal_local_ones(cluster: str, repo: Path) -> None:
+    environment = CheckEnvironment.resolve(repo)
+    local_tools = {t.name: t for t in coding_tools()}
+    base = git(repo, "rev-parse", "HEAD")
+    async with RayCluster.open(ClusterConfig(kind="ray", address=cluster)) as rc:
+        remote = {t.name: t for t in remote_tools(coding_tools(), rc.remotes)}
+        workspaces = RayWorkspaces(rc, repo, "t1", environment)
+        async with (
+            workspaces.open(base, "w1") as ws,
+            Workspace.open(repo, base=base, name="w1", run_id="t1") as local,
+        ):
+            assert not ws.path.exists()  # a name here; the clone is on the node
+            here = environment.context(local.path, check="python check.py", timeout_s=30)
+            there = environment.context(ws.path, check="python check.py", timeout_s=30)
+            assert isinstance(ws, RemoteWorkspace)
+            remotely = [r.replace(ws.info.path, "<ws>") for r in await _results(remote, there)]
+            locally = await _results(local_tools, here)
+            assert remotely == [r.replace(str(local.path), "<ws>") for r in locally]
+            assert await ws.patch() == await local.patch()
+    assert "new" not in os.listdir(repo)
+
+
+async def test_a_full_cluster_makes_workspaces_wait(cluster: str, repo: Path) -> None:
+    """Each asks for 3 of the second node's 4 `second` units: one fits at a time, so the
+    other waits for room (and then lands on that node too)."""
+    base = git(repo, "rev-parse", "HEAD")
+    config = ClusterConfig(kind="ray", address=cluster, cpus_per_workspace=0.1)
+    events: list[tuple[str, str]] = []
+    async with RayCluster.open(config.model_copy(update={"resources": {"second": 3}})) as rc:
+        workspaces = RayWorkspaces(rc, repo, "t2", CheckEnvironment.resolve(repo))
+
+        async def use(name: str) -> None:
+            async with workspaces.open(base, name) as ws:
+                assert isinstance(ws, RemoteWorkspace)
+                events.append(("open", ws.info.node))
+                await anyio.sleep(0.3)
+                events.append(("close", ws.info.node))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(use, "x1")
+            tg.start_soon(use, "x2")
+    second = next(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("second"))
+    assert [kind for kind, _ in events] == ["open", "close", "open", "close"]
+    assert {node for _, node in events} == {second}
+
+
+RED_PATCH = """--- a/a.py
++++ b/a.py
+@@ -1,2 +1,2 @@
+ def one():
+-    return 1
++    return 5
+"""
+
+
+async def test_checks_run_on_the_node_and_are_judged_here(cluster: str, repo: Path) -> None:
+    base = git(repo, "rev-parse", "HEAD")
+    async with RayCluster.open(ClusterConfig(kind="ray", address=cluster)) as rc:
+        environment = CheckEnvironment.resolve(repo)
+        checker = Checker(environment, timeout_s=30, place=rc.place)
+        workspaces = RayWorkspaces(rc, repo, "t3", environment)
+        async with workspaces.open(base, "c1") as ws:
+            green = await checker(ws.path, "python check.py", key="k1")
+            await ws.apply(RED_PATCH)
+            red = await checker(ws.path, "python check.py")
+            again = await checker(ws.path, "python check.py", key="k1")
+    assert green.passed and "ok" in green.output
+    assert not red.passed and "one is wrong" in red.output
+    assert again.reused and again.passed
+
+
+NET = "python -c 'import socket; socket.create_connection((\"1.1.1.1\", 53), 2)'"
+
+
+@pytest.mark.skipif(bwrap_problem() is not None, reason="bubblewrap cannot run here")
+async def test_the_nodes_sandbox_confines_commands(
+    cluster: str, repo: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside.txt"
+    environment = CheckEnvironment.resolve(repo, sandbox=make_sandbox(kind="bwrap"))
+    base = git(repo, "rev-parse", "HEAD")
+    async with RayCluster.open(ClusterConfig(kind="ray", address=cluster)) as rc:
+        tools = {t.name: t for t in remote_tools(coding_tools(), rc.remotes)}
+        async with RayWorkspaces(rc, repo, "t4", environment).open(base, "s1") as ws:
+            ctx = environment.context(ws.path, timeout_s=30)
+            out = await tools["run"].run({"command": f"echo x > {outside}; echo done"}, ctx)
+            net = await tools["run"].run({"command": NET}, ctx)
+    assert "done" in out and not outside.exists()
+    assert "exit code" in net.lower() or "error" in net.lower()
+
+
+FINISH = call("finish", summary="ok")
+
+
+async def test_a_plan_runs_on_both_nodes_and_merges_green(
+    cluster: str, repo: Path, tmp_path: Path
+) -> None:
+    plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["b.py"])])
+    scripts = ScriptedSource(
+        {
+            "coder:s1": [
+                edit("a.py", "def one():", "def one() -> int:"),
+                call("finish", summary="ok"),
+            ],
+            "coder:s2": [
+                edit("b.py", "def two():", "def two() -> int:"),
+                call("finish", summary="ok"),
+            ],
+        }
+    )
+    req = request(tmp_path, repo, plan, max_agents=2, cluster=cluster)
+    report = await solve(req, source=scripts, cluster=RayCluster.open)
+    assert report.status == "done", report
+    assert {s.id: s.status for s in report.subtasks} == {"s1": "merged", "s2": "merged"}
+    assert "def one() -> int:" in git(repo, "show", f"{report.branch}:a.py")
+    assert "def two() -> int:" in git(repo, "show", f"{report.branch}:b.py")
+    spans = _spans(Path(str(report.trace)))
+    tools = [s for s in spans if s["name"] == "execute_tool edit_file"]
+    assert len(tools) == 2 and all(_attr(s, "host.name") for s in tools)
+    assert len({_attr(s, "swarm.node.id") for s in tools}) == 2  # SPREAD: one per node
+    remote = [s for s in spans if s["name"].startswith("swarm.remote ")]
+    assert {"swarm.remote edit_file", "swarm.remote check", "swarm.remote patch"} <= {
+        s["name"] for s in remote
+    }
+    assert all(
+        _attr(s, "swarm.remote.duration_s") is not None for s in remote if "check" in s["name"]
+    )
+    assert any(s["name"] == "swarm.wait cluster" for s in spans)
+
+
+def _spans(path: Path) -> list[dict[str, Any]]:
+    out = []
+    for line in path.read_text().splitlines():
+        for rs in json.loads(line).get("resourceSpans", []):
+            for ss in rs.get("scopeSpans", []):
+                out.extend(ss.get("spans", []))
+    return out
+
+
+def _attr(span: dict[str, Any], key: str) -> Any:
+    for a in span.get("attributes", []):
+        if a["key"] == key:
+            value = a["value"]
+            return next(iter(value.values()))
+    return None
+
+
+async def test_a_lost_node_is_a_workspace_error_saying_so(
+    running: LocalCluster, repo: Path
+) -> None:
+    doomed = add_node(running, NodeSpec(1, {"doomed": 1}))
+    await anyio.to_thread.run_sync(wait_for_nodes, ray, 3)
+    base = git(repo, "rev-parse", "HEAD")
+    config = ClusterConfig(kind="ray", address=running.address, resources={"doomed": 1})
+    environment = CheckEnvironment.resolve(repo)
+    async with RayCluster.open(config) as rc:
+        tools = {t.name: t for t in remote_tools(coding_tools(), rc.remotes)}
+        async with RayWorkspaces(rc, repo, "t6", environment).open(base, "d1") as ws:
+            ctx = environment.context(ws.path, timeout_s=30)
+            assert "def one" in await tools["read_file"].run({"path": "a.py"}, ctx)
+            await anyio.to_thread.run_sync(stop_node, doomed)
+            with pytest.raises(WorkspaceError) as lost:
+                await tools["read_file"].run({"path": "a.py"}, ctx)
+    assert lost.value.node_lost
