@@ -1,0 +1,198 @@
+"""Routing by what each step needs: constraints, wildcard candidates, live scores, canaries,
+slack, and a simulated world that changes under the run.
+
+Three simulated providers serve the same weights with distinct catalog profiles and
+prices: `fast` (Cerebras's Llama profile, dear), `mid` (Groq's, middling) and `slow`
+(DeepInfra's, cheap). Runs use trio's virtual clock, so the simulated durations are
+exact and no test waits in real time.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from swarm.config import SwarmConfig, load_config
+from swarm.errors import ConfigError
+from swarm.messages import ChatRequest, Message
+from swarm.routing.router import Need, Router
+from swarm.routing.tiers import tier_refs
+from swarm.tracing import semconv as sc
+
+PROFILES = {
+    "fast": ("cerebras/llama-3.3-70b", 3.0, 9.0),
+    "mid": ("groq/llama-3.3-70b", 1.0, 3.0),
+    "slow": ("deepinfra/llama-3.3-70b", 0.2, 0.6),
+}
+
+
+def world(
+    tmp_path: Path,
+    tier: str = "",
+    *,
+    names: tuple[str, ...] = ("fast", "mid", "slow"),
+    extra: str = "",
+    reasons: tuple[str, ...] = (),
+) -> SwarmConfig:
+    text = ""
+    for n in names:
+        profile, inp, out = PROFILES[n]
+        text += f'[providers.{n}]\nkind = "sim"\nprofile = "{profile}"\nseed = 7\n'
+        text += f'[providers.{n}.models."llama"]\ninput_usd_per_m = {inp}\n'
+        text += f"output_usd_per_m = {out}\n"
+        if n in reasons:
+            text += 'supports = ["tools", "reasoning"]\n'
+    text += '[tiers.speed]\nmodels = ["*/llama"]\n' + tier + "\n"
+    text += "[routing]\nhedge = false\nbackoff_initial_s = 0.01\n" + extra
+    p = tmp_path / "swarm.toml"
+    p.write_text(text, encoding="utf-8")
+    return load_config(p, env={})
+
+
+def virtual(fn: Callable[[], Awaitable[Any]]) -> Any:
+    from trio.testing import MockClock
+
+    return anyio.run(fn, backend="trio", backend_options={"clock": MockClock(autojump_threshold=0)})
+
+
+def req() -> ChatRequest:
+    return ChatRequest(messages=[Message.user("hello")], max_tokens=100)
+
+
+def calls(
+    config: SwarmConfig, n: int, need: Need | None = None, role: str | None = None
+) -> list[str]:
+    async def go() -> list[str]:
+        async with Router(config, env={}) as router:
+            return [(await router.chat(req(), need=need, role=role)).provider for _ in range(n)]
+
+    out: list[str] = virtual(go)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("sort", "winner"),
+    [("order", "fast"), ("latency", "fast"), ("throughput", "fast"), ("price", "slow")],
+)
+def test_each_sort_picks_its_candidate(tmp_path: Path, sort: str, winner: str) -> None:
+    config = world(tmp_path, f'sort = "{sort}"', names=("slow", "mid", "fast"))
+    expected = "slow" if sort == "order" else winner  # `order`: as listed, slow first
+    assert calls(config, 3) == [expected] * 3
+
+
+def test_balanced_weighs_duration_against_price(tmp_path: Path) -> None:
+    # per 100-token call: fast 0.2 s at 3x mid's price, mid 0.32 s, slow 3 s at 1/5 of mid's
+    assert calls(world(tmp_path, 'sort = "balanced"'), 2) == ["mid", "mid"]
+
+
+def test_price_cap_and_require_exclude(tmp_path: Path) -> None:
+    capped = world(tmp_path, 'sort = "latency"\nmax_usd_per_mtok = {output = 4}')
+    assert calls(capped, 2) == ["mid", "mid"]
+    required = world(tmp_path, 'sort = "price"\nrequire = ["reasoning"]', reasons=("fast",))
+    assert calls(required, 2) == ["fast", "fast"]
+
+
+def test_a_constraint_no_one_meets_names_every_exclusion(tmp_path: Path) -> None:
+    config = world(tmp_path, "max_usd_per_mtok = 0.5\nmin_context_tokens = 100000")
+    with pytest.raises(ConfigError) as caught:
+        Router(config, env={})
+    message = str(caught.value)
+    assert "tiers.speed" in message
+    assert "fast/llama: input $3/M > max $0.5/M" in message
+    assert "mid/llama: input $1/M > max $0.5/M" in message
+    assert "slow/llama: output $0.6/M > max $0.5/M" in message
+    tight = world(tmp_path, "min_context_tokens = 200000")
+    with pytest.raises(ConfigError, match="context window 131,072 < 200,000"):
+        Router(tight, env={})
+
+
+def test_role_constraints_override_the_tier(tmp_path: Path) -> None:
+    config = world(tmp_path, 'sort = "latency"', extra='[routing.roles.tester]\nsort = "price"\n')
+    assert calls(config, 2, role="tester") == ["slow", "slow"]
+    assert calls(config, 2, role="coder") == ["fast", "fast"]
+
+
+def test_wildcard_picks_up_a_provider_added_to_the_config(tmp_path: Path) -> None:
+    two = world(tmp_path, 'sort = "latency"', names=("mid", "slow"))
+    assert calls(two, 2) == ["mid", "mid"]
+    three = world(tmp_path, 'sort = "latency"', names=("mid", "slow", "fast"))
+    assert calls(three, 2) == ["fast", "fast"]
+
+
+def test_wildcard_skips_providers_without_a_key(tmp_path: Path) -> None:
+    text = (
+        '[providers.groq]\napi_key_env = "GROQ_KEY"\n[providers.cerebras]\n'
+        'api_key_env = "CEREBRAS_KEY"\n[tiers.speed]\nmodels = ["*/llama-3.3-70b"]\n'
+    )
+    p = tmp_path / "swarm.toml"
+    p.write_text(text, encoding="utf-8")
+    config = load_config(p, env={})
+    assert tier_refs(config, "speed", {"GROQ_KEY": "k"}) == ["groq/llama-3.3-70b"]
+    with pytest.raises(ConfigError, match="no configured provider with its key set"):
+        tier_refs(config, "speed", {})
+
+
+def test_canary_weights_split_95_5(tmp_path: Path) -> None:
+    config = world(tmp_path, 'weights = {"fast/llama" = 95, "mid/llama" = 5}')
+    got = Counter(calls(config, 200))
+    assert got["slow"] == 0
+    assert abs(got["mid"] - 10) <= 2  # 5 % of 200, within 1 % of the calls
+    bad = world(tmp_path, 'weights = {"other/llama" = 5}')
+    with pytest.raises(ConfigError, match="not an eligible candidate"):
+        Router(bad, env={})
+
+
+def test_a_provider_slowed_5x_loses_traffic_and_wins_it_back(tmp_path: Path) -> None:
+    # fast serves its 21st to 30th calls five times slower, then recovers
+    shifts = (
+        "[[providers.fast.shifts]]\nat_call = 21\nspeed = 0.2\n"
+        "[[providers.fast.shifts]]\nat_call = 31\nspeed = 1.0\n"
+    )
+    config = world(
+        tmp_path, 'sort = "latency"', names=("fast", "mid"), extra="explore_every = 5\n" + shifts
+    )
+    got = calls(config, 150)
+    # every 5th call explores the other candidate; the rest go to the best measured
+    assert got[:20].count("fast") == 16
+    slowed = got.index("mid", 26)  # fast's 21st call is the router's 26th
+    assert got[slowed : slowed + 40].count("mid") >= 30  # loses most of its traffic
+    assert got[-40:].count("fast") >= 30  # and wins it back once it recovered
+
+
+def test_failures_move_traffic_away(tmp_path: Path) -> None:
+    shifts = "[[providers.fast.shifts]]\nat_call = 11\nerror_rate = 1.0\n"
+    config = world(tmp_path, 'sort = "latency"', names=("fast", "mid"), extra=shifts)
+    got = calls(config, 40)
+    assert got[:10].count("fast") >= 8
+    assert got[-20:].count("mid") >= 18
+
+
+def test_slack_picks_fast_on_the_critical_path_and_cheap_off_it(tmp_path: Path) -> None:
+    config = world(tmp_path, 'sort = "balanced"')
+    assert calls(config, 2, Need(slack=0.0)) == ["fast", "fast"]
+    assert calls(config, 2, Need(slack=1.0)) == ["mid", "mid"]  # 0.32 s fits, 3 s does not
+    assert calls(config, 2, Need(slack=20.0)) == ["slow", "slow"]
+
+
+def test_every_chat_span_says_why(tmp_path: Path, spans: InMemorySpanExporter) -> None:
+    calls(world(tmp_path, 'sort = "price"'), 1)
+    calls(world(tmp_path, ""), 1)
+    ranked, listed = [s for s in spans.get_finished_spans() if s.name.startswith("chat")]
+    assert ranked.attributes is not None and listed.attributes is not None
+    assert str(ranked.attributes[sc.ROUTE_REASON]).startswith("price: cheapest")
+    scores = str(ranked.attributes[sc.ROUTE_SCORES]).split()
+    assert [s.split("=")[0] for s in scores] == ["slow/llama", "mid/llama", "fast/llama"]
+    assert str(listed.attributes[sc.ROUTE_REASON]).startswith("order")
+
+
+def test_bad_constraint_keys_are_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"tiers\.speed\.sort"):
+        world(tmp_path, 'sort = "fastest"')
+    with pytest.raises(ConfigError, match=r"shifts\[0\]"):
+        world(tmp_path, extra="[[providers.fast.shifts]]\nspeed = 0.5\n")
