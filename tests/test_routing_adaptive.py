@@ -18,11 +18,16 @@ import anyio
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from swarm._sim_shifts import Shift, parse_shift
+from swarm.analysis.loader import load_trace
+from swarm.analysis.scorecard import scorecard
 from swarm.config import SwarmConfig, load_config
 from swarm.errors import ConfigError
 from swarm.messages import ChatRequest, Message
 from swarm.routing.router import Need, Router
 from swarm.routing.tiers import tier_refs
+from swarm.run.models import RouterSource
+from swarm.run.slack import plan_slack
 from swarm.tracing import semconv as sc
 
 PROFILES = {
@@ -196,3 +201,73 @@ def test_bad_constraint_keys_are_named(tmp_path: Path) -> None:
         world(tmp_path, 'sort = "fastest"')
     with pytest.raises(ConfigError, match=r"shifts\[0\]"):
         world(tmp_path, extra="[[providers.fast.shifts]]\nspeed = 0.5\n")
+
+
+def test_plan_slack_is_zero_on_the_critical_path() -> None:
+    from swarm.run.plan import Plan, Subtask
+
+    def st(i: str, *deps: str) -> Subtask:
+        return Subtask(id=i, title=i, instructions=i, files=(f"{i}.py",), depends_on=deps)
+
+    plan = Plan(subtasks=[st("a"), st("b", "a"), st("c", "b"), st("d"), st("e", "d")])
+    assert plan_slack(plan) == {"a": 0.0, "b": 0.0, "c": 0.0, "d": 1.0, "e": 1.0}
+
+
+def test_the_run_routes_critical_subtasks_fast_and_others_cheap(tmp_path: Path) -> None:
+    config = world(tmp_path, 'sort = "balanced"')
+
+    async def go() -> list[str]:
+        async with Router(config, env={}) as router:
+            source = RouterSource(router, config)
+            source.slack.update({"critical": 0.0, "loose": 2.0})
+            out = []
+            for agent in ("coder:critical", "fixer:critical:1", "coder:loose", "planner"):
+                model = source.model(agent.split(":")[0], agent_id=agent)
+                out.append((await model.chat(req())).provider)
+            return out
+
+    # critical: the fastest; 2 lengths of slack: the cheapest within 3x the fastest (mid);
+    # no slack known (the planner): `balanced` on duration and price (mid)
+    assert virtual(go) == ["fast", "fast", "mid", "mid"]
+
+
+def test_scorecard_of_a_simulated_run_with_a_shift(tmp_path: Path) -> None:
+    from swarm.cli import main
+
+    out = tmp_path / "traces"
+    code = main(
+        [
+            "simulate",
+            "--agents",
+            "3",
+            "--steps",
+            "12",
+            "--virtual",
+            "--traces-dir",
+            str(out),
+            "--shift",
+            "at_call=6,speed=0.2,error_rate=0.5",
+            "--json",
+        ]
+    )
+    assert code in (0, 1)
+    (trace,) = out.glob("*.jsonl")
+    card = scorecard(load_trace(trace))
+    rows = card["by_candidate"]
+    assert sum(r["calls"] for r in rows.values()) == card["total"]["calls"] > 12
+    assert sum(r["cost_share"] for r in rows.values()) == pytest.approx(1.0)
+    speed = rows["sim/cerebras/llama-3.3-70b"]  # the coders' tier, which the shift hit
+    assert 0 < speed["error_rate"] < 1 and speed["rate_limited_rate"] == 0
+    assert speed["ttft_p50_s"] <= speed["ttft_p95_s"] <= speed["ttft_p99_s"]
+    assert speed["usd_per_mtok"] > 0 and speed["reasons"]
+    assert {"coder", "planner"} <= set(card["by_role"])
+    assert main(["trace", "scorecard", str(trace)]) == 0
+
+
+def test_bad_shift_option_is_named() -> None:
+    from swarm.cli import main
+
+    assert main(["simulate", "--virtual", "--shift", "speed=0.5"]) != 0
+    with pytest.raises(ValueError, match="expected at_s="):
+        parse_shift("at=3")
+    assert parse_shift("fast:at_s=60,speed=0.2") == ("fast", Shift(at_s=60, speed=0.2))

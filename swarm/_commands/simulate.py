@@ -59,6 +59,14 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--stall-timeout-s", type=float, help="when a client gives up on a silent stream (30)"
     )
+    p.add_argument(
+        "--shift",
+        action="append",
+        default=[],
+        metavar="at_s=S,speed=X[,error_rate=R]",
+        help="the provider changes under the run: from simulated second S (or at_call=N) "
+        "it runs X times as fast (0.2: 5x slower) and fails R of its calls; repeatable",
+    )
     add_fault_options(p, first=True)
     p.set_defaults(func=_simulate)
 
@@ -104,7 +112,25 @@ def spec_from_args(args: argparse.Namespace) -> Any:
         faults=faults_from_args(args),
         first=parse_first(args.first),
         compaction=getattr(args, "compaction", True),
+        shifts=_shifts(args.shift),
     )
+
+
+def _shifts(items: list[str]) -> tuple[Any, ...]:
+    from pydantic import ValidationError
+
+    from swarm._sim_shifts import parse_shift
+    from swarm.errors import ConfigError
+
+    out = []
+    for item in items:
+        try:
+            _, shift = parse_shift(item)
+        except (ValueError, ValidationError) as exc:
+            msg = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+            raise ConfigError(f"--shift {item!r}: {msg}") from None
+        out.append(shift)
+    return tuple(out)
 
 
 def _simulate(args: argparse.Namespace) -> int:

@@ -57,6 +57,7 @@ from swarm.run.roles import (
     planner_prompt,
     rebase_prompt,
 )
+from swarm.run.slack import plan_slack
 from swarm.run.staff import Staff
 from swarm.run.task import Task
 from swarm.tracing import semconv as sc
@@ -169,6 +170,8 @@ class Coordinator:
         """
         self.crew.progress.start(total=len(plan.subtasks), merged=len(board.done))
         self._plan_ready_ns = time.time_ns()
+        if self.crew.slack is not None:
+            self.crew.slack.update(plan_slack(plan))
         started = set(board.done)
         async with anyio.create_task_group() as tg:
             while True:

@@ -12,7 +12,7 @@ from swarm.budget import Budget, Budgeted
 from swarm.config import SwarmConfig
 from swarm.messages import ChatRequest, ChatResult
 from swarm.model import Model, context_window
-from swarm.routing.router import Router
+from swarm.routing.router import Need, Router
 from swarm.run.journal import Journal
 from swarm.run.parts import ModelSource
 from swarm.run.replay import ReplayModel
@@ -25,9 +25,17 @@ class RouterSource:
 
     def __init__(self, router: Router, config: SwarmConfig) -> None:
         self.router, self.config = router, config
+        self.slack: dict[str, float] = {}
+        """Each subtask's slack on the critical path (`swarm.run.slack`), set by the
+        coordinator once the plan is known; agent ids name their subtask
+        (`coder:ID`, `fixer:ID:round`)."""
 
     def model(self, role: str, *, agent_id: str, escalate: bool = False) -> Model:
-        return self.router.model(self.config.tier_for(role, escalate=escalate), role=role)
+        parts = agent_id.split(":")
+        slack = self.slack.get(parts[1]) if len(parts) > 1 else None
+        need = Need(slack=slack) if slack is not None else None
+        tier = self.config.tier_for(role, escalate=escalate)
+        return self.router.model(tier, role=role, need=need)
 
 
 class RunModels:

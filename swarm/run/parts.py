@@ -130,3 +130,5 @@ class Crew:
     journal: Journal
     budget: Budget
     progress: Progress
+    slack: dict[str, float] | None = None
+    """Where the coordinator puts each subtask's slack for the router (None: unused)."""

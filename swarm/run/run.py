@@ -20,7 +20,7 @@ import os
 import time
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Literal, Protocol
@@ -133,6 +133,7 @@ class Run:
         self.outcome: RunOutcome | None = None
         self.models: RunModels | None = None
         """Where agents get their models (set once the router is open)."""
+        self._source: ModelSource | None = None
         self._stack = AsyncExitStack()
         self._t0 = self._cpu0 = 0.0
         self._base = ""
@@ -155,7 +156,7 @@ class Run:
             )
             router = Router(spec.config, providers=self.world.providers, budget=self.budget)
             self.router = await self._stack.enter_async_context(router)
-            source = spec.source or RouterSource(self.router, spec.config)
+            source = self._source = spec.source or RouterSource(self.router, spec.config)
             self.models = RunModels(
                 self.world.models(source),
                 spec.journal,
@@ -185,10 +186,10 @@ class Run:
         spec = self.spec
         if self.models is None:
             raise RuntimeError("Run.execute() needs the run open: `async with Run(...) as run`")
-        crew = Crew(self.id, self.models, spec.journal, self.budget, self.progress)
-        coordinator = Coordinator(
-            crew, spec.task, options=spec.options, parts=self.world.parts(self.id)
-        )
+        slack = self._source.slack if isinstance(self._source, RouterSource) else None
+        crew = Crew(self.id, self.models, spec.journal, self.budget, self.progress, slack)
+        options = replace(spec.options, escalate_after=spec.config.routing.escalate_after)
+        coordinator = Coordinator(crew, spec.task, options=options, parts=self.world.parts(self.id))
         await self.world.prepare(self.id)
         async with self.world.merger(self.id, self._base, spec.task, spec.options) as queue:
             self.baseline = await self.world.baseline(queue, spec.task)

@@ -32,6 +32,7 @@ from typing import Any
 
 import anyio
 
+from swarm._sim_shifts import Shift
 from swarm.budget import BudgetLimits
 from swarm.catalog import find_profile
 from swarm.config import ProviderConfig, RoutingConfig, SwarmConfig, TierConfig
@@ -101,6 +102,8 @@ class SimSpec:
     first: Faults | None = None
     """A provider failing like this ahead of the healthy one in every tier (hang-first,
     dead-first); None: one provider."""
+    shifts: tuple[Shift, ...] = ()
+    """How the simulated provider changes under the run (`swarm simulate --shift`)."""
     stall_timeout_s: float = 30.0
     """When a client gives up on a silent stream (the providers' default)."""
     routing: RoutingConfig = field(default_factory=RoutingConfig)
@@ -210,6 +213,7 @@ async def simulate(spec: SimSpec) -> dict[str, Any]:
         faults=spec.faults,
         seed=spec.seed,
         time_scale=spec.time_scale,
+        shifts=spec.shifts,
     )
     provider = CountingProvider(
         SimProvider("sim", engine=engine, stall_timeout_s=spec.stall_timeout_s)
@@ -294,7 +298,7 @@ def _figures(
     tool_calls = spec.tools_per_step * sum(
         max(0, len(c) - 1) for a, c in calls.items() if not a.startswith("planner")
     )
-    skip = ("faults", "first", "routing", "traces_dir")
+    skip = ("faults", "first", "routing", "traces_dir", "shifts")
     first = world.first
     return {
         **{k: v for k, v in asdict(spec).items() if k not in skip},
@@ -311,6 +315,7 @@ def _figures(
         "first_attempts": first.attempts if first is not None else 0,
         "faults": spec.faults.model_dump(exclude_defaults=True),
         "first_faults": spec.first.model_dump(exclude_defaults=True) if spec.first else None,
+        "shifts": [s.model_dump(exclude_none=True) for s in spec.shifts],
         "over_window": world.provider.over_window,
         "peak_input_tokens": max(
             (c.input_tokens for log in calls.values() for c in log), default=0
