@@ -25,7 +25,7 @@ from swarm.config import SwarmConfig, load_config
 from swarm.errors import ConfigError
 from swarm.messages import ChatRequest, Message
 from swarm.routing.router import Need, Router
-from swarm.routing.tiers import tier_refs
+from swarm.routing.tiers import tier_refs, with_task_tiers
 from swarm.run.models import RouterSource
 from swarm.run.slack import plan_slack
 from swarm.tracing import semconv as sc
@@ -271,3 +271,13 @@ def test_bad_shift_option_is_named() -> None:
     with pytest.raises(ValueError, match="expected at_s="):
         parse_shift("at=3")
     assert parse_shift("fast:at_s=60,speed=0.2") == ("fast", Shift(at_s=60, speed=0.2))
+
+
+def test_task_front_matter_constraints_over_the_tier(tmp_path: Path) -> None:
+    config = world(tmp_path, 'sort = "latency"')
+    cheap = with_task_tiers(config, {"speed": {"sort": "price"}}, "tasks/t.md")
+    assert calls(cheap, 2) == ["slow", "slow"]
+    with pytest.raises(ConfigError, match=r"tasks/t\.md:tiers\.speed\.max_in_flight: unknown key"):
+        with_task_tiers(config, {"speed": {"max_in_flight": 3}}, "tasks/t.md")
+    with pytest.raises(ConfigError, match="unknown tier 'fast'"):
+        with_task_tiers(config, {"fast": {"sort": "price"}}, "tasks/t.md")

@@ -4,12 +4,16 @@
 its key set that serves those weights: the simulator serves any, a provider serves what
 its `[providers.NAME.models]` or its catalog entry lists), so adding a provider to the
 config is all it takes for such a tier to consider it. `constraints_for` merges a tier's
-constraints with a role's (`[routing.roles.NAME]`) over them.
+constraints with a role's (`[routing.roles.NAME]`) over them; `with_task_tiers` lays a
+task's front-matter constraints over the config's tiers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
 
 from swarm._route_config import Constraints, merge_constraints
 from swarm.config import ProviderConfig, SwarmConfig, config_key
@@ -17,7 +21,7 @@ from swarm.errors import ConfigError
 from swarm.routing.candidate import Target
 from swarm.routing.select import Policy
 
-__all__ = ["constraints_for", "make_policy", "serves", "tier_refs"]
+__all__ = ["constraints_for", "make_policy", "serves", "tier_refs", "with_task_tiers"]
 
 
 def serves(name: str, pc: ProviderConfig, weights: str, env: Mapping[str, str]) -> bool:
@@ -79,3 +83,27 @@ def make_policy(config: SwarmConfig, targets: list[Target], tier: str, role: str
     except ConfigError as exc:
         where = config_key(config.source, *key)
         raise ConfigError(str(exc), path=config.source, key=where) from None
+
+
+def with_task_tiers(
+    config: SwarmConfig, tiers: Mapping[str, Mapping[str, Any]], source: str
+) -> SwarmConfig:
+    """`config` with a task's front-matter constraints (`tiers: {speed: {sort: price}}`)
+    over its tiers'; a bad key or value is a ConfigError naming the task file and key."""
+    if not tiers:
+        return config
+    out = dict(config.tiers)
+    for tier, settings in tiers.items():
+        if tier not in out:
+            known = ", ".join(sorted(out))
+            raise ConfigError(f"unknown tier {tier!r}; configured tiers: {known}", path=source)
+        try:
+            over = Constraints.model_validate(settings)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in ("tiers", tier, *err["loc"]))
+            msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+            raise ConfigError(str(msg), path=source, key=where) from None
+        update = {k: getattr(over, k) for k in over.model_fields_set}
+        out[tier] = out[tier].model_copy(update=update)
+    return config.model_copy(update={"tiers": out})

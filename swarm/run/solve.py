@@ -26,6 +26,7 @@ from swarm.budget import BudgetLimits
 from swarm.config import MergeConfig, SwarmConfig, load_config
 from swarm.errors import ConfigError, WorkspaceError
 from swarm.model import Provider
+from swarm.routing.tiers import with_task_tiers
 from swarm.run._git import common_dir, rmdir_if_empty
 from swarm.run.check import Baseline, Checker, run_baseline
 from swarm.run.environment import CheckEnvironment, interpreters_in
@@ -211,6 +212,7 @@ async def solve(req: SolveRequest, *, source: ModelSource | None = None) -> RunR
         if demo and task.python is None:  # swarm's own demo is tested with swarm's pytest
             task = task.model_copy(update={"python": sys.executable})
         config = _task_roles(load_config(req.config_path), task)
+        config = with_task_tiers(config, task.tiers, task.source or "task")
         stack.enter_context(run_lock(state, run_id))
         merge = config.merge.over(task.merge)
         sandbox = make_sandbox(config.sandbox, kind=req.sandbox or task.sandbox)
