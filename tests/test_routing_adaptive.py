@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,8 @@ from swarm.messages import ChatRequest, Message
 from swarm.routing.router import Need, Router
 from swarm.routing.tiers import tier_refs, with_task_tiers
 from swarm.run.models import RouterSource
-from swarm.run.slack import plan_slack
+from swarm.run.plan import Plan, Subtask
+from swarm.run.slack import Pace, plan_slack
 from swarm.tracing import semconv as sc
 
 PROFILES = {
@@ -204,8 +206,6 @@ def test_bad_constraint_keys_are_named(tmp_path: Path) -> None:
 
 
 def test_plan_slack_is_zero_on_the_critical_path() -> None:
-    from swarm.run.plan import Plan, Subtask
-
     def st(i: str, *deps: str) -> Subtask:
         return Subtask(id=i, title=i, instructions=i, files=(f"{i}.py",), depends_on=deps)
 
@@ -219,7 +219,7 @@ def test_the_run_routes_critical_subtasks_fast_and_others_cheap(tmp_path: Path) 
     async def go() -> list[str]:
         async with Router(config, env={}) as router:
             source = RouterSource(router, config)
-            source.slack.update({"critical": 0.0, "loose": 2.0})
+            source.hints.slack.update({"critical": 0.0, "loose": 2.0})
             out = []
             for agent in ("coder:critical", "fixer:critical:1", "coder:loose", "planner"):
                 model = source.model(agent.split(":")[0], agent_id=agent)
@@ -281,3 +281,38 @@ def test_task_front_matter_constraints_over_the_tier(tmp_path: Path) -> None:
         with_task_tiers(config, {"speed": {"max_in_flight": 3}}, "tasks/t.md")
     with pytest.raises(ConfigError, match="unknown tier 'fast'"):
         with_task_tiers(config, {"fast": {"sort": "price"}}, "tasks/t.md")
+
+
+def test_a_deadline_that_no_longer_fits_moves_work_to_the_speed_tier(tmp_path: Path) -> None:
+    from swarm.simulate.simulation import SimSpec, run_simulation
+
+    spec = SimSpec(agents=4, steps=40, shape="chain", virtual=True, traces_dir=None)
+    assert run_simulation(spec)["notes"] == []  # ~39 s, no deadline
+    out = run_simulation(replace(spec, deadline=30.0))
+    (note,) = out["notes"]
+    assert note.startswith("deadline: 3 subtask(s) still on the critical path")
+    assert "moved to the speed tier" in note
+
+
+def test_a_hurried_run_sends_every_role_to_the_speed_tiers_fastest(tmp_path: Path) -> None:
+    world(tmp_path, 'sort = "balanced"')  # and a reasoning tier on the slow host:
+    toml = (tmp_path / "swarm.toml").read_text() + '[tiers.reasoning]\nmodels = ["slow/llama"]\n'
+    (tmp_path / "swarm.toml").write_text(toml)
+    config = load_config(tmp_path / "swarm.toml", env={})
+
+    async def go() -> list[str]:
+        async with Router(config, env={}) as router:
+            source = RouterSource(router, config)
+            source.hints.slack["loose"] = 20.0
+            before = [
+                source.model(r, agent_id=a) for r, a in (("planner", "p"), ("coder", "coder:loose"))
+            ]
+            plan = Plan(subtasks=[Subtask(id="loose", title="t", instructions="i")])
+            pace = Pace(plan, source.hints)
+            assert pace.finished(10.0, frozenset(), remaining_s=5.0) is not None
+            after = [
+                source.model(r, agent_id=a) for r, a in (("planner", "p"), ("coder", "coder:loose"))
+            ]
+            return [(await m.chat(req())).provider for m in (*before, *after)]
+
+    assert virtual(go) == ["slow", "slow", "fast", "fast"]

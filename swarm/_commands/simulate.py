@@ -59,6 +59,7 @@ def register(subparsers: Any) -> None:
     p.add_argument(
         "--stall-timeout-s", type=float, help="when a client gives up on a silent stream (30)"
     )
+    p.add_argument("--deadline", type=float, help="the run's deadline, simulated seconds")
     p.add_argument(
         "--shift",
         action="append",
@@ -96,6 +97,7 @@ def spec_from_args(args: argparse.Namespace) -> Any:
         "check_s",
         "time_scale",
         "stall_timeout_s",
+        "deadline",
     ):
         value = getattr(args, name)
         if value is not None and name in names:
@@ -158,6 +160,8 @@ def _simulate(args: argparse.Namespace) -> int:
     if out["faults"] or out["first_faults"]:
         print(f"  faults      {out['faults']}  first provider {out['first_faults']}")
     print(f"  tokens      {out['tokens']}  cost ${out['cost_usd']:.4f}")
+    for note in out["notes"]:
+        print(f"  note        {note}")
     print(
         f"  context     peak request {out['peak_input_tokens']} tokens  "
         f"rejected over the window {out['over_window']}  "

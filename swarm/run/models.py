@@ -16,6 +16,7 @@ from swarm.routing.router import Need, Router
 from swarm.run.journal import Journal
 from swarm.run.parts import ModelSource
 from swarm.run.replay import ReplayModel
+from swarm.run.slack import RouteHints
 
 __all__ = ["RouterSource", "RunModels"]
 
@@ -25,16 +26,17 @@ class RouterSource:
 
     def __init__(self, router: Router, config: SwarmConfig) -> None:
         self.router, self.config = router, config
-        self.slack: dict[str, float] = {}
-        """Each subtask's slack on the critical path (`swarm.run.slack`), set by the
-        coordinator once the plan is known; agent ids name their subtask
-        (`coder:ID`, `fixer:ID:round`)."""
+        self.hints = RouteHints(margin=config.routing.deadline_margin)
+        """Each subtask's slack and the deadline's hurry (`swarm.run.slack`), set by the
+        coordinator; agent ids name their subtask (`coder:ID`, `fixer:ID:round`)."""
 
     def model(self, role: str, *, agent_id: str, escalate: bool = False) -> Model:
         parts = agent_id.split(":")
-        slack = self.slack.get(parts[1]) if len(parts) > 1 else None
-        need = Need(slack=slack) if slack is not None else None
+        slack = self.hints.slack.get(parts[1]) if len(parts) > 1 else None
         tier = self.config.tier_for(role, escalate=escalate)
+        if self.hints.hurry is not None and "speed" in self.config.tiers:
+            tier, slack = "speed", 0.0
+        need = Need(slack=slack) if slack is not None else None
         return self.router.model(tier, role=role, need=need)
 
 

@@ -22,6 +22,7 @@ from swarm.run.environment import CheckEnvironment
 from swarm.run.journal import Journal
 from swarm.run.merge import Merger
 from swarm.run.progress import Progress
+from swarm.run.slack import RouteHints
 from swarm.run.workspace import Workspace
 from swarm.tracing import semconv as sc
 from swarm.tracing.setup import tracer
@@ -130,5 +131,5 @@ class Crew:
     journal: Journal
     budget: Budget
     progress: Progress
-    slack: dict[str, float] | None = None
-    """Where the coordinator puts each subtask's slack for the router (None: unused)."""
+    hints: RouteHints | None = None
+    """Where the coordinator tells the router the run's shape (None: unused)."""

@@ -186,8 +186,8 @@ class Run:
         spec = self.spec
         if self.models is None:
             raise RuntimeError("Run.execute() needs the run open: `async with Run(...) as run`")
-        slack = self._source.slack if isinstance(self._source, RouterSource) else None
-        crew = Crew(self.id, self.models, spec.journal, self.budget, self.progress, slack)
+        hints = self._source.hints if isinstance(self._source, RouterSource) else None
+        crew = Crew(self.id, self.models, spec.journal, self.budget, self.progress, hints)
         options = replace(spec.options, escalate_after=spec.config.routing.escalate_after)
         coordinator = Coordinator(crew, spec.task, options=options, parts=self.world.parts(self.id))
         await self.world.prepare(self.id)
@@ -274,7 +274,7 @@ class Run:
             status=status,
             stop_reason=outcome.stop_reason if outcome else None,
             error=error or self.baseline.stop,
-            warnings=self.warnings,
+            warnings=self.warnings + self._hurried(),
             baseline=self.baseline.summary(),
             simulated=spec.config.simulated and spec.source is None,
             repo=self.world.repo_label,
@@ -304,6 +304,11 @@ class Run:
         )
         self.progress.note(f"swarm: {status}: branch {branch} · report {report.report}")
         return report
+
+    def _hurried(self) -> list[str]:
+        source = self._source
+        hurry = source.hints.hurry if isinstance(source, RouterSource) else None
+        return [hurry] if hurry else []
 
     def _spending(self) -> dict[str, float | int]:
         spent = self.budget.spent

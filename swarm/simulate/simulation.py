@@ -102,6 +102,8 @@ class SimSpec:
     first: Faults | None = None
     """A provider failing like this ahead of the healthy one in every tier (hang-first,
     dead-first); None: one provider."""
+    deadline: float | None = None
+    """The run's deadline in (simulated) seconds; None: none."""
     shifts: tuple[Shift, ...] = ()
     """How the simulated provider changes under the run (`swarm simulate --shift`)."""
     stall_timeout_s: float = 30.0
@@ -236,7 +238,7 @@ async def simulate(spec: SimSpec) -> dict[str, Any]:
             task=task,
             config=_config(spec),
             journal=journal,
-            limits=BudgetLimits(),
+            limits=BudgetLimits(deadline=spec.deadline),
             options=options,
             traces_dir=spec.traces_dir or Path(tmp),
             quiet=True,
@@ -316,6 +318,7 @@ def _figures(
         "faults": spec.faults.model_dump(exclude_defaults=True),
         "first_faults": spec.first.model_dump(exclude_defaults=True) if spec.first else None,
         "shifts": [s.model_dump(exclude_none=True) for s in spec.shifts],
+        "notes": report.warnings,
         "over_window": world.provider.over_window,
         "peak_input_tokens": max(
             (c.input_tokens for log in calls.values() for c in log), default=0
