@@ -101,6 +101,9 @@ class AdaptiveRouting(BaseModel):
     """A challenger must beat the current choice by this fraction to take its traffic."""
     escalate_after: int = Field(default=1, ge=0)
     """Red fixer rounds before the fixer moves to the reasoning tier."""
+    shape: bool = True
+    """Route by the run's shape: each subtask's slack on the critical path reaches its
+    calls (`balanced` tiers send critical ones to the fastest, others to the cheapest)."""
     deadline_margin: float = Field(default=1.0, gt=0)
     """With a deadline: when the estimated finish times this passes it, work moves to the
     fastest candidates of the speed tier."""

@@ -29,7 +29,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--agents", type=int, help="coder subtasks (default 10)")
     p.add_argument("--steps", type=int, help="coder model steps in total (default 100)")
-    p.add_argument("--shape", choices=["fanout", "chain", "dag"])
+    p.add_argument("--shape", choices=["fanout", "chain", "dag", "spine"])
     p.add_argument(
         "--set",
         action="append",

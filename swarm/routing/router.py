@@ -163,7 +163,7 @@ class Router:
         est_out = request.max_tokens or self._routing.default_output_tokens
         targets, reason, scores = (
             (policy.targets, "order: first healthy as listed", "")
-            if policy.static and (need is None or need.slack is None)
+            if policy.static
             else policy.choose(
                 lambda t: t.cost(est_in, est_out + t.score.reasoning),
                 est_out,

@@ -65,9 +65,15 @@ class Score:
 
     def waited(self, seconds: float) -> None:
         """A call cancelled before its first token (a hedge won): its TTFT is at least
-        `seconds`, which is what a slowed provider looks like when hedges race it."""
-        if self.scale > 0 and seconds / self.scale > self.ttft:
-            self.ttft += self.alpha * (seconds / self.scale - self.ttft)
+        `seconds`, which is what a slowed provider looks like when hedges race it. Its
+        decode rate cannot be seen, so it is assumed slowed by the same factor (an
+        overloaded provider is slow at both); otherwise hedging would hide a slowdown."""
+        if self.scale <= 0 or seconds / self.scale <= self.ttft:
+            return
+        bound, a = seconds / self.scale, self.alpha
+        slower = bound / self.ttft
+        self.ttft += a * (bound - self.ttft)
+        self.tps -= a * (self.tps - self.tps / slower)
 
     def snapshot(self) -> dict[str, float]:
         return {

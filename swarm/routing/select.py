@@ -128,7 +128,9 @@ class Policy:
                 ranked.remove(i)
                 ranked.insert(0, i)
                 why += ", kept (within hysteresis)"
-        if self._every and self._calls % self._every == 0 and len(live) > 1:
+        # exploring costs the call its best candidate: never on the critical path
+        explore = self._every and self._calls % self._every == 0 and slack != 0.0
+        if explore and len(live) > 1:
             stale = min(ranked[1:], key=lambda i: self._seen[self.targets.index(live[i])])
             ranked.remove(stale)
             ranked.insert(0, stale)

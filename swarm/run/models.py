@@ -32,7 +32,8 @@ class RouterSource:
 
     def model(self, role: str, *, agent_id: str, escalate: bool = False) -> Model:
         parts = agent_id.split(":")
-        slack = self.hints.slack.get(parts[1]) if len(parts) > 1 else None
+        shaped = len(parts) > 1 and self.config.routing.shape
+        slack = self.hints.slack.get(parts[1]) if shaped else None
         tier = self.config.tier_for(role, escalate=escalate)
         if self.hints.hurry is not None and "speed" in self.config.tiers:
             tier, slack = "speed", 0.0

@@ -32,6 +32,7 @@ from typing import Any
 
 import anyio
 
+from swarm._route_config import Sort
 from swarm._sim_shifts import Shift
 from swarm.budget import BudgetLimits
 from swarm.catalog import find_profile
@@ -47,6 +48,7 @@ from swarm.run.report import RunReport
 from swarm.run.run import Run, RunSpec
 from swarm.run.solve import new_run_id
 from swarm.run.task import Task
+from swarm.simulate.hosts import Host, host_configs, host_providers
 from swarm.simulate.world import (
     CallRecord,
     CountingProvider,
@@ -102,6 +104,9 @@ class SimSpec:
     first: Faults | None = None
     """A provider failing like this ahead of the healthy one in every tier (hang-first,
     dead-first); None: one provider."""
+    hosts: tuple[Host, ...] = ()
+    sort: Sort | None = None
+    """With hosts: the speed tier is every host's weights, ranked by `sort`."""
     deadline: float | None = None
     """The run's deadline in (simulated) seconds; None: none."""
     shifts: tuple[Shift, ...] = ()
@@ -169,6 +174,7 @@ class SimWorld:
             providers = {"first": first, **providers}
         self.providers: Mapping[str, Provider] | None = providers
         self.recorder: Recorder | None = None
+        self.hosts: dict[str, CountingProvider] = {}
         self._tools = sim_tools(spec.tool_s)
 
     def parts(self, run_id: str) -> CoordinatorParts:
@@ -221,6 +227,8 @@ async def simulate(spec: SimSpec) -> dict[str, Any]:
         SimProvider("sim", engine=engine, stall_timeout_s=spec.stall_timeout_s)
     )
     world = SimWorld(spec, plan, provider, _first_provider(spec, script))
+    world.hosts = host_providers(spec.hosts, script, spec.seed, spec.time_scale)
+    world.providers = {**world.hosts, **(world.providers or {})}
     task = Task(title="simulated swarm", instructions="a synthetic workload", check="sim-check")
     options = SolveOptions(
         max_agents=spec.max_agents or spec.agents,
@@ -273,14 +281,15 @@ def _config(spec: SimSpec) -> SwarmConfig:
     if spec.first is not None:
         providers = {"first": ProviderConfig(kind="sim", faults=spec.first), **providers}
         firsts = ["first/"]
-    return SwarmConfig(
-        providers=providers,
-        tiers={
-            tier: TierConfig(models=[f"{p}{ref}" for p in (*firsts, "sim/")])
-            for tier, ref in (("speed", spec.speed), ("reasoning", spec.reasoning))
-        },
-        routing=spec.routing,
-    )
+    tiers = {
+        tier: TierConfig(models=[f"{p}{ref}" for p in (*firsts, "sim/")])
+        for tier, ref in (("speed", spec.speed), ("reasoning", spec.reasoning))
+    }
+    if spec.hosts:
+        providers.update(host_configs(spec.hosts, spec.time_scale))
+        refs = [f"{h.name}/{h.profile}" for h in spec.hosts]
+        tiers["speed"] = TierConfig(models=refs, sort=spec.sort)
+    return SwarmConfig(providers=providers, tiers=tiers, routing=spec.routing)
 
 
 @dataclass(frozen=True)
@@ -300,7 +309,7 @@ def _figures(
     tool_calls = spec.tools_per_step * sum(
         max(0, len(c) - 1) for a, c in calls.items() if not a.startswith("planner")
     )
-    skip = ("faults", "first", "routing", "traces_dir", "shifts")
+    skip = ("faults", "first", "routing", "traces_dir", "shifts", "hosts")
     first = world.first
     return {
         **{k: v for k, v in asdict(spec).items() if k not in skip},
@@ -319,6 +328,7 @@ def _figures(
         "first_faults": spec.first.model_dump(exclude_defaults=True) if spec.first else None,
         "shifts": [s.model_dump(exclude_none=True) for s in spec.shifts],
         "notes": report.warnings,
+        "calls_per_host": {n: p.attempts for n, p in world.hosts.items()},
         "over_window": world.provider.over_window,
         "peak_input_tokens": max(
             (c.input_tokens for log in calls.values() for c in log), default=0
