@@ -316,3 +316,31 @@ def test_a_hurried_run_sends_every_role_to_the_speed_tiers_fastest(tmp_path: Pat
             return [(await m.chat(req())).provider for m in (*before, *after)]
 
     assert virtual(go) == ["slow", "slow", "fast", "fast"]
+
+
+def test_speed_floors_exclude_on_published_figures(tmp_path: Path) -> None:
+    # decode: fast 2,100 tok/s, mid 840, slow 40; first token: 0.15 s, 0.2 s, 0.5 s
+    assert calls(world(tmp_path, 'sort = "price"\nmin_tokens_per_s = 500'), 1) == ["mid"]
+    assert calls(world(tmp_path, 'sort = "price"\nmax_ttft_s = 0.18'), 1) == ["fast"]
+    with pytest.raises(ConfigError, match=r"slow/llama: decodes 40 tok/s < 3000"):
+        Router(world(tmp_path, "min_tokens_per_s = 3000"), env={})
+
+
+def test_bench_routing_reports_every_mode(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from benchmarks.bench_routing import main as bench
+
+    assert bench(["--json", "--agents", "9", "--steps", "54"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    runs = out["runs"]
+    assert set(runs) >= {"fixed_order", "latency", "balanced", "shape_aware", "oracle"}
+    assert sum(runs["all_cheap"]["calls"].values()) > 0
+    assert runs["all_cheap"]["calls"]["slow"] > runs["all_cheap"]["calls"]["fast"]
+    assert runs["shape_aware"]["cost_usd"] < runs["fixed_order"]["cost_usd"]
+    assert set(out["goals"]["met"]) == {
+        "adaptive_within_1.1x_oracle",
+        "shape_aware_30pct_cheaper",
+        "shape_aware_within_1.1x_all_fast",
+        "deadline_met_cheaper_than_all_fast",
+    }
