@@ -32,11 +32,7 @@ def register(subparsers: Any) -> None:
     s.add_argument("--json", action="store_true", help="print as JSON")
     s.set_defaults(func=_summary)
 
-    s = sub.add_parser("scorecard", help="per provider/model and role: speed, errors, $")
-    s.add_argument("trace", type=Path)
-    s.add_argument("--json", action="store_true", help="print as JSON")
-    s.set_defaults(func=_scorecard)
-
+    _add_scorecard(sub)
     s = sub.add_parser("critical-path", help="the steps that set the wall-clock")
     s.add_argument("trace", type=Path)
     s.add_argument("--json", action="store_true", help="print as JSON")
@@ -194,6 +190,13 @@ _CARD_COLUMNS = {
     "cost share": "cost_share",
 }
 """The scorecard's columns: title -> key in a row (rates and shares are fractions)."""
+
+
+def _add_scorecard(sub: Any) -> None:
+    s = sub.add_parser("scorecard", help="per provider/model and role: speed, errors, $")
+    s.add_argument("trace", type=Path)
+    s.add_argument("--json", action="store_true", help="print as JSON")
+    s.set_defaults(func=_scorecard)
 
 
 def _scorecard(args: argparse.Namespace) -> int:
