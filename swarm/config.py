@@ -10,8 +10,6 @@ also checks each `kind`), never stored here: they cannot leak through a repr, sp
 from __future__ import annotations
 
 import os
-import re
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -19,7 +17,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from swarm._faults import Faults
+from swarm._route_config import AdaptiveRouting, Constraints
 from swarm._run_config import BatchSize, ClusterConfig, MergeConfig, SandboxConfig
+from swarm._sim_shifts import Shift
+from swarm._toml import read_toml as _read_toml
 from swarm._wire_checks import check_base_url, check_headers
 from swarm.budget import BudgetLimits
 from swarm.errors import ConfigError
@@ -72,6 +73,8 @@ class ModelConfig(BaseModel):
     """Most output tokens (reasoning included) per reply, over the catalog's figure."""
     cached_input_usd_per_m: float | None = Field(default=None, ge=0)
     """Price of a million prompt-cache hits, over the catalog's figure."""
+    supports: list[Literal["tools", "reasoning", "streaming"]] | None = None
+    """Capabilities for `require`, over the catalog's (tools, streaming, reasoning)."""
 
 
 class ProviderConfig(BaseModel):
@@ -90,9 +93,8 @@ class ProviderConfig(BaseModel):
     max_concurrency: int | None = Field(default=None, ge=1)
     """Requests in flight at once to this provider (AIMD lowers it after 429s)."""
     rpm: int | None = Field(default=None, ge=1)
-    """Requests per minute."""
     tpm: int | None = Field(default=None, ge=1)
-    """Tokens (in + out) per minute."""
+    """Requests and tokens (in + out) per minute."""
     connect_timeout_s: float = Field(default=10.0, gt=0)
     stall_timeout_s: float = Field(default=30.0, gt=0)
     seed: int = 0
@@ -104,6 +106,8 @@ class ProviderConfig(BaseModel):
     refs get (default `cerebras/kimi-k2.6`)."""
     faults: Faults = Field(default_factory=Faults)
     """Simulator only: how often its calls fail (`[providers.sim.faults] error_rate = 0.3`)."""
+    shifts: list[Shift] = Field(default_factory=list)
+    """Simulator only: how it changes under a run (`[[providers.sim.shifts]] at_s = 60`)."""
     token_timeout_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """Longest gap between two tokens of a streamed reply (keep-alive bytes do not count);
     None: the stall timeout."""
@@ -123,17 +127,18 @@ class ProviderConfig(BaseModel):
         return check_headers(value)
 
 
-class TierConfig(BaseModel):
-    """A tier: candidate models in order of preference, and optional budgets."""
+class TierConfig(Constraints):
+    """A tier: candidate models in order of preference, constraints, optional budgets."""
 
     model_config = _STRICT
     models: list[str] = Field(min_length=1)
-    """Candidates as `provider/model`, e.g. `["cerebras/kimi-k2.6", "groq/kimi-k2.6"]`."""
+    """Candidates as `provider/model`, e.g. `["cerebras/kimi-k2.6", "groq/kimi-k2.6"]`;
+    `*/kimi-k2.6`: every configured, keyed provider serving those weights."""
     budget: BudgetLimits | None = None
     """Limits for this tier's calls (`[tiers.speed.budget] usd = 2`)."""
 
 
-class RoutingConfig(BaseModel):
+class RoutingConfig(AdaptiveRouting):
     """Retries, backoff, circuit breaker, hedging and AIMD settings (`[routing]`)."""
 
     model_config = _STRICT
@@ -204,7 +209,6 @@ class SwarmConfig(BaseModel):
 
 
 def split_ref(ref: str) -> tuple[str, str]:
-    """`provider/model` → (provider, model), split at the first `/`."""
     provider, sep, model = ref.partition("/")
     if not sep or not provider or not model:
         raise ValueError(f"expected 'provider/model', got {ref!r}")
@@ -238,22 +242,6 @@ def load_config(
         if isinstance(tool, dict) and "swarm" in tool:
             return _build(tool["swarm"], source="pyproject.toml", env=env)
     return _build({}, source=None, env=env)
-
-
-def _read_toml(p: Path) -> dict[str, Any]:
-    try:
-        return tomllib.loads(p.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        message = f"not a UTF-8 text file (byte {exc.start})"
-        raise ConfigError(message, path=str(p)) from None
-    except tomllib.TOMLDecodeError as exc:
-        # Python 3.11 has no exc.lineno; the message always ends "(at line N, column M)"
-        found = re.search(r"line (\d+)", str(exc))
-        line = getattr(exc, "lineno", None) or (found.group(1) if found else None)
-        key = f"line {line}" if line else None
-        raise ConfigError(f"invalid TOML: {exc}", path=str(p), key=key) from exc
-    except OSError as exc:
-        raise ConfigError(f"cannot read config: {exc.strerror}", path=str(p)) from exc
 
 
 def _loc(loc: tuple[int | str, ...], prefix: str = "") -> str:
@@ -385,7 +373,7 @@ def _check_refs(
                 provider, _ = split_ref(ref)
             except ValueError as exc:
                 raise ConfigError(str(exc), path=source, key=key) from None
-            if provider not in providers:
+            if provider != "*" and provider not in providers:
                 raise ConfigError(
                     f"unknown provider {provider!r} in {ref!r}; configured providers: {configured}",
                     path=source,

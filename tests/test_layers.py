@@ -18,7 +18,18 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "swarm"
 
 _GROUND = {"errors", "messages", "model", "config", "budget", "catalog"}
-_GROUND |= {"_duration", "_faults", "_run_config", "_serve", "_wire_checks", "_tokens", "_secrets"}
+_GROUND |= {
+    "_duration",
+    "_faults",
+    "_route_config",
+    "_sim_shifts",
+    "_run_config",
+    "_serve",
+    "_toml",
+    "_wire_checks",
+    "_tokens",
+    "_secrets",
+}
 _TOP = {"__init__", "__main__", "cli", "testing", "_pytest_plugin", "_commands"}
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("ground", frozenset(_GROUND)),

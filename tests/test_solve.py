@@ -204,6 +204,23 @@ async def test_a_fix_loop_that_gives_up_escalates_then_fails(tmp_path: Path, rep
     assert_untouched(repo)
 
 
+async def test_the_fixer_escalates_after_the_configured_red_rounds(
+    tmp_path: Path, repo: Path
+) -> None:
+    plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
+    scripts = ScriptedSource(
+        {
+            "coder:s1": [edit("a.py", "return 1", "return 2"), done()],
+            **{f"fixer:s1:{n}": [done("could not")] for n in (1, 2, 3)},
+        }
+    )
+    config = tmp_path / "swarm.toml"
+    config.write_text("[routing]\nescalate_after = 2\n", encoding="utf-8")
+    report = await solve(request(tmp_path, repo, plan, config_path=str(config)), source=scripts)
+    assert report.status == "failed"
+    assert scripts.escalated == ["fixer:s1:3"]
+
+
 async def test_a_merge_conflict_is_rebased_by_a_fixer(tmp_path: Path, repo: Path) -> None:
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["b.py"])])
     both = 'NAMES = ["one", "two", "three", "four"]\n'

@@ -30,7 +30,7 @@ def register(subparsers: Any) -> None:
     )
     p.add_argument("--agents", type=at_least(1), help="coder subtasks (default 10)")
     p.add_argument("--steps", type=at_least(1), help="coder model steps in total (default 100)")
-    p.add_argument("--shape", choices=["fanout", "chain", "dag"])
+    p.add_argument("--shape", choices=["fanout", "chain", "dag", "spine"])
     p.add_argument(
         "--set",
         action="append",
@@ -59,6 +59,15 @@ def register(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.add_argument(
         "--stall-timeout-s", type=seconds, help="when a client gives up on a silent stream (30)"
+    )
+    p.add_argument("--deadline", type=float, help="the run's deadline, simulated seconds")
+    p.add_argument(
+        "--shift",
+        action="append",
+        default=[],
+        metavar="at_s=S,speed=X[,error_rate=R]",
+        help="the provider changes under the run: from simulated second S (or at_call=N) "
+        "it runs X times as fast (0.2: 5x slower) and fails R of its calls; repeatable",
     )
     add_fault_options(p, first=True)
     p.set_defaults(func=_simulate)
@@ -89,6 +98,7 @@ def spec_from_args(args: argparse.Namespace) -> Any:
         "check_s",
         "time_scale",
         "stall_timeout_s",
+        "deadline",
     ):
         value = getattr(args, name)
         if value is not None and name in names:
@@ -105,7 +115,25 @@ def spec_from_args(args: argparse.Namespace) -> Any:
         faults=faults_from_args(args),
         first=parse_first(args.first),
         compaction=getattr(args, "compaction", True),
+        shifts=_shifts(args.shift),
     )
+
+
+def _shifts(items: list[str]) -> tuple[Any, ...]:
+    from pydantic import ValidationError
+
+    from swarm._sim_shifts import parse_shift
+    from swarm.errors import ConfigError
+
+    out = []
+    for item in items:
+        try:
+            _, shift = parse_shift(item)
+        except (ValueError, ValidationError) as exc:
+            msg = exc.errors()[0]["msg"] if isinstance(exc, ValidationError) else str(exc)
+            raise ConfigError(f"--shift {item!r}: {msg}") from None
+        out.append(shift)
+    return tuple(out)
 
 
 def _simulate(args: argparse.Namespace) -> int:
@@ -137,6 +165,8 @@ def _simulate(args: argparse.Namespace) -> int:
     if out["faults"] or out["first_faults"]:
         print(f"  faults      {out['faults']}  first provider {out['first_faults']}")
     print(f"  tokens      {out['tokens']}  cost ${out['cost_usd']:.4f}")
+    for note in out["notes"]:
+        print(f"  note        {note}")
     print(
         f"  context     peak request {out['peak_input_tokens']} tokens  "
         f"rejected over the window {out['over_window']}  "

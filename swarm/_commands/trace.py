@@ -1,4 +1,4 @@
-"""`swarm trace …`: summary, critical-path, whatif, export, send, diff and view.
+"""`swarm trace …`: summary, scorecard, critical-path, whatif, export, send, diff and view.
 
 Every subcommand that reports figures has `--json`; otherwise output is rich tables on a
 terminal and plain text when piped.
@@ -28,15 +28,15 @@ def register(subparsers: Any) -> None:
     )
     sub = p.add_subparsers(dest="trace_command", metavar="SUBCOMMAND", required=True)
 
-    s = sub.add_parser("summary", help="where the time and money went")
-    s.add_argument("trace", type=Path)
-    s.add_argument("--json", action="store_true", help="print as JSON")
-    s.set_defaults(func=_summary)
-
-    s = sub.add_parser("critical-path", help="the steps that set the wall-clock")
-    s.add_argument("trace", type=Path)
-    s.add_argument("--json", action="store_true", help="print as JSON")
-    s.set_defaults(func=_critical_path)
+    for name, what, func in (
+        ("summary", "where the time and money went", _summary),
+        ("critical-path", "the steps that set the wall-clock", _critical_path),
+    ):
+        s = sub.add_parser(name, help=what)
+        s.add_argument("trace", type=Path)
+        s.add_argument("--json", action="store_true", help="print as JSON")
+        s.set_defaults(func=func)
+    _add_scorecard(sub)
 
     s = sub.add_parser("whatif", help="re-simulate the run on other providers")
     s.add_argument("trace", type=Path)
@@ -175,6 +175,49 @@ def _summary_ledgers(s: dict[str, Any]) -> None:
             list(_SAVING_COLUMNS),
             [[r[key] for key in _SAVING_COLUMNS.values()] for r in cp["top_savings"]],
         )
+
+
+_CARD_COLUMNS = {
+    "calls": "calls",
+    "TTFT p50": "ttft_p50_s",
+    "TTFT p95": "ttft_p95_s",
+    "TTFT p99": "ttft_p99_s",
+    "tok/s": "tokens_per_s",
+    "errors": "error_rate",
+    "429s": "rate_limited_rate",
+    "$/M tok": "usd_per_mtok",
+    "cached in": "cached_share",
+    "cost $": "cost_usd",
+    "cost share": "cost_share",
+}
+"""The scorecard's columns: title -> key in a row (rates and shares are fractions)."""
+
+
+def _add_scorecard(sub: Any) -> None:
+    s = sub.add_parser("scorecard", help="per provider/model and role: speed, errors, $")
+    s.add_argument("trace", type=Path)
+    s.add_argument("--json", action="store_true", help="print as JSON")
+    s.set_defaults(func=_scorecard)
+
+
+def _scorecard(args: argparse.Namespace) -> int:
+    from swarm.analysis.scorecard import scorecard
+
+    card = scorecard(_load(args.trace))
+    if args.json:
+        _dump(card)
+        return 0
+    for group, title in (("by_candidate", "provider/model"), ("by_role", "role")):
+        rows = [[k, *(r[key] for key in _CARD_COLUMNS.values())] for k, r in card[group].items()]
+        table(f"scorecard by {title}", [title, *_CARD_COLUMNS], rows)
+    reasons = {k: r["reasons"] for k, r in card["by_candidate"].items() if r["reasons"]}
+    if reasons:
+        table(
+            "why the router chose them",
+            ["provider/model", "reason", "calls"],
+            [[k, why, n] for k, rs in reasons.items() for why, n in rs.items()],
+        )
+    return 0
 
 
 def _critical_path(args: argparse.Namespace) -> int:

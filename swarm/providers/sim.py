@@ -200,4 +200,5 @@ def from_config(name: str, config: ProviderConfig, api_key: str | None) -> SimPr
         faults=config.faults,
         profile=config.profile or "cerebras/kimi-k2.6",
         limits=limits,
+        shifts=config.shifts,
     )

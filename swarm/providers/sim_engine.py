@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import anyio
 
+from swarm._sim_shifts import Shift
 from swarm.catalog import LatencyProfile, find_model, find_profile
 from swarm.errors import ConfigError
 from swarm.messages import ChatRequest, Message, RateLimitInfo
@@ -29,7 +30,7 @@ from swarm.providers.sim_context import (
     limits_of,
     message_tokens,
 )
-from swarm.providers.sim_faults import FAULT_KINDS, FAULT_RATE_LIMIT, Faults, Quota
+from swarm.providers.sim_faults import FAULT_ERROR, FAULT_KINDS, FAULT_RATE_LIMIT, Faults, Quota
 from swarm.providers.sim_reply import Reply, Script, default_script
 
 __all__ = ["FAULT_CONTEXT", "SimEngine", "SimPlan"]
@@ -100,6 +101,7 @@ class SimEngine:
         seed: int = 0,
         time_scale: float = 1.0,
         limits: Mapping[str, Limits] | None = None,
+        shifts: Sequence[Shift] = (),
     ) -> None:
         self.profile = find_profile(profile) if isinstance(profile, str) else profile
         """The profile for model names that are not catalog refs."""
@@ -122,6 +124,10 @@ class SimEngine:
         self.requests_quota = Quota(faults.quota_rpm) if faults.quota_rpm else None
         self.quota_rejections = 0
         """Calls answered 429 because they would overdraw a quota."""
+        self.shifts = tuple(shifts)
+        """How this provider changes under the run (`swarm._sim_shifts`)."""
+        self._calls = 0
+        self._start: float | None = None
 
     def profile_for(self, model: str) -> LatencyProfile:
         """The catalog profile when `model` is a catalog ref, else the engine's default."""
@@ -163,6 +169,7 @@ class SimEngine:
         g_ttft, g_rate = rng.gauss(0.0, 1.0), rng.gauss(0.0, 1.0)
         fault = self._draw_fault(rng.random())
         fault_at = rng.random()
+        speed, fault = self._shifted(fault)
 
         limits = self.limits_for(model)
         inp = _input_tokens(request.messages)
@@ -182,8 +189,8 @@ class SimEngine:
         reply, out, thinking, finish = cap_reply(reply, cap, thinking)
         cached = self.cache.lookup_and_store(model, request.messages)
 
-        ttft = p.ttft_s
-        tps = p.output_tps
+        ttft = p.ttft_s / speed
+        tps = p.output_tps * speed
         sigma = p.ttft_sigma()
         if sigma > 0:
             ttft *= math.exp(sigma * g_ttft)
@@ -215,6 +222,27 @@ class SimEngine:
             context_window=window,
             requested_tokens=requested,
         )
+
+    def _shifted(self, fault: str | None) -> tuple[float, str | None]:
+        """The speed now and the fault after the shift in force (if any) is applied; the
+        extra random draw is made only when shifts are configured."""
+        if not self.shifts:
+            return 1.0, fault
+        now = anyio.current_time()
+        if self._start is None:
+            self._start = now
+        self._calls += 1
+        elapsed = (now - self._start) / self.time_scale if self.time_scale > 0 else 0.0
+        active = None
+        for shift in self.shifts:
+            if shift.started(elapsed, self._calls):
+                active = shift
+        u = self._rng.random()
+        if active is None:
+            return 1.0, fault
+        if fault is None and active.error_rate is not None and u < active.error_rate:
+            fault = FAULT_ERROR
+        return active.speed, fault
 
     def _admit(self, tokens: int) -> tuple[float, RateLimitInfo | None]:
         """Charge the quotas for one call, or return how long until they could take it."""

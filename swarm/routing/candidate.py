@@ -19,6 +19,7 @@ from swarm.messages import ChatRequest
 from swarm.model import Provider
 from swarm.routing.breaker import Breaker
 from swarm.routing.gate import Gate
+from swarm.routing.score import Score
 from swarm.tracing import semconv as sc
 
 __all__ = ["Call", "Target", "build_target"]
@@ -58,6 +59,11 @@ class Target:
         self._ttfts: list[float] = []
         self._next = 0
         self.p95_ttft: float | None = None
+        self.score = Score(profile, 0.3)
+        """Live estimates (TTFT, decode rate, failure rates) the ranked tiers compare."""
+        self.capabilities: frozenset[str] = frozenset({"tools", "streaming"}) | (
+            {"reasoning"} if profile is not None and profile.reasoning_tokens > 0 else set()
+        )
 
     def cost(self, in_tokens: int, out_tokens: int, cached_tokens: int = 0) -> float:
         fresh = in_tokens - cached_tokens
@@ -102,9 +108,12 @@ def build_target(
         raise ConfigError(f"no provider object for {pname!r}", key=f"providers.{pname}")
     mc = pc.models.get(model)
     info = None
-    for candidate in (ref, model):  # sim models and custom hosts may name a catalog ref
+    # sim models and custom hosts may name a catalog ref; a sim model that does not is
+    # served with the provider's default profile, so it is priced and ranked as that
+    sim_default = pc.profile or "cerebras/kimi-k2.6" if pc.kind == "sim" else None
+    for candidate in (ref, model, sim_default):
         try:
-            info = catalog.find_model(candidate)
+            info = catalog.find_model(candidate) if candidate else None
             break
         except ConfigError:
             continue
@@ -138,6 +147,11 @@ def build_target(
         Breaker(r.breaker_failures, r.breaker_cooldown_s),
     )
     _set_limits(target, info, mc)
+    target.score.alpha = r.score_decay
+    if pc.kind == "sim":
+        target.score.scale = pc.time_scale
+    if mc is not None and mc.supports is not None:
+        target.capabilities = frozenset(mc.supports)
     return target
 
 
@@ -157,7 +171,17 @@ def _set_limits(target: Target, info: Any, mc: Any) -> None:
 class Call:
     """Per-call state shared by attempts, retries and hedges."""
 
-    __slots__ = ("attempts", "est_tokens", "last_resort", "priority", "request", "role", "tier")
+    __slots__ = (
+        "attempts",
+        "est_tokens",
+        "last_resort",
+        "priority",
+        "reason",
+        "request",
+        "role",
+        "scores",
+        "tier",
+    )
 
     def __init__(
         self, request: ChatRequest, tier: str, role: str | None, priority: int, est_tokens: int
@@ -169,5 +193,9 @@ class Call:
         self.est_tokens = est_tokens
         self.attempts = 0
         self.last_resort = False
+        self.reason = ""
+        """Why the first candidate was chosen (`swarm.route.reason` on each chat span)."""
+        self.scores = ""
+        """The scores the choice compared, `ref=score` best first."""
         """Is the candidate being tried the tier's last? Then an open circuit does not stop
         its retries: there is nowhere else to go."""

@@ -18,8 +18,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Literal
 
 import anyio
 from opentelemetry import trace
@@ -30,7 +28,7 @@ from swarm._secrets import capture_content, scrub
 from swarm._tokens import estimate_input_tokens
 from swarm.budget import Budget
 from swarm.config import SwarmConfig, split_ref
-from swarm.errors import BudgetExceeded, ConfigError, ProviderError, RateLimited
+from swarm.errors import ConfigError, ProviderError, RateLimited
 from swarm.messages import ChatRequest, ChatResult
 from swarm.model import FirstTokenCallback, Provider
 from swarm.providers.registry import build_providers
@@ -38,22 +36,14 @@ from swarm.routing.candidate import Call, Target, build_target
 from swarm.routing.gate import Gate, Permit, admit
 from swarm.routing.hedge import race
 from swarm.routing.retry import Retrier
+from swarm.routing.select import Need, Policy, apply_need
+from swarm.routing.tiers import make_policy, tier_refs
 from swarm.tracing import semconv as sc
 from swarm.tracing.setup import tracer
 
 __all__ = ["Need", "Router", "TierModel"]
 
 _NO_FAILOVER = frozenset({400, 422})  # the request itself is wrong: no provider will take it
-
-
-@dataclass(frozen=True)
-class Need:
-    """What one step needs from its call, beyond the tier."""
-
-    latency: Literal["interactive", "batch"] | None = None
-    """`interactive` prefers the candidate with the lowest expected latency."""
-    max_cost_usd: float | None = None
-    """Skip candidates whose estimated cost for this request is above this."""
 
 
 class Router:
@@ -92,8 +82,13 @@ class Router:
             )
         self._targets: dict[str, Target] = {}
         self._tiers: dict[str, list[Target]] = {}
-        for tier, tc in config.tiers.items():
-            self._tiers[tier] = [self._target(ref, tier) for ref in tc.models]
+        for tier in config.tiers:
+            self._tiers[tier] = [self._target(ref, tier) for ref in tier_refs(config, tier, env)]
+        self._policies: dict[tuple[str, str | None], Policy] = {}
+        for tier in config.tiers:
+            self._policy(tier, None)
+        for role in r.roles:
+            self._policy(self.tier_for_role(role), role)
         self.budget = budget or Budget(
             config.budget, tiers={t: tc.budget for t, tc in config.tiers.items() if tc.budget}
         )
@@ -114,6 +109,16 @@ class Router:
             attrs[sc.SERVER_ADDRESS] = t.provider.address
         t.attrs[tier] = attrs
         return t
+
+    def _policy(self, tier: str, role: str | None) -> Policy:
+        """The tier's policy for `role` (the tier's own when the role adds no constraints)."""
+        if role is not None and role not in self._routing.roles:
+            role = None
+        policy = self._policies.get((tier, role))
+        if policy is None:
+            policy = make_policy(self.config, self._tiers[tier], tier, role)
+            self._policies[(tier, role)] = policy
+        return policy
 
     def _make_target(self, ref: str) -> Target:
         t = build_target(ref, self.config, self._providers, self.gates[split_ref(ref)[0]])
@@ -156,16 +161,26 @@ class Router:
     ) -> ChatResult:
         """One call to `tier`: failover, retries, hedging, limits, span and price included."""
         tier = tier or (self.tier_for_role(role) if role else "speed")
-        targets = self._tiers.get(tier)
-        if targets is None:
+        if tier not in self._tiers:
             raise ConfigError(f"unknown tier {tier!r}; configured: {', '.join(self._tiers)}")
+        policy = self._policies.get((tier, role)) or self._policy(tier, role)
         est_in = estimate_input_tokens(request)
         est_out = request.max_tokens or self._routing.default_output_tokens
+        targets, reason, scores = (
+            (policy.targets, "order: first healthy as listed", "")
+            if policy.static
+            else policy.choose(
+                lambda t: t.cost(est_in, est_out + t.score.reasoning),
+                est_out,
+                need.slack if need is not None else None,
+            )
+        )
         if need is not None:
-            targets = self._order(targets, need, est_in, est_out)
+            targets = apply_need(targets, need, est_in, est_out)
         est_usd = targets[0].cost(est_in, est_out)
         est_tokens = est_in + est_out
         call = Call(request, tier, role, priority, est_tokens)
+        call.reason, call.scores = reason, scores
         with self.budget.reserve(tier=tier, usd=est_usd, tokens=est_tokens) as held:
             result = await self._failover(targets, call)
             held.settle(result)
@@ -187,18 +202,6 @@ class Router:
         await self.aclose()
 
     # -- candidate selection and failover -----------------------------------------------
-
-    def _order(self, targets: list[Target], need: Need, est_in: int, est_out: int) -> list[Target]:
-        if need.max_cost_usd is not None:
-            cap = need.max_cost_usd
-            kept = [t for t in targets if t.cost(est_in, est_out) <= cap]
-            if not kept:
-                cheapest = min(t.cost(est_in, est_out) for t in targets)
-                raise BudgetExceeded("usd", limit=cap, spent=cheapest, scope="call")
-            targets = kept
-        if need.latency == "interactive":
-            targets = sorted(targets, key=lambda t: t.expected_s(est_in, est_out))
-        return targets
 
     async def _failover(self, targets: list[Target], call: Call) -> ChatResult:
         """Rounds over the tier: when every candidate failed with a retryable error (not a
@@ -265,8 +268,11 @@ class Router:
         call.attempts += 1
         async with admit(t.gates, call.est_tokens, call.priority) as permit:
             span = self._start_span(t, call)
+            started, first = anyio.current_time(), False
 
             def first_token() -> None:
+                nonlocal first
+                first = True
                 span.add_event(sc.FIRST_TOKEN_EVENT)
                 if on_first is not None:
                     on_first()
@@ -277,6 +283,8 @@ class Router:
                         t.model, call.request, on_first_token=first_token
                     )
             except BaseException as exc:
+                if not first and isinstance(exc, anyio.get_cancelled_exc_class()):
+                    t.score.waited(anyio.current_time() - started)
                 self._failed(t, span, exc, permit)
                 raise
             usage = result.usage
@@ -288,6 +296,9 @@ class Router:
         request = call.request
         span = tracer().start_span(t.span_name, kind=SpanKind.CLIENT, attributes=t.attrs[call.tier])
         span.set_attribute(sc.ATTEMPTS, call.attempts)
+        span.set_attribute(sc.ROUTE_REASON, call.reason)
+        if call.scores:
+            span.set_attribute(sc.ROUTE_SCORES, call.scores)
         span.set_attribute(sc.REQUEST_STREAM, request.stream)
         if call.role:
             span.set_attribute(sc.ROLE, call.role)
@@ -303,6 +314,7 @@ class Router:
         if isinstance(exc, ProviderError):
             span.set_attribute(sc.ERROR_TYPE, str(exc.status) if exc.status else exc.kind)
             span.set_status(Status(StatusCode.ERROR, self._scrub(str(exc))))
+            t.score.failure(isinstance(exc, RateLimited))
             if isinstance(exc, RateLimited):
                 permit.rate_limited(exc.retry_after)
                 t.breaker.abandon()
@@ -332,6 +344,7 @@ class Router:
             result.simulated = True
         ttft = result.timing.ttft_s
         t.observe_ttft(ttft)
+        t.score.success(ttft, result.tokens_per_s)
         span.set_attributes(
             {
                 sc.RESPONSE_MODEL: result.model or t.model,

@@ -57,6 +57,7 @@ from swarm.run.roles import (
     planner_prompt,
     rebase_prompt,
 )
+from swarm.run.slack import Pace, plan_slack
 from swarm.run.staff import Staff
 from swarm.run.task import Task
 from swarm.tracing import semconv as sc
@@ -102,6 +103,7 @@ class Coordinator:
         """Each subtask's check command (the whole check when its files have no tests)."""
         self._plan_ready_ns = 0
         self._order: dict[str, int] = {}
+        self._pace: Pace | None = None
         """Each subtask's place in the plan: the merge queue builds batches in that order."""
 
     # -- planning ---------------------------------------------------------------------
@@ -173,6 +175,10 @@ class Coordinator:
         """
         self.crew.progress.start(total=len(plan.subtasks), merged=len(board.done))
         self._plan_ready_ns = time.time_ns()
+        hints = self.crew.hints
+        if hints is not None:
+            hints.slack.update(plan_slack(plan))
+            self._pace = Pace(plan, hints)
         started = set(board.done)
         async with anyio.create_task_group() as tg:
             while True:
@@ -242,6 +248,11 @@ class Coordinator:
 
     def _settle(self, outcome: SubtaskOutcome, board: Board) -> None:
         board.finished.add(outcome.id)
+        if self._pace is not None and outcome.status != "pending":
+            remaining = self.crew.budget.remaining_s()
+            hurry = self._pace.finished(outcome.wall_s, board.finished, remaining)
+            if hurry:
+                self.crew.progress.note(f"swarm: {hurry}")
         if outcome.status in ("merged", "empty", "failed"):
             if outcome.status != "failed":
                 board.done.add(outcome.id)

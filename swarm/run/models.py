@@ -12,10 +12,11 @@ from swarm.budget import Budget, Budgeted
 from swarm.config import SwarmConfig
 from swarm.messages import ChatRequest, ChatResult
 from swarm.model import Model, context_window
-from swarm.routing.router import Router
+from swarm.routing.router import Need, Router
 from swarm.run.journal import Journal
 from swarm.run.parts import ModelSource
 from swarm.run.replay import ReplayModel
+from swarm.run.slack import RouteHints
 
 __all__ = ["RouterSource", "RunModels"]
 
@@ -25,9 +26,19 @@ class RouterSource:
 
     def __init__(self, router: Router, config: SwarmConfig) -> None:
         self.router, self.config = router, config
+        self.hints = RouteHints(margin=config.routing.deadline_margin)
+        """Each subtask's slack and the deadline's hurry (`swarm.run.slack`), set by the
+        coordinator; agent ids name their subtask (`coder:ID`, `fixer:ID:round`)."""
 
     def model(self, role: str, *, agent_id: str, escalate: bool = False) -> Model:
-        return self.router.model(self.config.tier_for(role, escalate=escalate), role=role)
+        parts = agent_id.split(":")
+        shaped = len(parts) > 1 and self.config.routing.shape
+        slack = self.hints.slack.get(parts[1]) if shaped else None
+        tier = self.config.tier_for(role, escalate=escalate)
+        if self.hints.hurry is not None and "speed" in self.config.tiers:
+            tier, slack = "speed", 0.0
+        need = Need(slack=slack) if slack is not None else None
+        return self.router.model(tier, role=role, need=need)
 
 
 class RunModels:

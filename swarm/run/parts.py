@@ -23,6 +23,7 @@ from swarm.run.environment import CheckEnvironment
 from swarm.run.journal import Journal
 from swarm.run.merge import Merger
 from swarm.run.progress import Progress
+from swarm.run.slack import RouteHints
 from swarm.run.workspace import Workspace
 from swarm.tracing import semconv as sc
 from swarm.tracing.setup import tracer
@@ -149,3 +150,5 @@ class Crew:
     progress: Progress
     settings: Mapping[str, ModelSettings] = field(default_factory=dict)
     """Model settings by role (`[settings.<role>]` in the config)."""
+    hints: RouteHints | None = None
+    """Where the coordinator tells the router the run's shape (None: unused)."""

@@ -20,7 +20,7 @@ import os
 import time
 from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Literal, Protocol
@@ -136,6 +136,7 @@ class Run:
         self.outcome: RunOutcome | None = None
         self.models: RunModels | None = None
         """Where agents get their models (set once the router is open)."""
+        self._source: ModelSource | None = None
         self._stack = AsyncExitStack()
         self._t0 = self._cpu0 = 0.0
         self._base = ""
@@ -157,7 +158,7 @@ class Run:
             self._stack.enter_context(tracer().start_as_current_span(name, attributes=attrs))
             router = Router(spec.config, providers=self.world.providers, budget=self.budget)
             self.router = await self._stack.enter_async_context(router)
-            source = spec.source or RouterSource(self.router, spec.config)
+            source = self._source = spec.source or RouterSource(self.router, spec.config)
             self.models = RunModels(
                 self.world.models(source),
                 spec.journal,
@@ -187,12 +188,18 @@ class Run:
         spec = self.spec
         if self.models is None:
             raise RuntimeError("Run.execute() needs the run open: `async with Run(...) as run`")
+        hints = self._source.hints if isinstance(self._source, RouterSource) else None
         crew = Crew(
-            self.id, self.models, spec.journal, self.budget, self.progress, spec.config.settings
+            self.id,
+            self.models,
+            spec.journal,
+            self.budget,
+            self.progress,
+            spec.config.settings,
+            hints,
         )
-        coordinator = Coordinator(
-            crew, spec.task, options=spec.options, parts=self.world.parts(self.id)
-        )
+        options = replace(spec.options, escalate_after=spec.config.routing.escalate_after)
+        coordinator = Coordinator(crew, spec.task, options=options, parts=self.world.parts(self.id))
         await self.world.prepare(self.id)
         async with self.world.merger(self.id, self._base, spec.task, spec.options) as queue:
             self.baseline = await self.world.baseline(queue, spec.task)
@@ -277,7 +284,7 @@ class Run:
             status=status,
             stop_reason=outcome.stop_reason if outcome else None,
             error=error or self.baseline.stop,
-            warnings=self.warnings,
+            warnings=self.warnings + self._hurried(),
             baseline=self.baseline.summary(),
             simulated=spec.config.simulated and spec.source is None,
             repo=self.world.repo_label,
@@ -307,6 +314,11 @@ class Run:
         )
         self.progress.note(f"swarm: {status}: branch {branch} · report {report.report}")
         return report
+
+    def _hurried(self) -> list[str]:
+        source = self._source
+        hurry = source.hints.hurry if isinstance(source, RouterSource) else None
+        return [hurry] if hurry else []
 
     def _spending(self) -> dict[str, float | int]:
         spent = self.budget.spent

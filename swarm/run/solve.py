@@ -24,6 +24,7 @@ from swarm.budget import BudgetLimits
 from swarm.config import ClusterConfig, MergeConfig, SwarmConfig, load_config
 from swarm.errors import ConfigError, WorkspaceError
 from swarm.model import Provider
+from swarm.routing.tiers import with_task_tiers
 from swarm.run._git import common_dir, rmdir_if_empty, write_owner
 from swarm.run._target import target_repo
 from swarm.run.check import Baseline, Checker, run_baseline
@@ -239,6 +240,7 @@ async def solve(
         if demo and task.python is None:  # swarm's own demo is tested with swarm's pytest
             task = task.model_copy(update={"python": sys.executable})
         config = _task_roles(load_config(req.config_path), task)
+        config = with_task_tiers(config, task.tiers, task.source or "task")
         where = _cluster_config(config.cluster, req.cluster, cluster)
         stack.enter_context(run_lock(state, run_id))
         merge = config.merge.over(task.merge)

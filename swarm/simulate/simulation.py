@@ -27,14 +27,14 @@ import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import asdict, dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from swarm._route_config import Sort
+from swarm._sim_shifts import Shift
 from swarm.budget import BudgetLimits
-from swarm.catalog import find_profile
 from swarm.config import ProviderConfig, RoutingConfig, SwarmConfig, TierConfig
 from swarm.model import Provider
 from swarm.providers.sim import Faults, SimEngine, SimProvider
@@ -47,8 +47,9 @@ from swarm.run.report import RunReport, RunStatus
 from swarm.run.run import Run, RunSpec
 from swarm.run.solve import new_run_id
 from swarm.run.task import Task
+from swarm.simulate.bounds import bound
+from swarm.simulate.hosts import Host, host_configs, host_providers
 from swarm.simulate.world import (
-    CallRecord,
     CountingProvider,
     Recorder,
     Shape,
@@ -106,6 +107,13 @@ class SimSpec:
     first: Faults | None = None
     """A provider failing like this ahead of the healthy one in every tier (hang-first,
     dead-first); None: one provider."""
+    hosts: tuple[Host, ...] = ()
+    sort: Sort | None = None
+    """With hosts: the speed tier is every host's weights, ranked by `sort`."""
+    deadline: float | None = None
+    """The run's deadline in (simulated) seconds; None: none."""
+    shifts: tuple[Shift, ...] = ()
+    """How the simulated provider changes under the run (`swarm simulate --shift`)."""
     stall_timeout_s: float = 30.0
     """When a client gives up on a silent stream (the providers' default)."""
     routing: RoutingConfig = field(default_factory=RoutingConfig)
@@ -172,6 +180,7 @@ class SimWorld:
             providers = {"first": first, **providers}
         self.providers: Mapping[str, Provider] | None = providers
         self.recorder: Recorder | None = None
+        self.hosts: dict[str, CountingProvider] = {}
         self._tools = sim_tools(spec.tool_s)
 
     def parts(self, run_id: str) -> CoordinatorParts:
@@ -220,11 +229,14 @@ async def simulate(spec: SimSpec) -> dict[str, Any]:
         faults=spec.faults,
         seed=spec.seed,
         time_scale=spec.time_scale,
+        shifts=spec.shifts,
     )
     provider = CountingProvider(
         SimProvider("sim", engine=engine, stall_timeout_s=spec.stall_timeout_s)
     )
     world = SimWorld(spec, plan, provider, _first_provider(spec, script))
+    world.hosts = host_providers(spec.hosts, script, spec.seed, spec.time_scale)
+    world.providers = {**world.hosts, **(world.providers or {})}
     task = Task(title="simulated swarm", instructions="a synthetic workload", check="sim-check")
     options = SolveOptions(
         max_agents=spec.max_agents or spec.agents,
@@ -242,7 +254,7 @@ async def simulate(spec: SimSpec) -> dict[str, Any]:
             task=task,
             config=_config(spec),
             journal=journal,
-            limits=BudgetLimits(),
+            limits=BudgetLimits(deadline=spec.deadline),
             options=options,
             traces_dir=spec.traces_dir or Path(tmp),
             quiet=True,
@@ -277,14 +289,15 @@ def _config(spec: SimSpec) -> SwarmConfig:
     if spec.first is not None:
         providers = {"first": ProviderConfig(kind="sim", faults=spec.first), **providers}
         firsts = ["first/"]
-    return SwarmConfig(
-        providers=providers,
-        tiers={
-            tier: TierConfig(models=[f"{p}{ref}" for p in (*firsts, "sim/")])
-            for tier, ref in (("speed", spec.speed), ("reasoning", spec.reasoning))
-        },
-        routing=spec.routing,
-    )
+    tiers = {
+        tier: TierConfig(models=[f"{p}{ref}" for p in (*firsts, "sim/")])
+        for tier, ref in (("speed", spec.speed), ("reasoning", spec.reasoning))
+    }
+    if spec.hosts:
+        providers.update(host_configs(spec.hosts, spec.time_scale))
+        refs = [f"{h.name}/{h.profile}" for h in spec.hosts]
+        tiers["speed"] = TierConfig(models=refs, sort=spec.sort)
+    return SwarmConfig(providers=providers, tiers=tiers, routing=spec.routing)
 
 
 @dataclass(frozen=True)
@@ -304,7 +317,7 @@ def _figures(
     tool_calls = spec.tools_per_step * sum(
         max(0, len(c) - 1) for a, c in calls.items() if not a.startswith("planner")
     )
-    skip = ("faults", "first", "routing", "traces_dir")
+    skip = ("faults", "first", "routing", "traces_dir", "shifts", "hosts")
     first = world.first
     return {
         **{k: v for k, v in asdict(spec).items() if k not in skip},
@@ -321,6 +334,9 @@ def _figures(
         "first_attempts": first.attempts if first is not None else 0,
         "faults": spec.faults.model_dump(exclude_defaults=True),
         "first_faults": spec.first.model_dump(exclude_defaults=True) if spec.first else None,
+        "shifts": [s.model_dump(exclude_none=True) for s in spec.shifts],
+        "notes": report.warnings,
+        "calls_per_host": {n: p.attempts for n, p in world.hosts.items()},
         "over_window": world.provider.over_window,
         "peak_input_tokens": max(
             (c.input_tokens for log in calls.values() for c in log), default=0
@@ -338,50 +354,3 @@ def _figures(
         "trace": report.trace if spec.traces_dir is not None else None,
         "trace_note": "span timestamps are on the virtual clock" if spec.virtual else "",
     }
-
-
-def bound(plan: Plan, calls: Mapping[str, list[CallRecord]], spec: SimSpec) -> dict[str, float]:
-    """The critical-path lower bound, from profile medians and from actual call durations."""
-    return {
-        "expected": _bound(plan, calls, spec, actual=False),
-        "actual": _bound(plan, calls, spec, actual=True),
-    }
-
-
-def _agent_s(log: list[CallRecord], spec: SimSpec, *, actual: bool) -> float:
-    total = max(0, len(log) - 1) * spec.tool_s  # every step but the last calls a tool
-    for c in log:
-        if actual:
-            total += c.duration_s
-        else:
-            p = find_profile(c.model)
-            total += spec.time_scale * p.expected_s(
-                c.input_tokens, c.output_tokens, c.reasoning_tokens
-            )
-    return total
-
-
-def _bound(
-    plan: Plan, calls: Mapping[str, list[CallRecord]], spec: SimSpec, *, actual: bool
-) -> float:
-    agent_s = partial(_agent_s, spec=spec, actual=actual)
-    fixers: dict[str, float] = {}
-    for agent_id, log in calls.items():
-        if agent_id.startswith("fixer:"):
-            sid = agent_id.split(":")[1]
-            fixers[sid] = fixers.get(sid, 0.0) + agent_s(log) + spec.check_s
-    own = {
-        s.id: agent_s(calls.get(f"coder:{s.id}", []))
-        + spec.check_s
-        + fixers.get(s.id, 0.0)
-        + spec.merge_s
-        for s in plan.subtasks
-    }
-    chain: dict[str, float] = {}
-    for s in plan.subtasks:  # make_plan lists dependencies before their dependents
-        chain[s.id] = own[s.id] + max((chain[d] for d in s.depends_on), default=0.0)
-    k = spec.max_agents or spec.agents
-    work = sum(own.values())
-    serial_merges = min(own.values(), default=0.0) + len(own) * spec.merge_s
-    planner = sum(agent_s(log) for a, log in calls.items() if a.startswith("planner"))
-    return planner + max(max(chain.values(), default=0.0), work / k, serial_merges) + spec.check_s

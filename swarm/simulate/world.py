@@ -45,7 +45,7 @@ __all__ = [
     "step_shares",
 ]
 
-Shape = Literal["fanout", "chain", "dag"]
+Shape = Literal["fanout", "chain", "dag", "spine"]
 _ROOT = Path("/sim")
 
 
@@ -56,14 +56,15 @@ def step_shares(agents: int, steps: int) -> list[int]:
 
 
 def make_plan(agents: int, shape: Shape, seed: int) -> Plan:
-    """N subtasks: independent (fanout), one chain, or a layered DAG of width ~sqrt(N)."""
+    """N subtasks: independent (fanout), one chain, a layered DAG of width ~sqrt(N), or a
+    spine (a chain of N/3 that sets the makespan, the rest independent, with slack)."""
     rng = random.Random(seed)
     ids = [f"s{i:04d}" for i in range(agents)]
     width = max(1, round(agents**0.5))
     subtasks = []
     for i, sid in enumerate(ids):
         deps: tuple[str, ...] = ()
-        if shape == "chain" and i:
+        if (shape == "chain" or (shape == "spine" and i < max(2, agents // 3))) and i:
             deps = (ids[i - 1],)
         elif shape == "dag" and i >= width:
             layer = i // width

@@ -1,0 +1,64 @@
+"""The critical-path lower bound of a simulated run (`bound`): from profile medians and
+from each call's actual duration; see `swarm.simulate.simulation`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import partial
+from typing import TYPE_CHECKING
+
+from swarm.catalog import find_profile
+from swarm.run.plan import Plan
+from swarm.simulate.world import CallRecord
+
+if TYPE_CHECKING:
+    from swarm.simulate.simulation import SimSpec
+
+__all__ = ["bound"]
+
+
+def bound(plan: Plan, calls: Mapping[str, list[CallRecord]], spec: SimSpec) -> dict[str, float]:
+    """The critical-path lower bound, from profile medians and from actual call durations."""
+    return {
+        "expected": _bound(plan, calls, spec, actual=False),
+        "actual": _bound(plan, calls, spec, actual=True),
+    }
+
+
+def _agent_s(log: list[CallRecord], spec: SimSpec, *, actual: bool) -> float:
+    total = max(0, len(log) - 1) * spec.tool_s  # every step but the last calls a tool
+    for c in log:
+        if actual:
+            total += c.duration_s
+        else:
+            p = find_profile(c.model)
+            total += spec.time_scale * p.expected_s(
+                c.input_tokens, c.output_tokens, c.reasoning_tokens
+            )
+    return total
+
+
+def _bound(
+    plan: Plan, calls: Mapping[str, list[CallRecord]], spec: SimSpec, *, actual: bool
+) -> float:
+    agent_s = partial(_agent_s, spec=spec, actual=actual)
+    fixers: dict[str, float] = {}
+    for agent_id, log in calls.items():
+        if agent_id.startswith("fixer:"):
+            sid = agent_id.split(":")[1]
+            fixers[sid] = fixers.get(sid, 0.0) + agent_s(log) + spec.check_s
+    own = {
+        s.id: agent_s(calls.get(f"coder:{s.id}", []))
+        + spec.check_s
+        + fixers.get(s.id, 0.0)
+        + spec.merge_s
+        for s in plan.subtasks
+    }
+    chain: dict[str, float] = {}
+    for s in plan.subtasks:  # make_plan lists dependencies before their dependents
+        chain[s.id] = own[s.id] + max((chain[d] for d in s.depends_on), default=0.0)
+    k = spec.max_agents or spec.agents
+    work = sum(own.values())
+    serial_merges = min(own.values(), default=0.0) + len(own) * spec.merge_s
+    planner = sum(agent_s(log) for a, log in calls.items() if a.startswith("planner"))
+    return planner + max(max(chain.values(), default=0.0), work / k, serial_merges) + spec.check_s
