@@ -93,6 +93,17 @@ def setup(root: Path) -> Path:
     return gate
 
 
+def resume_request(root: Path, run_id: str) -> SolveRequest:
+    """`swarm resume RUN_ID`: the rest comes from the journal."""
+    return SolveRequest(
+        task_path=str(root / "task.md"),
+        state_dir=str(root / "state"),
+        traces_dir=str(root / "traces"),
+        quiet=True,
+        run_id=run_id,
+    )
+
+
 def kill_9_while_a_batch_checks(root: Path, gate: Path) -> None:
     """Start the run in its own process; kill -9 it once the queue checks a batch."""
     with (root / "driver.log").open("wb") as log:
@@ -117,14 +128,7 @@ async def test_kill_9_during_a_batch_check_then_resume_merges_each_once(tmp_path
 
     with Journal.open(tmp_path / "state" / "journal.db") as journal:
         run_id = journal.list_runs()[-1].run_id
-    request = SolveRequest(
-        task_path=str(tmp_path / "task.md"),
-        state_dir=str(tmp_path / "state"),
-        traces_dir=str(tmp_path / "traces"),
-        quiet=True,
-        run_id=run_id,
-    )
-    report = await solve(request, source=_source())
+    report = await solve(resume_request(tmp_path, run_id), source=_source())
 
     assert report.status == "done", report
     assert {s.id: s.status for s in report.subtasks} == {f"s{i}": "merged" for i in range(N)}
@@ -162,14 +166,7 @@ async def test_a_landing_the_journal_missed_is_not_merged_again(tmp_path: Path) 
             journal.set_subtask(report.run_id, f"s{i}", "running")
         journal.set_run_status(report.run_id, "interrupted")
     source = _source()
-    again = SolveRequest(
-        task_path=str(tmp_path / "task.md"),
-        state_dir=str(tmp_path / "state"),
-        traces_dir=str(tmp_path / "traces"),
-        quiet=True,
-        run_id=report.run_id,
-    )
-    resumed = await solve(again, source=source)
+    resumed = await solve(resume_request(tmp_path, report.run_id), source=source)
     assert resumed.status == "done", resumed
     assert source.made == []  # no agent was needed: nothing coded or merged twice
     subjects = git(tmp_path / "repo", "log", "--format=%s", f"main..swarm/{report.run_id}")

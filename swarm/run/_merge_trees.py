@@ -244,8 +244,8 @@ class TreePool:
 
 
 async def remove_trees(repo: Path, paths: Sequence[Path]) -> None:
-    """Remove check trees (this run's, or a killed run's found on resume) and their owner
-    files (a tree that has none has none to remove)."""
+    """Remove the merge queue's worktrees (this run's, or a killed run's found on resume)
+    and their owner files."""
     if not paths:
         return
     async with await repo_lock(repo):
@@ -253,6 +253,5 @@ async def remove_trees(repo: Path, paths: Sequence[Path]) -> None:
             with contextlib.suppress(WorkspaceError):
                 # twice: a locked worktree (an add cut short by a kill) goes too
                 await git("worktree", "remove", "--force", "--force", str(path), cwd=repo)
-            if path.name.startswith("_check-"):
-                path.with_name(f"{path.name}.owner").unlink(missing_ok=True)
+            path.with_name(f"{path.name}.owner").unlink(missing_ok=True)
         await git("worktree", "prune", cwd=repo)

@@ -29,6 +29,7 @@ import anyio
 from swarm.agent.tool import WriteLog
 from swarm.config import MergeConfig
 from swarm.errors import WorkspaceError
+from swarm.run._git import write_owner
 from swarm.run._merge_pipeline import Pipeline, Request, Rules
 from swarm.run._merge_trees import Patch, TreePool, commit, remove_trees
 from swarm.run.check import Checker, CheckFn, CheckResult
@@ -137,6 +138,7 @@ class MergeQueue:
         root = Path(common) / "swarm-worktrees" / run_id
         path = root / "_integration"
         await remove_trees(repo, [path, *sorted(root.glob("_check-*"))])  # a killed run's
+        write_owner(path)  # like every swarm worktree: a later start clears it if we die
         async with await repo_lock(repo):  # git worktree commands on one repo race otherwise
             if not await _branch_exists(repo, branch):
                 await git("branch", branch, base, cwd=repo)
@@ -233,8 +235,6 @@ class MergeQueue:
         head = await git("rev-parse", "HEAD", cwd=self.worktree)
         if self._pipeline is not None:
             self._pipeline.head = head
-        else:
-            self.base = head
         return head
 
     async def reset(self) -> None:

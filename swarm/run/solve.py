@@ -25,7 +25,7 @@ from swarm.config import ClusterConfig, MergeConfig, SwarmConfig, load_config
 from swarm.errors import ConfigError, WorkspaceError
 from swarm.model import Provider
 from swarm.routing.tiers import with_task_tiers
-from swarm.run._git import common_dir, rmdir_if_empty, write_owner
+from swarm.run._git import common_dir, rmdir_if_empty
 from swarm.run._target import target_repo
 from swarm.run.check import Baseline, Checker, run_baseline
 from swarm.run.environment import CheckEnvironment, interpreters_in
@@ -148,22 +148,7 @@ class GitWorld:
             batch_check=task.check_for(()),
             config=options.merge,
         )
-        queue = MergeQueue.open(self.repo, run_id=run_id, base=base, settings=settings)
-        return self._owned(run_id, queue)
-
-    @asynccontextmanager
-    async def _owned(
-        self, run_id: str, queue: AbstractAsyncContextManager[Merger]
-    ) -> AsyncIterator[Merger]:
-        """The queue with an owner file beside its integration worktree, as workspaces have,
-        so that `cleanup_stale` at a later start removes it when this process is killed."""
-        where = (await common_dir(self.repo)) / "swarm-worktrees" / run_id
-        owner = write_owner(where / "_integration")
-        try:
-            async with queue as opened:
-                yield opened
-        finally:
-            owner.unlink(missing_ok=True)
+        return MergeQueue.open(self.repo, run_id=run_id, base=base, settings=settings)
 
     async def baseline(self, queue: Merger, task: Task) -> Baseline:
         """The checks on the base commit, before any work (see `swarm.run.check`)."""
