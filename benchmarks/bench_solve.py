@@ -18,7 +18,7 @@ waves, one merge check per link of a dependency chain, the baseline and the fina
 accept), their ratio, merge checks run and the coordinator's CPU per model call.
 
     python -m benchmarks.bench_solve [--subtasks 300] [--max-agents 100] [--check-s 1]
-        [--red-pct 5] [--compare] [--json]
+        [--red-pct 5] [--compare] [--traces DIR] [--json]
 """
 
 from __future__ import annotations
@@ -60,6 +60,8 @@ class Workload:
     profile: str = "cerebras/llama-3.3-70b"
     merge: str = ""
     """The `[merge]` section's body."""
+    traces: str = ""
+    """Where to keep the run's trace ('': thrown away with the repository)."""
 
 
 def make_repo(root: Path, n: int) -> None:
@@ -159,7 +161,7 @@ async def run(w: Workload) -> dict[str, Any]:
                 config_path=str(root / "swarm.toml"),
                 max_agents=w.max_agents,
                 state_dir=str(root / "state"),
-                traces_dir=str(root / "traces"),
+                traces_dir=w.traces or str(root / "traces"),
                 quiet=True,
             )
             report = await solve(request, source=Source(r))
@@ -227,6 +229,7 @@ def main() -> None:
     parser.add_argument("--red-pct", type=float, default=0.0, help="%% of patches red at merge")
     parser.add_argument("--max-parallel-checks", type=int, default=4)
     parser.add_argument("--compare", action="store_true", help="also the one-at-a-time queue")
+    parser.add_argument("--traces", default="", help="keep the runs' traces in this folder")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     red_every = round(100 / args.red_pct) if args.red_pct else 0
@@ -236,7 +239,15 @@ def main() -> None:
         queues["one_at_a_time"] = f"{slots}\nbatch_size = {{max = 1}}\nmax_parallel_checks = 1"
     results = {}
     for name, merge in queues.items():
-        w = Workload(args.subtasks, args.max_agents, args.check_s, red_every, args.profile, merge)
+        w = Workload(
+            args.subtasks,
+            args.max_agents,
+            args.check_s,
+            red_every,
+            args.profile,
+            merge,
+            args.traces,
+        )
         results[name] = anyio.run(run, w)
     if "one_at_a_time" in results:
         results["speedup"] = round(

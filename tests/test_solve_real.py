@@ -547,11 +547,12 @@ async def test_setup_runs_in_every_worktree_and_included_dirs_are_linked(
     report = await run(tmp_path, repo, task, plan, scripts)
     assert report.status == "done", report
     assert states(report) == {"s1": "merged", "s2": "merged"}
-    # every tree a check runs in: the workspaces, the integration branch's, the merge
-    # queue's check trees (made up front)
+    # every tree a check runs in: the integration branch's, the merge queue's check trees
+    # (made up front), and a workspace per subtask — s2's is s1's worktree reset, set up
+    # again for it
     prepared = sorted(Path(p).name for p in log.read_text().split())
     trees = [p for p in prepared if p.startswith("_check-")]
-    assert trees and prepared == sorted(["_integration", "s1", "s2", *trees])
+    assert trees and prepared == sorted(["_integration", "w001", "w001", *trees])
     assert sorted(tree(repo, str(report.branch))) == sorted(SETUP)
     patch = Path(str(report.patch)).read_text()
     assert "generated" not in patch and "data" not in patch

@@ -11,7 +11,9 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
+
+import anyio
 
 from swarm.agent.tool import Tool
 from swarm.budget import Budget
@@ -25,6 +27,7 @@ from swarm.run.merge import Merger
 from swarm.run.progress import Progress
 from swarm.run.slack import RouteHints
 from swarm.run.workspace import Workspace
+from swarm.run.workspace_pool import WorkspacePool
 from swarm.tracing import semconv as sc
 from swarm.tracing.setup import tracer
 
@@ -37,9 +40,11 @@ __all__ = [
     "GitWorkspaces",
     "Merger",
     "ModelSource",
+    "Pooled",
     "SolveOptions",
     "WorkspaceLike",
     "Workspaces",
+    "warming",
 ]
 
 
@@ -67,25 +72,75 @@ class Workspaces(Protocol):
 
 
 class GitWorkspaces:
-    """The real workspaces: a git worktree of `repo` per workspace, prepared for its checks."""
+    """The real workspaces: a git worktree of `repo` per workspace, prepared for its checks.
+
+    With `reuse`, a finished subtask's worktree is reset for the next one (see
+    `swarm.run.workspace_pool`) and the owner of this object calls `aclose()` at the end."""
 
     def __init__(
-        self, repo: Path, run_id: str, environment: CheckEnvironment | None = None
+        self,
+        repo: Path,
+        run_id: str,
+        environment: CheckEnvironment | None = None,
+        *,
+        reuse: bool = False,
     ) -> None:
         self.repo, self.run_id = repo, run_id
         self.environment = environment or CheckEnvironment.resolve(repo)
+        keep = self.environment.include
+        self.pool = WorkspacePool(repo, run_id, keep=keep) if reuse else None
 
     def open(self, base: str, name: str) -> AbstractAsyncContextManager[WorkspaceLike]:
         return self._open(base, name)
 
     @asynccontextmanager
     async def _open(self, base: str, name: str) -> AsyncIterator[WorkspaceLike]:
-        async with Workspace.open(self.repo, base=base, name=name, run_id=self.run_id) as ws:
+        opened = (
+            self.pool.lease(base, name)
+            if self.pool
+            else Workspace.open(self.repo, base=base, name=name, run_id=self.run_id)
+        )
+        async with opened as ws:
             if self.environment.include or self.environment.setup:
                 attrs = {sc.WORKSPACE_NAME: name}
                 with tracer().start_as_current_span(f"{sc.WORKSPACE_SPAN} setup", attributes=attrs):
                     await self.environment.prepare(ws.path)
             yield ws
+
+    async def warm(self, base: str, count: int) -> None:
+        """Make up to `count` worktrees at `base` ahead of need (only with `reuse`)."""
+        if self.pool:
+            await self.pool.warm(base, count)
+
+    async def aclose(self) -> None:
+        """Remove the worktrees kept for reuse (nothing to do without `reuse`)."""
+        if self.pool:
+            await self.pool.aclose()
+
+
+@runtime_checkable
+class Pooled(Protocol):
+    """Workspaces kept for the run (`GitWorkspaces` with `reuse`): made ahead of need while
+    the run waits, removed when it ends."""
+
+    async def warm(self, base: str, count: int) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
+@asynccontextmanager
+async def warming(workspaces: object, base: str, count: int) -> AsyncIterator[None]:
+    """Make `count` workspaces at `base` in the background while the block runs, if
+    `workspaces` keeps them (`Pooled`); the block's end stops making more."""
+    if not isinstance(workspaces, Pooled):
+        yield
+        return
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(workspaces.warm, base, count)
+        try:
+            yield
+        finally:
+            tg.cancel_scope.cancel()
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,15 @@ from swarm.run.journal import Journal
 from swarm.run.merge import Merger
 from swarm.run.models import RouterSource, RunModels
 from swarm.run.outcome import RunOutcome
-from swarm.run.parts import CoordinatorParts, Crew, ModelSource, SolveOptions
+from swarm.run.parts import (
+    CoordinatorParts,
+    Crew,
+    ModelSource,
+    Pooled,
+    SolveOptions,
+    Workspaces,
+    warming,
+)
 from swarm.run.plan import Plan, load_plan
 from swarm.run.progress import Progress
 from swarm.run.report import MergeStats, Overhead, RunReport, RunStatus
@@ -199,20 +207,23 @@ class Run:
             hints,
         )
         options = replace(spec.options, escalate_after=spec.config.routing.escalate_after)
-        coordinator = Coordinator(crew, spec.task, options=options, parts=self.world.parts(self.id))
+        parts = self.world.parts(self.id)
+        coordinator = Coordinator(crew, spec.task, options=options, parts=parts)
         await self.world.prepare(self.id)
+        try:
+            return await self._execute(coordinator, parts.workspaces)
+        finally:
+            if isinstance(parts.workspaces, Pooled):
+                await parts.workspaces.aclose()
+
+    async def _execute(self, coordinator: Coordinator, workspaces: Workspaces | None) -> RunOutcome:
+        spec = self.spec
         async with self.world.merger(self.id, self._base, spec.task, spec.options) as queue:
-            self.baseline = await self.world.baseline(queue, spec.task)
-            if self.baseline.stop:
-                self.progress.note(f"swarm: {self.baseline.stop}")
-                return self._stopped("baseline", coordinator)
-            try:
-                with anyio.move_on_after(self.budget.remaining_s()) as planning:
-                    plan = await self._plan(coordinator, queue.head)
-            except BudgetExceeded as exc:
-                return self._stopped(exc.kind, coordinator)
-            if planning.cancelled_caught:
-                return self._stopped("deadline", coordinator)
+            # the first wave's worktrees are made while the baseline check and planner run
+            async with warming(workspaces, queue.head, spec.options.max_agents):
+                plan = await self._baseline_and_plan(coordinator, queue)
+            if plan is None:
+                return self.outcome or self._stopped("baseline", coordinator)
             done = await self._done(queue, plan)
             self.progress.note(
                 f"swarm: plan has {len(plan.subtasks)} subtasks ({len(done)} already merged)"
@@ -222,6 +233,24 @@ class Run:
             finally:
                 self.merge_stats = queue.stats
         return self.outcome
+
+    async def _baseline_and_plan(self, coordinator: Coordinator, queue: Merger) -> Plan | None:
+        """The plan, or None when the run stops before it (`outcome` says why)."""
+        self.baseline = await self.world.baseline(queue, self.spec.task)
+        if self.baseline.stop:
+            self.progress.note(f"swarm: {self.baseline.stop}")
+            self._stopped("baseline", coordinator)
+            return None
+        try:
+            with anyio.move_on_after(self.budget.remaining_s()) as planning:
+                plan = await self._plan(coordinator, queue.head)
+        except BudgetExceeded as exc:
+            self._stopped(exc.kind, coordinator)
+            return None
+        if planning.cancelled_caught:
+            self._stopped("deadline", coordinator)
+            return None
+        return plan
 
     async def _done(self, queue: Merger, plan: Plan) -> frozenset[str]:
         """Subtasks merged by an earlier process: the journal's, and those the branch holds

@@ -121,7 +121,7 @@ class GitWorld:
 
     def parts(self, run_id: str) -> CoordinatorParts:
         local = CoordinatorParts(
-            workspaces=GitWorkspaces(self.repo, run_id, self.environment),
+            workspaces=GitWorkspaces(self.repo, run_id, self.environment, reuse=True),
             check=self.checker,
             environment=self.environment,
             check_slot=self.checker.slot,

@@ -26,7 +26,7 @@ import logging
 import os
 import re
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -114,31 +114,65 @@ class Workspace:
         Removal (files, worktree record, branch) happens on every exit path, cancellation
         included. `root` overrides where worktrees live (default: inside the git dir).
         """
+        ws = await cls.create(repo, base=base, name=name, run_id=run_id, root=root)
+        try:
+            yield ws
+        finally:
+            await ws.close()
+
+    @classmethod
+    async def create(
+        cls,
+        repo: Path,
+        *,
+        base: str = "HEAD",
+        name: str,
+        run_id: str = "adhoc",
+        root: Path | None = None,
+        label: str | None = None,
+    ) -> Workspace:
+        """Make a worktree of `repo` at `base`; the caller owes it a `close()` (`open` is
+        the block that does both). `label` names it in the trace (default: `name`)."""
         _check_component("name", name)
         _check_component("run_id", run_id)
         if base.startswith("-"):
             raise WorkspaceError(f"bad base {base!r}")
         repo = resolved(repo)  # a few lstat calls: cheaper than a trip to a worker thread
         common = await common_dir(repo)
-        sha = base
-        if not _SHA.fullmatch(base):  # a full sha needs no lookup: `worktree add` checks it
-            try:
-                sha = await git("rev-parse", "--verify", f"{base}^{{commit}}", cwd=repo)
-            except WorkspaceError:
-                raise WorkspaceError(f"{base!r} is not a commit in {repo}") from None
+        sha = await _commit_of(repo, base)
         where = Path(await anyio.Path(root).resolve()) if root else common / "swarm-worktrees"
         ws = cls(repo, where / run_id / name, f"{BRANCH_PREFIX}/{run_id}/{name}", sha, common)
-        attrs = {sc.WORKSPACE_NAME: name}
+        attrs = {sc.WORKSPACE_NAME: label or name}
         try:
             with tracer().start_as_current_span(f"{sc.WORKSPACE_SPAN} open", attributes=attrs):
                 await ws._create()
-            yield ws
-        finally:
-            with (
-                anyio.move_on_after(CLEANUP_TIMEOUT_S, shield=True),
-                tracer().start_as_current_span(f"{sc.WORKSPACE_SPAN} close", attributes=attrs),
-            ):
-                await ws._remove()
+        except BaseException:
+            await ws.close()
+            raise
+        return ws
+
+    async def close(self) -> None:
+        """Remove the worktree, its record and its branch; bounded, and done even when the
+        caller is being cancelled."""
+        attrs = {sc.WORKSPACE_NAME: self.path.name}
+        with (
+            anyio.move_on_after(CLEANUP_TIMEOUT_S, shield=True),
+            tracer().start_as_current_span(f"{sc.WORKSPACE_SPAN} close", attributes=attrs),
+        ):
+            await self._remove()
+            self._added = self._owned = False
+
+    async def reset(self, base: str, *, keep: Sequence[str] = ()) -> None:
+        """Make this worktree a fresh one at `base` for new work: its branch and files at
+        `base`, every untracked file gone but those matching `keep` (what `include:`
+        brought), its write log empty. Much cheaper than a new worktree: no repository
+        lock, and only the files that differ are written."""
+        sha = await _commit_of(self.repo, base)
+        await git("reset", "--hard", "--quiet", sha, cwd=self.path)
+        excludes = [arg for pattern in keep for arg in ("-e", pattern)]
+        await git("clean", "-ffdxq", *excludes, cwd=self.path)
+        self.base = sha
+        self.written = WriteLog.fresh(self.path)
 
     async def _create(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -250,6 +284,16 @@ class Workspace:
         await git(*args, "-", cwd=self.path, input=data)
         for path in await patch_paths(self.path, data):
             self.written.note(path)
+
+
+async def _commit_of(repo: Path, base: str) -> str:
+    """`base` as a full sha (a full sha needs no lookup: git checks it where it is used)."""
+    if _SHA.fullmatch(base):
+        return base
+    try:
+        return await git("rev-parse", "--verify", f"{base}^{{commit}}", cwd=repo)
+    except WorkspaceError:
+        raise WorkspaceError(f"{base!r} is not a commit in {repo}") from None
 
 
 def _swarm_key(ref: str) -> tuple[str, str] | None:
