@@ -239,8 +239,9 @@ async def test_a_step_budget_is_never_overshot_by_concurrent_agents(
 
 
 async def test_the_deadline_stops_the_run_and_keeps_what_merged(world: World) -> None:
-    world.source = Source(delay_s=0.2)
-    world.limits = BudgetLimits(deadline=0.3)
+    # one agent, a 1 s call per subtask: a merges at about 1 s, c could not before 3 s
+    world.source = Source(delay_s=1.0)
+    world.limits = BudgetLimits(deadline=2.5)
     world.options = SolveOptions(max_agents=1)
     outcome, _ = await world.run(plan(("a", ()), ("b", ()), ("c", ())))
     assert outcome.stop_reason == "deadline"
