@@ -42,6 +42,7 @@ from swarm.run.parts import (
     CoordinatorParts,
     Crew,
     GitWorkspaces,
+    Pooled,
     SolveOptions,
     WorkspaceLike,
     Workspaces,
@@ -154,11 +155,14 @@ class Coordinator:
         final: CheckResult | None = None
         with anyio.move_on_after(self.crew.budget.remaining_s()) as deadline:
             stop = await self._dispatch(plan, board)
-            if stop is None:
-                try:
-                    final = await self._verify(queue)
-                except BudgetExceeded as exc:
-                    stop = exc.kind
+            async with anyio.create_task_group() as tg:
+                if isinstance(self._workspaces, Pooled):  # no one needs them any more
+                    tg.start_soon(self._workspaces.aclose)
+                if stop is None:
+                    try:
+                        final = await self._verify(queue)
+                    except BudgetExceeded as exc:
+                        stop = exc.kind
         if deadline.cancelled_caught:
             stop = "deadline"
         for outcome in board.skip_rest(stop):
