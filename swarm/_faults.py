@@ -51,6 +51,7 @@ class Faults(BaseModel):
 
     @property
     def total_rate(self) -> float:
+        """The share of calls that meet some random fault (the rates summed; at most 1)."""
         return (
             self.error_rate
             + self.rate_limit_rate

@@ -52,18 +52,22 @@ class Message(BaseModel):
 
     @classmethod
     def system(cls, text: str) -> Message:
+        """A system prompt."""
         return cls.model_construct(role="system", content=text, tool_calls=[])
 
     @classmethod
     def user(cls, text: str) -> Message:
+        """A user turn."""
         return cls.model_construct(role="user", content=text, tool_calls=[])
 
     @classmethod
     def assistant(cls, text: str | None, tool_calls: list[ToolCall] | None = None) -> Message:
+        """A model's turn: its text (None when it only calls tools) and tool calls."""
         return cls.model_construct(role="assistant", content=text, tool_calls=tool_calls or [])
 
     @classmethod
     def tool(cls, call: ToolCall, text: str) -> Message:
+        """The result of `call`, as the model reads it (an error's text too)."""
         return cls.model_construct(
             role="tool", content=text, tool_calls=[], tool_call_id=call.id, name=call.name
         )

@@ -90,6 +90,11 @@ class ScriptedModel:
         """Every request received, in order."""
 
     async def chat(self, request: ChatRequest) -> ChatResult:
+        """The next scripted reply; records `request`.
+
+        Raises:
+            AssertionError: the script is used up (the test fails, naming the last message).
+        """
         self.requests.append(request)
         if len(self.requests) > len(self._replies):
             last = request.messages[-1].content if request.messages else None
@@ -123,6 +128,11 @@ class ScriptedSource:
         self.escalated: list[str] = []
 
     def model(self, role: str, *, agent_id: str, escalate: bool = False) -> Model:
+        """`agent_id`'s model: the same `ScriptedModel` every time it is asked for.
+
+        Raises:
+            AssertionError: no script for `agent_id` and no `default`.
+        """
         if escalate:
             self.escalated.append(agent_id)
         if agent_id not in self.models:
@@ -144,6 +154,7 @@ class FunctionModel:
         self.requests: list[ChatRequest] = []
 
     async def chat(self, request: ChatRequest) -> ChatResult:
+        """The function's answer to `request` (awaited if it is a coroutine); records it."""
         self.requests.append(request)
         out = self._function(request)
         if inspect.isawaitable(out):

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.test_public_api import documented_modules
 from tests.test_readme import calc_repo
 
 DOCS = Path(__file__).parent.parent / "docs"
@@ -54,6 +55,14 @@ async def test_testing_with_scripted_model() -> None:
     await run_page("testing.md")["main"]()
 
 
+def test_every_cookbook_page_runs_here_and_is_in_the_nav() -> None:
+    pages = sorted(p.name for p in (DOCS / "cookbook").glob("*.md"))
+    run_here = sorted(set(re.findall(r'run_page\("([\w-]+\.md)"\)', Path(__file__).read_text())))
+    assert pages == run_here
+    nav = (DOCS.parent / "mkdocs.yml").read_text()
+    assert all(f"cookbook/{page}" in nav for page in pages)
+
+
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_the_docs_build_strict(tmp_path: Path) -> None:
     """mkdocs + mkdocstrings, every warning an error (CI runs the same in .ci/run)."""
@@ -65,4 +74,7 @@ def test_the_docs_build_strict(tmp_path: Path) -> None:
         timeout=300,
     )
     assert done.returncode == 0, done.stderr
-    assert "before_tool" in (tmp_path / "api" / "index.html").read_text()
+    html = (tmp_path / "api" / "index.html").read_text()
+    assert "before_tool" in html
+    for module in documented_modules():
+        assert f'id="{module}"' in html, f"{module} is not rendered"

@@ -1,3 +1,12 @@
+import functools
+import importlib
+import importlib.util
+import inspect
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
 import swarm
 
 
@@ -66,29 +75,79 @@ def test_model_behavior_error_has_typed_fields() -> None:
     assert str(err) == "agent tester: output is not a valid Verdict (after 3 attempts)"
 
 
-def _public_members(obj: object) -> list[tuple[str, object]]:
-    members = []
-    for name, member in vars(obj).items():
-        if name.startswith("_") or not (callable(member) or isinstance(member, property)):
+DOCS = Path(__file__).parent.parent / "docs"
+
+
+def documented_modules() -> list[str]:
+    """The modules the API reference (docs/api.md) renders, in its order."""
+    return re.findall(r"^::: ([\w.]+)$", (DOCS / "api.md").read_text(), re.MULTILINE)
+
+
+def _public_names(module: ModuleType) -> list[str]:
+    """Its `__all__` plus every class and function defined in it not starting with `_`."""
+    own = [
+        name
+        for name, obj in vars(module).items()
+        if not name.startswith("_")
+        and (inspect.isclass(obj) or inspect.isfunction(obj))
+        and obj.__module__ == module.__name__
+    ]
+    return sorted({*getattr(module, "__all__", ()), *own})
+
+
+def _public_members(cls: type) -> Iterator[tuple[str, object]]:
+    """The methods, class/static methods and properties a class defines itself."""
+    for name, member in vars(cls).items():
+        if name.startswith("_"):
             continue
-        members.append((name, member))
-    return members
+        if isinstance(member, classmethod | staticmethod):
+            member = member.__func__
+        elif isinstance(member, property):
+            member = member.fget
+        elif isinstance(member, functools.cached_property):
+            member = member.func
+        if inspect.isfunction(member) or inspect.isclass(member):
+            yield name, member
 
 
-def test_every_public_name_and_its_methods_have_a_docstring() -> None:
-    """The API reference is built from docstrings: nothing public goes without one."""
-    import inspect
-
-    missing = []
-    for name in swarm.__all__:
-        obj = getattr(swarm, name)
+def _undocumented(module: ModuleType) -> Iterator[str]:
+    if not inspect.getdoc(module):
+        yield module.__name__
+    for name in _public_names(module):
+        obj = getattr(module, name)
         if not (inspect.isclass(obj) or inspect.isfunction(obj)):
             continue
-        if not inspect.getdoc(obj):
-            missing.append(name)
+        if not obj.__doc__:
+            yield f"{module.__name__}.{name}"
         if inspect.isclass(obj) and obj.__module__.startswith("swarm"):
             for member_name, member in _public_members(obj):
-                target = member.fget if isinstance(member, property) else member
-                if not getattr(target, "__doc__", None):
-                    missing.append(f"{name}.{member_name}")
+                if not member.__doc__:
+                    yield f"{module.__name__}.{name}.{member_name}"
+
+
+def test_every_public_name_in_the_api_reference_has_a_docstring() -> None:
+    """The API reference is built from docstrings: in each module it renders, every public
+    class, function, method and property has one (`swarm`: what `__all__` re-exports)."""
+    modules = documented_modules()
+    assert "swarm" in modules and "swarm.testing" in modules
+    missing = [name for m in modules for name in _undocumented(importlib.import_module(m))]
     assert not missing, f"document these: {missing}"
+
+
+def _named_module(name: str) -> bool:
+    """Whether `name` (`swarm.agent.context`, `swarm.run.id`) is a public module."""
+    if any(part.startswith("_") for part in name.split(".")):
+        return False
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def test_every_module_the_docs_point_users_to_is_in_the_api_reference() -> None:
+    """A module the README or the cookbook imports from or names is one users reach into."""
+    text = "\n".join(p.read_text() for p in [DOCS.parent / "README.md", *DOCS.rglob("*.md")])
+    imported = set(re.findall(r"^\s*from (swarm[\w.]*) import", text, re.MULTILINE))
+    named = {n for n in re.findall(r"`(swarm(?:\.\w+)+)", text) if _named_module(n)}
+    assert {"swarm", "swarm.testing", "swarm.agent.mcp", "swarm.agent.context"} <= imported | named
+    assert not (imported | named) - set(documented_modules())

@@ -7,6 +7,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from swarm.config import load_config
+from swarm.run.task import parse_task
+
 README = Path(__file__).parent.parent / "README.md"
 
 
@@ -51,3 +54,22 @@ async def test_devin_like_agent_example_fixes_a_repository(tmp_path: Path) -> No
     assert "-    return a - b" in patch
     assert "+    return a + b" in patch
     assert (repo / "calc.py").read_text() == "def add(a, b):\n    return a - b\n"
+
+
+def test_config_and_task_examples_load_as_written(tmp_path: Path) -> None:
+    """Each `toml` block is a valid swarm.toml on its own; the task-file example parses."""
+    text = README.read_text()
+    blocks = re.findall(r"```toml\n(.*?)```", text, re.DOTALL)
+    assert len(blocks) >= 4
+    for i, block in enumerate(blocks):
+        path = tmp_path / f"block{i}" / "swarm.toml"
+        path.parent.mkdir()
+        path.write_text(block)
+        load_config(path, env={})  # a ConfigError names the block's key
+    full = load_config(tmp_path / "block1" / "swarm.toml", env={})
+    assert full.tiers["reasoning"].models == ["moonshot/kimi-k2.6"]
+    task_block = re.search(r"```markdown\n(.*?)```", text, re.DOTALL)
+    assert task_block
+    task = parse_task(task_block.group(1), source="README.md")
+    assert task.title == "Rename calc_total to total_price"
+    assert task.max_agents == 8

@@ -81,6 +81,8 @@ class Compactor:
         return int(estimate_messages_tokens(messages) * self.ratio)
 
     def request_tokens(self, messages: Sequence[Message]) -> int:
+        """Tokens a request with `messages` would take: theirs plus the fixed part
+        (system prompt, tool schemas), in the provider's count (estimated)."""
         return self.count(messages) + int(self.fixed_tokens * self.ratio)
 
     def observe(self, messages: Sequence[Message], reported_input_tokens: int) -> None:
@@ -90,6 +92,9 @@ class Compactor:
             self.ratio = reported_input_tokens / estimate
 
     def trigger_point(self) -> int | None:
+        """The request size (tokens) past which history is compacted first: the
+        policy's share of the window, capped by `max_request_tokens`; None when the
+        model's window is unknown (no compaction before a `ContextWindowExceeded`)."""
         if self.window is None:
             return None
         point = int(self.policy.trigger * self.window)

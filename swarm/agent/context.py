@@ -226,6 +226,7 @@ class Chain:
 
     @property
     def name(self) -> str:
+        """Its strategies' names joined by `+` (`mask+recent`)."""
         return "+".join(s.name for s in self.strategies)
 
     async def __call__(self, messages: list[Message], budget: ContextBudget) -> list[Message]:

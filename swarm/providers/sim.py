@@ -73,6 +73,14 @@ class SimProvider:
         *,
         on_first_token: FirstTokenCallback | None = None,
     ) -> ChatResult:
+        """Answer `request` as `model` would, after the plan's simulated TTFT and decode.
+
+        Raises:
+            ContextWindowExceeded: the request does not fit the model's window.
+            RateLimited: a 429 (random, or a quota overdrawn), with its Retry-After.
+            ProviderError: a 500, a refused or dropped connection, a malformed chunk, a
+                stalled or hung stream (after `stall_timeout_s`).
+        """
         start = anyio.current_time()
         plan = await self.engine.plan(model, request)
         fault = plan.fault
@@ -168,6 +176,7 @@ class SimProvider:
         )
 
     async def aclose(self) -> None:
+        """Nothing to release (no connections); here for the `Provider` protocol."""
         return None
 
 

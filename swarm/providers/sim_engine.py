@@ -79,6 +79,7 @@ class SimPlan:
 
     @property
     def total_tokens(self) -> int:
+        """Input, visible output and thinking tokens: what a tokens/min quota charges."""
         return self.input_tokens + self.output_tokens + self.reasoning_tokens
 
 

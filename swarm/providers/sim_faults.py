@@ -62,6 +62,7 @@ class Quota:
         self._stamp: float | None = None
 
     def refill(self, now: float) -> None:
+        """Add what flowed in since the last refill (`now` on the caller's clock)."""
         if self._stamp is not None:
             self.level = min(self.capacity, self.level + (now - self._stamp) * self.rate)
         self._stamp = now
@@ -75,10 +76,12 @@ class Quota:
         return max(1e-3, short / self.rate)  # whole milliseconds, as retry-after-ms
 
     def take(self, amount: float) -> None:
+        """Charge `amount` (at most a full bucket); check `shortfall_s` first."""
         self.level -= min(amount, self.capacity)
 
     @property
     def remaining(self) -> int:
+        """Whole units left now (what an `x-ratelimit-remaining-*` header reports)."""
         return max(0, math.floor(self.level))
 
     @property

@@ -151,6 +151,7 @@ class Journal:
         return cls(conn, path)
 
     def close(self) -> None:
+        """Close the database (every write is already committed)."""
         with self._lock:
             self._conn.close()
 
@@ -206,6 +207,7 @@ class Journal:
             raise KeyError(f"no run {run_id!r} in the journal")
 
     def get_run(self, run_id: str) -> RunRow | None:
+        """The run, or None if the journal has no such run."""
         rows = self._read(f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = ?", (run_id,))
         return _run_row(rows[0]) if rows else None
 
@@ -233,6 +235,7 @@ class Journal:
     # -- plans and subtasks ------------------------------------------------------------
 
     def save_plan(self, run_id: str, plan: Plan) -> None:
+        """Keep the run's plan (replacing an earlier one); KeyError if no such run."""
         self._write_for_run(
             run_id,
             "INSERT OR REPLACE INTO plans (run_id, plan_json, saved_at) VALUES (?, ?, ?)",
@@ -240,6 +243,7 @@ class Journal:
         )
 
     def load_plan(self, run_id: str) -> Plan | None:
+        """The run's saved plan, or None before one is saved."""
         rows = self._read("SELECT plan_json FROM plans WHERE run_id = ?", (run_id,))
         return Plan.model_validate_json(rows[0][0]) if rows else None
 
@@ -298,6 +302,7 @@ class Journal:
         )
 
     def find_call(self, run_id: str, key: str, request_hash: str) -> str | None:
+        """The result JSON `record_call` kept for (key, request hash), or None."""
         rows = self._read(
             "SELECT result_json FROM calls WHERE run_id = ? AND key = ? AND request_hash = ?",
             (run_id, key, request_hash),
