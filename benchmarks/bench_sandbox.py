@@ -6,10 +6,12 @@ Per command: `true` and a small `python -c` run through `run_command` in a real 
 worktree, alternating bwrap and none in the same run (so both see the same machine), as
 `run`, `run_tests` and checks run them. Reported: median and mean wall time per command
 for each sandbox, and the CPU time all its processes used; the overheads are the
-differences. Goal: <= 15 ms per command. On a loaded machine the wall figure grows with
-the load (bwrap's setup is CPU work waiting for a core); the CPU figure does not. To
-count the CPU of a sandbox's processes the benchmark makes itself their subreaper: the
-sandbox's init outlives bwrap's monitor, and would be reaped elsewhere otherwise.
+differences. Goal: <= 15 ms per command. Where socat is installed, also `allow` (bwrap
+with an allow-list network: the proxy lane and socat started before each command). On a
+loaded machine the wall figure grows with the load (bwrap's setup is CPU work waiting for
+a core); the CPU figure does not. To count the CPU of a sandbox's processes the benchmark
+makes itself their subreaper: the sandbox's init outlives bwrap's monitor, and would be
+reaped elsewhere otherwise.
 
 Whole run: `swarm solve` on the shipped demo (simulator, `time_scale` 0.02) with
 `--sandbox bwrap` and `--sandbox none`, alternating, `--solves` times each; median wall
@@ -27,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import AsyncExitStack
 from pathlib import Path
 from statistics import mean, median
 from typing import Any
@@ -37,7 +40,8 @@ from swarm.agent.toolbox import run_command
 from swarm.run.environment import CheckEnvironment
 from swarm.run.solve import SolveRequest, solve
 from swarm.run.workspace import Workspace
-from swarm.sandbox import BwrapSandbox, NoSandbox, Sandbox
+from swarm.sandbox import BwrapSandbox, NoSandbox, Sandbox, SandboxPolicy
+from swarm.sandbox.bwrap import socat_path
 
 TASK = Path(__file__).resolve().parents[1] / "tasks" / "refactor.md"
 COMMANDS = {"true": "true", "python": "python -c 'import sys; sys.exit(0)'"}
@@ -75,12 +79,21 @@ def _repo(root: Path) -> Path:
     return repo
 
 
+def _sandboxes() -> dict[str, Sandbox]:
+    found: dict[str, Sandbox] = {"none": NoSandbox(), "bwrap": BwrapSandbox()}
+    if socat_path():  # the allow-list network: a proxy lane and socat per command
+        found["allow"] = BwrapSandbox(SandboxPolicy(network="allow", allow=("pypi.org:443",)))
+    return found
+
+
 async def per_command(n: int) -> dict[str, Any]:
-    sandboxes: dict[str, Sandbox] = {"none": NoSandbox(), "bwrap": BwrapSandbox()}
+    sandboxes = _sandboxes()
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="bench-sbx-") as tmp:
         repo = _repo(Path(tmp))
-        async with Workspace.open(repo, name="bench") as ws:
+        async with Workspace.open(repo, name="bench") as ws, AsyncExitStack() as stack:
+            for sandbox in sandboxes.values():  # the proxy, once, as a run opens it
+                await stack.enter_async_context(sandbox.session())
             for label, command in COMMANDS.items():
                 wall: dict[str, list[float]] = {k: [] for k in sandboxes}
                 cpu: dict[str, list[float]] = {k: [] for k in sandboxes}
@@ -106,6 +119,9 @@ async def per_command(n: int) -> dict[str, Any]:
                 stats["overhead_ms"] = round(over, 2)
                 cpu_over = stats["bwrap"]["cpu_ms"] - stats["none"]["cpu_ms"]
                 stats["overhead_cpu_ms"] = round(cpu_over, 2)
+                if "allow" in stats:
+                    allow_over = stats["allow"]["median_ms"] - stats["none"]["median_ms"]
+                    stats["allow_overhead_ms"] = round(allow_over, 2)
                 out[label] = stats
     return out
 

@@ -4,6 +4,7 @@ confined) and `[cluster]` (where workspaces live). Re-exported by `swarm.config`
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from typing import Literal
 
@@ -11,7 +12,17 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from swarm._duration import parse_duration
 
-__all__ = ["BatchSize", "ClusterConfig", "MergeConfig", "SandboxConfig", "SandboxKind"]
+__all__ = [
+    "PROXY_PORT",
+    "BatchSize",
+    "ClusterConfig",
+    "MergeConfig",
+    "SandboxConfig",
+    "SandboxKind",
+    "SandboxNetwork",
+    "is_loopback_host",
+    "parse_endpoint",
+]
 
 _STRICT = ConfigDict(frozen=True, extra="forbid")
 
@@ -76,13 +87,63 @@ SandboxKind = Literal["auto", "bwrap", "none"]
 """`auto`: bubblewrap where it is installed, else none (said in the report's warnings)."""
 
 
+SandboxNetwork = Literal["off", "loopback", "allow", "host"]
+"""`off`: the sandbox's own loopback only. `loopback`: also the host's loopback services at
+the ports `allow` lists. `allow`: also the hosts `allow` lists, through swarm's proxy.
+`host`: the host's network, unrestricted."""
+
+PROXY_PORT = 39281
+"""Where a sandboxed command finds swarm's proxy (its own 127.0.0.1); not forwardable."""
+
+
+def is_loopback_host(host: str) -> bool:
+    """`localhost`, `127.x.y.z` or `::1`."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def parse_endpoint(entry: str) -> tuple[str, int | None]:
+    """`HOST:PORT` of an allow-list entry as (host, port); port None for `*`. HOST is a
+    name (`pypi.org`), a wildcard over subdomains (`*.example.com`), an IPv4 address or
+    a bracketed IPv6 one (`[::1]:8080`). A ValueError says what is wrong."""
+    host, sep, port_text = entry.strip().rpartition(":")
+    shape = 'write HOST:PORT, e.g. "pypi.org:443", "*.example.com:443", "127.0.0.1:5432"'
+    if not sep or not host:
+        raise ValueError(f"{entry!r}: no port; {shape}")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    host = host.lower()
+    label = host.removeprefix("*.")
+    if not label or "*" in label or any(c.isspace() or c in "/@?#[]" for c in label):
+        raise ValueError(f"{entry!r}: {host!r} is not a host name or address; {shape}")
+    if port_text == "*":
+        if is_loopback_host(host):
+            raise ValueError(f"{entry!r}: a loopback entry needs its port (it is forwarded)")
+        return host, None
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise ValueError(f"{entry!r}: {port_text!r} is not a port (1-65535 or *); {shape}")
+    if is_loopback_host(host) and int(port_text) == PROXY_PORT:
+        raise ValueError(f"{entry!r}: port {PROXY_PORT} is where the sandbox finds swarm's proxy")
+    return host, int(port_text)
+
+
 class SandboxConfig(BaseModel):
     """`[sandbox]`: how agents' commands, checks and hooks are confined (`swarm.sandbox`)."""
 
     model_config = _STRICT
     kind: SandboxKind = "auto"
-    network: Literal["off", "host"] = "off"
-    """`off`: only the sandbox's own loopback; `host`: the host's network."""
+    network: SandboxNetwork = "off"
+    """`off`, `loopback`, `allow` or `host` (see `SandboxNetwork`)."""
+    allow: list[str] = Field(default_factory=list)
+    """With `network = "allow"` or `"loopback"`: what commands may reach, `HOST:PORT` each
+    (`"pypi.org:443"`, `"*.example.com:443"`, `"127.0.0.1:5432"`). Loopback entries are
+    the host's services, forwarded to the same address and port inside the sandbox (raw
+    TCP works: a test database); the others go through swarm's HTTP proxy (what honours
+    `HTTPS_PROXY`: pip, curl, git, urllib)."""
     read_only: list[str] = Field(default_factory=list)
     """Extra paths commands may read (tools outside `/usr`, shared caches)."""
     writable: list[str] = Field(default_factory=list)
@@ -91,6 +152,34 @@ class SandboxConfig(BaseModel):
     memory_mb: int | None = Field(default=8192, ge=64)
     file_size_mb: int | None = Field(default=4096, ge=1)
     tmp_mb: int = Field(default=1024, ge=16)
+
+    @field_validator("allow")
+    @classmethod
+    def _endpoints(cls, value: list[str]) -> list[str]:
+        for entry in value:
+            parse_endpoint(entry)
+        return value
+
+    @model_validator(mode="after")
+    def _network_and_allow(self) -> SandboxConfig:
+        if self.allow and self.network in ("off", "host"):
+            raise ValueError(
+                f'allow is set but network = "{self.network}"; set network = "allow" '
+                '(or "loopback" for the host\'s own services only)'
+            )
+        if self.network in ("loopback", "allow") and not self.allow:
+            raise ValueError(
+                f'network = "{self.network}" needs allow, e.g. allow = ["127.0.0.1:5432"]'
+                + (' or ["pypi.org:443"]' if self.network == "allow" else "")
+            )
+        if self.network == "loopback":
+            outside = [e for e in self.allow if not is_loopback_host(parse_endpoint(e)[0])]
+            if outside:
+                raise ValueError(
+                    f'network = "loopback" reaches the host\'s loopback only, but allow '
+                    f'names {outside}; use network = "allow"'
+                )
+        return self
 
 
 class ClusterConfig(BaseModel):

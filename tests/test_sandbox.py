@@ -34,6 +34,7 @@ from swarm.sandbox import (
     make_sandbox,
     sandboxed_git,
 )
+from swarm.sandbox.process import run_confined
 from swarm.tracing import semconv as sc
 from swarm.tracing.setup import tracer
 
@@ -239,3 +240,36 @@ def test_interpreters_a_check_names_by_absolute_path_are_shown(tmp_path: Path) -
         sys.executable
     ).resolve().is_relative_to("/usr")
     assert tmp_path / "home" not in found  # not an interpreter: its prefix may be a home
+
+
+@needs_bwrap
+async def test_the_limits_are_set_hard_in_bash_commands_and_argv_commands(repo: Path) -> None:
+    """`run` commands get the rlimits at the head of their bash script, other argv through
+    a /bin/sh before them; the units differ (bash's -f is KiB, sh's 512 B): both must land
+    on the same bytes, soft and hard."""
+    policy = SandboxPolicy(limits=Limits(memory_mb=3000, file_size_mb=70))
+    env = CheckEnvironment.resolve(repo, python=sys.executable, sandbox=BwrapSandbox(policy))
+    show = (
+        "import resource as r; print('LIMITS', r.getrlimit(r.RLIMIT_DATA), "
+        "r.getrlimit(r.RLIMIT_FSIZE))"
+    )
+    async with Workspace.open(repo, name="w") as ws:
+        ctx = env.context(ws.path, timeout_s=20)
+        script = await run_confined(
+            ctx.sandbox,
+            f'python -c "{show}"',
+            cwd=ws.path,
+            env=ctx.env,
+            timeout_s=20,
+            max_output_chars=2000,
+        )
+        argv = await run_confined(
+            ctx.sandbox,
+            [sys.executable, "-c", show],
+            cwd=ws.path,
+            env=ctx.env,
+            timeout_s=20,
+            max_output_chars=2000,
+        )
+    expected = f"LIMITS {(3000 << 20,) * 2} {(70 << 20,) * 2}"
+    assert expected in script.output and expected in argv.output

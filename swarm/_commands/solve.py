@@ -53,6 +53,19 @@ def _run_options(p: argparse.ArgumentParser) -> None:
         "[sandbox] kind in the config, else bwrap where installed)",
     )
     p.add_argument(
+        "--network",
+        choices=("off", "loopback", "allow", "host"),
+        help="the sandbox's network: off, the host's loopback ports in --allow, the hosts in "
+        "--allow through swarm's proxy, or the host's (default: the task's, else [sandbox])",
+    )
+    p.add_argument(
+        "--allow",
+        action="append",
+        metavar="HOST:PORT",
+        help="what the sandbox may reach (repeat it; e.g. pypi.org:443, *.example.com:443, "
+        "127.0.0.1:5432); alone it means --network allow",
+    )
+    p.add_argument(
         "--keep-branch",
         action="store_true",
         help="keep the swarm/<run-id> branch of a run that fails (its patch is kept anyway)",
@@ -79,6 +92,8 @@ def _request(args: argparse.Namespace, **extra: Any) -> Any:
         traces_dir=args.traces_dir,
         quiet=args.quiet or args.json,
         sandbox=args.sandbox,
+        network=args.network,
+        allow=args.allow,
         keep_branch=args.keep_branch,
         cluster=args.cluster,
         **extra,

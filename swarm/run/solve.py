@@ -71,6 +71,10 @@ class SolveRequest:
     """Set when resuming."""
     sandbox: str | None = None
     """`bwrap` or `none` (`--sandbox`): over the task's `sandbox:` and the config's."""
+    network: str | None = None
+    """`off`, `loopback`, `allow` or `host` (`--network`): over the task's and the config's."""
+    allow: list[str] | None = None
+    """`HOST:PORT` entries (`--allow`): over the task's `allow:` and `[sandbox] allow`."""
     keep_branch: bool = False
     """Keep the `swarm/<run-id>` branch of a run that fails (`--keep-branch`)."""
     cluster: str | None = None
@@ -229,7 +233,7 @@ async def solve(
         where = _cluster_config(config.cluster, req.cluster, cluster)
         stack.enter_context(run_lock(state, run_id))
         merge = config.merge.over(task.merge)
-        sandbox = make_sandbox(config.sandbox, kind=req.sandbox or task.sandbox)
+        sandbox = _sandbox(config, req, task)
         if not resuming:
             journal.create_run(
                 run_id, task=task.model_dump(), repo=str(repo), config=_saved(req, run_id, repo)
@@ -255,7 +259,7 @@ async def solve(
                 repo, task, providers, sandbox, merge, remote, keep_branch=req.keep_branch
             )
             run = Run(spec, world)
-            async with run:
+            async with world.environment.sandbox.session(), run:  # its proxy, if any
                 await run.execute()
         assert run.report is not None
         return run.report
@@ -290,13 +294,29 @@ async def _cluster(
         yield opened
 
 
+def _sandbox(config: SwarmConfig, req: SolveRequest, task: Task) -> Sandbox:
+    """`[sandbox]` with the task's and the command line's choices over it."""
+    return make_sandbox(
+        config.sandbox,
+        kind=req.sandbox or task.sandbox,
+        network=req.network or task.network,
+        allow=req.allow if req.allow is not None else task.allow,
+    )
+
+
 def _sandbox_note(sandbox: Sandbox) -> str:
     if sandbox.kind == "none":
         why = bwrap_problem()
         return "sandbox: none: agents' commands and checks run on this machine with your rights" + (
             f" ({why})" if why else ""
         )
-    network = "the host's network" if sandbox.policy.network == "host" else "no network"
+    policy = sandbox.policy
+    network = {
+        "off": "no network",
+        "host": "the host's network",
+        "loopback": f"the host's loopback at {', '.join(policy.allow)} only",
+        "allow": f"network through swarm's proxy to {', '.join(policy.allow)} only",
+    }[policy.network]
     return f"sandbox: {sandbox.kind}: commands write only their worktree; {network}"
 
 
@@ -342,7 +362,9 @@ def _providers(config: SwarmConfig, demo: bool) -> dict[str, Provider] | None:
     }
 
 
-_RESUME_OVERRIDES = ("max_agents", "budget", "quiet", "sandbox", "keep_branch", "cluster")
+_RESUME_OVERRIDES = (
+    *("max_agents", "budget", "quiet", "sandbox", "network", "allow", "keep_branch", "cluster"),
+)
 
 
 def _resume_request(journal: Journal, req: SolveRequest) -> SolveRequest:

@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from swarm._run_config import SandboxNetwork, parse_endpoint
 from swarm.budget import BudgetLimits
 from swarm.config import MergeConfig
 from swarm.errors import ConfigError
@@ -64,6 +65,10 @@ class Task(BaseModel, frozen=True, extra="forbid"):
     """The repository's git hooks: never run (default), or run when swarm commits."""
     sandbox: Literal["bwrap", "none"] | None = None
     """Where commands run: `bwrap` or `none`; None: the config's `[sandbox] kind`."""
+    network: SandboxNetwork | None = None
+    """The sandbox's network (`off`, `loopback`, `allow`, `host`); None: `[sandbox] network`."""
+    allow: tuple[str, ...] | None = None
+    """What a `loopback` or `allow` network reaches (`HOST:PORT` each); None: `[sandbox] allow`."""
     baseline: Literal["record", "stop"] = "record"
     """A check already red before any change: judge subtasks against its known failures
     (`record`), or stop before spending anything (`stop`)."""
@@ -104,12 +109,21 @@ class _FrontMatter(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     hooks: Literal["skip", "run"] = "skip"
     sandbox: Literal["bwrap", "none"] | None = None
+    network: SandboxNetwork | None = None
+    allow: list[str] | None = None
     baseline: Literal["record", "stop"] = "record"
     max_agents: int | None = Field(default=None, ge=1)
     budget: BudgetLimits | None = None
     merge: MergeConfig | None = None
     roles: dict[str, str] = Field(default_factory=dict)
     tiers: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @field_validator("allow")
+    @classmethod
+    def _endpoints(cls, value: list[str] | None) -> list[str] | None:
+        for entry in value or ():
+            parse_endpoint(entry)
+        return value
 
 
 _ALLOWED = sorted(_FrontMatter.model_fields)
@@ -133,6 +147,8 @@ _SHAPES = {
     "env": "a mapping of variable to string value",
     "hooks": "`skip` or `run`",
     "sandbox": "`bwrap` or `none`",
+    "network": "`off`, `loopback`, `allow` or `host`",
+    "allow": 'a list of HOST:PORT entries, e.g. ["pypi.org:443", "127.0.0.1:5432"]',
     "baseline": "`record` or `stop`",
     "max_agents": "a whole number",
     "budget": "a mapping of limits, e.g. {usd: 2, steps: 300, deadline: 15m}",
@@ -254,6 +270,8 @@ def _validate_front(front: dict[str, Any], node: yaml.Node | None, source: str) 
         "env": fm.env,
         "hooks": fm.hooks,
         "sandbox": fm.sandbox,
+        "network": fm.network,
+        "allow": None if fm.allow is None else tuple(fm.allow),
         "baseline": fm.baseline,
         "max_agents": fm.max_agents,
         "budget": fm.budget,

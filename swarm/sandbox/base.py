@@ -3,7 +3,10 @@
 A sandbox turns a command (an argv, a working directory, an environment) into the command
 line that runs it confined (`Sandbox.launch`), watches it while it runs (`Sandbox.guard`:
 the process-count limit) and reads its output for the denials worth telling the model
-(`Sandbox.denials`). `swarm.agent.toolbox.run_command` is the one caller: `run`,
+(`Sandbox.denials`). A sandbox whose network goes through swarm's proxy (`network =
+"loopback"` or `"allow"`) also opens a `session` (the proxy, once per run) and a `lane` per
+command (its own sockets into the proxy, so its refused connections are its own).
+`swarm.agent.toolbox.run_command` is the one caller: `run`,
 `run_tests`, the check, `setup:` and sandboxed git hooks all go through it. The same seam
 takes a remote runner later: it only sees argv, cwd and env.
 
@@ -16,15 +19,18 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from contextlib import AbstractAsyncContextManager, nullcontext
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
 
-__all__ = ["Launch", "Limits", "Network", "Sandbox", "SandboxPolicy", "git_paths"]
+from swarm._run_config import SandboxNetwork
 
-Network = Literal["off", "host"]
+__all__ = ["Lane", "Launch", "Limits", "Network", "Sandbox", "SandboxPolicy", "git_paths"]
+
+Network = SandboxNetwork
 """`off`: the sandbox's own loopback only (a test suite's local servers work; the host's
-loopback and the internet do not). `host`: the host's network, unrestricted."""
+loopback and the internet do not). `loopback`, `allow`: also what `SandboxPolicy.allow`
+lists, through swarm's proxy. `host`: the host's network, unrestricted."""
 
 
 @dataclass(frozen=True)
@@ -51,11 +57,24 @@ class SandboxPolicy:
     """Extra paths writable (besides the working directory): caches the user allows."""
     network: Network = "off"
     limits: Limits = field(default_factory=Limits)
+    allow: tuple[str, ...] = ()
+    """`HOST:PORT` entries a `loopback` or `allow` network reaches (`SandboxConfig.allow`)."""
 
     def with_read_only(self, paths: Sequence[Path]) -> SandboxPolicy:
         """This policy with `paths` also readable (kept in order, once each)."""
         merged = tuple(dict.fromkeys([*self.read_only, *paths]))
-        return SandboxPolicy(merged, self.writable, self.network, self.limits)
+        return replace(self, read_only=merged)
+
+
+@dataclass
+class Lane:
+    """One command's way out through swarm's proxy: a host directory of unix sockets
+    (shown inside the sandbox) and the connections refused while the command ran."""
+
+    directory: Path
+    forwarded: tuple[int, ...]
+    """Host loopback ports forwarded to the same port inside the sandbox."""
+    denied: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -75,12 +94,30 @@ class Sandbox(ABC):
 
     @abstractmethod
     def launch(
-        self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], git_write: bool = False
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        git_write: bool = False,
+        lane: Lane | None = None,
     ) -> Launch:
         """The command line, environment and directory that run `argv` confined to `cwd`.
 
         `git_write` (a git command running the repository's hooks) makes the git dir
-        writable, except its config and hooks: what would run on the host next time."""
+        writable, except its config and hooks: what would run on the host next time.
+        `lane`: what `lane()` gave this command."""
+
+    def session(self) -> AbstractAsyncContextManager[object]:
+        """Open what the sandbox's commands share for as long as it is open (the proxy
+        of a `loopback` or `allow` network); a run opens it once around its work.
+        Without it each command opens its own. Default: nothing to open."""
+        return nullcontext()
+
+    def lane(self) -> AbstractAsyncContextManager[Lane | None]:
+        """One command's way out (see `Lane`), open while the command runs; None when
+        the sandbox needs none."""
+        return nullcontext(None)
 
     async def guard(self, pid: int) -> str | None:
         """Watch the running command (`pid`: what `launch`'s argv started) and kill it when

@@ -8,8 +8,11 @@ namespaces can be switched off), else `none`; asking for `bwrap` where it cannot
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
+
+from pydantic import ValidationError
 
 from swarm.config import SandboxConfig
 from swarm.errors import ConfigError
@@ -39,9 +42,16 @@ def bwrap_problem() -> str | None:
     return None
 
 
-def make_sandbox(config: SandboxConfig | None = None, *, kind: str | None = None) -> Sandbox:
-    """The sandbox `config` describes; `kind` (a task's or `--sandbox`) overrides its kind."""
-    config = config or SandboxConfig()
+def make_sandbox(
+    config: SandboxConfig | None = None,
+    *,
+    kind: str | None = None,
+    network: str | None = None,
+    allow: Sequence[str] | None = None,
+) -> Sandbox:
+    """The sandbox `config` describes; `kind`, `network` and `allow` (a task's, or
+    `--sandbox`, `--network`, `--allow`) override its own."""
+    config = _over(config or SandboxConfig(), network, allow)
     chosen = kind or config.kind
     if chosen not in _KINDS:
         raise ConfigError(f"unknown sandbox {chosen!r}; choose one of {', '.join(_KINDS)}")
@@ -50,6 +60,7 @@ def make_sandbox(config: SandboxConfig | None = None, *, kind: str | None = None
         writable=tuple(Path(p).expanduser() for p in config.writable),
         network=config.network,
         limits=Limits(config.max_processes, config.memory_mb, config.file_size_mb, config.tmp_mb),
+        allow=tuple(config.allow),
     )
     if chosen == "none":
         return NoSandbox(policy)
@@ -63,3 +74,23 @@ def make_sandbox(config: SandboxConfig | None = None, *, kind: str | None = None
         '(`--sandbox none`, `sandbox: none` in the task, `[sandbox] kind = "none"`)',
         key="sandbox",
     )
+
+
+def _over(config: SandboxConfig, network: str | None, allow: Sequence[str] | None) -> SandboxConfig:
+    """`config` with a task's or the command line's network settings over it, checked
+    again (a bad `--allow` entry is a ConfigError naming it)."""
+    if network is None and allow is None:
+        return config
+    update: dict[str, object] = {}
+    if network is not None:
+        update["network"] = network
+    if allow is not None:
+        update["allow"] = list(allow)
+        if network is None and config.network in ("off", "host"):
+            update["network"] = "allow"
+    try:
+        return SandboxConfig.model_validate({**config.model_dump(), **update})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = ".".join(["sandbox", *(str(p) for p in err["loc"])]) if err["loc"] else "sandbox"
+        raise ConfigError(str(err["msg"]).removeprefix("Value error, "), key=key) from None

@@ -4,7 +4,8 @@ For machines without bubblewrap, chosen explicitly (`[sandbox] kind = "none"`). 
 holds: a scrubbed environment (no provider keys), the command's own process group killed
 on timeout or cancel, the file tools' path checks. What does not: a command can write
 anywhere the user can, read `~/.ssh`, reach the network, leave a `setsid` process behind
-(tests/test_sandbox_escape.py lists each attack that succeeds here).
+(tests/test_sandbox_escape.py lists each attack that succeeds here); `network` is not
+enforced (no proxy, no namespace).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from swarm.sandbox.base import Launch, Sandbox, SandboxPolicy
+from swarm.sandbox.base import Lane, Launch, Sandbox, SandboxPolicy
 
 __all__ = ["NoSandbox"]
 
@@ -26,7 +27,13 @@ class NoSandbox(Sandbox):
         self.policy = policy or SandboxPolicy()
 
     def launch(
-        self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], git_write: bool = False
+        self,
+        argv: Sequence[str],
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        git_write: bool = False,
+        lane: Lane | None = None,
     ) -> Launch:
         return Launch(list(argv), dict(env), cwd)
 

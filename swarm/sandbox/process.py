@@ -199,30 +199,22 @@ async def run_confined(
     argv = shell(command) if isinstance(command, str) else list(command)
     tag = secrets.token_hex(8)  # what the command's descendants inherit, `setsid` or not
     env = {**env, COMMAND_TAG_VAR: tag}
-    launch = sandbox.launch(argv, cwd=cwd, env=env, git_write=git_write)
     capture = _Capture(max_output_chars)
-    started = time.perf_counter()
     stopped: list[str] = []
-    process = await open_command(launch.argv, cwd=launch.cwd, env=launch.env)
-    try:
-        with anyio.move_on_after(timeout_s) as deadline:
-            stdout = process.stdout
-            assert stdout is not None
-            eof = anyio.Event()
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(_read, stdout, capture, eof)
-                tg.start_soon(_guard, sandbox, process.pid, stopped)
-                await process.wait()
-                # children that outlive the command may keep the pipe open: don't wait on them
-                with anyio.move_on_after(_EOF_GRACE_S):
-                    await eof.wait()
-                tg.cancel_scope.cancel()
-    finally:
-        with anyio.CancelScope(shield=True), anyio.move_on_after(_KILL_GRACE_S + 5):
-            await _stop(process, tag)
-            await process.aclose()
+    async with sandbox.session(), sandbox.lane() as lane:
+        launch = sandbox.launch(argv, cwd=cwd, env=env, git_write=git_write, lane=lane)
+        started = time.perf_counter()
+        process = await open_command(launch.argv, cwd=launch.cwd, env=launch.env)
+        try:
+            with anyio.move_on_after(timeout_s) as deadline:
+                await _watch(sandbox, process, capture, stopped)
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_KILL_GRACE_S + 5):
+                await _stop(process, tag)
+                await process.aclose()
     output = capture.text(max_output_chars)
-    denials = (*stopped, *sandbox.denials(output))
+    refused = lane.denied if lane is not None else []
+    denials = (*stopped, *refused, *sandbox.denials(output))
     notes = "".join(f"\n[sandbox: {d}]" for d in denials)
     return CommandResult(
         exit_code=None if deadline.cancelled_caught else process.returncode,
@@ -231,6 +223,22 @@ async def run_confined(
         duration_s=time.perf_counter() - started,
         denials=denials,
     )
+
+
+async def _watch(sandbox: Sandbox, process: Command, capture: _Capture, stopped: list[str]) -> None:
+    """Read the command's output and guard its limits until it exits (and a short while
+    after, for what its leftovers still print)."""
+    stdout = process.stdout
+    assert stdout is not None
+    eof = anyio.Event()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_read, stdout, capture, eof)
+        tg.start_soon(_guard, sandbox, process.pid, stopped)
+        await process.wait()
+        # children that outlive the command may keep the pipe open: don't wait on them
+        with anyio.move_on_after(_EOF_GRACE_S):
+            await eof.wait()
+        tg.cancel_scope.cancel()
 
 
 async def _guard(sandbox: Sandbox, pid: int, stopped: list[str]) -> None:
