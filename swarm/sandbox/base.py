@@ -91,6 +91,10 @@ class Sandbox(ABC):
 
     kind: str
     policy: SandboxPolicy
+    contains_processes: bool = False
+    """True when nothing a command starts can outlive the command's own process (a pid
+    namespace that dies with it); False makes every command end with a search of all
+    the host's processes for the ones it left (see `swarm.sandbox.process`)."""
 
     @abstractmethod
     def launch(

@@ -82,6 +82,7 @@ class BwrapSandbox(Sandbox):
     """Runs each command in a fresh bubblewrap sandbox confined to its working directory."""
 
     kind = "bwrap"
+    contains_processes = True  # its own pid namespace: the kernel kills what is left in it
 
     def __init__(
         self,
