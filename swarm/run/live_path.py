@@ -15,10 +15,11 @@ With a deadline, the estimated finish is the later of the critical path ahead an
 work ahead spread over the agents. When it no longer fits (times `margin`), the run moves
 before the deadline has to stop it: it widens the fan-out when the work, not a chain, is
 what is late and subtasks wait for an agent place (up to `RouteHints.max_agents`, twice the
-configured number unless set), and it
-moves the subtasks whose chain does not fit to the speed tier's fastest candidate (for
-good: `RouteHints.hurried`). Each move is noted in `RouteHints.changes`, with why, for the
-run's report.
+configured number unless set), and it moves the running subtasks whose chain does not fit
+to the speed tier's fastest candidate (for good: `RouteHints.hurried`). Later subtasks of
+the chain are judged as they start, on the lengths measured by then, so a deadline that
+a few fast subtasks can meet costs only those (the rest stay on their tier's choice). Each
+move is noted in `RouteHints.changes`, with why, for the run's report.
 """
 
 from __future__ import annotations
@@ -193,7 +194,7 @@ class LivePath:
             behind = [
                 x
                 for i, x in enumerate(self._ids)
-                if i not in self._done
+                if i in self._started
                 and x not in self._hints.hurried
                 and late[i] - late_by - early[i] < 0
             ]
