@@ -54,7 +54,11 @@ class LivePath:
         now: Callable[[], float] = anyio.current_time,
     ) -> None:
         self._ids = [s.id for s in plan.subtasks]
-        index = {x: i for i, x in enumerate(self._ids)}
+        self._index = index = {x: i for i, x in enumerate(self._ids)}
+        self._every = max(1, len(self._ids) // 100)
+        """Events between refreshes: a refresh is linear in the plan, so a plan of 10,000
+        subtasks is re-estimated every 100 events (and on calls as time passes)."""
+        self._events = 0
         self._deps = [[index[d] for d in s.depends_on] for s in plan.subtasks]
         self._after: list[list[int]] = [[] for _ in self._ids]
         for i, ds in enumerate(self._deps):
@@ -85,16 +89,16 @@ class LivePath:
         self._left = left_s
 
     def started(self, sid: str) -> None:
-        self._started[self._ids.index(sid)] = self._now()
-        self.refresh()
+        self._started[self._index[sid]] = self._now()
+        self._happened()
 
     def fixing(self, sid: str) -> None:
         """A fix round begins (and the one before it, if any, has ended)."""
-        i = self._ids.index(sid)
+        i = self._index[sid]
         self._fixes[i] = self._fixes.get(i, 0) + 1
         self._round_ended(i)
         self._fix_at[i] = self._now()
-        self.refresh()
+        self._happened()
 
     def _round_ended(self, i: int) -> None:
         took = self._now() - self._fix_at.pop(i, self._now())
@@ -102,19 +106,24 @@ class LivePath:
             self._fix_walls.append(took)
 
     def finished(self, sid: str, wall_s: float) -> None:
-        i = self._ids.index(sid)
+        i = self._index[sid]
         self._done.add(i)
         self._round_ended(i)
         self._started.pop(i, None)
         if wall_s > 0:
             self._walls.append(wall_s)
             self._wall_sum += wall_s
-        self.refresh()
+        self._happened()
 
     def done_before(self, sids: set[str]) -> None:
         """Subtasks merged by an earlier process: behind the run, never measured."""
-        self._done |= {self._ids.index(s) for s in sids if s in self._ids}
+        self._done |= {self._index[s] for s in sids if s in self._index}
         self.refresh()
+
+    def _happened(self) -> None:
+        self._events += 1
+        if self._events >= self._every:
+            self.refresh()
 
     # -- estimates ------------------------------------------------------------------
 
@@ -162,7 +171,7 @@ class LivePath:
 
     def refresh(self) -> None:
         """Re-estimate every remaining subtask's slack; make the deadline's moves if due."""
-        self._refreshed = self._now()
+        self._refreshed, self._events = self._now(), 0
         left, early, late, unit = self._pass()
         slack = self._hints.slack
         for i, x in enumerate(self._ids):
