@@ -104,6 +104,9 @@ class AdaptiveRouting(BaseModel):
     shape: bool = True
     """Route by the run's shape: each subtask's slack on the critical path reaches its
     calls (`balanced` tiers send critical ones to the fastest, others to the cheapest)."""
+    deadline_max_agents: int | None = Field(default=None, ge=0)
+    """With a deadline: the most agents at once the run may widen its fan-out to when the
+    work ahead no longer fits (default: twice `max_agents`; 0: never widen)."""
     deadline_margin: float = Field(default=1.0, gt=0)
-    """With a deadline: when the estimated finish times this passes it, work moves to the
-    fastest candidates of the speed tier."""
+    """With a deadline: when the estimated finish times this passes it, the run widens its
+    fan-out and moves the chains that no longer fit to the speed tier's fastest."""

@@ -229,21 +229,34 @@ class SimEngine:
         extra random draw is made only when shifts are configured."""
         if not self.shifts:
             return 1.0, fault
-        now = anyio.current_time()
         if self._start is None:
-            self._start = now
+            self._start = anyio.current_time()
         self._calls += 1
-        elapsed = (now - self._start) / self.time_scale if self.time_scale > 0 else 0.0
-        active = None
-        for shift in self.shifts:
-            if shift.started(elapsed, self._calls):
-                active = shift
+        active = self._active(self._calls)
         u = self._rng.random()
         if active is None:
             return 1.0, fault
         if fault is None and active.error_rate is not None and u < active.error_rate:
             fault = FAULT_ERROR
         return active.speed, fault
+
+    def _active(self, call: int) -> Shift | None:
+        """The shift in force now, for the `call`th call."""
+        now = anyio.current_time()
+        start = now if self._start is None else self._start
+        elapsed = (now - start) / self.time_scale if self.time_scale > 0 else 0.0
+        active = None
+        for shift in self.shifts:
+            if shift.started(elapsed, call):
+                active = shift
+        return active
+
+    def shift_now(self) -> tuple[float, float]:
+        """The speed and error rate the next call would meet: what an oracle knows."""
+        active = self._active(self._calls + 1) if self.shifts else None
+        if active is None:
+            return 1.0, 0.0
+        return active.speed, active.error_rate or 0.0
 
     def _admit(self, tokens: int) -> tuple[float, RateLimitInfo | None]:
         """Charge the quotas for one call, or return how long until they could take it."""

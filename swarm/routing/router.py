@@ -146,6 +146,10 @@ class Router:
         windows = [t.context_window for t in self._tiers.get(tier, ()) if t.context_window]
         return min(windows) if windows else None
 
+    def candidates(self) -> list[Target]:
+        """Every provider/model a tier may call, with its live score (`Target.score`)."""
+        return list(self._targets.values())
+
     def breaker_state(self, ref: str) -> str:
         """The circuit breaker's state for one `provider/model`: closed, open, half-open."""
         return self._targets[ref].breaker.state
@@ -177,6 +181,8 @@ class Router:
         )
         if need is not None:
             targets = apply_need(targets, need, est_in, est_out)
+            if need.latency == "interactive":
+                reason = f"interactive: lowest expected duration (was {reason})"
         est_usd = targets[0].cost(est_in, est_out)
         est_tokens = est_in + est_out
         call = Call(request, tier, role, priority, est_tokens)

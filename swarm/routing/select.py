@@ -33,7 +33,8 @@ class Need:
     """What one step needs from its call, beyond the tier."""
 
     latency: Literal["interactive", "batch"] | None = None
-    """`interactive` prefers the candidate with the lowest expected latency."""
+    """`interactive` prefers the candidate with the lowest expected duration on its live
+    scores, whatever the tier's sort (a run behind its deadline asks for this)."""
     max_cost_usd: float | None = None
     """Skip candidates whose estimated cost for this request is above this."""
     slack: float | None = None
@@ -52,7 +53,7 @@ def apply_need(targets: list[Target], need: Need, est_in: int, est_out: int) -> 
             raise BudgetExceeded("usd", limit=cap, spent=cheapest, scope="call")
         targets = kept
     if need.latency == "interactive":
-        targets = sorted(targets, key=lambda t: t.expected_s(est_in, est_out))
+        targets = sorted(targets, key=lambda t: t.score.expected_s(est_out))
     return targets
 
 

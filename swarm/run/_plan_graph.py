@@ -13,7 +13,13 @@ import posixpath
 from collections.abc import Iterator, Sequence, Set
 from fnmatch import fnmatchcase
 
-__all__ = ["chain_lengths", "graph_problems", "overlap_masks", "serialise_overlaps"]
+__all__ = [
+    "chain_lengths",
+    "graph_problems",
+    "overlap_masks",
+    "serialise_overlaps",
+    "topo_order",
+]
 
 _GLOB_CHARS = "*?["
 
@@ -178,7 +184,7 @@ def _cycle_through(start: int, adj: Sequence[Sequence[int]], within: Set[int]) -
     raise AssertionError("a strongly connected component always has a cycle")
 
 
-def _topo_order(deps: Sequence[Sequence[int]]) -> list[int]:
+def topo_order(deps: Sequence[Sequence[int]]) -> list[int]:
     """Indices with every subtask after all of its dependencies (the graph is acyclic)."""
     waiting = [len(ds) for ds in deps]
     dependents: list[list[int]] = [[] for _ in deps]
@@ -197,7 +203,7 @@ def _topo_order(deps: Sequence[Sequence[int]]) -> list[int]:
 def chain_lengths(deps: Sequence[Sequence[int]]) -> list[int]:
     """For each subtask, the node count of the longest path to one nothing depends on."""
     length = [1] * len(deps)
-    for v in reversed(_topo_order(deps)):
+    for v in reversed(topo_order(deps)):
         for d in deps[v]:
             length[d] = max(length[d], length[v] + 1)
     return length
@@ -219,7 +225,7 @@ def serialise_overlaps(
     edge is added only when neither subtask already reaches the other, so no cycle can form.
     Nearest earlier overlaps are linked first, so a file shared by many becomes one chain.
     """
-    order = _topo_order(deps)
+    order = topo_order(deps)
     anc = [0] * len(deps)
     desc = [0] * len(deps)
     for v in order:

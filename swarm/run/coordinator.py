@@ -36,6 +36,7 @@ from swarm.run.check import (
     tree_key,
 )
 from swarm.run.environment import CheckEnvironment
+from swarm.run.live_path import LivePath
 from swarm.run.merge import Merger, MergeResult
 from swarm.run.outcome import PhaseTimes, RunOutcome, SubtaskOutcome
 from swarm.run.parts import (
@@ -58,7 +59,6 @@ from swarm.run.roles import (
     planner_prompt,
     rebase_prompt,
 )
-from swarm.run.slack import Pace, plan_slack
 from swarm.run.staff import Staff
 from swarm.run.task import Task
 from swarm.tracing import semconv as sc
@@ -104,8 +104,8 @@ class Coordinator:
         """Each subtask's check command (the whole check when its files have no tests)."""
         self._plan_ready_ns = 0
         self._order: dict[str, int] = {}
-        self._pace: Pace | None = None
         """Each subtask's place in the plan: the merge queue builds batches in that order."""
+        self._live: LivePath | None = None
 
     # -- planning ---------------------------------------------------------------------
 
@@ -179,10 +179,11 @@ class Coordinator:
         """
         self.crew.progress.start(total=len(plan.subtasks), merged=len(board.done))
         self._plan_ready_ns = time.time_ns()
-        hints = self.crew.hints
-        if hints is not None:
-            hints.slack.update(plan_slack(plan))
-            self._pace = Pace(plan, hints)
+        if self.crew.hints is not None:
+            note = self.crew.progress.note
+            self._live = LivePath(plan, self.crew.hints, limiter=board.limiter, note=note)
+            self._live.deadline(self.crew.budget.remaining_s)
+            self._live.done_before(board.done)
         started = set(board.done)
         async with anyio.create_task_group() as tg:
             while True:
@@ -227,6 +228,8 @@ class Coordinator:
                 if board.stop is not None:  # stopped while this one waited for a slot
                     return
                 started = anyio.current_time()
+                if self._live is not None:
+                    self._live.started(st.id)
                 outcome.status = "running"
                 self.crew.progress.running(st.id)
                 self.crew.journal.set_subtask(self.crew.run_id, st.id, "running")
@@ -252,11 +255,8 @@ class Coordinator:
 
     def _settle(self, outcome: SubtaskOutcome, board: Board) -> None:
         board.finished.add(outcome.id)
-        if self._pace is not None and outcome.status != "pending":
-            remaining = self.crew.budget.remaining_s()
-            hurry = self._pace.finished(outcome.wall_s, board.finished, remaining)
-            if hurry:
-                self.crew.progress.note(f"swarm: {hurry}")
+        if outcome.status != "pending" and self._live is not None:
+            self._live.finished(outcome.id, outcome.wall_s)
         if outcome.status in ("merged", "empty", "failed"):
             if outcome.status != "failed":
                 board.done.add(outcome.id)
@@ -371,6 +371,8 @@ class Coordinator:
             rounds += 1
             outcome.fix_rounds += 1
             self.crew.progress.fixing(st.id)
+            if self._live is not None:
+                self._live.fixing(st.id)
             await self._fix(st, ws.path, result, round_=rounds, tag=tag, command=command)
             patch = await ws.patch()
             key = tree_key(base, patch)

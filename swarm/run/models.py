@@ -12,7 +12,7 @@ from swarm.budget import Budget, Budgeted
 from swarm.config import SwarmConfig
 from swarm.messages import ChatRequest, ChatResult
 from swarm.model import Model, context_window
-from swarm.routing.router import Need, Router
+from swarm.routing.router import Need, Router, TierModel
 from swarm.run.journal import Journal
 from swarm.run.parts import ModelSource
 from swarm.run.replay import ReplayModel
@@ -22,23 +22,54 @@ __all__ = ["RouterSource", "RunModels"]
 
 
 class RouterSource:
-    """Models from the router: each role's tier (the reasoning tier when escalating)."""
+    """Models from the router: each role's tier (the reasoning tier when escalating), routed
+    per call by the run's shape (`RouteHints`: the subtask's current slack, the deadline)."""
 
     def __init__(self, router: Router, config: SwarmConfig) -> None:
         self.router, self.config = router, config
-        self.hints = RouteHints(margin=config.routing.deadline_margin)
-        """Each subtask's slack and the deadline's hurry (`swarm.run.slack`), set by the
-        coordinator; agent ids name their subtask (`coder:ID`, `fixer:ID:round`)."""
+        routing = config.routing
+        self.hints = RouteHints(
+            margin=routing.deadline_margin, max_agents=routing.deadline_max_agents
+        )
+        """Each subtask's slack and the deadline's moves (`swarm.run.live_path`), kept by
+        the coordinator; agent ids name their subtask (`coder:ID`, `fixer:ID:round`)."""
 
     def model(self, role: str, *, agent_id: str, escalate: bool = False) -> Model:
         parts = agent_id.split(":")
-        shaped = len(parts) > 1 and self.config.routing.shape
-        slack = self.hints.slack.get(parts[1]) if shaped else None
+        subtask = parts[1] if len(parts) > 1 and parts[1] != "final" else None
         tier = self.config.tier_for(role, escalate=escalate)
-        if self.hints.hurry is not None and "speed" in self.config.tiers:
-            tier, slack = "speed", 0.0
-        need = Need(slack=slack) if slack is not None else None
-        return self.router.model(tier, role=role, need=need)
+        shaped = self.config.routing.shape
+        plain = self.router.model(tier, role=role)
+        if not shaped and "speed" not in self.config.tiers:
+            return plain
+        return _Shaped(self, plain, role, subtask if shaped else None)
+
+    def route(self, tier: str, subtask: str | None) -> tuple[str, Need | None]:
+        """The tier and need of one call, from the hints as they are now."""
+        hints = self.hints
+        hints.on_call()
+        if hints.hurry is not None and "speed" in self.config.tiers:
+            if subtask is None or subtask in hints.hurried:
+                return "speed", _HURRY
+        slack = hints.slack.get(subtask) if subtask is not None else None
+        return tier, (Need(slack=slack) if slack is not None else None)
+
+
+_HURRY = Need(latency="interactive", slack=0.0)
+"""The deadline's move: the fastest candidate, whatever the tier's sort."""
+
+
+class _Shaped:
+    """A tier model whose calls read the run's shape when they are made, not when the
+    agent was made: a slack that changed mid-agent moves its next call."""
+
+    def __init__(self, source: RouterSource, plain: TierModel, role: str, sub: str | None):
+        self.name, self.context_window = plain.name, plain.context_window
+        self._source, self._tier, self._role, self._sub = source, plain.tier, role, sub
+
+    async def chat(self, request: ChatRequest) -> ChatResult:
+        tier, need = self._source.route(self._tier, self._sub)
+        return await self._source.router.chat(request, tier=tier, need=need, role=self._role)
 
 
 class RunModels:

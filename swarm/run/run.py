@@ -346,8 +346,7 @@ class Run:
 
     def _hurried(self) -> list[str]:
         source = self._source
-        hurry = source.hints.hurry if isinstance(source, RouterSource) else None
-        return [hurry] if hurry else []
+        return list(source.hints.changes) if isinstance(source, RouterSource) else []
 
     def _spending(self) -> dict[str, float | int]:
         spent = self.budget.spent

@@ -1,24 +1,25 @@
-"""Each subtask's slack on the plan's critical path, for routing by the run's shape.
+"""Each subtask's slack on the plan's critical path, and what the router is told of it.
 
 `plan_slack(plan)` is, per subtask, how many subtask-lengths it could be late without
 delaying the run: the longest chain of the plan minus the longest chain through it
 (counting subtasks, as the plan's durations are not known in advance). 0 is on the
-critical path. The router reads it as the step's slack (`swarm.routing.Need.slack`): a
-`balanced` tier sends critical calls to the fastest candidate and the others to the
-cheapest expected within (1 + slack) x the fastest. `Pace` watches a run with a deadline:
-when the critical path still ahead no longer fits, every call goes to the speed tier's
-fastest candidate (`RouteHints.hurry`), before the deadline has to stop the run.
+critical path. `RouteHints` is where the coordinator keeps each subtask's slack as the run
+goes (`swarm.run.live_path` re-estimates it from what has happened) and what a deadline
+changed; the router reads it on every call (`swarm.routing.Need.slack`): a `balanced`
+tier sends critical calls to the fastest candidate and the others to the cheapest
+expected within (1 + slack) x the fastest, and a hurried subtask's calls go to the speed
+tier's fastest candidate.
 """
 
 from __future__ import annotations
 
-from collections.abc import Set
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from swarm.run._plan_graph import chain_lengths
 from swarm.run.plan import Plan
 
-__all__ = ["Pace", "RouteHints", "plan_slack"]
+__all__ = ["RouteHints", "plan_slack"]
 
 
 def plan_slack(plan: Plan) -> dict[str, float]:
@@ -35,47 +36,28 @@ def plan_slack(plan: Plan) -> dict[str, float]:
     return {x: float(longest - (up[i] + down[i] - 1)) for i, x in enumerate(ids)}
 
 
+def _nothing() -> None:
+    return None
+
+
 @dataclass
 class RouteHints:
     """What the coordinator tells the router about the run's shape, as it goes."""
 
     slack: dict[str, float] = field(default_factory=dict)
-    """Each subtask's slack, in subtask lengths (0: on the critical path)."""
+    """Each subtask's slack, in subtask lengths (0: on the critical path), kept current."""
     hurry: str | None = None
-    """Why the run is behind its deadline, once it is: every call then goes to the speed
-    tier's fastest candidate (the report says so)."""
+    """Why the run first fell behind its deadline, once it did: the calls of the subtasks
+    in `hurried`, and those of no subtask (planner, final verification), then go to the
+    speed tier's fastest candidate."""
+    hurried: set[str] = field(default_factory=set)
+    """Subtasks whose chain no longer fit the deadline (for good: no flapping back)."""
+    changes: list[str] = field(default_factory=list)
+    """What the deadline changed and why, in order (the report's notes)."""
     margin: float = 1.0
-    """Hurry when the estimated finish times this passes the deadline."""
-
-
-class Pace:
-    """Estimates the run's finish from the critical path still ahead and the subtasks'
-    measured length; when that passes the deadline (times `margin`), it hurries."""
-
-    def __init__(self, plan: Plan, hints: RouteHints) -> None:
-        self._ids = [s.id for s in plan.subtasks]
-        index = {x: i for i, x in enumerate(self._ids)}
-        self._down = chain_lengths([[index[d] for d in s.depends_on] for s in plan.subtasks])
-        self._hints, self._margin = hints, hints.margin
-        self._walls: list[float] = []
-
-    def finished(self, wall_s: float, finished: Set[str], remaining_s: float) -> str | None:
-        """Note one subtask's length; the reason, when this is what made the run hurry."""
-        if wall_s > 0:
-            self._walls.append(wall_s)
-        if self._hints.hurry is not None or not self._walls or remaining_s == float("inf"):
-            return None
-        ahead = max(
-            (n for x, n in zip(self._ids, self._down, strict=True) if x not in finished),
-            default=0,
-        )
-        estimate = ahead * sum(self._walls) / len(self._walls)
-        if estimate * self._margin <= remaining_s:
-            return None
-        self._hints.slack.update(dict.fromkeys(self._hints.slack, 0.0))
-        self._hints.hurry = (
-            f"deadline: {ahead} subtask(s) still on the critical path at ~{estimate / ahead:.0f} s "
-            f"each need ~{estimate:.0f} s, {remaining_s:.0f} s left: every call moved to the "
-            "speed tier's fastest candidate"
-        )
-        return self._hints.hurry
+    """Move when the estimated finish times this passes the deadline."""
+    max_agents: int | None = None
+    """The most agents at once a run behind its deadline may widen to (None: twice the
+    run's `max_agents`; 0 or the run's own number: never widen)."""
+    on_call: Callable[[], None] = _nothing
+    """Called before each call routed by these hints (the live path refreshes if due)."""

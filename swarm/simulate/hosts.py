@@ -4,6 +4,8 @@ A `Host` is one provider of the speed tier's weights with its own catalog profil
 and shifts (`swarm._sim_shifts`): `SimSpec(hosts=(Host(...), ...), sort="latency")` makes
 the speed tier every host ranked by that sort, so a benchmark can set fixed
 order, latency, balanced and shape-aware routing side by side on one workload.
+`tell_shifts(router)` makes a router an oracle: each simulated candidate's score is what
+its host will do now, read from its profile and shift schedule, never measured.
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ from swarm._sim_shifts import Shift
 from swarm.config import ModelConfig, ProviderConfig
 from swarm.providers.sim import SimEngine, SimProvider
 from swarm.providers.sim_reply import Script
+from swarm.routing.router import Router
+from swarm.routing.score import Score
 from swarm.simulate.world import CountingProvider
 
-__all__ = ["Host", "host_configs", "host_providers"]
+__all__ = ["Host", "KnownScore", "host_configs", "host_providers", "tell_shifts"]
 
 
 @dataclass(frozen=True)
@@ -65,3 +69,34 @@ def host_configs(hosts: Sequence[Host], time_scale: float) -> dict[str, Provider
         )
         for h in hosts
     }
+
+
+class KnownScore(Score):
+    """A candidate's score as an oracle knows it: its profile at the speed and error rate
+    of the shift in force now (`SimEngine.shift_now`); measurements change nothing."""
+
+    def __init__(self, profile: object, engine: SimEngine) -> None:
+        super().__init__(profile, 1.0)
+        self._engine, self._ttft, self._tps = engine, self.ttft, self.tps
+
+    def expected_s(self, out_tokens: int) -> float:
+        speed, self.errors = self._engine.shift_now()
+        self.ttft, self.tps = self._ttft / speed, self._tps * speed
+        return super().expected_s(out_tokens)
+
+    def success(self, ttft_s: float, tps: float) -> None:
+        return None
+
+    def failure(self, rate_limited: bool) -> None:
+        return None
+
+    def waited(self, seconds: float) -> None:
+        return None
+
+
+def tell_shifts(router: Router) -> None:
+    """Give every simulated candidate of `router` a `KnownScore`."""
+    for t in router.candidates():
+        inner = t.provider.inner if isinstance(t.provider, CountingProvider) else t.provider
+        if isinstance(inner, SimProvider):
+            t.score = KnownScore(t.profile, inner.engine)

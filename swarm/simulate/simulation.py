@@ -41,6 +41,7 @@ from swarm.providers.sim import Faults, SimEngine, SimProvider
 from swarm.run.check import Baseline
 from swarm.run.journal import Journal
 from swarm.run.merge import Merger
+from swarm.run.models import RouterSource
 from swarm.run.parts import CoordinatorParts, ModelSource, SolveOptions
 from swarm.run.plan import Plan
 from swarm.run.report import RunReport, RunStatus
@@ -48,7 +49,7 @@ from swarm.run.run import Run, RunSpec
 from swarm.run.solve import new_run_id
 from swarm.run.task import Task
 from swarm.simulate.bounds import bound
-from swarm.simulate.hosts import Host, host_configs, host_providers
+from swarm.simulate.hosts import Host, host_configs, host_providers, tell_shifts
 from swarm.simulate.world import (
     CountingProvider,
     Recorder,
@@ -117,6 +118,10 @@ class SimSpec:
     stall_timeout_s: float = 30.0
     """When a client gives up on a silent stream (the providers' default)."""
     routing: RoutingConfig = field(default_factory=RoutingConfig)
+    oracle: bool = False
+    """The router is told every host's shift schedule (`swarm.simulate.hosts.tell_shifts`):
+    it routes on what each host will do now, not on what it measured (a benchmark's
+    oracle)."""
     compaction: bool = True
     """Agents compact their history to fit the window (False: as a naive agent would)."""
     virtual: bool = False
@@ -180,6 +185,7 @@ class SimWorld:
             providers = {"first": first, **providers}
         self.providers: Mapping[str, Provider] | None = providers
         self.recorder: Recorder | None = None
+        self.oracle = spec.oracle
         self.hosts: dict[str, CountingProvider] = {}
         self._tools = sim_tools(spec.tool_s)
 
@@ -209,6 +215,8 @@ class SimWorld:
         return []
 
     def models(self, source: ModelSource) -> ModelSource:
+        if self.oracle and isinstance(source, RouterSource):
+            tell_shifts(source.router)
         self.recorder = Recorder(source)
         return self.recorder
 
@@ -336,6 +344,7 @@ def _figures(
         "first_faults": spec.first.model_dump(exclude_defaults=True) if spec.first else None,
         "shifts": [s.model_dump(exclude_none=True) for s in spec.shifts],
         "notes": report.warnings,
+        "stop_reason": report.stop_reason,
         "calls_per_host": {n: p.attempts for n, p in world.hosts.items()},
         "over_window": world.provider.over_window,
         "peak_input_tokens": max(

@@ -9,6 +9,7 @@ Endpoints (what-if is computed per query and cached):
                           computed in a worker thread once the server is up, so the page
                           draws the spans first (this answer waits until it is ready)
 - `/api/whatif?speed=P/M&reasoning=P/M&max_agents=N`  predicted wall-clock and cost
+- `/api/scorecard`        per provider/model and per role: `swarm trace scorecard`'s rows
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from aiohttp import web
 from swarm._serve import serve_app
 from swarm.errors import SwarmError
 from swarm.viewer.data import ViewerData
+from swarm.viewer.scorecard import scorecard_json
 
 __all__ = ["build_app", "main_view", "serve_viewer"]
 
@@ -35,6 +37,7 @@ STATIC = Path(__file__).with_name("static")
 _WHATIF_CACHE: web.AppKey[dict[tuple[str, str, int | None], bytes]] = web.AppKey(
     "whatif_cache", dict
 )
+_SCORECARD: web.AppKey[dict[str, bytes]] = web.AppKey("scorecard", dict)
 _JSON = "application/json"
 _NO_CACHE = {"Cache-Control": "no-store"}
 
@@ -139,6 +142,14 @@ async def _whatif(request: web.Request) -> web.Response:
     return web.Response(body=cache[key], content_type=_JSON)
 
 
+async def _scorecard(request: web.Request) -> web.Response:
+    cache = request.app[_SCORECARD]
+    if "body" not in cache:
+        data = await request.app[_STATE].get()
+        cache["body"] = await anyio.to_thread.run_sync(scorecard_json, data.trace)
+    return web.Response(body=cache["body"], content_type=_JSON)
+
+
 def build_app(data: ViewerData | _Loading) -> web.Application:
     """The aiohttp application serving `data` (no I/O until it is run); given
     `ViewerData`, it is summarized here and now."""
@@ -150,11 +161,13 @@ def build_app(data: ViewerData | _Loading) -> web.Application:
         data.summarized.set()
     app[_STATE] = data
     app[_WHATIF_CACHE] = {}
+    app[_SCORECARD] = {}
     app.router.add_get("/", _index)
     app.router.add_get("/api/spans", _spans)
     app.router.add_get("/api/summary", _summary)
     app.router.add_get("/api/span/{i}", _span)
     app.router.add_get("/api/whatif", _whatif)
+    app.router.add_get("/api/scorecard", _scorecard)
     app.router.add_static("/static/", STATIC)
     return app
 
