@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from swarm.analysis import Trace
 from swarm.tracing import semconv as sc
 
-__all__ = ["MAX_DEPTH", "Lanes", "plan_lanes", "walk"]
+__all__ = ["MAX_DEPTH", "Lanes", "plan_lanes", "positions", "walk"]
 
 MAX_DEPTH = 3
 """Rows below an agent's own row; deeper spans share the last row."""
@@ -47,12 +47,24 @@ class Lanes:
         return 1 if self.queue_rows else -1
 
 
+def positions(values: Sequence[object], value: object) -> list[int]:
+    """Indices of `value` in `values`: `list.index` scans in C, several times faster than a
+    comprehension over a million spans when `value` is rare (agents: 1 span in 30)."""
+    out: list[int] = []
+    index = values.index
+    try:
+        while True:
+            out.append(index(value, out[-1] + 1 if out else 0))
+    except ValueError:
+        return out
+
+
 def plan_lanes(trace: Trace, queue: Sequence[int]) -> Lanes:
     """The lanes, their labels and where each one's walk starts; `queue`: the merge
     queue's batch and split spans."""
     n = len(trace)
     out = Lanes(array("i", [-1]) * n, array("B", bytes(n)), ["run"], [""], [""])
-    agents = [i for i, op in enumerate(trace.op) if op == sc.OP_AGENT]
+    agents = positions(trace.op, sc.OP_AGENT)
     out.queue_rows = _queue_rows(trace, queue) if queue else {}
     owns = set(agents).union(out.queue_rows)
     out.roots.append([i for i in trace.roots if i not in owns])
@@ -71,6 +83,7 @@ def plan_lanes(trace: Trace, queue: Sequence[int]) -> Lanes:
         out.role.append(role)
         out.subtask.append(sub)
         out.roots.append([i])
+        out.lane[i] = len(out.labels) - 1  # known before its lane is walked: it is sent first
     return out
 
 

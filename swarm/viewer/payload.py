@@ -32,9 +32,9 @@ from typing import Any
 
 from swarm.analysis import Trace
 from swarm.analysis.critical_path import critical_path_indices
-from swarm.analysis.merges import SPLIT_SPAN, merge_batches
+from swarm.analysis.merges import BATCH_SPAN, SPLIT_SPAN, merge_batches
 from swarm.tracing import semconv as sc
-from swarm.viewer.lanes import MAX_DEPTH, Lanes, plan_lanes, walk
+from swarm.viewer.lanes import MAX_DEPTH, Lanes, plan_lanes, positions, walk
 
 __all__ = [
     "FIRST_FRAME",
@@ -72,13 +72,14 @@ def _table(values: Sequence[str], first: Sequence[str] = ("",)) -> tuple[list[st
 
 def merge_marks(trace: Trace) -> dict[int, dict[str, str]]:
     """Trace index -> label and outcome of every merge batch and split span."""
+    if BATCH_SPAN not in trace.name and SPLIT_SPAN not in trace.name:  # scans in C
+        return {}
     marks = {b.index: {"label": b.label, "outcome": b.outcome or "?"} for b in merge_batches(trace)}
-    for i, name in enumerate(trace.name):
-        if name == SPLIT_SPAN:
-            attrs = trace.attributes(i)
-            label = f"split of {attrs.get(sc.MERGE_BATCH_SIZE, '?')}"
-            label += f" · round {attrs.get(sc.MERGE_SPLIT_DEPTH, '?')}"
-            marks[i] = {"label": label, "outcome": "split"}
+    for i in positions(trace.name, SPLIT_SPAN):
+        attrs = trace.attributes(i)
+        label = f"split of {attrs.get(sc.MERGE_BATCH_SIZE, '?')}"
+        label += f" · round {attrs.get(sc.MERGE_SPLIT_DEPTH, '?')}"
+        marks[i] = {"label": label, "outcome": "split"}
     return marks
 
 
@@ -136,6 +137,7 @@ class _Frames:
         emit: Callable[[bytes], None],
     ) -> None:
         self.trace, self.lanes, self.marks, self.emit = trace, lanes, marks, emit
+        self.t0 = trace.start_ns  # a min() over every span: once
         self.order: list[int] = []
         self.page = [-1] * len(trace)
         self.codes: list[tuple[str, str, dict[str, int], str]] = []
@@ -154,8 +156,8 @@ class _Frames:
         schema += [["kind", "B"], *([c, t] for c, _, _, t in self.codes)]
         return {
             "n": len(tr),
-            "t0_ns": str(tr.start_ns),
-            "run_end_ms": max(0.0, (end - tr.start_ns) / 1e6),
+            "t0_ns": str(self.t0),
+            "run_end_ms": max(0.0, (end - self.t0) / 1e6),
             **self.tables,
             "kinds": list(KINDS),
             "lanes": ln.labels,
@@ -173,7 +175,7 @@ class _Frames:
             self.page[i] = p
         self.order += spans
         pick = itemgetter(*spans) if len(spans) > 1 else (lambda col: [col[i] for i in spans])
-        t0, start, end, ttft, op = tr.start_ns, tr.start, tr.end, tr.ttft, tr.op
+        t0, start, end, ttft, op = self.t0, tr.start, tr.end, tr.ttft, tr.op
         columns = [
             ("start", array("d", [(start[i] - t0) / 1e6 for i in spans])),
             ("end", array("d", [(max(end[i], start[i]) - t0) / 1e6 for i in spans])),

@@ -332,7 +332,8 @@
     const AGENT = D.kinds.indexOf("agent"), WF = D.kinds.indexOf("workflow"), sx = w / runEnd;
     const lanesPerRow = L / h, rows = new Set();
     for (let i = 0; i < loaded; i++) {
-      if (D.kind[i] === AGENT || D.kind[i] === WF) continue;
+      // an agent's own bar only while its lane's detail has not arrived: a coarse picture
+      if (D.kind[i] === WF || (D.kind[i] === AGENT && laneRows[D.lane[i]] > 1)) continue;
       const q = posOf[D.lane[i]], y0 = Math.floor(q / lanesPerRow), y1 = Math.max(y0 + 1, Math.floor((q + 1) / lanesPerRow));
       const x0 = Math.max(0, Math.floor(D.start[i] * sx)), x1 = Math.min(w, Math.max(x0 + 1, Math.ceil(D.end[i] * sx)));
       const c = rgb[colorOf[i]], f = match !== null && !match[i] ? 0.25 : 1;
