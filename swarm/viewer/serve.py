@@ -3,6 +3,7 @@
 Endpoints (what-if is computed per query and cached):
 
 - `/`, `/static/*`        the page (shipped in the package; nothing is fetched from outside)
+                          (`/?whole`: the page draws only once every span has arrived)
 - `/api/spans`            binary span columns (see `swarm.viewer.payload`), streamed: each
                           frame goes out as soon as it is built
 - `/api/span/{i}`         every detail of span i
