@@ -6,11 +6,18 @@
 For each size, writes a synthetic trace of about that many spans (or uses --trace), loads
 it once as a finished run does (which writes its column cache: `cache_s`), then measures:
 
-  build_s        ViewerData.build: load from the cache, order, critical path, span columns
+  build_s        ViewerData.build: load from the cache, lanes, span frames, critical path
+  first_frame_s  ViewerData.build's start -> its first span frame is encoded (the page
+                 draws from it while the rest is built and sent)
+  *_cpu_s        the same in CPU time (build_cpu_s, first_frame_cpu_s): what a loaded
+                 machine's wall time hides
   summary_s      ViewerData.summarize: summary, ledgers, histograms (after the first draw)
   payload_bytes  size of /api/spans (and of /api/summary)
-  first_draw_s   server start (including the build) -> the page reports its first drawn
+  first_draw_s   server start (including the load) -> the page reports its first drawn
                  frame (`window.__viewer.ready`), with Chromium already running
+  first_spans    spans the page had at its first draw (of `spans`)
+  complete_draw_s  server start -> the page has drawn every span and the critical path
+                 (`window.__viewer.complete`)
   page_draw_ms   time from navigation start to the first frame, as the page measures it
   redraw_ms      one full-view redraw, and one zoomed-in redraw (median of 10)
 
@@ -63,6 +70,8 @@ async def _browser_run(path: Path) -> dict[str, Any]:
                     "window.__viewer && window.__viewer.ready", timeout=600_000, polling=10
                 )
                 first = time.perf_counter()
+                await page.wait_for_function("__viewer.complete", timeout=600_000, polling=10)
+                complete = time.perf_counter()
                 v = await page.evaluate("""() => {
                     const V = window.__viewer, full = [], zoom = [];
                     for (let k = 0; k < 10; k++) full.push(V.drawNow());
@@ -71,6 +80,7 @@ async def _browser_run(path: Path) -> dict[str, Any]:
                     for (let k = 0; k < 10; k++) zoom.push(V.drawNow());
                     const med = (a) => a.sort((x, y) => x - y)[a.length >> 1];
                     return {spans: V.spanCount, drawn: drawnFull, pageMs: V.firstDrawMs,
+                            firstSpans: V.firstDrawSpans,
                             fullMs: med(full), zoomMs: med(zoom), drawnZoom: V.drawnCount};
                 }""")
                 await page.wait_for_function(
@@ -81,6 +91,8 @@ async def _browser_run(path: Path) -> dict[str, Any]:
     return {
         "serve_s": served - started,
         "first_draw_s": first - started,
+        "first_spans": v["firstSpans"],
+        "complete_draw_s": complete - started,
         "page_draw_ms": v["pageMs"],
         "redraw_full_ms": v["fullMs"],
         "redraw_zoom_ms": v["zoomMs"],
@@ -108,9 +120,14 @@ def measure(path: Path, runs: int) -> dict[str, Any]:
     t = time.perf_counter()
     load_trace(path)  # what the run does when it ends: writes the column cache
     cache_s = time.perf_counter() - t
-    t = time.perf_counter()
-    data = ViewerData.build(path)
-    build_s = time.perf_counter() - t
+    t, cpu = time.perf_counter(), time.process_time()
+    frames: list[tuple[float, float]] = []
+
+    def on_frame(_: bytes) -> None:
+        frames.append((time.perf_counter() - t, time.process_time() - cpu))
+
+    data = ViewerData.build(path, on_frame=on_frame)
+    build_s, build_cpu_s = time.perf_counter() - t, time.process_time() - cpu
     t = time.perf_counter()
     data.summarize()
     summary_s = time.perf_counter() - t
@@ -121,6 +138,10 @@ def measure(path: Path, runs: int) -> dict[str, Any]:
         "trace_bytes": path.stat().st_size,
         "cache_s": round(cache_s, 3),
         "build_s": round(build_s, 3),
+        "build_cpu_s": round(build_cpu_s, 3),
+        "first_frame_s": round(frames[0][0], 3),
+        "first_frame_cpu_s": round(frames[0][1], 3),
+        "frames": len(frames),
         "summary_s": round(summary_s, 3),
         "payload_bytes": len(data.spans_bytes),
         "summary_bytes": len(data.summary_json),
@@ -134,7 +155,11 @@ def _print(r: dict[str, Any]) -> None:
     print(f"cache at run end      {r['cache_s']:.2f} s")
     print(f"span payload build    {r['build_s']:.2f} s   (summary after: {r['summary_s']:.2f} s)")
     print(f"/api/spans            {r['payload_bytes'] / 1e6:.1f} MB")
-    print(f"server start -> draw  {r['first_draw_s']:.2f} s")
+    print(f"first span frame      {r['first_frame_s']:.2f} s   ({r['frames']} frames)")
+    print(f"  in CPU time         {r['first_frame_cpu_s']:.2f} s", end="")
+    print(f"   (build: {r['build_cpu_s']:.2f} s)")
+    print(f"server start -> draw  {r['first_draw_s']:.2f} s   ({r['first_spans']:,} spans)")
+    print(f"start -> all drawn    {r['complete_draw_s']:.2f} s")
     print(f"page nav -> draw      {r['page_draw_ms']:.0f} ms")
     print(f"redraw full / zoomed  {r['redraw_full_ms']:.1f} / {r['redraw_zoom_ms']:.1f} ms")
     if "baseline" in r:

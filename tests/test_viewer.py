@@ -44,8 +44,15 @@ def test_payload_columns_are_consistent(big_trace: Path) -> None:
     assert n == len(data.trace) > 100
     for key in ("start", "end", "lane", "depth", "kind", "tier", "wait", "parent", "name", "crit"):
         assert len(cols[key]) == n, key
-    assert cols["start"] == sorted(cols["start"])
-    assert cols["start"][0] == 0
+    # page order: every lane's top row, then the other rows lane by lane; each row by start
+    rows = list(zip(cols["depth"], cols["lane"], strict=True))
+    top = rows.count((0, 0)) + sum(1 for d, lane in rows if d == 0 and lane > 0)
+    assert all(d == 0 for d, _ in rows[:top]) and all(d > 0 for d, _ in rows[top:])
+    assert [lane for _, lane in rows[top:]] == sorted(lane for _, lane in rows[top:])
+    for row in set(rows):
+        starts = [cols["start"][p] for p in range(n) if rows[p] == row]
+        assert starts == sorted(starts), row
+    assert min(cols["start"]) == 0
     assert all(e >= s for s, e in zip(cols["start"], cols["end"], strict=True))
     assert cols["kinds"] == list(KINDS)
     kinds = [cols["kinds"][k] for k in cols["kind"]]

@@ -79,7 +79,7 @@ async def open_page(trace: Path) -> AsyncIterator[Opened]:
             page.on("request", lambda r: opened.requests.append(r.url))
             await page.goto(url)
             await page.wait_for_function(
-                "window.__viewer && window.__viewer.ready && window.__viewer.summaryReady",
+                "window.__viewer && window.__viewer.complete && window.__viewer.summaryReady",
                 timeout=60_000,
             )
             yield opened

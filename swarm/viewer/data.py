@@ -1,30 +1,30 @@
 """What the viewer page draws, computed from a trace file in two stages.
 
-`ViewerData.build(path)` does what the first draw needs and nothing more: load the trace
-(from its column cache, written when the run ended), order the spans by start, find the
-critical path, and encode the span columns (`spans_bytes`, binary: see
+`ViewerData.build(path)` does what the drawing needs and nothing more: load the trace
+(from its column cache, written when the run ended), then build the span payload frame by
+frame, the first screen's lanes first, handing each frame on as it is done (the page draws
+from the first), then the critical path (`spans_bytes`, binary: see
 `swarm.viewer.payload`). `summarize()` then computes the rest while the page already draws:
 the analysis summary, both latency ledgers, the critical-path list, per-tier TTFT/latency
 histograms and the catalog models offered to the what-if form (`summary_json`).
 
 `span_detail(i)` and `whatif(...)` answer on demand. The page's span index `i` is the
-position in start order; `order[i]` is the index in the analysis `Trace`.
+position in the payload's order; `order[i]` is the index in the analysis `Trace`.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from swarm.analysis import Trace, ledger, load_trace, summarize, whatif
-from swarm.analysis.critical_path import critical_path_indices
 from swarm.tracing import semconv as sc
-from swarm.viewer.payload import KIND_OF_OP, KINDS, MAX_DEPTH, spans_payload
+from swarm.viewer.payload import KIND_OF_OP, KINDS, MAX_DEPTH, stream_spans
 
 __all__ = ["KINDS", "MAX_DEPTH", "ViewerData", "histogram"]
 
@@ -87,7 +87,7 @@ class ViewerData:
 
     trace: Trace
     order: list[int]
-    """Page index -> trace index (spans in start order)."""
+    """Page index -> trace index (in the payload's order: see `swarm.viewer.payload`)."""
     page: list[int]
     """Trace index -> page index."""
     crit: list[int]
@@ -98,16 +98,20 @@ class ViewerData:
     """Empty until `summarize()` has run."""
 
     @classmethod
-    def build(cls, path: str | Path) -> ViewerData:
-        """Load the trace and build the span payload; the summary waits for `summarize`."""
+    def build(cls, path: str | Path, on_frame: Callable[[bytes], None] | None = None) -> ViewerData:
+        """Load the trace and build the span payload, handing each frame to `on_frame` as
+        soon as it is encoded; the summary waits for `summarize`."""
         started = time.perf_counter()
         trace = load_trace(Path(path))
-        order = sorted(range(len(trace)), key=trace.start.__getitem__)
-        page = [0] * len(order)
-        for p, i in enumerate(order):
-            page[i] = p
-        crit = critical_path_indices(trace)
-        spans_bytes = spans_payload(trace, order, page, set(crit))
+        frames: list[bytes] = []
+
+        def emit(frame: bytes) -> None:
+            frames.append(frame)
+            if on_frame is not None:
+                on_frame(frame)
+
+        order, page, crit = stream_spans(trace, emit)
+        spans_bytes = b"".join(frames)
         return cls(trace, order, page, crit, spans_bytes, time.perf_counter() - started)
 
     @classmethod

@@ -1,18 +1,23 @@
-"""The span payload the page draws first: binary columns, built in well under a second.
+"""The span payload the page draws: binary columns, sent as a stream of frames as they are
+built, so the page draws the first screen before the rest has been built or sent.
 
-Layout of `/api/spans` (little-endian): a 4-byte header length, a JSON header (span count,
-string tables, lane labels and attributes, the list of columns as `[name, type, length]`),
-padding to 8 bytes, then each column's raw bytes, each padded to 8 bytes. The page wraps
-each column in a typed array over the response buffer: no JSON parsing of 100k+ spans
-(the JSON payload this replaces took seconds to build and to parse at that size).
+Layout of `/api/spans` (little-endian): frames, each a 4-byte body length then the body: a
+4-byte header length, a JSON header, padding to 8 bytes, then columns' raw bytes, each
+padded to 8 bytes (the header lists them as `[name, type, length]`). The page wraps each
+column in a typed array over the frame's buffer: no JSON parsing of 100k+ spans.
 
-Spans are in start order (`order[p]` is the trace index of page index `p`).
+- The first frame's header holds what the whole stream shares: the span count `n`, the
+  string tables, the lanes with their labels, `run_end_ms`, and `schema` (every column's
+  name and type, so the page can allocate them at once).
+- Every frame holds the columns of `count` spans from page index `first` on, and the
+  merge-queue marks of those spans.
+- The last frame (`final`) holds what needs the whole trace: `crit` (on the critical path)
+  and `parent` (page index of the parent, -1 for none), for all `n` spans.
 
-Lanes: each `invoke_agent` span owns a lane, labelled by its subtask and role ("t17 ·
-coder"; a second fixer round of t17 is "t17 · fixer 2"), and its descendants are drawn in
-it, one row per depth below the agent. The merge queue's batches and splits share lane 1,
-"merge queue", when the run has any; spans outside any agent or batch (the workflow root,
-merge waits) go to lane 0, "run".
+Page order (`order[p]` is the trace index of page index `p`), which is also the stream's:
+first every lane's top row (agents, the run's roots, the merge queue's first row: a coarse
+picture of every lane), then each lane's remaining rows lane by lane, the first screen's
+lanes first. Within each lane row, spans are in start order.
 """
 
 from __future__ import annotations
@@ -21,33 +26,42 @@ import json
 import struct
 import sys
 from array import array
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from operator import itemgetter
 from typing import Any
 
 from swarm.analysis import Trace
-from swarm.analysis.merges import SPLIT_SPAN, merge_batches
+from swarm.analysis.critical_path import critical_path_indices
+from swarm.analysis.merges import BATCH_SPAN, SPLIT_SPAN, merge_batches
 from swarm.tracing import semconv as sc
+from swarm.viewer.lanes import MAX_DEPTH, Lanes, plan_lanes, positions, walk
 
 __all__ = [
+    "FIRST_FRAME",
     "KINDS",
     "KIND_OF_OP",
     "MAX_DEPTH",
-    "Lanes",
     "decode",
     "encode",
-    "lanes",
-    "spans_payload",
+    "stream_spans",
 ]
 
 KINDS = ("other", "workflow", "agent", "chat", "tool", "wait")
 """Kind codes sent to the page: index into this tuple."""
 KIND_OF_OP = {sc.OP_WORKFLOW: 1, sc.OP_AGENT: 2, sc.OP_CHAT: 3, sc.OP_TOOL: 4, "wait": 5}
-MAX_DEPTH = 3
-"""Rows below an agent's own row; deeper spans share the last row."""
-_AGENT = 2
+FIRST_FRAME = 20_000
+"""Spans below the lanes' top rows in the first frame: a screenful of lanes many times
+over (a screen shows ~30 lanes of ~30 spans), small enough to build in milliseconds."""
+_LAST_FRAME = 400_000
+"""Frames grow from `FIRST_FRAME` up to this size: few frames, few redraws."""
 _TIERS = ("", "speed", "reasoning")
+_CODED = (
+    ("name", "name", "names", ("",)),
+    ("tier", "tier", "tiers", _TIERS),
+    ("wait", "wait_kind", "waits", ("",)),
+    ("provider", "provider", "providers", ("",)),
+)
+"""Columns sent as codes into a string table: column, `Trace` field, table, first entries."""
 
 
 def _table(values: Sequence[str], first: Sequence[str] = ("",)) -> tuple[list[str], dict[str, int]]:
@@ -56,178 +70,163 @@ def _table(values: Sequence[str], first: Sequence[str] = ("",)) -> tuple[list[st
     return items, {s: k for k, s in enumerate(items)}
 
 
-@dataclass
-class Lanes:
-    lane: list[int]
-    depth: list[int]
-    labels: list[str]
-    role: list[str]
-    """Per lane: the agent's role ("" for the run and merge-queue lanes)."""
-    subtask: list[str]
-
-
-def lanes(trace: Trace, queue: Sequence[int], order: Sequence[int] | None = None) -> Lanes:
-    """Lane and depth of every span (trace order); `queue`: the merge queue's spans, which
-    share a lane of their own (see `_queue_rows`); `order`: the spans in start order."""
-    n = len(trace)
-    parent = trace.parent
-    lane = [-1] * n
-    depth = [0] * n
-    out = Lanes(lane, depth, ["run"], [""], [""])
-    if queue:
-        out.labels.append("merge queue")
-        out.role.append("")
-        out.subtask.append("")
-        for i in queue:
-            lane[i] = 1
-    seen: dict[tuple[str, str], int] = {}
-    agents = [i for i, op in enumerate(trace.op) if op == sc.OP_AGENT]
-    for i in sorted(agents, key=trace.start.__getitem__):
-        role = trace.agent[i] or trace.name[i].split(" ", 1)[-1]
-        sub = trace.subtask[i]
-        k = seen[sub, role] = seen.get((sub, role), 0) + 1
-        lane[i] = len(out.labels)
-        label = f"{sub} · {role}" if sub else role
-        out.labels.append(label if k == 1 else f"{label} {k}")
-        out.role.append(role)
-        out.subtask.append(sub)
-    if order is None:
-        order = sorted(range(n), key=trace.start.__getitem__)
-    for i in order:  # parents first, mostly
-        p = parent[i]
-        if lane[i] >= 0:
-            continue
-        if p >= 0 and lane[p] >= 0:
-            lane[i], depth[i] = lane[p], min(MAX_DEPTH, depth[p] + 1)
-            continue
-        # walk up to the nearest placed ancestor; iterative, memoised
-        chain: list[int] = []
-        j = i
-        while j >= 0 and lane[j] < 0 and len(chain) <= n:
-            chain.append(j)
-            j = parent[j]
-        base_lane, base_depth = (lane[j], depth[j]) if j >= 0 else (0, -1)
-        for k in reversed(chain):
-            base_depth = min(MAX_DEPTH, base_depth + 1)
-            lane[k], depth[k] = base_lane, base_depth
-    if queue:
-        row_of = _queue_rows(trace, queue)
-        below = max(row_of.values())
-        for i in range(n):  # what runs inside a batch or split: below all their rows
-            if lane[i] == 1:
-                depth[i] = row_of[i] if i in row_of else min(MAX_DEPTH, depth[i] + below)
-    return out
-
-
-def _queue_rows(trace: Trace, queue: Sequence[int]) -> dict[int, int]:
-    """Rows for batches and splits, which overlap (speculation): first fit in start order,
-    in at most `MAX_DEPTH - 1` rows, so what runs inside them gets a row below."""
-    ends: list[int] = []
-    row_of: dict[int, int] = {}
-    for i in sorted(queue, key=trace.start.__getitem__):
-        free = [r for r, e in enumerate(ends) if e <= trace.start[i]]
-        if free:
-            row = free[0]
-        elif len(ends) < MAX_DEPTH - 1:
-            row = len(ends)
-            ends.append(0)
-        else:
-            row = len(ends) - 1
-        ends[row] = max(ends[row], trace.end[i])
-        row_of[i] = row
-    return row_of
-
-
-def _merge_marks(trace: Trace, page: list[int]) -> dict[str, dict[str, str]]:
-    """Page index -> label and outcome of every merge batch and split span."""
-    marks = {
-        str(page[b.index]): {"label": b.label, "outcome": b.outcome or "?"}
-        for b in merge_batches(trace)
-    }
-    for i, name in enumerate(trace.name):
-        if name == SPLIT_SPAN:
-            attrs = trace.attributes(i)
-            label = f"split of {attrs.get(sc.MERGE_BATCH_SIZE, '?')}"
-            label += f" · round {attrs.get(sc.MERGE_SPLIT_DEPTH, '?')}"
-            marks[str(page[i])] = {"label": label, "outcome": "split"}
+def merge_marks(trace: Trace) -> dict[int, dict[str, str]]:
+    """Trace index -> label and outcome of every merge batch and split span."""
+    if BATCH_SPAN not in trace.name and SPLIT_SPAN not in trace.name:  # scans in C
+        return {}
+    marks = {b.index: {"label": b.label, "outcome": b.outcome or "?"} for b in merge_batches(trace)}
+    for i in positions(trace.name, SPLIT_SPAN):
+        attrs = trace.attributes(i)
+        label = f"split of {attrs.get(sc.MERGE_BATCH_SIZE, '?')}"
+        label += f" · round {attrs.get(sc.MERGE_SPLIT_DEPTH, '?')}"
+        marks[i] = {"label": label, "outcome": "split"}
     return marks
 
 
 def encode(header: dict[str, Any], columns: Sequence[tuple[str, array[Any]]]) -> bytes:
-    """The binary layout described in the module docstring."""
+    """One frame, length first (see the module docstring)."""
     if sys.byteorder != "little":  # pragma: no cover - every platform we ship on
         for _, a in columns:
             a.byteswap()
     header = {**header, "columns": [[name, a.typecode, len(a)] for name, a in columns]}
     head = json.dumps(header, separators=(",", ":")).encode()
-    parts = [struct.pack("<I", len(head)), head]
+    parts = [b"", struct.pack("<I", len(head)), head]
     at = 4 + len(head)
     for blob in [b""] + [a.tobytes() for _, a in columns]:
         parts.append(b"\0" * (-at % 8))
         at += -at % 8
         parts.append(blob)
         at += len(blob)
+    parts[0] = struct.pack("<I", at)
     return b"".join(parts)
 
 
 def decode(body: bytes) -> dict[str, Any]:
-    """The header with every column as a list: what the page reads, for Python readers."""
-    (hlen,) = struct.unpack_from("<I", body)
-    out: dict[str, Any] = json.loads(body[4 : 4 + hlen])
-    at = 4 + hlen
-    for name, typecode, length in out.pop("columns"):
-        at += -at % 8
-        col = array(typecode)
-        col.frombytes(body[at : at + length * col.itemsize])
-        at += length * col.itemsize
-        out[name] = col.tolist()
-    return out
+    """The whole stream as one header with every column as a list (in page order): what
+    the page ends up with, for Python readers."""
+    out: dict[str, Any] = {}
+    merges: dict[str, Any] = {}
+    at = 0
+    while at < len(body):
+        (size,) = struct.unpack_from("<I", body, at)
+        frame, at = body[at + 4 : at + 4 + size], at + 4 + size
+        (hlen,) = struct.unpack_from("<I", frame)
+        head = json.loads(frame[4 : 4 + hlen])
+        pos = 4 + hlen
+        for name, typecode, length in head.pop("columns"):
+            pos += -pos % 8
+            col = array(typecode)
+            col.frombytes(frame[pos : pos + length * col.itemsize])
+            pos += length * col.itemsize
+            out.setdefault(name, []).extend(col.tolist())
+        merges.update(head.pop("merges", {}))
+        for key in ("first", "count", "final", "schema"):
+            head.pop(key, None)
+        out.update(head)
+    return {**out, "merges": merges}
 
 
-def spans_payload(trace: Trace, order: list[int], page: list[int], crit: set[int]) -> bytes:
-    """The page's span columns (see the module docstring)."""
-    n = len(order)
-    pick = itemgetter(*order) if n > 1 else (lambda col: tuple(col[i] for i in order))
-    kinds = [KIND_OF_OP.get(op, 0) for op in trace.op]
-    merges = _merge_marks(trace, page)
-    ln = lanes(trace, [order[int(p)] for p in merges], order)
-    t0 = trace.start_ns
-    start, end = trace.start, trace.end
-    tables: dict[str, list[str]] = {}
+class _Frames:
+    """Encodes spans frame by frame in page order; `order` and `page` grow as they go."""
 
-    def coded(name: str, col: Sequence[str], first: Sequence[str] = ("",)) -> array[int]:
-        items, codes = _table(col, first)
-        tables[name] = items
-        return array("H" if len(items) < 65536 else "I", map(codes.__getitem__, pick(col)))
+    def __init__(
+        self,
+        trace: Trace,
+        lanes: Lanes,
+        marks: dict[int, dict[str, str]],
+        emit: Callable[[bytes], None],
+    ) -> None:
+        self.trace, self.lanes, self.marks, self.emit = trace, lanes, marks, emit
+        self.t0 = trace.start_ns  # a min() over every span: once
+        self.order: list[int] = []
+        self.page = [-1] * len(trace)
+        self.codes: list[tuple[str, str, dict[str, int], str]] = []
+        self.tables: dict[str, list[str]] = {}
+        for column, field, table, first in _CODED:
+            items, codes = _table(getattr(trace, field), first)
+            self.tables[table] = items
+            self.codes.append((column, field, codes, "H" if len(items) < 65536 else "I"))
 
-    ttft = trace.ttft
-    columns = [
-        ("start", array("d", [(start[i] - t0) / 1e6 for i in order])),
-        ("end", array("d", [(max(end[i], start[i]) - t0) / 1e6 for i in order])),
-        ("ttft", array("f", [ttft[i] * 1e3 if ttft[i] >= 0 else -1.0 for i in order])),
-        ("lane", array("i", pick(ln.lane))),
-        ("depth", array("B", pick(ln.depth))),
-        ("kind", array("B", pick(kinds))),
-        ("crit", array("B", [1 if i in crit else 0 for i in order])),
-        ("parent", array("i", [page[p] if p >= 0 else -1 for p in pick(trace.parent)])),
-        ("name", coded("names", trace.name)),
-        ("tier", coded("tiers", trace.tier, _TIERS)),
-        ("wait", coded("waits", trace.wait_kind)),
-        ("provider", coded("providers", trace.provider)),
-    ]
-    roles, role_code = _table(ln.role)
-    subtasks, sub_code = _table(ln.subtask)
-    header = {
-        "n": n,
-        "t0_ns": str(t0),
-        **tables,
-        "kinds": list(KINDS),
-        "lanes": ln.labels,
-        "roles": roles,
-        "lane_role": [role_code[r] for r in ln.role],
-        "subtasks": subtasks,
-        "lane_subtask": [sub_code[s] for s in ln.subtask],
-        "merges": merges,
-        "merge_lane": 1 if merges else -1,
-    }
-    return encode(header, columns)
+    def head(self) -> dict[str, Any]:
+        tr, ln = self.trace, self.lanes
+        roles, role_code = _table(ln.role)
+        subtasks, sub_code = _table(ln.subtask)
+        end = max(max(tr.end, default=0), max(tr.start, default=0))
+        schema = [["start", "d"], ["end", "d"], ["ttft", "f"], ["lane", "i"], ["depth", "B"]]
+        schema += [["kind", "B"], *([c, t] for c, _, _, t in self.codes)]
+        return {
+            "n": len(tr),
+            "t0_ns": str(self.t0),
+            "run_end_ms": max(0.0, (end - self.t0) / 1e6),
+            **self.tables,
+            "kinds": list(KINDS),
+            "lanes": ln.labels,
+            "roles": roles,
+            "lane_role": [role_code[r] for r in ln.role],
+            "subtasks": subtasks,
+            "lane_subtask": [sub_code[s] for s in ln.subtask],
+            "merge_lane": ln.queue_lane,
+            "schema": [*schema, ["crit", "B"], ["parent", "i"]],
+        }
+
+    def send(self, spans: list[int]) -> None:
+        tr, ln, first = self.trace, self.lanes, len(self.order)
+        for p, i in enumerate(spans, first):
+            self.page[i] = p
+        self.order += spans
+        pick = itemgetter(*spans) if len(spans) > 1 else (lambda col: [col[i] for i in spans])
+        t0, start, end, ttft, op = self.t0, tr.start, tr.end, tr.ttft, tr.op
+        columns = [
+            ("start", array("d", [(start[i] - t0) / 1e6 for i in spans])),
+            ("end", array("d", [(max(end[i], start[i]) - t0) / 1e6 for i in spans])),
+            ("ttft", array("f", [ttft[i] * 1e3 if ttft[i] >= 0 else -1.0 for i in spans])),
+            ("lane", array("i", pick(ln.lane))),
+            ("depth", array("B", pick(ln.depth))),
+            ("kind", array("B", [KIND_OF_OP.get(op[i], 0) for i in spans])),
+        ]
+        for column, field, codes, typecode in self.codes:
+            coded = map(codes.__getitem__, pick(getattr(tr, field)))
+            columns.append((column, array(typecode, coded)))
+        marks = {str(self.page[i]): m for i, m in self.marks.items() if self.page[i] >= 0}
+        header = {"first": first, "count": len(spans), "merges": marks}
+        self.emit(encode({**self.head(), **header} if not first else header, columns))
+        self.marks = {i: m for i, m in self.marks.items() if self.page[i] < 0}
+
+    def finish(self, crit: Sequence[int]) -> None:
+        """The last frame: what needs the whole trace (see the module docstring)."""
+        n, page, parent = len(self.order), self.page, self.trace.parent
+        on_path = bytearray(n)
+        for i in crit:
+            on_path[page[i]] = 1
+        parents = array(
+            "i", [page[p] if p >= 0 else -1 for p in map(parent.__getitem__, self.order)]
+        )
+        head = {"first": 0, "count": n, "final": True}
+        self.emit(encode(head, [("crit", array("B", on_path)), ("parent", parents)]))
+
+
+def stream_spans(
+    trace: Trace, emit: Callable[[bytes], None], first: int = FIRST_FRAME
+) -> tuple[list[int], list[int], list[int]]:
+    """Build the payload frame by frame, handing each to `emit` as soon as it is encoded;
+    returns the page order, its inverse (trace index -> page index) and the critical path
+    (trace indices, in time order), which is computed last."""
+    marks = merge_marks(trace)
+    ln = plan_lanes(trace, list(marks))
+    out = _Frames(trace, ln, marks, emit)
+    by_start, depth = trace.start.__getitem__, ln.depth
+    fixed = [walk(trace, ln, lane) for lane in range(2 if ln.queue_rows else 1)]
+    batch = [i for spans in fixed for i in sorted(spans, key=by_start) if not depth[i]]
+    batch += [roots[0] for roots in ln.roots[len(fixed) :]]
+    budget = len(batch) + first
+    for lane in range(len(ln.labels)):
+        spans = fixed[lane] if lane < len(fixed) else walk(trace, ln, lane)
+        batch += sorted([i for i in spans if depth[i]], key=by_start)
+        if len(batch) >= budget:
+            out.send(batch)
+            batch, budget = [], min(_LAST_FRAME, int(budget * 2.5))
+    if batch or not out.order:
+        out.send(batch)
+    crit = critical_path_indices(trace)
+    out.finish(crit)
+    return out.order, out.page, crit

@@ -3,7 +3,9 @@
 Endpoints (what-if is computed per query and cached):
 
 - `/`, `/static/*`        the page (shipped in the package; nothing is fetched from outside)
-- `/api/spans`            binary span columns (see `swarm.viewer.payload`)
+                          (`/?whole`: the page draws only once every span has arrived)
+- `/api/spans`            binary span columns (see `swarm.viewer.payload`), streamed: each
+                          frame goes out as soon as it is built
 - `/api/span/{i}`         every detail of span i
 - `/api/summary`          summary, latency ledgers, critical path, per-tier histograms:
                           computed in a worker thread once the server is up, so the page
@@ -45,13 +47,21 @@ _NO_CACHE = {"Cache-Control": "no-store"}
 class _Loading:
     """The data as it becomes ready: the server answers before the trace is loaded.
 
-    The page and its script load while the spans are built (the first draw needs both);
-    the summary starts only once `/api/spans` went out, because computing it holds the
-    GIL for seconds, which would delay the very payload the first draw waits for."""
+    The page and its script load while the spans are built, and the span payload's frames
+    go out as they are built (the page draws from the first); the summary starts only once
+    `/api/spans` went out, because computing it holds the GIL for seconds, which would
+    delay the very payload the drawing waits for.
 
-    def __init__(self, data: ViewerData | None = None) -> None:
+    `hold`: a test seam; frames after the first wait for it (so a test can see the page
+    draw from the first frame alone)."""
+
+    def __init__(self, data: ViewerData | None = None, hold: anyio.Event | None = None) -> None:
         self.data = data
         self.error = ""
+        self.frames: list[bytes] = [] if data is None else [data.spans_bytes]
+        self.hold = hold
+        self.changed = anyio.Event()
+        """Set (and replaced) when a frame was added or the build ended."""
         self.built = anyio.Event()
         self.wanted = anyio.Event()
         self.summarized = anyio.Event()
@@ -64,11 +74,21 @@ class _Loading:
             raise web.HTTPInternalServerError(text=f"the trace could not be loaded: {self.error}")
         return self.data
 
+    def _changed(self, frame: bytes | None = None) -> None:
+        if frame is not None:
+            self.frames.append(frame)
+        self.changed.set()
+        self.changed = anyio.Event()
+
     async def build(self, path: Path) -> None:
+        def on_frame(frame: bytes) -> None:  # in the worker thread
+            anyio.from_thread.run_sync(self._changed, frame)
+
         try:
-            self.data = await anyio.to_thread.run_sync(ViewerData.build, path)
+            self.data = await anyio.to_thread.run_sync(ViewerData.build, path, on_frame)
         finally:
             self.built.set()  # on failure every endpoint answers 500 rather than hanging
+            self._changed()
 
     async def summarize(self) -> None:
         await self.wanted.wait()
@@ -88,11 +108,24 @@ async def _index(request: web.Request) -> web.FileResponse:
 
 async def _spans(request: web.Request) -> web.StreamResponse:
     state = request.app[_STATE]
-    body = (await state.get()).spans_bytes
+    while not state.frames and not state.built.is_set():
+        await state.changed.wait()
+    if not state.frames:
+        await state.get()  # the load failed: answers 500
     response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
-    response.content_length = len(body)
     await response.prepare(request)
-    await response.write(body)
+    sent = 0
+    while True:
+        changed = state.changed
+        if sent < len(state.frames):
+            await response.write(state.frames[sent])
+            sent += 1
+            if sent == 1 and state.hold is not None:
+                await state.hold.wait()
+        elif state.built.is_set():
+            break
+        else:
+            await changed.wait()
     await response.write_eof()
     state.wanted.set()
     return response
@@ -174,15 +207,20 @@ def build_app(data: ViewerData | _Loading) -> web.Application:
 
 @asynccontextmanager
 async def serve_viewer(
-    trace_path: str | Path, *, host: str = "127.0.0.1", port: int = 0
+    trace_path: str | Path,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    hold: anyio.Event | None = None,
 ) -> AsyncIterator[str]:
     """Serve the viewer for `trace_path`; yields its URL (port 0 picks a free port).
 
-    The URL answers at once; the trace loads in a worker thread meanwhile, and the summary
-    after the spans went out (see `_Loading`). Leaving while either runs waits for it
-    (seconds: a computation cannot be interrupted midway). A trace that cannot be loaded
-    raises here, when leaving."""
-    state = _Loading()
+    The URL answers at once; the trace loads in a worker thread meanwhile, its span frames
+    go out as they are built, and the summary after the spans went out (see `_Loading`,
+    which also says what `hold` is for). Leaving while either runs waits for it (seconds:
+    a computation cannot be interrupted midway). A trace that cannot be loaded raises
+    here, when leaving."""
+    state = _Loading(hold=hold)
     app = build_app(state)
     try:
         async with anyio.create_task_group() as tg:

@@ -32,7 +32,7 @@
   const ov = $("overview"), ovCtx = ov.getContext("2d", { alpha: false });
   const tooltip = $("tooltip");
   const V = (window.__viewer = {
-    ready: false, summaryReady: false, spanCount: 0, drawnCount: 0, firstDrawMs: null,
+    ready: false, complete: false, summaryReady: false, spanCount: 0, total: 0, loaded: 0, drawnCount: 0, firstDrawMs: null,
     selected: -1, frames: 0, selectSpanAt, spanCenter, reveal, kindName, select,
     mergeLabel: (i) => (D.merges[i] ? D.merges[i].label : ""), laneName: (i) => D.lanes[D.lane[i]],
     view: () => ({ t0: viewT0, t1: viewT1, scrollY }),
@@ -49,27 +49,67 @@
   let viewT0 = 0, viewT1 = 1, scrollY = 0, cssW = 0, cssH = 0, dpr = 1, pending = false;
   let runEnd = 1, critFocus = false, colorMode = "tier", groupMode = "none", ovImage = null;
 
-  // ---------- data ----------
+  // ---------- data: a stream of frames, drawn as they arrive ----------
+  // See swarm/viewer/payload.py. The first frame brings the tables, the lanes and every
+  // lane's top row plus the first screen's lanes; each further frame more lanes; the last
+  // one the critical path. After each batch of frames the row index is rebuilt over the
+  // spans received so far (`loaded`) and the view redrawn; `?whole` draws only at the end.
   const TYPED = { d: Float64Array, f: Float32Array, i: Int32Array, I: Uint32Array, H: Uint16Array, B: Uint8Array };
-  function columns(buf) { // see swarm/viewer/payload.py: header length, JSON header, 8-aligned columns
+  const PROGRESSIVE = !new URLSearchParams(location.search).has("whole");
+  let loaded = 0, colored = 0, finalSeen = false;
+  function frameOf(buf) { // header length, JSON header, 8-aligned columns
     const hlen = new DataView(buf).getUint32(0, true);
-    const p = JSON.parse(new TextDecoder().decode(new Uint8Array(buf, 4, hlen)));
-    let at = 4 + hlen;
-    for (const [name, tc, len] of p.columns) {
+    const f = JSON.parse(new TextDecoder().decode(new Uint8Array(buf, 4, hlen)));
+    let at = 4 + hlen; f.cols = {};
+    for (const [name, tc, len] of f.columns) {
       at += (8 - (at % 8)) % 8; const A = TYPED[tc];
-      p[name] = new A(buf, at, len); at += len * A.BYTES_PER_ELEMENT;
+      f.cols[name] = new A(buf, at, len); at += len * A.BYTES_PER_ELEMENT;
     }
-    return p;
+    return f;
   }
-  function build(p) {
-    const n = p.n;
+  function begin(p) { // the first frame's header: what the whole stream shares
     D = {
-      n, start: p.start, end: p.end, ttft: p.ttft, lane: p.lane, depth: p.depth, kind: p.kind,
-      tier: p.tier, wait: p.wait, provider: p.provider, parent: p.parent, name: p.name, crit: p.crit,
-      names: p.names, kinds: p.kinds, tiers: p.tiers, waits: p.waits, providers: p.providers, lanes: p.lanes,
+      n: p.n, names: p.names, kinds: p.kinds, tiers: p.tiers, waits: p.waits, providers: p.providers, lanes: p.lanes,
       roles: p.roles, laneRole: p.lane_role, subtasks: p.subtasks, laneSubtask: p.lane_subtask,
-      merges: p.merges || {}, mergeLane: p.merge_lane == null ? -1 : p.merge_lane,
+      merges: {}, mergeLane: p.merge_lane == null ? -1 : p.merge_lane,
     };
+    for (const [name, tc] of p.schema) D[name] = new TYPED[tc](p.n);
+    runEnd = Math.max(1, p.run_end_ms); V.total = p.n; colorOf = new Uint16Array(p.n);
+  }
+  function receive(f) {
+    if (!D) begin(f);
+    for (const name in f.cols) D[name].set(f.cols[name], f.first);
+    Object.assign(D.merges, f.merges || {});
+    if (f.final) finalSeen = true; else loaded = Math.max(loaded, f.first + f.count);
+  }
+  async function load(response) {
+    const reader = response.body.getReader(), st = { parts: [], have: 0 };
+    let need = -1, started = false, got = false;
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (value) { st.parts.push(value); st.have += value.length; }
+      for (;;) {
+        if (need < 0 && st.have >= 4) need = new DataView(take(st, 4).buffer).getUint32(0, true);
+        if (need < 0 || st.have < need) break;
+        receive(frameOf(take(st, need).buffer)); need = -1; got = true;
+      }
+      if (got && (PROGRESSIVE || done)) {
+        got = false; index(); if (!started) { started = true; renderLegend(); resize(); fit(); draw(); } else requestDraw(); }
+      if (done) break;
+    }
+    V.streamEndMs = performance.now();
+  }
+  function take(st, k) { // the first k pending bytes, as one buffer of their own
+    const out = new Uint8Array(k); let o = 0;
+    while (o < k) {
+      const c = st.parts[0], m = Math.min(c.length, k - o);
+      out.set(c.subarray(0, m), o); o += m;
+      if (m === c.length) st.parts.shift(); else st.parts[0] = c.subarray(m);
+    }
+    st.have -= k; return out;
+  }
+  function index() { // rows, lanes and the critical path over the spans received so far
+    const n = loaded;
     V.mergeSpans = Object.keys(D.merges).map(Number);
     const L = D.lanes.length, CHAT = D.kinds.indexOf("chat");
     laneRows = new Uint8Array(L).fill(1); rowBase = new Int32Array(L + 1);
@@ -81,7 +121,7 @@
     laneProv = new Uint16Array(L); const best = new Float64Array(L);
     for (const [k, c] of provCount) { const l = Math.floor(k / 65536); if (c > best[l]) { best[l] = c; laneProv[l] = k % 65536; } }
     for (let l = 0; l < L; l++) rowBase[l + 1] = rowBase[l] + laneRows[l];
-    // stable counting sort by row (the server sends spans in start order)
+    // stable counting sort by row (within a row, the server sends spans in start order)
     const R = rowBase[L]; rowStart = new Int32Array(R + 1);
     const rowOf = new Int32Array(n);
     for (let i = 0; i < n; i++) { rowOf[i] = rowBase[D.lane[i]] + D.depth[i]; rowStart[rowOf[i] + 1]++; }
@@ -93,24 +133,23 @@
       let m = -Infinity;
       for (let k = rowStart[r]; k < rowStart[r + 1]; k++) { const e = D.end[order[k]]; if (e > m) m = e; pme[k] = m; }
     }
-    const crit = [], critTime = new Float64Array(L); runEnd = 1;
-    for (let i = 0; i < n; i++) {
-      if (D.crit[i]) { crit.push(i); critTime[D.lane[i]] += D.end[i] - D.start[i]; }
-      if (D.end[i] > runEnd) runEnd = D.end[i];
-    }
+    const crit = [], critTime = new Float64Array(L);
+    if (finalSeen) for (let i = 0; i < n; i++) if (D.crit[i]) { crit.push(i); critTime[D.lane[i]] += D.end[i] - D.start[i]; }
     critIdx = Uint32Array.from(crit);
     V.critLane = -1; // the lane holding most of the critical path's time
     for (let l = 0, most = 0; l < L; l++) if (critTime[l] > most) { most = critTime[l]; V.critLane = l; }
-    V.spanCount = n;
-    recolor(); layout();
+    V.spanCount = n; V.loaded = n;
+    recolor(colored); layout();
+    if (match !== null) runSearch($("search").value);
   }
 
   // colours: one palette entry per distinct style; `colorMode` picks what chat spans show
-  function recolor() {
-    palette = []; const pIndex = new Map(); colorOf = new Uint16Array(D.n);
+  let pIndex = new Map();
+  function recolor(from) { // spans from `from` on (0: all, afresh)
+    if (!from) { palette = []; pIndex = new Map(); }
     const colorIndex = (c) => { let k = pIndex.get(c); if (k === undefined) { k = palette.length; pIndex.set(c, k); palette.push(c); } return k; };
-    for (let i = 0; i < D.n; i++) colorOf[i] = colorIndex(spanColor(i));
-    ovImage = null;
+    for (let i = from; i < loaded; i++) colorOf[i] = colorIndex(spanColor(i));
+    colored = loaded; ovImage = null;
   }
   const providerColor = (code) => PROVIDER_COLORS[(code - 1) % PROVIDER_COLORS.length];
   function spanColor(i) {
@@ -152,7 +191,7 @@
     laneTop[L] = y; ovImage = null;
   }
   function setGroup(g) { groupMode = g; $("group-by").value = g; layout(); clampView(); requestDraw(); }
-  function setColor(m) { colorMode = m; $("color-by").value = m; recolor(); renderLegend(); requestDraw(); }
+  function setColor(m) { colorMode = m; $("color-by").value = m; recolor(0); renderLegend(); requestDraw(); }
 
   // search: span names, lane labels, providers, tiers and wait kinds containing the text
   function runSearch(q) {
@@ -161,7 +200,7 @@
     const hit = (table) => Uint8Array.from(table, (s) => (s && String(s).toLowerCase().includes(q) ? 1 : 0));
     const hn = hit(D.names), hl = hit(D.lanes), hp = hit(D.providers), ht = hit(D.tiers), hw = hit(D.waits);
     match = new Uint8Array(D.n); matchList = [];
-    for (let i = 0; i < D.n; i++) {
+    for (let i = 0; i < loaded; i++) {
       if (hn[D.name[i]] || hl[D.lane[i]] || hp[D.provider[i]] || ht[D.tier[i]] || hw[D.wait[i]]) { match[i] = 1; matchList.push(i); }
     }
     V.matchCount = matchList.length; matchAt = -1;
@@ -218,7 +257,7 @@
 
   function draw() {
     pending = false;
-    if (!D) return;
+    if (!D || !order) return;
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
     ctx.fillStyle = BG; ctx.fillRect(0, 0, cssW, cssH);
     const k = pxPerMs(), W = cssW, CHAT = D.kinds.indexOf("chat");
@@ -272,7 +311,8 @@
       ctx.fillText("This trace has no spans.", LABEL_W + 16, AXIS_H + 40);
     }
     V.drawnCount = drawn; V.frames++;
-    if (!V.ready) { V.firstDrawMs = performance.now(); V.ready = true; }
+    if (!V.ready) { V.firstDrawMs = performance.now(); V.firstDrawSpans = loaded; V.ready = true; }
+    if (finalSeen && !V.complete) { V.completeMs = performance.now(); V.complete = true; }
   }
   function fillBuckets(bs, alpha) {
     ctx.globalAlpha = alpha;
@@ -291,8 +331,9 @@
     const rgb = palette.map((c) => [1, 3, 5].map((o) => parseInt(c.slice(o, o + 2), 16)));
     const AGENT = D.kinds.indexOf("agent"), WF = D.kinds.indexOf("workflow"), sx = w / runEnd;
     const lanesPerRow = L / h, rows = new Set();
-    for (let i = 0; i < D.n; i++) {
-      if (D.kind[i] === AGENT || D.kind[i] === WF) continue;
+    for (let i = 0; i < loaded; i++) {
+      // an agent's own bar only while its lane's detail has not arrived: a coarse picture
+      if (D.kind[i] === WF || (D.kind[i] === AGENT && laneRows[D.lane[i]] > 1)) continue;
       const q = posOf[D.lane[i]], y0 = Math.floor(q / lanesPerRow), y1 = Math.max(y0 + 1, Math.floor((q + 1) / lanesPerRow));
       const x0 = Math.max(0, Math.floor(D.start[i] * sx)), x1 = Math.min(w, Math.max(x0 + 1, Math.ceil(D.end[i] * sx)));
       const c = rgb[colorOf[i]], f = match !== null && !match[i] ? 0.25 : 1;
@@ -683,10 +724,6 @@
 
   // ---------- start ----------
   new ResizeObserver(resize).observe(canvas);
-  (window.__spans || fetch("/api/spans")).then((r) => r.arrayBuffer()).then((buf) => {
-    V.fetchedMs = performance.now();
-    build(columns(buf)); renderLegend(); resize(); fit();
-    V.builtMs = performance.now();
-  });
+  (window.__spans || fetch("/api/spans")).then(load);
   fetch("/api/summary").then((r) => r.json()).then(renderSummary);
 })();
