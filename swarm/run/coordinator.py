@@ -43,10 +43,10 @@ from swarm.run.parts import (
     CoordinatorParts,
     Crew,
     GitWorkspaces,
-    Pooled,
     SolveOptions,
     WorkspaceLike,
     Workspaces,
+    releasing,
 )
 from swarm.run.plan import Plan, PlanError, Subtask, parse_plan_reply
 from swarm.run.roles import (
@@ -155,9 +155,7 @@ class Coordinator:
         final: CheckResult | None = None
         with anyio.move_on_after(self.crew.budget.remaining_s()) as deadline:
             stop = await self._dispatch(plan, board)
-            async with anyio.create_task_group() as tg:
-                if isinstance(self._workspaces, Pooled):  # no one needs them any more
-                    tg.start_soon(self._workspaces.aclose)
+            async with releasing(self._workspaces):  # no one needs them any more
                 if stop is None:
                     try:
                         final = await self._verify(queue)

@@ -44,6 +44,7 @@ __all__ = [
     "SolveOptions",
     "WorkspaceLike",
     "Workspaces",
+    "releasing",
     "warming",
 ]
 
@@ -126,6 +127,16 @@ class Pooled(Protocol):
     async def warm(self, base: str, count: int) -> None: ...
 
     async def aclose(self) -> None: ...
+
+
+@asynccontextmanager
+async def releasing(workspaces: object) -> AsyncIterator[None]:
+    """Remove the workspaces `workspaces` keeps (`Pooled`) in the background while the
+    block runs: once no subtask will start again, the final check need not wait for it."""
+    async with anyio.create_task_group() as tg:
+        if isinstance(workspaces, Pooled):
+            tg.start_soon(workspaces.aclose)
+        yield
 
 
 @asynccontextmanager
