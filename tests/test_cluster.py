@@ -4,7 +4,6 @@ end), with distinct custom resources. Skipped when ray is not installed."""
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import subprocess
@@ -26,6 +25,7 @@ from swarm.run.workspace import Workspace
 from swarm.sandbox import bwrap_problem, make_sandbox
 from swarm.testing import ScriptedSource, call
 from tests.test_solve import edit, request, subtask, write_plan
+from tests.trace_spans import attr, spans
 
 ray = pytest.importorskip("ray")
 
@@ -225,35 +225,18 @@ async def test_a_plan_runs_on_both_nodes_and_merges_green(
     assert {s.id: s.status for s in report.subtasks} == {"s1": "merged", "s2": "merged"}
     assert "def one() -> int:" in git(repo, "show", f"{report.branch}:a.py")
     assert "def two() -> int:" in git(repo, "show", f"{report.branch}:b.py")
-    spans = _spans(Path(str(report.trace)))
-    tools = [s for s in spans if s["name"] == "execute_tool edit_file"]
-    assert len(tools) == 2 and all(_attr(s, "host.name") for s in tools)
-    assert len({_attr(s, "swarm.node.id") for s in tools}) == 2  # SPREAD: one per node
-    remote = [s for s in spans if s["name"].startswith("swarm.remote ")]
+    found = spans(Path(str(report.trace)))
+    tools = [s for s in found if s["name"] == "execute_tool edit_file"]
+    assert len(tools) == 2 and all(attr(s, "host.name") for s in tools)
+    assert len({attr(s, "swarm.node.id") for s in tools}) == 2  # SPREAD: one per node
+    remote = [s for s in found if s["name"].startswith("swarm.remote ")]
     assert {"swarm.remote edit_file", "swarm.remote check", "swarm.remote patch"} <= {
         s["name"] for s in remote
     }
     assert all(
-        _attr(s, "swarm.remote.duration_s") is not None for s in remote if "check" in s["name"]
+        attr(s, "swarm.remote.duration_s") is not None for s in remote if "check" in s["name"]
     )
-    assert any(s["name"] == "swarm.wait cluster" for s in spans)
-
-
-def _spans(path: Path) -> list[dict[str, Any]]:
-    out = []
-    for line in path.read_text().splitlines():
-        for rs in json.loads(line).get("resourceSpans", []):
-            for ss in rs.get("scopeSpans", []):
-                out.extend(ss.get("spans", []))
-    return out
-
-
-def _attr(span: dict[str, Any], key: str) -> Any:
-    for a in span.get("attributes", []):
-        if a["key"] == key:
-            value = a["value"]
-            return next(iter(value.values()))
-    return None
+    assert any(s["name"] == "swarm.wait cluster" for s in found)
 
 
 async def test_a_lost_node_is_a_workspace_error_saying_so(
