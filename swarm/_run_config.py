@@ -108,3 +108,6 @@ class ClusterConfig(BaseModel):
     """Memory a workspace reserves on its node; None: no reservation."""
     resources: dict[str, float] = Field(default_factory=dict)
     """Custom Ray resources each workspace asks for (e.g. `{"checks" = 1}`)."""
+    merge_checks: bool = True
+    """The merge queue's batch checks run on nodes too (each check actor reserving what a
+    workspace does); false: in check trees on this machine."""

@@ -189,7 +189,13 @@ class SimChecks:
         self.on_node: Callable[[str, float], str | None] | None = None
 
     async def __call__(
-        self, path: Path, command: str = "", *, key: str | None = None, priority: bool = False
+        self,
+        path: Path,
+        command: str = "",
+        *,
+        key: str | None = None,
+        priority: bool = False,
+        commit: str | None = None,
     ) -> CheckResult:
         name = path.name
         attrs = {sc.OPERATION: sc.OP_TOOL, sc.TOOL_NAME: "run_tests"}
