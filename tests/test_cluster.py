@@ -4,10 +4,13 @@ end), with distinct custom resources. Skipped when ray is not installed."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -310,3 +313,67 @@ async def test_the_merge_queues_batch_checks_run_on_the_nodes(
     assert shipped and max(shipped) < min(node.shipped[0] for node in nodes)
     with pytest.raises(ray.exceptions.RayActorError):  # ended with the connection
         ray.get(nodes[0].ws.actor.pid.remote(), timeout=30)
+
+
+def _journal(cwd: Path, query: str) -> list[tuple[Any, ...]]:
+    path = cwd / ".swarm" / "journal.db"
+    if not path.exists():
+        return []
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+    try:
+        return db.execute(query).fetchall()
+    except sqlite3.OperationalError:  # its tables not made yet
+        return []
+    finally:
+        db.close()
+
+
+def _wait_for_a_merge(cwd: Path, proc: subprocess.Popen[bytes]) -> list[tuple[Any, ...]]:
+    deadline = time.monotonic() + 600
+    while proc.poll() is None and time.monotonic() < deadline:
+        if merged := _journal(cwd, "SELECT subtask_id FROM subtasks WHERE status = 'merged'"):
+            return merged
+        time.sleep(0.1)
+    return []
+
+
+def test_a_killed_driver_resumes_and_merges_every_subtask_once(
+    running: LocalCluster, tmp_path: Path
+) -> None:
+    """kill -9 a real `swarm solve --cluster` once some subtasks merged and others not (its
+    actors end with it), then `swarm resume --cluster`: the remote work restarts, and every
+    subtask of the plan lands exactly once."""
+    from benchmarks.bench_resume import SIM, TASK, _env
+
+    cwd = tmp_path / "run"
+    cwd.mkdir()
+    (cwd / "swarm.toml").write_text(SIM.replace("0.02", "0.2"))
+    swarm = [sys.executable, "-m", "swarm"]
+    where = ["--cluster", running.address, "--max-agents", "2", "--quiet"]
+    proc = subprocess.Popen(
+        [*swarm, "solve", str(TASK), *where], cwd=cwd, env=_env(), stderr=subprocess.PIPE
+    )
+    try:
+        merged = _wait_for_a_merge(cwd, proc)
+    finally:
+        proc.kill()
+        _, err = proc.communicate()
+    assert proc.returncode == -9, err.decode()[-2000:]  # killed mid-run, not finished
+    ((run_id, plan_json),) = _journal(cwd, "SELECT run_id, plan_json FROM plans")
+    ids = [s["id"] for s in json.loads(plan_json)["subtasks"]]
+    assert 1 <= len(merged) < len(ids)
+    done = subprocess.run(
+        [*swarm, "resume", run_id, *where, "--json"],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    report = json.loads(done.stdout or "{}")
+    assert report.get("status") == "done", done.stderr[-3000:]
+    assert {s["id"]: s["status"] for s in report["subtasks"]} == dict.fromkeys(ids, "merged")
+    (repo,) = (cwd / ".swarm" / "demo").glob("*")
+    subjects = git(repo, "log", "--format=%s", f"swarm/{run_id}").splitlines()
+    landed = [s.split(":")[1].strip() for s in subjects if s.startswith("swarm: ")]
+    assert sorted(landed) == sorted(ids)  # every subtask once, none twice
