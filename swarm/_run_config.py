@@ -109,5 +109,5 @@ class ClusterConfig(BaseModel):
     resources: dict[str, float] = Field(default_factory=dict)
     """Custom Ray resources each workspace asks for (e.g. `{"checks" = 1}`)."""
     merge_checks: bool = True
-    """The merge queue's batch checks run on nodes too (each check actor reserving what a
-    workspace does); false: in check trees on this machine."""
+    """The merge queue's batch checks run on nodes too (`swarm.cluster.merge_checks`);
+    false: in check trees on this machine."""

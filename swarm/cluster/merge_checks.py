@@ -4,10 +4,14 @@ The queue still builds each batch here, as a chain of commits in a check tree of
 (the integration branch only moves here); the check of the chain's tip goes to a node: a
 `WorkspaceNode` actor holding a clone, sent the commits it lacks as a git bundle through
 the object store (only what is new since the commit it checked last), which checks the tip
-out clean and runs the check in its sandbox; the result comes back. Each check actor
-reserves `cpus_per_workspace` like a workspace; the queue runs at most
+out clean and runs the check in its sandbox; the result comes back. The queue runs at most
 `max_parallel_checks` checks at once, so at most that many check actors exist, made on
-first use, reused while idle and ended with the run's cluster connection.
+first use, reused while idle (a reused one is sent only the new commits) and ended with
+the run's cluster connection.
+
+Check actors reserve no CPUs: one idle between checks would hold its cores for the whole
+run and could starve the workspaces (on a one-CPU cluster, deadlock them). The queue's
+`max_parallel_checks` bounds what they use instead.
 """
 
 from __future__ import annotations

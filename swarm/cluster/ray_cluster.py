@@ -117,7 +117,7 @@ class RayCluster:
         environment = local.environment or CheckEnvironment.resolve(repo)
         tools = local.tools if local.tools is not None else coding_tools()
         if self.config.merge_checks:
-            place = partial(self.actor, environment, run_id)
+            place = partial(self.actor, environment, run_id, reserve=False)
             checks = NodeChecks(place, self.stack, repo, run_id)
             self.remotes.commits = checks.runner
         return replace(
@@ -128,11 +128,15 @@ class RayCluster:
 
     @asynccontextmanager
     async def actor(
-        self, environment: CheckEnvironment, run_id: str, name: str
+        self, environment: CheckEnvironment, run_id: str, name: str, *, reserve: bool = True
     ) -> AsyncIterator[Any]:
         """A `WorkspaceNode` actor placed on some node for the block (waiting for room as a
-        `swarm.wait cluster` span), ended after it, in bounded time even when cancelled."""
-        actor = _actor().options(**self.actor_options()).remote(environment, run_id, name)
+        `swarm.wait cluster` span), ended after it, in bounded time even when cancelled;
+        `reserve=False`: it reserves nothing (see `merge_checks`)."""
+        options = self.actor_options()
+        if not reserve:
+            options = {"num_cpus": 0, "scheduling_strategy": "SPREAD", "max_restarts": 0}
+        actor = _actor().options(**options).remote(environment, run_id, name)
         placed = False
         try:
             with waiting(sc.WAIT_CLUSTER, attributes={sc.WORKSPACE_NAME: name}):
