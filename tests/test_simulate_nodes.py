@@ -65,6 +65,10 @@ def test_scaling_names_why_it_stops() -> None:
     idle = scaling([_run(1, 400, peak=8, slots=8), _run(4, 300, peak=20, slots=32)])
     assert idle["stops"]["after_nodes"] == 1
     assert "no longer fills: at most 20 workspaces" in idle["stops"]["reason"]
+    waves = scaling([_run(16, 120, peak=128, slots=128), _run(64, 54, peak=512, slots=512)])
+    assert waves["stops"]["after_nodes"] == 16
+    assert "40 agents take only 1 waves of 512" in waves["stops"]["reason"]
+    assert "at most the 44 s above it" in waves["stops"]["reason"]
     going = scaling([_run(1, 400, peak=8, slots=8), _run(2, 210, peak=16, slots=16)])
     assert going["steps"][1]["efficiency"] == pytest.approx(0.952, abs=1e-3)
     assert going["stops"]["after_nodes"] is None

@@ -36,17 +36,17 @@ def add_node_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def cluster_line(c: dict[str, Any]) -> str:
-    return (
-        f"{c['nodes']} nodes x {c['cores_per_node']:g} cores, {c['slots']} workspaces at "
-        f"once (peak {c['peak_workspaces']}, {c['waited']} waited for room); cores reserved "
-        f"{100 * c['reserved']:.0f}%, busy in checks {100 * c['busy']:.0f}%"
-    )
-
-
 def print_cluster(out: dict[str, Any]) -> None:
-    """The cluster line of a single simulated run."""
-    print(f"  cluster     {cluster_line(out['cluster'])}")
+    """The cluster lines of a single simulated run."""
+    c = out["cluster"]
+    print(
+        f"  cluster     {c['nodes']} nodes x {c['cores_per_node']:g} cores: {c['slots']} "
+        f"workspaces at once (peak {c['peak_workspaces']}, {c['waited']} waited)"
+    )
+    print(
+        f"  cores       reserved {100 * c['reserved']:.0f}%, busy in checks "
+        f"{100 * c['busy']:.0f}% (the rest: held while agents wait)"
+    )
     print(f"  floor       {out['floor_s']:.2f} s   (with room for every agent at once)")
 
 

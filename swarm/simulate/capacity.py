@@ -5,9 +5,10 @@ Each size is a full simulation (`run_simulation`) with the same seed, so the run
 only in the nodes. Scaling from one size to the next is efficient when the makespan falls
 nearly as fast as the node count grows (`EFFICIENT`); the first step below it is where the
 cluster stops scaling, and the reason is read off the run: the cluster no longer filled up
-(the plan or `max_agents` keeps fewer agents busy than it has room for), or the makespan
-reached its floor (the planner, the longest chain of subtasks and the final check, which
-no amount of capacity shortens).
+(the plan or `max_agents` keeps fewer agents busy than it has room for), the agents fit
+in a wave or two (so the makespan is mostly its fixed part), or the makespan reached its
+floor (the planner, the longest chain of subtasks and the final check, which no amount of
+capacity shortens).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ __all__ = ["EFFICIENT", "plan_capacity", "scaling"]
 EFFICIENT = 0.7
 """Scaling efficiency (speedup ÷ node-count ratio) below which a step stops paying."""
 _NEAR_FLOOR = 1.25
+_FEW_WAVES = 2
 
 
 def plan_capacity(
@@ -39,18 +41,26 @@ def plan_capacity(
 
 def _reason(out: dict[str, Any]) -> str | None:
     """Why `out` gains little from more nodes, or None when the cluster is still the limit."""
-    cluster = out["cluster"]
-    if out["wall_s"] <= _NEAR_FLOOR * out["floor_s"]:
+    cluster, wall, floor = out["cluster"], out["wall_s"], out["floor_s"]
+    if wall <= _NEAR_FLOOR * floor:
         return (
-            f"the makespan ({out['wall_s']:.0f} s) is near its floor of {out['floor_s']:.0f} s: "
-            "the planner, the longest chain of subtasks and the final check, which more "
-            "nodes do not shorten"
+            f"the makespan ({wall:.0f} s) is near its floor of {floor:.0f} s: the planner, "
+            "the longest chain of subtasks and the final check, which more nodes do not "
+            "shorten"
         )
     if cluster["peak_workspaces"] < cluster["slots"]:
         return (
             f"the cluster no longer fills: at most {cluster['peak_workspaces']} workspaces "
             f"were open at once for {cluster['slots']} places (the plan's width and "
             f"max_agents={out['max_agents']} set it), so more nodes stay idle"
+        )
+    waves = -(-out["max_agents"] // cluster["slots"])
+    if waves <= _FEW_WAVES:
+        return (
+            f"{out['max_agents']} agents take only {waves} waves of {cluster['slots']} "
+            f"workspaces: the makespan ({wall:.0f} s) is mostly its floor of {floor:.0f} s "
+            "(the planner, the longest subtask, the final check), which more nodes do not "
+            f"shorten: at most the {wall - floor:.0f} s above it is left to win"
         )
     return None
 
