@@ -17,8 +17,13 @@ critical-path lower bound (see `lower_bound`: coding and its own check in the ag
 waves, one merge check per link of a dependency chain, the baseline and the final
 accept), their ratio, merge checks run and the coordinator's CPU per model call.
 
+With `--cluster-nodes 1,2` the workload runs on local Ray clusters (this machine, loopback)
+of each node count, `--cpus-per-node` CPUs each: every workspace reserves one CPU, so one
+node holds one agent at a time per CPU; `--cpu-check` makes the check spin `--check-s`
+seconds of CPU time (CPU-bound) instead of sleeping.
+
     python -m benchmarks.bench_solve [--subtasks 300] [--max-agents 100] [--check-s 1]
-        [--red-pct 5] [--compare] [--traces DIR] [--json]
+        [--red-pct 5] [--compare] [--cpu-check] [--cluster-nodes 1,2] [--traces DIR] [--json]
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import json
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +49,12 @@ from swarm.testing import call
 
 CHECK = """\
 import pathlib, sys, time
-time.sleep(float(sys.argv[1]))
+if sys.argv[2:] == ["cpu"]:  # CPU-bound: spin for that much of this process's CPU time
+    end = time.process_time() + float(sys.argv[1])
+    while time.process_time() < end:
+        pass
+else:
+    time.sleep(float(sys.argv[1]))
 for path in sorted(str(p) for p in pathlib.Path(".").glob("m*.py")):
     exec(compile(pathlib.Path(path).read_text(), path, "exec"), {"__name__": "m"})
 """
@@ -60,6 +70,10 @@ class Workload:
     profile: str = "cerebras/llama-3.3-70b"
     merge: str = ""
     """The `[merge]` section's body."""
+    cpu_check: bool = False
+    """The check spins `check_s` of CPU time instead of sleeping."""
+    cluster: str | None = None
+    """A Ray cluster's address: workspaces, tools and checks there (`--cluster-nodes`)."""
     traces: str = ""
     """Where to keep the run's trace ('': thrown away with the repository)."""
 
@@ -145,7 +159,8 @@ async def run(w: Workload) -> dict[str, Any]:
         (root / "plan.json").write_text(json.dumps(plan(w.subtasks)))
         # the repository has no venv of its own: name the interpreter
         (root / "task.md").write_text(
-            f"---\ncheck: python check.py {w.check_s}\npython: {sys.executable}\n"
+            f"---\ncheck: python check.py {w.check_s}{' cpu' if w.cpu_check else ''}\n"
+            f"python: {sys.executable}\n"
             "---\n# Bump\n\nBump all.\n"
         )
         (root / "swarm.toml").write_text(
@@ -163,8 +178,9 @@ async def run(w: Workload) -> dict[str, Any]:
                 state_dir=str(root / "state"),
                 traces_dir=w.traces or str(root / "traces"),
                 quiet=True,
+                cluster=w.cluster,
             )
-            report = await solve(request, source=Source(r))
+            report = await solve(request, source=Source(r), cluster=_open_cluster)
     o, m = report.overhead, report.merge
     coding_s = report.time_by_phase.get("coder", 0.0) / max(1, w.subtasks)
     bound = lower_bound(w, coding_s)
@@ -191,6 +207,12 @@ async def run(w: Workload) -> dict[str, Any]:
         "time_by_phase": report.time_by_phase,
         "spans_dropped": report.spans_dropped,
     }
+
+
+def _open_cluster(config: Any) -> Any:
+    from swarm.cluster import RayCluster
+
+    return RayCluster.open(config)
 
 
 def lower_bound(w: Workload, coding_s: float) -> float:
@@ -220,6 +242,37 @@ def lower_bound(w: Workload, coding_s: float) -> float:
     return landed + 2 * w.check_s
 
 
+def on_clusters(w: Workload, counts: list[int], cpus: int) -> dict[str, Any]:
+    """`w` on a local Ray cluster of each node count (`cpus` each, one workspace per CPU),
+    one after the other in this run; the speedup of each over the first."""
+    import logging
+
+    import ray
+
+    from swarm.cluster.local import NodeSpec, local_cluster, wait_for_nodes
+
+    out: dict[str, Any] = {}
+    for k in counts:
+        with (
+            tempfile.TemporaryDirectory() as logs,
+            local_cluster([NodeSpec(cpus)] * k, Path(logs)) as c,
+        ):
+            ray.init(address=c.address, logging_level=logging.ERROR, log_to_driver=False)
+            try:
+                wait_for_nodes(ray, k)
+                out[f"{k}_nodes"] = {
+                    "nodes": k,
+                    "cpus_per_node": cpus,
+                    **anyio.run(run, replace(w, cluster=c.address)),
+                }
+            finally:
+                ray.shutdown()
+    first = out[f"{counts[0]}_nodes"]["wall_s"]
+    for k in counts[1:]:
+        out[f"speedup_{k}_over_{counts[0]}"] = round(first / out[f"{k}_nodes"]["wall_s"], 2)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--subtasks", type=int, default=300)
@@ -230,6 +283,12 @@ def main() -> None:
     parser.add_argument("--max-parallel-checks", type=int, default=4)
     parser.add_argument("--compare", action="store_true", help="also the one-at-a-time queue")
     parser.add_argument("--traces", default="", help="keep the runs' traces in this folder")
+    parser.add_argument("--cpu-check", action="store_true", help="the check spins its CPU time")
+    parser.add_argument(
+        "--cluster-nodes",
+        help="run on local Ray clusters of these node counts (1,2), --cpus-per-node each",
+    )
+    parser.add_argument("--cpus-per-node", type=int, default=1)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     red_every = round(100 / args.red_pct) if args.red_pct else 0
@@ -237,17 +296,14 @@ def main() -> None:
     queues = {"batched": f"{slots}\nmax_parallel_checks = {args.max_parallel_checks}"}
     if args.compare:
         queues["one_at_a_time"] = f"{slots}\nbatch_size = {{max = 1}}\nmax_parallel_checks = 1"
-    results = {}
+    results: dict[str, Any] = {}
     for name, merge in queues.items():
-        w = Workload(
-            args.subtasks,
-            args.max_agents,
-            args.check_s,
-            red_every,
-            args.profile,
-            merge,
-            args.traces,
-        )
+        w = Workload(args.subtasks, args.max_agents, args.check_s, red_every, args.profile, merge)
+        w = replace(w, cpu_check=args.cpu_check, traces=args.traces)
+        if args.cluster_nodes:
+            counts = [int(n) for n in args.cluster_nodes.split(",")]
+            results.update(on_clusters(w, counts, args.cpus_per_node))
+            break
         results[name] = anyio.run(run, w)
     if "one_at_a_time" in results:
         results["speedup"] = round(

@@ -197,3 +197,6 @@ class ClusterConfig(BaseModel):
     """Memory a workspace reserves on its node; None: no reservation."""
     resources: dict[str, float] = Field(default_factory=dict)
     """Custom Ray resources each workspace asks for (e.g. `{"checks" = 1}`)."""
+    merge_checks: bool = True
+    """The merge queue's batch checks run on nodes too (`swarm.cluster.merge_checks`);
+    false: in check trees on this machine."""

@@ -7,25 +7,37 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sqlite3
 import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from swarm.agent.tool import ToolContext
 from swarm.agent.toolbox import coding_tools
+from swarm.analysis import summarize
+from swarm.analysis.loader import load_trace
 from swarm.config import ClusterConfig
 from swarm.errors import ToolError, WorkspaceError
 from swarm.run.check import Checker
 from swarm.run.environment import CheckEnvironment
+from swarm.run.merge import MergeQueue, MergeResult, QueueSettings
+from swarm.run.parts import CoordinatorParts
 from swarm.run.solve import solve
 from swarm.run.workspace import Workspace
 from swarm.sandbox import bwrap_problem, make_sandbox
 from swarm.testing import ScriptedSource, call
+from swarm.tracing import semconv as sc
+from tests.test_merge_queue import BATCHES, CHECK, make_repo, merge_all, patch_setting
 from tests.test_solve import edit, request, subtask, write_plan
+from tests.trace_spans import attr
+from tests.trace_spans import spans as trace_spans
 
 ray = pytest.importorskip("ray")
 
@@ -225,35 +237,21 @@ async def test_a_plan_runs_on_both_nodes_and_merges_green(
     assert {s.id: s.status for s in report.subtasks} == {"s1": "merged", "s2": "merged"}
     assert "def one() -> int:" in git(repo, "show", f"{report.branch}:a.py")
     assert "def two() -> int:" in git(repo, "show", f"{report.branch}:b.py")
-    spans = _spans(Path(str(report.trace)))
-    tools = [s for s in spans if s["name"] == "execute_tool edit_file"]
-    assert len(tools) == 2 and all(_attr(s, "host.name") for s in tools)
-    assert len({_attr(s, "swarm.node.id") for s in tools}) == 2  # SPREAD: one per node
-    remote = [s for s in spans if s["name"].startswith("swarm.remote ")]
+    found = trace_spans(Path(str(report.trace)))
+    tools = [s for s in found if s["name"] == "execute_tool edit_file"]
+    assert len(tools) == 2 and all(attr(s, "host.name") for s in tools)
+    assert len({attr(s, "swarm.node.id") for s in tools}) == 2  # SPREAD: one per node
+    remote = [s for s in found if s["name"].startswith("swarm.remote ")]
     assert {"swarm.remote edit_file", "swarm.remote check", "swarm.remote patch"} <= {
         s["name"] for s in remote
     }
     assert all(
-        _attr(s, "swarm.remote.duration_s") is not None for s in remote if "check" in s["name"]
+        attr(s, "swarm.remote.duration_s") is not None for s in remote if "check" in s["name"]
     )
-    assert any(s["name"] == "swarm.wait cluster" for s in spans)
-
-
-def _spans(path: Path) -> list[dict[str, Any]]:
-    out = []
-    for line in path.read_text().splitlines():
-        for rs in json.loads(line).get("resourceSpans", []):
-            for ss in rs.get("scopeSpans", []):
-                out.extend(ss.get("spans", []))
-    return out
-
-
-def _attr(span: dict[str, Any], key: str) -> Any:
-    for a in span.get("attributes", []):
-        if a["key"] == key:
-            value = a["value"]
-            return next(iter(value.values()))
-    return None
+    assert any(s["name"] == "swarm.wait cluster" for s in found)
+    split = summarize(load_trace(Path(str(report.trace))))["remote"]  # trace summary's
+    assert split["by_call"]["edit_file"]["timed"] == 2
+    assert 0 < split["total"]["command_s"] <= split["total"]["round_trip_s"]
 
 
 async def test_a_lost_node_is_a_workspace_error_saying_so(
@@ -273,3 +271,109 @@ async def test_a_lost_node_is_a_workspace_error_saying_so(
             with pytest.raises(WorkspaceError) as lost:
                 await tools["read_file"].run({"path": "a.py"}, ctx)
     assert lost.value.node_lost
+
+
+async def test_the_merge_queues_batch_checks_run_on_the_nodes(
+    cluster: str, tmp_path: Path, spans: InMemorySpanExporter
+) -> None:
+    """A wave of patches (one of them red) through the real merge queue, its checks on
+    the nodes: the same verdicts and the same final tree as the local queue's."""
+    local, remote = make_repo(tmp_path / "local"), make_repo(tmp_path / "remote")
+    values = {"a": 2, "b": 2, "c": 13, "d": 2, "e": 2}
+    here = await merge_all(local, values)
+    spans.clear()  # the local queue's
+    patches = {n: await patch_setting(remote, n, v) for n, v in values.items()}
+    environment = CheckEnvironment.resolve(remote, python=sys.executable)
+    async with RayCluster.open(ClusterConfig(kind="ray", address=cluster)) as rc:
+        rc.parts(CoordinatorParts(environment=environment), repo=remote, run_id="r1")
+        assert rc.remotes.commits is not None
+        node_checks = rc.remotes.commits.__self__  # type: ignore[attr-defined]
+        checker = Checker(environment, timeout_s=60, max_concurrent=2, place=rc.place)
+        settings = QueueSettings(checker, batch_check=CHECK, config=BATCHES)
+        results: dict[str, MergeResult] = {}
+        async with MergeQueue.open(remote, run_id="r1", base="main", settings=settings) as q:
+
+            async def merge(order: int, name: str) -> None:
+                results[name] = await q.merge(name, name, patches[name], check=CHECK, order=order)
+
+            async with anyio.create_task_group() as tg:
+                for order, name in enumerate(patches):
+                    tg.start_soon(merge, order, name)
+    assert {n: r.kind for n, r in results.items()} == here.kinds()
+    assert results["c"].kind == "red" and "unlucky modules: ['c']" in results["c"].output
+    assert git(remote, "rev-parse", "swarm/r1^{tree}") == here.tree
+    finished = spans.get_finished_spans()
+    checks = [s for s in finished if s.name == "execute_tool run_tests"]
+    assert checks and all((s.attributes or {}).get(sc.HOST_NAME) for s in checks)
+    assert [s for s in finished if s.name == "swarm.remote check"]
+    # at most a check actor per parallel check; a reused one is sent only what it lacks
+    nodes = node_checks.nodes
+    assert 1 <= len(nodes) <= 2
+    shipped = [n for node in nodes for n in node.shipped[1:]]
+    assert shipped and max(shipped) < min(node.shipped[0] for node in nodes)
+    with pytest.raises(ray.exceptions.RayActorError):  # ended with the connection
+        ray.get(nodes[0].ws.actor.pid.remote(), timeout=30)
+
+
+def _journal(cwd: Path, query: str) -> list[tuple[Any, ...]]:
+    path = cwd / ".swarm" / "journal.db"
+    if not path.exists():
+        return []
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+    try:
+        return db.execute(query).fetchall()
+    except sqlite3.OperationalError:  # its tables not made yet
+        return []
+    finally:
+        db.close()
+
+
+def _wait_for_a_merge(cwd: Path, proc: subprocess.Popen[bytes]) -> list[tuple[Any, ...]]:
+    deadline = time.monotonic() + 600
+    while proc.poll() is None and time.monotonic() < deadline:
+        if merged := _journal(cwd, "SELECT subtask_id FROM subtasks WHERE status = 'merged'"):
+            return merged
+        time.sleep(0.1)
+    return []
+
+
+def test_a_killed_driver_resumes_and_merges_every_subtask_once(
+    running: LocalCluster, tmp_path: Path
+) -> None:
+    """kill -9 a real `swarm solve --cluster` once some subtasks merged and others not (its
+    actors end with it), then `swarm resume --cluster`: the remote work restarts, and every
+    subtask of the plan lands exactly once."""
+    from benchmarks.bench_resume import SIM, TASK, _env
+
+    cwd = tmp_path / "run"
+    cwd.mkdir()
+    (cwd / "swarm.toml").write_text(SIM.replace("0.02", "0.2"))
+    swarm = [sys.executable, "-m", "swarm"]
+    where = ["--cluster", running.address, "--max-agents", "2", "--quiet"]
+    proc = subprocess.Popen(
+        [*swarm, "solve", str(TASK), *where], cwd=cwd, env=_env(), stderr=subprocess.PIPE
+    )
+    try:
+        merged = _wait_for_a_merge(cwd, proc)
+    finally:
+        proc.kill()
+        _, err = proc.communicate()
+    assert proc.returncode == -9, err.decode()[-2000:]  # killed mid-run, not finished
+    ((run_id, plan_json),) = _journal(cwd, "SELECT run_id, plan_json FROM plans")
+    ids = [s["id"] for s in json.loads(plan_json)["subtasks"]]
+    assert 1 <= len(merged) < len(ids)
+    done = subprocess.run(
+        [*swarm, "resume", run_id, *where, "--json"],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    report = json.loads(done.stdout or "{}")
+    assert report.get("status") == "done", done.stderr[-3000:]
+    assert {s["id"]: s["status"] for s in report["subtasks"]} == dict.fromkeys(ids, "merged")
+    (repo,) = (cwd / ".swarm" / "demo").glob("*")
+    subjects = git(repo, "log", "--format=%s", f"swarm/{run_id}").splitlines()
+    landed = [s.split(":")[1].strip() for s in subjects if s.startswith("swarm: ")]
+    assert sorted(landed) == sorted(ids)  # every subtask once, none twice

@@ -100,7 +100,13 @@ class Checks:
         self.runs: list[str] = []
 
     async def __call__(
-        self, path: Path, command: str = "", *, key: str | None = None, priority: bool = False
+        self,
+        path: Path,
+        command: str = "",
+        *,
+        key: str | None = None,
+        priority: bool = False,
+        commit: str | None = None,
     ) -> CheckResult:
         await anyio.lowlevel.checkpoint()
         self.runs.append(path.name)

@@ -43,8 +43,12 @@ def git(repo: Path, *args: str) -> str:
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    repo = tmp_path / "repo"
-    repo.mkdir()
+    return make_repo(tmp_path / "repo")
+
+
+def make_repo(repo: Path) -> Path:
+    """A repository of modules `a`..`h` (`X = 1` each) and `check.py`, committed."""
+    repo.mkdir(parents=True)
     for name in MODULES:
         (repo / f"{name}.py").write_text("X = 1\n")
     (repo / "check.py").write_text(CHECK_PY)
@@ -72,9 +76,15 @@ class CountingChecker:
         self.places: list[str] = []
 
     async def __call__(
-        self, path: Path, command: str, *, key: str | None = None, priority: bool = False
+        self,
+        path: Path,
+        command: str,
+        *,
+        key: str | None = None,
+        priority: bool = False,
+        commit: str | None = None,
     ) -> CheckResult:
-        result = await self.checker(path, command, key=key, priority=priority)
+        result = await self.checker(path, command, key=key, priority=priority, commit=commit)
         if not result.reused:
             self.places.append(path.name)
         return result

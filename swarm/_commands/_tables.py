@@ -11,7 +11,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["fmt", "ledger_rows", "summary_context", "summary_merges", "table"]
+__all__ = [
+    "fmt",
+    "ledger_rows",
+    "summary_context",
+    "summary_merges",
+    "summary_remote",
+    "table",
+]
 
 
 def table(
@@ -142,3 +149,23 @@ def summary_context(c: dict[str, Any]) -> None:
         )
     else:
         print("  no compaction")
+
+
+_REMOTE_COLUMNS = {
+    "calls": "calls",
+    "round trip s": "round_trip_s",
+    "command s": "command_s",
+    "overhead s": "overhead_s",
+    "overhead ms/call": "overhead_ms_per_call",
+}
+
+
+def summary_remote(r: dict[str, Any] | None) -> None:
+    """Remote calls to cluster nodes: the round trip split into the command's own time on
+    the node and the overhead of going remote."""
+    if r is None:
+        return
+    rows = [[k, *(v[key] for key in _REMOTE_COLUMNS.values())] for k, v in r["by_call"].items()]
+    rows.append(["(all)", *(r["total"][key] for key in _REMOTE_COLUMNS.values())])
+    title = "remote calls (cluster): round trip = command on the node + overhead"
+    table(title, ["call", *_REMOTE_COLUMNS], rows)

@@ -10,6 +10,7 @@ from typing import Any
 
 from swarm._commands._args import at_least, seconds
 from swarm._commands._faults import add_fault_options, faults_from_args, parse_first
+from swarm._commands._nodes import add_node_options, print_capacity, print_cluster
 
 __all__ = ["register"]
 
@@ -70,6 +71,7 @@ def register(subparsers: Any) -> None:
         "it runs X times as fast (0.2: 5x slower) and fails R of its calls; repeatable",
     )
     add_fault_options(p, first=True)
+    add_node_options(p)
     p.set_defaults(func=_simulate)
 
 
@@ -116,7 +118,17 @@ def spec_from_args(args: argparse.Namespace) -> Any:
         first=parse_first(args.first),
         compaction=getattr(args, "compaction", True),
         shifts=_shifts(args.shift),
+        cluster=_cluster(args),
     )
+
+
+def _cluster(args: argparse.Namespace) -> Any:
+    """The simulated cluster of the first `--nodes` count, or None without `--nodes`."""
+    if not getattr(args, "nodes", None):
+        return None
+    from swarm.simulate.nodes import Nodes
+
+    return Nodes(args.nodes[0], args.cores_per_node, args.cpus_per_workspace).validate()
 
 
 def _shifts(items: list[str]) -> tuple[Any, ...]:
@@ -139,7 +151,10 @@ def _shifts(items: list[str]) -> tuple[Any, ...]:
 def _simulate(args: argparse.Namespace) -> int:
     from swarm.simulate.simulation import run_simulation
 
-    out = run_simulation(spec_from_args(args))
+    spec = spec_from_args(args)
+    if args.nodes and len(set(args.nodes)) > 1:
+        return _compare(args, spec)
+    out = run_simulation(spec)
     if out["trace"]:  # the column cache, so `swarm trace view` starts fast
         from swarm.analysis.loader import load_trace
 
@@ -177,6 +192,22 @@ def _simulate(args: argparse.Namespace) -> int:
         f"peak RSS {out['peak_rss_mb']} MB"
     )
     print(f"  merged      {out['merged']}  failed {out['failed']}")
+    if out["cluster"]:
+        print_cluster(out)
     note = f"  ({out['trace_note']})" if out["trace_note"] else ""
     print(f"  trace       {out['trace']}{note}")
+    return code
+
+
+def _compare(args: argparse.Namespace, spec: Any) -> int:
+    """`--nodes 1,4,16`: the workload on each cluster size, and where scaling stops."""
+    from swarm.simulate.capacity import plan_capacity
+    from swarm.simulate.simulation import run_simulation
+
+    plan = plan_capacity(spec, args.nodes, run_simulation)
+    code = 1 if any(out["failed"] for out in plan["runs"]) else 0
+    if args.json:
+        print(json.dumps(plan, indent=2))
+    else:
+        print_capacity(plan)
     return code

@@ -14,7 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from swarm._commands._args import at_least, http_url, port
-from swarm._commands._tables import ledger_rows, summary_context, summary_merges, table
+from swarm._commands._tables import (
+    ledger_rows,
+    summary_context,
+    summary_merges,
+    summary_remote,
+    table,
+)
 
 __all__ = ["register"]
 
@@ -159,6 +165,7 @@ def _summary(args: argparse.Namespace) -> int:
         table(group.replace("_", " "), ["key", *_GROUP_COLUMNS], rows)
     _summary_ledgers(s)
     summary_merges(s["merge_queue"])
+    summary_remote(s["remote"])
     summary_context(s["context"])
     return 0
 

@@ -13,6 +13,7 @@ from swarm.analysis.critical_path import critical_path_indices
 from swarm.analysis.ledger import ledger_indices
 from swarm.analysis.merges import merge_breakdown
 from swarm.analysis.model import Trace
+from swarm.analysis.remote import remote_split
 from swarm.tracing import semconv as sc
 
 __all__ = ["group_stats", "percentile", "summarize"]
@@ -210,4 +211,5 @@ def summarize(trace: Trace) -> dict[str, Any]:
             "top_savings": _savings(tr, path),
         },
         "merge_queue": merges.as_dict() if merges is not None else None,
+        "remote": remote_split(tr),
     }

@@ -4,7 +4,8 @@
 journal and tracing in this process (the driver) and puts every sub-agent's workspace in a
 Ray actor on some node (`node.WorkspaceNode`): a clone of the base commit shipped as a git
 bundle through the object store, where its tools and checks run in the node's sandbox;
-patches come back to the driver's merge queue, whose own checks stay here.
+patches come back to the driver's merge queue, which builds its batches here and checks
+them on nodes too (`merge_checks`).
 
 Layer: above `run` (it plugs into a run's seams: `Workspaces`, the tools, the checks'
 `CheckPlace`), below `simulate`. Ray is an optional extra (`pip install 'swarm[ray]'`):

@@ -94,13 +94,10 @@ class WorkspaceNode:
     async def open(self, bundle: bytes, base: str) -> NodeInfo:
         """Clone `base` from `bundle` into a fresh directory, then run the task's `setup:`."""
         where = Path(tempfile.mkdtemp(prefix=f"swarm-{self.run_id}-{self.name}-"))
-        source = where / "base.bundle"
-        await anyio.Path(source).write_bytes(bundle)
         self.root = where / "repo"
         await git("init", "--quiet", str(self.root), cwd=where)
-        await git("fetch", "--quiet", str(source), "+refs/*:refs/bundle/*", cwd=self.root)
+        await self._fetch(bundle)
         await git("checkout", "--quiet", "--detach", base, cwd=self.root)
-        source.unlink()
         self.base = base
         self._written = WriteLog.fresh(self.root)
         if self.environment.include or self.environment.setup:
@@ -133,6 +130,28 @@ class WorkspaceNode:
             command, self.root, timeout_s=timeout_s, environment=self.environment
         )
         return Reply(check=result, node_s=time.perf_counter() - started)
+
+    async def check_commit(
+        self, bundle: bytes | None, sha: str, command: str, timeout_s: float
+    ) -> Reply:
+        """The check `command` on commit `sha` (the merge queue's batch): fetched from
+        `bundle` (None: the clone has it already), checked out clean, then checked; what
+        earlier checks left untracked (caches, `setup:`'s output) stays, as in a check tree."""
+        started = time.perf_counter()
+        if bundle is not None:
+            await self._fetch(bundle)
+        await git("checkout", "--quiet", "--force", "--detach", sha, cwd=self.root)
+        self.base = sha
+        reply = await self.check(command, timeout_s)
+        return replace(reply, node_s=time.perf_counter() - started)
+
+    async def _fetch(self, bundle: bytes) -> None:
+        source = self.root.parent / "fetch.bundle"
+        await anyio.Path(source).write_bytes(bundle)
+        try:
+            await git("fetch", "--quiet", str(source), "+refs/*:refs/bundle/*", cwd=self.root)
+        finally:
+            source.unlink()
 
     async def patch(self) -> str:
         """What the agent changed since the base commit (as `Workspace.patch`)."""

@@ -19,14 +19,17 @@ import secrets
 import tempfile
 from collections import OrderedDict
 from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
 
 from swarm.agent.toolbox import coding_tools
+from swarm.cluster._bundle import make_bundle
+from swarm.cluster.merge_checks import NodeChecks
 from swarm.cluster.node import NodeInfo, WorkspaceNode
 from swarm.cluster.remote import Remotes, RemoteWorkspace, _await, remote_tools
 from swarm.config import ClusterConfig
@@ -75,9 +78,11 @@ def ray_address(address: str) -> str:
 class RayCluster:
     """One run's use of a Ray cluster; see the module's docstring."""
 
-    def __init__(self, config: ClusterConfig) -> None:
+    def __init__(self, config: ClusterConfig, stack: AsyncExitStack) -> None:
         self.config = config
         self.remotes = Remotes()
+        self.stack = stack
+        """Ends what lives as long as the connection (the merge queue's check actors)."""
 
     @property
     def place(self) -> Remotes:
@@ -101,7 +106,8 @@ class RayCluster:
                     f"cannot reach the Ray cluster at {config.address!r}: {exc}", key="cluster"
                 ) from None
         try:
-            yield cls(config)
+            async with AsyncExitStack() as stack:
+                yield cls(config, stack)
         finally:
             if not connected:
                 ray.shutdown()
@@ -110,11 +116,36 @@ class RayCluster:
         """`local` with its workspaces on the cluster and the tools acting there."""
         environment = local.environment or CheckEnvironment.resolve(repo)
         tools = local.tools if local.tools is not None else coding_tools()
+        if self.config.merge_checks:
+            place = partial(self.actor, environment, run_id, reserve=False)
+            checks = NodeChecks(place, self.stack, repo, run_id)
+            self.remotes.commits = checks.runner
         return replace(
             local,
             workspaces=RayWorkspaces(self, repo, run_id, environment),
             tools=remote_tools(tools, self.remotes),
         )
+
+    @asynccontextmanager
+    async def actor(
+        self, environment: CheckEnvironment, run_id: str, name: str, *, reserve: bool = True
+    ) -> AsyncIterator[Any]:
+        """A `WorkspaceNode` actor placed on some node for the block (waiting for room as a
+        `swarm.wait cluster` span), ended after it, in bounded time even when cancelled;
+        `reserve=False`: it reserves nothing (see `merge_checks`)."""
+        options = self.actor_options()
+        if not reserve:
+            options = {"num_cpus": 0, "scheduling_strategy": "SPREAD", "max_restarts": 0}
+        actor = _actor().options(**options).remote(environment, run_id, name)
+        placed = False
+        try:
+            with waiting(sc.WAIT_CLUSTER, attributes={sc.WORKSPACE_NAME: name}):
+                await _await(actor.ready.remote())
+            placed = True
+            yield actor
+        finally:
+            with anyio.move_on_after(CLOSE_TIMEOUT_S, shield=True):
+                await _close(actor, placed)
 
     def actor_options(self) -> dict[str, Any]:
         c = self.config
@@ -148,13 +179,7 @@ class RayWorkspaces:
     async def _open(self, base: str, name: str) -> AsyncIterator[WorkspaceLike]:
         sha = await git("rev-parse", "--verify", f"{base}^{{commit}}", cwd=self.repo)
         bundle = await self._bundle(sha)
-        options = self.cluster.actor_options()
-        actor = _actor().options(**options).remote(self.environment, self.run_id, name)
-        placed = False
-        try:
-            with waiting(sc.WAIT_CLUSTER, attributes={sc.WORKSPACE_NAME: name}):
-                await _await(actor.ready.remote())
-            placed = True
+        async with self.cluster.actor(self.environment, self.run_id, name) as actor:
             attrs = {sc.WORKSPACE_NAME: name}
             with tracer().start_as_current_span(f"{sc.WORKSPACE_SPAN} open", attributes=attrs):
                 info: NodeInfo = await _await(actor.open.remote(bundle, sha))
@@ -165,9 +190,6 @@ class RayWorkspaces:
                 yield ws
             finally:
                 self.cluster.remotes.remove(ws)
-        finally:
-            with anyio.move_on_after(CLOSE_TIMEOUT_S, shield=True):
-                await _close(actor, placed)
 
     async def _bundle(self, sha: str) -> Any:
         """The object-store ref of a bundle holding `sha` (made once per commit)."""
@@ -181,19 +203,6 @@ class RayWorkspaces:
             while len(self._bundles) > _BUNDLES_KEPT:
                 self._bundles.popitem(last=False)
             return ref
-
-
-async def make_bundle(repo: Path, sha: str, run_id: str) -> bytes:
-    """A git bundle of `repo` holding commit `sha` and its history."""
-    ref = f"refs/swarm-bundle/{run_id}/{sha}"
-    with tempfile.TemporaryDirectory(prefix="swarm-bundle-") as tmp:
-        out = Path(tmp) / "base.bundle"
-        await git("update-ref", ref, sha, cwd=repo)
-        try:
-            await git("bundle", "create", "--quiet", str(out), ref, cwd=repo)
-        finally:
-            await git("update-ref", "-d", ref, cwd=repo)
-        return await anyio.Path(out).read_bytes()
 
 
 async def _close(actor: Any, placed: bool) -> None:

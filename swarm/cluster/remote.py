@@ -65,9 +65,16 @@ class RemoteWorkspace:
 
     async def check(self, command: str, timeout_s: float) -> CheckResult:
         """The check on the node, as the `execute_tool run_tests` span a local one makes."""
+        return await self.check_with("check", command, timeout_s)
+
+    async def check_with(
+        self, method: str, command: str, timeout_s: float, *extra: Any
+    ) -> CheckResult:
+        """The actor's check `method(*extra, command, timeout_s)`, as the `execute_tool
+        run_tests` span a local check makes."""
         attrs = {sc.OPERATION: sc.OP_TOOL, sc.TOOL_NAME: "run_tests", sc.CHECK_COMMAND: command}
         with tracer().start_as_current_span(f"{sc.OP_TOOL} run_tests", attributes=attrs) as span:
-            reply: Reply = await self.call("check", "check", command, timeout_s)
+            reply: Reply = await self.call("check", method, *extra, command, timeout_s)
             result = reply.check
             assert result is not None
             code = -1 if result.exit_code is None else result.exit_code
@@ -100,6 +107,9 @@ class Remotes:
     def __init__(self) -> None:
         self._open: dict[Path, RemoteWorkspace] = {}
         self._lock = threading.Lock()
+        self.commits: Callable[[str], Callable[[str, float], Awaitable[CheckResult]]] | None = None
+        """How a check of a commit runs on a node (`merge_checks.NodeChecks.runner`); None:
+        the merge queue's checks stay here."""
 
     def add(self, ws: RemoteWorkspace) -> None:
         with self._lock:
@@ -116,6 +126,10 @@ class Remotes:
         """How a check in `path` runs on its node, or None when `path` is local."""
         ws = self._open.get(path)
         return ws.check if ws is not None else None
+
+    def commit_runner(self, commit: str) -> Callable[[str, float], Awaitable[CheckResult]] | None:
+        """How a check of the repository's `commit` runs on a node, or None: here."""
+        return self.commits(commit) if self.commits is not None else None
 
 
 def _proxy(local: Tool, remotes: Remotes) -> Callable[..., Awaitable[str]]:

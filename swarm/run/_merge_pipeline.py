@@ -178,7 +178,7 @@ class Pipeline:
             batch.built.set()
             command, key = self._command(batch)
             if commits and command:
-                batch.result = await self.check(tree.path, command, key)
+                batch.result = await self.check(tree.path, command, key, batch.tip)
 
     def _command(self, batch: _Batch) -> tuple[str | None, str | None]:
         if len(batch.requests) == 1:
@@ -187,8 +187,9 @@ class Pipeline:
             return r.check or self.rules.whole, key
         return self.rules.whole or batch.requests[0].check, None
 
-    async def check(self, path: Path, command: str, key: str | None) -> CheckResult:
-        result = await self.rules.checker(path, command, key=key, priority=True)
+    async def check(self, path: Path, command: str, key: str | None, commit: str) -> CheckResult:
+        """The check of a tree at `commit` (clean: a cluster may check it on a node)."""
+        result = await self.rules.checker(path, command, key=key, priority=True, commit=commit)
         if not result.reused:
             self.stats.checks_run += 1
             self.stats.check_s = round(self.stats.check_s + result.duration_s, 3)
@@ -286,7 +287,7 @@ class Splitter:
         async def check(j: int) -> None:
             async with self.p.trees.tree() as tree:
                 await tree.goto(tips[j])
-                results[j] = await self.p.check(tree.path, command, None)
+                results[j] = await self.p.check(tree.path, command, None, tips[j])
 
         with tracer().start_as_current_span(f"{sc.MERGE_SPAN} split", attributes=attrs):
             async with anyio.create_task_group() as tg:

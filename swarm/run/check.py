@@ -92,12 +92,25 @@ class CheckPlace(Protocol):
         """How a check runs in `path` elsewhere (command, timeout), or None: here."""
         ...
 
+    def commit_runner(self, commit: str) -> Callable[[str, float], Awaitable[CheckResult]] | None:
+        """How a check of the repository's `commit` (a clean tree: a merge batch's tip)
+        runs elsewhere (command, timeout), or None: here."""
+        ...
+
 
 class CheckFn(Protocol):
-    """Runs a check command in a worktree; `key` names its tree (`tree_key`) for reuse."""
+    """Runs a check command in a worktree; `key` names its tree (`tree_key`) for reuse;
+    `commit`: the worktree is that commit, clean (the merge queue's batches), so the check
+    may run on a copy of it elsewhere."""
 
     async def __call__(
-        self, path: Path, command: str, *, key: str | None = None, priority: bool = False
+        self,
+        path: Path,
+        command: str,
+        *,
+        key: str | None = None,
+        priority: bool = False,
+        commit: str | None = None,
     ) -> CheckResult: ...
 
 
@@ -138,13 +151,20 @@ class Checker:
         """Failures the base commit already had (set by `run_baseline`)."""
 
     async def __call__(
-        self, path: Path, command: str, *, key: str | None = None, priority: bool = False
+        self,
+        path: Path,
+        command: str,
+        *,
+        key: str | None = None,
+        priority: bool = False,
+        commit: str | None = None,
     ) -> CheckResult:
         """`command`'s result in `path`; `priority` (the merge queue: one at a time, and on
-        every subtask's path to done) takes the next free place before the workspaces'."""
+        every subtask's path to done) takes the next free place before the workspaces';
+        `commit` (the tree is that commit, clean) lets a cluster check it on a node."""
         if key is not None and (hit := self._results.get((command, key))) is not None:
             return replace(hit, reused=True)
-        elsewhere = self.place.runner(path) if self.place is not None else None
+        elsewhere = self._elsewhere(path, commit)
         if elsewhere is not None:  # its node's reserved cores bound it, not a place here
             result = await elsewhere(command, self.timeout_s)
         else:
@@ -156,6 +176,16 @@ class Checker:
         if key is not None:
             self._results[(command, key)] = result
         return result
+
+    def _elsewhere(
+        self, path: Path, commit: str | None
+    ) -> Callable[[str, float], Awaitable[CheckResult]] | None:
+        if self.place is None:
+            return None
+        runner = self.place.runner(path)
+        if runner is None and commit:
+            runner = self.place.commit_runner(commit)
+        return runner
 
     @asynccontextmanager
     async def slot(self, *, priority: bool = False) -> AsyncIterator[None]:

@@ -1,5 +1,6 @@
 """The critical-path lower bound of a simulated run (`bound`): from profile medians and
-from each call's actual duration; see `swarm.simulate.simulation`."""
+from each call's actual duration, with the run's capacity (`max_agents`, a simulated
+cluster's slots) and with unlimited capacity (`floor`); see `swarm.simulate.simulation`."""
 
 from __future__ import annotations
 
@@ -14,15 +15,24 @@ from swarm.simulate.world import CallRecord
 if TYPE_CHECKING:
     from swarm.simulate.simulation import SimSpec
 
-__all__ = ["bound"]
+__all__ = ["bound", "capacity"]
 
 
 def bound(plan: Plan, calls: Mapping[str, list[CallRecord]], spec: SimSpec) -> dict[str, float]:
-    """The critical-path lower bound, from profile medians and from actual call durations."""
+    """The critical-path lower bound, from profile medians and from actual call durations;
+    `floor`: the expected one with room for every agent at once (no `max_agents`, no
+    cluster limit), which no amount of capacity shortens."""
     return {
         "expected": _bound(plan, calls, spec, actual=False),
         "actual": _bound(plan, calls, spec, actual=True),
+        "floor": _bound(plan, calls, spec, actual=False, k=len(plan.subtasks)),
     }
+
+
+def capacity(spec: SimSpec) -> int:
+    """Agents that can work at once: `max_agents`, and the simulated cluster's slots."""
+    k = spec.max_agents or spec.agents
+    return min(k, spec.cluster.slots) if spec.cluster is not None else k
 
 
 def _agent_s(log: list[CallRecord], spec: SimSpec, *, actual: bool) -> float:
@@ -39,7 +49,12 @@ def _agent_s(log: list[CallRecord], spec: SimSpec, *, actual: bool) -> float:
 
 
 def _bound(
-    plan: Plan, calls: Mapping[str, list[CallRecord]], spec: SimSpec, *, actual: bool
+    plan: Plan,
+    calls: Mapping[str, list[CallRecord]],
+    spec: SimSpec,
+    *,
+    actual: bool,
+    k: int | None = None,
 ) -> float:
     agent_s = partial(_agent_s, spec=spec, actual=actual)
     fixers: dict[str, float] = {}
@@ -57,7 +72,7 @@ def _bound(
     chain: dict[str, float] = {}
     for s in plan.subtasks:  # make_plan lists dependencies before their dependents
         chain[s.id] = own[s.id] + max((chain[d] for d in s.depends_on), default=0.0)
-    k = spec.max_agents or spec.agents
+    k = k or capacity(spec)
     work = sum(own.values())
     serial_merges = min(own.values(), default=0.0) + len(own) * spec.merge_s
     planner = sum(agent_s(log) for a, log in calls.items() if a.startswith("planner"))

@@ -42,7 +42,7 @@ from swarm.run.check import Baseline
 from swarm.run.journal import Journal
 from swarm.run.merge import Merger
 from swarm.run.models import RouterSource
-from swarm.run.parts import CoordinatorParts, ModelSource, SolveOptions
+from swarm.run.parts import CoordinatorParts, ModelSource, SolveOptions, Workspaces
 from swarm.run.plan import Plan
 from swarm.run.report import RunReport, RunStatus
 from swarm.run.run import Run, RunSpec
@@ -50,6 +50,7 @@ from swarm.run.solve import new_run_id
 from swarm.run.task import Task
 from swarm.simulate.bounds import bound
 from swarm.simulate.hosts import Host, host_configs, host_providers, tell_shifts
+from swarm.simulate.nodes import Nodes, SimNodes, SimNodeWorkspaces, node_figures
 from swarm.simulate.world import (
     CountingProvider,
     Recorder,
@@ -122,6 +123,8 @@ class SimSpec:
     """The router is told every host's shift schedule (`swarm.simulate.hosts.tell_shifts`):
     it routes on what each host will do now, not on what it measured (a benchmark's
     oracle)."""
+    cluster: Nodes | None = None
+    """Workspaces on simulated cluster nodes (`swarm simulate --nodes`); None: unlimited."""
     compaction: bool = True
     """Agents compact their history to fit the window (False: as a naive agent would)."""
     virtual: bool = False
@@ -188,9 +191,15 @@ class SimWorld:
         self.oracle = spec.oracle
         self.hosts: dict[str, CountingProvider] = {}
         self._tools = sim_tools(spec.tool_s)
+        self.nodes = SimNodes(spec.cluster) if spec.cluster is not None else None
+        if self.nodes is not None:
+            self.checks.on_node = self.nodes.checked
 
     def parts(self, run_id: str) -> CoordinatorParts:
-        return CoordinatorParts(workspaces=SimWorkspaces(), check=self.checks, tools=self._tools)
+        workspaces: Workspaces = SimWorkspaces()
+        if self.nodes is not None:
+            workspaces = SimNodeWorkspaces(self.nodes, SimWorkspaces())
+        return CoordinatorParts(workspaces=workspaces, check=self.checks, tools=self._tools)
 
     async def base(self) -> str:
         return self.merger_.head
@@ -325,7 +334,7 @@ def _figures(
     tool_calls = spec.tools_per_step * sum(
         max(0, len(c) - 1) for a, c in calls.items() if not a.startswith("planner")
     )
-    skip = ("faults", "first", "routing", "traces_dir", "shifts", "hosts")
+    skip = ("faults", "first", "routing", "traces_dir", "shifts", "hosts", "cluster")
     first = world.first
     return {
         **{k: v for k, v in asdict(spec).items() if k not in skip},
@@ -335,6 +344,8 @@ def _figures(
         "bound_s": round(b["expected"], 3),
         "ratio": round(wall / b["expected"], 4) if b["expected"] else None,
         "bound_actual_s": round(b["actual"], 3),
+        "floor_s": round(b["floor"], 3),
+        "cluster": node_figures(world.nodes, wall) if world.nodes is not None else None,
         "ratio_actual": round(wall / b["actual"], 4) if b["actual"] else None,
         "calls": report.calls,
         "attempts": world.provider.attempts,

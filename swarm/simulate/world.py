@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import random
 from collections import defaultdict
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -178,19 +178,32 @@ class SimWorkspaces:
 
 
 class SimChecks:
-    """The check: sleeps `check_s`; a chosen subtask's first check fails (a fix round)."""
+    """The check: sleeps `check_s`; a chosen subtask's first check fails (a fix round).
+
+    `on_node(name, seconds)`, when set, notes the check on the simulated node holding
+    workspace `name` and returns that node's name (the check span's `host.name`)."""
 
     def __init__(self, check_s: float, failing: set[str]) -> None:
         self.check_s, self.failing = check_s, failing
         self.runs: dict[str, int] = defaultdict(int)
+        self.on_node: Callable[[str, float], str | None] | None = None
 
     async def __call__(
-        self, path: Path, command: str = "", *, key: str | None = None, priority: bool = False
+        self,
+        path: Path,
+        command: str = "",
+        *,
+        key: str | None = None,
+        priority: bool = False,
+        commit: str | None = None,
     ) -> CheckResult:
-        attrs = {sc.OPERATION: sc.OP_TOOL, sc.TOOL_NAME: "run_tests"}
-        with tracer().start_as_current_span(f"{sc.OP_TOOL} run_tests", attributes=attrs):
-            await anyio.sleep(self.check_s)
         name = path.name
+        attrs = {sc.OPERATION: sc.OP_TOOL, sc.TOOL_NAME: "run_tests"}
+        with tracer().start_as_current_span(f"{sc.OP_TOOL} run_tests", attributes=attrs) as span:
+            host = self.on_node(name, self.check_s) if self.on_node else None
+            if host is not None:
+                span.set_attribute(sc.HOST_NAME, host)
+            await anyio.sleep(self.check_s)
         self.runs[name] += 1
         passed = not (name in self.failing and self.runs[name] == 1)
         return CheckResult(passed, 0 if passed else 1, "ok" if passed else "1 failed", self.check_s)
