@@ -209,6 +209,7 @@ class Call:
         "reason",
         "request",
         "role",
+        "scattered_429",
         "scores",
         "tier",
     )
@@ -223,6 +224,9 @@ class Call:
         self.est_tokens = est_tokens
         self.attempts = 0
         self.last_resort = False
+        self.scattered_429 = False
+        """Was the last failed attempt a 429 the gates took as scattered (few 429s among
+        recent calls, no quota shown), not overload? Its retry then needs no Retry-After."""
         self.reason = ""
         """Why the first candidate was chosen (`swarm.route.reason` on each chat span)."""
         self.scores = ""

@@ -288,7 +288,7 @@ class Router:
             except BaseException as exc:
                 if not first and isinstance(exc, anyio.get_cancelled_exc_class()):
                     t.score.waited(anyio.current_time() - started)
-                self._failed(t, span, exc, permit)
+                call.scattered_429 = self._failed(t, span, exc, permit)
                 raise
             usage = result.usage
             permit.settle(usage.input_tokens + usage.output_tokens, result.rate_limit)
@@ -312,14 +312,16 @@ class Router:
             )
         return span
 
-    def _failed(self, t: Target, span: trace.Span, exc: BaseException, permit: Permit) -> None:
-        """Record why the attempt failed, on its span, breaker and (for a 429) gates."""
+    def _failed(self, t: Target, span: trace.Span, exc: BaseException, permit: Permit) -> bool:
+        """Record why the attempt failed, on its span, breaker and (for a 429) gates;
+        returns whether it was a 429 the gates took as scattered, not as overload."""
+        scattered = False
         if isinstance(exc, ProviderError):
             span.set_attribute(sc.ERROR_TYPE, str(exc.status) if exc.status else exc.kind)
             span.set_status(Status(StatusCode.ERROR, self._scrub(str(exc))))
             t.score.failure(isinstance(exc, RateLimited))
             if isinstance(exc, RateLimited):
-                permit.rate_limited(exc.retry_after)
+                scattered = permit.rate_limited(exc.retry_after)
                 t.breaker.abandon()
             elif exc.status in _NO_FAILOVER:
                 t.breaker.success()  # it answered; the request was at fault
@@ -334,6 +336,7 @@ class Router:
             span.set_status(Status(StatusCode.ERROR, self._scrub(str(exc))))
             t.breaker.abandon()
         span.end()
+        return scattered
 
     def _succeeded(self, t: Target, span: trace.Span, result: ChatResult) -> None:
         t.breaker.success()
