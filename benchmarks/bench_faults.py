@@ -148,7 +148,7 @@ def solve_cell(
     duration = time.perf_counter() - began  # with the interpreter's start: kills land in it
     rng = random.Random(f"{opts.seed}-{name}")
     kills = []
-    for k in range(opts.kills):
+    for k in range(opts.kills if faults or first else 0):  # the baseline is not killed
         cell = tmp / f"{slug}-kill{k}"
         prepare(cell, opts.subtasks, faults, first)
         start = [sys.executable, "-m", "benchmarks._fault_solve", str(cell)]
@@ -178,6 +178,7 @@ def solve_matrix(opts: argparse.Namespace) -> list[dict[str, Any]]:
                 round(row["makespan_s"] / rows[0]["makespan_s"], 3) if rows else 1.0
             )
             rows.append(row)
+            print(json.dumps(row), file=sys.stderr, flush=True)  # each cell as it ends
             if not opts.json:
                 print(
                     f"solve {name:20} {row['completed']:>8}  {row['makespan_s']:8.1f} s  "

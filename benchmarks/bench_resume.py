@@ -76,7 +76,7 @@ def journal_calls(cwd: Path) -> dict[str, float]:
 
 
 def _run_id(cwd: Path) -> str | None:
-    if not journal_calls(cwd) and not (cwd / ".swarm" / "journal.db").exists():
+    if not (cwd / ".swarm" / "journal.db").exists():
         return None
     db = sqlite3.connect(cwd / ".swarm" / "journal.db")
     try:
