@@ -164,7 +164,7 @@ class RoutingConfig(AdaptiveRouting):
     """Never hedge sooner than this."""
     hedge_after_s: float | None = Field(default=None, gt=0)
     """Fixed hedge delay, instead of the observed p95 TTFT."""
-    hedge_most: int = Field(default=6, ge=0)
+    hedge_most: int = Field(default=10, ge=0)
     """Backups one call may start: further hedges against a hang (each after a longer
     silence while no racer has a first token) and against streams that stall."""
     stall_hedge_min_s: float = Field(default=1.0, gt=0, allow_inf_nan=False)

@@ -3,7 +3,7 @@
 `race` starts the primary and watches how it streams. Two silences start a backup:
 
 - no first token within `Delays.first` (a hang): the backup, and after each further
-  silence (`first` growing by half each time) one more, while none has a first token;
+  silence (`first` growing by a quarter each time) one more, while none has a first token;
 - a stream that started but has been silent longer than `Delays.gap` (a stall): the gap
   comes from the candidate's own inter-token profile (`Target.stall_delay`).
 
@@ -43,7 +43,7 @@ __all__ = ["Attempt", "Delays", "race"]
 Attempt = Callable[[Target, Call, FirstTokenCallback | None], Awaitable[ChatResult]]
 """One attempt on one candidate; calls the callback on its first token."""
 
-_GROWTH = 1.5  # each further backup for a hang waits half as long again
+_GROWTH = 1.25  # each further backup for a hang waits a quarter longer again
 
 
 @dataclass(frozen=True, slots=True)
