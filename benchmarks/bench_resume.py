@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,43 +61,70 @@ def _tree(cwd: Path, run_id: str) -> str:
     ).stdout.strip()
 
 
-def _calls(cwd: Path) -> dict[str, float]:
-    db = sqlite3.connect(cwd / ".swarm" / "journal.db")
+def journal_calls(cwd: Path) -> dict[str, float]:
+    """Every completed call the journal under `cwd/.swarm` holds, with when it was written."""
+    path = cwd / ".swarm" / "journal.db"
+    if not path.exists():  # killed before the run opened its journal
+        return {}
+    db = sqlite3.connect(path)
     try:
         return dict(db.execute("SELECT key, MAX(created_at) FROM calls GROUP BY key"))
+    except sqlite3.OperationalError:  # ... or before it made its tables
+        return {}
     finally:
         db.close()
 
 
-def _round(cwd: Path, at_s: float, reference: str) -> dict[str, Any]:
-    cwd.mkdir()
-    (cwd / "swarm.toml").write_text(SIM)
+def _run_id(cwd: Path) -> str | None:
+    if not (cwd / ".swarm" / "journal.db").exists():
+        return None
+    db = sqlite3.connect(cwd / ".swarm" / "journal.db")
+    try:
+        row = db.execute("SELECT run_id FROM runs").fetchone()
+    except sqlite3.OperationalError:
+        row = None
+    finally:
+        db.close()
+    return str(row[0]) if row else None
+
+
+def kill_then_resume(
+    cwd: Path, start: list[str], at_s: float, resume: Callable[[str | None], dict[str, Any]]
+) -> dict[str, Any]:
+    """Start `start` in `cwd` (a run journaling under `cwd/.swarm`), SIGKILL it after
+    `at_s` seconds, then `resume(run_id)` (None: killed before its run was journaled);
+    count the completed calls written again."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "swarm", "solve", str(TASK), "--quiet"],
-        cwd=cwd,
-        env=_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        start, cwd=cwd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     time.sleep(at_s)
     proc.kill()
     proc.wait()
-    before = _calls(cwd)
-    db = sqlite3.connect(cwd / ".swarm" / "journal.db")
-    (run_id,) = db.execute("SELECT run_id FROM runs").fetchone()
-    db.close()
+    before = journal_calls(cwd)
+    run_id = _run_id(cwd)
     resumed_at = time.time()
-    report = _swarm(cwd, "resume", run_id)
-    after = _calls(cwd)
+    report = resume(run_id)
+    after = journal_calls(cwd)
     repeated = sorted(k for k in before if after.get(k, 0.0) >= resumed_at)
     return {
+        "run_id": run_id,
         "killed_at_s": round(at_s, 2),
         "calls_before_kill": len(before),
         "resume_status": report.get("status"),
         "calls_repeated": len(repeated),
         "repeated": repeated,
-        "same_tree": _tree(cwd, run_id) == reference,
+        "report": report,
     }
+
+
+def _round(cwd: Path, at_s: float, reference: str) -> dict[str, Any]:
+    cwd.mkdir()
+    (cwd / "swarm.toml").write_text(SIM)
+    start = [sys.executable, "-m", "swarm", "solve", str(TASK), "--quiet"]
+    out = kill_then_resume(cwd, start, at_s, lambda run_id: _swarm(cwd, "resume", str(run_id)))
+    out["same_tree"] = _tree(cwd, out.pop("run_id")) == reference
+    del out["report"]
+    return out
 
 
 def bench(kills: int, seed: int) -> dict[str, Any]:

@@ -164,6 +164,12 @@ class RoutingConfig(AdaptiveRouting):
     """Never hedge sooner than this."""
     hedge_after_s: float | None = Field(default=None, gt=0)
     """Fixed hedge delay, instead of the observed p95 TTFT."""
+    hedge_most: int = Field(default=10, ge=0)
+    """Backups one call may start: further hedges against a hang (each after a longer
+    silence while no racer has a first token) and against streams that stall."""
+    stall_hedge_min_s: float = Field(default=1.0, gt=0, allow_inf_nan=False)
+    """Never hedge a started stream silent for less than this (else: 8x the p99 gap
+    between its candidate's tokens, seeded from the catalog profile)."""
     aimd_recover_every: int = Field(default=10, ge=1)
     """Successes per +1 of the concurrency limit after a 429 cut it."""
     default_output_tokens: int = Field(default=1024, ge=1)

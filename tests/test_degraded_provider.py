@@ -67,6 +67,6 @@ def test_the_last_resort_hedges_against_itself() -> None:
     clean = run_simulation(BASE)
     out = run_simulation(replace(BASE, faults=Faults(hang_rate=0.05)))
     assert out["merged"] == 50
-    # a hang on the only provider is raced by a second call to it, not waited out for the
-    # 30 s stall timeout (9.3x before, on the 100-agent matrix)
-    assert out["wall_s"] <= 4 * clean["wall_s"]
+    # a hang on the only provider is raced by further calls to it, not waited out for the
+    # 30 s stall timeout (9.3x before, on the 100-agent matrix; 2.6x with one backup only)
+    assert out["wall_s"] <= 1.5 * clean["wall_s"]

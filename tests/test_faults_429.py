@@ -56,13 +56,16 @@ async def test_hostile_retry_after_never_retries_at_once(retry_after: str) -> No
 def test_random_429s_do_not_cut_or_pause() -> None:
     async def run() -> None:
         gate = Gate("p")
+        scattered: list[bool] = []
         for i in range(100):  # 30 % of the calls bounce, whatever the load
             async with gate.admit(10) as permit:
                 if i % 10 in (2, 5, 8):
-                    permit.rate_limited(1.0)
+                    scattered.append(permit.rate_limited(1.0))
                 else:
                     permit.settle(10)
             await anyio.sleep(0.1)
+        # the first ones are too few to judge (their Retry-After is waited), then scattered
+        assert scattered[0] is False and all(scattered[7:])
         assert gate.slots.limit == math.inf
         assert gate.paused_until == 0.0
         assert gate.tpm_bucket() is None  # no rate learned from noise
@@ -75,7 +78,7 @@ def test_an_overload_still_cuts_and_pauses() -> None:
         gate = Gate("p")
         for _ in range(10):
             async with gate.admit(10) as permit:
-                permit.rate_limited(2.0)  # every call bounces
+                assert not permit.rate_limited(2.0)  # every call bounces: overload
         assert gate.slots.limit == 1
         assert gate.paused_until > anyio.current_time()
 
@@ -96,9 +99,10 @@ def test_30_percent_random_429s_cost_retries_not_the_run(tpm: int | None) -> Non
     clean = run_simulation(replace(BASE, tpm=tpm))
     limited = run_simulation(replace(BASE, tpm=tpm, faults=Faults(rate_limit_rate=0.3)))
     assert limited["merged"] == 50 and limited["rate_limited"] > 100
-    # each 429 costs its call the 1 s Retry-After, nothing more (1.5-1.9x by seed; it was
-    # 1,367x with cuts and pauses on every 429, 37x under a fixed tpm)
-    assert limited["wall_s"] <= 2.0 * clean["wall_s"], (limited["wall_s"], clean["wall_s"])
+    # scattered 429s cost their calls a short floor, not the 1 s Retry-After (1.5-1.9x by
+    # seed while it was waited; 1,367x with cuts and pauses on every 429, 37x under a
+    # fixed tpm)
+    assert limited["wall_s"] <= 1.5 * clean["wall_s"], (limited["wall_s"], clean["wall_s"])
 
 
 def test_zero_retry_after_429s_finish_on_the_virtual_clock() -> None:

@@ -442,7 +442,9 @@ async def test_hedge_primary_fails_after_hedge_started(tmp_path: Path) -> None:
 
     a = FailsLate("a")
     b = Fake("b", default=(0.2, 0.0))
-    cfg = config(tmp_path, ["a/m", "b/m"], "hedge_after_s = 0.02\nmax_attempts = 1", hedge=True)
+    # one backup only: b is slower than the hedge delay, so more would race each other
+    extra = "hedge_after_s = 0.02\nmax_attempts = 1\nhedge_most = 1"
+    cfg = config(tmp_path, ["a/m", "b/m"], extra, hedge=True)
     router = Router(cfg, providers={"a": a, "b": b})
     result = await router.chat(req())
     assert result.provider == "b"

@@ -40,6 +40,7 @@ from swarm.errors import ProviderError
 from swarm.messages import ChatRequest, ChatResult, Message, RateLimitInfo, Timing, ToolCall, Usage
 from swarm.model import FirstTokenCallback, StreamListener, stream_listener
 from swarm.providers.exchange import SIMULATED_HEADER, Peer, Sender, malformed, rate_limit_info
+from swarm.providers.progress import tell_progress
 
 __all__ = ["SHAPE_ERRORS", "Endpoint", "Reply", "loads"]
 
@@ -109,6 +110,7 @@ class Reply:
             self.token_reads += 1
             if self.watch is not None:
                 self.watch.tick()
+            tell_progress()
             listener = stream_listener.get()
             if listener is not None:
                 self._tell(listener)

@@ -1,13 +1,15 @@
 """The simulator as a `swarm.model.Provider`: replays `SimEngine` plans in-process.
 
-Each call sleeps twice (TTFT, then decode), so it costs almost no CPU and runs on trio's
-virtual clock; faults raise the errors an HTTP client would. This module is also the
+Each call sleeps for its TTFT, then streams its thinking and decode in pieces of 0.1 s
+(telling `swarm.providers.progress` after each), so it costs little CPU and runs on
+trio's virtual clock; faults raise the errors an HTTP client would. This module is also the
 simulator's front door: it re-exports the engine, faults and replies
 (`from swarm.providers.sim import SimEngine, Faults, Reply`).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import anyio
@@ -16,6 +18,7 @@ from swarm.config import ProviderConfig
 from swarm.errors import ContextWindowExceeded, ProviderError, RateLimited
 from swarm.messages import ChatRequest, ChatResult, Message, Timing, Usage
 from swarm.model import FirstTokenCallback
+from swarm.providers.progress import tell_progress
 from swarm.providers.sim_context import Limits, context_error_message
 from swarm.providers.sim_engine import FAULT_CONTEXT, SimEngine, SimPlan
 from swarm.providers.sim_faults import (
@@ -43,6 +46,10 @@ __all__ = [
     "default_script",
     "from_config",
 ]
+
+
+_PIECE_S = 0.1
+_MOST_PIECES = 256
 
 
 class SimProvider:
@@ -90,13 +97,13 @@ class SimProvider:
         if on_first_token is not None:
             on_first_token()
         if plan.think_s:
-            await anyio.sleep(plan.think_s)
+            await _stream(plan.think_s)
         if fault is not None:
-            await anyio.sleep(plan.decode_s * plan.fault_at)
+            await _stream(plan.decode_s * plan.fault_at)
             if fault == FAULT_STALL:
                 await anyio.sleep(self.stall_timeout_s)
             self._raise_stream_fault(fault, model)
-        await anyio.sleep(plan.decode_s)
+        await _stream(plan.decode_s)
         end = anyio.current_time()
 
         reply = plan.reply
@@ -178,6 +185,17 @@ class SimProvider:
     async def aclose(self) -> None:
         """Nothing to release (no connections); here for the `Provider` protocol."""
         return None
+
+
+async def _stream(seconds: float) -> None:
+    """Stream for `seconds`, telling the attempt's progress listener after each piece
+    (`_PIECE_S` of the stream), as network reads would."""
+    if seconds <= 0:
+        return
+    pieces = min(_MOST_PIECES, math.ceil(seconds / _PIECE_S))
+    for _ in range(pieces):
+        await anyio.sleep(seconds / pieces)
+        tell_progress()
 
 
 def _too_long(plan: SimPlan, provider: str, model: str) -> ContextWindowExceeded:

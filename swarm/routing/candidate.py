@@ -25,6 +25,8 @@ from swarm.tracing import semconv as sc
 __all__ = ["Call", "Target", "build_target"]
 
 _TTFT_WINDOW = 64
+_GAP_WINDOW = 512
+_GAP_PRIOR_TOKENS = 64
 
 
 class Target:
@@ -59,6 +61,10 @@ class Target:
         self._ttfts: list[float] = []
         self._next = 0
         self.p95_ttft: float | None = None
+        self._gaps: list[float] = []
+        self._next_gap = 0
+        self.p99_gap: float | None = None
+        """The 99th percentile of silences between a healthy stream's token reads."""
         self.score = Score(profile, 0.3)
         """Live estimates (TTFT, decode rate, failure rates) the ranked tiers compare."""
         self.capabilities: frozenset[str] = frozenset({"tools", "streaming"}) | (
@@ -85,6 +91,30 @@ class Target:
         if len(self._ttfts) >= 20 and self._next % 8 == 0:
             ordered = sorted(self._ttfts)
             self.p95_ttft = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
+
+    def observe_gap(self, gap: float) -> None:
+        """One silence between two token reads of a healthy stream."""
+        gaps = self._gaps
+        if len(gaps) < _GAP_WINDOW:
+            gaps.append(gap)
+        else:
+            gaps[self._next_gap] = gap
+        self._next_gap = (self._next_gap + 1) % _GAP_WINDOW
+        if len(gaps) >= 50 and self._next_gap % 16 == 0:
+            ordered = sorted(gaps)
+            self.p99_gap = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+    def stall_delay(self, floor: float) -> float:
+        """How long a started stream may be silent before a backup races it: 8x the p99
+        gap between token reads (before 50 are seen: the time the profile takes for
+        `_GAP_PRIOR_TOKENS` tokens; without a profile, `floor`), never below `floor`."""
+        gap = self.p99_gap
+        if gap is None:
+            tps = self.profile.output_tps if self.profile is not None else 0.0
+            if tps <= 0:
+                return floor
+            gap = _GAP_PRIOR_TOKENS / tps
+        return max(floor, 8 * gap)
 
     def hedge_delay(self, fixed: float | None, floor: float) -> float | None:
         if fixed is not None:
@@ -179,6 +209,7 @@ class Call:
         "reason",
         "request",
         "role",
+        "scattered_429",
         "scores",
         "tier",
     )
@@ -193,6 +224,9 @@ class Call:
         self.est_tokens = est_tokens
         self.attempts = 0
         self.last_resort = False
+        self.scattered_429 = False
+        """Was the last failed attempt a 429 the gates took as scattered (few 429s among
+        recent calls, no quota shown), not overload? Its retry then needs no Retry-After."""
         self.reason = ""
         """Why the first candidate was chosen (`swarm.route.reason` on each chat span)."""
         self.scores = ""

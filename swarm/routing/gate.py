@@ -47,6 +47,9 @@ from swarm.tracing.waits import waiting
 
 __all__ = ["OVERLOAD_SHARE", "Gate", "Permit", "admit"]
 
+SCATTER_SAMPLE = 20
+"""Recent calls needed before a 429 below `OVERLOAD_SHARE` counts as scattered (its retry
+then skips the Retry-After wait: `swarm.routing.retry`)."""
 OVERLOAD_SHARE = 0.5
 """Share of 429s among the calls admitted in the last `_Recent.SECONDS` above which a 429
 pauses and cuts. Counted against calls admitted, not outcomes: 429s come back at once,
@@ -77,13 +80,13 @@ class _Recent:
     def admitted(self, now: float) -> None:
         self._admits[self._bin(now)] += 1
 
-    def limited(self, now: float) -> float:
-        """Record a 429; return the share of 429s among recent calls."""
+    def limited(self, now: float) -> tuple[float, int]:
+        """Record a 429; return the share of 429s among recent calls, and their number."""
         self._limits[self._bin(now)] += 1
         oldest = int(now) - self.SECONDS
         live = [i for i, stamp in enumerate(self._stamps) if stamp > oldest]
         calls = sum(self._admits[i] for i in live)
-        return sum(self._limits[i] for i in live) / max(calls, self.MIN_CALLS)
+        return sum(self._limits[i] for i in live) / max(calls, self.MIN_CALLS), calls
 
 
 class Gate:
@@ -191,13 +194,15 @@ class Gate:
         if info is not None:
             self.pace(info, used_tokens)
 
-    def rate_limited(self, retry_after: float | None) -> None:
+    def rate_limited(self, retry_after: float | None) -> bool:
         """A 429 came back: if 429s are a large share of recent outcomes, cut concurrency
-        (and a rate learned from 429s) and hold new calls for Retry-After."""
+        (and a rate learned from 429s) and hold new calls for Retry-After. Returns whether
+        it is scattered: a small share of a sample of `SCATTER_SAMPLE` recent calls or
+        more, and no quota known (then it is not about load)."""
         now = clock()
-        share = self._recent.limited(now)
+        share, calls = self._recent.limited(now)
         if share < OVERLOAD_SHARE and not self._reports_quota():
-            return
+            return calls >= SCATTER_SAMPLE
         self.slots.on_rate_limited(now)
         if retry_after:
             self.paused_until = max(self.paused_until, now + retry_after)
@@ -207,6 +212,7 @@ class Gate:
         blind = self.blind_tpm
         if blind is not None and self.tpm_bucket() in (None, blind.bucket):
             blind.on_rate_limited(now)
+        return False
 
     def _reports_quota(self) -> bool:
         """Has the provider's rate-limit info shown a quota? Then its 429s are about it."""
@@ -269,11 +275,12 @@ class Permit:
         self._used = used_tokens
         self._info = info
 
-    def rate_limited(self, retry_after: float | None) -> None:
+    def rate_limited(self, retry_after: float | None) -> bool:
         """The call got a 429: every gate cuts its concurrency and pauses for Retry-After
-        (now, before the slots are given back)."""
-        for gate in self._gates:
-            gate.rate_limited(retry_after)
+        (now, before the slots are given back) if it takes it as overload. Is it
+        scattered for every gate (`Gate.rate_limited`)?"""
+        scattered = [gate.rate_limited(retry_after) for gate in self._gates]  # every gate
+        return all(scattered)
 
     async def __aexit__(
         self,

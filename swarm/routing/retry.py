@@ -14,12 +14,20 @@ doubles per try (`Retrier.floor`): a `Retry-After: 0`, a negative one or a date 
 past would otherwise retry at once, forever (12,524 requests in 20 s measured before this
 rule, since a zero wait never used up the wait budget). The wait budget counts what is
 waited, not what the header said.
+
+A 429 the gates take as scattered (429s under half of the recent calls, and no quota in
+the provider's headers: `swarm.routing.gate`) is not about load, so waiting its
+Retry-After only delays the call: its retry waits the floor with jitter instead. Once
+429s are frequent, or a quota is known, Retry-After is waited in full again. Measured on
+`swarm simulate --agents 100 --steps 1000 --rate-limit-rate 0.3` (Retry-After 1 s):
+1.58-1.73x the fault-free makespan over five seeds while waiting every Retry-After.
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Awaitable, Callable
+from functools import partial
 
 import anyio
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
@@ -60,17 +68,18 @@ class Retrier:
         cap = max(MIN_RETRY_S, self._routing.backoff_max_s / 2)
         return min(cap, MIN_RETRY_S * 2.0 ** (attempt - 1))
 
-    def delay(self, attempt: int, exc: BaseException | None) -> float:
+    def delay(self, attempt: int, exc: BaseException | None, scattered: bool = False) -> float:
         if isinstance(exc, RateLimited):
             floor = self.floor(attempt)
-            return max(exc.retry_after or 0.0, floor + random.uniform(0, floor))
+            jittered = floor + random.uniform(0, floor)
+            return jittered if scattered else max(exc.retry_after or 0.0, jittered)
         r = self._routing
         base: float = min(r.backoff_max_s, r.backoff_initial_s * 2.0 ** (attempt - 1))
         return max(MIN_RETRY_S, base / 2 + random.uniform(0, base / 2))
 
-    def _wait(self, state: RetryCallState) -> float:
+    def _wait(self, call: Call, state: RetryCallState) -> float:
         exc: BaseException | None = state.outcome.exception() if state.outcome else None
-        return self.delay(state.attempt_number + 1, exc)
+        return self.delay(state.attempt_number + 1, exc, call.scattered_429)
 
     async def backoff(self, delay: float) -> None:
         if delay <= 0:
@@ -90,7 +99,7 @@ class Retrier:
         spent.add(first)
         if spent.exhausted(self._routing):
             raise first
-        await self.backoff(self.delay(1, first))
+        await self.backoff(self.delay(1, first, call.scattered_429))
 
         def stop(state: RetryCallState) -> bool:
             exc = state.outcome.exception() if state.outcome else None
@@ -99,7 +108,7 @@ class Retrier:
 
         retrying = AsyncRetrying(
             stop=stop,
-            wait=self._wait,
+            wait=partial(self._wait, call),
             retry=retry_if_exception(self.retryable),
             sleep=self.backoff,
             reraise=True,

@@ -5,7 +5,8 @@ open circuits, filtering by price for a `Need`), takes the shared limits (`swarm
 calls `provider.chat` inside a `chat {model}` CLIENT span with GenAI attributes, retries
 retryable errors with tenacity (exponential backoff with jitter, honouring Retry-After),
 fails over to the next candidate, and hedges: when the first token is later than the
-candidate's p95 TTFT, the next candidate races it and the slower one is cancelled.
+candidate's p95 TTFT, or a started stream falls silent past its inter-token profile, the
+next candidate (the same one, as the last resort) races it and the loser is cancelled.
 Per-candidate state lives in `swarm.routing.candidate`, the retry policy in
 `swarm.routing.retry` and the hedged race in `swarm.routing.hedge`.
 
@@ -34,7 +35,7 @@ from swarm.model import FirstTokenCallback, Provider
 from swarm.providers.registry import build_providers
 from swarm.routing.candidate import Call, Target, build_target
 from swarm.routing.gate import Gate, Permit, admit
-from swarm.routing.hedge import race
+from swarm.routing.hedge import Delays, race
 from swarm.routing.retry import Retrier
 from swarm.routing.select import Need, Policy, apply_need
 from swarm.routing.tiers import make_policy, tier_refs
@@ -258,10 +259,12 @@ class Router:
     async def _hedged(self, t: Target, backup: Target | None, call: Call) -> ChatResult:
         if backup is None:
             return await self._attempt(t, call, None)
-        delay = t.hedge_delay(self._routing.hedge_after_s, self._routing.hedge_min_s)
+        r = self._routing
+        delay = t.hedge_delay(r.hedge_after_s, r.hedge_min_s)
         if delay is None:
             return await self._attempt(t, call, None)
-        return await race(self._attempt, t, backup, call, delay)
+        delays = Delays(delay, t.stall_delay(r.stall_hedge_min_s), r.hedge_most)
+        return await race(self._attempt, t, backup, call, delays)
 
     # -- one attempt --------------------------------------------------------------------
 
@@ -291,7 +294,7 @@ class Router:
             except BaseException as exc:
                 if not first and isinstance(exc, anyio.get_cancelled_exc_class()):
                     t.score.waited(anyio.current_time() - started)
-                self._failed(t, span, exc, permit)
+                call.scattered_429 = self._failed(t, span, exc, permit)
                 raise
             usage = result.usage
             permit.settle(usage.input_tokens + usage.output_tokens, result.rate_limit)
@@ -315,14 +318,16 @@ class Router:
             )
         return span
 
-    def _failed(self, t: Target, span: trace.Span, exc: BaseException, permit: Permit) -> None:
-        """Record why the attempt failed, on its span, breaker and (for a 429) gates."""
+    def _failed(self, t: Target, span: trace.Span, exc: BaseException, permit: Permit) -> bool:
+        """Record why the attempt failed, on its span, breaker and (for a 429) gates;
+        returns whether it was a 429 the gates took as scattered, not as overload."""
+        scattered = False
         if isinstance(exc, ProviderError):
             span.set_attribute(sc.ERROR_TYPE, str(exc.status) if exc.status else exc.kind)
             span.set_status(Status(StatusCode.ERROR, self._scrub(str(exc))))
             t.score.failure(isinstance(exc, RateLimited))
             if isinstance(exc, RateLimited):
-                permit.rate_limited(exc.retry_after)
+                scattered = permit.rate_limited(exc.retry_after)
                 t.breaker.abandon()
             elif exc.status in _NO_FAILOVER:
                 t.breaker.success()  # it answered; the request was at fault
@@ -337,6 +342,7 @@ class Router:
             span.set_status(Status(StatusCode.ERROR, self._scrub(str(exc))))
             t.breaker.abandon()
         span.end()
+        return scattered
 
     def _succeeded(self, t: Target, span: trace.Span, result: ChatResult) -> None:
         t.breaker.success()

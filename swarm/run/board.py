@@ -45,6 +45,15 @@ class Board:
         self.provider_failures = self.provider_failures + 1 if isinstance(exc, ProviderError) else 0
         self.stop = self.stop or ("providers" if self.provider_failures >= 3 else None)
 
+    def retry_later(self, exc: ProviderError, outcome: SubtaskOutcome, most: int) -> bool:
+        """Is a subtask whose provider calls failed (`exc`) tried again? Only while the run
+        goes on and its tries last; it is pending meanwhile (skipped if the run stops)."""
+        if not exc.retryable or self.stop is not None or outcome.retries >= most:
+            return False
+        outcome.retries += 1
+        outcome.status = "pending"
+        return True
+
     def skip_rest(self, stop: str | None) -> list[SubtaskOutcome]:
         """Mark what did not run (or did not finish) skipped, saying why; those outcomes."""
         skipped = [o for o in self.outcomes.values() if o.status in ("pending", "running")]

@@ -4,7 +4,8 @@ Ready subtasks run in one task group, at most `max_agents` at once, longest rema
 chain first; each gets a coder in its own workspace from the current integration head,
 then the check, then bounded fixer rounds (escalating to the reasoning tier); green
 patches go through the merge queue; a final verification (with a fix loop) closes the
-run. A failed subtask fails alone; a budget running out stops the dispatch and what did
+run. A subtask whose provider calls failed is tried again later (bounded); a failed
+subtask fails alone; a budget running out stops the dispatch and what did
 not run is reported as skipped. Subtask states are journaled, so a resumed run continues
 without redoing merged work.
 
@@ -22,10 +23,14 @@ from pathlib import Path
 import anyio
 from opentelemetry.trace import SpanContext
 
-from swarm.agent.loop import Agent
 from swarm.agent.tool import Tool
 from swarm.agent.toolbox import coding_tools
-from swarm.errors import BudgetExceeded, ModelBehaviorError, SwarmError, WorkspaceError
+from swarm.errors import (
+    BudgetExceeded,
+    ProviderError,
+    SwarmError,
+    WorkspaceError,
+)
 from swarm.run.board import Board, GaveUp
 from swarm.run.check import (
     NOTHING_TO_TEST,
@@ -48,15 +53,12 @@ from swarm.run.parts import (
     Workspaces,
     releasing,
 )
-from swarm.run.plan import Plan, PlanError, Subtask, parse_plan_reply
+from swarm.run.plan import Plan, Subtask
 from swarm.run.roles import (
     CODER,
     FIXER,
-    PLANNER,
-    PLANNER_TOOLS,
     coder_prompt,
     fix_prompt,
-    planner_prompt,
     rebase_prompt,
 )
 from swarm.run.staff import Staff
@@ -111,34 +113,8 @@ class Coordinator:
 
     async def make_plan(self, base: str) -> Plan:
         """Ask the planner, feeding validation errors back a bounded number of times."""
-        tools = [t for t in self._tools if t.name in PLANNER_TOOLS]
-        errors: list[str] | None = None
         async with self._workspaces.open(base, "planner") as ws:
-            for attempt in range(self.options.plan_retries + 1):
-                agent_id = "planner" if attempt == 0 else f"planner:{attempt}"
-                agent: Agent[str] = Agent(
-                    "planner",
-                    model=self.crew.models.model("planner", agent_id=agent_id),
-                    instructions=PLANNER,
-                    tools=tools,
-                    context=self._staff.context(ws.path, self.task.accept_command),
-                    max_steps=self.options.max_steps_per_agent,
-                    agent_id=agent_id,
-                    settings=self.crew.settings.get("planner"),
-                )
-                started = anyio.current_time()
-                result = await agent.run(planner_prompt(self.task, errors))
-                self.times.add("planning", anyio.current_time() - started)
-                try:
-                    return parse_plan_reply(str(result.output or ""))
-                except PlanError as exc:
-                    errors = exc.problems or [str(exc)]
-        attempts = self.options.plan_retries + 1
-        raise ModelBehaviorError(
-            "no valid plan: " + "; ".join(errors or ["no reply"]),
-            agent="planner",
-            attempts=attempts,
-        )
+            return await self._staff.plan(ws.path)
 
     # -- the run ----------------------------------------------------------------------
 
@@ -218,38 +194,54 @@ class Coordinator:
     # -- one subtask ------------------------------------------------------------------
 
     async def _subtask(self, st: Subtask, board: Board) -> None:
+        """One subtask; tried again later (`subtask_retries` times, waiting without its
+        place) when it failed because its provider calls did, not because it stayed red."""
         outcome = board.outcomes[st.id]
         self._record_dependency_wait(st)
-        started: float | None = None  # the virtual clock may start at 0
+        started: list[float] = []  # when it first got a place (the virtual clock may start at 0)
         try:
-            async with holding(board.limiter, sc.WAIT_QUEUE):
-                if board.stop is not None:  # stopped while this one waited for a slot
-                    return
-                started = anyio.current_time()
-                if self._live is not None:
-                    self._live.started(st.id)
-                outcome.status = "running"
-                self.crew.progress.running(st.id)
-                self.crew.journal.set_subtask(self.crew.run_id, st.id, "running")
-                base = self.crew.journal.base_of(self.crew.run_id, st.id, board.queue.head)
-                patch = await self._code_and_test_anywhere(st, outcome, base)
-            # waiting for the merge queue holds no agent place: the next subtask codes
-            merged = await self._merge_or_rebase(st, outcome, patch, board)
-            outcome.status = {"merged": "merged", "empty": "empty"}.get(merged.kind, "failed")
-            board.provider_failures = 0
-            outcome.commit = merged.commit
-            if not merged.ok:
-                outcome.error = f"{merged.kind}: {merged.output[-500:]}"
+            while True:
+                try:
+                    return await self._try_subtask(st, board, outcome, started)
+                except ProviderError as exc:
+                    board.note_failure(exc)
+                    if not board.retry_later(exc, outcome, self.options.subtask_retries):
+                        raise
+                with waiting(sc.WAIT_BACKOFF, attributes={sc.SUBTASK_ID: st.id}):
+                    await anyio.sleep(self.options.subtask_retry_after_s * outcome.retries)
         except BudgetExceeded as exc:  # not run to the end: reported as skipped
             outcome.status, outcome.error = "pending", None
             board.stop = board.stop or exc.kind
         except SwarmError as exc:  # a failed subtask does not cancel its siblings
             kind = "" if isinstance(exc, GaveUp) else f"{type(exc).__name__}: "
             outcome.status, outcome.error = "failed", f"{kind}{exc}"
-            board.note_failure(exc)
+            if not isinstance(exc, ProviderError):
+                board.note_failure(exc)
         finally:
-            outcome.wall_s = anyio.current_time() - started if started is not None else 0.0
+            outcome.wall_s = anyio.current_time() - started[0] if started else 0.0
             self._settle(outcome, board)
+
+    async def _try_subtask(
+        self, st: Subtask, board: Board, outcome: SubtaskOutcome, started: list[float]
+    ) -> None:
+        async with holding(board.limiter, sc.WAIT_QUEUE):
+            if board.stop is not None:  # stopped while this one waited for a slot
+                return
+            started.append(anyio.current_time())
+            if self._live is not None:
+                self._live.started(st.id)
+            outcome.status = "running"
+            self.crew.progress.running(st.id)
+            self.crew.journal.set_subtask(self.crew.run_id, st.id, "running")
+            base = self.crew.journal.base_of(self.crew.run_id, st.id, board.queue.head)
+            patch = await self._code_and_test_anywhere(st, outcome, base)
+        # waiting for the merge queue holds no agent place: the next subtask codes
+        merged = await self._merge_or_rebase(st, outcome, patch, board)
+        outcome.status = {"merged": "merged", "empty": "empty"}.get(merged.kind, "failed")
+        board.provider_failures = 0
+        outcome.commit = merged.commit
+        if not merged.ok:
+            outcome.error = f"{merged.kind}: {merged.output[-500:]}"
 
     def _settle(self, outcome: SubtaskOutcome, board: Board) -> None:
         board.finished.add(outcome.id)

@@ -41,6 +41,8 @@ class SubtaskOutcome:
     """pending, running, merged, empty (a green patch with nothing in it), failed or skipped."""
     fix_rounds: int = 0
     rebases: int = 0
+    retries: int = 0
+    """Times it started again after its provider calls failed."""
     commit: str | None = None
     error: str | None = None
     wall_s: float = 0.0

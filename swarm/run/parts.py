@@ -195,6 +195,10 @@ class SolveOptions:
     """Fixer rounds on the speed tier before the reasoning tier takes over."""
     rebase_rounds: int = 2
     plan_retries: int = 2
+    subtask_retries: int = 2
+    """Times a subtask failed by its provider calls (not by red checks) starts again."""
+    subtask_retry_after_s: float = 5.0
+    """Wait before such a retry, times the retry's number (breakers cool meanwhile)."""
     compaction: bool = True
     """Agents keep their history inside the model's window (False: never compact)."""
     merge: MergeConfig = field(default_factory=MergeConfig)

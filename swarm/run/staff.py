@@ -1,4 +1,5 @@
-"""The agents a coordinator puts to work: each role's model, tools and workspace context.
+"""The agents a coordinator puts to work: each role's model, tools and workspace context,
+and the planner's bounded rounds (`Staff.plan`).
 
 Every agent of a run is made here, so each gets its role's model (escalated to the
 reasoning tier when asked), the run's tools, a context confining them to their worktree
@@ -22,10 +23,12 @@ from swarm.agent.compaction import ContextPolicy
 from swarm.agent.context import Chain, MaskToolOutputs, RecentWindow
 from swarm.agent.loop import Agent
 from swarm.agent.tool import Tool, ToolContext
+from swarm.errors import ModelBehaviorError
 from swarm.run.environment import CheckEnvironment
 from swarm.run.outcome import PhaseTimes
 from swarm.run.parts import Crew, SolveOptions
-from swarm.run.plan import Subtask
+from swarm.run.plan import Plan, PlanError, Subtask, parse_plan_reply
+from swarm.run.roles import PLANNER, PLANNER_TOOLS, planner_prompt
 from swarm.run.task import Task
 
 __all__ = ["Staff", "TimedAgent", "role_policy"]
@@ -75,6 +78,36 @@ class Staff:
             settings=self.crew.settings.get(role),
         )
         return TimedAgent(agent, self.times, role)
+
+    async def plan(self, path: Path) -> Plan:
+        """Ask the planner (working in `path`), feeding validation errors back a bounded
+        number of times."""
+        tools = [t for t in self.tools if t.name in PLANNER_TOOLS]
+        errors: list[str] | None = None
+        for attempt in range(self.options.plan_retries + 1):
+            agent_id = "planner" if attempt == 0 else f"planner:{attempt}"
+            agent: Agent[str] = Agent(
+                "planner",
+                model=self.crew.models.model("planner", agent_id=agent_id),
+                instructions=PLANNER,
+                tools=tools,
+                context=self.context(path, self.task.accept_command),
+                max_steps=self.options.max_steps_per_agent,
+                agent_id=agent_id,
+                settings=self.crew.settings.get("planner"),
+            )
+            started = anyio.current_time()
+            result = await agent.run(planner_prompt(self.task, errors))
+            self.times.add("planning", anyio.current_time() - started)
+            try:
+                return parse_plan_reply(str(result.output or ""))
+            except PlanError as exc:
+                errors = exc.problems or [str(exc)]
+        raise ModelBehaviorError(
+            "no valid plan: " + "; ".join(errors or ["no reply"]),
+            agent="planner",
+            attempts=self.options.plan_retries + 1,
+        )
 
     def context(self, path: Path, check: str | None) -> ToolContext:
         ctx = self.environment.context(path, check=check, timeout_s=self.options.check_timeout_s)

@@ -1,0 +1,57 @@
+"""A subtask failed by its provider calls (not by red checks) is tried again later in the
+same run, a bounded number of times."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from swarm.errors import ProviderError
+from swarm.messages import ChatRequest
+from swarm.run.solve import solve
+from swarm.testing import FunctionModel, Scripted, ScriptedSource
+from tests.test_solve import done, edit, repo, request, subtask, write_plan
+
+__all__ = ["repo"]  # the fixture, used by name
+
+
+def flaky_coder(failures: int) -> FunctionModel:
+    """A coder whose provider fails its first `failures` calls (after every retry the
+    router made), then edits a.py and finishes."""
+    script = [edit("a.py", "def one():", "def one() -> int:"), done()]
+    calls: list[int] = []
+
+    def answer(request: ChatRequest) -> Scripted:
+        calls.append(1)
+        if len(calls) <= failures:
+            raise ProviderError("server error (500)", provider="p", status=500, retryable=True)
+        return script[len(calls) - failures - 1]
+
+    return FunctionModel(answer, name="coder:s1")
+
+
+async def test_a_subtask_failed_by_its_provider_is_retried_in_the_run(
+    tmp_path: Path, repo: Path
+) -> None:
+    plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["b.py"])])
+    coder = flaky_coder(failures=1)
+    scripts = ScriptedSource(
+        {"coder:s2": [edit("b.py", "def two():", "def two() -> int:"), done()]},
+        default=coder,
+    )
+    report = await solve(request(tmp_path, repo, plan), source=scripts)
+    assert {s.id: s.status for s in report.subtasks} == {"s1": "merged", "s2": "merged"}
+    assert report.status == "done"
+    assert len(coder.requests) == 3  # the failed call, then the retried subtask's two
+
+
+async def test_retries_are_bounded(tmp_path: Path, repo: Path) -> None:
+    plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["b.py"])])
+    coder = flaky_coder(failures=100)
+    scripts = ScriptedSource(
+        {"coder:s2": [edit("b.py", "def two():", "def two() -> int:"), done()]},
+        default=coder,
+    )
+    report = await solve(request(tmp_path, repo, plan), source=scripts)
+    status = {s.id: s.status for s in report.subtasks}
+    assert status == {"s1": "failed", "s2": "merged"}
+    assert len(coder.requests) == 3  # the first try and two retries (SolveOptions.subtask_retries)
