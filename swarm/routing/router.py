@@ -38,6 +38,7 @@ from swarm.routing.gate import Gate, Permit, admit
 from swarm.routing.hedge import Delays, race
 from swarm.routing.retry import Retrier
 from swarm.routing.select import Need, Policy, apply_need
+from swarm.routing.tier_model import TierModel
 from swarm.routing.tiers import make_policy, tier_refs
 from swarm.tracing import semconv as sc
 from swarm.tracing.setup import tracer
@@ -376,30 +377,3 @@ class Router:
                 sc.OUTPUT_MESSAGES, json.dumps([result.message.model_dump(exclude_defaults=True)])
             )
         span.end()
-
-
-class TierModel:
-    """A tier as a `swarm.model.Model`: what agents hold."""
-
-    def __init__(
-        self,
-        router: Router,
-        tier: str,
-        *,
-        need: Need | None = None,
-        priority: int = 0,
-        role: str | None = None,
-    ) -> None:
-        self.name = f"tier:{tier}"
-        self.tier = tier
-        self._router = router
-        self._need = need
-        self._priority = priority
-        self._role = role
-        self.context_window = router.context_window(tier)
-        """Tokens a request to this tier may hold (the smallest candidate's window)."""
-
-    async def chat(self, request: ChatRequest) -> ChatResult:
-        return await self._router.chat(
-            request, tier=self.tier, need=self._need, priority=self._priority, role=self._role
-        )
