@@ -66,7 +66,8 @@ def test_config_and_task_examples_load_as_written(tmp_path: Path) -> None:
         path.parent.mkdir()
         path.write_text(block)
         load_config(path, env={})  # a ConfigError names the block's key
-    full = load_config(tmp_path / "block1" / "swarm.toml", env={})
+    main = next(i for i, block in enumerate(blocks) if "[tiers.reasoning]" in block)
+    full = load_config(tmp_path / f"block{main}" / "swarm.toml", env={})
     assert full.tiers["reasoning"].models == ["moonshot/kimi-k2.6"]
     task_block = re.search(r"```markdown\n(.*?)```", text, re.DOTALL)
     assert task_block

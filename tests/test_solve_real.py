@@ -552,7 +552,9 @@ async def test_setup_runs_in_every_worktree_and_included_dirs_are_linked(
     # again for it
     prepared = sorted(Path(p).name for p in log.read_text().split())
     trees = [p for p in prepared if p.startswith("_check-")]
-    assert trees and prepared == sorted(["_integration", "w001", "w001", *trees])
+    workspaces = [p for p in prepared if p.startswith("w")]
+    assert len(workspaces) == 2 and workspaces[0] == workspaces[1]
+    assert trees and prepared == sorted(["_integration", *workspaces, *trees])
     assert sorted(tree(repo, str(report.branch))) == sorted(SETUP)
     patch = Path(str(report.patch)).read_text()
     assert "generated" not in patch and "data" not in patch

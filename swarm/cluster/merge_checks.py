@@ -5,9 +5,9 @@ The queue still builds each batch here, as a chain of commits in a check tree of
 `WorkspaceNode` actor holding a clone, sent the commits it lacks as a git bundle through
 the object store (only what is new since the commit it checked last), which checks the tip
 out clean and runs the check in its sandbox; the result comes back. The queue runs at most
-`max_parallel_checks` checks at once, so at most that many check actors exist, made on
-first use, reused while idle (a reused one is sent only the new commits) and ended with
-the run's cluster connection.
+`max_parallel_checks` checks at once, so at most that many check actors are busy, made on
+first use, reused while idle (a reused one is sent only the new commits; one whose check
+was cancelled is not used again) and ended with the run's cluster connection.
 
 Check actors reserve no CPUs: one idle between checks would hold its cores for the whole
 run and could starve the workspaces (on a one-CPU cluster, deadlock them). The queue's
