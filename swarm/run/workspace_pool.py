@@ -28,6 +28,9 @@ __all__ = ["WorkspacePool"]
 
 log = logging.getLogger(__name__)
 
+WARM_AT_ONCE = 4
+"""Worktrees made at once ahead of need."""
+
 
 class WorkspacePool:
     """Worktrees of `repo` for run `run_id`, leased one subtask at a time."""
@@ -77,10 +80,21 @@ class WorkspacePool:
         )
 
     async def warm(self, base: str, count: int) -> None:
-        """Make worktrees at `base` until the pool has made `count`: run it while the run
-        waits for something else (its baseline check, its planner), and cancel it then."""
+        """Make worktrees at `base` until the pool has made `count`, `WARM_AT_ONCE` at a
+        time (checking files out is mostly waiting on the disk): run it while the run
+        waits for its baseline check and planner, and cancel it then. A worktree git
+        cannot make ends the warming; the lease that needs one will say why."""
+        async with anyio.create_task_group() as tg:
+            for _ in range(WARM_AT_ONCE):
+                tg.start_soon(self._warm_one, base, count)
+
+    async def _warm_one(self, base: str, count: int) -> None:
         while self.made < count:
-            self._idle.append(await self._make(base, label="warm"))
+            try:
+                self._idle.append(await self._make(base, label="warm"))
+            except WorkspaceError as exc:
+                log.warning("stopped making workspaces ahead of need: %s", exc)
+                return
 
     async def aclose(self) -> None:
         """Remove every worktree the pool holds; bounded, and done when cancelled too."""
