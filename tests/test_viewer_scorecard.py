@@ -66,7 +66,8 @@ async def test_scorecard_panel_shows_the_trace_scorecard(
                 assert await cell("calls") == str(row["calls"])
                 assert await cell("ttft_p50_s") == _sec(row["ttft_p50_s"])
                 assert await cell("ttft_p99_s") == _sec(row["ttft_p99_s"])
-                assert await cell("tokens_per_s") == f"{row['tokens_per_s']:.0f}"
+                tok_s = row["tokens_per_s"]  # 0: no stream was timed, shown as such
+                assert await cell("tokens_per_s") == (f"{tok_s:.0f}" if tok_s else "–")
                 assert await cell("error_rate") == f"{row['error_rate'] * 100:.1f} %"
                 assert await cell("rate_limited_rate") == f"{row['rate_limited_rate'] * 100:.1f} %"
                 assert await cell("usd_per_mtok") == f"${row['usd_per_mtok']:.3f}"

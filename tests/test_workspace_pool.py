@@ -8,7 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from swarm.run.workspace_pool import WorkspacePool
+from swarm.run.workspace_pool import WARM_AT_ONCE, WorkspacePool
 from tests.test_workspace import assert_clean, repo, sh
 
 __all__ = ["repo"]  # the fixture, used by name
@@ -110,6 +110,20 @@ async def test_warming_makes_worktrees_that_leases_then_take(repo: Path) -> None
     async with pool.lease(base, "s1") as ws:
         assert (ws.path / "calc.py").exists()
     assert (pool.made, pool.reused) == (3, 1)
+    await pool.aclose()
+    assert_clean(repo)
+
+
+async def test_a_cancelled_warming_finishes_the_worktrees_it_was_making(repo: Path) -> None:
+    base = sh(repo, "rev-parse", "HEAD").strip()
+    pool = WorkspacePool(repo, "r6")
+    with anyio.CancelScope() as scope:
+        scope.cancel()  # the plan is ready at once: the warming stops as it starts
+        await pool.warm(base, 8)
+    assert pool.made == WARM_AT_ONCE  # each worker's worktree, finished, not thrown away
+    async with pool.lease(base, "s1") as ws:
+        assert (ws.path / "calc.py").exists()
+    assert (pool.made, pool.reused) == (WARM_AT_ONCE, 1)
     await pool.aclose()
     assert_clean(repo)
 

@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
+import anyio.lowlevel
 
 from swarm.errors import WorkspaceError
 from swarm.run.workspace import CLEANUP_TIMEOUT_S, Workspace
@@ -82,19 +83,23 @@ class WorkspacePool:
     async def warm(self, base: str, count: int) -> None:
         """Make worktrees at `base` until the pool has made `count`, `WARM_AT_ONCE` at a
         time (checking files out is mostly waiting on the disk): run it while the run
-        waits for its baseline check and planner, and cancel it then. A worktree git
-        cannot make ends the warming; the lease that needs one will say why."""
+        waits for its baseline check and planner, and cancel it then (the worktrees being
+        made are finished first). A worktree git cannot make ends the warming; the lease
+        that needs one will say why."""
         async with anyio.create_task_group() as tg:
             for _ in range(WARM_AT_ONCE):
                 tg.start_soon(self._warm_one, base, count)
 
     async def _warm_one(self, base: str, count: int) -> None:
         while self.made < count:
-            try:
-                self._idle.append(await self._make(base, label="warm"))
-            except WorkspaceError as exc:
-                log.warning("stopped making workspaces ahead of need: %s", exc)
-                return
+            # a worktree half made is finished, not thrown away, when the warming stops
+            with anyio.CancelScope(shield=True), anyio.move_on_after(CLEANUP_TIMEOUT_S):
+                try:
+                    self._idle.append(await self._make(base, label="warm"))
+                except WorkspaceError as exc:
+                    log.warning("stopped making workspaces ahead of need: %s", exc)
+                    return
+            await anyio.lowlevel.checkpoint()  # where a cancelled warming stops
 
     async def aclose(self) -> None:
         """Remove every worktree the pool holds; bounded, and done when cancelled too."""
