@@ -222,8 +222,8 @@ class Run:
             # the first wave's worktrees are made while the baseline check and planner run
             async with warming(workspaces, queue.head, spec.options.max_agents):
                 plan = await self._baseline_and_plan(coordinator, queue)
-            if plan is None:
-                return self.outcome or self._stopped("baseline", coordinator)
+            if isinstance(plan, RunOutcome):
+                return plan
             done = await self._done(queue, plan)
             self.progress.note(
                 f"swarm: plan has {len(plan.subtasks)} subtasks ({len(done)} already merged)"
@@ -234,22 +234,21 @@ class Run:
                 self.merge_stats = queue.stats
         return self.outcome
 
-    async def _baseline_and_plan(self, coordinator: Coordinator, queue: Merger) -> Plan | None:
-        """The plan, or None when the run stops before it (`outcome` says why)."""
+    async def _baseline_and_plan(
+        self, coordinator: Coordinator, queue: Merger
+    ) -> Plan | RunOutcome:
+        """The plan, or the outcome of a run that stops before it."""
         self.baseline = await self.world.baseline(queue, self.spec.task)
         if self.baseline.stop:
             self.progress.note(f"swarm: {self.baseline.stop}")
-            self._stopped("baseline", coordinator)
-            return None
+            return self._stopped("baseline", coordinator)
         try:
             with anyio.move_on_after(self.budget.remaining_s()) as planning:
                 plan = await self._plan(coordinator, queue.head)
         except BudgetExceeded as exc:
-            self._stopped(exc.kind, coordinator)
-            return None
+            return self._stopped(exc.kind, coordinator)
         if planning.cancelled_caught:
-            self._stopped("deadline", coordinator)
-            return None
+            return self._stopped("deadline", coordinator)
         return plan
 
     async def _done(self, queue: Merger, plan: Plan) -> frozenset[str]:

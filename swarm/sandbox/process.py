@@ -170,16 +170,16 @@ def _kill_tagged(tag: str) -> None:
                 pass
 
 
-async def _stop(process: Command, tag: str) -> None:
-    """Kill the command's whole process group: TERM, a grace period, then KILL; then every
-    process still carrying the command's tag (those that escaped with `setsid`), unless
-    `tag` is '' (a sandbox whose processes cannot outlive it: no search of /proc)."""
+async def _stop(process: Command, tag: str, *, search: bool) -> None:
+    """Kill the command's whole process group: TERM, a grace period, then KILL; then, with
+    `search` (a sandbox whose processes can outlive it), every process still carrying the
+    command's tag (those that escaped with `setsid`)."""
     if process.returncode is None:
         _killpg(process.pid, signal.SIGTERM)
         with anyio.move_on_after(_KILL_GRACE_S):
             await process.wait()
     _killpg(process.pid, signal.SIGKILL)  # stragglers, even when the leader has exited
-    if tag:
+    if search:
         _kill_tagged(tag)
     if process.returncode is None:
         await process.wait()
@@ -212,7 +212,7 @@ async def run_confined(
                 await _watch(sandbox, process, capture, stopped)
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(_KILL_GRACE_S + 5):
-                await _stop(process, "" if sandbox.contains_processes else tag)
+                await _stop(process, tag, search=not sandbox.contains_processes)
                 await process.aclose()
     output = capture.text(max_output_chars)
     refused = lane.denied if lane is not None else []
