@@ -14,6 +14,7 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from swarm.config import BatchSize, MergeConfig
+from swarm.run._merge_trees import Patch
 from swarm.run.check import Checker, CheckResult
 from swarm.run.environment import CheckEnvironment
 from swarm.run.merge import MergeQueue, MergeResult, MergeStats, QueueSettings
@@ -170,6 +171,16 @@ async def test_two_culprits_in_one_batch_are_both_found(repo: Path) -> None:
     assert len(merged.subjects) == len(MODULES) - 2
 
 
+async def test_one_split_judges_every_culprit_of_a_batch(repo: Path) -> None:
+    one_batch = MergeConfig(batch_size=BatchSize(min=1, max=32), max_parallel_checks=1)
+    values = dict.fromkeys(MODULES, 2) | {"b": 13, "g": 13}
+    merged = await merge_all(repo, values, one_batch)
+    assert merged.kinds() == {m: "red" if m in "bg" else "merged" for m in MODULES}
+    assert merged.stats.batches == 1  # the patches after `b` were not batched again
+    assert merged.subjects == [f"swarm: {m}: set {m}" for m in MODULES if m not in "bg"]
+    assert_clean(repo)
+
+
 async def test_a_conflict_inside_a_batch_goes_back_alone(repo: Path) -> None:
     patches = {
         "a1": await patch_setting(repo, "a", 2),
@@ -226,7 +237,8 @@ async def test_batches_give_the_tree_one_at_a_time_merging_gives(
     assert batched.kinds() == serial.kinds()
     assert batched.kinds()["b"] == "red" and batched.kinds()["c2"] == "conflict"
     assert batched.tree == serial.tree
-    assert batched.subjects == serial.subjects
+    # patches on other files may land while a red batch is split beside the line
+    assert sorted(batched.subjects) == sorted(serial.subjects)
     assert serial.stats.checks_run == len(patches) - 1  # all but the conflict
 
 
@@ -238,3 +250,38 @@ async def test_the_branch_says_what_landed(repo: Path) -> None:
         landed = await queue.landed()
         assert queue.head == git(repo, "rev-parse", "swarm/r1")
     assert landed == {"a": merged.results["a"].commit, "b": merged.results["b"].commit}
+
+
+async def test_the_line_goes_on_while_a_red_batch_is_split(repo: Path) -> None:
+    """[a b c] is red and [d a2] behind it is cancelled; the split checks `a` alone slowly,
+    and meanwhile `d` lands; `b` and `c` (not judged) land after it, and `a2`, on the file
+    of the red batch, waits for the verdict, so it lands on `a`'s file once `a` is out."""
+    slow = "if values['a'] == 13 and values['b'] == 1:\n    time.sleep(3)\n"
+    (repo / "check.py").write_text(CHECK_PY.replace("unlucky = ", slow + "unlucky = "))
+    git(repo, "commit", "-qam", "a slow prefix")
+    patches = {
+        "a": await patch_setting(repo, "a", 13),
+        "b": await patch_setting(repo, "b", 2),
+        "c": await patch_setting(repo, "c", 2),
+        "d": await patch_setting(repo, "d", 2),
+        "a2": await patch_setting(repo, "a", 3),
+    }
+    merged = await merge_all(repo, {}, BATCHES, patches=patches)
+    assert merged.kinds() == {"a": "red", "b": "merged", "c": "merged", "d": "merged"} | {
+        "a2": "merged"
+    }
+    order = [s.split(":")[1].strip() for s in merged.subjects]
+    assert order == ["d", "b", "c", "a2"]
+    assert git(repo, "show", "swarm/r1:a.py") == "X = 3"
+    assert_clean(repo)
+
+
+def test_a_patch_names_the_files_it_touches() -> None:
+    edit = 'diff --git "a/x y.py" "b/x y.py"\n--- "a/x y.py"\n+++ "b/x y.py"\n@@ -1 +1 @@\n'
+    plain = "diff --git a/m/x.py b/m/x.py\nindex 1..2\n--- a/m/x.py\n+++ b/m/x.py\n@@ -1 +1 @@\n"
+    moved = "diff --git a/x.py b/z.py\nsimilarity index 100%\nrename from x.py\nrename to z.py\n"
+    new = "diff --git a/n.bin b/n.bin\nnew file mode 100644\nBinary files /dev/null and b/n.bin\n"
+    assert Patch("p", "t", plain).files == {"m/x.py"}
+    assert Patch("p", "t", moved).files == {"x.py", "z.py"}
+    assert Patch("p", "t", new).files == {"n.bin"}
+    assert Patch("p", "t", edit).files == {"x y.py"}

@@ -8,7 +8,9 @@ batches land strictly in order:
 
 - green: the integration branch fast-forwards to its tip, one commit per subtask;
 - red: the batches behind it (built on a red tip) are cancelled and their patches wait
-  again; the red batch is split (`Splitter`).
+  again; the red batch is split (`Splitter`) beside the line, which goes on at once with
+  the patches that touch none of its files. Its culprit is then red; the green patches
+  before it land if the head has not moved, else they wait again with the rest.
 
 A lone patch on the head gets its subtask's own check, keyed by its tree, so the result
 the subtask already has is reused; a batch gets the whole check. A patch that does not
@@ -21,7 +23,6 @@ import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
 
 import anyio
 import anyio.abc
@@ -30,6 +31,7 @@ from opentelemetry.util.types import AttributeValue
 
 from swarm.config import MergeConfig
 from swarm.errors import SwarmError
+from swarm.run._merge_split import Splitter, Verdict
 from swarm.run._merge_trees import Patch, Step, TreePool
 from swarm.run.check import CheckFn, CheckResult, tree_key
 from swarm.run.outcome import MergeKind, MergeResult
@@ -38,8 +40,6 @@ from swarm.tracing import semconv as sc
 from swarm.tracing.setup import tracer
 
 __all__ = ["Pipeline", "Request"]
-
-T = TypeVar("T")
 
 
 @dataclass
@@ -98,6 +98,12 @@ class Rules:
     """Moves the integration branch to a green tip."""
 
 
+async def _settle_after(request: Request, result: MergeResult, first: list[Request]) -> None:
+    for r in first:
+        await r.decided.wait()
+    request.settle(result)
+
+
 def _by_order(requests: list[Request]) -> list[Request]:
     return sorted(requests, key=lambda r: r.order)
 
@@ -109,6 +115,9 @@ class Pipeline:
         self.rules, self.trees, self.head, self.stats = rules, trees, head, stats
         self.pending: list[Request] = []
         self._flight: list[_Batch] = []
+        self._held: list[_Batch] = []
+        """Red batches being split: patches touching their files wait for the verdict."""
+        self._verdicts: list[tuple[_Batch, Verdict[Request]]] = []
         self._wake = anyio.Event()
 
     def submit(self, request: Request) -> None:
@@ -123,21 +132,32 @@ class Pipeline:
     async def run(self) -> None:
         async with anyio.create_task_group() as tg:
             while True:
-                while self.pending and len(self._flight) < self.rules.config.parallel_checks:
-                    self._start(tg)
+                while len(self._flight) < self.rules.config.parallel_checks and (
+                    free := self._free()
+                ):
+                    self._start(tg, free)
                 if self._flight and self._flight[0].finished.is_set():
-                    await self._settle(self._flight.pop(0))
-                    continue
-                await self._wake.wait()
-                self._wake = anyio.Event()
+                    await self._settle(self._flight.pop(0), tg)
+                elif self._verdicts:
+                    await self._decide(*self._verdicts.pop(0), tg)
+                else:
+                    await self._wake.wait()
+                    self._wake = anyio.Event()
 
     # -- batches ---------------------------------------------------------------------
 
-    def _start(self, tg: anyio.abc.TaskGroup) -> None:
+    def _free(self) -> list[Request]:
+        """The waiting patches a batch may take: none touching a file of a red batch
+        being split (patches on other files commute, so the final tree is the same)."""
+        held = frozenset().union(*(r.patch.files for b in self._held for r in b.requests))
+        return [r for r in self.pending if not r.patch.files & held]
+
+    def _start(self, tg: anyio.abc.TaskGroup, free: list[Request]) -> None:
         size = self.rules.config.batch_size
-        free = self.rules.config.parallel_checks - len(self._flight)
-        n = max(size.min, min(size.max, math.ceil(len(self.pending) / free)))
-        taken, self.pending = self.pending[:n], self.pending[n:]
+        places = self.rules.config.parallel_checks - len(self._flight)
+        n = max(size.min, min(size.max, math.ceil(len(free) / places)))
+        taken = free[:n]
+        self.pending = [r for r in self.pending if r not in taken]
         batch = _Batch(taken, self._flight[-1] if self._flight else None, len(self._flight))
         self._flight.append(batch)
         self.stats.batches += 1
@@ -197,12 +217,12 @@ class Pipeline:
 
     # -- landing ---------------------------------------------------------------------
 
-    async def _settle(self, front: _Batch) -> None:
+    async def _settle(self, front: _Batch, tg: anyio.abc.TaskGroup) -> None:
         if front.green:
             await self.land(list(zip(front.requests, front.steps, strict=True)), front)
             return
         behind, self._flight = self._flight, []
-        for b in behind:  # built on a red tip: rebuilt once the culprit is out
+        for b in behind:  # built on a red tip: rebuilt on the head at once
             b.scope.cancel()
             self.stats.rebuilds += 1
         for b in behind:
@@ -212,7 +232,46 @@ class Pipeline:
             for r in front.requests:
                 r.settle(MergeResult("red", output=front.failed, batch=front.span))
             return
-        await Splitter(self, front).run()
+        self._held.append(front)  # split beside the line, which goes on without it
+        tg.start_soon(self._split, front)
+
+    async def _split(self, batch: _Batch) -> None:
+        async def check(path: Path, command: str, commit: str) -> CheckResult:
+            return await self.check(path, command, None, commit)
+
+        command = self.rules.whole or batch.requests[0].check or "true"
+        width = self.rules.config.parallel_checks
+        chain = [(r, s) for r, s in zip(batch.requests, batch.steps, strict=True) if s.commit]
+        output = batch.result.output if batch.result else ""
+        try:
+            verdict = await Splitter[Request](self.trees, check, command, width).run(
+                chain, batch.base, output
+            )
+            verdict.back += [
+                r for r, s in zip(batch.requests, batch.steps, strict=True) if not s.commit
+            ]
+            self.stats.splits += verdict.depth
+            self._verdicts.append((batch, verdict))
+        finally:
+            self._wake.set()
+
+    async def _decide(
+        self, batch: _Batch, verdict: Verdict[Request], tg: anyio.abc.TaskGroup
+    ) -> None:
+        """The green chain lands if nothing has moved the head since (its commits sit on
+        it), else waits again. Each culprit is red once the green patches it was red on
+        top of have landed, so its fixer starts from them."""
+        self._held.remove(batch)
+        landed = bool(verdict.green) and self.head == batch.base and not self._flight
+        if landed:
+            await self.land(verdict.green, batch)
+        else:
+            self.requeue([r for r, _ in verdict.green])
+        for c in verdict.culprits:
+            red = MergeResult("red", output=c.output, batch=batch.span)
+            first = [] if landed else [r for r, _ in verdict.green[: c.after]]
+            tg.start_soon(_settle_after, c.request, red, first)
+        self.requeue(verdict.back)
 
     def requeue(self, requests: Sequence[Request]) -> None:
         self.pending = _by_order([*requests, *self.pending])
@@ -232,76 +291,3 @@ class Pipeline:
             else:
                 kind: MergeKind = "conflict" if s.kind == "conflict" else "red"
                 r.settle(MergeResult(kind, output=s.output, batch=batch.span))
-
-
-class Splitter:
-    """Finds the first culprit of a red batch and lands what came before it.
-
-    The chain's patches are cut into parts (as many as checks may run at once); the
-    prefixes ending with each part but the last are checked at once, each on top of the
-    parts before it. The parts before the first red prefix land; a red part of one patch is
-    the culprit, a bigger one is split again; the parts after it (and the patches that did
-    not apply) wait for the next batch, where a second culprit is found the same way.
-    """
-
-    def __init__(self, pipeline: Pipeline, batch: _Batch) -> None:
-        self.p, self.batch = pipeline, batch
-
-    async def run(self) -> None:
-        batch = self.batch
-        pairs = list(zip(batch.requests, batch.steps, strict=True))
-        items = [(r, s) for r, s in pairs if s.commit]
-        back = [r for r, s in pairs if not s.commit]
-        output = batch.result.output if batch.result else ""
-        green: list[tuple[Request, Step]] = []
-        depth = 0
-        while len(items) > 1:
-            depth += 1
-            parts = _split(items, min(self.p.rules.config.parallel_checks, len(items)))
-            results = await self._check_prefixes(parts, depth)
-            first = next((j for j, r in enumerate(results) if not r.passed), len(parts) - 1)
-            if first < len(results):
-                output = results[first].output
-            green += [x for part in parts[:first] for x in part]
-            back += [r for part in parts[first + 1 :] for r, _ in part]
-            items = parts[first]
-        self.p.stats.splits += depth
-        if green:
-            await self.p.land(green, batch)
-        culprit = items[0][0]
-        culprit.settle(MergeResult("red", output=output, batch=batch.span))
-        self.p.requeue(back)
-
-    async def _check_prefixes(
-        self, parts: list[list[tuple[Request, Step]]], depth: int
-    ) -> list[CheckResult]:
-        tips = [part[-1][1].commit or "" for part in parts[:-1]]
-        results: dict[int, CheckResult] = {}
-        command = self.p.rules.whole or parts[0][0][0].check or "true"
-        attrs: dict[str, AttributeValue] = {
-            sc.MERGE_SPLIT_DEPTH: depth,
-            sc.MERGE_BATCH_SIZE: sum(map(len, parts)),
-            sc.MERGE_SUBTASKS: [r.patch.name for part in parts for r, _ in part],
-        }
-
-        async def check(j: int) -> None:
-            async with self.p.trees.tree() as tree:
-                await tree.goto(tips[j])
-                results[j] = await self.p.check(tree.path, command, None, tips[j])
-
-        with tracer().start_as_current_span(f"{sc.MERGE_SPAN} split", attributes=attrs):
-            async with anyio.create_task_group() as tg:
-                for j in range(len(tips)):
-                    tg.start_soon(check, j)
-        return [results[j] for j in range(len(tips))]
-
-
-def _split(items: list[T], k: int) -> list[list[T]]:
-    """`items` in `k` contiguous parts of near-equal size."""
-    size, extra = divmod(len(items), k)
-    out, at = [], 0
-    for j in range(k):
-        n = size + (1 if j < extra else 0)
-        out.append(items[at : at + n])
-        at += n
-    return out

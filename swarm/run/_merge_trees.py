@@ -17,6 +17,7 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
@@ -46,6 +47,24 @@ class Patch:
     @property
     def message(self) -> str:
         return f"swarm: {self.name}: {self.title}"
+
+    @cached_property
+    def files(self) -> frozenset[str]:
+        """The paths it touches, read from its headers (a quoted path as git quotes it)."""
+        out: set[str] = set()
+        for line in self.patch.splitlines():
+            if line.startswith("diff --git "):
+                rest = line[len("diff --git ") :]
+                n = (len(rest) - 5) // 2  # "a/P b/P": both sides name the same path
+                if rest == f"a/{rest[2 : 2 + n]} b/{rest[2 : 2 + n]}":
+                    out.add(rest[2 : 2 + n])
+            elif line.startswith(("--- a/", "+++ b/")):
+                out.add(line[len("--- a/") :])
+            elif line.startswith(('--- "a/', '+++ "b/')):
+                out.add(line[len('--- "a/') : -1])
+            elif line.startswith(("rename from ", "rename to ")):
+                out.add(line.split(" ", 2)[-1])
+        return frozenset(out)
 
 
 StepKind = Literal["committed", "empty", "conflict", "refused"]
@@ -208,9 +227,9 @@ class TreePool:
         self._idle: list[CheckTree] = []
         self._made: list[Path] = []
 
-    async def fill(self) -> None:
-        """Make every tree now, before the workspaces queue on the repository's lock."""
-        made = [await self._make() for _ in range(self.size - len(self._made))]
+    async def fill(self, count: int) -> None:
+        """Make `count` trees now, before the workspaces queue on the repository's lock."""
+        made = [await self._make() for _ in range(min(count, self.size) - len(self._made))]
         self._idle.extend(made)
 
     @asynccontextmanager

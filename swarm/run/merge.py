@@ -150,7 +150,7 @@ class MergeQueue:
         trees = TreePool(
             repo,
             root,
-            size=settings.config.parallel_checks,
+            size=2 * settings.config.parallel_checks,  # a red batch's split runs beside
             environment=settings.environment,
             hooks=settings.hooks,
         )
@@ -158,7 +158,7 @@ class MergeQueue:
             head = await git("rev-parse", "HEAD", cwd=path)
             if settings.environment is not None:
                 await settings.environment.prepare(path)
-            await trees.fill()
+            await trees.fill(settings.config.parallel_checks)
             rules = Rules(settings.checker, settings.batch_check, settings.config, queue._land)
             queue._pipeline = Pipeline(rules, trees, head, queue.stats)
             try:
