@@ -285,3 +285,13 @@ def test_a_patch_names_the_files_it_touches() -> None:
     assert Patch("p", "t", moved).files == {"x.py", "z.py"}
     assert Patch("p", "t", new).files == {"n.bin"}
     assert Patch("p", "t", edit).files == {"x y.py"}
+
+
+def test_batches_shrink_as_culprits_show_and_stay_big_while_none_do() -> None:
+    from swarm.run._merge_pipeline import RedRate
+
+    assert RedRate().cap() >= 32  # before any verdict: as big as the config allows
+    assert RedRate(judged=300, culprits=0).cap() > 100
+    five_percent = RedRate(judged=300, culprits=15).cap()
+    assert 8 <= five_percent <= 14  # about 60 % of such batches come back green
+    assert RedRate(judged=10, culprits=10).cap() == 1

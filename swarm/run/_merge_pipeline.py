@@ -23,6 +23,7 @@ import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import anyio
 import anyio.abc
@@ -104,6 +105,25 @@ async def _settle_after(request: Request, result: MergeResult, first: list[Reque
     request.settle(result)
 
 
+@dataclass
+class RedRate:
+    """How often a patch turns out to be a culprit, learned as batches are judged. It caps
+    the batch size so that about `GREEN_ODDS` of batches come back green: when culprits
+    are common, a big batch is almost never green, and every patch in it is checked again.
+    """
+
+    GREEN_ODDS: ClassVar[float] = 0.6
+    PRIOR: ClassVar[tuple[int, int]] = (1, 64)
+    """As if 1 culprit had been found in 64 patches: big batches until culprits show."""
+
+    judged: int = 0
+    culprits: int = 0
+
+    def cap(self) -> int:
+        p = (self.culprits + self.PRIOR[0]) / (self.judged + self.PRIOR[1])
+        return max(1, int(math.log(self.GREEN_ODDS) / math.log1p(-p)))
+
+
 def _by_order(requests: list[Request]) -> list[Request]:
     return sorted(requests, key=lambda r: r.order)
 
@@ -118,6 +138,7 @@ class Pipeline:
         self._held: list[_Batch] = []
         """Red batches being split: patches touching their files wait for the verdict."""
         self._verdicts: list[tuple[_Batch, Verdict[Request]]] = []
+        self.red = RedRate()
         self._wake = anyio.Event()
 
     def submit(self, request: Request) -> None:
@@ -155,7 +176,7 @@ class Pipeline:
     def _start(self, tg: anyio.abc.TaskGroup, free: list[Request]) -> None:
         size = self.rules.config.batch_size
         places = self.rules.config.parallel_checks - len(self._flight)
-        n = max(size.min, min(size.max, math.ceil(len(free) / places)))
+        n = max(size.min, min(size.max, self.red.cap(), math.ceil(len(free) / places)))
         taken = free[:n]
         self.pending = [r for r in self.pending if r not in taken]
         batch = _Batch(taken, self._flight[-1] if self._flight else None, len(self._flight))
@@ -219,6 +240,7 @@ class Pipeline:
 
     async def _settle(self, front: _Batch, tg: anyio.abc.TaskGroup) -> None:
         if front.green:
+            self.red.judged += len(front.requests)
             await self.land(list(zip(front.requests, front.steps, strict=True)), front)
             return
         behind, self._flight = self._flight, []
@@ -262,6 +284,8 @@ class Pipeline:
         it), else waits again. Each culprit is red once the green patches it was red on
         top of have landed, so its fixer starts from them."""
         self._held.remove(batch)
+        self.red.judged += len(verdict.green) + len(verdict.culprits)
+        self.red.culprits += len(verdict.culprits)
         landed = bool(verdict.green) and self.head == batch.base and not self._flight
         if landed:
             await self.land(verdict.green, batch)
