@@ -294,4 +294,4 @@ def test_batches_shrink_as_culprits_show_and_stay_big_while_none_do() -> None:
     assert RedRate(judged=300, culprits=0).cap() > 100
     five_percent = RedRate(judged=300, culprits=15).cap()
     assert 8 <= five_percent <= 14  # about 60 % of such batches come back green
-    assert RedRate(judged=10, culprits=10).cap() == 1
+    assert RedRate(judged=100, culprits=100).cap() == 1
