@@ -8,7 +8,7 @@ from benchmarks.bench_resume import bench
 
 
 def test_kill_9_then_resume_repeats_no_completed_call() -> None:
-    result = bench(kills=3, seed=14)
+    result = bench(kills=3, seed=14, jobs=3)
     assert result["reference"]["status"] == "done"
     for r in result["rounds"]:
         assert r["repeated"] == [], f"completed calls sent again: {r}"
