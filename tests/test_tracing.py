@@ -108,19 +108,20 @@ def test_file_follows_the_otlp_file_exporter_format(tmp_path: Path) -> None:
     assert tokens["value"] == {"intValue": "1200"}
 
 
-def test_burst_of_100k_spans_arrives_whole(tmp_path: Path) -> None:
+def test_burst_of_30k_spans_arrives_whole(tmp_path: Path) -> None:
+    """Faster than the writer can keep up with (many times its batch): none dropped."""
     with run_tracing("burst", traces_dir=tmp_path) as run:
         t = tracer()
-        for _ in range(100_000):
+        for _ in range(30_000):
             t.start_span("execute_tool read_file").end()
-    assert run.spans_written == 100_000 and run.dropped == 0
+    assert run.spans_written == 30_000 and run.dropped == 0
     count = sum(
         len(ss["spans"])
         for line in run.path.read_text().splitlines()
         for rs in json.loads(line)["resourceSpans"]
         for ss in rs["scopeSpans"]
     )
-    assert count == 100_000
+    assert count == 30_000
 
 
 def test_crashed_run_keeps_its_trace(tmp_path: Path) -> None:
