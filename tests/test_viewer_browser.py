@@ -192,14 +192,6 @@ async def test_page_draws_and_answers(large_trace: tuple[Path, int], tmp_path: P
         assert all(r.startswith(url) or r.startswith("data:") for r in requests), requests
 
 
-@pytest.fixture(scope="module")
-def huge_trace(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
-    path = tmp_path_factory.mktemp("browser") / "huge.jsonl"
-    n = write_synthetic_trace(path, agents=3300, calls_per_agent=12, seed=11)
-    load_trace(path)  # as a finished run does: writes the column cache
-    return path, n
-
-
 async def _lit(page: Page, canvas: str) -> int:
     """Pixels of a canvas that differ from the page background."""
     lit: int = await _js(

@@ -19,9 +19,7 @@ from swarm.viewer.chromium import CHROMIUM_ARGS
 from swarm.viewer.data import ViewerData
 from swarm.viewer.payload import decode, stream_spans
 from swarm.viewer.serve import serve_viewer
-from tests.test_viewer_browser import huge_trace, require_chromium
-
-__all__ = ["huge_trace"]  # the fixture, shared with test_viewer_browser
+from tests.test_viewer_browser import require_chromium
 
 pytestmark = pytest.mark.browser
 
