@@ -295,3 +295,15 @@ def test_batches_shrink_as_culprits_show_and_stay_big_while_none_do() -> None:
     five_percent = RedRate(judged=300, culprits=15).cap()
     assert 8 <= five_percent <= 14  # about 60 % of such batches come back green
     assert RedRate(judged=100, culprits=100).cap() == 1
+
+
+async def test_a_culprit_is_red_once_what_it_was_red_on_top_of_has_landed(repo: Path) -> None:
+    """`b` is red only on top of `a`: its fixer must start from a head that has `a`."""
+    pair = "if values['a'] == 2 and values['b'] == 2:\n    raise SystemExit('b on a')\n"
+    (repo / "check.py").write_text(CHECK_PY.replace("unlucky = ", pair + "unlucky = "))
+    git(repo, "commit", "-qam", "b is red on top of a")
+    merged = await merge_all(repo, dict.fromkeys("abcd", 2))
+    assert merged.kinds() == {"a": "merged", "b": "red", "c": "merged", "d": "merged"}
+    decided = list(merged.results)  # in the order the queue answered
+    assert decided.index("a") < decided.index("b")
+    assert "b on a" in merged.results["b"].output
