@@ -254,6 +254,8 @@ class Pipeline:
             for r in front.requests:
                 r.settle(MergeResult("red", output=front.failed, batch=front.span))
             return
+        self.red.judged += len(front.requests)  # a culprit at least: known at once, while
+        self.red.culprits += 1  # the split finds how many (`_decide` corrects both)
         self._held.append(front)  # split beside the line, which goes on without it
         tg.start_soon(self._split, front)
 
@@ -284,9 +286,9 @@ class Pipeline:
         it), else waits again. Each culprit is red once the green patches it was red on
         top of have landed, so its fixer starts from them."""
         self._held.remove(batch)
-        self.red.judged += len(verdict.green) + len(verdict.culprits)
-        self.red.culprits += len(verdict.culprits)
         landed = bool(verdict.green) and self.head == batch.base and not self._flight
+        self.red.culprits += len(verdict.culprits) - 1
+        self.red.judged -= len(verdict.back) + (0 if landed else len(verdict.green))
         if landed:
             await self.land(verdict.green, batch)
         else:
