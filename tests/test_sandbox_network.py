@@ -140,7 +140,10 @@ def _connect(target: str, path: str) -> str:
         f"s.sendall(b'CONNECT {target} HTTP/1.1\\r\\nHost: {target}\\r\\n\\r\\n')\n"
         "print(s.recv(4096).decode(errors='replace'))\n"
         f"s.sendall(b'GET {path} HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n')\n"
-        "print(s.recv(4096).decode(errors='replace'))\n"
+        "reply = b''\n"
+        "while chunk := s.recv(4096):  # to the end: headers and body may come apart\n"
+        "    reply += chunk\n"
+        "print(reply.decode(errors='replace'))\n"
     )
 
 
