@@ -181,6 +181,7 @@ async def run(w: Workload) -> dict[str, Any]:
                 cluster=w.cluster,
             )
             report = await solve(request, source=Source(r), cluster=_open_cluster)
+        on_cluster = _cluster_figures(report.trace, w) if w.cluster and report.trace else {}
     o, m = report.overhead, report.merge
     coding_s = report.time_by_phase.get("coder", 0.0) / max(1, w.subtasks)
     bound = lower_bound(w, coding_s)
@@ -206,7 +207,14 @@ async def run(w: Workload) -> dict[str, Any]:
         "cpu_ms_per_call": o.cpu_ms_per_call,
         "time_by_phase": report.time_by_phase,
         "spans_dropped": report.spans_dropped,
+        **on_cluster,
     }
+
+
+def _cluster_figures(trace: object, w: Workload) -> dict[str, Any]:
+    from benchmarks.bench_cluster import run_figures
+
+    return run_figures(Path(str(trace)), w.subtasks)
 
 
 def _open_cluster(config: Any) -> Any:
