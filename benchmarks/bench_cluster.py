@@ -125,13 +125,17 @@ def run_figures(trace: Path, subtasks: int) -> dict[str, Any]:
     tr = load_trace(trace)
     waits = {"subtasks": 0.0, "warm": 0.0, "checks": 0.0}
     opened = {"new": 0, "reused": 0}
+    wait, opening = f"swarm.wait {sc.WAIT_CLUSTER}", f"{sc.WORKSPACE_SPAN} open"
     for i, name in enumerate(tr.name):
-        who = str(tr.attributes(i).get(sc.WORKSPACE_NAME, ""))
+        if name not in (wait, opening):
+            continue
+        attrs = tr.attributes(i)  # once: a second call on one span decodes its events twice
+        who = str(attrs.get(sc.WORKSPACE_NAME, ""))
         kind = "warm" if who == "warm" else "checks" if who.startswith("_check") else "subtasks"
-        if name == f"swarm.wait {sc.WAIT_CLUSTER}":
+        if name == wait:
             waits[kind] += tr.duration_s(i)
-        elif name == f"{sc.WORKSPACE_SPAN} open" and kind == "subtasks":
-            opened["reused" if tr.attributes(i).get(sc.WORKSPACE_REUSED) else "new"] += 1
+        elif kind == "subtasks":
+            opened["reused" if attrs.get(sc.WORKSPACE_REUSED) else "new"] += 1
     remote = (remote_split(tr) or {}).get("total", {})
     return {
         "wait_cluster_s": {k: round(v, 2) for k, v in waits.items()},
