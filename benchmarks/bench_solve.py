@@ -20,7 +20,9 @@ accept), their ratio, merge checks run and the coordinator's CPU per model call.
 With `--cluster-nodes 1,2` the workload runs on local Ray clusters (this machine, loopback)
 of each node count, `--cpus-per-node` CPUs each: every workspace reserves one CPU, so one
 node holds one agent at a time per CPU; `--cpu-check` makes the check spin `--check-s`
-seconds of CPU time (CPU-bound) instead of sleeping.
+seconds of CPU time (CPU-bound) instead of sleeping. Each cluster run also reports its own
+costs from its trace (`bench_cluster.run_figures`: waits for room, workspace actors new and
+reused, the remote calls' overhead).
 
     python -m benchmarks.bench_solve [--subtasks 300] [--max-agents 100] [--check-s 1]
         [--red-pct 5] [--compare] [--cpu-check] [--cluster-nodes 1,2] [--traces DIR] [--json]

@@ -6,6 +6,7 @@ cluster is in test_cluster.py."""
 from __future__ import annotations
 
 import subprocess
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -55,17 +56,22 @@ class Cluster:
         return ActorPool(Lifecycle(self.start, self.room, self.ready, self.end))
 
 
+async def _subtask(
+    pool: ActorPool, got: dict[str, str], name: str, hold: anyio.Event | None
+) -> None:
+    """A subtask holding its actor until `hold` is set; `got` says which actor it had."""
+    async with pool.lease("c1", name) as held:
+        got[name] = held.actor
+        if hold is not None:
+            await hold.wait()
+
+
 async def test_on_a_full_cluster_a_finished_actor_goes_to_the_waiting_subtask() -> None:
     cluster = Cluster(capacity=1)
     cluster.opened.set()
     pool = cluster.pool()
     got: dict[str, str] = {}
-
-    async def subtask(name: str, hold: anyio.Event | None) -> None:
-        async with pool.lease("c1", name) as held:
-            got[name] = held.actor
-            if hold is not None:
-                await hold.wait()
+    subtask = partial(_subtask, pool, got)
 
     first_done = anyio.Event()
     async with anyio.create_task_group() as tg:
@@ -88,19 +94,14 @@ async def test_with_room_the_waiter_gets_its_own_actor_and_the_finished_one_wait
     cluster.opened.set()
     pool = cluster.pool()
     got: dict[str, str] = {}
-
-    async def subtask(name: str, hold: anyio.Event | None = None) -> None:
-        async with pool.lease("c1", name) as held:
-            got[name] = held.actor
-            if hold is not None:
-                await hold.wait()
+    subtask = partial(_subtask, pool, got)
 
     first_done = anyio.Event()
     async with anyio.create_task_group() as tg:
         tg.start_soon(subtask, "s1", first_done)
         await anyio.wait_all_tasks_blocked()
         cluster.opened = anyio.Event()  # the next start is slow
-        tg.start_soon(subtask, "s2")
+        tg.start_soon(subtask, "s2", None)
         await anyio.wait_all_tasks_blocked()
         first_done.set()
         await anyio.wait_all_tasks_blocked()
