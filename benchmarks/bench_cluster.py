@@ -91,15 +91,17 @@ async def _measure(a: Args, repo: Path, address: str) -> dict[str, Any]:
     async with RayCluster.open(ClusterConfig(kind="ray", address=address)) as rc:
         checker = Checker(environment, timeout_s=60, place=rc.place)
         remote = {t.name: t for t in remote_tools(coding_tools(), rc.remotes)}
+        workspaces = RayWorkspaces(rc, repo, "bench", environment)
         async with (
             Workspace.open(repo, base=base, name="bench", run_id="bench") as here,
-            RayWorkspaces(rc, repo, "bench", environment).open(base, "bench") as there,
+            workspaces.open(base, "bench") as there,
         ):
             local = await _side(
                 local_tools, environment.context(here.path, timeout_s=60), checker, a
             )
             far = await _side(remote, environment.context(there.path, timeout_s=60), checker, a)
             ping = await _timed(a.calls, lambda: _await(there.actor.ready.remote()))  # type: ignore[attr-defined]
+        await workspaces.aclose()
     overhead = {k: far[k]["median_ms"] - local[k]["median_ms"] for k in local}
     return {
         "sandbox": environment.sandbox.kind,
@@ -109,6 +111,40 @@ async def _measure(a: Args, repo: Path, address: str) -> dict[str, Any]:
         "bare_actor_call": ping,
         "goal_tool_call_ms": 5.0,
         "meets_goal": max(overhead["read_file"], overhead["run_true"]) <= 5.0,
+    }
+
+
+def run_figures(trace: Path, subtasks: int) -> dict[str, Any]:
+    """A cluster run's own costs, from its trace: waits for room on the cluster (actor
+    starts included), workspace actors started and reused, and the remote calls' overhead
+    (round trip minus the command's time on the node); per subtask where it says so."""
+    from swarm.analysis.loader import load_trace
+    from swarm.analysis.remote import remote_split
+    from swarm.tracing import semconv as sc
+
+    tr = load_trace(trace)
+    waits = {"subtasks": 0.0, "warm": 0.0, "checks": 0.0}
+    opened = {"new": 0, "reused": 0}
+    wait, opening = f"swarm.wait {sc.WAIT_CLUSTER}", f"{sc.WORKSPACE_SPAN} open"
+    for i, name in enumerate(tr.name):
+        if name not in (wait, opening):
+            continue
+        attrs = tr.attributes(i)  # once: a second call on one span decodes its events twice
+        who = str(attrs.get(sc.WORKSPACE_NAME, ""))
+        kind = "warm" if who == "warm" else "checks" if who.startswith("_check") else "subtasks"
+        if name == wait:
+            waits[kind] += tr.duration_s(i)
+        elif kind == "subtasks":
+            opened["reused" if attrs.get(sc.WORKSPACE_REUSED) else "new"] += 1
+    remote = (remote_split(tr) or {}).get("total", {})
+    return {
+        "wait_cluster_s": {k: round(v, 2) for k, v in waits.items()},
+        "wait_cluster_s_per_subtask": round(waits["subtasks"] / subtasks, 3),
+        "workspace_opens": opened,
+        "remote_calls": remote.get("calls", 0),
+        "remote_overhead_s": round(remote.get("overhead_s", 0.0), 2),
+        "remote_overhead_ms_per_call": remote.get("overhead_ms_per_call", 0.0),
+        "remote_overhead_s_per_subtask": round(remote.get("overhead_s", 0.0) / subtasks, 3),
     }
 
 

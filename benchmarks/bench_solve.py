@@ -20,7 +20,9 @@ accept), their ratio, merge checks run and the coordinator's CPU per model call.
 With `--cluster-nodes 1,2` the workload runs on local Ray clusters (this machine, loopback)
 of each node count, `--cpus-per-node` CPUs each: every workspace reserves one CPU, so one
 node holds one agent at a time per CPU; `--cpu-check` makes the check spin `--check-s`
-seconds of CPU time (CPU-bound) instead of sleeping.
+seconds of CPU time (CPU-bound) instead of sleeping. Each cluster run also reports its own
+costs from its trace (`bench_cluster.run_figures`: waits for room, workspace actors new and
+reused, the remote calls' overhead).
 
     python -m benchmarks.bench_solve [--subtasks 300] [--max-agents 100] [--check-s 1]
         [--red-pct 5] [--compare] [--cpu-check] [--cluster-nodes 1,2] [--traces DIR] [--json]
@@ -181,6 +183,7 @@ async def run(w: Workload) -> dict[str, Any]:
                 cluster=w.cluster,
             )
             report = await solve(request, source=Source(r), cluster=_open_cluster)
+        on_cluster = _cluster_figures(report.trace, w) if w.cluster and report.trace else {}
     o, m = report.overhead, report.merge
     coding_s = report.time_by_phase.get("coder", 0.0) / max(1, w.subtasks)
     bound = lower_bound(w, coding_s)
@@ -206,7 +209,14 @@ async def run(w: Workload) -> dict[str, Any]:
         "cpu_ms_per_call": o.cpu_ms_per_call,
         "time_by_phase": report.time_by_phase,
         "spans_dropped": report.spans_dropped,
+        **on_cluster,
     }
+
+
+def _cluster_figures(trace: object, w: Workload) -> dict[str, Any]:
+    from benchmarks.bench_cluster import run_figures
+
+    return run_figures(Path(str(trace)), w.subtasks)
 
 
 def _open_cluster(config: Any) -> Any:

@@ -25,6 +25,7 @@ from swarm.analysis import summarize
 from swarm.analysis.loader import load_trace
 from swarm.config import ClusterConfig
 from swarm.errors import ToolError, WorkspaceError
+from swarm.messages import ChatRequest
 from swarm.run.check import Checker
 from swarm.run.environment import CheckEnvironment
 from swarm.run.merge import MergeQueue, MergeResult, QueueSettings
@@ -32,7 +33,7 @@ from swarm.run.parts import CoordinatorParts
 from swarm.run.solve import solve
 from swarm.run.workspace import Workspace
 from swarm.sandbox import bwrap_problem, make_sandbox
-from swarm.testing import ScriptedSource, call
+from swarm.testing import FunctionModel, Scripted, ScriptedSource, call
 from swarm.tracing import semconv as sc
 from tests.test_merge_queue import BATCHES, CHECK, make_repo, merge_all, patch_setting
 from tests.test_solve import edit, request, subtask, write_plan
@@ -145,7 +146,8 @@ async def test_tool_results_on_a_node_equal_local_ones(cluster: str, repo: Path)
 
 async def test_a_full_cluster_makes_workspaces_wait(cluster: str, repo: Path) -> None:
     """Each asks for 3 of the second node's 4 `second` units: one fits at a time, so the
-    other waits for room (and then lands on that node too)."""
+    other waits for room, and is given the first one's actor when it finishes (its own
+    request to Ray withdrawn: the idle actor would hold the room forever)."""
     base = git(repo, "rev-parse", "HEAD")
     config = ClusterConfig(kind="ray", address=cluster, cpus_per_workspace=0.1)
     events: list[tuple[str, str]] = []
@@ -162,9 +164,11 @@ async def test_a_full_cluster_makes_workspaces_wait(cluster: str, repo: Path) ->
         async with anyio.create_task_group() as tg:
             tg.start_soon(use, "x1")
             tg.start_soon(use, "x2")
+        await workspaces.aclose()
     second = next(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("second"))
     assert [kind for kind, _ in events] == ["open", "close", "open", "close"]
     assert {node for _, node in events} == {second}
+    assert (workspaces.pool.started, workspaces.pool.reused) == (1, 1)
 
 
 RED_PATCH = """--- a/a.py
@@ -215,22 +219,38 @@ async def test_the_nodes_sandbox_confines_commands(
 FINISH = call("finish", summary="ok")
 
 
+class _Together:
+    """Coders that edit only once every one has started (so each holds a workspace at
+    the same time: two actors, spread over the nodes), then finish."""
+
+    def __init__(self, edits: dict[str, Scripted]) -> None:
+        self.edits = edits
+        self.started: set[str] = set()
+        self.all_started = anyio.Event()
+
+    async def __call__(self, request: ChatRequest) -> Scripted:
+        subtask = str(request.metadata.get("subtask"))
+        if any(m.role == "tool" for m in request.messages):
+            return call("finish", summary="ok")
+        self.started.add(subtask)
+        if self.started >= set(self.edits):
+            self.all_started.set()
+        with anyio.fail_after(300):
+            await self.all_started.wait()
+        return self.edits[subtask]
+
+
 async def test_a_plan_runs_on_both_nodes_and_merges_green(
     cluster: str, repo: Path, tmp_path: Path
 ) -> None:
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["b.py"])])
-    scripts = ScriptedSource(
+    coders = _Together(
         {
-            "coder:s1": [
-                edit("a.py", "def one():", "def one() -> int:"),
-                call("finish", summary="ok"),
-            ],
-            "coder:s2": [
-                edit("b.py", "def two():", "def two() -> int:"),
-                call("finish", summary="ok"),
-            ],
+            "s1": edit("a.py", "def one():", "def one() -> int:"),
+            "s2": edit("b.py", "def two():", "def two() -> int:"),
         }
     )
+    scripts = ScriptedSource({}, default=FunctionModel(coders))
     req = request(tmp_path, repo, plan, max_agents=2, cluster=cluster)
     report = await solve(req, source=scripts, cluster=RayCluster.open)
     assert report.status == "done", report
@@ -257,6 +277,8 @@ async def test_a_plan_runs_on_both_nodes_and_merges_green(
 async def test_a_lost_node_is_a_workspace_error_saying_so(
     running: LocalCluster, repo: Path
 ) -> None:
+    """An idle actor whose node died is not reused (a new one starts on a node that has
+    room); one lost in use is a `WorkspaceError` saying so, and is not kept either."""
     doomed = add_node(running, NodeSpec(1, {"doomed": 1}))
     await anyio.to_thread.run_sync(wait_for_nodes, ray, 3)
     base = git(repo, "rev-parse", "HEAD")
@@ -264,13 +286,72 @@ async def test_a_lost_node_is_a_workspace_error_saying_so(
     environment = CheckEnvironment.resolve(repo)
     async with RayCluster.open(config) as rc:
         tools = {t.name: t for t in remote_tools(coding_tools(), rc.remotes)}
-        async with RayWorkspaces(rc, repo, "t6", environment).open(base, "d1") as ws:
+        workspaces = RayWorkspaces(rc, repo, "t6", environment)
+        async with workspaces.open(base, "d0") as ws:
+            assert isinstance(ws, RemoteWorkspace)
+            first = ws.info.node
+        await anyio.to_thread.run_sync(stop_node, doomed)  # its actor idle in the pool
+        doomed = add_node(running, NodeSpec(1, {"doomed": 1}))
+        async with workspaces.open(base, "d1") as ws:
+            assert isinstance(ws, RemoteWorkspace) and ws.info.node != first
             ctx = environment.context(ws.path, timeout_s=30)
             assert "def one" in await tools["read_file"].run({"path": "a.py"}, ctx)
             await anyio.to_thread.run_sync(stop_node, doomed)
             with pytest.raises(WorkspaceError) as lost:
                 await tools["read_file"].run({"path": "a.py"}, ctx)
+        pool = workspaces.pool
+        assert (pool.started, pool.reused, pool.dropped) == (2, 0, 2)
+        await workspaces.aclose()
     assert lost.value.node_lost
+
+
+def _ended(actor: Any) -> bool:
+    """Whether `actor` ends (`ray.kill` takes effect a little after it returns)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.pid.remote(), timeout=30)
+        except ray.exceptions.RayActorError:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+async def test_a_finished_workspace_is_reset_for_the_next(cluster: str, repo: Path) -> None:
+    """The next subtask gets the finished one's actor, its clone reset to the new base:
+    sent only the commit it lacks, nothing of the last subtask's work left; `aclose` ends
+    the actor."""
+    base = git(repo, "rev-parse", "HEAD")
+    environment = CheckEnvironment.resolve(repo)
+    async with RayCluster.open(ClusterConfig(kind="ray", address=cluster)) as rc:
+        tools = {t.name: t for t in remote_tools(coding_tools(), rc.remotes)}
+        workspaces = RayWorkspaces(rc, repo, "t7", environment)
+        async with workspaces.open(base, "r1") as ws:
+            ctx = environment.context(ws.path, timeout_s=30)
+            await tools["write_file"].run({"path": "junk/x.py", "content": "X = 1\n"}, ctx)
+            edit = {"path": "a.py", "old": "return 1", "new": "return 7"}
+            await tools["edit_file"].run(edit, ctx)
+            assert isinstance(ws, RemoteWorkspace)
+            actor = ws.actor
+        (repo / "b.py").write_text("def two():\n    return 22\n")
+        git(repo, "commit", "-qam", "next")
+        async with workspaces.open("HEAD", "r2") as ws:
+            assert isinstance(ws, RemoteWorkspace) and ws.actor is actor
+            ctx = environment.context(ws.path, timeout_s=30)
+            listing = await tools["list_dir"].run({"path": "."}, ctx)
+            a_py = await tools["read_file"].run({"path": "a.py"}, ctx)
+            b_py = await tools["read_file"].run({"path": "b.py"}, ctx)
+            assert await ws.patch() == ""
+        await workspaces.aclose()
+        assert await anyio.to_thread.run_sync(_ended, actor)  # by aclose
+    assert "junk" not in listing and "return 1" in a_py and "return 22" in b_py
+    assert (workspaces.pool.started, workspaces.pool.reused) == (1, 1)
+    whole = len(
+        subprocess.run(
+            ["git", "bundle", "create", "-", "--all"], cwd=repo, capture_output=True, check=True
+        ).stdout
+    )
+    assert len(workspaces.shipped) == 1 and 0 < workspaces.shipped[0] < whole
 
 
 async def test_the_merge_queues_batch_checks_run_on_the_nodes(

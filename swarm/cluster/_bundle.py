@@ -3,13 +3,14 @@ shared filesystem): a whole history for a new clone, or only what a clone lacks.
 
 from __future__ import annotations
 
+import secrets
 import tempfile
 from pathlib import Path
 
 import anyio
 
 from swarm.errors import WorkspaceError
-from swarm.run._git import git
+from swarm.run._git import git, git_retry
 
 __all__ = ["has_commit", "make_bundle"]
 
@@ -17,15 +18,16 @@ __all__ = ["has_commit", "make_bundle"]
 async def make_bundle(repo: Path, sha: str, run_id: str, *, since: str = "") -> bytes:
     """A git bundle of `repo` holding commit `sha` and its history (`since`: only what the
     receiver, who has commit `since`, lacks; `sha` must not be in `since`'s history)."""
-    ref = f"refs/swarm-bundle/{run_id}/{sha}"
+    # a ref of its own: bundles of one commit made at once must not delete each other's
+    ref = f"refs/swarm-bundle/{run_id}/{sha}-{secrets.token_hex(4)}"
     with tempfile.TemporaryDirectory(prefix="swarm-bundle-") as tmp:
         out = Path(tmp) / "base.bundle"
-        await git("update-ref", ref, sha, cwd=repo)
+        await git_retry("update-ref", ref, sha, cwd=repo)
         try:
             have = (f"^{since}",) if since else ()
             await git("bundle", "create", "--quiet", str(out), ref, *have, cwd=repo)
         finally:
-            await git("update-ref", "-d", ref, cwd=repo)
+            await git_retry("update-ref", "-d", ref, cwd=repo)
         return await anyio.Path(out).read_bytes()
 
 

@@ -98,6 +98,21 @@ class WorkspaceNode:
         await git("init", "--quiet", str(self.root), cwd=where)
         await self._fetch(bundle)
         await git("checkout", "--quiet", "--detach", base, cwd=self.root)
+        return await self._fresh(base)
+
+    async def reset(self, bundle: bytes | None, base: str) -> NodeInfo:
+        """Make the clone a fresh one at `base` for the next subtask (as `Workspace.reset`):
+        the commits it lacks fetched from `bundle` (None: it has `base`), its files at
+        `base`, every untracked file gone but what `include:` brought, then `setup:`."""
+        if bundle is not None:
+            await self._fetch(bundle)
+        await git("reset", "--hard", "--quiet", base, cwd=self.root)
+        excludes = [arg for pattern in self.environment.include for arg in ("-e", pattern)]
+        await git("clean", "-ffdxq", *excludes, cwd=self.root)
+        return await self._fresh(base)
+
+    async def _fresh(self, base: str) -> NodeInfo:
+        """The clone checked out at `base` is new work's: nothing written yet, `setup:`."""
         self.base = base
         self._written = WriteLog.fresh(self.root)
         if self.environment.include or self.environment.setup:

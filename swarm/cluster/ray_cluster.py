@@ -5,10 +5,13 @@
 `cpus_per_workspace` CPUs (its checks run on them), `memory_mb` and any custom resources,
 placed with Ray's SPREAD strategy so agents spread over the nodes. When no node has room,
 Ray holds the actor until one has: the driver's wait for it is a `swarm.wait cluster` span
-(it includes the actor's start, about a second for a fresh worker process).
+(it includes the actor's start, seconds for a fresh worker process on a busy node).
 
-The base commit travels as a git bundle put once in the object store per base commit
-(the last few are kept), never through a shared filesystem.
+Actors are handed on: a subtask that finishes leaves its actor, reset, to the next one
+(`actor_pool`), so a run starts about as many actors as it has agents. A new actor's base
+commit travels as a git bundle put once in the object store per base commit (the last few
+are kept), a reused one's as a bundle of only what it lacks; never through a shared
+filesystem.
 """
 
 from __future__ import annotations
@@ -28,9 +31,10 @@ from typing import Any
 import anyio
 
 from swarm.agent.toolbox import coding_tools
-from swarm.cluster._bundle import make_bundle
+from swarm.cluster._bundle import has_commit, make_bundle
+from swarm.cluster.actor_pool import CLOSE_TIMEOUT_S, ActorPool, Held, Lifecycle
 from swarm.cluster.merge_checks import NodeChecks
-from swarm.cluster.node import NodeInfo, WorkspaceNode
+from swarm.cluster.node import WorkspaceNode
 from swarm.cluster.remote import Remotes, RemoteWorkspace, _await, remote_tools
 from swarm.config import ClusterConfig
 from swarm.errors import ConfigError
@@ -38,13 +42,10 @@ from swarm.run._git import git
 from swarm.run.environment import CheckEnvironment
 from swarm.run.parts import CoordinatorParts, WorkspaceLike
 from swarm.tracing import semconv as sc
-from swarm.tracing.setup import tracer
 from swarm.tracing.waits import waiting
 
 __all__ = ["RayCluster", "RayWorkspaces", "ray_module"]
 
-CLOSE_TIMEOUT_S = 30.0
-"""The longest removing a remote workspace may take, even when cancelled."""
 _BUNDLES_KEPT = 4
 
 
@@ -133,19 +134,57 @@ class RayCluster:
         """A `WorkspaceNode` actor placed on some node for the block (waiting for room as a
         `swarm.wait cluster` span), ended after it, in bounded time even when cancelled;
         `reserve=False`: it reserves nothing (see `merge_checks`)."""
-        options = self.actor_options()
-        if not reserve:
-            options = {"num_cpus": 0, "scheduling_strategy": "SPREAD", "max_restarts": 0}
-        actor = _actor().options(**options).remote(environment, run_id, name)
-        placed = False
+        with waiting(sc.WAIT_CLUSTER, attributes={sc.WORKSPACE_NAME: name}):
+            actor = await self.start(environment, run_id, name, reserve=reserve)
         try:
-            with waiting(sc.WAIT_CLUSTER, attributes={sc.WORKSPACE_NAME: name}):
-                await _await(actor.ready.remote())
-            placed = True
             yield actor
         finally:
-            with anyio.move_on_after(CLOSE_TIMEOUT_S, shield=True):
-                await _close(actor, placed)
+            await end_actor(actor)
+
+    async def start(
+        self, environment: CheckEnvironment, run_id: str, name: str, *, reserve: bool = True
+    ) -> Any:
+        """A new `WorkspaceNode` actor, once Ray has placed it and it runs (ended at once,
+        bounded, if this is cancelled or fails first)."""
+        if reserve:
+            options = {**self.actor_options(), "scheduling_strategy": await self._spread()}
+        else:
+            options = {"num_cpus": 0, "scheduling_strategy": "SPREAD", "max_restarts": 0}
+        actor = _actor().options(**options).remote(environment, run_id, name)
+        try:
+            await _await(actor.ready.remote())
+        except BaseException:
+            ray_module().kill(actor, no_restart=True)  # never ran: nothing to remove
+            raise
+        return actor
+
+    async def room(self) -> bool:
+        """Whether some node has room for one more workspace actor now."""
+        return bool(await self._roomy())
+
+    async def _roomy(self) -> dict[str, float]:
+        """The nodes with room for one more workspace actor now: their free CPUs by id."""
+        options = self.actor_options()
+        need = {"CPU": options["num_cpus"], "memory": options.get("memory", 0)}
+        need.update(options.get("resources", {}))
+        nodes = await anyio.to_thread.run_sync(_available_per_node)
+        return {
+            node: free.get("CPU", 0.0)
+            for node, free in nodes.items()
+            if all(free.get(k, 0.0) >= v for k, v in need.items() if v)
+        }
+
+    async def _spread(self) -> Any:
+        """Where a new workspace actor goes: the node with room and the most free CPUs
+        (Ray's SPREAD alone placed actors started one after another on one node), else
+        SPREAD, waiting for room."""
+        roomy = await self._roomy()
+        if not roomy or "" in roomy:  # full, or no per-node view
+            return "SPREAD"
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        best = max(roomy, key=lambda node: roomy[node])
+        return NodeAffinitySchedulingStrategy(best, soft=True, _spill_on_unavailable=True)
 
     def actor_options(self) -> dict[str, Any]:
         c = self.config
@@ -162,13 +201,18 @@ class RayCluster:
 
 
 class RayWorkspaces:
-    """`Workspaces` on a Ray cluster: an actor holding a clone of `base` per workspace."""
+    """`Workspaces` on a Ray cluster: an actor holding a clone per workspace, handed on to
+    the next subtask when one finishes (`actor_pool`); `aclose` ends them all."""
 
     def __init__(
         self, cluster: RayCluster, repo: Path, run_id: str, environment: CheckEnvironment
     ) -> None:
         self.cluster, self.repo, self.run_id = cluster, repo, run_id
         self.environment = environment
+        start = partial(cluster.start, environment, run_id)
+        self.pool = ActorPool(Lifecycle(start, cluster.room, self._ready, end_actor))
+        self.shipped: list[int] = []
+        """Bytes of each incremental bundle a reused actor was sent (0: it had the base)."""
         self._bundles: OrderedDict[str, Any] = OrderedDict()
         self._bundling = anyio.Lock()
 
@@ -178,18 +222,38 @@ class RayWorkspaces:
     @asynccontextmanager
     async def _open(self, base: str, name: str) -> AsyncIterator[WorkspaceLike]:
         sha = await git("rev-parse", "--verify", f"{base}^{{commit}}", cwd=self.repo)
-        bundle = await self._bundle(sha)
-        async with self.cluster.actor(self.environment, self.run_id, name) as actor:
-            attrs = {sc.WORKSPACE_NAME: name}
-            with tracer().start_as_current_span(f"{sc.WORKSPACE_SPAN} open", attributes=attrs):
-                info: NodeInfo = await _await(actor.open.remote(bundle, sha))
+        async with self.pool.lease(sha, name) as held:
+            assert held.info is not None
             where = Path(tempfile.gettempdir(), "swarm-remote", self.run_id)
-            ws = RemoteWorkspace(actor, where / f"{name}-{secrets.token_hex(3)}", info)
+            ws = RemoteWorkspace(held.actor, where / f"{name}-{secrets.token_hex(3)}", held.info)
             self.cluster.remotes.add(ws)
             try:
                 yield ws
             finally:
                 self.cluster.remotes.remove(ws)
+                held.reusable = ws.reusable
+
+    async def _ready(self, held: Held, sha: str) -> None:
+        """Clone `sha` in a new actor, or reset a used one's clone to it."""
+        if not held.have:
+            bundle = await self._bundle(sha)
+            held.info = await _await(held.actor.open.remote(bundle, sha))
+        else:
+            data = None
+            if not await has_commit(self.repo, sha, held.have):
+                data = await make_bundle(self.repo, sha, self.run_id, since=held.have)
+            self.shipped.append(len(data or b""))
+            held.info = await _await(held.actor.reset.remote(data, sha))
+        held.have = sha
+
+    async def warm(self, base: str, count: int) -> None:
+        """Start `count` actors with clones of `base` ahead of need (the pool's bound too)."""
+        sha = await git("rev-parse", "--verify", f"{base}^{{commit}}", cwd=self.repo)
+        await self.pool.warm(sha, count)
+
+    async def aclose(self) -> None:
+        """End every actor kept for reuse now, and those in use as they are given back."""
+        await self.pool.aclose()
 
     async def _bundle(self, sha: str) -> Any:
         """The object-store ref of a bundle holding `sha` (made once per commit)."""
@@ -205,10 +269,23 @@ class RayWorkspaces:
             return ref
 
 
-async def _close(actor: Any, placed: bool) -> None:
-    """Remove the clone, then end the actor; one never placed (cancelled while the cluster
-    was full) or whose node was lost has nothing to remove."""
-    if placed:
+def _available_per_node() -> dict[str, dict[str, float]]:
+    """Each live node's free resources by node id (Ray's own per-node view; else the
+    cluster's sum, as if one node)."""
+    ray = ray_module()
+    try:
+        from ray._private import state
+
+        per_node: Any = state.available_resources_per_node
+    except (ImportError, AttributeError):
+        return {"": ray.available_resources()}
+    return dict(per_node())
+
+
+async def end_actor(actor: Any) -> None:
+    """Remove the actor's clone, then end it; bounded, and done when cancelled too (an
+    actor whose node was lost has nothing to remove)."""
+    with anyio.move_on_after(CLOSE_TIMEOUT_S, shield=True):
         with contextlib.suppress(Exception):
             await _await(actor.close.remote())
     ray_module().kill(actor, no_restart=True)

@@ -39,6 +39,9 @@ class RemoteWorkspace:
     def __init__(self, actor: Any, path: Path, info: NodeInfo) -> None:
         self.actor, self.info = actor, info
         self._path = path
+        self.reusable = True
+        """False once a call failed to come back: its node lost, or the call cancelled (it
+        may still run there); the actor is not given to another subtask."""
 
     @property
     def path(self) -> Path:
@@ -51,7 +54,11 @@ class RemoteWorkspace:
         attrs = {sc.HOST_NAME: self.info.host, sc.NODE_ID: self.info.node}
         outer.set_attributes(attrs)
         with tracer().start_as_current_span(f"{sc.REMOTE_SPAN} {what}", attributes=attrs) as span:
-            reply = await _await(getattr(self.actor, method).remote(*args))
+            try:
+                reply = await _await(getattr(self.actor, method).remote(*args))
+            except BaseException:
+                self.reusable = False
+                raise
             if isinstance(reply, Reply):
                 span.set_attribute(sc.REMOTE_DURATION, reply.node_s)
             return reply
