@@ -123,3 +123,15 @@ def test_ids_that_are_not_plain_hex_survive_the_cache(tmp_path: Path) -> None:
     cached = load_trace(known.path)
     assert "odd-id" in cached.span_id
     _same(parsed, cached)
+
+
+def test_a_span_reads_the_same_twice_events_and_links_too(tmp_path: Path) -> None:
+    from swarm.tracing.setup import run_tracing, tracer
+
+    with run_tracing("twice", traces_dir=tmp_path) as run:
+        with tracer().start_as_current_span("chat m") as span:
+            span.add_event("retry", {"attempt": 2})
+    trace = load_trace(run.path)
+    first, second = trace.span_json(0), trace.span_json(0)  # the line is cached in between
+    assert first == second
+    assert first["events"][0]["attributes"] == {"attempt": 2}

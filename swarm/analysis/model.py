@@ -171,14 +171,16 @@ class Trace:
         raw["attributes"] = {
             a["key"]: otlp_value(a.get("value", {})) for a in raw.get("attributes", [])
         }
-        for ev in raw.get("events", []):
-            ev["attributes"] = {
-                a["key"]: otlp_value(a.get("value", {})) for a in ev.get("attributes", [])
-            }
-        for ln in raw.get("links", []):
-            ln["attributes"] = {
-                a["key"]: otlp_value(a.get("value", {})) for a in ln.get("attributes", [])
-            }
+        for part in ("events", "links"):  # copies: the cached line is decoded again later
+            raw[part] = [
+                {
+                    **item,
+                    "attributes": {
+                        a["key"]: otlp_value(a.get("value", {})) for a in item.get("attributes", [])
+                    },
+                }
+                for item in raw.get(part, [])
+            ]
         return raw
 
     def attributes(self, i: int) -> dict[str, Any]:
