@@ -15,7 +15,9 @@ queue (`[merge]` defaults, `--max-parallel-checks`) and the one-at-a-time queue
 (`batch_size = {max = 1}`, `max_parallel_checks = 1`). Each reports makespan, the
 critical-path lower bound (see `lower_bound`: coding and its own check in the agents'
 waves, one merge check per link of a dependency chain, the baseline and the final
-accept), their ratio, merge checks run and the coordinator's CPU per model call.
+accept), their ratio, merge checks run and the coordinator's CPU per model call. The bound
+assumes the cores never run out; `cpu_floor_s` is the other floor: the CPU the run used
+(the coordinator and its children: git, the sandboxed checks) spread over every core.
 
 With `--cluster-nodes 1,2` the workload runs on local Ray clusters (this machine, loopback)
 of each node count, `--cpus-per-node` CPUs each: every workspace reserves one CPU, so one
@@ -33,6 +35,8 @@ from __future__ import annotations
 import argparse
 import heapq
 import json
+import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -182,7 +186,9 @@ async def run(w: Workload) -> dict[str, Any]:
                 quiet=True,
                 cluster=w.cluster,
             )
+            children = _children_cpu_s()
             report = await solve(request, source=Source(r), cluster=_open_cluster)
+            children = _children_cpu_s() - children
         on_cluster = _cluster_figures(report.trace, w) if w.cluster and report.trace else {}
     o, m = report.overhead, report.merge
     coding_s = report.time_by_phase.get("coder", 0.0) / max(1, w.subtasks)
@@ -207,6 +213,8 @@ async def run(w: Workload) -> dict[str, Any]:
         "calls": report.calls,
         "coordinator_cpu_s": o.cpu_s,
         "cpu_ms_per_call": o.cpu_ms_per_call,
+        "children_cpu_s": round(children, 2),
+        "cpu_floor_s": round((o.cpu_s + children) / (os.cpu_count() or 1), 2),
         "time_by_phase": report.time_by_phase,
         "spans_dropped": report.spans_dropped,
         **on_cluster,
@@ -217,6 +225,12 @@ def _cluster_figures(trace: object, w: Workload) -> dict[str, Any]:
     from benchmarks.bench_cluster import run_figures
 
     return run_figures(Path(str(trace)), w.subtasks)
+
+
+def _children_cpu_s() -> float:
+    """CPU time of this process's finished children (git, sandboxed checks)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _open_cluster(config: Any) -> Any:
