@@ -111,6 +111,17 @@ def test_30_percent_random_429s_cost_retries_not_the_run(tpm: int | None) -> Non
     assert limited["wall_s"] <= 1.5 * clean["wall_s"], (limited["wall_s"], clean["wall_s"])
 
 
+def test_the_same_seed_gives_the_same_faulted_run() -> None:
+    faults = Faults(rate_limit_rate=0.3, error_rate=0.05, stall_rate=0.05, hang_rate=0.05)
+    spec = replace(BASE, agents=20, steps=200, faults=faults)
+    figures = ("wall_s", "attempts", "rate_limited", "calls", "merged", "tokens")
+    first, again = run_simulation(spec), run_simulation(spec)
+    assert first["rate_limited"] > 20 and first["merged"] == 20
+    assert {k: first[k] for k in figures} == {k: again[k] for k in figures}
+    other = run_simulation(replace(spec, seed=spec.seed + 1))
+    assert (other["wall_s"], other["attempts"]) != (first["wall_s"], first["attempts"])
+
+
 def test_zero_retry_after_429s_finish_on_the_virtual_clock() -> None:
     out = run_simulation(replace(BASE, faults=Faults(rate_limit_rate=0.3, retry_after_s=0)))
     assert out["merged"] == 50
