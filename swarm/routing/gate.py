@@ -60,8 +60,15 @@ class _Recent:
     """Calls admitted and 429s received over the last `SECONDS`, in one-second bins."""
 
     SECONDS = 10
-    MIN_CALLS = 4
-    """Fewer calls than this count as this many (a verdict needs a sample)."""
+    MIN_CALLS = SCATTER_SAMPLE
+    """Fewer calls than this count as this many: a verdict either way needs a sample, so
+    overload needs 10 429s at least. With 4, two random 429s in a row on the planner's
+    lone call (9 % at a 30 % rate) read as overload and cut the slots to the one call
+    then in flight; 50 coders then started one at a time, too few calls for their 429s
+    to look scattered, and each cut again (11-24x the fault-free makespan on seeds 0 and
+    3). With 16, the coders' first calls did it: a simulated 429 comes back before the
+    next agent's call is admitted, and 8 of the first 16 bounced (6.4x on seed 0). Calls
+    made at once pile up a sample within a second, so a real overload is still cut."""
 
     __slots__ = ("_admits", "_limits", "_stamps")
 

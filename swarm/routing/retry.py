@@ -17,7 +17,9 @@ waited, not what the header said.
 
 A 429 the gates take as scattered (429s under half of the recent calls, and no quota in
 the provider's headers: `swarm.routing.gate`) is not about load, so waiting its
-Retry-After only delays the call: its retry waits the floor with jitter instead. Once
+Retry-After only delays the call: its retry waits the floor with jitter instead, the
+floor stopping at the Retry-After (one call that drew ten 429s in a row waited 6.4 s, then
+10 s, twice: 3.4x the fault-free makespan on seed 12). Once
 429s are frequent, or a quota is known, Retry-After is waited in full again. Measured on
 `swarm simulate --agents 100 --steps 1000 --rate-limit-rate 0.3` (Retry-After 1 s):
 1.58-1.73x the fault-free makespan over five seeds while waiting every Retry-After.
@@ -100,8 +102,12 @@ class Retrier:
         rng = self.jitter(call)
         if isinstance(exc, RateLimited):
             floor = self.floor(attempt)
-            jittered = floor + rng.uniform(0, floor)
             scattered = call is not None and call.scattered_429
+            if scattered and exc.retry_after is not None:
+                # not about load: a later retry is no likelier to pass, so the doubling
+                # floor stops at what the provider asked for
+                floor = min(floor, max(exc.retry_after, MIN_RETRY_S))
+            jittered = floor + rng.uniform(0, floor)
             return jittered if scattered else max(exc.retry_after or 0.0, jittered)
         r = self._routing
         base: float = min(r.backoff_max_s, r.backoff_initial_s * 2.0 ** (attempt - 1))
