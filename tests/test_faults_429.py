@@ -76,9 +76,12 @@ def test_random_429s_do_not_cut_or_pause() -> None:
 def test_an_overload_still_cuts_and_pauses() -> None:
     async def run() -> None:
         gate = Gate("p")
-        for _ in range(10):
+        for i in range(15):  # every call bounces: overload
             async with gate.admit(10) as permit:
-                assert not permit.rate_limited(2.0)  # every call bounces: overload
+                assert not permit.rate_limited(2.0)
+            # judged once 429s have been half of 20 calls (the 10th) for 1 s (the 15th)
+            assert gate.slots.limit == (1 if i == 14 else math.inf)
+            await anyio.sleep(0.2)
         assert gate.slots.limit == 1
         assert gate.paused_until > anyio.current_time()
 
