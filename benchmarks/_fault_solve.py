@@ -8,14 +8,16 @@ plan of one subtask per module, the task and the cell's faults; then
 runs the real `solve()` there (worktrees, checks, merge queue, journal, router) with the
 simulator in-process as the provider (`bench_solve`'s scripted coder, with the cell's
 faults on it, or on a first provider ahead of a healthy one), and prints its figures as
-JSON. Run again in a directory whose journal holds a run, it resumes that run (what
-`swarm resume` does), so `bench_resume.kill_then_resume` can kill -9 it at any moment.
+JSON, with the tree the run's branch ends on. Run again in a directory whose journal
+holds a run, it resumes that run (what `swarm resume` does), so
+`bench_resume.kill_then_resume` can kill -9 it at any moment.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -93,7 +95,17 @@ async def run_cell(cell: Path) -> dict[str, Any]:
         "subtasks": len(report.subtasks),
         "wall_s": round(time.perf_counter() - started, 2),
         "calls": report.calls,
+        "tree": _tree(cell / "repo", report.branch),
     }
+
+
+def _tree(repo: Path, branch: str | None) -> str | None:
+    """The tree the run's branch ends on (what a resumed run must reach as well)."""
+    if branch is None:
+        return None
+    rev = ["git", "-C", str(repo), "rev-parse", f"{branch}^{{tree}}"]
+    out = subprocess.run(rev, capture_output=True, text=True, check=False)
+    return out.stdout.strip() or None
 
 
 def main() -> None:

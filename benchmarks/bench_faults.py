@@ -7,17 +7,19 @@ hangs on every call (hang-first) or refuses every connection (dead-first) ahead 
 healthy one. Each cell is one `swarm simulate --virtual --json` command (printed with
 its figures, so any cell is reproducible alone); the fault-free run is measured in the
 same invocation with the same workload and seed. Virtual clock: the makespans are
-simulated seconds, deterministic but for retry jitter.
+simulated seconds, the same every time for one seed (`swarm.simulate.vclock`).
 
 With `--seeds 0,1,2` every simulate cell runs once per seed (each against the fault-free
-run of its seed), since retry jitter and the fault draws move the figures by a few %.
+run of its seed), since which calls draw the faults moves the figures by a few %.
 
 With `--solve`, the same faults (each kind at 5 % and 30 %, hang-first, dead-first) also
 run a real `swarm solve` of `--subtasks` subtasks (real git, checks and merge queue, the
 simulator in-process: `benchmarks._fault_solve`), reporting completion and makespan ÷
 the fault-free solve (wall clock: noisy on a shared machine); with `--kills N`, each cell
-is also killed with SIGKILL at N random moments and resumed (`bench_resume`'s
-machinery), reporting completed calls repeated and whether the resumed run finished.
+(the fault-free one too) is also run N more times, each killed with SIGKILL at a random
+moment (seeded by `--seed`) and resumed (`bench_resume`'s machinery), reporting completed
+calls repeated, whether the resumed run finished, and whether it ended on the same tree
+as the uninterrupted run.
 
     python -m benchmarks.bench_faults [--agents 100] [--steps 1000] [--seeds 0] [--json]
         [--solve [--subtasks 100] [--kills 20]]
@@ -28,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -148,12 +151,13 @@ def solve_cell(
     duration = time.perf_counter() - began  # with the interpreter's start: kills land in it
     rng = random.Random(f"{opts.seed}-{name}")
     kills = []
-    for k in range(opts.kills if faults or first else 0):  # the baseline is not killed
+    for k in range(opts.kills):
         cell = tmp / f"{slug}-kill{k}"
         prepare(cell, opts.subtasks, faults, first)
         start = [sys.executable, "-m", "benchmarks._fault_solve", str(cell)]
         at_s = rng.uniform(0.05, 0.9) * duration
         kills.append(kill_then_resume(cell, start, at_s, partial(_resume, cell)))
+        shutil.rmtree(cell, ignore_errors=True)  # 100 worktrees' worth of disk each
     return {
         "cell": name,
         "completed": f"{whole['merged']}/{opts.subtasks}",
@@ -163,6 +167,11 @@ def solve_cell(
         "kills": len(kills),
         "calls_repeated": sum(k["calls_repeated"] for k in kills),
         "resumed_complete": sum(k["report"].get("merged") == opts.subtasks for k in kills),
+        "same_tree": sum(
+            whole.get("tree") is not None and k["report"].get("tree") == whole["tree"]
+            for k in kills
+        ),
+        "repeated": [k["repeated"] for k in kills if k["repeated"]],
         "killed_at_s": [k["killed_at_s"] for k in kills],
     }
 
@@ -184,7 +193,8 @@ def solve_matrix(opts: argparse.Namespace) -> list[dict[str, Any]]:
                     f"solve {name:20} {row['completed']:>8}  {row['makespan_s']:8.1f} s  "
                     f"x{row['vs_fault_free']:<6} kills {row['kills']}: "
                     f"{row['calls_repeated']} calls repeated, "
-                    f"{row['resumed_complete']}/{row['kills']} resumed to completion",
+                    f"{row['resumed_complete']}/{row['kills']} resumed to completion, "
+                    f"{row['same_tree']}/{row['kills']} to the same tree",
                     flush=True,
                 )
     return rows

@@ -291,8 +291,9 @@ def test_a_deadline_that_no_longer_fits_moves_work_to_the_speed_tier(tmp_path: P
     assert run_simulation(spec)["notes"] == []  # ~39 s, no deadline
     out = run_simulation(replace(spec, deadline=30.0))
     # each chain subtask that starts while the chain does not fit is moved (one provider
-    # here: moving does not help, and the deadline stops the run)
-    first, second = out["notes"]
+    # here: moving does not help, and the deadline stops the run; later subtasks may be
+    # moved too, and the fan-out widened, as the seed's latencies fall)
+    first, second, *_ = out["notes"]
     assert first.startswith("deadline: the critical path ahead needs ~")
     assert "1 subtask(s) (s0001) moved to the speed tier's fastest" in first
     assert "(s0002) moved" in second and out["stop_reason"] == "deadline"

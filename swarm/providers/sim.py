@@ -2,7 +2,7 @@
 
 Each call sleeps for its TTFT, then streams its thinking and decode in pieces of 0.1 s
 (telling `swarm.providers.progress` after each), so it costs little CPU and runs on
-trio's virtual clock; faults raise the errors an HTTP client would. This module is also the
+a virtual clock; faults raise the errors an HTTP client would. This module is also the
 simulator's front door: it re-exports the engine, faults and replies
 (`from swarm.providers.sim import SimEngine, Faults, Reply`).
 """

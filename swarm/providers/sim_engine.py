@@ -2,8 +2,11 @@
 out, how long the first token and the decode take, and whether the call fails.
 
 Latency comes from a catalog profile with log-normal jitter; faults from `Faults`. The
-engine is deterministic under its seed: the random draws for a call are taken in call
-order, before the script runs. Tokens are the simulator's own unit, words
+engine is deterministic under its seed: the random draws for a call are taken before the
+script runs, from a generator seeded by the engine's seed, the call's agent, role and step
+(request metadata) and how many calls with that key came before, so calls made at the same
+moment draw the same numbers whatever order they reach the engine in (calls without an
+agent draw in call order). Tokens are the simulator's own unit, words
 (`sim_reply.count_tokens`), both for prompts and for replies. `SimProvider` (in-process)
 and `swarm.providers.sim_server` (over HTTP) both replay its plans.
 """
@@ -129,6 +132,8 @@ class SimEngine:
         """How this provider changes under the run (`swarm._sim_shifts`)."""
         self._calls = 0
         self._start: float | None = None
+        self._keys: dict[str, int] = {}
+        """Calls so far per agent/role/step key (a retry draws afresh)."""
 
     def profile_for(self, model: str) -> LatencyProfile:
         """The catalog profile when `model` is a catalog ref, else the engine's default."""
@@ -163,14 +168,25 @@ class SimEngine:
                 return kind
         return None
 
+    def _rng_for(self, request: ChatRequest) -> random.Random:
+        """The call's generator: its own when the request names an agent, so the order in
+        which simultaneous calls arrive does not change what each draws."""
+        meta = request.metadata
+        agent = meta.get("agent")
+        if not agent:
+            return self._rng
+        key = f"{agent}/{meta.get('role', '')}/{meta.get('step', '')}"
+        n = self._keys[key] = self._keys.get(key, 0) + 1
+        return random.Random(f"{self.seed}/{key}/{n}")
+
     async def plan(self, model: str, request: ChatRequest) -> SimPlan:
         """Decide one call. Random draws happen first, so concurrency can't reorder them."""
         p = self.profile_for(model)
-        rng = self._rng
+        rng = self._rng_for(request)
         g_ttft, g_rate = rng.gauss(0.0, 1.0), rng.gauss(0.0, 1.0)
         fault = self._draw_fault(rng.random())
         fault_at = rng.random()
-        speed, fault = self._shifted(fault)
+        speed, fault = self._shifted(fault, rng)
 
         limits = self.limits_for(model)
         inp = _input_tokens(request.messages)
@@ -224,7 +240,7 @@ class SimEngine:
             requested_tokens=requested,
         )
 
-    def _shifted(self, fault: str | None) -> tuple[float, str | None]:
+    def _shifted(self, fault: str | None, rng: random.Random) -> tuple[float, str | None]:
         """The speed now and the fault after the shift in force (if any) is applied; the
         extra random draw is made only when shifts are configured."""
         if not self.shifts:
@@ -233,7 +249,7 @@ class SimEngine:
             self._start = anyio.current_time()
         self._calls += 1
         active = self._active(self._calls)
-        u = self._rng.random()
+        u = rng.random()
         if active is None:
             return 1.0, fault
         if fault is None and active.error_rate is not None and u < active.error_rate:

@@ -9,6 +9,7 @@ router's hot path only reads it.
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from opentelemetry.util.types import AttributeValue
@@ -208,6 +209,7 @@ class Call:
         "priority",
         "reason",
         "request",
+        "rng",
         "role",
         "scattered_429",
         "scores",
@@ -227,6 +229,8 @@ class Call:
         self.scattered_429 = False
         """Was the last failed attempt a 429 the gates took as scattered (few 429s among
         recent calls, no quota shown), not overload? Its retry then needs no Retry-After."""
+        self.rng: random.Random | None = None
+        """The jitter of this call's waits (`Retrier.jitter`), made at its first retry."""
         self.reason = ""
         """Why the first candidate was chosen (`swarm.route.reason` on each chat span)."""
         self.scores = ""

@@ -152,6 +152,11 @@ class Router:
         """Every provider/model a tier may call, with its live score (`Target.score`)."""
         return list(self._targets.values())
 
+    def seed_jitter(self, seed: int) -> None:
+        """Make the jitter of retry waits repeat under `seed` (a simulation's): each call's
+        draws then depend on the seed and its agent and step only."""
+        self._retry.reseed(seed)
+
     def breaker_state(self, ref: str) -> str:
         """The circuit breaker's state for one `provider/model`: closed, open, half-open."""
         return self._targets[ref].breaker.state
@@ -224,7 +229,7 @@ class Router:
                     raise
                 if exc.status in _NO_FAILOVER:
                     raise
-                await self._retry.backoff(self._retry.delay(n, exc))
+                await self._retry.backoff(self._retry.delay(n, exc, call))
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _round(self, targets: list[Target], call: Call) -> ChatResult:

@@ -12,8 +12,9 @@ the total work spread over `max_agents`, whichever is longer, then the final che
 `bound_actual_s` is the same with each call's actual (jittered) duration: the makespan ÷
 that ratio is the scheduling efficiency alone.
 
-With `virtual=True` the run happens on trio's `MockClock`: hours of simulated time in
-seconds. Spans read the same virtual clock (`swarm.tracing.span_clock`: the start time of
+With `virtual=True` the run happens on a virtual clock (`swarm.simulate.vclock`): hours of
+simulated time in seconds, and the same seed gives the same run, to the request. Spans
+read the same virtual clock (`swarm.tracing.span_clock`: the start time of
 day plus virtual seconds elapsed), so the trace's durations, TTFTs and wall-clock are the
 ones the simulation reports. Rate limits, pauses and the circuit breaker read the event
 loop's clock, so `rpm`/`tpm` hold on the virtual clock too.
@@ -28,7 +29,7 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
@@ -51,6 +52,7 @@ from swarm.run.task import Task
 from swarm.simulate.bounds import bound
 from swarm.simulate.hosts import Host, host_configs, host_providers, tell_shifts
 from swarm.simulate.nodes import Nodes, SimNodes, SimNodeWorkspaces, node_figures
+from swarm.simulate.vclock import VirtualLoop
 from swarm.simulate.world import (
     CountingProvider,
     Recorder,
@@ -65,9 +67,6 @@ from swarm.simulate.world import (
     step_shares,
 )
 from swarm.tracing import span_clock
-
-if TYPE_CHECKING:
-    from trio.testing import MockClock
 
 __all__ = ["PRESETS", "SimSpec", "bound", "run_simulation", "simulate"]
 
@@ -149,20 +148,20 @@ PRESETS: Mapping[str, Mapping[str, Any]] = {
 
 
 def run_simulation(spec: SimSpec) -> dict[str, Any]:
-    """Run `simulate(spec)` in a fresh event loop (trio with a mock clock when virtual)."""
+    """Run `simulate(spec)` in a fresh event loop (on virtual time when `spec.virtual`)."""
     if spec.virtual:
-        from trio.testing import MockClock
-
-        clock = MockClock(autojump_threshold=0)
-        with span_clock(_virtual_ns(clock)):
-            return anyio.run(simulate, spec, backend="trio", backend_options={"clock": clock})
+        loop = VirtualLoop()
+        with span_clock(_virtual_ns(loop)):
+            return anyio.run(
+                simulate, spec, backend="asyncio", backend_options={"loop_factory": lambda: loop}
+            )
     return anyio.run(simulate, spec)
 
 
-def _virtual_ns(clock: MockClock) -> Callable[[], int]:
+def _virtual_ns(loop: VirtualLoop) -> Callable[[], int]:
     """Wall time of day at the start, advanced by the virtual clock (any thread may ask)."""
-    base_ns, start = time.time_ns(), clock.current_time()
-    return lambda: base_ns + round((clock.current_time() - start) * 1e9)
+    base_ns, start = time.time_ns(), loop.time()
+    return lambda: base_ns + round((loop.time() - start) * 1e9)
 
 
 class SimWorld:
@@ -189,6 +188,7 @@ class SimWorld:
         self.providers: Mapping[str, Provider] | None = providers
         self.recorder: Recorder | None = None
         self.oracle = spec.oracle
+        self.seed = spec.seed
         self.hosts: dict[str, CountingProvider] = {}
         self._tools = sim_tools(spec.tool_s)
         self.nodes = SimNodes(spec.cluster) if spec.cluster is not None else None
@@ -224,8 +224,10 @@ class SimWorld:
         return []
 
     def models(self, source: ModelSource) -> ModelSource:
-        if self.oracle and isinstance(source, RouterSource):
-            tell_shifts(source.router)
+        if isinstance(source, RouterSource):
+            source.router.seed_jitter(self.seed)  # the retries' jitter repeats too
+            if self.oracle:
+                tell_shifts(source.router)
         self.recorder = Recorder(source)
         return self.recorder
 

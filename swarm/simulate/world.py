@@ -2,7 +2,7 @@
 
 Nothing here touches git, the disk or a subprocess: every tool call, check and merge
 sleeps a fixed duration with `anyio.sleep`, so a run behaves the same on the real clock
-and on trio's virtual one. The script makes each agent do its share of model steps
+and on the virtual one. The script makes each agent do its share of model steps
 (tool calls, then `finish`); `Recorder` notes every call so the critical-path bound can be
 computed from the workload afterwards.
 """
