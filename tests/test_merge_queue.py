@@ -307,14 +307,3 @@ async def test_a_culprit_is_red_once_what_it_was_red_on_top_of_has_landed(repo: 
     decided = list(merged.results)  # in the order the queue answered
     assert decided.index("a") < decided.index("b")
     assert "b on a" in merged.results["b"].output
-
-
-async def test_once_culprits_show_the_batch_behind_the_front_has_a_spare(repo: Path) -> None:
-    """After `a`'s red batch, the batch behind a front is also built on the head: when
-    the front ([e f], `e` a culprit) is red, the spare of [g h] takes its place."""
-    values = dict.fromkeys(MODULES, 2) | {"a": 13, "e": 13}
-    merged = await merge_all(repo, values)
-    assert merged.kinds() == {m: "red" if m in "ae" else "merged" for m in MODULES}
-    assert merged.stats.spares >= 1
-    assert sorted(merged.subjects) == [f"swarm: {m}: set {m}" for m in MODULES if m not in "ae"]
-    assert_clean(repo)

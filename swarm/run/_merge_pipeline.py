@@ -75,9 +75,6 @@ class _Batch:
     failed: str | None = None
     """Why it could not be built (git failed): its patches are refused with this."""
     span: SpanContext | None = None
-    spare: _Batch | None = None
-    """The same patches built on the head, beside this batch built on a front that may
-    turn red: if it does, the spare takes this one's place, already checking."""
 
     @property
     def green(self) -> bool:
@@ -186,10 +183,6 @@ class Pipeline:
         self._flight.append(batch)
         self.stats.batches += 1
         tg.start_soon(self._build_and_check, batch)
-        if batch.depth == 1 and self.red.cap() < size.max:  # culprits have shown
-            batch.spare = _Batch(taken, None, 0)
-            self.stats.spares += 1
-            tg.start_soon(self._build_and_check, batch.spare)
 
     async def _build_and_check(self, batch: _Batch) -> None:
         try:
@@ -246,23 +239,17 @@ class Pipeline:
     # -- landing ---------------------------------------------------------------------
 
     async def _settle(self, front: _Batch, tg: anyio.abc.TaskGroup) -> None:
-        spare = self._flight[0].spare if self._flight else None
         if front.green:
-            if spare is not None:
-                spare.scope.cancel()
             self.red.judged += len(front.requests)
             await self.land(list(zip(front.requests, front.steps, strict=True)), front)
             return
         behind, self._flight = self._flight, []
-        held: list[Request] = []
-        if spare is not None and not spare.scope.cancel_called:
-            self._flight, held = [spare], spare.requests  # already checking on the head
         for b in behind:  # built on a red tip: rebuilt on the head at once
             b.scope.cancel()
             self.stats.rebuilds += 1
         for b in behind:
             await b.finished.wait()
-        self.requeue([r for b in behind for r in b.requests if r not in held])
+        self.requeue([r for b in behind for r in b.requests])
         if front.failed is not None:
             for r in front.requests:
                 r.settle(MergeResult("red", output=front.failed, batch=front.span))

@@ -50,9 +50,6 @@ class MergeStats(BaseModel):
     """Rounds of splitting a red batch to find its culprit."""
     rebuilds: int = 0
     """Speculative batches dropped because one ahead turned red (their patches re-batched)."""
-    spares: int = 0
-    """Batches also built on the head beside one built on a front likely to turn red (once
-    culprits have shown): when the front was red, the spare took its place."""
     merged: int = 0
     """Patches that landed."""
     checks_run: int = 0
