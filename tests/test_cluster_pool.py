@@ -6,8 +6,10 @@ cluster is in test_cluster.py."""
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable, Coroutine
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -66,12 +68,20 @@ async def _subtask(
             await hold.wait()
 
 
-async def test_on_a_full_cluster_a_finished_actor_goes_to_the_waiting_subtask() -> None:
-    cluster = Cluster(capacity=1)
+Subtask = Callable[[str, anyio.Event | None], Coroutine[Any, Any, None]]
+
+
+def _running(capacity: int) -> tuple[Cluster, ActorPool, dict[str, str], Subtask]:
+    """A cluster with room for `capacity` actors, its pool, and subtasks on it."""
+    cluster = Cluster(capacity=capacity)
     cluster.opened.set()
     pool = cluster.pool()
     got: dict[str, str] = {}
-    subtask = partial(_subtask, pool, got)
+    return cluster, pool, got, partial(_subtask, pool, got)
+
+
+async def test_on_a_full_cluster_a_finished_actor_goes_to_the_waiting_subtask() -> None:
+    cluster, pool, got, subtask = _running(1)
 
     first_done = anyio.Event()
     async with anyio.create_task_group() as tg:
@@ -90,11 +100,7 @@ async def test_on_a_full_cluster_a_finished_actor_goes_to_the_waiting_subtask() 
 async def test_with_room_the_waiter_gets_its_own_actor_and_the_finished_one_waits() -> None:
     """Handing the finished actor over would keep the run at one actor: the waiter's own
     comes up, and the next subtask takes the idle one."""
-    cluster = Cluster(capacity=4)
-    cluster.opened.set()
-    pool = cluster.pool()
-    got: dict[str, str] = {}
-    subtask = partial(_subtask, pool, got)
+    cluster, pool, got, subtask = _running(4)
 
     first_done = anyio.Event()
     async with anyio.create_task_group() as tg:
