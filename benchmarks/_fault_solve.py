@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any
 
 import anyio
 
+from benchmarks.bench_resume import tree_of
 from benchmarks.bench_solve import Player, Source, make_repo, plan
 from swarm import Router, load_config
 from swarm.config import Faults
@@ -95,17 +95,8 @@ async def run_cell(cell: Path) -> dict[str, Any]:
         "subtasks": len(report.subtasks),
         "wall_s": round(time.perf_counter() - started, 2),
         "calls": report.calls,
-        "tree": _tree(cell / "repo", report.branch),
+        "tree": tree_of(cell / "repo", report.branch) if report.branch else None,
     }
-
-
-def _tree(repo: Path, branch: str | None) -> str | None:
-    """The tree the run's branch ends on (what a resumed run must reach as well)."""
-    if branch is None:
-        return None
-    rev = ["git", "-C", str(repo), "rev-parse", f"{branch}^{{tree}}"]
-    out = subprocess.run(rev, capture_output=True, text=True, check=False)
-    return out.stdout.strip() or None
 
 
 def main() -> None:

@@ -129,7 +129,7 @@ def run_figures(trace: Path, subtasks: int) -> dict[str, Any]:
     for i, name in enumerate(tr.name):
         if name not in (wait, opening):
             continue
-        attrs = tr.attributes(i)  # once: a second call on one span decodes its events twice
+        attrs = tr.attributes(i)
         who = str(attrs.get(sc.WORKSPACE_NAME, ""))
         kind = "warm" if who == "warm" else "checks" if who.startswith("_check") else "subtasks"
         if name == wait:

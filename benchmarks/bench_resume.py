@@ -56,10 +56,14 @@ def _swarm(cwd: Path, *args: str) -> dict[str, Any]:
 
 def _tree(cwd: Path, run_id: str) -> str:
     (repo,) = (cwd / ".swarm" / "demo").glob("*")
-    rev = f"swarm/{run_id}^{{tree}}"
-    return subprocess.run(
-        ["git", "-C", str(repo), "rev-parse", rev], capture_output=True, text=True
-    ).stdout.strip()
+    return tree_of(repo, f"swarm/{run_id}") or ""
+
+
+def tree_of(repo: Path, branch: str) -> str | None:
+    """The tree `branch` of `repo` ends on (None: no such branch)."""
+    rev = ["git", "-C", str(repo), "rev-parse", f"{branch}^{{tree}}"]
+    out = subprocess.run(rev, capture_output=True, text=True, check=False)
+    return out.stdout.strip() or None
 
 
 def journal_calls(cwd: Path) -> dict[str, float]:

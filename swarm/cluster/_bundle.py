@@ -12,7 +12,7 @@ import anyio
 from swarm.errors import WorkspaceError
 from swarm.run._git import git, git_retry
 
-__all__ = ["has_commit", "make_bundle"]
+__all__ = ["has_commit", "make_bundle", "missing_since"]
 
 
 async def make_bundle(repo: Path, sha: str, run_id: str, *, since: str = "") -> bytes:
@@ -38,3 +38,11 @@ async def has_commit(repo: Path, commit: str, at: str) -> bool:
     except WorkspaceError:
         return False
     return True
+
+
+async def missing_since(repo: Path, sha: str, run_id: str, have: str) -> bytes | None:
+    """What a clone at commit `have` lacks to check `sha` out, as a bundle (None: it has
+    `sha` already)."""
+    if await has_commit(repo, sha, have):
+        return None
+    return await make_bundle(repo, sha, run_id, since=have)

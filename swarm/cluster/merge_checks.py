@@ -23,7 +23,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from swarm.cluster._bundle import has_commit, make_bundle
+from swarm.cluster._bundle import make_bundle, missing_since
 from swarm.cluster.node import NodeInfo
 from swarm.cluster.remote import RemoteWorkspace, _await
 from swarm.run.check import CheckResult
@@ -65,11 +65,7 @@ class NodeChecks:
         """`command` on `commit`, on an idle check actor or a new one; an actor whose check
         failed to come back (its node lost, the check cancelled) is not used again."""
         node = self._idle.pop() if self._idle else await self._start(commit)
-        bundle = (
-            None
-            if await has_commit(self.repo, commit, node.have)
-            else (await make_bundle(self.repo, commit, self.run_id, since=node.have))
-        )
+        bundle = await missing_since(self.repo, commit, self.run_id, node.have)
         node.shipped.append(len(bundle or b""))
         result = await node.ws.check_with("check_commit", command, timeout_s, bundle, commit)
         node.have = commit

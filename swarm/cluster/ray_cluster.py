@@ -31,7 +31,7 @@ from typing import Any
 import anyio
 
 from swarm.agent.toolbox import coding_tools
-from swarm.cluster._bundle import has_commit, make_bundle
+from swarm.cluster._bundle import make_bundle, missing_since
 from swarm.cluster.actor_pool import CLOSE_TIMEOUT_S, ActorPool, Held, Lifecycle
 from swarm.cluster.merge_checks import NodeChecks
 from swarm.cluster.node import WorkspaceNode
@@ -239,9 +239,7 @@ class RayWorkspaces:
             bundle = await self._bundle(sha)
             held.info = await _await(held.actor.open.remote(bundle, sha))
         else:
-            data = None
-            if not await has_commit(self.repo, sha, held.have):
-                data = await make_bundle(self.repo, sha, self.run_id, since=held.have)
+            data = await missing_since(self.repo, sha, self.run_id, held.have)
             self.shipped.append(len(data or b""))
             held.info = await _await(held.actor.reset.remote(data, sha))
         held.have = sha

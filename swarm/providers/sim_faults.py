@@ -4,8 +4,8 @@
 a call gets a 500, a 429, a dropped connection, a stalled stream, a garbage chunk, no
 first token at all or a refused connection, and which per-minute quotas the simulated
 provider enforces. `Quota`
-is one such bucket, refilled continuously on the caller's clock (virtual under trio's
-test clock).
+is one such bucket, refilled continuously on the caller's clock (virtual under `swarm
+simulate --virtual`).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 `ConcurrencyLimiter`: slots with a priority queue, and AIMD on 429 (halve the slot count,
 win it back one slot per N successes). `TokenBucket`: a requests/min or tokens/min
 bucket that callers reserve from and then sleep off their debt. `clock()`: the event
-loop's clock, so limits hold on trio's virtual clock too. `swarm.routing.gate` combines
+loop's clock, so limits hold on a virtual clock too. `swarm.routing.gate` combines
 them per provider; `swarm.routing.quota` learns bucket rates the config does not give.
 
 The uncontended path runs for every model call, so it is plain arithmetic: no spans, no
@@ -29,7 +29,7 @@ _seq = itertools.count()
 
 
 def clock() -> float:
-    """The running event loop's clock (virtual under trio's MockClock), else monotonic."""
+    """The running event loop's clock (virtual in a virtual simulation), else monotonic."""
     try:
         return anyio.current_time()
     except sniffio.AsyncLibraryNotFoundError:

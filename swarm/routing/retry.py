@@ -29,7 +29,7 @@ took 6.3 s on the critical path: 1.50x on 100 agents, seed 2). Once
 The jitter of a call's waits comes from a generator of its own, seeded by the retrier's
 seed and the agent and step in the request's metadata: a call's waits do not depend on
 which other calls happened to retry first, so a simulation on the virtual clock with a
-fixed seed (`Router.seed`) repeats exactly. The seed is random unless set.
+fixed seed (`Router.seed_jitter`) repeats exactly. The seed is random unless set.
 """
 
 from __future__ import annotations
@@ -65,12 +65,13 @@ Once = Callable[[Target, Target | None, Call], Awaitable[ChatResult]]
 class Retrier:
     """The retry policy of `[routing]`, applied to one candidate at a time."""
 
-    def __init__(self, routing: RoutingConfig, seed: int | None = None) -> None:
+    def __init__(self, routing: RoutingConfig) -> None:
         self._routing = routing
         self.seed = 0
-        """Seeds each call's jitter (with the call's agent and step)."""
+        """Seeds each call's jitter (with the call's agent and step): random until
+        `reseed`."""
         self._anon = random.Random()
-        self.reseed(random.getrandbits(64) if seed is None else seed)
+        self.reseed(random.getrandbits(64))
 
     def reseed(self, seed: int) -> None:
         """Jitter from `seed` from now on (calls already retrying keep theirs)."""

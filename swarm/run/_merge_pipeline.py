@@ -9,8 +9,8 @@ batches land strictly in order:
 - green: the integration branch fast-forwards to its tip, one commit per subtask;
 - red: the batches behind it (built on a red tip) are cancelled and their patches wait
   again; the red batch is split (`Splitter`) beside the line, which goes on at once with
-  the patches that touch none of its files. Its culprit is then red; the green patches
-  before it land if the head has not moved, else they wait again with the rest.
+  the patches that touch none of its files. Its culprits are then red; the green patches
+  land if the head has not moved, else they wait again with the rest.
 
 A lone patch on the head gets its subtask's own check, keyed by its tree, so the result
 the subtask already has is reused; a batch gets the whole check. A patch that does not
@@ -123,6 +123,21 @@ class RedRate:
         p = (self.culprits + self.PRIOR[0]) / (self.judged + self.PRIOR[1])
         return max(1, int(math.log(self.GREEN_ODDS) / math.log1p(-p)))
 
+    def green(self, patches: int) -> None:
+        self.judged += patches
+
+    def red(self, patches: int) -> None:
+        """A batch turned red: a culprit at least, known at once, while its split finds
+        how many (`corrected`)."""
+        self.judged += patches
+        self.culprits += 1
+
+    def corrected(self, culprits: int, unjudged: int) -> None:
+        """The split found `culprits`; `unjudged` of the red batch's patches wait again
+        (they are counted when batched again)."""
+        self.culprits += culprits - 1
+        self.judged -= unjudged
+
 
 def _by_order(requests: list[Request]) -> list[Request]:
     return sorted(requests, key=lambda r: r.order)
@@ -138,7 +153,7 @@ class Pipeline:
         self._held: list[_Batch] = []
         """Red batches being split: patches touching their files wait for the verdict."""
         self._verdicts: list[tuple[_Batch, Verdict[Request]]] = []
-        self.red = RedRate()
+        self.rate = RedRate()
         self._wake = anyio.Event()
 
     def submit(self, request: Request) -> None:
@@ -176,7 +191,7 @@ class Pipeline:
     def _start(self, tg: anyio.abc.TaskGroup, free: list[Request]) -> None:
         size = self.rules.config.batch_size
         places = self.rules.config.parallel_checks - len(self._flight)
-        n = max(size.min, min(size.max, self.red.cap(), math.ceil(len(free) / places)))
+        n = max(size.min, min(size.max, self.rate.cap(), math.ceil(len(free) / places)))
         taken = free[:n]
         self.pending = [r for r in self.pending if r not in taken]
         batch = _Batch(taken, self._flight[-1] if self._flight else None, len(self._flight))
@@ -240,7 +255,7 @@ class Pipeline:
 
     async def _settle(self, front: _Batch, tg: anyio.abc.TaskGroup) -> None:
         if front.green:
-            self.red.judged += len(front.requests)
+            self.rate.green(len(front.requests))
             await self.land(list(zip(front.requests, front.steps, strict=True)), front)
             return
         behind, self._flight = self._flight, []
@@ -254,8 +269,7 @@ class Pipeline:
             for r in front.requests:
                 r.settle(MergeResult("red", output=front.failed, batch=front.span))
             return
-        self.red.judged += len(front.requests)  # a culprit at least: known at once, while
-        self.red.culprits += 1  # the split finds how many (`_decide` corrects both)
+        self.rate.red(len(front.requests))
         self._held.append(front)  # split beside the line, which goes on without it
         tg.start_soon(self._split, front)
 
@@ -265,15 +279,13 @@ class Pipeline:
 
         command = self.rules.whole or batch.requests[0].check or "true"
         width = self.rules.config.parallel_checks
-        chain = [(r, s) for r, s in zip(batch.requests, batch.steps, strict=True) if s.commit]
+        pairs = list(zip(batch.requests, batch.steps, strict=True))
         output = batch.result.output if batch.result else ""
         try:
             verdict = await Splitter[Request](self.trees, check, command, width).run(
-                chain, batch.base, output
+                [(r, s) for r, s in pairs if s.commit], batch.base, output
             )
-            verdict.back += [
-                r for r, s in zip(batch.requests, batch.steps, strict=True) if not s.commit
-            ]
+            verdict.back += [r for r, s in pairs if not s.commit]
             self.stats.splits += verdict.depth
             self._verdicts.append((batch, verdict))
         finally:
@@ -287,8 +299,8 @@ class Pipeline:
         top of have landed, so its fixer starts from them."""
         self._held.remove(batch)
         landed = bool(verdict.green) and self.head == batch.base and not self._flight
-        self.red.culprits += len(verdict.culprits) - 1
-        self.red.judged -= len(verdict.back) + (0 if landed else len(verdict.green))
+        unjudged = len(verdict.back) + (0 if landed else len(verdict.green))
+        self.rate.corrected(len(verdict.culprits), unjudged)
         if landed:
             await self.land(verdict.green, batch)
         else:
