@@ -31,7 +31,15 @@ from swarm.errors import ToolError, WorkspaceError
 from swarm.run.check import run_check
 from swarm.run.environment import CheckEnvironment
 from swarm.run.workspace import Workspace, git, hook_env
-from swarm.sandbox import BwrapSandbox, Limits, NoSandbox, Sandbox, SandboxPolicy, bwrap_problem
+from swarm.sandbox import (
+    BwrapSandbox,
+    Limits,
+    NoSandbox,
+    Sandbox,
+    SandboxPolicy,
+    _spawner,
+    bwrap_problem,
+)
 from swarm.sandbox.hooks import sandboxed_git
 
 TOOLS = {t.name: t for t in coding_tools()}
@@ -647,3 +655,24 @@ async def test_attack(
         assert not escaped, f"{attack.id} escaped the bwrap sandbox:\n{output}"
     else:
         assert escaped == attack.none_escapes, f"{attack.id} under none:\n{output}"
+
+
+SERVED = ("run-fork-bomb", "run-too-many-processes", "run-setsid-survivor", "check-setsid-survivor")
+"""The attacks on process containment, again through a run's spawn server (where a solve
+starts its commands): the server, not swarm, is their parent."""
+
+
+@pytest.mark.parametrize(
+    "attack", [a for a in ATTACKS if a.id in SERVED], ids=[a.id for a in ATTACKS if a.id in SERVED]
+)
+async def test_attack_through_the_spawn_server(
+    attack: Attack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if NO_BWRAP:
+        pytest.skip(f"bubblewrap cannot run here: {NO_BWRAP}")
+    async with _spawner.spawn_server() as server, world(tmp_path, "bwrap") as w:
+        monkeypatch.setattr(_spawner, "current", lambda: server)
+        with anyio.fail_after(60):
+            output = await attack.perform(w)
+        await anyio.sleep(0.2)
+        assert not attack.escaped(w, output), f"{attack.id} escaped:\n{output}"

@@ -1,29 +1,50 @@
-"""swarm.run._spawn: short commands run to the end, their output, and killed on cancel."""
+"""swarm.run._spawn: short commands run to the end, their output, and killed on cancel;
+started here, or through a run's spawn server (`swarm.sandbox._spawner`)."""
 
 from __future__ import annotations
 
 import os
 import signal
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
 import pytest
 
 from swarm.run import _spawn
+from swarm.sandbox import _spawner
 
 pytestmark = pytest.mark.anyio
 
 PY = sys.executable
 
 
-@pytest.fixture(params=["fast", "portable"])
-def way(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+@pytest.fixture(params=["fast", "portable", "served"])
+async def way(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[str]:
     if request.param == "portable":
         monkeypatch.setattr(_spawn, "_fast", False)
     elif not _spawn._fast_ok():
         pytest.skip("no posix_spawn, memfd or pidfd here")
-    return str(request.param)
+    if request.param != "served":
+        yield str(request.param)
+        return
+    async with _spawner.spawn_server() as server:
+        monkeypatch.setattr(_spawner, "current", lambda: server)
+        yield "served"
+
+
+async def _gone(pid: int) -> bool:
+    """`pid` has exited and been reaped (by us, or by the spawn server soon after)."""
+    for _ in range(100):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        await anyio.sleep(0.02)
+    return False
 
 
 async def test_output_exit_code_and_input(way: str) -> None:
@@ -58,9 +79,7 @@ async def test_cancelled_command_is_killed(way: str, tmp_path: Path) -> None:
                     break
                 await anyio.sleep(0.02)
             tg.cancel_scope.cancel()
-    pid = int(marker.read_text())
-    with pytest.raises(ProcessLookupError):  # killed and reaped: no such process
-        os.kill(pid, 0)
+    assert await _gone(int(marker.read_text()))  # killed and reaped: no such process
 
 
 async def test_missing_program_raises_oserror(way: str) -> None:
@@ -78,3 +97,33 @@ async def test_sigpipe_is_back_at_its_default_in_the_child(way: str) -> None:
     done = await _spawn.run(["/bin/cat", "/proc/self/status"], env={})
     ignored = next(line for line in done.stdout.decode().splitlines() if line.startswith("SigIgn"))
     assert not int(ignored.split()[1], 16) & (1 << (signal.SIGPIPE - 1))
+
+
+async def test_the_spawn_server_ends_with_its_block_and_keeps_no_secrets() -> None:
+    async with _spawner.spawn_server() as server:
+        assert server is not None and _spawner.current() is server
+        done = await _spawn.run(["/bin/sh", "-c", "echo $PPID"], env={})
+        server_pid = int(done.stdout)
+        with open(f"/proc/{server_pid}/environ", "rb") as f:
+            assert f.read() == b""  # commands bring their own environment
+        codes: list[int] = []
+
+        async def one(n: int) -> None:
+            done = await _spawn.run(["/bin/sh", "-c", f"sleep 0.2; exit {n}"], env={})
+            codes.append(done.returncode)
+
+        async with anyio.create_task_group() as tg:  # many at once, each its own status
+            for n in range(20):
+                tg.start_soon(one, n)
+        assert sorted(codes) == list(range(20))
+    assert _spawner.current() is None
+    assert await _gone(server_pid)
+
+
+async def test_a_command_the_server_cannot_start_fails_alone(tmp_path: Path) -> None:
+    async with _spawner.spawn_server() as server:
+        assert server is not None
+        with pytest.raises(FileNotFoundError):
+            await _spawn.run([str(tmp_path / "missing")], env={})
+        done = await _spawn.run(["/bin/echo", "still here"], env={})
+        assert done.stdout == b"still here\n"

@@ -1,6 +1,7 @@
 """The merge queue's pipeline: batches, speculation, and splitting a red batch.
 
-Green patches wait in plan order. Whenever a place is free (at most `max_parallel_checks`
+Green patches wait in their `order` (the coordinator's: `Plan.merge_rank`, the patches
+others wait for first), then arrival. Whenever a place is free (at most `max_parallel_checks`
 batches in flight) the runner takes the next batch of waiting patches — its size grows with
 the backlog, between `batch_size.min` and `.max` — and builds it on the tip of the batch
 ahead (speculation, as Zuul gates changes) or on the head. Each batch is checked once;
@@ -50,7 +51,7 @@ class Request:
     patch: Patch
     check: str | None
     order: tuple[int, int]
-    """Plan position, then arrival: batches are built in this order."""
+    """Rank in the line (`Plan.merge_rank`), then arrival: batches are built in this order."""
     result: MergeResult | None = None
     decided: anyio.Event = field(default_factory=anyio.Event)
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import anyio
 
+from swarm.sandbox import _spawner
+
 __all__ = ["Finished", "run", "which"]
 
 _which: dict[tuple[str, str | None], str | None] = {}
@@ -66,6 +68,9 @@ async def run(
     """Run `argv` (its first item a path) to the end; killed if the caller is cancelled.
 
     Raises OSError when it cannot be started."""
+    server = _spawner.current()
+    if server is not None:
+        return await _run_served(server, argv, env, input)
     if _fast_ok():
         return await _run_spawned(argv, env, input)
     done = await anyio.run_process(list(argv), input=input, env=dict(env), check=False)
@@ -85,6 +90,23 @@ def _memfd(name: str, data: bytes | None = None) -> int:
 def _drain(fd: int) -> bytes:
     size = os.fstat(fd).st_size
     return os.pread(fd, size, 0) if size else b""
+
+
+async def _run_served(
+    server: _spawner.Server, argv: Sequence[str], env: Mapping[str, str], input: bytes | None
+) -> Finished:
+    fds: list[int] = []
+    try:
+        fds = [_memfd("stdin", input), _memfd("stdout"), _memfd("stderr")]
+        started = server.start(argv, env, fds)
+        try:
+            status = await started.wait()
+        finally:
+            started.close()
+        return Finished(os.waitstatus_to_exitcode(status), _drain(fds[1]), _drain(fds[2]))
+    finally:
+        for fd in fds:
+            os.close(fd)
 
 
 async def _run_spawned(

@@ -106,7 +106,7 @@ class Coordinator:
         """Each subtask's check command (the whole check when its files have no tests)."""
         self._plan_ready_ns = 0
         self._order: dict[str, int] = {}
-        """Each subtask's place in the plan: the merge queue builds batches in that order."""
+        """Each subtask's place in the merge queue's line (`Plan.merge_rank`)."""
         self._live: LivePath | None = None
 
     # -- planning ---------------------------------------------------------------------
@@ -126,7 +126,7 @@ class Coordinator:
         A spent budget or the deadline is not an error here: the outcome says `stopped`,
         what merged stays merged, and what did not run is `skipped`.
         """
-        self._order = {st.id: i for i, st in enumerate(plan.subtasks)}
+        self._order = {st.id: plan.merge_rank(st.id) for st in plan.subtasks}
         board = Board.for_plan(plan, queue, done, self.options.max_agents)
         final: CheckResult | None = None
         with anyio.move_on_after(self.crew.budget.remaining_s()) as deadline:

@@ -64,7 +64,8 @@ class Merger(Protocol):
     async def merge(
         self, name: str, title: str, patch: str, *, check: str | None, order: int = 0
     ) -> MergeResult:
-        """Land `patch` (checked with `check` when alone); `order`: its place in the plan."""
+        """Land `patch` (checked with `check` when alone); `order`: its place in the line
+        (lower first, then arrival; the coordinator's is `Plan.merge_rank`)."""
         ...
 
     async def landed(self) -> Mapping[str, str]:

@@ -97,6 +97,12 @@ class Plan(BaseModel, frozen=True):
         """Subtasks on the longest path from `id` to one nothing depends on (itself counts)."""
         return self._chain[id]
 
+    def merge_rank(self, id: str) -> int:
+        """Where `id`'s patch stands in the merge queue's line (lower first; equal ranks in
+        arrival order): the patches others wait for go first, the longest chain ahead. In
+        plan order, a chain's head that came last in the plan waited behind every leaf."""
+        return max(self._chain.values(), default=1) - self._chain[id]
+
     def ready(
         self, done: Set[str], running: Set[str] = frozenset(), finished: Set[str] = frozenset()
     ) -> list[Subtask]:

@@ -20,6 +20,8 @@ from typing import Protocol, TypedDict
 import anyio
 from anyio.abc import ByteReceiveStream
 
+from swarm.sandbox import _spawner
+
 __all__ = ["Command", "open_command"]
 
 _READ_SIZE = 65536
@@ -55,9 +57,16 @@ _PIDFD = _pidfd_ok()
 
 async def open_command(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> Command:
     """Start `argv` in `cwd` in a new session, stdin from /dev/null, stdout and stderr
-    together in one pipe."""
+    together in one pipe; through the run's spawn server when one is open.
+
+    A session, not only a process group: on Linux a session is a scheduling group of its
+    own (autogroup), so a fork bomb's thousand processes share one command's part of the
+    cores and the guard watching it still gets its turn."""
     if not _PIDFD:
         return await anyio.open_process(list(argv), cwd=cwd, env=dict(env), **_STREAMS)
+    server = _spawner.current()
+    if server is not None:
+        return await _Served.open(server, argv, cwd, env)
     return _Spawned(_popen(argv, cwd, env))
 
 
@@ -122,6 +131,68 @@ class _Spawned:
             self._popen.stdout.close()
         if self._popen.poll() is None:  # the caller stops it first; this only reaps
             await self.wait()
+
+
+class _Served:
+    """A command the spawn server started: its output through a pipe of ours."""
+
+    def __init__(self, started: _spawner.Started, read: int) -> None:
+        self._started = started
+        self._stdout = _PipeStream(read)
+        self._read = read
+
+    @classmethod
+    async def open(
+        cls,
+        server: _spawner.Server,
+        argv: Sequence[str],
+        cwd: Path,
+        env: Mapping[str, str],
+    ) -> _Served:
+        read, write = os.pipe2(os.O_CLOEXEC)
+        null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            streams = [null, write, write]
+            started = server.start(argv, env, streams, cwd=cwd, session=True)
+        except BaseException:
+            os.close(read)
+            raise
+        finally:
+            os.close(null)
+            os.close(write)
+        served = cls(started, read)
+        try:
+            with anyio.CancelScope(shield=True):  # started, it is the caller's to stop
+                await started.started()
+        except BaseException:
+            await served.aclose()
+            raise
+        return served
+
+    @property
+    def pid(self) -> int:
+        return self._started.pid
+
+    @property
+    def returncode(self) -> int | None:
+        status = self._started.status
+        return None if status is None else os.waitstatus_to_exitcode(status)
+
+    @property
+    def stdout(self) -> ByteReceiveStream:
+        return self._stdout
+
+    async def wait(self) -> int:
+        return os.waitstatus_to_exitcode(await self._started.wait())
+
+    async def aclose(self) -> None:
+        await self._stdout.aclose()
+        if self._read >= 0:
+            os.close(self._read)
+            self._read = -1
+        if self._started.status is None and self._started.pid > 0:
+            await self._started.wait()  # the caller stops it first; this only reaps
+        self._started.close()
 
 
 class _PipeStream(ByteReceiveStream):

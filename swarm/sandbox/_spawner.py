@@ -1,0 +1,194 @@
+"""Starting commands without stalling the coordinator: the client of the spawn server.
+
+`spawn_server()` starts `swarm.sandbox._spawn_server` for as long as its block runs (a run
+opens it around its work) and makes it the current one for the tasks started inside.
+While it is open, `swarm.run._spawn` (git) and `swarm.sandbox._process` (sandboxed
+commands) hand their commands to it (`start`) instead of forking the coordinator, whose
+event loop then never waits for a child to reach its `exec`. Outside one (a library call, a
+test, a system without pidfds) they start commands themselves, as before.
+
+`start` sends the command and its descriptors and returns at once; `Started` reads the
+command's pid and exit status from its status pipe. Cancelled before the command has
+exited, it kills the command (the server reaps it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from swarm.sandbox import _spawn_server
+
+__all__ = ["Started", "current", "spawn_server"]
+
+_STOP_TIMEOUT_S = 5.0
+_current: ContextVar[Server | None] = ContextVar("swarm_spawn_server", default=None)
+
+
+def current() -> Server | None:
+    """The spawn server open for this task, or None."""
+    return _current.get()
+
+
+class Server:
+    """The coordinator's end of a running spawn server."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._ids = itertools.count()
+
+    def start(
+        self,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        fds: Sequence[int],
+        *,
+        cwd: Path | None = None,
+        session: bool = False,
+    ) -> Started:
+        """Have the server start `argv` with `fds` (stdin, stdout, stderr) as its standard
+        streams; they are the caller's still (the server has its own copies). `cwd` or
+        `session` (a new session) start it the slower way (`subprocess`), and report its
+        pid at once (`Started.started`)."""
+        command = next(self._ids)
+        read, write = os.pipe2(os.O_CLOEXEC)
+        try:
+            header = {"id": command, "argv": list(argv), "env": dict(env)}
+            if cwd is not None or session:
+                header |= {"cwd": str(cwd) if cwd is not None else None, "session": session}
+                header["pid"] = True
+            self._send(header, [*fds, write])
+        except BaseException:
+            os.close(read)
+            raise
+        finally:
+            os.close(write)
+        return Started(self, command, read)
+
+    def kill(self, command: int) -> None:
+        """SIGKILL a command the server started, if it still runs."""
+        with contextlib.suppress(OSError):
+            self._send({"kill": command}, [])
+
+    def _send(self, header: dict[str, Any], fds: Sequence[int]) -> None:
+        message = json.dumps(header).encode("utf-8", "surrogateescape")
+        rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack(f"{len(fds)}i", *fds))]
+        self._sock.sendmsg([message], rights if fds else [])
+
+
+class Started:
+    """A command the server started: its pid (when asked for), then its exit status."""
+
+    def __init__(self, server: Server, command: int, status_fd: int) -> None:
+        self._server, self._command, self._fd = server, command, status_fd
+        self.pid = -1
+        self.status: int | None = None
+        """The wait status (`os.waitstatus_to_exitcode`), once the command has exited."""
+
+    async def started(self) -> int:
+        """The command's pid (asked for at `start`); OSError when it could not start."""
+        while self.pid < 0 and self.status is None:
+            await self._next()
+        return self.pid
+
+    async def wait(self) -> int:
+        """Wait for the command to exit; its wait status. Cancelled, it kills the command."""
+        try:
+            while self.status is None:
+                await self._next()
+        except BaseException:
+            if self.status is None:
+                self._server.kill(self._command)
+            raise
+        return self.status
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    async def _next(self) -> None:
+        """Read the next record of the status pipe."""
+        record = b""
+        while len(record) < _spawn_server.RECORD.size:
+            await anyio.wait_readable(self._fd)
+            chunk = os.read(self._fd, _spawn_server.RECORD.size - len(record))
+            if not chunk:
+                raise OSError("the spawn server went away before the command ended")
+            record += chunk
+        tag, value = _spawn_server.RECORD.unpack(record)
+        if tag == _spawn_server.FAILED:
+            raise OSError(value, os.strerror(value))
+        if tag == _spawn_server.PID:
+            self.pid = value
+        else:
+            self.status = value
+
+
+@asynccontextmanager
+async def spawn_server() -> AsyncIterator[Server | None]:
+    """Run a spawn server for the block (None where the system lacks pidfds)."""
+    if not _supported():
+        yield None
+        return
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    with ours:
+        try:
+            pid = _launch(theirs)
+        finally:
+            theirs.close()
+        token = _current.set(Server(ours))
+        try:
+            yield _current.get()
+        finally:
+            _current.reset(token)
+            ours.shutdown(socket.SHUT_RDWR)  # the server sees the end and exits
+            await _reap(pid)
+
+
+def _launch(theirs: socket.socket) -> int:
+    """Start the server on its end of the socket, as its descriptor 3 (only there: no
+    other child can inherit it and keep the server alive), with an empty environment
+    (each command brings its own; the server keeps no secrets)."""
+    argv = [sys.executable, "-I", "-S", _spawn_server.__file__, "3"]
+    actions = [(os.POSIX_SPAWN_DUP2, theirs.fileno(), 3)]
+    return os.posix_spawn(argv[0], argv, {}, file_actions=actions)
+
+
+async def _reap(pid: int) -> None:
+    """Wait (shielded, bounded) for the server to exit; killed if it has not."""
+    pidfd = os.pidfd_open(pid)
+    try:
+        with anyio.CancelScope(shield=True):
+            with anyio.move_on_after(_STOP_TIMEOUT_S):
+                await anyio.wait_readable(pidfd)
+            _kill_and_reap(pid)
+    finally:
+        os.close(pidfd)
+
+
+def _kill_and_reap(pid: int) -> None:
+    if not os.waitpid(pid, os.WNOHANG)[0]:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)  # SIGKILL cannot be ignored: this returns at once
+
+
+def _supported() -> bool:
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except (AttributeError, OSError):
+        return False
+    return hasattr(os, "posix_spawn") and hasattr(socket, "SOCK_SEQPACKET")
