@@ -51,7 +51,6 @@ from swarm.run.plan import Plan, load_plan
 from swarm.run.progress import Progress
 from swarm.run.report import MergeStats, Overhead, RunReport, RunStatus
 from swarm.run.task import Task
-from swarm.sandbox._spawner import spawn_server
 from swarm.tracing import semconv as sc
 from swarm.tracing.setup import RunTrace, run_tracing, tracer
 
@@ -161,7 +160,6 @@ class Run:
             self._trace: RunTrace = self._stack.enter_context(
                 run_tracing(self.id, traces_dir=spec.traces_dir, resume=spec.resuming)
             )
-            await self._stack.enter_async_context(spawn_server())  # git, checks: see there
             self._stack.enter_context(self.progress)
             attrs = {sc.OPERATION: sc.OP_WORKFLOW, sc.WORKFLOW_NAME: "swarm", sc.RUN_ID: self.id}
             name = sc.workflow_span_name(spec.task.title)

@@ -46,6 +46,7 @@ from swarm.run.run import Run, RunSpec
 from swarm.run.task import Task, load_task
 from swarm.run.workspace import cleanup_stale, git
 from swarm.sandbox import Sandbox, bwrap_problem, make_sandbox
+from swarm.sandbox._spawner import spawn_server
 
 __all__ = ["GitWorld", "SolveRequest", "new_run_id", "solve"]
 
@@ -253,7 +254,8 @@ async def solve(
             live=req.live,
             source=source,
         )
-        async with _cluster(where, cluster) as remote:
+        # git and the checks start through a spawn server: the coordinator never forks
+        async with spawn_server(), _cluster(where, cluster) as remote:
             providers = _providers(config, demo)
             world = GitWorld(
                 repo, task, providers, sandbox, merge, remote, keep_branch=req.keep_branch

@@ -1,7 +1,8 @@
 """Starting commands without stalling the coordinator: the client of the spawn server.
 
-`spawn_server()` starts `swarm.sandbox._spawn_server` for as long as its block runs (a run
-opens it around its work) and makes it the current one for the tasks started inside.
+`spawn_server()` starts `swarm.sandbox._spawn_server` for as long as its block runs
+(`swarm.run.solve` opens it around a run) and makes it the current one for the tasks
+started inside.
 While it is open, `swarm.run._spawn` (git) and `swarm.sandbox._process` (sandboxed
 commands) hand their commands to it (`start`) instead of forking the coordinator, whose
 event loop then never waits for a child to reach its `exec`. Outside one (a library call, a
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import orjson
 
 from swarm.sandbox import _spawn_server
 
@@ -84,7 +86,10 @@ class Server:
             self._send({"kill": command}, [])
 
     def _send(self, header: dict[str, Any], fds: Sequence[int]) -> None:
-        message = json.dumps(header).encode("utf-8", "surrogateescape")
+        try:
+            message = orjson.dumps(header)
+        except TypeError:  # a lone surrogate (undecodable bytes in an environment value)
+            message = json.dumps(header).encode("utf-8", "surrogateescape")
         rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack(f"{len(fds)}i", *fds))]
         self._sock.sendmsg([message], rights if fds else [])
 
