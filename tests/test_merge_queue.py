@@ -307,3 +307,26 @@ async def test_a_culprit_is_red_once_what_it_was_red_on_top_of_has_landed(repo: 
     decided = list(merged.results)  # in the order the queue answered
     assert decided.index("a") < decided.index("b")
     assert "b on a" in merged.results["b"].output
+
+
+async def test_a_batch_about_to_be_built_takes_the_patches_that_arrived_meanwhile() -> None:
+    """As a wave of agents finishes, the batches formed from its first patches hold one or
+    two: each takes the patches that queued while it waited for the one ahead (to its cap)."""
+    from swarm.run._merge_pipeline import Pipeline, Request, Rules, _Batch
+
+    async def never(*_args: object, **_kwargs: object) -> CheckResult:
+        raise AssertionError("not checked here")
+
+    async def land(_tip: str) -> None:
+        raise AssertionError("nothing lands here")
+
+    config = MergeConfig(batch_size=BatchSize(min=1, max=3), max_parallel_checks=2)
+    pipeline = Pipeline(Rules(never, None, config, land), None, "head", MergeStats())  # type: ignore[arg-type]
+    first, *later = [
+        Request(Patch(f"s{i}", "t", f"diff --git a/f{i} b/f{i}\n"), None, (0, i)) for i in range(5)
+    ]
+    batch = _Batch([first], ahead=None, depth=1)
+    pipeline.pending = list(later)
+    pipeline._top_up(batch)
+    assert [r.patch.name for r in batch.requests] == ["s0", "s1", "s2"]  # to its cap of 3
+    assert [r.patch.name for r in pipeline.pending] == ["s3", "s4"]

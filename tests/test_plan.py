@@ -338,3 +338,12 @@ def test_plan_error_with_a_summary() -> None:
     assert str(err) == "plan: no valid plan after 3 attempts:\n- x is wrong\n- y too"
     assert err.problems == ["x is wrong", "y too"]
     assert str(PlanError(problems=["only one"], source="p.json")) == "p.json: only one"
+
+
+def test_agent_places_go_to_the_longest_chains_then_plan_order() -> None:
+    plan = validate_plan(
+        {"subtasks": [st("head"), st("leaf1"), st("dep", deps=["head"]), st("leaf2")]}
+    )
+    priority = {s.id: plan.place_priority(s.id) for s in plan.subtasks}
+    # a chain's head first; a dependent ready late still goes before the leaves after it
+    assert sorted(priority, key=lambda x: -priority[x]) == ["head", "leaf1", "dep", "leaf2"]

@@ -16,6 +16,8 @@ import heapq
 import itertools
 import math
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import anyio
 import sniffio
@@ -66,6 +68,26 @@ class ConcurrencyLimiter:
         self._successes = 0
         self._last_cut = -math.inf
         self._waiters: list[tuple[int, int, _Waiter]] = []
+
+    @property
+    def total_tokens(self) -> float:
+        """The slot count, named as `anyio.CapacityLimiter` names it; set, it is the new
+        ceiling too, and waiters take the new slots at once."""
+        return self.limit
+
+    @total_tokens.setter
+    def total_tokens(self, value: float) -> None:
+        self.limit = self.ceiling = value
+        self._wake()
+
+    @asynccontextmanager
+    async def slot(self, priority: int = 0) -> AsyncIterator[None]:
+        """A slot for the block (higher `priority` first, FIFO within one)."""
+        await self.acquire(priority)
+        try:
+            yield
+        finally:
+            self.release()
 
     def try_acquire(self) -> bool:
         if self.in_flight < self.limit and not self._waiters:

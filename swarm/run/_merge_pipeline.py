@@ -28,7 +28,7 @@ from typing import ClassVar
 
 import anyio
 import anyio.abc
-from opentelemetry.trace import SpanContext
+from opentelemetry.trace import Span, SpanContext
 from opentelemetry.util.types import AttributeValue
 
 from swarm.config import MergeConfig
@@ -206,16 +206,12 @@ class Pipeline:
                 if batch.ahead is not None:
                     await batch.ahead.built.wait()
                 batch.base = batch.ahead.tip if batch.ahead is not None else self.head
-                attrs: dict[str, AttributeValue] = {
-                    sc.MERGE_BATCH_SIZE: len(batch.requests),
-                    sc.MERGE_SPECULATIVE_DEPTH: batch.depth,
-                    sc.MERGE_SUBTASKS: [r.patch.name for r in batch.requests],
-                }
+                attrs: dict[str, AttributeValue] = {sc.MERGE_SPECULATIVE_DEPTH: batch.depth}
                 span_name = f"{sc.MERGE_SPAN} batch"
                 with tracer().start_as_current_span(span_name, attributes=attrs) as span:
                     batch.span = span.get_span_context()
                     try:
-                        await self._build_check(batch)
+                        await self._build_check(batch, span)
                     finally:
                         span.set_attribute(sc.MERGE_OUTCOME, batch.outcome)
         finally:
@@ -223,8 +219,11 @@ class Pipeline:
             batch.finished.set()
             self._wake.set()
 
-    async def _build_check(self, batch: _Batch) -> None:
+    async def _build_check(self, batch: _Batch, span: Span) -> None:
         async with self.trees.tree() as tree:
+            self._top_up(batch)
+            span.set_attribute(sc.MERGE_BATCH_SIZE, len(batch.requests))
+            span.set_attribute(sc.MERGE_SUBTASKS, [r.patch.name for r in batch.requests])
             try:
                 batch.steps = await tree.build(batch.base, [r.patch for r in batch.requests])
             except SwarmError as exc:
@@ -236,6 +235,18 @@ class Pipeline:
             command, key = self._command(batch)
             if commits and command:
                 batch.result = await self.check(tree.path, command, key, batch.tip)
+
+    def _top_up(self, batch: _Batch) -> None:
+        """A batch about to be built takes the patches that arrived while it waited for the
+        one ahead (up to its cap). As a wave of agents finishes, the first batches are
+        formed from the first one or two patches; without this each kept a place for a
+        whole check cycle while a hundred patches queued behind them."""
+        size = self.rules.config.batch_size
+        room = min(size.max, self.rate.cap()) - len(batch.requests)
+        extra = self._free()[: max(0, room)]
+        if extra:
+            self.pending = [r for r in self.pending if r not in extra]
+            batch.requests = _by_order([*batch.requests, *extra])
 
     def _command(self, batch: _Batch) -> tuple[str | None, str | None]:
         if len(batch.requests) == 1:

@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import anyio
-
 from swarm.errors import ProviderError, SwarmError
+from swarm.routing.limits import ConcurrencyLimiter
 from swarm.run.merge import Merger
 from swarm.run.outcome import SubtaskOutcome
 from swarm.run.plan import Plan
+from swarm.tracing import semconv as sc
 
 __all__ = ["Board", "GaveUp"]
 
@@ -24,7 +24,8 @@ class Board:
     outcomes: dict[str, SubtaskOutcome]
     done: set[str]
     finished: set[str]
-    limiter: anyio.CapacityLimiter
+    limiter: ConcurrencyLimiter
+    """The agents' places: the longest chains first, then plan order (`place_priority`)."""
     stop: str | None = None
     """The budget kind that ran out, or `providers` (a dead provider opened 10,000
     worktrees, one per subtask, to fail each)."""
@@ -39,7 +40,8 @@ class Board:
             st.id: SubtaskOutcome(st.id, st.title, "merged" if st.id in merged else "pending")
             for st in plan.subtasks
         }
-        return cls(queue, outcomes, merged, set(merged), anyio.CapacityLimiter(max_agents))
+        places = ConcurrencyLimiter(max_agents, wait_kind=sc.WAIT_QUEUE)
+        return cls(queue, outcomes, merged, set(merged), places)
 
     def note_failure(self, exc: SwarmError) -> None:
         self.provider_failures = self.provider_failures + 1 if isinstance(exc, ProviderError) else 0

@@ -64,11 +64,13 @@ from swarm.run.roles import (
 from swarm.run.staff import Staff
 from swarm.run.task import Task
 from swarm.tracing import semconv as sc
-from swarm.tracing.waits import holding, record_wait, waiting
+from swarm.tracing.waits import record_wait, waiting
 
 __all__ = ["Coordinator"]
 
 NODE_RESTARTS = 2
+_REBASING = 1 << 62
+"""A rebase fixer's claim on an agent place: its subtask is late already."""
 """Times a subtask starts again elsewhere after its workspace's cluster node was lost."""
 
 
@@ -106,6 +108,8 @@ class Coordinator:
         """Each subtask's check command (the whole check when its files have no tests)."""
         self._plan_ready_ns = 0
         self._order: dict[str, int] = {}
+        self._priority: dict[str, int] = {}
+        """Each subtask's claim on an agent place (`Plan.place_priority`)."""
         """Each subtask's place in the merge queue's line (`Plan.merge_rank`)."""
         self._live: LivePath | None = None
 
@@ -127,6 +131,7 @@ class Coordinator:
         what merged stays merged, and what did not run is `skipped`.
         """
         self._order = {st.id: plan.merge_rank(st.id) for st in plan.subtasks}
+        self._priority = {st.id: plan.place_priority(st.id) for st in plan.subtasks}
         board = Board.for_plan(plan, queue, done, self.options.max_agents)
         final: CheckResult | None = None
         with anyio.move_on_after(self.crew.budget.remaining_s()) as deadline:
@@ -224,7 +229,7 @@ class Coordinator:
     async def _try_subtask(
         self, st: Subtask, board: Board, outcome: SubtaskOutcome, started: list[float]
     ) -> None:
-        async with holding(board.limiter, sc.WAIT_QUEUE):
+        async with board.limiter.slot(self._priority.get(st.id, 0)):
             if board.stop is not None:  # stopped while this one waited for a slot
                 return
             started.append(anyio.current_time())
@@ -319,7 +324,7 @@ class Coordinator:
                 if merged.kind == "conflict"
                 else f"the check fails after merging it:\n{failing_part(merged.output, 3000)}"
             )
-            async with holding(board.limiter, sc.WAIT_QUEUE):
+            async with board.limiter.slot(_REBASING):  # late already: before any new start
                 name = f"{st.id}-rebase{outcome.rebases}"
                 base = self.crew.journal.base_of(self.crew.run_id, name, board.queue.head)
                 async with self._workspaces.open(base, name) as ws:

@@ -29,6 +29,7 @@ from collections.abc import Callable
 
 import anyio
 
+from swarm.routing.limits import ConcurrencyLimiter
 from swarm.run._plan_graph import topo_order
 from swarm.run.plan import Plan
 from swarm.run.slack import RouteHints
@@ -49,7 +50,7 @@ class LivePath:
         plan: Plan,
         hints: RouteHints,
         *,
-        limiter: anyio.CapacityLimiter | None = None,
+        limiter: ConcurrencyLimiter | None = None,
         note: Callable[[str], None] | None = None,
         now: Callable[[], float] = anyio.current_time,
     ) -> None:

@@ -70,6 +70,7 @@ class Plan(BaseModel, frozen=True):
 
     _by_id: Mapping[str, Subtask] = PrivateAttr(default_factory=dict)
     _chain: dict[str, int] = PrivateAttr(default_factory=dict)
+    _index: dict[str, int] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
     def _check_graph(self) -> Plan:
@@ -83,6 +84,7 @@ class Plan(BaseModel, frozen=True):
         lengths = chain_lengths([[index[d] for d in ds] for ds in deps])
         self._by_id = MappingProxyType({s.id: s for s in self.subtasks})
         self._chain = dict(zip(ids, lengths, strict=True))
+        self._index = index
         return self
 
     def by_id(self) -> Mapping[str, Subtask]:
@@ -96,6 +98,13 @@ class Plan(BaseModel, frozen=True):
     def chain_length(self, id: str) -> int:
         """Subtasks on the longest path from `id` to one nothing depends on (itself counts)."""
         return self._chain[id]
+
+    def place_priority(self, id: str) -> int:
+        """Which waiting subtask gets the next agent place (higher first): the longest
+        chain ahead, then plan order, as `ready` lists them. A dependent that becomes ready
+        late goes before the leaves planned after it, not behind every one that waits."""
+        count = len(self.subtasks)
+        return self._chain[id] * (count + 1) + count - self._index[id]
 
     def merge_rank(self, id: str) -> int:
         """Where `id`'s patch stands in the merge queue's line (lower first; equal ranks in
