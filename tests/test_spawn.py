@@ -127,3 +127,19 @@ async def test_a_command_the_server_cannot_start_fails_alone(tmp_path: Path) -> 
             await _spawn.run([str(tmp_path / "missing")], env={})
         done = await _spawn.run(["/bin/echo", "still here"], env={})
         assert done.stdout == b"still here\n"
+
+
+async def test_commands_start_here_once_the_spawn_server_has_died() -> None:
+    async with _spawner.spawn_server() as server:
+        assert server is not None
+        done = await _spawn.run(["/bin/sh", "-c", "echo $PPID"], env={})
+        server_pid = int(done.stdout)
+        os.kill(server_pid, signal.SIGKILL)
+        for _ in range(250):  # a zombie until the block's end reaps it
+            with open(f"/proc/{server_pid}/stat") as f:
+                if f.read().split(") ")[1].startswith("Z"):
+                    break
+            await anyio.sleep(0.01)
+        done = await _spawn.run(["/bin/echo", "started here"], env={})
+        assert done.stdout == b"started here\n"
+        assert _spawner.current() is None

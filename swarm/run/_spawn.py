@@ -16,6 +16,7 @@ its own non-inheritable, so the child gets only 0, 1 and 2.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -70,7 +71,8 @@ async def run(
     Raises OSError when it cannot be started."""
     server = _spawner.current()
     if server is not None:
-        return await _run_served(server, argv, env, input)
+        with contextlib.suppress(_spawner.ServerGone):  # not started: start it here instead
+            return await _run_served(server, argv, env, input)
     if _fast_ok():
         return await _run_spawned(argv, env, input)
     done = await anyio.run_process(list(argv), input=input, env=dict(env), check=False)
@@ -98,7 +100,7 @@ async def _run_served(
     fds: list[int] = []
     try:
         fds = [_memfd("stdin", input), _memfd("stdout"), _memfd("stderr")]
-        started = server.start(argv, env, fds)
+        started = await server.start(argv, env, fds)
         try:
             status = await started.wait()
         finally:

@@ -11,6 +11,7 @@ result quacks like anyio's `Process` as far as `run_confined` needs: `pid`, `ret
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -66,7 +67,8 @@ async def open_command(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]
         return await anyio.open_process(list(argv), cwd=cwd, env=dict(env), **_STREAMS)
     server = _spawner.current()
     if server is not None:
-        return await _Served.open(server, argv, cwd, env)
+        with contextlib.suppress(_spawner.ServerGone):  # not started: start it here instead
+            return await _Served.open(server, argv, cwd, env)
     return _Spawned(_popen(argv, cwd, env))
 
 
@@ -153,7 +155,7 @@ class _Served:
         null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         try:
             streams = [null, write, write]
-            started = server.start(argv, env, streams, cwd=cwd, session=True)
+            started = await server.start(argv, env, streams, cwd=cwd, session=True)
         except BaseException:
             os.close(read)
             raise

@@ -2,15 +2,16 @@
 
 `spawn_server()` starts `swarm.sandbox._spawn_server` for as long as its block runs
 (`swarm.run.solve` opens it around a run) and makes it the current one for the tasks
-started inside.
-While it is open, `swarm.run._spawn` (git) and `swarm.sandbox._process` (sandboxed
-commands) hand their commands to it (`start`) instead of forking the coordinator, whose
-event loop then never waits for a child to reach its `exec`. Outside one (a library call, a
-test, a system without pidfds) they start commands themselves, as before.
+started inside. While it is open, `swarm.run._spawn` (git) and `swarm.sandbox._process`
+(sandboxed commands) hand their commands to it (`Server.start`) instead of forking the
+coordinator, whose event loop then never waits for a child to reach its `exec`. Outside
+one (a library call, a test, a system without pidfds) they start commands themselves.
 
-`start` sends the command and its descriptors and returns at once; `Started` reads the
-command's pid and exit status from its status pipe. Cancelled before the command has
-exited, it kills the command (the server reaps it).
+`Server.start` sends the command and its descriptors; `Started` reads the command's pid
+and exit status from its status pipe. Cancelled before the command has exited, it has the
+server kill it. A server that has died starts nothing more: `start` raises `ServerGone`
+(the command did not start) and `current()` is None from then on, so commands start here
+again; a command that was running when it died fails with OSError (it may have run).
 """
 
 from __future__ import annotations
@@ -34,25 +35,34 @@ import orjson
 
 from swarm.sandbox import _spawn_server
 
-__all__ = ["Started", "current", "spawn_server"]
+__all__ = ["ServerGone", "Started", "current", "spawn_server"]
 
 _STOP_TIMEOUT_S = 5.0
 _current: ContextVar[Server | None] = ContextVar("swarm_spawn_server", default=None)
 
 
+class ServerGone(OSError):
+    """The spawn server has died (its socket is closed): the command was not started, and
+    may be started another way."""
+
+
 def current() -> Server | None:
-    """The spawn server open for this task, or None."""
-    return _current.get()
+    """The spawn server open for this task, or None (none open, or it died: commands then
+    start the way they do without one)."""
+    server = _current.get()
+    return server if server is not None and server.alive else None
 
 
 class Server:
     """The coordinator's end of a running spawn server."""
 
     def __init__(self, sock: socket.socket) -> None:
+        sock.setblocking(False)
         self._sock = sock
         self._ids = itertools.count()
+        self.alive = True
 
-    def start(
+    async def start(
         self,
         argv: Sequence[str],
         env: Mapping[str, str],
@@ -72,7 +82,7 @@ class Server:
             if cwd is not None or session:
                 header |= {"cwd": str(cwd) if cwd is not None else None, "session": session}
                 header["pid"] = True
-            self._send(header, [*fds, write])
+            await self._send(header, [*fds, write])
         except BaseException:
             os.close(read)
             raise
@@ -80,18 +90,28 @@ class Server:
             os.close(write)
         return Started(self, command, read)
 
-    def kill(self, command: int) -> None:
+    async def kill(self, command: int) -> None:
         """SIGKILL a command the server started, if it still runs."""
         with contextlib.suppress(OSError):
-            self._send({"kill": command}, [])
+            await self._send({"kill": command}, [])
 
-    def _send(self, header: dict[str, Any], fds: Sequence[int]) -> None:
+    async def _send(self, header: dict[str, Any], fds: Sequence[int]) -> None:
+        """One message; waits (never blocks the loop) while the socket's buffer is full.
+        OSError, and the server is no longer `alive`, when it has gone."""
         try:
             message = orjson.dumps(header)
         except TypeError:  # a lone surrogate (undecodable bytes in an environment value)
             message = json.dumps(header).encode("utf-8", "surrogateescape")
         rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack(f"{len(fds)}i", *fds))]
-        self._sock.sendmsg([message], rights if fds else [])
+        while True:
+            try:
+                self._sock.sendmsg([message], rights if fds else [])
+                return
+            except BlockingIOError:
+                await anyio.wait_writable(self._sock)
+            except OSError as exc:
+                self.alive = False
+                raise ServerGone(exc.errno, f"the spawn server has gone: {exc}") from exc
 
 
 class Started:
@@ -116,7 +136,8 @@ class Started:
                 await self._next()
         except BaseException:
             if self.status is None:
-                self._server.kill(self._command)
+                with anyio.CancelScope(shield=True), anyio.move_on_after(_STOP_TIMEOUT_S):
+                    await self._server.kill(self._command)
             raise
         return self.status
 
@@ -132,6 +153,7 @@ class Started:
             await anyio.wait_readable(self._fd)
             chunk = os.read(self._fd, _spawn_server.RECORD.size - len(record))
             if not chunk:
+                self._server.alive = False
                 raise OSError("the spawn server went away before the command ended")
             record += chunk
         tag, value = _spawn_server.RECORD.unpack(record)
