@@ -143,3 +143,19 @@ async def test_commands_start_here_once_the_spawn_server_has_died() -> None:
         done = await _spawn.run(["/bin/echo", "started here"], env={})
         assert done.stdout == b"started here\n"
         assert _spawner.current() is None
+
+
+async def test_many_commands_at_once_wait_their_turn_for_the_socket() -> None:
+    """More commands than the socket to the server buffers: they wait for room, one waiter
+    at a time, and every one runs."""
+    env = {f"V{i}": "x" * 100 for i in range(100)}  # ~10 kB a message
+    codes: list[int] = []
+
+    async def one() -> None:
+        codes.append((await _spawn.run(["/bin/true"], env=env)).returncode)
+
+    async with _spawner.spawn_server():
+        async with anyio.create_task_group() as tg:
+            for _ in range(300):
+                tg.start_soon(one)
+    assert codes == [0] * 300

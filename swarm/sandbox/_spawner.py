@@ -60,6 +60,8 @@ class Server:
         sock.setblocking(False)
         self._sock = sock
         self._ids = itertools.count()
+        self._room = anyio.Lock()
+        """Held by the one sender waiting for room in the socket's buffer."""
         self.alive = True
 
     async def start(
@@ -103,15 +105,23 @@ class Server:
         except TypeError:  # a lone surrogate (undecodable bytes in an environment value)
             message = json.dumps(header).encode("utf-8", "surrogateescape")
         rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack(f"{len(fds)}i", *fds))]
-        while True:
-            try:
-                self._sock.sendmsg([message], rights if fds else [])
-                return
-            except BlockingIOError:
+        ancillary = rights if fds else []
+        if self._sent(message, ancillary):
+            return
+        async with self._room:  # anyio lets one task at a time wait on a socket
+            while not self._sent(message, ancillary):
                 await anyio.wait_writable(self._sock)
-            except OSError as exc:
-                self.alive = False
-                raise ServerGone(exc.errno, f"the spawn server has gone: {exc}") from exc
+
+    def _sent(self, message: bytes, ancillary: list[tuple[int, int, bytes]]) -> bool:
+        """Sent; False when the buffer is full."""
+        try:
+            self._sock.sendmsg([message], ancillary)
+        except BlockingIOError:
+            return False
+        except OSError as exc:
+            self.alive = False
+            raise ServerGone(exc.errno, f"the spawn server has gone: {exc}") from exc
+        return True
 
 
 class Started:
