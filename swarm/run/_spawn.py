@@ -19,13 +19,12 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import anyio
 
-from swarm.sandbox import _spawner
+from swarm.sandbox import _spawn_server, _spawner
 
 __all__ = ["Finished", "run", "which"]
 
@@ -39,8 +38,7 @@ def _fast_ok() -> bool:
     if _fast is None:
         try:
             os.close(os.memfd_create("probe", os.MFD_CLOEXEC))
-            os.close(os.pidfd_open(os.getpid()))
-            _fast = hasattr(os, "posix_spawn")
+            _fast = _spawn_server.pidfd_ok()
         except (AttributeError, OSError):
             _fast = False
     return _fast
@@ -94,61 +92,47 @@ def _drain(fd: int) -> bytes:
     return os.pread(fd, size, 0) if size else b""
 
 
-async def _run_served(
-    server: _spawner.Server, argv: Sequence[str], env: Mapping[str, str], input: bytes | None
-) -> Finished:
+@contextlib.contextmanager
+def _streams(input: bytes | None) -> Iterator[list[int]]:
+    """The command's stdin (holding `input`), stdout and stderr, closed after the block."""
     fds: list[int] = []
     try:
-        fds = [_memfd("stdin", input), _memfd("stdout"), _memfd("stderr")]
-        started = await server.start(argv, env, fds)
-        try:
-            status = await started.wait()
-        finally:
-            started.close()
-        return Finished(os.waitstatus_to_exitcode(status), _drain(fds[1]), _drain(fds[2]))
+        for name, data in (("stdin", input), ("stdout", None), ("stderr", None)):
+            fds.append(_memfd(name, data))
+        yield fds
     finally:
         for fd in fds:
             os.close(fd)
 
 
+def _finished(status: int, fds: list[int]) -> Finished:
+    return Finished(os.waitstatus_to_exitcode(status), _drain(fds[1]), _drain(fds[2]))
+
+
+async def _run_served(
+    server: _spawner.Server, argv: Sequence[str], env: Mapping[str, str], input: bytes | None
+) -> Finished:
+    with _streams(input) as fds:
+        started = await server.start(argv, env, fds)
+        try:
+            return _finished(await started.wait(), fds)
+        finally:
+            started.close()
+
+
 async def _run_spawned(
     argv: Sequence[str], env: Mapping[str, str], input: bytes | None
 ) -> Finished:
-    fds: list[int] = []
-    pid = pidfd = -1
-    try:
-        fds = [_memfd("stdin", input), _memfd("stdout"), _memfd("stderr")]
-        pid = _start(argv, env, fds)
-        pidfd = os.pidfd_open(pid)
+    with _streams(input) as fds:
+        pid = _spawn_server.posix_start(argv, env, fds)
+        try:
+            pidfd = os.pidfd_open(pid)
+        except BaseException:  # out of file descriptors: nothing to wait on
+            _spawn_server.reap(pid)
+            raise
         try:
             await anyio.wait_readable(pidfd)
         finally:
-            status = _reap(pid)
-            pid = -1
-        return Finished(os.waitstatus_to_exitcode(status), _drain(fds[1]), _drain(fds[2]))
-    finally:
-        if pid > 0:  # started, but no pidfd to wait on (out of file descriptors)
-            _reap(pid)
-        for fd in (*fds, pidfd):
-            if fd >= 0:
-                os.close(fd)
-
-
-def _start(argv: Sequence[str], env: Mapping[str, str], fds: list[int]) -> int:
-    """Start `argv` with `fds` as its stdin, stdout and stderr. Does not block: the parent
-    waits only until the child has called exec (glibc's posix_spawn is a vfork)."""
-    actions = [(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(fds)]
-    return os.posix_spawn(argv[0], list(argv), env, file_actions=actions, setsigdef=_RESTORED)
-
-
-_RESTORED = tuple(getattr(signal, name) for name in ("SIGPIPE", "SIGXFSZ") if hasattr(signal, name))
-"""Signals Python ignores that a child gets back at their defaults (as `subprocess` does)."""
-
-
-def _reap(pid: int) -> int:
-    """The exit status of `pid`, killing it first if it still runs (we were cancelled)."""
-    done, status = os.waitpid(pid, os.WNOHANG)
-    if done:
-        return status
-    os.kill(pid, signal.SIGKILL)
-    return os.waitpid(pid, 0)[1]  # SIGKILL cannot be ignored: this returns at once
+            status = _spawn_server.reap(pid)
+            os.close(pidfd)
+        return _finished(status, fds)

@@ -69,9 +69,9 @@ from swarm.tracing.waits import record_wait, waiting
 __all__ = ["Coordinator"]
 
 NODE_RESTARTS = 2
+"""Times a subtask starts again elsewhere after its workspace's cluster node was lost."""
 _REBASING = 1 << 62
 """A rebase fixer's claim on an agent place: its subtask is late already."""
-"""Times a subtask starts again elsewhere after its workspace's cluster node was lost."""
 
 
 class Coordinator:
@@ -108,9 +108,9 @@ class Coordinator:
         """Each subtask's check command (the whole check when its files have no tests)."""
         self._plan_ready_ns = 0
         self._order: dict[str, int] = {}
+        """Each subtask's place in the merge queue's line (`Plan.merge_rank`)."""
         self._priority: dict[str, int] = {}
         """Each subtask's claim on an agent place (`Plan.place_priority`)."""
-        """Each subtask's place in the merge queue's line (`Plan.merge_rank`)."""
         self._live: LivePath | None = None
 
     # -- planning ---------------------------------------------------------------------

@@ -71,6 +71,7 @@ class Plan(BaseModel, frozen=True):
     _by_id: Mapping[str, Subtask] = PrivateAttr(default_factory=dict)
     _chain: dict[str, int] = PrivateAttr(default_factory=dict)
     _index: dict[str, int] = PrivateAttr(default_factory=dict)
+    _longest: int = PrivateAttr(default=1)
 
     @model_validator(mode="after")
     def _check_graph(self) -> Plan:
@@ -85,6 +86,7 @@ class Plan(BaseModel, frozen=True):
         self._by_id = MappingProxyType({s.id: s for s in self.subtasks})
         self._chain = dict(zip(ids, lengths, strict=True))
         self._index = index
+        self._longest = max(lengths, default=1)
         return self
 
     def by_id(self) -> Mapping[str, Subtask]:
@@ -110,7 +112,7 @@ class Plan(BaseModel, frozen=True):
         """Where `id`'s patch stands in the merge queue's line (lower first; equal ranks in
         arrival order): the patches others wait for go first, the longest chain ahead. In
         plan order, a chain's head that came last in the plan waited behind every leaf."""
-        return max(self._chain.values(), default=1) - self._chain[id]
+        return self._longest - self._chain[id]
 
     def ready(
         self, done: Set[str], running: Set[str] = frozenset(), finished: Set[str] = frozenset()

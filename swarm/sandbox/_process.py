@@ -21,7 +21,7 @@ from typing import Protocol, TypedDict
 import anyio
 from anyio.abc import ByteReceiveStream
 
-from swarm.sandbox import _spawner
+from swarm.sandbox import _spawn_server, _spawner
 
 __all__ = ["Command", "open_command"]
 
@@ -45,15 +45,7 @@ class Command(Protocol):
     async def aclose(self) -> None: ...
 
 
-def _pidfd_ok() -> bool:
-    try:
-        os.close(os.pidfd_open(os.getpid()))
-    except (AttributeError, OSError):
-        return False
-    return True
-
-
-_PIDFD = _pidfd_ok()
+_PIDFD = _spawn_server.pidfd_ok()
 
 
 async def open_command(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> Command:

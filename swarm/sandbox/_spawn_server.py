@@ -19,6 +19,9 @@ be started. A header `{"kill": id}` kills a command still running (the server is
 parent, so no other process can have its pid yet). The server exits when the
 coordinator's end of the socket closes (the coordinator ended, whatever ended it); commands
 it started run to their end.
+
+It also holds the few process primitives the coordinator's own starts share with it
+(`posix_start`, `reap`, `pidfd_ok`), so they are written once.
 """
 
 from __future__ import annotations
@@ -32,11 +35,38 @@ import socket
 import struct
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 
 PID, EXITED, FAILED = 0, 1, 2
 RECORD = struct.Struct("qq")
 _MAX_MESSAGE = 1 << 20
-_RESTORED = (signal.SIGPIPE, signal.SIGXFSZ)
+RESTORED = tuple(getattr(signal, n) for n in ("SIGPIPE", "SIGXFSZ") if hasattr(signal, n))
+"""Signals Python ignores that a child gets back at their defaults (as `subprocess` does)."""
+
+
+def posix_start(argv: Sequence[str], env: Mapping[str, str], fds: Sequence[int]) -> int:
+    """Start `argv` (its first item a path) with `fds` as its stdin, stdout and stderr.
+    Returns once the child has called exec (glibc's posix_spawn is a vfork)."""
+    actions = [(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(fds[:3])]
+    return os.posix_spawn(argv[0], list(argv), env, file_actions=actions, setsigdef=RESTORED)
+
+
+def reap(pid: int) -> int:
+    """The exit status of child `pid`, killing it first if it still runs."""
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        return status
+    os.kill(pid, signal.SIGKILL)
+    return os.waitpid(pid, 0)[1]  # SIGKILL cannot be ignored: this returns at once
+
+
+def pidfd_ok() -> bool:
+    """Whether this system has pidfds (Linux 5.3+) and posix_spawn."""
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except (AttributeError, OSError):
+        return False
+    return hasattr(os, "posix_spawn")
 
 
 def _start(header: dict[str, object], fds: list[int]) -> int:
@@ -44,8 +74,7 @@ def _start(header: dict[str, object], fds: list[int]) -> int:
     env = {str(k): str(v) for k, v in header["env"].items()}  # type: ignore[attr-defined]
     cwd, session = header.get("cwd"), bool(header.get("session"))
     if cwd is None and not session:  # git: posix_spawn, the cheapest start there is
-        actions = [(os.POSIX_SPAWN_DUP2, fd, target) for target, fd in enumerate(fds[:3])]
-        return os.posix_spawn(argv[0], argv, env, file_actions=actions, setsigdef=_RESTORED)
+        return posix_start(argv, env, fds)
     process = subprocess.Popen(
         argv,
         stdin=fds[0],
@@ -114,12 +143,9 @@ class _Server:
                 os.close(fd)
         if header.get("pid"):
             _report(status_fd, PID, pid)
-        self.running[int(header["id"])] = pid  # type: ignore[call-overload]
-        self.selector.register(
-            os.pidfd_open(pid),
-            selectors.EVENT_READ,
-            (int(header["id"]), pid, status_fd),  # type: ignore[call-overload]
-        )
+        command = int(header["id"])  # type: ignore[call-overload]
+        self.running[command] = pid
+        self.selector.register(os.pidfd_open(pid), selectors.EVENT_READ, (command, pid, status_fd))
 
 
 def _report(status_fd: int, tag: int, value: int) -> None:

@@ -20,7 +20,6 @@ import contextlib
 import itertools
 import json
 import os
-import signal
 import socket
 import struct
 import sys
@@ -178,7 +177,7 @@ class Started:
 @asynccontextmanager
 async def spawn_server() -> AsyncIterator[Server | None]:
     """Run a spawn server for the block (None where the system lacks pidfds)."""
-    if not _supported():
+    if not (_spawn_server.pidfd_ok() and hasattr(socket, "SOCK_SEQPACKET")):
         yield None
         return
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -201,8 +200,9 @@ def _launch(theirs: socket.socket) -> int:
     other child can inherit it and keep the server alive), with an empty environment
     (each command brings its own; the server keeps no secrets)."""
     argv = [sys.executable, "-I", "-S", _spawn_server.__file__, "3"]
-    actions = [(os.POSIX_SPAWN_DUP2, theirs.fileno(), 3)]
-    return os.posix_spawn(argv[0], argv, {}, file_actions=actions)
+    return os.posix_spawn(
+        argv[0], argv, {}, file_actions=[(os.POSIX_SPAWN_DUP2, theirs.fileno(), 3)]
+    )
 
 
 async def _reap(pid: int) -> None:
@@ -212,20 +212,6 @@ async def _reap(pid: int) -> None:
         with anyio.CancelScope(shield=True):
             with anyio.move_on_after(_STOP_TIMEOUT_S):
                 await anyio.wait_readable(pidfd)
-            _kill_and_reap(pid)
+            _spawn_server.reap(pid)
     finally:
         os.close(pidfd)
-
-
-def _kill_and_reap(pid: int) -> None:
-    if not os.waitpid(pid, os.WNOHANG)[0]:
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)  # SIGKILL cannot be ignored: this returns at once
-
-
-def _supported() -> bool:
-    try:
-        os.close(os.pidfd_open(os.getpid()))
-    except (AttributeError, OSError):
-        return False
-    return hasattr(os, "posix_spawn") and hasattr(socket, "SOCK_SEQPACKET")
