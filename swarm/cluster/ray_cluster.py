@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import secrets
 import tempfile
+import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import replace
 from functools import partial
@@ -84,6 +86,7 @@ class RayCluster:
         self.remotes = Remotes()
         self.stack = stack
         """Ends what lives as long as the connection (the merge queue's check actors)."""
+        self._placements = _Placements()
 
     @property
     def place(self) -> Remotes:
@@ -146,16 +149,18 @@ class RayCluster:
     ) -> Any:
         """A new `WorkspaceNode` actor, once Ray has placed it and it runs (ended at once,
         bounded, if this is cancelled or fails first)."""
+        node, strategy = await self._spread() if reserve else ("", "SPREAD")
         if reserve:
-            options = {**self.actor_options(), "scheduling_strategy": await self._spread()}
+            options = {**self.actor_options(), "scheduling_strategy": strategy}
         else:
             options = {"num_cpus": 0, "scheduling_strategy": "SPREAD", "max_restarts": 0}
-        actor = _actor().options(**options).remote(environment, run_id, name)
-        try:
-            await _await(actor.ready.remote())
-        except BaseException:
-            ray_module().kill(actor, no_restart=True)  # never ran: nothing to remove
-            raise
+        with self._placements.placing(node):
+            actor = _actor().options(**options).remote(environment, run_id, name)
+            try:
+                await _await(actor.ready.remote())
+            except BaseException:
+                ray_module().kill(actor, no_restart=True)  # never ran: nothing to remove
+                raise
         return actor
 
     async def room(self) -> bool:
@@ -174,17 +179,19 @@ class RayCluster:
             if all(free.get(k, 0.0) >= v for k, v in need.items() if v)
         }
 
-    async def _spread(self) -> Any:
-        """Where a new workspace actor goes: the node with room and the most free CPUs
-        (Ray's SPREAD alone placed actors started one after another on one node), else
-        SPREAD, waiting for room."""
+    async def _spread(self) -> tuple[str, Any]:
+        """Where a new workspace actor goes, and its node's id: the node with room and the
+        most free CPUs, less those of actors placed there that Ray's view does not show yet
+        (Ray's SPREAD alone placed actors started one after another on one node, and two
+        started at once both saw the same node freest), else SPREAD, waiting for room."""
         roomy = await self._roomy()
         if not roomy or "" in roomy:  # full, or no per-node view
-            return "SPREAD"
+            return "", "SPREAD"
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        best = max(roomy, key=lambda node: roomy[node])
-        return NodeAffinitySchedulingStrategy(best, soft=True, _spill_on_unavailable=True)
+        cpus = self.config.cpus_per_workspace
+        best = max(roomy, key=lambda node: roomy[node] - cpus * self._placements.count(node))
+        return best, NodeAffinitySchedulingStrategy(best, soft=True, _spill_on_unavailable=True)
 
     def actor_options(self) -> dict[str, Any]:
         c = self.config
@@ -198,6 +205,31 @@ class RayCluster:
         if c.resources:
             options["resources"] = dict(c.resources)
         return options
+
+
+class _Placements:
+    """Nodes chosen for workspace actors that Ray's per-node view may not show yet: those
+    still starting, and those started in the last `SETTLE_S` (the view follows the nodes'
+    periodic resource reports)."""
+
+    SETTLE_S = 2.0
+
+    def __init__(self) -> None:
+        self._until: dict[object, tuple[str, float]] = {}
+
+    def count(self, node: str) -> int:
+        now = time.monotonic()
+        return sum(1 for n, until in self._until.values() if n == node and until > now)
+
+    @contextlib.contextmanager
+    def placing(self, node: str) -> Iterator[None]:
+        key, now = object(), time.monotonic()
+        self._until = {k: v for k, v in self._until.items() if v[1] > now}
+        self._until[key] = (node, math.inf)
+        try:
+            yield
+        finally:
+            self._until[key] = (node, time.monotonic() + self.SETTLE_S)
 
 
 class RayWorkspaces:
