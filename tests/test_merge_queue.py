@@ -8,6 +8,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -297,22 +298,46 @@ def test_batches_shrink_as_culprits_show_and_stay_big_while_none_do() -> None:
     assert RedRate(judged=100, culprits=100).cap() == 1
 
 
-async def test_a_culprit_is_red_once_what_it_was_red_on_top_of_has_landed(repo: Path) -> None:
-    """`b` is red only on top of `a`: its fixer must start from a head that has `a`."""
+async def test_a_culprit_is_red_at_once_and_fixed_on_top_of_what_it_was_red_on(
+    repo: Path,
+) -> None:
+    """`b` is red only on top of `a`; the split that finds it is slow, so `c` and `d` land
+    meanwhile and `a` waits again. `b` is red at once, with the split's commit holding `a`
+    to fix it on, and its fixed patch lands only after `a`."""
     pair = "if values['a'] == 2 and values['b'] == 2:\n    raise SystemExit('b on a')\n"
-    (repo / "check.py").write_text(CHECK_PY.replace("unlucky = ", pair + "unlucky = "))
+    slow = "if values['a'] == 2 and values['b'] == 1:\n    time.sleep(3)\n"
+    (repo / "check.py").write_text(CHECK_PY.replace("unlucky = ", pair + slow + "unlucky = "))
     git(repo, "commit", "-qam", "b is red on top of a")
-    merged = await merge_all(repo, dict.fromkeys("abcd", 2))
-    assert merged.kinds() == {"a": "merged", "b": "red", "c": "merged", "d": "merged"}
-    decided = list(merged.results)  # in the order the queue answered
-    assert decided.index("a") < decided.index("b")
-    assert "b on a" in merged.results["b"].output
+    patches = {name: await patch_setting(repo, name, 2) for name in "abcd"}
+    fixed = await patch_setting(repo, "b", 3)
+    settings = QueueSettings(CountingChecker(repo), batch_check=CHECK, config=BATCHES)
+    decided: list[tuple[str, str]] = []
+    async with MergeQueue.open(repo, run_id="r1", base="main", settings=settings) as queue:
+
+        async def merge(order: int, name: str) -> None:
+            result = await queue.merge(name, f"set {name}", patches[name], check=CHECK, order=order)
+            decided.append((name, result.kind))
+            if name == "b":
+                assert "b on a" in result.output and result.base is not None
+                assert git(repo, "show", f"{result.base}:a.py") == "X = 2"
+                assert git(repo, "show", f"{result.base}:b.py") == "X = 1"
+                again = await queue.merge("b", "fix b", fixed, check=CHECK, order=-1)
+                decided.append(("b", again.kind))
+
+        async with anyio.create_task_group() as tg:
+            for order, name in enumerate(patches):
+                tg.start_soon(merge, order, name)
+    assert decided.index(("b", "red")) < decided.index(("a", "merged"))
+    assert decided.index(("a", "merged")) < decided.index(("b", "merged"))
+    subjects = git(repo, "log", "--format=%s", "--reverse", "main..swarm/r1").splitlines()
+    assert [s.split(":")[1].strip() for s in subjects] == ["c", "d", "a", "b"]
+    assert git(repo, "show", "swarm/r1:b.py") == "X = 3"
+    assert_clean(repo)
 
 
-async def test_a_batch_about_to_be_built_takes_the_patches_that_arrived_meanwhile() -> None:
-    """As a wave of agents finishes, the batches formed from its first patches hold one or
-    two: each takes the patches that queued while it waited for the one ahead (to its cap)."""
-    from swarm.run._merge_pipeline import Pipeline, Request, Rules, _Batch
+def _pipeline(config: MergeConfig) -> Any:
+    """A `Pipeline` that is never run: its bookkeeping, tested alone."""
+    from swarm.run._merge_pipeline import Pipeline, Rules
 
     async def never(*_args: object, **_kwargs: object) -> CheckResult:
         raise AssertionError("not checked here")
@@ -320,11 +345,37 @@ async def test_a_batch_about_to_be_built_takes_the_patches_that_arrived_meanwhil
     async def land(_tip: str) -> None:
         raise AssertionError("nothing lands here")
 
-    config = MergeConfig(batch_size=BatchSize(min=1, max=3), max_parallel_checks=2)
-    pipeline = Pipeline(Rules(never, None, config, land), None, "head", MergeStats())  # type: ignore[arg-type]
-    first, *later = [
-        Request(Patch(f"s{i}", "t", f"diff --git a/f{i} b/f{i}\n"), None, (0, i)) for i in range(5)
-    ]
+    return Pipeline(Rules(never, None, config, land), None, "head", MergeStats())  # type: ignore[arg-type]
+
+
+def _requests(n: int) -> list[Any]:
+    from swarm.run._merge_pipeline import Request
+
+    diff = "diff --git a/f{0} b/f{0}\n"
+    return [Request(Patch(f"s{i}", "t", diff.format(i)), None, (0, i)) for i in range(n)]
+
+
+def test_a_fixed_culprit_waits_for_the_green_patches_it_was_fixed_on_top_of() -> None:
+    pipeline = _pipeline(BATCHES)
+    green, culprit, other = _requests(3)
+    pipeline.pending = [green]
+    pipeline._after[culprit.patch.name] = [green]  # as a split's verdict leaves it
+    pipeline.submit(culprit)
+    pipeline.submit(other)
+    assert [r.patch.name for r in pipeline._free()] == ["s0", "s2"]
+    green.settle(MergeResult("merged", "c0"))
+    assert [r.patch.name for r in pipeline._free()] == ["s0", "s1", "s2"]
+    pipeline.submit(_requests(2)[1])  # its next patch (another round) waits for nothing
+    assert pipeline.pending[-1].after == []
+
+
+async def test_a_batch_about_to_be_built_takes_the_patches_that_arrived_meanwhile() -> None:
+    """As a wave of agents finishes, the batches formed from its first patches hold one or
+    two: each takes the patches that queued while it waited for the one ahead (to its cap)."""
+    from swarm.run._merge_pipeline import _Batch
+
+    pipeline = _pipeline(MergeConfig(batch_size=BatchSize(min=1, max=3), max_parallel_checks=2))
+    first, *later = _requests(5)
     batch = _Batch([first], ahead=None, depth=1)
     pipeline.pending = list(later)
     pipeline._top_up(batch)

@@ -54,6 +54,9 @@ class Request:
     """Rank in the line (`Plan.merge_rank`), then arrival: batches are built in this order."""
     result: MergeResult | None = None
     decided: anyio.Event = field(default_factory=anyio.Event)
+    after: list[Request] = field(default_factory=list)
+    """Patches it must not be batched before (decided first): a culprit's rebased patch
+    waits for the green ones it was fixed on top of."""
 
     def settle(self, result: MergeResult) -> None:
         self.result = result
@@ -98,12 +101,6 @@ class Rules:
     config: MergeConfig
     land: Callable[[str], Awaitable[None]]
     """Moves the integration branch to a green tip."""
-
-
-async def _settle_after(request: Request, result: MergeResult, first: list[Request]) -> None:
-    for r in first:
-        await r.decided.wait()
-    request.settle(result)
 
 
 @dataclass
@@ -156,8 +153,11 @@ class Pipeline:
         self._verdicts: list[tuple[_Batch, Verdict[Request]]] = []
         self.rate = RedRate()
         self._wake = anyio.Event()
+        self._after: dict[str, list[Request]] = {}
+        """By subtask: the green patches its culprit's fix was made on top of."""
 
     def submit(self, request: Request) -> None:
+        request.after = self._after.pop(request.patch.name, [])
         self.pending = _by_order([*self.pending, request])
         self._wake.set()
 
@@ -185,9 +185,14 @@ class Pipeline:
 
     def _free(self) -> list[Request]:
         """The waiting patches a batch may take: none touching a file of a red batch
-        being split (patches on other files commute, so the final tree is the same)."""
+        being split (patches on other files commute, so the final tree is the same), none
+        whose `after` is still undecided."""
         held = frozenset().union(*(r.patch.files for b in self._held for r in b.requests))
-        return [r for r in self.pending if not r.patch.files & held]
+        return [
+            r
+            for r in self.pending
+            if not r.patch.files & held and all(a.decided.is_set() for a in r.after)
+        ]
 
     def _start(self, tg: anyio.abc.TaskGroup, free: list[Request]) -> None:
         size = self.rules.config.batch_size
@@ -307,8 +312,9 @@ class Pipeline:
         self, batch: _Batch, verdict: Verdict[Request], tg: anyio.abc.TaskGroup
     ) -> None:
         """The green chain lands if nothing has moved the head since (its commits sit on
-        it), else waits again. Each culprit is red once the green patches it was red on
-        top of have landed, so its fixer starts from them."""
+        it), else waits again. Each culprit is red at once, with the commit it was red on
+        top of (so its fixer starts from the green patches before it); its fixed patch is
+        batched once those have been decided."""
         self._held.remove(batch)
         landed = bool(verdict.green) and self.head == batch.base and not self._flight
         unjudged = len(verdict.back) + (0 if landed else len(verdict.green))
@@ -318,9 +324,11 @@ class Pipeline:
         else:
             self.requeue([r for r, _ in verdict.green])
         for c in verdict.culprits:
-            red = MergeResult("red", output=c.output, batch=batch.span)
-            first = [] if landed else [r for r, _ in verdict.green[: c.after]]
-            tg.start_soon(_settle_after, c.request, red, first)
+            ahead = [] if landed else verdict.green[: c.after]
+            if ahead:  # waiting again: its fixer starts on them, its fix lands after them
+                self._after[c.request.patch.name] = [r for r, _ in ahead]
+            base = ahead[-1][1].commit if ahead else None
+            c.request.settle(MergeResult("red", output=c.output, batch=batch.span, base=base))
         self.requeue(verdict.back)
 
     def requeue(self, requests: Sequence[Request]) -> None:

@@ -326,7 +326,8 @@ class Coordinator:
             )
             async with board.limiter.slot(_REBASING):  # late already: before any new start
                 name = f"{st.id}-rebase{outcome.rebases}"
-                base = self.crew.journal.base_of(self.crew.run_id, name, board.queue.head)
+                on = merged.base or board.queue.head
+                base = self.crew.journal.base_of(self.crew.run_id, name, on)
                 async with self._workspaces.open(base, name) as ws:
                     if merged.kind == "red":  # after a conflict the fixer re-applies by hand
                         await ws.apply(patch)

@@ -25,6 +25,9 @@ class MergeResult:
     """git's message for a conflict; the failing check's (or refusing hook's) output."""
     batch: SpanContext | None = None
     """The span of the batch that decided it (a merge wait links to it)."""
+    base: str | None = None
+    """Red: the commit it was red on top of, when that is not the head (the green patches
+    ahead of it in its batch, not landed yet): its rebase fixer starts there."""
 
     @property
     def ok(self) -> bool:
