@@ -139,7 +139,9 @@ class Started:
         return self.pid
 
     async def wait(self) -> int:
-        """Wait for the command to exit; its wait status. Cancelled, it kills the command."""
+        """Wait for the command to exit; its wait status. Cancelled, it kills the command
+        and waits (bounded) for it to be gone: a git killed mid-way must not write its
+        locks into a tree that is handed on."""
         try:
             while self.status is None:
                 await self._next()
@@ -147,6 +149,9 @@ class Started:
             if self.status is None:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(_STOP_TIMEOUT_S):
                     await self._server.kill(self._command)
+                    with contextlib.suppress(OSError):
+                        while self.status is None:
+                            await self._next()
             raise
         return self.status
 
