@@ -158,7 +158,8 @@ async def test_a_red_batch_is_split_and_its_culprit_found(repo: Path) -> None:
     merged = await merge_all(repo, values, one_batch)
     assert merged.kinds() == {m: "red" if m == "f" else "merged" for m in MODULES}
     assert "unlucky modules: ['f']" in merged.results["f"].output
-    assert merged.subjects == [f"swarm: {m}: set {m}" for m in MODULES if m != "f"]
+    # the patches behind the red part go back at once: they may land before those in it
+    assert sorted(merged.subjects) == [f"swarm: {m}: set {m}" for m in MODULES if m != "f"]
     assert merged.stats.splits >= 1
     assert merged.stats.checks_run < len(MODULES)  # one at a time checks each patch
     assert_clean(repo)
@@ -172,13 +173,19 @@ async def test_two_culprits_in_one_batch_are_both_found(repo: Path) -> None:
     assert len(merged.subjects) == len(MODULES) - 2
 
 
-async def test_one_split_judges_every_culprit_of_a_batch(repo: Path) -> None:
+async def test_the_patches_behind_a_red_part_land_while_the_split_goes_on(repo: Path) -> None:
+    """[a..h] is red (`b`). The first round finds [a b c d] red and hands [e f g h] back
+    at once; they land while the next round checks [a b] slowly."""
+    slow = "if values['b'] == 13 and values['c'] == 1:\n    time.sleep(3)\n"
+    (repo / "check.py").write_text(CHECK_PY.replace("unlucky = ", slow + "unlucky = "))
+    git(repo, "commit", "-qam", "a slow prefix")
     one_batch = MergeConfig(batch_size=BatchSize(min=1, max=32), max_parallel_checks=1)
-    values = dict.fromkeys(MODULES, 2) | {"b": 13, "g": 13}
+    values = dict.fromkeys(MODULES, 2) | {"b": 13}
     merged = await merge_all(repo, values, one_batch)
-    assert merged.kinds() == {m: "red" if m in "bg" else "merged" for m in MODULES}
-    assert merged.stats.batches == 1  # the patches after `b` were not batched again
-    assert merged.subjects == [f"swarm: {m}: set {m}" for m in MODULES if m not in "bg"]
+    assert merged.kinds() == {m: "red" if m == "b" else "merged" for m in MODULES}
+    order = [s.split(":")[1].strip() for s in merged.subjects]
+    assert order[:4] == ["e", "f", "g", "h"] and sorted(order[4:]) == ["a", "c", "d"]
+    assert merged.stats.batches > 1  # handed back, batched again
     assert_clean(repo)
 
 
@@ -208,6 +215,29 @@ async def test_a_speculative_batch_is_rebuilt_when_the_one_ahead_turns_red(
     assert speculative and speculative[0][sc.MERGE_OUTCOME] == "cancelled"
     assert {a[sc.MERGE_OUTCOME] for a in attrs} >= {"red", "green", "cancelled"}
     assert [s for s in spans.get_finished_spans() if s.name == f"{sc.MERGE_SPAN} split"]
+    assert_clean(repo)
+
+
+async def test_the_batch_behind_a_red_one_goes_on_with_its_alternate(
+    repo: Path, spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """[a b c d] is red (`c`); [e f g h] behind it was also built without it, on the head,
+    in case: that build lands, nothing is checked again, and the tree is the one merging
+    one at a time gives."""
+    from swarm.run._merge_line import Line
+
+    monkeypatch.setattr(Line, "ALTERNATE_ODDS", 0.0)  # alternates however likely green
+    values = dict.fromkeys(MODULES, 2) | {"c": 13}
+    merged = await merge_all(repo, values)
+    assert merged.kinds() == {m: "red" if m == "c" else "merged" for m in MODULES}
+    assert (merged.stats.rebuilds, merged.stats.alternates) == (0, 1)
+    batches = [s for s in spans.get_finished_spans() if s.name == f"{sc.MERGE_SPAN} batch"]
+    attrs = [dict(s.attributes or {}) for s in batches]
+    used = [a for a in attrs if a.get(sc.MERGE_ALTERNATE) and a[sc.MERGE_OUTCOME] == "green"]
+    assert [a[sc.MERGE_SUBTASKS] for a in used] == [tuple("efgh")]
+    alone = make_repo(repo.parent / "alone")
+    one = await merge_all(alone, values, ONE_AT_A_TIME)
+    assert merged.tree == one.tree
     assert_clean(repo)
 
 
@@ -254,9 +284,10 @@ async def test_the_branch_says_what_landed(repo: Path) -> None:
 
 
 async def test_the_line_goes_on_while_a_red_batch_is_split(repo: Path) -> None:
-    """[a b c] is red and [d a2] behind it is cancelled; the split checks `a` alone slowly,
-    and meanwhile `d` lands; `b` and `c` (not judged) land after it, and `a2`, on the file
-    of the red batch, waits for the verdict, so it lands on `a`'s file once `a` is out."""
+    """[a b c] is red and [d a2] behind it starts again without `a2`: it touches a file of
+    the red batch, so it waits for the verdict and lands on `a`'s file once `a` is out.
+    The split finds [a b] red, and hands `c` back at once: it lands beside the split, after
+    `d`. It then checks `a` alone, slowly; `b` is handed back after that round."""
     slow = "if values['a'] == 13 and values['b'] == 1:\n    time.sleep(3)\n"
     (repo / "check.py").write_text(CHECK_PY.replace("unlucky = ", slow + "unlucky = "))
     git(repo, "commit", "-qam", "a slow prefix")
@@ -272,7 +303,7 @@ async def test_the_line_goes_on_while_a_red_batch_is_split(repo: Path) -> None:
         "a2": "merged"
     }
     order = [s.split(":")[1].strip() for s in merged.subjects]
-    assert order == ["d", "b", "c", "a2"]
+    assert order == ["d", "c", "b", "a2"]
     assert git(repo, "show", "swarm/r1:a.py") == "X = 3"
     assert_clean(repo)
 
@@ -289,13 +320,19 @@ def test_a_patch_names_the_files_it_touches() -> None:
 
 
 def test_batches_shrink_as_culprits_show_and_stay_big_while_none_do() -> None:
-    from swarm.run._merge_pipeline import RedRate
+    from swarm.run._merge_line import RedRate
 
     assert RedRate().cap() >= 32  # before any verdict: as big as the config allows
     assert RedRate(judged=300, culprits=0).cap() > 100
     five_percent = RedRate(judged=300, culprits=15).cap()
     assert 8 <= five_percent <= 14  # about 60 % of such batches come back green
     assert RedRate(judged=100, culprits=100).cap() == 1
+    # five batches of 25 red (not split yet) after 64 green patches: mostly culprits
+    # more than once each
+    assert RedRate(judged=64, reds=[25] * 5).cap() <= 16  # one culprit each: 21
+    rate = RedRate(judged=64, reds=[25])
+    rate.corrected(25, culprits=2, unjudged=5)
+    assert (rate.judged, rate.culprits, rate.reds) == (84, 2, [])
 
 
 async def test_a_culprit_is_red_at_once_and_fixed_on_top_of_what_it_was_red_on(
@@ -349,7 +386,7 @@ def _pipeline(config: MergeConfig) -> Any:
 
 
 def _requests(n: int) -> list[Any]:
-    from swarm.run._merge_pipeline import Request
+    from swarm.run._merge_line import Request
 
     diff = "diff --git a/f{0} b/f{0}\n"
     return [Request(Patch(f"s{i}", "t", diff.format(i)), None, (0, i)) for i in range(n)]
@@ -372,12 +409,12 @@ def test_a_fixed_culprit_waits_for_the_green_patches_it_was_fixed_on_top_of() ->
 async def test_a_batch_about_to_be_built_takes_the_patches_that_arrived_meanwhile() -> None:
     """As a wave of agents finishes, the batches formed from its first patches hold one or
     two: each takes the patches that queued while it waited for the one ahead (to its cap)."""
-    from swarm.run._merge_pipeline import _Batch
+    from swarm.run._merge_line import Slot
 
     pipeline = _pipeline(MergeConfig(batch_size=BatchSize(min=1, max=3), max_parallel_checks=2))
     first, *later = _requests(5)
-    batch = _Batch([first], ahead=None, depth=1)
+    slot = Slot([first])
     pipeline.pending = list(later)
-    pipeline._top_up(batch)
-    assert [r.patch.name for r in batch.requests] == ["s0", "s1", "s2"]  # to its cap of 3
+    pipeline._top_up(slot)
+    assert [r.patch.name for r in slot.requests] == ["s0", "s1", "s2"]  # to its cap of 3
     assert [r.patch.name for r in pipeline.pending] == ["s3", "s4"]

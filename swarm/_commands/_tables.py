@@ -103,7 +103,9 @@ def summary_merges(m: dict[str, Any] | None) -> None:
     print(
         f"merge queue: {m['batches']} batches ({outcomes or 'none decided'}), "
         f"size mean {m['size_mean']:.1f} max {m['size_max']}, "
-        f"{m['speculative']} speculative ({m['rebuilt']} rebuilt), {m['splits']} splits, "
+        f"{m['speculative']} speculative ({m['rebuilt']} rebuilt), "
+        f"{m.get('alternates', 0)} alternates, "
+        f"{m['splits']} splits, "
         f"{m['checks']} checks"
     )
     busy = m["busy_s"]

@@ -41,12 +41,16 @@ class MergeBatch:
     outcome: str
     """`green`, `red`, `cancelled`, or '' when the span did not say."""
     subtasks: tuple[str, ...]
+    alternate: bool = False
+    """Built without one batch ahead of it, in case that one is red."""
 
     @property
     def label(self) -> str:
-        """How the viewer names it: `batch of 4 · red · ahead 1`."""
+        """How the viewer names it: `batch of 4 · red · ahead 1` (`· if one ahead is red`
+        on an alternate)."""
         ahead = f" · ahead {self.depth}" if self.depth else ""
-        return f"batch of {self.size} · {self.outcome or '?'}{ahead}"
+        alternate = " · if one ahead is red" if self.alternate else ""
+        return f"batch of {self.size} · {self.outcome or '?'}{ahead}{alternate}"
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,9 @@ class MergeBreakdown:
     rebuilt: int
     """Speculative batches cancelled because one ahead turned red (their patches re-batched).
     At most the report's `rebuilds`: a batch dropped before it was built has no span."""
+    alternates: int
+    """Alternate builds (a batch built without one ahead of it, in case that one is red;
+    not counted in `batches`). The report's `alternates` says how many were used."""
     splits: int
     """Rounds of splitting a red batch to find its culprit."""
     checks: int
@@ -106,6 +113,7 @@ def merge_batches(trace: Trace) -> list[MergeBatch]:
                 depth=_int(attrs.get(sc.MERGE_SPECULATIVE_DEPTH)),
                 outcome=str(attrs.get(sc.MERGE_OUTCOME) or ""),
                 subtasks=tuple(str(s) for s in subtasks),
+                alternate=attrs.get(sc.MERGE_ALTERNATE) is True,
             )
         )
     return out
@@ -113,11 +121,13 @@ def merge_batches(trace: Trace) -> list[MergeBatch]:
 
 def merge_breakdown(trace: Trace) -> MergeBreakdown | None:
     """The merge queue's figures (see the module), or None when the trace has no merges."""
-    batches = merge_batches(trace)
+    spans = merge_batches(trace)
     splits = _named(trace, SPLIT_SPAN)
-    if not batches and not splits:
+    if not spans and not splits:
         return None
-    queue = [b.index for b in batches] + splits
+    batches = [b for b in spans if not b.alternate]
+    alternates = [b for b in spans if b.alternate]
+    queue = [b.index for b in spans] + splits
     inside = list(_descendants(trace, queue))
     checks = [i for i in inside if trace.op[i] == sc.OP_TOOL and _is_check(trace, i)]
     slot = _waits(trace, sc.WAIT_CHECK, inside)
@@ -139,6 +149,7 @@ def merge_breakdown(trace: Trace) -> MergeBreakdown | None:
         size_max=max(sizes, default=0),
         speculative=sum(1 for b in batches if b.depth > 0),
         rebuilt=by_outcome["cancelled"],
+        alternates=len(alternates),
         splits=len(splits),
         checks=len(checks),
         check_sum_s=sum(trace.duration_s(i) for i in checks),

@@ -8,10 +8,11 @@ ahead (speculation, as Zuul gates changes) or on the head. Each batch is checked
 batches land strictly in order:
 
 - green: the integration branch fast-forwards to its tip, one commit per subtask;
-- red: the batches behind it (built on a red tip) are cancelled and their patches wait
-  again; the red batch is split (`Splitter`) beside the line, which goes on at once with
-  the patches that touch none of its files. Its culprits are then red; the green patches
-  land if the head has not moved, else they wait again with the rest.
+- red: the batches behind it (built on a red tip) go on with their alternates (built
+  without it, `swarm.run._merge_line`) or start again on the head; the red batch is split
+  (`Splitter`) beside the line, which goes on at once with the patches that touch none of
+  its files. Its culprits are then red; the green patches land if the head has not moved,
+  else they wait again with the rest.
 
 A lone patch on the head gets its subtask's own check, keyed by its tree, so the result
 the subtask already has is reused; a batch gets the whole check. A patch that does not
@@ -24,71 +25,24 @@ import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
 
 import anyio
 import anyio.abc
-from opentelemetry.trace import Span, SpanContext
+from opentelemetry.trace import Span
 from opentelemetry.util.types import AttributeValue
 
 from swarm.config import MergeConfig
 from swarm.errors import SwarmError
+from swarm.run._merge_line import Build, Line, RedRate, Request, Slot
 from swarm.run._merge_split import Splitter, Verdict
-from swarm.run._merge_trees import Patch, Step, TreePool
+from swarm.run._merge_trees import Step, TreePool
 from swarm.run.check import CheckFn, CheckResult, tree_key
 from swarm.run.outcome import MergeKind, MergeResult
 from swarm.run.report import MergeStats
 from swarm.tracing import semconv as sc
 from swarm.tracing.setup import tracer
 
-__all__ = ["Pipeline", "Request"]
-
-
-@dataclass
-class Request:
-    """One patch waiting to merge, and, once decided, how that went."""
-
-    patch: Patch
-    check: str | None
-    order: tuple[int, int]
-    """Rank in the line (`Plan.merge_rank`), then arrival: batches are built in this order."""
-    result: MergeResult | None = None
-    decided: anyio.Event = field(default_factory=anyio.Event)
-    after: list[Request] = field(default_factory=list)
-    """Patches it must not be batched before (decided first): a culprit's rebased patch
-    waits for the green ones it was fixed on top of."""
-
-    def settle(self, result: MergeResult) -> None:
-        self.result = result
-        self.decided.set()
-
-
-@dataclass
-class _Batch:
-    requests: list[Request]
-    ahead: _Batch | None
-    depth: int
-    """Batches ahead of it when it started (0: built on the head)."""
-    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
-    built: anyio.Event = field(default_factory=anyio.Event)
-    finished: anyio.Event = field(default_factory=anyio.Event)
-    base: str = ""
-    tip: str = ""
-    steps: list[Step] = field(default_factory=list)
-    result: CheckResult | None = None
-    failed: str | None = None
-    """Why it could not be built (git failed): its patches are refused with this."""
-    span: SpanContext | None = None
-
-    @property
-    def green(self) -> bool:
-        return self.failed is None and (self.result is None or self.result.passed)
-
-    @property
-    def outcome(self) -> str:
-        if self.scope.cancel_called:
-            return "cancelled"
-        return "green" if self.green else "red"
+__all__ = ["Pipeline", "Request", "Rules"]
 
 
 @dataclass(frozen=True)
@@ -103,38 +57,19 @@ class Rules:
     """Moves the integration branch to a green tip."""
 
 
-@dataclass
-class RedRate:
-    """How often a patch turns out to be a culprit, learned as batches are judged. It caps
-    the batch size so that about `GREEN_ODDS` of batches come back green: when culprits
-    are common, a big batch is almost never green, and every patch in it is checked again.
-    """
+@dataclass(eq=False)
+class _Split:
+    """A red batch being split, as its rounds come back."""
 
-    GREEN_ODDS: ClassVar[float] = 0.6
-    PRIOR: ClassVar[tuple[int, int]] = (1, 64)
-    """As if 1 culprit had been found in 64 patches: big batches until culprits show."""
-
-    judged: int = 0
-    culprits: int = 0
-
-    def cap(self) -> int:
-        p = (self.culprits + self.PRIOR[0]) / (self.judged + self.PRIOR[1])
-        return max(1, int(math.log(self.GREEN_ODDS) / math.log1p(-p)))
-
-    def green(self, patches: int) -> None:
-        self.judged += patches
-
-    def red(self, patches: int) -> None:
-        """A batch turned red: a culprit at least, known at once, while its split finds
-        how many (`corrected`)."""
-        self.judged += patches
-        self.culprits += 1
-
-    def corrected(self, culprits: int, unjudged: int) -> None:
-        """The split found `culprits`; `unjudged` of the red batch's patches wait again
-        (they are counted when batched again)."""
-        self.culprits += culprits - 1
-        self.judged -= unjudged
+    batch: Build
+    held: list[Request]
+    """Its patches still being split: the waiting ones on their files wait for them."""
+    on: str
+    """The commit its next green patches sit on."""
+    waiting: list[Request] = field(default_factory=list)
+    """Its green patches sent back to wait (the head had moved): its culprit's fix comes
+    after them."""
+    unjudged: int = 0
 
 
 def _by_order(requests: list[Request]) -> list[Request]:
@@ -142,15 +77,15 @@ def _by_order(requests: list[Request]) -> list[Request]:
 
 
 class Pipeline:
-    """Owns the waiting patches and the batches in flight; `run` is its one task."""
+    """Owns the waiting patches and the line; `run` is its one task."""
 
     def __init__(self, rules: Rules, trees: TreePool, head: str, stats: MergeStats) -> None:
         self.rules, self.trees, self.head, self.stats = rules, trees, head, stats
         self.pending: list[Request] = []
-        self._flight: list[_Batch] = []
-        self._held: list[_Batch] = []
+        self.line = Line(alternates=rules.config.parallel_checks)
+        self._splits: list[_Split] = []
         """Red batches being split: patches touching their files wait for the verdict."""
-        self._verdicts: list[tuple[_Batch, Verdict[Request]]] = []
+        self._verdicts: list[tuple[_Split, Verdict[Request]]] = []
         self.rate = RedRate()
         self._wake = anyio.Event()
         self._after: dict[str, list[Request]] = {}
@@ -169,14 +104,17 @@ class Pipeline:
     async def run(self) -> None:
         async with anyio.create_task_group() as tg:
             while True:
-                while len(self._flight) < self.rules.config.parallel_checks and (
+                while len(self.line.slots) < self.rules.config.parallel_checks and (
                     free := self._free()
                 ):
-                    self._start(tg, free)
-                if self._flight and self._flight[0].finished.is_set():
-                    await self._settle(self._flight.pop(0), tg)
+                    self._take(free)
+                for build in self.line.start(self.rate):
+                    tg.start_soon(self._build_and_check, build)
+                front = self.line.slots[0] if self.line.slots else None
+                if front is not None and front.main is not None and front.main.finished.is_set():
+                    await self._settle(front, tg)
                 elif self._verdicts:
-                    await self._decide(*self._verdicts.pop(0), tg)
+                    await self._decide(*self._verdicts.pop(0))
                 else:
                     await self._wake.wait()
                     self._wake = anyio.Event()
@@ -187,78 +125,88 @@ class Pipeline:
         """The waiting patches a batch may take: none touching a file of a red batch
         being split (patches on other files commute, so the final tree is the same), none
         whose `after` is still undecided."""
-        held = frozenset().union(*(r.patch.files for b in self._held for r in b.requests))
+        held = self._held_files()
         return [
             r
             for r in self.pending
             if not r.patch.files & held and all(a.decided.is_set() for a in r.after)
         ]
 
-    def _start(self, tg: anyio.abc.TaskGroup, free: list[Request]) -> None:
+    def _held_files(self) -> frozenset[str]:
+        return frozenset(f for split in self._splits for r in split.held for f in r.patch.files)
+
+    def _take(self, free: list[Request]) -> None:
+        """A new slot at the end of the line, with the next batch of waiting patches."""
         size = self.rules.config.batch_size
-        places = self.rules.config.parallel_checks - len(self._flight)
+        places = self.rules.config.parallel_checks - len(self.line.slots)
         n = max(size.min, min(size.max, self.rate.cap(), math.ceil(len(free) / places)))
         taken = free[:n]
         self.pending = [r for r in self.pending if r not in taken]
-        batch = _Batch(taken, self._flight[-1] if self._flight else None, len(self._flight))
-        self._flight.append(batch)
+        self.line.slots.append(Slot(taken))
         self.stats.batches += 1
-        tg.start_soon(self._build_and_check, batch)
 
-    async def _build_and_check(self, batch: _Batch) -> None:
+    async def _build_and_check(self, build: Build) -> None:
         try:
-            with batch.scope:
-                if batch.ahead is not None:
-                    await batch.ahead.built.wait()
-                batch.base = batch.ahead.tip if batch.ahead is not None else self.head
-                attrs: dict[str, AttributeValue] = {sc.MERGE_SPECULATIVE_DEPTH: batch.depth}
+            with build.scope:
+                if build.ahead is not None:
+                    await build.ahead.built.wait()
+                if build.alternate:  # the patches are those its main build settled on
+                    await build.slot.fixed.wait()
+                build.base = build.ahead.tip if build.ahead is not None else self.head
+                attrs: dict[str, AttributeValue] = {
+                    sc.MERGE_SPECULATIVE_DEPTH: build.depth,
+                    sc.MERGE_ALTERNATE: build.alternate,
+                }
                 span_name = f"{sc.MERGE_SPAN} batch"
                 with tracer().start_as_current_span(span_name, attributes=attrs) as span:
-                    batch.span = span.get_span_context()
+                    build.span = span.get_span_context()
                     try:
-                        await self._build_check(batch, span)
+                        await self._build_check(build, span)
                     finally:
-                        span.set_attribute(sc.MERGE_OUTCOME, batch.outcome)
+                        span.set_attribute(sc.MERGE_OUTCOME, build.outcome)
         finally:
-            batch.built.set()
-            batch.finished.set()
+            build.slot.fixed.set()
+            build.built.set()
+            build.finished.set()
             self._wake.set()
 
-    async def _build_check(self, batch: _Batch, span: Span) -> None:
+    async def _build_check(self, build: Build, span: Span) -> None:
         async with self.trees.tree() as tree:
-            self._top_up(batch)
-            span.set_attribute(sc.MERGE_BATCH_SIZE, len(batch.requests))
-            span.set_attribute(sc.MERGE_SUBTASKS, [r.patch.name for r in batch.requests])
+            if not build.slot.fixed.is_set():
+                self._top_up(build.slot)
+                build.slot.fixed.set()
+            span.set_attribute(sc.MERGE_BATCH_SIZE, len(build.requests))
+            span.set_attribute(sc.MERGE_SUBTASKS, [r.patch.name for r in build.requests])
             try:
-                batch.steps = await tree.build(batch.base, [r.patch for r in batch.requests])
+                build.steps = await tree.build(build.base, [r.patch for r in build.requests])
             except SwarmError as exc:
-                batch.failed, batch.tip = str(exc), batch.base
+                build.failed, build.tip = str(exc), build.base
                 return
-            commits = [s.commit for s in batch.steps if s.commit]
-            batch.tip = commits[-1] if commits else batch.base
-            batch.built.set()
-            command, key = self._command(batch)
+            commits = [s.commit for s in build.steps if s.commit]
+            build.tip = commits[-1] if commits else build.base
+            build.built.set()
+            command, key = self._command(build)
             if commits and command:
-                batch.result = await self.check(tree.path, command, key, batch.tip)
+                build.result = await self.check(tree.path, command, key, build.tip)
 
-    def _top_up(self, batch: _Batch) -> None:
+    def _top_up(self, slot: Slot) -> None:
         """A batch about to be built takes the patches that arrived while it waited for the
         one ahead (up to its cap). As a wave of agents finishes, the first batches are
         formed from the first one or two patches; without this each kept a place for a
         whole check cycle while a hundred patches queued behind them."""
         size = self.rules.config.batch_size
-        room = min(size.max, self.rate.cap()) - len(batch.requests)
+        room = min(size.max, self.rate.cap()) - len(slot.requests)
         extra = self._free()[: max(0, room)]
         if extra:
             self.pending = [r for r in self.pending if r not in extra]
-            batch.requests = _by_order([*batch.requests, *extra])
+            slot.requests = _by_order([*slot.requests, *extra])
 
-    def _command(self, batch: _Batch) -> tuple[str | None, str | None]:
-        if len(batch.requests) == 1:
-            r = batch.requests[0]
-            key = tree_key(batch.base, r.patch.patch) if batch.depth == 0 else None
+    def _command(self, build: Build) -> tuple[str | None, str | None]:
+        if len(build.requests) == 1:
+            r = build.requests[0]
+            key = tree_key(build.base, r.patch.patch) if build.depth == 0 else None
             return r.check or self.rules.whole, key
-        return self.rules.whole or batch.requests[0].check, None
+        return self.rules.whole or build.requests[0].check, None
 
     async def check(self, path: Path, command: str, key: str | None, commit: str) -> CheckResult:
         """The check of a tree at `commit` (clean: a cluster may check it on a node)."""
@@ -270,71 +218,78 @@ class Pipeline:
 
     # -- landing ---------------------------------------------------------------------
 
-    async def _settle(self, front: _Batch, tg: anyio.abc.TaskGroup) -> None:
+    async def _settle(self, slot: Slot, tg: anyio.abc.TaskGroup) -> None:
+        front = slot.main
+        assert front is not None
         if front.green:
             self.rate.green(len(front.requests))
+            for b in self.line.landed(slot):  # built without it, as if it were red
+                b.scope.cancel()
             await self.land(list(zip(front.requests, front.steps, strict=True)), front)
             return
-        behind, self._flight = self._flight, []
-        for b in behind:  # built on a red tip: rebuilt on the head at once
+        held = self._held_files() | (slot.files if front.failed is None else frozenset())
+        dropped, cut = self.line.red(slot, held)
+        for b in dropped:
             b.scope.cancel()
-            self.stats.rebuilds += 1
-        for b in behind:
-            await b.finished.wait()
-        self.requeue([r for b in behind for r in b.requests])
+        # slots left without a build start again, on the head or the slots ahead
+        self.stats.rebuilds += len(cut) + sum(1 for s in self.line.slots if s.main is None)
+        self.stats.alternates += sum(1 for s in self.line.slots if s.main is not None)
+        self.requeue([r for s in cut for r in s.requests])
         if front.failed is not None:
             for r in front.requests:
                 r.settle(MergeResult("red", output=front.failed, batch=front.span))
             return
         self.rate.red(len(front.requests))
-        self._held.append(front)  # split beside the line, which goes on without it
-        tg.start_soon(self._split, front)
+        chain = [(r, s) for r, s in zip(front.requests, front.steps, strict=True) if s.commit]
+        split = _Split(front, held=[r for r, _ in chain], on=front.base)
+        self._splits.append(split)  # its patches' files held from now on
+        self.requeue([r for r, s in zip(front.requests, front.steps, strict=True) if not s.commit])
+        tg.start_soon(self._split, split, chain)  # beside the line, which goes on
 
-    async def _split(self, batch: _Batch) -> None:
+    async def _split(self, split: _Split, chain: list[tuple[Request, Step]]) -> None:
         async def check(path: Path, command: str, commit: str) -> CheckResult:
             return await self.check(path, command, None, commit)
 
-        command = self.rules.whole or batch.requests[0].check or "true"
-        width = self.rules.config.parallel_checks
-        pairs = list(zip(batch.requests, batch.steps, strict=True))
-        output = batch.result.output if batch.result else ""
-        try:
-            verdict = await Splitter[Request](self.trees, check, command, width).run(
-                [(r, s) for r, s in pairs if s.commit], batch.base, output
-            )
-            verdict.back += [r for r, s in pairs if not s.commit]
-            self.stats.splits += verdict.depth
-            self._verdicts.append((batch, verdict))
-        finally:
+        def report(verdict: Verdict[Request]) -> None:
+            self._verdicts.append((split, verdict))
             self._wake.set()
 
-    async def _decide(
-        self, batch: _Batch, verdict: Verdict[Request], tg: anyio.abc.TaskGroup
-    ) -> None:
-        """The green chain lands if nothing has moved the head since (its commits sit on
-        it), else waits again. Each culprit is red at once, with the commit it was red on
-        top of (so its fixer starts from the green patches before it); its fixed patch is
-        batched once those have been decided."""
-        self._held.remove(batch)
-        landed = bool(verdict.green) and self.head == batch.base and not self._flight
-        unjudged = len(verdict.back) + (0 if landed else len(verdict.green))
-        self.rate.corrected(len(verdict.culprits), unjudged)
-        if landed:
-            await self.land(verdict.green, batch)
-        else:
-            self.requeue([r for r, _ in verdict.green])
-        for c in verdict.culprits:
-            ahead = [] if landed else verdict.green[: c.after]
-            if ahead:  # waiting again: its fixer starts on them, its fix lands after them
-                self._after[c.request.patch.name] = [r for r, _ in ahead]
-            base = ahead[-1][1].commit if ahead else None
-            c.request.settle(MergeResult("red", output=c.output, batch=batch.span, base=base))
+        batch = split.batch
+        command = self.rules.whole or batch.requests[0].check or "true"
+        width = self.rules.config.parallel_checks
+        output = batch.result.output if batch.result else ""
+        await Splitter[Request](self.trees, check, command, width).run(chain, output, report)
+
+    async def _decide(self, split: _Split, verdict: Verdict[Request]) -> None:
+        """A round of `split`'s: its green patches land if nothing has moved the head since
+        (their commits sit on it), else wait again, as its unjudged ones do. The culprit is
+        red at once, with the commit it was red on top of (so its fixer starts from the
+        green patches before it); its fixed patch is batched once those are decided."""
+        split.held = verdict.held
+        if verdict.green:
+            if self.head == split.on and not self.line.slots and not split.waiting:
+                await self.land(verdict.green, split.batch)
+            else:
+                split.waiting += [r for r, _ in verdict.green]
+                self.requeue([r for r, _ in verdict.green])
+            split.on = verdict.green[-1][1].commit or split.on
+        split.unjudged += len(verdict.back)
         self.requeue(verdict.back)
+        if (c := verdict.culprit) is not None:
+            self._splits.remove(split)
+            self.stats.splits += verdict.depth
+            unjudged = split.unjudged + len(split.waiting)
+            self.rate.corrected(len(split.batch.requests), 1, unjudged)
+            if split.waiting:  # its fixer starts on them, its fix lands after them
+                self._after[c.request.patch.name] = list(split.waiting)
+            base = split.on if split.waiting else None
+            red = MergeResult("red", output=c.output, batch=split.batch.span, base=base)
+            c.request.settle(red)
 
     def requeue(self, requests: Sequence[Request]) -> None:
         self.pending = _by_order([*requests, *self.pending])
 
-    async def land(self, built: Sequence[tuple[Request, Step]], batch: _Batch) -> None:
+    async def land(self, built: Sequence[tuple[Request, Step]], batch: Build) -> None:
         """Move the head past `built` (a green chain) and tell each patch how it went."""
         tip = next((s.commit for _, s in reversed(built) if s.commit), None)
         if tip is not None and tip != self.head:

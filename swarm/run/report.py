@@ -49,7 +49,10 @@ class MergeStats(BaseModel):
     splits: int = 0
     """Rounds of splitting a red batch to find its culprit."""
     rebuilds: int = 0
-    """Speculative batches dropped because one ahead turned red (their patches re-batched)."""
+    """Speculative batches started again because one ahead turned red."""
+    alternates: int = 0
+    """Batches behind a red one that went on with their alternate (built without it, in
+    case it was red) instead of starting again."""
     merged: int = 0
     """Patches that landed."""
     checks_run: int = 0
@@ -168,7 +171,8 @@ def render_markdown(r: RunReport) -> str:
             "## Merge queue",
             "",
             f"- {m.merged} patches landed in {m.batches} batches "
-            f"({m.splits} splits to find culprits, {m.rebuilds} speculative rebuilds)",
+            f"({m.splits} splits to find culprits, {m.rebuilds} speculative rebuilds, "
+            f"{m.alternates} alternates used)",
             f"- merge checks run: {m.checks_run} ({m.check_s:.1f} s); a one-at-a-time "
             f"queue runs {m.one_at_a_time_checks} (~{m.one_at_a_time_check_s:.1f} s, "
             "one after another)",

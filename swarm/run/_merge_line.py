@@ -1,0 +1,237 @@
+"""The merge queue's line: its places (`Slot`), each a batch of patches that lands as one,
+and their builds (`Build`), each a chain of commits checked in a tree of its own.
+
+A slot's main build sits on the main build of the slot ahead (speculation, as Zuul gates
+changes: it assumes every batch ahead green). When batches ahead are likely red, a slot
+also gets alternates: builds that leave out one slot ahead, as if it were red, on the
+builds that assume the same. When that slot does turn red, the alternates become the
+main builds, already checking or checked, instead of every batch behind it starting again
+(a cycle of the line per red batch, otherwise); when it lands, they are dropped. `Line`
+owns this bookkeeping; the pipeline builds, checks and lands.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import anyio
+from opentelemetry.trace import SpanContext
+
+from swarm.run._merge_trees import Patch, Step
+from swarm.run.check import CheckResult
+from swarm.run.outcome import MergeResult
+
+__all__ = ["Build", "Line", "RedRate", "Request", "Slot"]
+
+
+@dataclass(eq=False)
+class Request:
+    """One patch waiting to merge, and, once decided, how that went."""
+
+    patch: Patch
+    check: str | None
+    order: tuple[int, int]
+    """Rank in the line (`Plan.merge_rank`), then arrival: batches are built in this order."""
+    result: MergeResult | None = None
+    decided: anyio.Event = field(default_factory=anyio.Event)
+    after: list[Request] = field(default_factory=list)
+    """Patches it must not be batched before (decided first): a culprit's rebased patch
+    waits for the green ones it was fixed on top of."""
+
+    def settle(self, result: MergeResult) -> None:
+        self.result = result
+        self.decided.set()
+
+
+@dataclass(eq=False)
+class Slot:
+    """A place in the line: patches that land together, and their builds."""
+
+    requests: list[Request]
+    builds: dict[Slot | None, Build] = field(default_factory=dict)
+    """By the slot ahead each leaves out as red (None: the main build, on every one)."""
+    fixed: anyio.Event = field(default_factory=anyio.Event)
+    """Set once its patches are final (its first build has taken the late arrivals)."""
+
+    @property
+    def main(self) -> Build | None:
+        return self.builds.get(None)
+
+    @property
+    def files(self) -> frozenset[str]:
+        return frozenset().union(*(r.patch.files for r in self.requests))
+
+
+@dataclass(eq=False)
+class Build:
+    """One slot's patches as a chain of commits on `ahead`'s tip (None: on the head)."""
+
+    slot: Slot
+    ahead: Build | None
+    depth: int
+    """Slots whose patches it sits on, still checking when it started (0: the head)."""
+    alternate: bool = False
+    """It leaves out one slot ahead, as if that one were red."""
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    built: anyio.Event = field(default_factory=anyio.Event)
+    finished: anyio.Event = field(default_factory=anyio.Event)
+    base: str = ""
+    tip: str = ""
+    steps: list[Step] = field(default_factory=list)
+    result: CheckResult | None = None
+    failed: str | None = None
+    """Why it could not be built (git failed): its patches are refused with this."""
+    span: SpanContext | None = None
+
+    @property
+    def requests(self) -> list[Request]:
+        return self.slot.requests
+
+    @property
+    def green(self) -> bool:
+        return self.failed is None and (self.result is None or self.result.passed)
+
+    @property
+    def outcome(self) -> str:
+        if self.scope.cancel_called:
+            return "cancelled"
+        return "green" if self.green else "red"
+
+
+@dataclass
+class RedRate:
+    """How often a patch turns out to be a culprit, learned as batches are judged. It caps
+    the batch size so that about `GREEN_ODDS` of batches come back green: when culprits
+    are common, a big batch is almost never green, and every patch in it is checked again.
+
+    The rate is the most likely one given what is known: the patches judged one by one
+    (green batches, split red ones) and the red batches not split yet, each of which
+    holds at least one culprit. Counting one culprit per red batch instead kept batches
+    of 20-30 while most of them came back red, two culprits or more each."""
+
+    GREEN_ODDS: ClassVar[float] = 0.6
+    PRIOR: ClassVar[tuple[int, int]] = (1, 64)
+    """As if 1 culprit had been found in 64 patches: big batches until culprits show."""
+
+    judged: int = 0
+    culprits: int = 0
+    reds: list[int] = field(default_factory=list)
+    """The sizes of the red batches being split."""
+    _rate: float | None = None
+
+    @property
+    def rate(self) -> float:
+        if self._rate is None:
+            self._rate = self._likeliest()
+        return self._rate
+
+    def _likeliest(self) -> float:
+        c, j = self.culprits + self.PRIOR[0], self.judged + self.PRIOR[1]
+
+        def slope(p: float) -> float:  # of the log-likelihood: it falls as p grows
+            out = c / p - (j - c) / (1 - p)
+            for n in self.reds:
+                q = (1 - p) ** n
+                out += n * q / ((1 - p) * (1 - q))
+            return out
+
+        low, high = 1e-6, 0.999
+        for _ in range(40):
+            mid = (low + high) / 2
+            low, high = (mid, high) if slope(mid) > 0 else (low, mid)
+        return low
+
+    def cap(self) -> int:
+        return max(1, int(math.log(self.GREEN_ODDS) / math.log1p(-self.rate)))
+
+    def red_odds(self, patches: int) -> float:
+        """The odds that a batch of `patches` is red."""
+        return 1.0 - (1.0 - self.rate) ** patches
+
+    def green(self, patches: int) -> None:
+        self.judged += patches
+        self._rate = None
+
+    def red(self, patches: int) -> None:
+        """A batch of `patches` turned red: a culprit at least, while its split finds how
+        many (`corrected`)."""
+        self.reds.append(patches)
+        self._rate = None
+
+    def corrected(self, patches: int, culprits: int, unjudged: int) -> None:
+        """The red batch of `patches` was split: `culprits` found; `unjudged` of its
+        patches wait again (they are counted when batched again)."""
+        self.reds.remove(patches)
+        self.judged += patches - unjudged
+        self.culprits += culprits
+        self._rate = None
+
+
+class Line:
+    """The slots in flight, front first, and which builds each needs (module docstring)."""
+
+    ALTERNATE_ODDS: ClassVar[float] = 0.1
+    """A slot ahead gets alternates behind it only when it is at least this likely red."""
+
+    def __init__(self, alternates: int) -> None:
+        self.slots: list[Slot] = []
+        self.alternates = alternates
+        """At most this many alternate builds at once."""
+
+    def start(self, rate: RedRate) -> list[Build]:
+        """The builds to start now, made and placed in their slots: every slot's main
+        build first; then alternates, those leaving out the slots nearest the front first
+        (they are judged first), while the budget lasts. A build waits for the one it goes
+        on to exist."""
+        new = [b for k in range(len(self.slots)) if (b := self._make(k, None)) is not None]
+        room = self.alternates - sum(len(s.builds) - (s.main is not None) for s in self.slots)
+        for j, red in enumerate(self.slots):
+            if rate.red_odds(len(red.requests)) < self.ALTERNATE_ODDS:
+                continue
+            for k in range(j + 1, len(self.slots)):
+                if room > 0 and red not in self.slots[k].builds:
+                    if (b := self._make(k, red)) is not None:
+                        new.append(b)
+                        room -= 1
+        return new
+
+    def _make(self, k: int, red: Slot | None) -> Build | None:
+        """Slot `k`'s build leaving out `red` (None: the main one), on the build of the
+        slot ahead that leaves out the same; None if it exists, or that one does not yet."""
+        slot = self.slots[k]
+        if red in slot.builds:
+            return None
+        ahead = [s for s in self.slots[:k] if s is not red]
+        on = None
+        if ahead:
+            on = ahead[-1].builds.get(None if self.slots[k - 1] is red else red)
+            if on is None:
+                return None
+        build = Build(slot, on, len(ahead), alternate=red is not None)
+        slot.builds[red] = build
+        return build
+
+    def landed(self, front: Slot) -> list[Build]:
+        """`front` landed: it leaves, with every build that left it out (returned, to
+        cancel)."""
+        self.slots.remove(front)
+        return [b for s in self.slots if (b := s.builds.pop(front, None)) is not None]
+
+    def red(self, front: Slot, held: frozenset[str]) -> tuple[list[Build], list[Slot]]:
+        """`front` is red: it leaves, and each slot's build that left it out becomes its
+        main one. Returns the builds to cancel, and the slots that leave too (their
+        patches wait again): from the first one touching a held file (`front`'s, while it
+        is split) to the end of the line."""
+        self.slots.remove(front)
+        dropped: list[Build] = []
+        for s in self.slots:
+            alternate = s.builds.pop(front, None)
+            dropped += s.builds.values()
+            s.builds = {None: alternate} if alternate is not None else {}
+        at = next((k for k, s in enumerate(self.slots) if s.files & held), len(self.slots))
+        cut = self.slots[at:]
+        dropped += [b for s in cut for b in s.builds.values()]
+        del self.slots[at:]
+        return dropped, cut
