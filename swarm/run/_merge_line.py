@@ -230,6 +230,8 @@ class Line:
             alternate = s.builds.pop(front, None)
             dropped += s.builds.values()
             s.builds = {None: alternate} if alternate is not None else {}
+            if alternate is not None:
+                s.fixed.set()  # its main build is gone: the patches are those it has
         at = next((k for k, s in enumerate(self.slots) if s.files & held), len(self.slots))
         cut = self.slots[at:]
         dropped += [b for s in cut for b in s.builds.values()]

@@ -151,7 +151,8 @@ class MergeQueue:
         trees = TreePool(
             repo,
             root,
-            size=2 * settings.config.parallel_checks,  # a red batch's split runs beside
+            # alternates, and a red batch's split, beside the batches
+            size=3 * settings.config.parallel_checks,
             environment=settings.environment,
             hooks=settings.hooks,
         )
