@@ -16,8 +16,10 @@ queue (`[merge]` defaults, `--max-parallel-checks`) and the one-at-a-time queue
 critical-path lower bound (see `lower_bound`: coding and its own check in the agents'
 waves, one merge check per link of a dependency chain, the baseline and the final
 accept), their ratio, merge checks run and the coordinator's CPU per model call. The bound
-assumes the cores never run out; `cpu_floor_s` is the other floor: the CPU the run used
-(the coordinator and its children: git, the sandboxed checks) spread over every core.
+assumes the cores never run out; `cpu_floor_s` is the other floor: the CPU the machine
+used during the run (`machine_cpu_s`, read from /proc/stat: run it on a quiet machine)
+spread over every core. The coordinator's children (`children_cpu_s`) miss the sandboxed
+checks: bubblewrap's process namespace keeps their CPU time from reaching us.
 
 With `--cluster-nodes 1,2` the workload runs on local Ray clusters (this machine, loopback)
 of each node count, `--cpus-per-node` CPUs each: every workspace reserves one CPU, so one
@@ -186,9 +188,9 @@ async def run(w: Workload) -> dict[str, Any]:
                 quiet=True,
                 cluster=w.cluster,
             )
-            children = _children_cpu_s()
+            children, machine = _children_cpu_s(), _machine_busy_s()
             report = await solve(request, source=Source(r), cluster=_open_cluster)
-            children = _children_cpu_s() - children
+            children, machine = _children_cpu_s() - children, _machine_busy_s() - machine
         on_cluster = _cluster_figures(report.trace, w) if w.cluster and report.trace else {}
     o, m = report.overhead, report.merge
     coding_s = report.time_by_phase.get("coder", 0.0) / max(1, w.subtasks)
@@ -214,7 +216,8 @@ async def run(w: Workload) -> dict[str, Any]:
         "coordinator_cpu_s": o.cpu_s,
         "cpu_ms_per_call": o.cpu_ms_per_call,
         "children_cpu_s": round(children, 2),
-        "cpu_floor_s": round((o.cpu_s + children) / (os.cpu_count() or 1), 2),
+        "machine_cpu_s": round(machine, 2),
+        "cpu_floor_s": round(machine / (os.cpu_count() or 1), 2),
         "time_by_phase": report.time_by_phase,
         "spans_dropped": report.spans_dropped,
         **on_cluster,
@@ -225,6 +228,17 @@ def _cluster_figures(trace: object, w: Workload) -> dict[str, Any]:
     from benchmarks.bench_cluster import run_figures
 
     return run_figures(Path(str(trace)), w.subtasks)
+
+
+def _machine_busy_s() -> float:
+    """CPU seconds every core of the machine has spent busy (not idle, not waiting on I/O)
+    since boot, from /proc/stat (0 where there is none)."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    except OSError:
+        return 0.0
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
 def _children_cpu_s() -> float:
