@@ -69,15 +69,9 @@ class ConcurrencyLimiter:
         self._last_cut = -math.inf
         self._waiters: list[tuple[int, int, _Waiter]] = []
 
-    @property
-    def total_tokens(self) -> float:
-        """The slot count, named as `anyio.CapacityLimiter` names it; set, it is the new
-        ceiling too, and waiters take the new slots at once."""
-        return self.limit
-
-    @total_tokens.setter
-    def total_tokens(self, value: float) -> None:
-        self.limit = self.ceiling = value
+    def widen(self, limit: float) -> None:
+        """Set the slot count, and the ceiling, to `limit`: waiters take new slots at once."""
+        self.limit = self.ceiling = limit
         self._wake()
 
     @asynccontextmanager

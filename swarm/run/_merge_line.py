@@ -119,7 +119,8 @@ class RedRate:
     culprits: int = 0
     reds: list[int] = field(default_factory=list)
     """The sizes of the red batches being split."""
-    _rate: float | None = None
+    _rate: float | None = field(default=None, init=False, repr=False)
+    """The likeliest rate, until something new is judged."""
 
     @property
     def rate(self) -> float:

@@ -11,8 +11,8 @@ batches land strictly in order:
 - red: the batches behind it (built on a red tip) go on with their alternates (built
   without it, `swarm.run._merge_line`) or start again on the head; the red batch is split
   (`Splitter`) beside the line, which goes on at once with the patches that touch none of
-  its files. Its culprits are then red; the green patches land if the head has not moved,
-  else they wait again with the rest.
+  its files. After each round of the split its green patches land if the head has not
+  moved, else they wait again, as the ones it will not judge do; its culprit is then red.
 
 A lone patch on the head gets its subtask's own check, keyed by its tree, so the result
 the subtask already has is reused; a batch gets the whole check. A patch that does not
@@ -245,10 +245,11 @@ class Pipeline:
                 r.settle(MergeResult("red", output=front.failed, batch=front.span))
             return
         self.rate.red(len(front.requests))
-        chain = [(r, s) for r, s in zip(front.requests, front.steps, strict=True) if s.commit]
+        pairs = list(zip(front.requests, front.steps, strict=True))
+        chain = [(r, s) for r, s in pairs if s.commit]
         split = _Split(front, held=[r for r, _ in chain], on=front.base)
         self._splits.append(split)  # its patches' files held from now on
-        self.requeue([r for r, s in zip(front.requests, front.steps, strict=True) if not s.commit])
+        self.requeue([r for r, s in pairs if not s.commit])
         tg.start_soon(self._split, split, chain)  # beside the line, which goes on
 
     async def _split(self, split: _Split, chain: list[tuple[Request, Step]]) -> None:

@@ -79,7 +79,7 @@ class LivePath:
         """The estimated time to the end of the last subtask, as of the last refresh."""
         self._refreshed = -math.inf
         most = hints.max_agents
-        self._most = int(2 * limiter.total_tokens) if most is None and limiter else most or 0
+        self._most = int(2 * limiter.limit) if most is None and limiter else most or 0
         hints.on_call = self.tick
         self.refresh()  # the plan's slack, until something happens
 
@@ -192,7 +192,7 @@ class LivePath:
             return
         margin = self._hints.margin
         chain = max(early, default=0.0)
-        agents = self._limiter.total_tokens if self._limiter is not None else math.inf
+        agents = self._limiter.limit if self._limiter is not None else math.inf
         work = sum(left) / agents if agents != math.inf else 0.0
         if max(chain, work) * margin <= remaining:
             return
@@ -225,11 +225,11 @@ class LivePath:
         limiter, most = self._limiter, self._most
         if limiter is None or not self._waiting():
             return
-        have = int(limiter.total_tokens)
+        have = int(limiter.limit)
         want = min(most, max(have + 1, math.ceil(work_s * self._hints.margin / remaining)))
         if want <= have:
             return
-        limiter.total_tokens = want
+        limiter.widen(want)
         self._change(
             f"deadline: ~{work_s:.0f} s of work left over {have} agents needs "
             f"~{work_s / have:.0f} s, {remaining:.0f} s left: fan-out widened from {have} to "
