@@ -24,11 +24,25 @@ from anyio.abc import Process
 from swarm.messages import ChatRequest, Message
 from swarm.providers.openai import OpenAIProvider
 
-LITELLM = Path(sys.executable).parent / "litellm"
 MASTER_KEY = "sk-swarm-test-master-0123456789abcdef"
 ROOT = Path(__file__).resolve().parents[1]
+# the proxy runs as a process of its own: from its own venv (`.ci/install` makes it), or
+# from swarm's when litellm[proxy] was installed there
+LITELLM = next(
+    (
+        p
+        for p in (
+            ROOT / ".venv-litellm" / "bin" / "litellm",
+            Path(sys.executable).parent / "litellm",
+        )
+        if p.exists()
+    ),
+    ROOT / ".venv-litellm" / "bin" / "litellm",
+)
 
-pytestmark = pytest.mark.skipif(not LITELLM.exists(), reason="litellm[proxy] is not installed")
+pytestmark = pytest.mark.skipif(
+    not LITELLM.exists(), reason="litellm[proxy] is not installed (bash .ci/install does it)"
+)
 
 
 class Recording(httpx.AsyncBaseTransport):
