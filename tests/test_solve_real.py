@@ -394,8 +394,11 @@ async def test_subtask_checks_get_their_files_and_accept_the_whole_suite(
         accept: {PYTEST}
         python: {PY}
         env: {{ARGLOG: {log}}}
+        merge: {{batch_size: {{max: 1}}}}
         """,
     )
+    # batches of one: a batch of both (they finish together on a loaded machine) would
+    # rightly get the whole check, and this test is about each patch's own
     files = {"s1": ["a.py", "tests/test_a.py"], "s2": ["b.py", "tests/test_b.py"]}
     plan = write_plan(tmp_path, [subtask(k, v) for k, v in files.items()])
     scripts = ScriptedSource(
