@@ -3,6 +3,7 @@ timeouts, and the same final tree as merging one patch at a time."""
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 import sys
@@ -418,3 +419,28 @@ async def test_a_batch_about_to_be_built_takes_the_patches_that_arrived_meanwhil
     pipeline._top_up(slot)
     assert [r.patch.name for r in slot.requests] == ["s0", "s1", "s2"]  # to its cap of 3
     assert [r.patch.name for r in pipeline.pending] == ["s3", "s4"]
+
+
+async def test_the_queue_starts_no_garbage_collection_in_the_users_repository(
+    repo: Path,
+) -> None:
+    """A repository at git's gc thresholds: every `git am` or `commit` would run a whole
+    `gc` (here in the foreground) in the queue's path, and its `pack-refs` would hold the
+    lock branch deletions need. swarm's git commands run none."""
+    git(repo, "config", "gc.auto", "1")  # two loose objects in objects/17 start a gc
+    git(repo, "config", "gc.autoDetach", "false")
+    loose = 0
+    for i in range(10_000):
+        content = f"x{i}\n".encode()
+        if hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest().startswith("17"):
+            subprocess.run(
+                ["git", "hash-object", "-w", "--stdin"], cwd=repo, input=content, check=True
+            )
+            loose += 1
+            if loose == 2:
+                break
+    merged = await merge_all(repo, {"a": 2, "b": 3})
+    assert merged.kinds() == {"a": "merged", "b": "merged"}
+    common = Path(git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir"))
+    assert not list((common / "objects" / "pack").glob("*.pack"))
+    assert not (common / "packed-refs").exists()

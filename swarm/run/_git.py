@@ -105,23 +105,37 @@ def _base_env() -> dict[str, str]:
     env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C", GIT_OPTIONAL_LOCKS="0")
     # the target repository's hooks never run from swarm's own git commands (a worktree
     # add runs post-checkout, a commit post-commit even with --no-verify): see hook_env
-    env.update(
-        GIT_CONFIG_COUNT="2", GIT_CONFIG_KEY_0="core.hooksPath", GIT_CONFIG_VALUE_0=os.devnull
-    )
-    # nor a command an unsandboxed agent planted in the repository's config (`git config
-    # core.fsmonitor 'sh evil'` runs on every status, diff and add)
-    env.update(GIT_CONFIG_KEY_1="core.fsmonitor", GIT_CONFIG_VALUE_1="false")
+    env.update(_config({"core.hooksPath": os.devnull, **_ALWAYS}))
     _env_cache = (current, env)
+    return env
+
+
+_ALWAYS = {
+    # no command an unsandboxed agent planted in the repository's config (`git config
+    # core.fsmonitor 'sh evil'` runs on every status, diff and add)
+    "core.fsmonitor": "false",
+    # no garbage collection started by swarm's `am`, `commit` or `reset` in the user's
+    # repository: in one near git's thresholds each ran a whole `gc` (repack, prune,
+    # pack-refs) in its path, and `pack-refs` holds the lock every branch deletion needs
+    "gc.auto": "0",
+    "maintenance.auto": "false",
+}
+"""Settings every git command of swarm's gets, whatever the repository's config says."""
+
+
+def _config(settings: Mapping[str, str]) -> dict[str, str]:
+    """`settings` as git's environment variables (`GIT_CONFIG_COUNT`, `_KEY_n`, `_VALUE_n`)."""
+    env = {"GIT_CONFIG_COUNT": str(len(settings))}
+    for n, (key, value) in enumerate(settings.items()):
+        env |= {f"GIT_CONFIG_KEY_{n}": key, f"GIT_CONFIG_VALUE_{n}": value}
     return env
 
 
 def hook_env() -> dict[str, str]:
     """The environment of a git command that may run the repository's hooks (`hooks: run`):
     its own hooks path, and no secrets for them to read."""
-    env = scrub_env(_git_env())
-    env.update(GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="core.fsmonitor", GIT_CONFIG_VALUE_0="false")
-    for key in ("GIT_CONFIG_KEY_1", "GIT_CONFIG_VALUE_1"):
-        env.pop(key, None)
+    env = {k: v for k, v in scrub_env(_git_env()).items() if not k.startswith("GIT_CONFIG_")}
+    env.update(_config(_ALWAYS))
     return env
 
 
