@@ -25,6 +25,7 @@ not bind root at all.
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import re
 import shutil
@@ -46,8 +47,10 @@ __all__ = ["BwrapSandbox", "bwrap_path"]
 
 _SYSTEM_DIRS = ("/usr", "/etc")
 _SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-_GUARD_INTERVAL_S = 0.05
-"""How often the process count is read (a fork bomb gets this long before the kill)."""
+_GUARD_INTERVALS_S = (0.005, 0.01, 0.02, 0.04, 0.05)
+"""How long the guard waits before each look at the process count, the last one over and
+over: a fork bomb that starts at once is caught at a few hundred processes, not at the
+first look 50 ms in (about 6,000 processes a second on 2 cores)."""
 _MB = 1024 * 1024
 _EROFS_PATH = (
     re.compile(r"([^\s:]+)\s*: Read-only file system"),  # bash, coreutils: `cp: '/x': ...`
@@ -250,23 +253,25 @@ class BwrapSandbox(Sandbox):
         """Kill the sandbox (its PID namespace's init) when it holds too many processes."""
         limit = self.policy.limits.max_processes
         init: int | None = None
-        while True:
-            await anyio.sleep(_GUARD_INTERVAL_S)
+        waits = itertools.chain(_GUARD_INTERVALS_S, itertools.repeat(_GUARD_INTERVALS_S[-1]))
+        for wait in waits:
+            await anyio.sleep(wait)
             try:
                 if init is None:
                     found = _children(pid)
                     if not found:
                         continue
                     init = found[0]
-                count = _count_processes(init)
+                too_many = _more_processes_than(init, limit)
             except OSError:
                 return None  # ended, or not ours to look into
-            if count > limit:
+            if too_many:
                 try:
                     os.kill(init, signal.SIGKILL)  # the kernel kills the whole namespace
                 except ProcessLookupError:
                     return None
                 return f"more than {limit} processes at once; the command was killed"
+        return None  # unreachable: the waits never end
 
     def denials(self, output: str) -> list[str]:
         notes: list[str] = []
@@ -324,6 +329,14 @@ def _children(pid: int) -> list[int]:
         return [int(p) for p in f.read().split()]
 
 
-def _count_processes(init: int) -> int:
-    """Processes in the sandbox's PID namespace: the numeric entries of its own /proc."""
-    return sum(1 for name in os.listdir(f"/proc/{init}/root/proc") if name.isdigit())
+def _more_processes_than(init: int, limit: int) -> bool:
+    """Whether the sandbox's PID namespace holds more than `limit` processes: the numeric
+    entries of its own /proc, read only that far (listing 3,500 forking processes in full
+    took 0.9 s, while the bomb went on)."""
+    count = 0
+    with os.scandir(f"/proc/{init}/root/proc") as entries:
+        for entry in entries:
+            count += entry.name.isdigit()
+            if count > limit:
+                return True
+    return False
