@@ -102,16 +102,22 @@ async def test_a_worktree_git_cannot_reset_is_replaced(repo: Path) -> None:
     assert_clean(repo)
 
 
-async def test_warming_makes_worktrees_that_leases_then_take(repo: Path) -> None:
+async def test_warming_makes_worktrees_that_leases_then_take(repo: Path, second: str) -> None:
     base = sh(repo, "rev-parse", "HEAD").strip()
     pool = WorkspacePool(repo, "r5")
-    await pool.warm(base, 3)
-    assert pool.made == 3
-    async with pool.lease(base, "s1") as ws:
-        assert (ws.path / "calc.py").exists()
-    assert (pool.made, pool.reused) == (3, 1)
+    await pool.warm(base, 2)
+    assert pool.made == 2
+    async with pool.lease(base, "s1") as ws:  # made at its base: taken as it is
+        assert (ws.path / "calc.py").exists() and ws.base == base
+    assert (pool.made, pool.reused) == (2, 0)
+    async with pool.lease(second, "s2") as a, pool.lease(second, "s3") as b:
+        for ws in (a, b):  # made at another base, or used: reset to this one
+            assert ws.base == second and (ws.path / "new.txt").exists()
+            assert sh(ws.path, "rev-parse", "HEAD").strip() == second
+    assert (pool.made, pool.reused) == (2, 2)
     await pool.aclose()
     assert_clean(repo)
+    sh(repo, "update-ref", "-d", "refs/swarm-test/second")
 
 
 async def test_a_cancelled_warming_finishes_the_worktrees_it_was_making(repo: Path) -> None:
@@ -123,7 +129,7 @@ async def test_a_cancelled_warming_finishes_the_worktrees_it_was_making(repo: Pa
     assert pool.made == WARM_AT_ONCE  # each worker's worktree, finished, not thrown away
     async with pool.lease(base, "s1") as ws:
         assert (ws.path / "calc.py").exists()
-    assert (pool.made, pool.reused) == (WARM_AT_ONCE, 1)
+    assert (pool.made, pool.reused) == (WARM_AT_ONCE, 0)
     await pool.aclose()
     assert_clean(repo)
 

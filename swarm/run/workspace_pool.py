@@ -44,6 +44,8 @@ class WorkspacePool:
         """Worktrees made so far (each leased one is either made or reused)."""
         self.reused = 0
         self._idle: list[Workspace] = []
+        self._fresh: list[Workspace] = []
+        """Made ahead (`warm`) and never leased: as they were made, at their base."""
 
     @asynccontextmanager
     async def lease(self, base: str, name: str) -> AsyncIterator[Workspace]:
@@ -56,6 +58,12 @@ class WorkspacePool:
             self._idle.append(ws)
 
     async def _take(self, base: str, name: str) -> Workspace:
+        fresh = next((ws for ws in self._fresh if ws.base == base), None)
+        if fresh is not None:  # nothing to reset: a hundred agents start without 200 gits
+            self._fresh.remove(fresh)
+            return fresh
+        self._idle += self._fresh  # made at another base: reset like any used one
+        self._fresh.clear()
         while self._idle:
             ws = self._idle.pop()
             attrs: dict[str, str | bool] = {sc.WORKSPACE_NAME: name, sc.WORKSPACE_REUSED: True}
@@ -95,7 +103,7 @@ class WorkspacePool:
             # a worktree half made is finished, not thrown away, when the warming stops
             with anyio.CancelScope(shield=True), anyio.move_on_after(CLEANUP_TIMEOUT_S):
                 try:
-                    self._idle.append(await self._make(base, label="warm"))
+                    self._fresh.append(await self._make(base, label="warm"))
                 except WorkspaceError as exc:
                     log.warning("stopped making workspaces ahead of need: %s", exc)
                     return
@@ -103,7 +111,7 @@ class WorkspacePool:
 
     async def aclose(self) -> None:
         """Remove every worktree the pool holds; bounded, and done when cancelled too."""
-        idle, self._idle = self._idle, []
+        idle, self._idle, self._fresh = [*self._idle, *self._fresh], [], []
         with anyio.CancelScope(shield=True), anyio.move_on_after(CLEANUP_TIMEOUT_S):
             async with anyio.create_task_group() as tg:
                 for ws in idle:
