@@ -62,7 +62,7 @@ class WorkspacePool:
         if fresh is not None:  # nothing to reset: a hundred agents start without 200 gits
             self._fresh.remove(fresh)
             return fresh
-        self._idle += self._fresh  # made at another base: reset like any used one
+        self._idle[:0] = self._fresh  # made at another base: reset, after the used ones
         self._fresh.clear()
         while self._idle:
             ws = self._idle.pop()
