@@ -105,7 +105,7 @@ def _base_env() -> dict[str, str]:
     env.update(GIT_TERMINAL_PROMPT="0", LC_ALL="C", GIT_OPTIONAL_LOCKS="0")
     # the target repository's hooks never run from swarm's own git commands (a worktree
     # add runs post-checkout, a commit post-commit even with --no-verify): see hook_env
-    env.update(_config({"core.hooksPath": os.devnull, **_ALWAYS}))
+    env.update(_OWN_CONFIG)
     _env_cache = (current, env)
     return env
 
@@ -131,10 +131,14 @@ def _config(settings: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
+_OWN_CONFIG = _config({"core.hooksPath": os.devnull, **_ALWAYS})
+"""The settings of swarm's own git commands, as environment variables."""
+
+
 def hook_env() -> dict[str, str]:
     """The environment of a git command that may run the repository's hooks (`hooks: run`):
     its own hooks path, and no secrets for them to read."""
-    env = {k: v for k, v in scrub_env(_git_env()).items() if not k.startswith("GIT_CONFIG_")}
+    env = {k: v for k, v in scrub_env(_git_env()).items() if k not in _OWN_CONFIG}
     env.update(_config(_ALWAYS))
     return env
 

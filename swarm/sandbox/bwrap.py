@@ -25,7 +25,6 @@ not bind root at all.
 from __future__ import annotations
 
 import functools
-import itertools
 import os
 import re
 import shutil
@@ -253,9 +252,9 @@ class BwrapSandbox(Sandbox):
         """Kill the sandbox (its PID namespace's init) when it holds too many processes."""
         limit = self.policy.limits.max_processes
         init: int | None = None
-        waits = itertools.chain(_GUARD_INTERVALS_S, itertools.repeat(_GUARD_INTERVALS_S[-1]))
-        for wait in waits:
-            await anyio.sleep(wait)
+        waits = iter(_GUARD_INTERVALS_S)
+        while True:
+            await anyio.sleep(next(waits, _GUARD_INTERVALS_S[-1]))
             try:
                 if init is None:
                     found = _children(pid)
@@ -271,7 +270,6 @@ class BwrapSandbox(Sandbox):
                 except ProcessLookupError:
                     return None
                 return f"more than {limit} processes at once; the command was killed"
-        return None  # unreachable: the waits never end
 
     def denials(self, output: str) -> list[str]:
         notes: list[str] = []
