@@ -1,4 +1,5 @@
-"""swarm.run._spawn: short commands run to the end, their output, and killed on cancel;
+"""swarm.run._spawn: short commands run to the end, their output, and on cancel let finish
+(for a while) then killed;
 started here, or through a run's spawn server (`swarm.sandbox._spawner`)."""
 
 from __future__ import annotations
@@ -76,22 +77,47 @@ async def test_environment_is_the_one_given(way: str) -> None:
     assert done.stdout == b"x\n"
 
 
-async def test_cancelled_command_is_killed(way: str, tmp_path: Path) -> None:
-    marker = tmp_path / "pid"
-    code = f"import os, time; open({str(marker)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+async def _cancel_once_there(path: Path, argv: list[str]) -> float:
+    """Run `argv`, cancel it once `path` holds something; seconds the cancelled run took
+    to return from then."""
     with anyio.move_on_after(5):
         async with anyio.create_task_group() as tg:
-            tg.start_soon(lambda: _spawn.run([PY, "-c", code], env={}))
+            tg.start_soon(lambda: _spawn.run(argv, env={}))
             for _ in range(250):
-                if marker.exists() and marker.read_text():
+                if path.exists() and path.read_text():
                     break
                 await anyio.sleep(0.02)
+            cancelled = anyio.current_time()
             tg.cancel_scope.cancel()
+    return anyio.current_time() - cancelled
+
+
+async def test_cancelled_command_is_killed_after_the_grace(
+    way: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_spawn, "GRACE_S", 0.3)
+    marker = tmp_path / "pid"
+    code = f"import os, time; open({str(marker)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    took = await _cancel_once_there(marker, [PY, "-c", code])
     pid = int(marker.read_text())
     # dead once the cancelled call is over (a git killed there must not go on writing in
     # a tree handed on); reaped by us at once, or by the spawn server soon after
     assert _dead(pid)
     assert await _gone(pid)
+    assert took < 3
+
+
+async def test_cancelled_command_may_finish_and_remove_its_lock(way: str, tmp_path: Path) -> None:
+    """A git killed mid-way leaves its lock file: a stale `packed-refs.lock` made every
+    later ref deletion in the repository wait. A cancelled command runs on to its end."""
+    if way == "portable":
+        pytest.skip("the last fallback (anyio.run_process) kills a cancelled command at once")
+    lock = tmp_path / "packed-refs.lock"
+    code = f"import time, os; p = {str(lock)!r}; open(p, 'w').write('x')"
+    code += "; time.sleep(0.5); os.remove(p)"
+    took = await _cancel_once_there(lock, [PY, "-c", code])
+    assert not lock.exists()
+    assert took < _spawn.GRACE_S
 
 
 async def test_missing_program_raises_oserror(way: str) -> None:

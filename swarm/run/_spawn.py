@@ -28,6 +28,12 @@ from swarm.sandbox import _spawn_server, _spawner
 
 __all__ = ["Finished", "run", "which"]
 
+GRACE_S = 10.0
+"""How long a command whose caller is cancelled may run on before it is killed. A git
+killed mid-way leaves its lock files: a stale `packed-refs.lock` (every ref deletion takes
+it, `git am` too) made each later `git am` and branch deletion in the repository wait a
+second per ref, for the rest of the run: 12 s per batch of the merge queue."""
+
 _which: dict[tuple[str, str | None], str | None] = {}
 _fast: bool | None = None
 
@@ -64,7 +70,9 @@ def which(name: str, env: Mapping[str, str]) -> str | None:
 async def run(
     argv: Sequence[str], *, env: Mapping[str, str], input: bytes | None = None
 ) -> Finished:
-    """Run `argv` (its first item a path) to the end; killed if the caller is cancelled.
+    """Run `argv` (its first item a path) to the end. If the caller is cancelled, the
+    command may run on for `GRACE_S` (shielded), then it is killed (at once with the last
+    fallback, `anyio.run_process`, where there is no pidfd).
 
     Raises OSError when it cannot be started."""
     server = _spawner.current()
@@ -115,7 +123,7 @@ async def _run_served(
     with _streams(input) as fds:
         started = await server.start(argv, env, fds)
         try:
-            return _finished(await started.wait(), fds)
+            return _finished(await started.wait(grace=GRACE_S), fds)
         finally:
             started.close()
 
@@ -132,6 +140,10 @@ async def _run_spawned(
             raise
         try:
             await anyio.wait_readable(pidfd)
+        except BaseException:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(GRACE_S):
+                await anyio.wait_readable(pidfd)
+            raise
         finally:
             status = _spawn_server.reap(pid)
             os.close(pidfd)

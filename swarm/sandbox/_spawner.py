@@ -138,21 +138,27 @@ class Started:
             await self._next()
         return self.pid
 
-    async def wait(self) -> int:
-        """Wait for the command to exit; its wait status. Cancelled, it kills the command
-        and waits (bounded) for it to be gone: a git killed mid-way must not write its
-        locks into a tree that is handed on."""
+    async def wait(self, *, grace: float = 0.0) -> int:
+        """Wait for the command to exit; its wait status. Cancelled, it lets the command
+        run on for up to `grace` seconds, then kills it, and waits (bounded) for it to be
+        gone: a git killed mid-way must not write its locks into a tree that is handed on.
+        """
         try:
-            while self.status is None:
-                await self._next()
+            return await self._ended()
         except BaseException:
             if self.status is None:
-                with anyio.CancelScope(shield=True), anyio.move_on_after(_STOP_TIMEOUT_S):
-                    await self._server.kill(self._command)
-                    with contextlib.suppress(OSError):
-                        while self.status is None:
-                            await self._next()
+                with anyio.CancelScope(shield=True):
+                    with anyio.move_on_after(grace), contextlib.suppress(OSError):
+                        await self._ended()
+                    with anyio.move_on_after(_STOP_TIMEOUT_S), contextlib.suppress(OSError):
+                        if self.status is None:
+                            await self._server.kill(self._command)
+                            await self._ended()
             raise
+
+    async def _ended(self) -> int:
+        while self.status is None:
+            await self._next()
         return self.status
 
     def close(self) -> None:
