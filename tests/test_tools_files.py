@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from swarm.agent.tool import Tool, ToolContext
-from swarm.agent.toolbox import coding_tools
+from swarm.agent.toolbox import coding_tools, resolve_path
 from swarm.errors import ToolError
 
 TOOLS = {t.name: t for t in coding_tools()}
@@ -136,6 +136,19 @@ async def test_escapes_are_refused(ws: Path, tmp_path: Path, name: str) -> None:
         with pytest.raises(ToolError, match=reason):
             await tool.run(args, ctx_for(ws))
     assert (tmp_path / "outside.txt").read_text() == "secret outside\n"
+
+
+def test_paths_resolve_as_a_full_resolve_does(ws: Path, tmp_path: Path) -> None:
+    """Only a path's own parts are looked at under the (resolved once) root; the answer is
+    that of resolving the whole path, the root reached through a symlink too."""
+    (ws / "src" / "pkg").mkdir()
+    os.symlink("pkg", ws / "src" / "inner")  # a symlink inside, pointing inside
+    os.symlink(ws, tmp_path / "via")
+    for root in (ws, tmp_path / "via"):
+        ctx = ctx_for(root)
+        for path in ["src/calc.py", "src/inner/x.py", "src/new/deeper/y.py", "README.md", "."]:
+            assert resolve_path(ctx, path) == (root / path).resolve(), (root, path)
+        assert resolve_path(ctx, "src/inner/x.py") == ws.resolve() / "src" / "pkg" / "x.py"
 
 
 def _args_for(tool: Tool, path: str) -> dict[str, object]:

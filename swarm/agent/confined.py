@@ -42,7 +42,7 @@ def _swapped(path: str) -> ToolError:
 def _parent_fd(ctx: ToolContext, path: str, *, writing: bool) -> Iterator[tuple[int, str, Path]]:
     """A descriptor of the checked path's parent directory, its last component, the path."""
     target = resolve_path(ctx, path, writing=writing)
-    root = ctx.root.resolve()
+    root = ctx.real_root
     parts = target.relative_to(root).parts
     fd = os.open(root, _DIR)
     try:

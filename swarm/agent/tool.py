@@ -24,7 +24,7 @@ import weakref
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any, get_type_hints, overload
 
@@ -129,6 +129,12 @@ class ToolContext:
     def __post_init__(self) -> None:
         if self.written is _LOG_OF_ROOT:
             object.__setattr__(self, "written", WriteLog.at(self.root))
+
+    @cached_property
+    def real_root(self) -> Path:
+        """`root` with its symlinks resolved, once (the tools resolve every path under it:
+        a worktree's root is eight directories deep, and each resolve walked them all)."""
+        return self.root.resolve()
 
 
 class Finish(Exception):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import stat
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -120,10 +121,10 @@ def resolve_path(ctx: ToolContext, path: str, *, writing: bool = False) -> Path:
     Refuses `..` escapes, absolute paths elsewhere and symlinks pointing out; when
     `writing`, also refuses anything under `.git`.
     """
-    root = ctx.root.resolve()
+    root = ctx.real_root
     given = Path(path)
     candidate = given if given.is_absolute() else root / given
-    resolved = candidate.resolve()
+    resolved = _under(root, given) or candidate.resolve()
     if not resolved.is_relative_to(root):
         lexical = Path(os.path.normpath(candidate))
         if lexical.is_relative_to(root):
@@ -134,6 +135,23 @@ def resolve_path(ctx: ToolContext, path: str, *, writing: bool = False) -> Path:
     if writing and ".git" in resolved.relative_to(root).parts:
         raise ToolError(f"{path!r} is inside .git; git metadata is not editable")
     return resolved
+
+
+def _under(root: Path, given: Path) -> Path | None:
+    """`root / given` resolved, for a relative `given` with neither `..` nor a symlink in
+    it: `root` is resolved already, so only `given`'s own parts are looked at. None
+    otherwise (the whole path is resolved then)."""
+    if given.is_absolute() or ".." in given.parts:
+        return None
+    at = root
+    for part in given.parts:
+        at = at / part
+        try:
+            if stat.S_ISLNK(os.lstat(at).st_mode):
+                return None
+        except OSError:  # the rest is new (or unreadable): nothing in it to follow
+            return root / given
+    return at
 
 
 def subprocess_env(ctx: ToolContext) -> dict[str, str]:
