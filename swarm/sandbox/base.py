@@ -38,7 +38,9 @@ class Limits:
     """Resource limits of one sandboxed command (its whole process tree)."""
 
     max_processes: int = 512
-    """Processes alive at once; above it the whole tree is killed (a fork bomb)."""
+    """Processes alive at once; above it the whole tree is killed (a fork bomb). Where
+    the machine allows pids cgroups, the kernel also refuses forks past 4 times it
+    (threads count there)."""
     memory_mb: int | None = 8192
     """Data segment (heap and private mappings) per process (RLIMIT_DATA); None: no limit."""
     file_size_mb: int | None = 4096
@@ -84,6 +86,8 @@ class Launch:
     argv: list[str]
     env: dict[str, str]
     cwd: Path
+    cgroup: Path | None = None
+    """The pids cgroup the command runs in (`swarm.sandbox._pids`), if it has one."""
 
 
 class Sandbox(ABC):
@@ -123,11 +127,16 @@ class Sandbox(ABC):
         the sandbox needs none."""
         return nullcontext(None)
 
-    async def guard(self, pid: int) -> str | None:
+    async def guard(self, pid: int, launch: Launch | None = None) -> str | None:
         """Watch the running command (`pid`: what `launch`'s argv started) and kill it when
         it breaks a limit; returns why it was killed. Returns when the command ends, or is
         cancelled then. Default: nothing to watch."""
         return None
+
+    def release(self, launch: Launch) -> bool:
+        """Free what `launch` made for its command, once the command has ended; False if
+        it cannot be freed yet (its last processes are still going). Default: nothing."""
+        return True
 
     def denials(self, output: str) -> list[str]:
         """Short notes for the model on what the sandbox refused, read from `output`."""

@@ -19,7 +19,8 @@ before the command starts, and `HTTP_PROXY`/`HTTPS_PROXY`/`ALL_PROXY` (both case
 at the proxy, `NO_PROXY` at the sandbox's own loopback.
 Limits: RLIMIT_DATA and RLIMIT_FSIZE set by `ulimit` on the way in; the process count is
 watched (`guard`), since RLIMIT_NPROC counts the user's processes machine-wide and does
-not bind root at all.
+not bind root at all; where swarm may make pids cgroups, the kernel caps it too, each
+command in a cgroup of its own (`swarm.sandbox._pids`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import anyio
 
 from swarm._run_config import PROXY_PORT
 from swarm.errors import ConfigError
+from swarm.sandbox import _pids
 from swarm.sandbox._egress import Egress
 from swarm.sandbox._gitconfig import shown_config
 from swarm.sandbox._proxy import AllowList
@@ -150,7 +152,14 @@ class BwrapSandbox(Sandbox):
             raise RuntimeError("a proxied sandbox's command needs its lane (Sandbox.lane())")
         else:
             command = self._limited(argv)
-        return Launch([*self._head, *worktree, *self._tail, *command], inner, root)
+        line = [*self._head, *worktree, *self._tail, *command]
+        cgroup = _pids.make(self.policy.limits.max_processes)
+        if cgroup is None:
+            return Launch(line, inner, root)
+        return Launch(_pids.joined(cgroup, line), inner, root, cgroup)
+
+    def release(self, launch: Launch) -> bool:
+        return launch.cgroup is None or _pids.remove(launch.cgroup)
 
     @functools.cached_property
     def _head(self) -> list[str]:
@@ -248,9 +257,12 @@ class BwrapSandbox(Sandbox):
             args += ["--ro-bind", str(cwd / ".git"), str(cwd / ".git")]
         return [*args, "--chdir", str(cwd)]
 
-    async def guard(self, pid: int) -> str | None:
-        """Kill the sandbox (its PID namespace's init) when it holds too many processes."""
+    async def guard(self, pid: int, launch: Launch | None = None) -> str | None:
+        """Kill the sandbox (its PID namespace's init) when it holds too many processes.
+        In a pids cgroup (`swarm.sandbox._pids`: the kernel caps it) its processes are
+        only counted once its tasks are more than the limit: one small file read."""
         limit = self.policy.limits.max_processes
+        cgroup = launch.cgroup if launch is not None else None
         init: int | None = None
         waits = iter(_GUARD_INTERVALS_S)
         while True:
@@ -261,6 +273,8 @@ class BwrapSandbox(Sandbox):
                     if not found:
                         continue
                     init = found[0]
+                if cgroup is not None and _pids.tasks(cgroup) <= limit:
+                    continue  # no more processes than tasks
                 too_many = _more_processes_than(init, limit)
             except OSError:
                 return None  # ended, or not ours to look into

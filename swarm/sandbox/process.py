@@ -27,7 +27,7 @@ import anyio
 from anyio.abc import ByteReceiveStream
 
 from swarm.sandbox._process import Command, open_command
-from swarm.sandbox.base import Sandbox
+from swarm.sandbox.base import Launch, Sandbox
 
 __all__ = [
     "COMMAND_TAG_VAR",
@@ -42,6 +42,8 @@ COMMAND_TAG_VAR = "SWARM_COMMAND_TAG"
 """Set to a fresh token in each command's environment; its descendants inherit it."""
 _KILL_GRACE_S = 1.0
 """After SIGTERM to a command's process group, how long before SIGKILL."""
+_RELEASE_TRIES = 200
+"""Tries, 10 ms apart, to free what the sandbox made for a command that has ended."""
 _EOF_GRACE_S = 0.5
 """After a command exits, how long its leftover children may hold the output pipe open."""
 
@@ -206,14 +208,22 @@ async def run_confined(
     async with sandbox.session(), sandbox.lane() as lane:
         launch = sandbox.launch(argv, cwd=cwd, env=env, git_write=git_write, lane=lane)
         started = time.perf_counter()
-        process = await open_command(launch.argv, cwd=launch.cwd, env=launch.env)
+        try:
+            process = await open_command(launch.argv, cwd=launch.cwd, env=launch.env)
+        except BaseException:
+            sandbox.release(launch)  # nothing ran in what it made
+            raise
         try:
             with anyio.move_on_after(timeout_s) as deadline:
-                await _watch(sandbox, process, capture, stopped)
+                await _watch(sandbox, launch, process, capture, stopped)
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(_KILL_GRACE_S + 5):
                 await _stop(process, tag, search=not sandbox.contains_processes)
                 await process.aclose()
+                for _ in range(_RELEASE_TRIES):  # the namespace's last ones may be exiting
+                    if sandbox.release(launch):
+                        break
+                    await anyio.sleep(0.01)
     output = capture.text(max_output_chars)
     refused = lane.denied if lane is not None else []
     denials = (*stopped, *refused, *sandbox.denials(output))
@@ -227,7 +237,9 @@ async def run_confined(
     )
 
 
-async def _watch(sandbox: Sandbox, process: Command, capture: _Capture, stopped: list[str]) -> None:
+async def _watch(
+    sandbox: Sandbox, launch: Launch, process: Command, capture: _Capture, stopped: list[str]
+) -> None:
     """Read the command's output and guard its limits until it exits (and a short while
     after, for what its leftovers still print)."""
     stdout = process.stdout
@@ -235,7 +247,7 @@ async def _watch(sandbox: Sandbox, process: Command, capture: _Capture, stopped:
     eof = anyio.Event()
     async with anyio.create_task_group() as tg:
         tg.start_soon(_read, stdout, capture, eof)
-        tg.start_soon(_guard, sandbox, process.pid, stopped)
+        tg.start_soon(_guard, sandbox, process.pid, launch, stopped)
         await process.wait()
         # children that outlive the command may keep the pipe open: don't wait on them
         with anyio.move_on_after(_EOF_GRACE_S):
@@ -243,8 +255,8 @@ async def _watch(sandbox: Sandbox, process: Command, capture: _Capture, stopped:
         tg.cancel_scope.cancel()
 
 
-async def _guard(sandbox: Sandbox, pid: int, stopped: list[str]) -> None:
-    why = await sandbox.guard(pid)
+async def _guard(sandbox: Sandbox, pid: int, launch: Launch, stopped: list[str]) -> None:
+    why = await sandbox.guard(pid, launch)
     if why is not None:
         stopped.append(why)
 
