@@ -54,7 +54,7 @@ async def test_the_kernel_refuses_forks_past_the_cap(
 ) -> None:
     """The guard looks too late here (every minute): the kernel alone stops the command at
     `TASKS_PER_PROCESS * max_processes` tasks, whatever it tries."""
-    monkeypatch.setattr(bwrap_module, "_GUARD_INTERVALS_S", (60.0,))
+    monkeypatch.setattr(bwrap_module, "_CAPPED_INTERVALS_S", (60.0,))
     sandbox = BwrapSandbox(SandboxPolicy(limits=Limits(max_processes=5)))
     started = "n=0; for i in $(seq 60); do sleep 2 & n=$((n+1)); done; echo started $n; wait"
     output = await _run(sandbox, ["/bin/sh", "-c", started], tmp_path)
