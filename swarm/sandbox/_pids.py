@@ -23,6 +23,7 @@ import contextlib
 import functools
 import itertools
 import os
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -83,7 +84,9 @@ def _hierarchy() -> Path | None:
     probe = root / f"{_PREFIX}{os.getpid()}-probe"
     try:
         probe.mkdir()
-        usable = (probe / "pids.max").is_file()
+        # a process must be able to move itself in, as each command will (`joined`)
+        moved = subprocess.run(joined(probe, ["/bin/true"]), capture_output=True, check=False)
+        usable = (probe / "pids.max").is_file() and moved.returncode == 0
     except OSError:
         return None
     finally:
