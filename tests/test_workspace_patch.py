@@ -167,3 +167,33 @@ async def test_the_worktree_diff_and_the_index_copy_give_the_same_patch(repo: Pa
         await run(ctx, "echo out > check-output.log")  # unwritten, beside a deletion
         assert await ws.patch() == short
     assert_clean(repo)
+
+
+async def test_edits_to_tracked_files_need_one_git(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tools changed tracked files only, nothing was deleted: the worktree against base
+    is the patch, without a listing of the untracked files (one git process, not two).
+    A written file the diff does not show (put back as it was) brings the listing back."""
+    from swarm.run import _diff
+
+    listed: list[Path] = []
+    real = _diff._listed
+
+    async def counted(root: Path) -> object:
+        listed.append(root)
+        return await real(root)
+
+    monkeypatch.setattr(_diff, "_listed", counted)
+    async with Workspace.open(repo, name="w") as ws:
+        ctx = ws.context()
+        await TOOLS["write_file"].run({"path": "calc.py", "content": "x = 1\n"}, ctx)
+        assert (await run_check(CHECK, ws.path, timeout_s=30)).passed  # outputs beside
+        patch = await ws.patch()
+        assert names(patch) == {"calc.py"} and "+x = 1" in patch
+        assert listed == []
+        old = (repo / "old.txt").read_text()
+        await TOOLS["write_file"].run({"path": "old.txt", "content": old}, ctx)
+        assert await ws.patch() == patch
+        assert listed == [ws.path]
+    assert_clean(repo)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from swarm.run._git import _git_env, _git_raw, git
 
-__all__ = ["SWARMIGNORE", "patch_paths", "worktree_diff"]
+__all__ = ["SWARMIGNORE", "changed_paths", "header_path", "patch_paths", "worktree_diff"]
 
 SWARMIGNORE = ".swarmignore"
 """Gitignore-syntax patterns of paths that never enter a patch."""
@@ -44,17 +44,23 @@ async def worktree_diff(
     `untracked`: the untracked files (root-relative posix paths) that may enter; None lets
     every untracked, unignored file in. The real index is left as it was: when there is
     nothing untracked to add and no `.swarmignore`, the patch is the worktree against
-    `base` (two git processes); otherwise it is built on a copy of the worktree's index
+    `base` (one git process when each written file is a tracked one it changes and none
+    was deleted, two otherwise); else it is built on a copy of the worktree's index
     (`index`, found with git when None).
     """
-    listed = None if untracked is None else await _listed(root)
-    if listed is not None and not (root / SWARMIGNORE).is_file():
-        written = frozenset(untracked or ())
+    listed = None
+    if untracked is not None and not (root / SWARMIGNORE).is_file():
+        # the worktree against `base`: git reads the worktree's own index only for its
+        # stat data, and tracked paths alone enter
+        plain = await _diff(root, base, _git_env(), cached=False)
+        written = frozenset(untracked)
+        if written <= changed_paths(plain) and "\ndeleted file mode " not in plain:
+            return plain  # each written file a tracked one it shows, none deleted (moved)
+        listed = await _listed(root)
         if not any(p in written for p in listed.others) and not (listed.others and listed.deleted):
-            # nothing untracked to add (no file written, none moved), nothing to put back:
-            # the worktree against `base` is the patch; git reads the worktree's own index
-            # only for its stat data, and tracked paths alone enter
-            return await _diff(root, base, _git_env(), cached=False)
+            return plain  # nothing untracked to add (none written, none moved)
+    elif untracked is not None:
+        listed = await _listed(root)
     if index is None:
         out = await git("rev-parse", "--git-path", "index", cwd=root)
         index = Path(out) if Path(out).is_absolute() else root / out
@@ -90,6 +96,20 @@ async def _diff(root: Path, base: str, env: Mapping[str, str], *, cached: bool) 
         cwd=root,
         env=env,
     )
+
+
+def changed_paths(diff: str) -> set[str]:
+    """The paths of a diff's `diff --git a/P b/P` headers (not renames, copies, quoted)."""
+    return {p for line in diff.splitlines() if (p := header_path(line)) is not None}
+
+
+def header_path(line: str) -> str | None:
+    """P, if `line` is a `diff --git a/P b/P` header naming one unquoted path."""
+    if not line.startswith("diff --git "):
+        return None
+    rest = line[len("diff --git ") :]
+    n = (len(rest) - 5) // 2  # "a/P b/P": both sides name the same path
+    return rest[2 : 2 + n] if rest == f"a/{rest[2 : 2 + n]} b/{rest[2 : 2 + n]}" else None
 
 
 @dataclass(frozen=True)

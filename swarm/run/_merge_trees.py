@@ -25,6 +25,7 @@ import anyio
 import anyio.to_thread
 
 from swarm.errors import WorkspaceError
+from swarm.run._diff import header_path
 from swarm.run._git import admin_dir, git, hook_env, repo_lock, rmtree, write_owner
 from swarm.run.environment import CheckEnvironment
 from swarm.sandbox import NoSandbox, Sandbox, sandboxed_git
@@ -53,11 +54,8 @@ class Patch:
         """The paths it touches, read from its headers (a quoted path as git quotes it)."""
         out: set[str] = set()
         for line in self.patch.splitlines():
-            if line.startswith("diff --git "):
-                rest = line[len("diff --git ") :]
-                n = (len(rest) - 5) // 2  # "a/P b/P": both sides name the same path
-                if rest == f"a/{rest[2 : 2 + n]} b/{rest[2 : 2 + n]}":
-                    out.add(rest[2 : 2 + n])
+            if (path := header_path(line)) is not None:
+                out.add(path)
             elif line.startswith(("--- a/", "+++ b/")):
                 out.add(line[len("--- a/") :])
             elif line.startswith(('--- "a/', '+++ "b/')):
