@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -284,3 +285,20 @@ async def test_git_helper_raises_with_gits_message(tmp_path: Path) -> None:
     with pytest.raises(WorkspaceError, match="not a git repository"):
         await git("status", cwd=tmp_path)
     assert await git("--version", cwd=tmp_path) == sh(tmp_path, "--version").rstrip("\n")
+
+
+def test_a_stale_packed_refs_lock_is_told(repo: Path) -> None:
+    """A git killed mid-way leaves `packed-refs.lock`: every later ref deletion waits on it,
+    then fails. A run says so at its start (`solve`'s warnings); a fresh one is some git at
+    work."""
+    from swarm.run._git import stale_ref_lock
+
+    common = repo / ".git"
+    assert stale_ref_lock(common) is None
+    lock = common / "packed-refs.lock"
+    lock.touch()
+    assert stale_ref_lock(common) is None
+    old = time.time() - 600
+    os.utime(lock, (old, old))
+    note = stale_ref_lock(common)
+    assert note is not None and str(lock) in note and "10 min old" in note

@@ -17,6 +17,7 @@ import shutil
 import socket
 import stat
 import sys
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ __all__ = [
     "resolved",
     "rmdir_if_empty",
     "rmtree",
+    "stale_ref_lock",
     "unregister",
     "write_owner",
 ]
@@ -201,6 +203,25 @@ async def common_dir(repo: Path) -> Path:
 def resolved(path: Path) -> Path:
     """`path` made absolute, symlinks resolved."""
     return path.resolve()
+
+
+def stale_ref_lock(common: Path, *, older_than_s: float = 60.0) -> str | None:
+    """A note on a `packed-refs.lock` in git dir `common` older than `older_than_s`, None
+    if there is none: every ref deletion there (a branch, `git am`'s own) waits a second on
+    it, then fails. A git killed mid-way leaves one (swarm's own could, before it let a
+    cancelled git finish)."""
+    lock = common / "packed-refs.lock"
+    try:
+        age = time.time() - lock.stat().st_mtime
+    except OSError:
+        return None
+    if age < older_than_s:
+        return None
+    return (
+        f"{lock} is {age / 60:.0f} min old, left by a git process killed mid-way: every "
+        "branch deletion in the repository waits on it, then fails; remove it if no git "
+        "runs there"
+    )
 
 
 def rmtree(path: Path) -> None:

@@ -25,7 +25,7 @@ from swarm.config import ClusterConfig, MergeConfig, SwarmConfig, load_config
 from swarm.errors import ConfigError, WorkspaceError
 from swarm.model import Provider
 from swarm.routing.tiers import with_task_tiers
-from swarm.run._git import common_dir, rmdir_if_empty
+from swarm.run._git import common_dir, rmdir_if_empty, stale_ref_lock
 from swarm.run._target import target_repo
 from swarm.run.check import Baseline, Checker, run_baseline
 from swarm.run.environment import CheckEnvironment, interpreters_in
@@ -168,6 +168,8 @@ class GitWorld:
                 f"{self.repo} has uncommitted changes: the run starts from HEAD ({head}) "
                 "and leaves them out"
             )
+        if (stale := stale_ref_lock(await common_dir(self.repo))) is not None:
+            notes.append(stale)
         for pattern in task.include:
             if not glob.glob(pattern, root_dir=self.repo, recursive=True, include_hidden=True):
                 notes.append(f"include: {pattern!r} matches nothing in {self.repo}")
