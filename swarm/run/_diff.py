@@ -25,7 +25,7 @@ from pathlib import Path
 
 from swarm.run._git import _git_env, _git_raw, git
 
-__all__ = ["SWARMIGNORE", "changed_paths", "header_path", "patch_paths", "worktree_diff"]
+__all__ = ["SWARMIGNORE", "header_path", "patch_paths", "worktree_diff"]
 
 SWARMIGNORE = ".swarmignore"
 """Gitignore-syntax patterns of paths that never enter a patch."""
@@ -49,18 +49,19 @@ async def worktree_diff(
     (`index`, found with git when None).
     """
     listed = None
-    if untracked is not None and not (root / SWARMIGNORE).is_file():
+    if untracked is not None:
+        written = frozenset(untracked)
         # the worktree against `base`: git reads the worktree's own index only for its
         # stat data, and tracked paths alone enter
-        plain = await _diff(root, base, _git_env(), cached=False)
-        written = frozenset(untracked)
-        if written <= changed_paths(plain) and "\ndeleted file mode " not in plain:
-            return plain  # each written file a tracked one it shows, none deleted (moved)
+        plain = None
+        if not (root / SWARMIGNORE).is_file():
+            plain = await _diff(root, base, _git_env(), cached=False)
+            if written <= _changed_paths(plain) and "\ndeleted file mode " not in plain:
+                return plain  # each written file a tracked one it shows, none deleted
         listed = await _listed(root)
-        if not any(p in written for p in listed.others) and not (listed.others and listed.deleted):
+        none_written = not any(p in written for p in listed.others)
+        if plain is not None and none_written and not (listed.others and listed.deleted):
             return plain  # nothing untracked to add (none written, none moved)
-    elif untracked is not None:
-        listed = await _listed(root)
     if index is None:
         out = await git("rev-parse", "--git-path", "index", cwd=root)
         index = Path(out) if Path(out).is_absolute() else root / out
@@ -98,7 +99,7 @@ async def _diff(root: Path, base: str, env: Mapping[str, str], *, cached: bool) 
     )
 
 
-def changed_paths(diff: str) -> set[str]:
+def _changed_paths(diff: str) -> set[str]:
     """The paths of a diff's `diff --git a/P b/P` headers (not renames, copies, quoted)."""
     return {p for line in diff.splitlines() if (p := header_path(line)) is not None}
 

@@ -32,6 +32,7 @@ import anyio.to_thread
 from swarm.agent.tool import environ, scrub_env
 from swarm.errors import WorkspaceError
 from swarm.run import _spawn
+from swarm.sandbox.process import pid_alive
 
 __all__ = [
     "TRASH_PREFIX",
@@ -258,16 +259,9 @@ def owner_alive(owner: Path) -> bool:
     """Whether the process that made a workspace still runs (unknown hosts count as alive)."""
     try:
         host, pid = owner.read_text().split()
-        if host != socket.gethostname():
-            return True
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
+        return host != socket.gethostname() or pid_alive(int(pid))
     except (OSError, ValueError):
         return False  # no or unreadable owner file: nobody claims it
-    return True
 
 
 async def delete_branch(repo: Path, common: Path, branch: str) -> None:

@@ -27,6 +27,8 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from swarm.sandbox.process import pid_alive
+
 __all__ = ["TASKS_PER_PROCESS", "joined", "make", "remove", "tasks"]
 
 TASKS_PER_PROCESS = 4
@@ -100,15 +102,5 @@ def _remove_left(root: Path) -> None:
     with contextlib.suppress(OSError), os.scandir(root) as entries:
         for entry in entries:
             owner = entry.name.removeprefix(_PREFIX).split("-", 1)[0]
-            if entry.name.startswith(_PREFIX) and owner.isdigit() and not _alive(int(owner)):
+            if entry.name.startswith(_PREFIX) and owner.isdigit() and not pid_alive(int(owner)):
                 remove(Path(entry.path))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

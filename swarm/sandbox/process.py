@@ -33,6 +33,7 @@ __all__ = [
     "COMMAND_TAG_VAR",
     "CommandResult",
     "kill_processes_in",
+    "pid_alive",
     "run_confined",
     "tagged_processes",
     "truncate",
@@ -109,6 +110,17 @@ def shell(command: str) -> list[str]:
 @functools.lru_cache(maxsize=16)
 def _shell_for(path: str | None) -> str:
     return shutil.which("bash", path=path) or "/bin/sh"
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` runs (one we may not signal counts as running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _killpg(pid: int, sig: signal.Signals) -> None:
