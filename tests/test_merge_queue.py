@@ -225,9 +225,10 @@ async def test_the_batch_behind_a_red_one_goes_on_with_its_alternate(
     """[a b c d] is red (`c`); [e f g h] behind it was also built without it, on the head,
     in case: that build lands, nothing is checked again, and the tree is the one merging
     one at a time gives."""
-    from swarm.run._merge_line import Line
+    from swarm.run._merge_line import Line, RedRate
 
     monkeypatch.setattr(Line, "ALTERNATE_ODDS", 0.0)  # alternates however likely green
+    monkeypatch.setattr(RedRate, "seen_red", True)  # as if reds had shown before
     values = dict.fromkeys(MODULES, 2) | {"c": 13}
     merged = await merge_all(repo, values)
     assert merged.kinds() == {m: "red" if m == "c" else "merged" for m in MODULES}
@@ -318,6 +319,27 @@ def test_a_patch_names_the_files_it_touches() -> None:
     assert Patch("p", "t", moved).files == {"x.py", "z.py"}
     assert Patch("p", "t", new).files == {"n.bin"}
     assert Patch("p", "t", edit).files == {"x y.py"}
+
+
+async def test_alternates_wait_for_a_first_red() -> None:
+    """Before any batch has turned red, the line builds only its main builds (the prior's
+    odds would give big batches alternates, each a build and a check thrown away when the
+    batch lands); once one has, the slots behind a likely red one get them."""
+    from swarm.run._merge_line import Line, RedRate, Request, Slot
+
+    def slot(k: int) -> Slot:
+        names = [f"s{k}{j}" for j in range(32)]
+        return Slot([Request(Patch(n, n, ""), None, (0, k)) for n in names])
+
+    line, rate = Line(alternates=4), RedRate()
+    line.slots = [slot(k) for k in range(3)]
+    assert rate.red_odds(32) > Line.ALTERNATE_ODDS
+    first = line.start(rate)
+    assert [b.alternate for b in first] == [False] * 3
+    rate.red(32)
+    assert rate.seen_red
+    later = line.start(rate)
+    assert later and all(b.alternate for b in later)
 
 
 def test_batches_shrink_as_culprits_show_and_stay_big_while_none_do() -> None:

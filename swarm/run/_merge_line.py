@@ -2,12 +2,12 @@
 and their builds (`Build`), each a chain of commits checked in a tree of its own.
 
 A slot's main build sits on the main build of the slot ahead (speculation, as Zuul gates
-changes: it assumes every batch ahead green). When batches ahead are likely red, a slot
-also gets alternates: builds that leave out one slot ahead, as if it were red, on the
-builds that assume the same. When that slot does turn red, the alternates become the
-main builds, already checking or checked, instead of every batch behind it starting again
-(a cycle of the line per red batch, otherwise); when it lands, they are dropped. `Line`
-owns this bookkeeping; the pipeline builds, checks and lands.
+changes: it assumes every batch ahead green). Once reds have shown, when batches ahead
+are likely red, a slot also gets alternates: builds that leave out one slot ahead, as if
+it were red, on the builds that assume the same. When that slot does turn red, the
+alternates become the main builds, already checking or checked, instead of every batch
+behind it starting again (a cycle of the line per red batch, otherwise); when it lands,
+they are dropped. `Line` owns this bookkeeping; the pipeline builds, checks and lands.
 """
 
 from __future__ import annotations
@@ -144,6 +144,12 @@ class RedRate:
             low, high = (mid, high) if slope(mid) > 0 else (low, mid)
         return low
 
+    @property
+    def seen_red(self) -> bool:
+        """Whether any batch has turned red yet (found culprits, or red batches being
+        split): the prior alone says nothing about this run's patches."""
+        return bool(self.culprits or self.reds)
+
     def cap(self) -> int:
         return max(1, int(math.log(self.GREEN_ODDS) / math.log1p(-self.rate)))
 
@@ -183,10 +189,17 @@ class Line:
 
     def start(self, rate: RedRate) -> list[Build]:
         """The builds to start now, made and placed in their slots: every slot's main
-        build first; then alternates, those leaving out the slots nearest the front first
-        (they are judged first), while the budget lasts. A build waits for the one it goes
-        on to exist."""
+        build first; then, once some batch has turned red, alternates, those leaving out
+        the slots nearest the front first (they are judged first), while the budget lasts.
+        A build waits for the one it goes on to exist.
+
+        Before any red, the prior's odds alone would give every big batch alternates: a
+        build and a check each, all cancelled when the batch lands, while the agents
+        still need the cores (in an all-green 300-subtask run, 1.5-3 s of the machine's
+        CPU in its busiest seconds)."""
         new = [b for k in range(len(self.slots)) if (b := self._make(k, None)) is not None]
+        if not rate.seen_red:
+            return new
         room = self.alternates - sum(len(s.builds) - (s.main is not None) for s in self.slots)
         for j, red in enumerate(self.slots):
             if rate.red_odds(len(red.requests)) < self.ALTERNATE_ODDS:
