@@ -71,8 +71,7 @@ async def run(
     argv: Sequence[str], *, env: Mapping[str, str], input: bytes | None = None
 ) -> Finished:
     """Run `argv` (its first item a path) to the end. If the caller is cancelled, the
-    command may run on for `GRACE_S` (shielded), then it is killed (at once with the last
-    fallback, `anyio.run_process`, where there is no pidfd).
+    command may run on for `GRACE_S` (shielded), then it is killed.
 
     Raises OSError when it cannot be started."""
     server = _spawner.current()
@@ -81,8 +80,7 @@ async def run(
             return await _run_served(server, argv, env, input)
     if _fast_ok():
         return await _run_spawned(argv, env, input)
-    done = await anyio.run_process(list(argv), input=input, env=dict(env), check=False)
-    return Finished(done.returncode, done.stdout, done.stderr)
+    return await _run_portable(argv, env, input)
 
 
 def _memfd(name: str, data: bytes | None = None) -> int:
@@ -148,3 +146,36 @@ async def _run_spawned(
             status = _spawn_server.reap(pid)
             os.close(pidfd)
         return _finished(status, fds)
+
+
+async def _run_portable(
+    argv: Sequence[str], env: Mapping[str, str], input: bytes | None
+) -> Finished:
+    """`anyio.run_process`, in a task of its own, shielded: cancelling it kills the
+    command at once, so a cancelled caller first waits up to `GRACE_S` for it."""
+    ended = anyio.Event()
+    process = anyio.CancelScope(shield=True)
+    out: list[Finished] = []
+    failed: list[OSError] = []
+
+    async def go() -> None:
+        with process:
+            try:
+                done = await anyio.run_process(list(argv), input=input, env=dict(env), check=False)
+                out.append(Finished(done.returncode, done.stdout, done.stderr))
+            except OSError as exc:  # raised as itself, not in an exception group
+                failed.append(exc)
+        ended.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(go)
+        try:
+            await ended.wait()
+        except BaseException:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(GRACE_S):
+                await ended.wait()
+            process.cancel()
+            raise
+    if failed:
+        raise failed[0]
+    return out[0]
