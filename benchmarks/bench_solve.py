@@ -9,6 +9,8 @@ are not the limit, so the check slots are set to the number of agents).
 With `--red-pct P`, P % of the subtasks add an assertion about the next module's value:
 green on their own base, red once the next subtask has landed (or that one red once they
 have): the merge queue must find the culprit, whose rebase fixer removes the assertion.
+Such a run also reports `bound_with_fixes_s`: the bound with what each culprit's fix
+costs whatever the queue (see `lower_bound`).
 
 With `--compare` the same workload runs twice in one process: the batched, speculative
 queue (`[merge]` defaults, `--max-parallel-checks`) and the one-at-a-time queue
@@ -202,6 +204,9 @@ async def run(w: Workload) -> dict[str, Any]:
     o, m = report.overhead, report.merge
     coding_s = report.time_by_phase.get("coder", 0.0) / max(1, w.subtasks)
     bound = lower_bound(w, coding_s)
+    rebases = sum(s.rebases for s in report.subtasks)
+    fixing = report.time_by_phase.get("fixer", 0.0) / rebases if rebases else None
+    red_bound = lower_bound(w, coding_s, fixing) if w.red_every else None
     return {
         "subtasks": w.subtasks,
         "merged": report.count("merged"),
@@ -212,13 +217,21 @@ async def run(w: Workload) -> dict[str, Any]:
         "wall_s": report.wall_s,
         "bound_s": round(bound, 2),
         "wall_over_bound": round(report.wall_s / bound, 2) if bound else None,
+        **(
+            {
+                "bound_with_fixes_s": round(red_bound, 2),
+                "wall_over_bound_with_fixes": round(report.wall_s / red_bound, 2),
+            }
+            if red_bound
+            else {}
+        ),
         "coding_s_per_subtask": round(coding_s, 3),
         "merge_checks_run": m.checks_run if m else None,
         "merge_checks_per_subtask": round(m.checks_run / w.subtasks, 3) if m else None,
         "batches": m.batches if m else None,
         "splits": m.splits if m else None,
         "rebuilds": m.rebuilds if m else None,
-        "rebases": sum(s.rebases for s in report.subtasks),
+        "rebases": rebases,
         "calls": report.calls,
         "coordinator_cpu_s": o.cpu_s,
         "cpu_ms_per_call": o.cpu_ms_per_call,
@@ -260,11 +273,15 @@ def _open_cluster(config: Any) -> Any:
     return RayCluster.open(config)
 
 
-def lower_bound(w: Workload, coding_s: float) -> float:
+def lower_bound(w: Workload, coding_s: float, fix_s: float | None = None) -> float:
     """The makespan if merging never made anyone wait: each subtask holds an agent for its
     coding and its own check, then lands after one merge check (holding no agent); a
     dependent starts once its dependency has landed; agents take the longest chain first.
-    Plus the two checks every run makes alone: the baseline and the final accept."""
+    Plus the two checks every run makes alone: the baseline and the final accept.
+
+    With `fix_s` (a red run's fixer time per rebase) each red pair's second patch also
+    pays what no queue can skip: one check to find it red (its pair checked with and
+    without it at once), its fixer, its own check again, and its merge check."""
     deps = {i: i - 1 for i in range(w.subtasks) if i % 10 == 9}
     chain = {i: 2 if (i + 1) in deps else 1 for i in range(w.subtasks)}
     ready = [(-chain[i], i) for i in range(w.subtasks) if i not in deps]
@@ -272,6 +289,7 @@ def lower_bound(w: Workload, coding_s: float) -> float:
     later: list[tuple[float, int]] = []  # (when it becomes ready, subtask)
     free = [0.0] * w.max_agents  # when each agent is free
     landed = 0.0
+    ends: dict[int, float] = {}
     while ready or later:
         start = heapq.heappop(free)
         while later and (not ready or later[0][0] <= start):
@@ -279,11 +297,17 @@ def lower_bound(w: Workload, coding_s: float) -> float:
             heapq.heappush(ready, (-chain[i], i))
             start = max(start, when) if len(ready) == 1 else start
         _, i = heapq.heappop(ready)
-        end = start + coding_s + w.check_s
+        end = ends[i] = start + coding_s + w.check_s
         heapq.heappush(free, end)
         landed = max(landed, end + w.check_s)
         if (i + 1) in deps:
             heapq.heappush(later, (end + w.check_s, i + 1))
+    if fix_s is not None:
+        player = Player(w.red_every)
+        for i in range(w.subtasks - 1):
+            if player.red(i):
+                pair = max(ends[i], ends[i + 1])
+                landed = max(landed, pair + 3 * w.check_s + fix_s)
     return landed + 2 * w.check_s
 
 
