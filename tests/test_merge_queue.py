@@ -466,3 +466,13 @@ async def test_the_queue_starts_no_garbage_collection_in_the_users_repository(
     common = Path(git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir"))
     assert not list((common / "objects" / "pack").glob("*.pack"))
     assert not (common / "packed-refs").exists()
+
+
+def test_there_is_a_check_tree_for_every_check_slot() -> None:
+    """A red batch's split checks its prefixes at once, each in a tree of its own: the
+    pool must not hold them back while check slots are free."""
+    from swarm.run.merge import _trees_needed
+
+    assert _trees_needed(MergeConfig(check_slots=100, max_parallel_checks=4)) == 104
+    assert _trees_needed(MergeConfig(check_slots=2, max_parallel_checks=2)) == 6
+    assert _trees_needed(ONE_AT_A_TIME) >= 3
