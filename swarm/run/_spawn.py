@@ -155,16 +155,15 @@ async def _run_portable(
     command at once, so a cancelled caller first waits up to `GRACE_S` for it."""
     ended = anyio.Event()
     process = anyio.CancelScope(shield=True)
-    out: list[Finished] = []
-    failed: list[OSError] = []
+    outcome: list[Finished | OSError] = []  # an OSError is raised as itself, not grouped
 
     async def go() -> None:
         with process:
             try:
                 done = await anyio.run_process(list(argv), input=input, env=dict(env), check=False)
-                out.append(Finished(done.returncode, done.stdout, done.stderr))
-            except OSError as exc:  # raised as itself, not in an exception group
-                failed.append(exc)
+                outcome.append(Finished(done.returncode, done.stdout, done.stderr))
+            except OSError as exc:
+                outcome.append(exc)
         ended.set()
 
     async with anyio.create_task_group() as tg:
@@ -176,6 +175,6 @@ async def _run_portable(
                 await ended.wait()
             process.cancel()
             raise
-    if failed:
-        raise failed[0]
-    return out[0]
+    if isinstance(outcome[0], OSError):
+        raise outcome[0]
+    return outcome[0]
