@@ -69,6 +69,13 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
 
 @pytest.fixture
 def cluster(running: LocalCluster) -> str:
+    """The running cluster's address, once no earlier test's actor holds a CPU on it (Ray's
+    view of free CPUs follows the nodes' periodic reports: placement reads that view)."""
+    deadline = time.monotonic() + 30
+    while ray.available_resources().get("CPU", 0) < ray.cluster_resources().get("CPU", 0):
+        if time.monotonic() > deadline:
+            raise TimeoutError("an earlier test's actors still hold CPUs after 30 s")
+        time.sleep(0.1)
     return running.address
 
 

@@ -189,8 +189,9 @@ class RayCluster:
             return "", "SPREAD"
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        cpus = self.config.cpus_per_workspace
-        best = max(roomy, key=lambda node: roomy[node] - cpus * self._placements.count(node))
+        cpus, placed = self.config.cpus_per_workspace, self._placements.count
+        # On a tie, the node this run placed fewer actors on lately (its view may lag).
+        best = max(roomy, key=lambda node: (roomy[node] - cpus * placed(node), -placed(node)))
         return best, NodeAffinitySchedulingStrategy(best, soft=True, _spill_on_unavailable=True)
 
     def actor_options(self) -> dict[str, Any]:
@@ -234,7 +235,8 @@ class _Placements:
 
 class RayWorkspaces:
     """`Workspaces` on a Ray cluster: an actor holding a clone per workspace, handed on to
-    the next subtask when one finishes (`actor_pool`); `aclose` ends them all."""
+    the next subtask when one finishes (`actor_pool`); `aclose`, or the end of the
+    cluster's block, ends them all."""
 
     def __init__(
         self, cluster: RayCluster, repo: Path, run_id: str, environment: CheckEnvironment
@@ -243,6 +245,7 @@ class RayWorkspaces:
         self.environment = environment
         start = partial(cluster.start, environment, run_id)
         self.pool = ActorPool(Lifecycle(start, cluster.room, self._ready, end_actor))
+        cluster.stack.push_async_callback(self.aclose)  # a connection kept open ends them too
         self.shipped: list[int] = []
         """Bytes of each incremental bundle a reused actor was sent (0: it had the base)."""
         self._bundles: OrderedDict[str, Any] = OrderedDict()
