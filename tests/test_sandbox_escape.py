@@ -658,8 +658,9 @@ async def test_attack(
 
 
 SERVED = ("run-fork-bomb", "run-too-many-processes", "run-setsid-survivor", "check-setsid-survivor")
-"""The attacks on process containment, again through a run's spawn server (where a solve
-starts its commands): the server, not swarm, is their parent."""
+"""The attacks on process containment, again as a solve runs commands: through its spawn
+server (the server, not swarm, is their parent), in the sandbox's session (each command in
+a launcher already in its pids cgroup, `swarm.sandbox._seats`)."""
 
 
 @pytest.mark.parametrize(
@@ -672,7 +673,8 @@ async def test_attack_through_the_spawn_server(
         pytest.skip(f"bubblewrap cannot run here: {NO_BWRAP}")
     async with _spawner.spawn_server() as server, world(tmp_path, "bwrap") as w:
         monkeypatch.setattr(_spawner, "current", lambda: server)
-        with anyio.fail_after(60):
-            output = await attack.perform(w)
-        await anyio.sleep(0.2)
-        assert not attack.escaped(w, output), f"{attack.id} escaped:\n{output}"
+        async with w.env.sandbox.session():  # its commands start in seats, as in a solve
+            with anyio.fail_after(60):
+                output = await attack.perform(w)
+            await anyio.sleep(0.2)
+            assert not attack.escaped(w, output), f"{attack.id} escaped:\n{output}"

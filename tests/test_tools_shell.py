@@ -26,8 +26,8 @@ def process_way(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     """Every command test runs both ways a command is started: waited on through a pidfd
     (Linux), and through anyio's `open_process` (elsewhere)."""
     if request.param == "anyio":
-        monkeypatch.setattr(_process, "_PIDFD", False)
-    elif not _process._PIDFD:
+        monkeypatch.setattr(_process, "PIDFD", False)
+    elif not _process.PIDFD:
         pytest.skip("no pidfd here")
     return str(request.param)
 

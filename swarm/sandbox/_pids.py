@@ -29,7 +29,7 @@ from pathlib import Path
 
 from swarm.sandbox.process import pid_alive
 
-__all__ = ["TASKS_PER_PROCESS", "joined", "make", "remove", "tasks"]
+__all__ = ["TASKS_PER_PROCESS", "joined", "make", "remove", "tasks", "usable"]
 
 TASKS_PER_PROCESS = 4
 _HIERARCHY = Path("/sys/fs/cgroup/pids")
@@ -51,6 +51,11 @@ def make(max_processes: int) -> Path | None:
         remove(path)
         return None
     return path
+
+
+def usable() -> bool:
+    """Whether swarm may make pids cgroups here (`make` gives None otherwise)."""
+    return _hierarchy() is not None
 
 
 def joined(cgroup: Path, argv: Sequence[str]) -> list[str]:

@@ -45,23 +45,27 @@ class Command(Protocol):
     async def aclose(self) -> None: ...
 
 
-_PIDFD = _spawn_server.pidfd_ok()
+PIDFD = _spawn_server.pidfd_ok()
+"""Whether commands start here with pidfds (else through anyio)."""
 
 
-async def open_command(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> Command:
-    """Start `argv` in `cwd` in a new session, stdin from /dev/null, stdout and stderr
-    together in one pipe; through the run's spawn server when one is open.
+async def open_command(
+    argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin: int | None = None
+) -> Command:
+    """Start `argv` in `cwd` in a new session, stdin from /dev/null (or the descriptor
+    `stdin`, still the caller's to close; needs pidfds), stdout and stderr together in one
+    pipe; through the run's spawn server when one is open.
 
     A session, not only a process group: on Linux a session is a scheduling group of its
     own (autogroup), so a fork bomb's thousand processes share one command's part of the
     cores and the guard watching it still gets its turn."""
-    if not _PIDFD:
+    if not PIDFD:
         return await anyio.open_process(list(argv), cwd=cwd, env=dict(env), **_STREAMS)
     server = _spawner.current()
     if server is not None:
         with contextlib.suppress(_spawner.ServerGone):  # not started: start it here instead
-            return await _Served.open(server, argv, cwd, env)
-    return _Spawned(_popen(argv, cwd, env))
+            return await _Served.open(server, argv, cwd, env, stdin)
+    return _Spawned(_popen(argv, cwd, env, stdin))
 
 
 class _Streams(TypedDict):
@@ -79,9 +83,12 @@ _STREAMS = _Streams(
 )
 
 
-def _popen(argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+def _popen(
+    argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdin: int | None
+) -> subprocess.Popen[bytes]:
     """Start the command (does not wait for it: CPython forks with vfork here)."""
-    return subprocess.Popen(list(argv), cwd=cwd, env=dict(env), **_STREAMS)
+    streams = _STREAMS if stdin is None else _STREAMS | {"stdin": stdin}
+    return subprocess.Popen(list(argv), cwd=cwd, env=dict(env), **streams)
 
 
 class _Spawned:
@@ -142,11 +149,12 @@ class _Served:
         argv: Sequence[str],
         cwd: Path,
         env: Mapping[str, str],
+        stdin: int | None = None,
     ) -> _Served:
         read, write = os.pipe2(os.O_CLOEXEC)
         null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         try:
-            streams = [null, write, write]
+            streams = [null if stdin is None else stdin, write, write]
             started = await server.start(argv, env, streams, cwd=cwd, session=True)
         except BaseException:
             os.close(read)

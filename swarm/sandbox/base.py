@@ -22,8 +22,12 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from swarm._run_config import SandboxNetwork
+
+if TYPE_CHECKING:
+    from swarm.sandbox._seats import Seat
 
 __all__ = ["Lane", "Launch", "Limits", "Network", "Sandbox", "SandboxPolicy", "git_paths"]
 
@@ -88,6 +92,9 @@ class Launch:
     cwd: Path
     cgroup: Path | None = None
     """The pids cgroup the command runs in (`swarm.sandbox._pids`), if it has one."""
+    seat: Seat | None = None
+    """A launcher already in `cgroup` that runs `argv` (`swarm.sandbox._seats`); None:
+    `argv` joins its cgroup itself."""
 
 
 class Sandbox(ABC):
@@ -118,8 +125,9 @@ class Sandbox(ABC):
 
     def session(self) -> AbstractAsyncContextManager[object]:
         """Open what the sandbox's commands share for as long as it is open (the proxy
-        of a `loopback` or `allow` network); a run opens it once around its work.
-        Without it each command opens its own. Default: nothing to open."""
+        of a `loopback` or `allow` network, launchers ready in their pids cgroups); a run
+        opens it once around its work. Without it each command's lane opens its own
+        proxy, and each command joins its cgroup itself. Default: nothing to open."""
         return nullcontext()
 
     def lane(self) -> AbstractAsyncContextManager[Lane | None]:

@@ -30,8 +30,8 @@ import os
 import re
 import shutil
 import signal
-from collections.abc import Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, nullcontext
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from pathlib import Path
 
 import anyio
@@ -42,6 +42,7 @@ from swarm.sandbox import _pids
 from swarm.sandbox._egress import Egress
 from swarm.sandbox._gitconfig import shown_config
 from swarm.sandbox._proxy import AllowList
+from swarm.sandbox._seats import Seats
 from swarm.sandbox.base import Lane, Launch, Sandbox, SandboxPolicy, git_paths
 
 __all__ = ["BwrapSandbox", "bwrap_path"]
@@ -98,6 +99,7 @@ class BwrapSandbox(Sandbox):
         *,
         bwrap: str | None = None,
         egress: Egress | None = None,
+        seats: Seats | None = None,
     ) -> None:
         found = bwrap or bwrap_path()
         if found is None:
@@ -109,6 +111,7 @@ class BwrapSandbox(Sandbox):
         self.bwrap = found
         self.policy = policy or SandboxPolicy()
         self.egress = egress
+        self.seats = seats or Seats(self.policy.limits.max_processes)
         if self.egress is None and self.policy.network in _PROXIED:
             self.egress = Egress(AllowList.parse(self.policy.allow, self.policy.network))
         self._seen: dict[tuple[Path, bool], tuple[Path | None, Path, list[str]]] = {}
@@ -128,10 +131,13 @@ class BwrapSandbox(Sandbox):
 
     def with_read_only(self, paths: Sequence[Path]) -> BwrapSandbox:
         policy = self.policy.with_read_only(paths)
-        return BwrapSandbox(policy, bwrap=self.bwrap, egress=self.egress)
+        return BwrapSandbox(policy, bwrap=self.bwrap, egress=self.egress, seats=self.seats)
 
-    def session(self) -> AbstractAsyncContextManager[object]:
-        return self.egress.session() if self.egress is not None else nullcontext()
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[object]:
+        """The proxy of a proxied network, and launchers ready in their pids cgroups."""
+        async with self.seats.open(), self.egress.session() if self.egress else nullcontext():
+            yield None
 
     def lane(self) -> AbstractAsyncContextManager[Lane | None]:
         return self.egress.lane() if self.egress is not None else nullcontext(None)
@@ -157,12 +163,16 @@ class BwrapSandbox(Sandbox):
         else:
             command = self._limited(argv)
         line = [*self._head, *worktree, *self._tail, *command]
+        if (seat := self.seats.take()) is not None:
+            return Launch(line, inner, root, seat.cgroup, seat)
         cgroup = _pids.make(self.policy.limits.max_processes)
         if cgroup is None:
             return Launch(line, inner, root)
         return Launch(_pids.joined(cgroup, line), inner, root, cgroup)
 
     def release(self, launch: Launch) -> bool:
+        if launch.seat is not None:
+            self.seats.replace(launch.seat)
         return launch.cgroup is None or _pids.remove(launch.cgroup)
 
     @functools.cached_property

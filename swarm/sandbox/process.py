@@ -19,7 +19,7 @@ import secrets
 import shutil
 import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -217,11 +217,11 @@ async def run_confined(
     env = {**env, COMMAND_TAG_VAR: tag}
     capture = _Capture(max_output_chars)
     stopped: list[str] = []
-    async with sandbox.session(), sandbox.lane() as lane:
+    async with sandbox.lane() as lane:
         launch = sandbox.launch(argv, cwd=cwd, env=env, git_write=git_write, lane=lane)
         started = time.perf_counter()
         try:
-            process = await open_command(launch.argv, cwd=launch.cwd, env=launch.env)
+            process = await _start(launch)
         except BaseException:
             sandbox.release(launch)  # nothing ran in what it made
             raise
@@ -247,6 +247,11 @@ async def run_confined(
         duration_s=time.perf_counter() - started,
         denials=denials,
     )
+
+
+def _start(launch: Launch) -> Awaitable[Command]:
+    start = launch.seat.start if launch.seat is not None else open_command
+    return start(launch.argv, cwd=launch.cwd, env=launch.env)
 
 
 async def _watch(
