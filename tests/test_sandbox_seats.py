@@ -6,6 +6,7 @@ started here and through a spawn server (where a solve starts them)."""
 from __future__ import annotations
 
 import os
+import pickle
 import signal
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -185,3 +186,13 @@ async def test_a_seat_that_died_idle_starts_its_command_another_way(
         assert lines[0].endswith(f":pids:/{seat.cgroup.name}") and lines[1:] == ["ran"]
         assert _pids.remove(seat.cgroup)
     assert _ours() == []
+
+
+async def test_a_sandbox_with_its_seats_open_pickles_without_them(way: str) -> None:
+    """A sandbox travels to a Ray node pickled: the node gets a pool of its own, unopened."""
+    sandbox = BwrapSandbox(SandboxPolicy(limits=Limits(max_processes=7)))
+    async with sandbox.session():
+        await _ready(sandbox.seats)
+        copy = pickle.loads(pickle.dumps(sandbox))
+    assert isinstance(copy, BwrapSandbox) and copy.seats is not sandbox.seats
+    assert copy.seats.max_processes == 7 and copy.seats._idle == []

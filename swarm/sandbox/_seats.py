@@ -109,6 +109,10 @@ class Seats:
         self._group: TaskGroup | None = None
         self._bash = shutil.which("bash") if PIDFD else None
 
+    def __reduce__(self) -> tuple[type[Seats], tuple[int]]:
+        """Pickled (a sandbox sent to a Ray node): a new pool there, not yet open."""
+        return Seats, (self.max_processes,)
+
     @asynccontextmanager
     async def open(self) -> AsyncIterator[None]:
         """Keep seats ready for the block (nested: the outer block keeps them)."""
