@@ -55,8 +55,8 @@ def _swarm(cwd: Path, *args: str) -> dict[str, Any]:
 
 
 def _tree(cwd: Path, run_id: str) -> str:
-    (repo,) = (cwd / ".swarm" / "demo").glob("*")
-    return tree_of(repo, f"swarm/{run_id}") or ""
+    # the run's own demo copy: one killed before its run was journaled left another
+    return tree_of(cwd / ".swarm" / "demo" / run_id, f"swarm/{run_id}") or ""
 
 
 def tree_of(repo: Path, branch: str) -> str | None:
