@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from swarm._run_config import PROXY_PORT
 from swarm.agent.tool import ToolContext
 from swarm.agent.toolbox import coding_tools
 from swarm.cli import main
@@ -71,6 +72,11 @@ class Site:
 @contextmanager
 def site() -> Iterator[Site]:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    if server.server_address[1] == PROXY_PORT:  # the one port an allow list refuses
+        with site() as other:  # bound before this one is let go: another port
+            server.server_close()
+            yield other
+            return
     server.paths = []  # type: ignore[attr-defined]
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
