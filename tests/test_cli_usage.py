@@ -93,6 +93,7 @@ def test_a_bad_argument_is_named_without_a_traceback(
     assert message in out.err, out.err
     assert got == code, out.err
     assert not (tmp_path / ".swarm" / "runs").exists(), "refused input must not start a run"
+    assert not (tmp_path / ".swarm" / "demo").exists(), "nor leave a copy of the demo"
 
 
 def test_version_and_exit_codes_through_a_real_process(tmp_path: Path) -> None:

@@ -8,28 +8,35 @@ from pathlib import Path
 from swarm.errors import ConfigError
 from swarm.run.task import Task
 
-__all__ = ["target_repo"]
+__all__ = ["ensure_demo", "target_repo"]
 
 
 def target_repo(repo: str | None, task: Task, demo: Path) -> tuple[Path, bool]:
     """The target repository (`--repo`, else the task's `repo:`) and whether it is the
-    demo; with none given, a fresh copy of the shipped demo at `demo`."""
+    demo; with none given, the path of a copy of the shipped demo at `demo`, made by
+    `ensure_demo` once the run is journaled (a run that fails before leaves none)."""
     given = repo or task.repo
     dest = demo.resolve()
     if given:
         path = Path(given).expanduser()
         if not path.is_absolute() and not repo and task.source:
             path = Path(task.source).parent / path
+        if path.resolve() == dest:  # a resumed demo run (its copy is made if missing)
+            return dest, True
         if not (path / ".git").exists():
             if repo:
                 raise ConfigError(f"--repo {path}: {_not_a_repo(path)}")
             raise ConfigError(f"{path}: {_not_a_repo(path)}", path=task.source, key="repo")
-        return path.resolve(), path.resolve() == dest  # a resumed demo run is still one
+        return path.resolve(), False
+    return dest, True
+
+
+def ensure_demo(dest: Path) -> None:
+    """A copy of the shipped demo at `dest`, unless one is there."""
     from swarm.demo import create_demo_repo
 
     if not (dest / ".git").exists():
         create_demo_repo(dest)
-    return dest, True
 
 
 def _not_a_repo(path: Path) -> str:

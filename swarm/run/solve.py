@@ -26,7 +26,7 @@ from swarm.errors import ConfigError, WorkspaceError
 from swarm.model import Provider
 from swarm.routing.tiers import with_task_tiers
 from swarm.run._git import common_dir, rmdir_if_empty, stale_ref_lock
-from swarm.run._target import target_repo
+from swarm.run._target import ensure_demo, target_repo
 from swarm.run.check import Baseline, Checker, run_baseline
 from swarm.run.environment import CheckEnvironment, interpreters_in
 from swarm.run.journal import Journal
@@ -214,8 +214,7 @@ async def solve(
 
     `source` replaces the router as the origin of every agent's model (library users,
     tests); journaling, replay and budgets apply either way. `cluster` connects to the
-    cluster `[cluster]` or `--cluster` asks for (`swarm.cluster.RayCluster.open`).
-    """
+    cluster `[cluster]` or `--cluster` asks for (`swarm.cluster.RayCluster.open`)."""
     state = Path(req.state_dir)
     await anyio.Path(state).mkdir(parents=True, exist_ok=True)
     (state / ".gitignore").write_text("# swarm's run state: never part of a repository\n*\n")
@@ -241,6 +240,8 @@ async def solve(
             journal.create_run(
                 run_id, task=task.model_dump(), repo=str(repo), config=_saved(req, run_id, repo)
             )
+        if demo:
+            ensure_demo(repo)
         spec = RunSpec(
             run_id=run_id,
             task=task,
