@@ -237,9 +237,8 @@ async def solve(
         merge = config.merge.over(task.merge)
         sandbox = _sandbox(config, req, task)
         if not resuming:
-            journal.create_run(
-                run_id, task=task.model_dump(), repo=str(repo), config=_saved(req, run_id, repo)
-            )
+            saved = _saved(req, run_id, repo)
+            journal.create_run(run_id, task=task.model_dump(), repo=str(repo), config=saved)
         if demo:
             ensure_demo(repo)
         spec = RunSpec(
