@@ -3,15 +3,28 @@ same run, a bounded number of times."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
+
+import pytest
 
 from swarm.errors import ProviderError
 from swarm.messages import ChatRequest
+from swarm.run import solve as solve_module
+from swarm.run.parts import SolveOptions
 from swarm.run.solve import solve
 from swarm.testing import FunctionModel, Scripted, ScriptedSource
 from tests.test_solve import done, edit, repo, request, subtask, write_plan
 
 __all__ = ["repo"]  # the fixture, used by name
+
+
+@pytest.fixture(autouse=True)
+def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run waits 5 s before a subtask's first retry, 10 s before its second: here a
+    twentieth of a second each (the options `solve` builds, with only that changed)."""
+    quick = partial(SolveOptions, subtask_retry_after_s=0.05)
+    monkeypatch.setattr(solve_module, "SolveOptions", quick)
 
 
 def flaky_coder(failures: int) -> FunctionModel:
