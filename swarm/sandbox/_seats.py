@@ -131,10 +131,12 @@ class Seats:
                     group.cancel_scope.cancel()
         finally:
             idle, self._idle = self._idle, []
-            with anyio.CancelScope(shield=True):
-                for seat in idle:
-                    await seat.discard()
-                    _pids.remove(seat.cgroup)
+            with anyio.CancelScope(shield=True):  # at once: each is bounded, so all are
+                async with anyio.create_task_group() as group:
+                    for seat in idle:
+                        group.start_soon(seat.discard)
+            for seat in idle:
+                _pids.remove(seat.cgroup)
 
     def take(self) -> Seat | None:
         """An idle seat that has joined its cgroup, or None."""
