@@ -243,6 +243,65 @@ async def test_the_batch_behind_a_red_one_goes_on_with_its_alternate(
     assert_clean(repo)
 
 
+async def test_the_batch_behind_two_red_ones_goes_on_with_the_build_that_left_both_out(
+    repo: Path, spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three batches, [a b c] red (`b`) and [d e f] red (`e`): [g h] was also built
+    leaving out both, on the head. It lands with nothing checked again, as the builds
+    leaving out only one of them would not have; the tree is the one-at-a-time one. The
+    check takes a while, so every batch is in the line before the first is judged."""
+    from swarm.run._merge_line import Line, RedRate
+
+    alone = make_repo(repo.parent / "alone")
+    for r in (repo, alone):
+        (r / "check.py").write_text(CHECK_PY.replace("unlucky = ", "time.sleep(0.3)\nunlucky = "))
+        git(r, "commit", "-qam", "a check that takes a while")
+
+    monkeypatch.setattr(Line, "ALTERNATE_ODDS", 0.0)  # alternates however likely green
+    monkeypatch.setattr(RedRate, "seen_red", True)  # as if reds had shown before
+    values = dict.fromkeys(MODULES, 2) | {"b": 13, "e": 13}
+    three = MergeConfig(batch_size=BatchSize(min=1, max=32), max_parallel_checks=3)
+    merged = await merge_all(repo, values, three)
+    assert merged.kinds() == {m: "red" if m in "be" else "merged" for m in MODULES}
+    assert merged.stats.rebuilds == 0
+    batches = [s for s in spans.get_finished_spans() if s.name == f"{sc.MERGE_SPAN} batch"]
+    attrs = [dict(s.attributes or {}) for s in batches]
+    used = [a for a in attrs if a.get(sc.MERGE_ALTERNATE) and a[sc.MERGE_OUTCOME] == "green"]
+    assert [(a[sc.MERGE_SUBTASKS], a[sc.MERGE_SPECULATIVE_DEPTH]) for a in used] == [
+        (tuple("gh"), 0)  # on the head: both batches ahead left out
+    ]
+    first_red = batches[0]
+    assert attrs[0][sc.MERGE_SUBTASKS] == tuple("abc") and attrs[0][sc.MERGE_OUTCOME] == "red"
+    left_both = batches[attrs.index(used[0])]
+    assert left_both.start_time and first_red.end_time
+    assert left_both.start_time < first_red.end_time  # built before any red was known
+    one = await merge_all(alone, values, ONE_AT_A_TIME)
+    assert merged.tree == one.tree
+    assert_clean(repo)
+
+
+async def test_the_likeliest_alternates_come_first_a_batch_shown_red_above_all() -> None:
+    from swarm.run._merge_line import Line, RedRate, Request, Slot
+
+    rate = RedRate(judged=64, culprits=4)
+    line = Line(alternates=2)
+    line.slots = [Slot([Request(Patch(f"s{k}", "t", ""), None, (0, k))]) for k in range(4)]
+    first = line.start(rate)
+    assert [b.alternate for b in first] == [False] * 4
+    assert line.start(rate) == []  # a lone patch is rarely red: no alternate is worth it
+    shown = line.slots[1].main
+    assert shown is not None
+    shown.result = CheckResult(passed=False, exit_code=1, output="red", duration_s=1.0)
+    shown.finished.set()
+    later = line.start(rate)
+    left_out = [k for b in later for k, s in enumerate(line.slots) if s in _left_out(b)]
+    assert [b.slot for b in later] == line.slots[2:] and left_out == [1, 1]
+
+
+def _left_out(build: Any) -> frozenset[Any]:
+    return next(key for key, b in build.slot.builds.items() if b is build)
+
+
 async def test_a_check_that_times_out_is_red_and_the_others_land(repo: Path) -> None:
     values = {"a": 2, "b": 99, "c": 2}
     merged = await merge_all(repo, values, timeout_s=2.0)
@@ -476,3 +535,27 @@ def test_there_is_a_check_tree_for_every_check_slot() -> None:
     assert _trees_needed(MergeConfig(check_slots=100, max_parallel_checks=4)) == 104
     assert _trees_needed(MergeConfig(check_slots=2, max_parallel_checks=2)) == 6
     assert _trees_needed(ONE_AT_A_TIME) >= 3
+
+
+async def test_a_rebased_patch_keeps_the_place_its_first_patch_had() -> None:
+    """A culprit's fix comes back long after others queued behind its first patch; it
+    goes where that one stood, not to the back of the line."""
+    queue = MergeQueue(Path("."), "swarm/r1", QueueSettings(CountingChecker(Path("."))))
+    queue._pipeline = pipeline = _pipeline(BATCHES)
+    diff = "diff --git a/{0} b/{0}\n"
+
+    async def merge(name: str) -> None:
+        await queue.merge(name, "t", diff.format(name), check=None)
+
+    async with anyio.create_task_group() as tg:
+        for name in ("first", "second", "third"):
+            tg.start_soon(merge, name)
+            await anyio.sleep(0.001)  # each arrives after the one before
+        await anyio.sleep(0.01)
+        first = next(r for r in pipeline.pending if r.patch.name == "first")
+        first.settle(MergeResult("red", output="red on top of second"))
+        pipeline.pending.remove(first)
+        tg.start_soon(merge, "first")  # its fixed patch
+        await anyio.sleep(0.01)
+        assert [r.patch.name for r in pipeline.pending] == ["first", "second", "third"]
+        tg.cancel_scope.cancel()

@@ -2,16 +2,19 @@
 and their builds (`Build`), each a chain of commits checked in a tree of its own.
 
 A slot's main build sits on the main build of the slot ahead (speculation, as Zuul gates
-changes: it assumes every batch ahead green). Once reds have shown, when batches ahead
-are likely red, a slot also gets alternates: builds that leave out one slot ahead, as if
-it were red, on the builds that assume the same. When that slot does turn red, the
-alternates become the main builds, already checking or checked, instead of every batch
-behind it starting again (a cycle of the line per red batch, otherwise); when it lands,
-they are dropped. `Line` owns this bookkeeping; the pipeline builds, checks and lands.
+changes: it assumes every batch ahead green). Once reds have shown, a slot also gets
+alternates: builds that leave out a set of slots ahead, as if those were red, on the
+builds that assume the same. The likeliest such cases are built first, those a finished
+check has shown red above all. When those slots do turn red, the alternates become the
+main builds, already checking or checked, instead of every batch behind them starting
+again (a cycle of the line per red batch, otherwise); when one lands, the builds that
+left it out are dropped. `Line` owns this bookkeeping; the pipeline builds, checks and
+lands.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -50,14 +53,22 @@ class Slot:
     """A place in the line: patches that land together, and their builds."""
 
     requests: list[Request]
-    builds: dict[Slot | None, Build] = field(default_factory=dict)
-    """By the slot ahead each leaves out as red (None: the main build, on every one)."""
+    builds: dict[frozenset[Slot], Build] = field(default_factory=dict)
+    """By the slots ahead each leaves out as red (none: the main build, on every one)."""
     fixed: anyio.Event = field(default_factory=anyio.Event)
     """Set once its patches are final (its first build has taken the late arrivals)."""
 
     @property
     def main(self) -> Build | None:
-        return self.builds.get(None)
+        return self.builds.get(_NONE)
+
+    def red_odds(self, rate: RedRate) -> float:
+        """The odds that this slot is red, if every slot ahead is green: its main build's
+        verdict once it has one (it is checked on them), else the rate's for its size."""
+        main = self.main
+        if main is not None and main.finished.is_set() and not main.scope.cancel_called:
+            return _SHOWN_GREEN if main.green else _SHOWN_RED
+        return rate.red_odds(len(self.requests))
 
     @property
     def files(self) -> frozenset[str]:
@@ -73,7 +84,7 @@ class Build:
     depth: int
     """Slots whose patches it sits on, still checking when it started (0: the head)."""
     alternate: bool = False
-    """It leaves out one slot ahead, as if that one were red."""
+    """It leaves out slots ahead, as if those were red."""
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     built: anyio.Event = field(default_factory=anyio.Event)
     finished: anyio.Event = field(default_factory=anyio.Event)
@@ -176,11 +187,18 @@ class RedRate:
         self._rate = None
 
 
+_NONE: frozenset[Slot] = frozenset()
+_SHOWN_RED, _SHOWN_GREEN = 0.9, 0.02
+"""A slot's odds of red once its main build is checked: not certain, as it was checked
+on the slots ahead, any of which may be red."""
+
+
 class Line:
     """The slots in flight, front first, and which builds each needs (module docstring)."""
 
     ALTERNATE_ODDS: ClassVar[float] = 0.1
-    """A slot ahead gets alternates behind it only when it is at least this likely red."""
+    """Slots ahead are left out together only when they are at least this likely all red."""
+    MOST_LEFT_OUT: ClassVar[int] = 3
 
     def __init__(self, alternates: int) -> None:
         self.slots: list[Slot] = []
@@ -189,62 +207,79 @@ class Line:
 
     def start(self, rate: RedRate) -> list[Build]:
         """The builds to start now, made and placed in their slots: every slot's main
-        build first; then, once some batch has turned red, alternates, those leaving out
-        the slots nearest the front first (they are judged first), while the budget lasts.
-        A build waits for the one it goes on to exist.
+        build first; then, once some batch has turned red, alternates, the likeliest
+        needed first (then those nearest the front: they are judged first), while the
+        budget lasts. A build waits for the one it goes on to exist.
 
         Before any red, the prior's odds alone would give every big batch alternates: a
         build and a check each, all cancelled when the batch lands, while the agents
         still need the cores (in an all-green 300-subtask run, 1.5-3 s of the machine's
         CPU in its busiest seconds)."""
-        new = [b for k in range(len(self.slots)) if (b := self._make(k, None)) is not None]
+        new = [b for k in range(len(self.slots)) if (b := self._make(k, _NONE)) is not None]
         if not rate.seen_red:
             return new
         room = self.alternates - sum(len(s.builds) - (s.main is not None) for s in self.slots)
-        for j, red in enumerate(self.slots):
-            if rate.red_odds(len(red.requests)) < self.ALTERNATE_ODDS:
-                continue
-            for k in range(j + 1, len(self.slots)):
-                if room > 0 and red not in self.slots[k].builds:
-                    if (b := self._make(k, red)) is not None:
-                        new.append(b)
-                        room -= 1
+        for _, k, left_out in sorted(self._cases(rate)):
+            if room <= 0:
+                break
+            if (b := self._make(k, left_out)) is not None:
+                new.append(b)
+                room -= 1
         return new
 
-    def _make(self, k: int, red: Slot | None) -> Build | None:
-        """Slot `k`'s build leaving out `red` (None: the main one), on the build of the
-        slot ahead that leaves out the same; None if it exists, or that one does not yet."""
+    def _cases(self, rate: RedRate) -> list[tuple[float, int, frozenset[Slot]]]:
+        """The alternates worth building, each with minus its odds (to sort): slot `k`
+        leaving out a set of slots ahead that are all red at least `ALTERNATE_ODDS`."""
+        odds = {s: s.red_odds(rate) for s in self.slots}
+        out = []
+        for k, slot in enumerate(self.slots):
+            likely = [s for s in self.slots[:k] if odds[s] >= self.ALTERNATE_ODDS]
+            for n in range(1, min(self.MOST_LEFT_OUT, len(likely)) + 1):
+                for left_out in itertools.combinations(likely, n):
+                    p = math.prod(odds[s] for s in left_out)
+                    if p >= self.ALTERNATE_ODDS and frozenset(left_out) not in slot.builds:
+                        out.append((-p, k, frozenset(left_out)))
+        return out
+
+    def _make(self, k: int, left_out: frozenset[Slot]) -> Build | None:
+        """Slot `k`'s build leaving out `left_out`, on the build of the nearest slot ahead
+        kept that leaves out the same ones ahead of it; None if it exists, or that one
+        does not yet."""
         slot = self.slots[k]
-        if red in slot.builds:
+        if left_out in slot.builds:
             return None
-        ahead = [s for s in self.slots[:k] if s is not red]
+        ahead = [s for s in self.slots[:k] if s not in left_out]
         on = None
         if ahead:
-            on = ahead[-1].builds.get(None if self.slots[k - 1] is red else red)
+            before = self.slots.index(ahead[-1])
+            on = ahead[-1].builds.get(left_out & frozenset(self.slots[:before]))
             if on is None:
                 return None
-        build = Build(slot, on, len(ahead), alternate=red is not None)
-        slot.builds[red] = build
+        build = Build(slot, on, len(ahead), alternate=bool(left_out))
+        slot.builds[left_out] = build
         return build
 
     def landed(self, front: Slot) -> list[Build]:
         """`front` landed: it leaves, with every build that left it out (returned, to
         cancel)."""
         self.slots.remove(front)
-        return [b for s in self.slots if (b := s.builds.pop(front, None)) is not None]
+        dropped = []
+        for s in self.slots:
+            dropped += [b for key, b in s.builds.items() if front in key]
+            s.builds = {key: b for key, b in s.builds.items() if front not in key}
+        return dropped
 
     def red(self, front: Slot, held: frozenset[str]) -> tuple[list[Build], list[Slot]]:
-        """`front` is red: it leaves, and each slot's build that left it out becomes its
-        main one. Returns the builds to cancel, and the slots that leave too (their
-        patches wait again): from the first one touching a held file (`front`'s, while it
-        is split) to the end of the line."""
+        """`front` is red: it leaves, and each slot's builds that left it out take the
+        places of those that did not. Returns the builds to cancel, and the slots that
+        leave too (their patches wait again): from the first one touching a held file
+        (`front`'s, while it is split) to the end of the line."""
         self.slots.remove(front)
         dropped: list[Build] = []
         for s in self.slots:
-            alternate = s.builds.pop(front, None)
-            dropped += s.builds.values()
-            s.builds = {None: alternate} if alternate is not None else {}
-            if alternate is not None:
+            dropped += [b for key, b in s.builds.items() if front not in key]
+            s.builds = {key - {front}: b for key, b in s.builds.items() if front in key}
+            if s.main is not None:
                 s.fixed.set()  # its main build is gone: the patches are those it has
         at = next((k for k, s in enumerate(self.slots) if s.files & held), len(self.slots))
         cut = self.slots[at:]

@@ -9,10 +9,11 @@ batches land strictly in order:
 
 - green: the integration branch fast-forwards to its tip, one commit per subtask;
 - red: the batches behind it (built on a red tip) go on with their alternates (built
-  without it, `swarm.run._merge_line`) or start again on the head; the red batch is split
-  (`Splitter`) beside the line, which goes on at once with the patches that touch none of
-  its files. After each round of the split its green patches land if the head has not
-  moved, else they wait again, as the ones it will not judge do; its culprit is then red.
+  without it, and without others likely red, `swarm.run._merge_line`) or start again on
+  the head; the red batch is split (`Splitter`) beside the line, which goes on at once
+  with the patches that touch none of its files. After each round of the split its green
+  patches land if the head has not moved, else they wait again, as the ones it will not
+  judge do; its culprit is then red.
 
 A lone patch on the head gets its subtask's own check, keyed by its tree, so the result
 the subtask already has is reused; a batch gets the whole check. A patch that does not
@@ -82,7 +83,9 @@ class Pipeline:
     def __init__(self, rules: Rules, trees: TreePool, head: str, stats: MergeStats) -> None:
         self.rules, self.trees, self.head, self.stats = rules, trees, head, stats
         self.pending: list[Request] = []
-        self.line = Line(alternates=rules.config.parallel_checks)
+        self.line = Line(alternates=4 * rules.config.parallel_checks)
+        """Alternates: with the budget the main builds have (one line's worth), a 5 % red
+        run of 300 subtasks took 24.1 s on average, 22.0 s with four times that."""
         self._splits: list[_Split] = []
         """Red batches being split: patches touching their files wait for the verdict."""
         self._verdicts: list[tuple[_Split, Verdict[Request]]] = []

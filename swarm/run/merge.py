@@ -115,6 +115,10 @@ class MergeQueue:
         self.stats = MergeStats()
         self._pipeline: Pipeline | None = None
         self._arrivals = itertools.count()
+        self._arrived: dict[str, int] = {}
+        """By subtask: when its first patch came. A rebased patch keeps that place: sent
+        to the back of the line, a culprit's fix waited behind every patch that came after
+        the first one, 9 s in a 300-subtask run with 5 % red patches."""
 
     @property
     def head(self) -> str:
@@ -184,7 +188,8 @@ class MergeQueue:
             return MergeResult("empty", self.head)
         if self._pipeline is None:
             raise RuntimeError("the merge queue is not open: `async with MergeQueue.open(...)`")
-        request = Request(Patch(name, title, patch), check, (order, next(self._arrivals)))
+        arrived = self._arrived.setdefault(name, next(self._arrivals))
+        request = Request(Patch(name, title, patch), check, (order, arrived))
         self._pipeline.submit(request)
         try:
             await request.decided.wait()
