@@ -219,7 +219,9 @@ class Line:
         if not rate.seen_red:
             return new
         room = self.alternates - sum(len(s.builds) - (s.main is not None) for s in self.slots)
-        for _, k, left_out in sorted(self._cases(rate)):
+        if room <= 0:  # this runs whenever a build ends: no cases to weigh
+            return new
+        for _, k, left_out in sorted(self._cases(rate), key=lambda case: case[:2]):
             if room <= 0:
                 break
             if (b := self._make(k, left_out)) is not None:
