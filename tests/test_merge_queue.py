@@ -226,9 +226,11 @@ async def test_the_batch_behind_a_red_one_goes_on_with_its_alternate(
     in case: that build lands, nothing is checked again, and the tree is the one merging
     one at a time gives."""
     from swarm.run._merge_line import Line, RedRate
+    from swarm.run._merge_pipeline import Pipeline
 
     monkeypatch.setattr(Line, "ALTERNATE_ODDS", 0.0)  # alternates however likely green
     monkeypatch.setattr(RedRate, "seen_red", True)  # as if reds had shown before
+    monkeypatch.setattr(Pipeline, "PROBES", 0)  # every batch in the line, unprobed
     values = dict.fromkeys(MODULES, 2) | {"c": 13}
     merged = await merge_all(repo, values)
     assert merged.kinds() == {m: "red" if m == "c" else "merged" for m in MODULES}
@@ -251,6 +253,7 @@ async def test_the_batch_behind_two_red_ones_goes_on_with_the_build_that_left_bo
     leaving out only one of them would not have; the tree is the one-at-a-time one. The
     check takes a while, so every batch is in the line before the first is judged."""
     from swarm.run._merge_line import Line, RedRate
+    from swarm.run._merge_pipeline import Pipeline
 
     alone = make_repo(repo.parent / "alone")
     for r in (repo, alone):
@@ -259,6 +262,7 @@ async def test_the_batch_behind_two_red_ones_goes_on_with_the_build_that_left_bo
 
     monkeypatch.setattr(Line, "ALTERNATE_ODDS", 0.0)  # alternates however likely green
     monkeypatch.setattr(RedRate, "seen_red", True)  # as if reds had shown before
+    monkeypatch.setattr(Pipeline, "PROBES", 0)  # every batch in the line, unprobed
     values = dict.fromkeys(MODULES, 2) | {"b": 13, "e": 13}
     three = MergeConfig(batch_size=BatchSize(min=1, max=32), max_parallel_checks=3)
     merged = await merge_all(repo, values, three)
@@ -347,8 +351,8 @@ async def test_the_branch_says_what_landed(repo: Path) -> None:
 async def test_the_line_goes_on_while_a_red_batch_is_split(repo: Path) -> None:
     """[a b c] is red and [d a2] behind it starts again without `a2`: it touches a file of
     the red batch, so it waits for the verdict and lands on `a`'s file once `a` is out.
-    The split finds [a b] red, and hands `c` back at once: it lands beside the split, after
-    `d`. It then checks `a` alone, slowly; `b` is handed back after that round."""
+    `d` lands beside the split, which checks `a` alone (slowly) and [a b] at once: `a`
+    is the culprit, and `b` and `c` are handed back after that round."""
     slow = "if values['a'] == 13 and values['b'] == 1:\n    time.sleep(3)\n"
     (repo / "check.py").write_text(CHECK_PY.replace("unlucky = ", slow + "unlucky = "))
     git(repo, "commit", "-qam", "a slow prefix")
@@ -364,7 +368,7 @@ async def test_the_line_goes_on_while_a_red_batch_is_split(repo: Path) -> None:
         "a2": "merged"
     }
     order = [s.split(":")[1].strip() for s in merged.subjects]
-    assert order == ["d", "c", "b", "a2"]
+    assert order == ["d", "b", "c", "a2"]
     assert git(repo, "show", "swarm/r1:a.py") == "X = 3"
     assert_clean(repo)
 
@@ -539,7 +543,8 @@ def test_there_is_a_check_tree_for_every_check_slot() -> None:
 
 async def test_a_rebased_patch_keeps_the_place_its_first_patch_had() -> None:
     """A culprit's fix comes back long after others queued behind its first patch; it
-    goes where that one stood, not to the back of the line."""
+    goes where that one stood, not to the back of the line. It was checked green on a
+    head where its clash had landed: it is not probed again."""
     queue = MergeQueue(Path("."), "swarm/r1", QueueSettings(CountingChecker(Path("."))))
     queue._pipeline = pipeline = _pipeline(BATCHES)
     diff = "diff --git a/{0} b/{0}\n"
@@ -558,4 +563,51 @@ async def test_a_rebased_patch_keeps_the_place_its_first_patch_had() -> None:
         tg.start_soon(merge, "first")  # its fixed patch
         await anyio.sleep(0.01)
         assert [r.patch.name for r in pipeline.pending] == ["first", "second", "third"]
+        assert [r.probed for r in pipeline.pending] == [True, False, False]
         tg.cancel_scope.cancel()
+
+
+async def test_once_a_batch_is_red_patches_are_probed_on_the_head_before_the_line(
+    repo: Path, spans: InMemorySpanExporter
+) -> None:
+    """After [a b] is red (`b`), the line's front takes [c d], and the patches behind are
+    first checked alone on the head, in probes of two, outside the line: the probe of
+    [e f] is red and split there, so no batch of the line is red; the others join the
+    line probed and land. The tree is the one merging one at a time gives."""
+    values = dict.fromkeys(MODULES, 2) | {"b": 13, "f": 13}
+    patches = {n: await patch_setting(repo, n, v) for n, v in values.items()}
+    checker = CountingChecker(repo)
+    pairs = MergeConfig(batch_size=BatchSize(min=1, max=2), max_parallel_checks=2)
+    settings = QueueSettings(checker, batch_check=CHECK, config=pairs)
+    results: dict[str, MergeResult] = {}
+    async with MergeQueue.open(repo, run_id="r1", base="main", settings=settings) as queue:
+
+        async def merge(order: int, name: str) -> None:
+            results[name] = await queue.merge(name, name, patches[name], check=CHECK, order=order)
+
+        for wave in ("ab", "cdefgh"):  # the second wave once the first is decided
+            async with anyio.create_task_group() as tg:
+                for name in wave:
+                    tg.start_soon(merge, MODULES.index(name), name)
+        stats = queue.stats
+    assert {n: r.kind for n, r in results.items()} == {
+        m: "red" if m in "bf" else "merged" for m in MODULES
+    }
+    assert stats.probes >= 1
+    attrs = [dict(s.attributes or {}) for s in spans.get_finished_spans()]
+    batches = [(a, _names(a)) for a in attrs if sc.MERGE_OUTCOME in a]
+    probes = [(a, names) for a, names in batches if a.get(sc.MERGE_PROBE)]
+    red_probe, names = next((a, names) for a, names in probes if a[sc.MERGE_OUTCOME] == "red")
+    assert "f" in names and red_probe[sc.MERGE_SPECULATIVE_DEPTH] == 0
+    line = [(a, names) for a, names in batches if not a.get(sc.MERGE_PROBE)]
+    second_wave = [a for a, names in line if not set(names) & {"a", "b"}]
+    assert second_wave and all(a[sc.MERGE_OUTCOME] == "green" for a in second_wave)
+    one = await merge_all(make_repo(repo.parent / "alone"), values, ONE_AT_A_TIME)
+    assert git(repo, "rev-parse", "swarm/r1^{tree}") == one.tree
+    assert one.stats.probes == 0  # the baseline never probes
+    assert_clean(repo)
+
+
+def _names(attrs: dict[str, Any]) -> tuple[str, ...]:
+    """A merge span's subtasks."""
+    return tuple(str(n) for n in attrs[sc.MERGE_SUBTASKS])

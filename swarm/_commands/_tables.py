@@ -104,7 +104,7 @@ def summary_merges(m: dict[str, Any] | None) -> None:
         f"merge queue: {m['batches']} batches ({outcomes or 'none decided'}), "
         f"size mean {m['size_mean']:.1f} max {m['size_max']}, "
         f"{m['speculative']} speculative ({m['rebuilt']} rebuilt), "
-        f"{m.get('alternates', 0)} alternates, "
+        f"{m.get('probes', 0)} probes, {m.get('alternates', 0)} alternates, "
         f"{m['splits']} splits, "
         f"{m['checks']} checks"
     )

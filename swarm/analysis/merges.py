@@ -43,14 +43,17 @@ class MergeBatch:
     subtasks: tuple[str, ...]
     alternate: bool = False
     """Built without one batch ahead of it, in case that one is red."""
+    probe: bool = False
+    """Checked alone on the head, outside the line, only to judge it."""
 
     @property
     def label(self) -> str:
         """How the viewer names it: `batch of 4 · red · ahead 1` (`· if one ahead is red`
-        on an alternate)."""
+        on an alternate; `probe of 4 · green` for a probe)."""
         ahead = f" · ahead {self.depth}" if self.depth else ""
         alternate = " · if one ahead is red" if self.alternate else ""
-        return f"batch of {self.size} · {self.outcome or '?'}{ahead}{alternate}"
+        kind = "probe" if self.probe else "batch"
+        return f"{kind} of {self.size} · {self.outcome or '?'}{ahead}{alternate}"
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,9 @@ class MergeBreakdown:
     alternates: int
     """Alternate builds (a batch built without one ahead of it, in case that one is red;
     not counted in `batches`). The report's `alternates` says how many were used."""
+    probes: int
+    """Probes (a batch checked alone on the head before it joins the line, once some
+    batch has been red; not counted in `batches`)."""
     splits: int
     """Rounds of splitting a red batch to find its culprit."""
     checks: int
@@ -114,6 +120,7 @@ def merge_batches(trace: Trace) -> list[MergeBatch]:
                 outcome=str(attrs.get(sc.MERGE_OUTCOME) or ""),
                 subtasks=tuple(str(s) for s in subtasks),
                 alternate=attrs.get(sc.MERGE_ALTERNATE) is True,
+                probe=attrs.get(sc.MERGE_PROBE) is True,
             )
         )
     return out
@@ -125,7 +132,7 @@ def merge_breakdown(trace: Trace) -> MergeBreakdown | None:
     splits = _named(trace, SPLIT_SPAN)
     if not spans and not splits:
         return None
-    batches = [b for b in spans if not b.alternate]
+    batches = [b for b in spans if not b.alternate and not b.probe]
     alternates = [b for b in spans if b.alternate]
     queue = [b.index for b in spans] + splits
     inside = list(_descendants(trace, queue))
@@ -150,6 +157,7 @@ def merge_breakdown(trace: Trace) -> MergeBreakdown | None:
         speculative=sum(1 for b in batches if b.depth > 0),
         rebuilt=by_outcome["cancelled"],
         alternates=len(alternates),
+        probes=sum(1 for b in spans if b.probe),
         splits=len(splits),
         checks=len(checks),
         check_sum_s=sum(trace.duration_s(i) for i in checks),

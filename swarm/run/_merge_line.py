@@ -42,6 +42,9 @@ class Request:
     after: list[Request] = field(default_factory=list)
     """Patches it must not be batched before (decided first): a culprit's rebased patch
     waits for the green ones it was fixed on top of."""
+    probed: bool = False
+    """Checked green on a recent head (alone in a probe, or in a split's green part): a
+    batch of such patches is likely green."""
 
     def settle(self, result: MergeResult) -> None:
         self.result = result
@@ -68,7 +71,7 @@ class Slot:
         main = self.main
         if main is not None and main.finished.is_set() and not main.scope.cancel_called:
             return _SHOWN_GREEN if main.green else _SHOWN_RED
-        return rate.red_odds(len(self.requests))
+        return rate.red_odds(sum(not r.probed for r in self.requests))
 
     @property
     def files(self) -> frozenset[str]:
@@ -85,6 +88,8 @@ class Build:
     """Slots whose patches it sits on, still checking when it started (0: the head)."""
     alternate: bool = False
     """It leaves out slots ahead, as if those were red."""
+    probe: bool = False
+    """It is a probe: a batch checked on the head outside the line, only to judge it."""
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     built: anyio.Event = field(default_factory=anyio.Event)
     finished: anyio.Event = field(default_factory=anyio.Event)

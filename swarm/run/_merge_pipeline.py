@@ -15,6 +15,13 @@ batches land strictly in order:
   patches land if the head has not moved, else they wait again, as the ones it will not
   judge do; its culprit is then red.
 
+Once some batch has been red, a red batch in the line costs every batch behind it, so
+the line takes only probed patches: the others are first checked alone on the head in
+probes (`Pipeline.PROBES` per batch in flight), outside the line, in batches capped by the
+red rate. A green probe's patches join the line, in batches up to `batch_size.max`; a red
+one is split as a red batch is. The line's front may still take unprobed patches (it is
+on the head, a probe that lands when green), and a culprit's fixed patch counts as probed.
+
 A lone patch on the head gets its subtask's own check, keyed by its tree, so the result
 the subtask already has is reused; a batch gets the whole check. A patch that does not
 apply is decided with its batch: a conflict once the batch lands, back to waiting if not.
@@ -26,6 +33,7 @@ import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import anyio
 import anyio.abc
@@ -80,6 +88,9 @@ def _by_order(requests: list[Request]) -> list[Request]:
 class Pipeline:
     """Owns the waiting patches and the line; `run` is its one task."""
 
+    PROBES: ClassVar[int] = 2
+    """Probes at once per batch the line checks at once."""
+
     def __init__(self, rules: Rules, trees: TreePool, head: str, stats: MergeStats) -> None:
         self.rules, self.trees, self.head, self.stats = rules, trees, head, stats
         self.pending: list[Request] = []
@@ -91,6 +102,10 @@ class Pipeline:
         self._verdicts: list[tuple[_Split, Verdict[Request]]] = []
         self.rate = RedRate()
         self._wake = anyio.Event()
+        self._probes: list[Build] = []
+        config = rules.config
+        self.probe_limit = 0 if config.one_at_a_time else self.PROBES * config.parallel_checks
+        """Probes at once (none in the one-at-a-time queue, the baseline)."""
         self._after: dict[str, list[Request]] = {}
         """By subtask: the green patches its culprit's fix was made on top of."""
 
@@ -108,14 +123,21 @@ class Pipeline:
         async with anyio.create_task_group() as tg:
             while True:
                 while len(self.line.slots) < self.rules.config.parallel_checks and (
-                    free := self._free()
+                    free := self._for_line()
                 ):
                     self._take(free)
+                while len(self._probes) < self.probe_limit and (free := self._for_probe()):
+                    self._probes.append(probe := self._probe(free))
+                    tg.start_soon(self._build_and_check, probe)
                 for build in self.line.start(self.rate):
                     tg.start_soon(self._build_and_check, build)
                 front = self.line.slots[0] if self.line.slots else None
+                probed = next((p for p in self._probes if p.finished.is_set()), None)
                 if front is not None and front.main is not None and front.main.finished.is_set():
                     await self._settle(front, tg)
+                elif probed is not None:
+                    self._probes.remove(probed)
+                    self._judged(probed, tg)
                 elif self._verdicts:
                     await self._decide(*self._verdicts.pop(0))
                 else:
@@ -135,6 +157,38 @@ class Pipeline:
             if not r.patch.files & held and all(a.decided.is_set() for a in r.after)
         ]
 
+    def _for_line(self) -> list[Request]:
+        """What the line may take: before any red, every free patch; after, the probed
+        ones (likely green together), or any if the line is empty (its front is a probe
+        that lands when green)."""
+        free = self._free()
+        if not self._probing or (not self.line.slots and not self._probes):
+            return free
+        return [r for r in free if r.probed]
+
+    def _for_probe(self) -> list[Request]:
+        return [r for r in self._free() if not r.probed] if self._probing else []
+
+    @property
+    def _probing(self) -> bool:
+        """Patches are probed before they join the line: once some batch has been red."""
+        return self.rate.seen_red and self.probe_limit > 0
+
+    def _probe(self, free: list[Request]) -> Build:
+        """A probe of the next batch of unprobed patches: built on the head, checked."""
+        size = self.rules.config.batch_size
+        taken = free[: max(size.min, min(size.max, self.rate.cap()))]
+        self.pending = [r for r in self.pending if r not in taken]
+        self.stats.probes += 1
+        slot = Slot(taken)
+        slot.fixed.set()
+        return Build(slot, None, 0, probe=True)
+
+    def _cap(self, requests: list[Request]) -> int:
+        """The most patches a batch of these takes: probed ones are likely green."""
+        size = self.rules.config.batch_size
+        return size.max if all(r.probed for r in requests) else min(size.max, self.rate.cap())
+
     def _held_files(self) -> frozenset[str]:
         return frozenset(f for split in self._splits for r in split.held for f in r.patch.files)
 
@@ -142,7 +196,9 @@ class Pipeline:
         """A new slot at the end of the line, with the next batch of waiting patches."""
         size = self.rules.config.batch_size
         places = self.rules.config.parallel_checks - len(self.line.slots)
-        n = max(size.min, min(size.max, self.rate.cap(), math.ceil(len(free) / places)))
+        if self._probing and not all(r.probed for r in free):
+            places = 1  # unprobed patches take the front alone (`_for_line`)
+        n = max(size.min, min(self._cap(free), math.ceil(len(free) / places)))
         taken = free[:n]
         self.pending = [r for r in self.pending if r not in taken]
         self.line.slots.append(Slot(taken))
@@ -159,6 +215,7 @@ class Pipeline:
                 attrs: dict[str, AttributeValue] = {
                     sc.MERGE_SPECULATIVE_DEPTH: build.depth,
                     sc.MERGE_ALTERNATE: build.alternate,
+                    sc.MERGE_PROBE: build.probe,
                 }
                 span_name = f"{sc.MERGE_SPAN} batch"
                 with tracer().start_as_current_span(span_name, attributes=attrs) as span:
@@ -200,11 +257,12 @@ class Pipeline:
         two patches; without this each kept a place for a whole check cycle while a
         hundred patches queued behind them. And the head of a long chain, arriving just
         after the batches were formed, waited a cycle for a place (6.6 s for `s0298`)."""
-        size = self.rules.config.batch_size
         free = self._free()
         if not free:
             return
-        n = max(len(slot.requests), min(size.max, self.rate.cap()))
+        if all(r.probed for r in slot.requests):
+            free = [r for r in free if r.probed]
+        n = max(len(slot.requests), self._cap(slot.requests))
         best = _by_order([*slot.requests, *free])[:n]
         self.pending = _by_order([r for r in [*self.pending, *slot.requests] if r not in best])
         slot.requests = best
@@ -230,7 +288,7 @@ class Pipeline:
         front = slot.main
         assert front is not None
         if front.green:
-            self.rate.green(len(front.requests))
+            self.rate.green(sum(not r.probed for r in front.requests))
             for b in self.line.landed(slot):  # built without it, as if it were red
                 b.scope.cancel()
             await self.land(list(zip(front.requests, front.steps, strict=True)), front)
@@ -243,17 +301,33 @@ class Pipeline:
         self.stats.rebuilds += len(cut) + sum(1 for s in self.line.slots if s.main is None)
         self.stats.alternates += sum(1 for s in self.line.slots if s.main is not None)
         self.requeue([r for s in cut for r in s.requests])
-        if front.failed is not None:
-            for r in front.requests:
-                r.settle(MergeResult("red", output=front.failed, batch=front.span))
+        self._red(front, tg)
+
+    def _judged(self, probe: Build, tg: anyio.abc.TaskGroup) -> None:
+        """A probe is back: green, its patches wait for the line, probed; red, it is split."""
+        if probe.green:
+            self.rate.green(len(probe.requests))
+            for r in probe.requests:
+                r.probed = True
+            self.requeue(probe.requests)
+        else:
+            self._red(probe, tg)
+
+    def _red(self, red: Build, tg: anyio.abc.TaskGroup) -> None:
+        """`red` (out of the line now) is red: split beside the line, which goes on."""
+        if red.failed is not None:
+            for r in red.requests:
+                r.settle(MergeResult("red", output=red.failed, batch=red.span))
             return
-        self.rate.red(len(front.requests))
-        pairs = list(zip(front.requests, front.steps, strict=True))
+        self.rate.red(len(red.requests))
+        pairs = list(zip(red.requests, red.steps, strict=True))
         chain = [(r, s) for r, s in pairs if s.commit]
-        split = _Split(front, held=[r for r, _ in chain], on=front.base)
+        split = _Split(red, held=[r for r, _ in chain], on=red.base)
         self._splits.append(split)  # its patches' files held from now on
+        for r, _ in chain:
+            r.probed = False
         self.requeue([r for r, s in pairs if not s.commit])
-        tg.start_soon(self._split, split, chain)  # beside the line, which goes on
+        tg.start_soon(self._split, split, chain)
 
     async def _split(self, split: _Split, chain: list[tuple[Request, Step]]) -> None:
         async def check(path: Path, command: str, commit: str) -> CheckResult:
@@ -265,7 +339,7 @@ class Pipeline:
 
         batch = split.batch
         command = self.rules.whole or batch.requests[0].check or "true"
-        width = self.rules.config.parallel_checks
+        width = 2 * self.rules.config.parallel_checks
         output = batch.result.output if batch.result else ""
         await Splitter[Request](self.trees, check, command, width).run(chain, output, report)
 
@@ -280,6 +354,8 @@ class Pipeline:
                 await self.land(verdict.green, split.batch)
             else:
                 split.waiting += [r for r, _ in verdict.green]
+                for r, _ in verdict.green:
+                    r.probed = True
                 self.requeue([r for r, _ in verdict.green])
             split.on = verdict.green[-1][1].commit or split.on
         split.unjudged += len(verdict.back)

@@ -187,8 +187,10 @@ class MergeQueue:
             return MergeResult("empty", self.head)
         if self._pipeline is None:
             raise RuntimeError("the merge queue is not open: `async with MergeQueue.open(...)`")
+        rebased = name in self._arrived
         arrived = self._arrived.setdefault(name, len(self._arrived))
         request = Request(Patch(name, title, patch), check, (order, arrived))
+        request.probed = rebased
         self._pipeline.submit(request)
         try:
             await request.decided.wait()

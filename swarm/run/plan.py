@@ -109,10 +109,12 @@ class Plan(BaseModel, frozen=True):
         return self._chain[id] * (count + 1) + count - self._index[id]
 
     def merge_rank(self, id: str) -> int:
-        """Where `id`'s patch stands in the merge queue's line (lower first; equal ranks in
-        arrival order): the patches others wait for go first, the longest chain ahead. In
-        plan order, a chain's head that came last in the plan waited behind every leaf."""
-        return self._longest - self._chain[id]
+        """Where `id`'s patch stands in the merge queue's line (lower first): the patches
+        others wait for go first, the longest chain ahead (in plan order alone, a chain's
+        head planned last waited behind every leaf); then plan order, which batches
+        neighbours together: subtasks planned side by side are the likeliest to clash, and
+        a clash inside one batch is found by the probe that checks it alone."""
+        return (self._longest - self._chain[id]) * len(self.subtasks) + self._index[id]
 
     def ready(
         self, done: Set[str], running: Set[str] = frozenset(), finished: Set[str] = frozenset()

@@ -53,6 +53,9 @@ class MergeStats(BaseModel):
     alternates: int = 0
     """Batches behind a red one that went on with their alternate (built without it, in
     case it was red) instead of starting again."""
+    probes: int = 0
+    """Batches checked alone on the head before joining the line (once a batch has been
+    red), not counted in `batches`."""
     merged: int = 0
     """Patches that landed."""
     checks_run: int = 0
@@ -172,7 +175,7 @@ def render_markdown(r: RunReport) -> str:
             "",
             f"- {m.merged} patches landed in {m.batches} batches "
             f"({m.splits} splits to find culprits, {m.rebuilds} speculative rebuilds, "
-            f"{m.alternates} alternates used)",
+            f"{m.probes} probes, {m.alternates} alternates used)",
             f"- merge checks run: {m.checks_run} ({m.check_s:.1f} s); a one-at-a-time "
             f"queue runs {m.one_at_a_time_checks} (~{m.one_at_a_time_check_s:.1f} s, "
             "one after another)",
