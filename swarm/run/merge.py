@@ -187,10 +187,9 @@ class MergeQueue:
             return MergeResult("empty", self.head)
         if self._pipeline is None:
             raise RuntimeError("the merge queue is not open: `async with MergeQueue.open(...)`")
-        rebased = name in self._arrived
+        rebased = name in self._arrived  # checked green by its fixer: no probe again
         arrived = self._arrived.setdefault(name, len(self._arrived))
-        request = Request(Patch(name, title, patch), check, (order, arrived))
-        request.probed = rebased
+        request = Request(Patch(name, title, patch), check, (order, arrived), probed=rebased)
         self._pipeline.submit(request)
         try:
             await request.decided.wait()
