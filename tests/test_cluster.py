@@ -396,10 +396,12 @@ async def test_the_merge_queues_batch_checks_run_on_the_nodes(
     checks = [s for s in finished if s.name == "execute_tool run_tests"]
     assert checks and all((s.attributes or {}).get(sc.HOST_NAME) for s in checks)
     assert [s for s in finished if s.name == "swarm.remote check"]
-    # a check actor per parallel check, and one more for each check a rebuild cancelled
-    # (never used again); a reused one is sent only what it lacks
+    # a check actor per check at once: the line's two, and the red batch's split beside
+    # it, which checks `a` and [a b] at once (twice the line's width: one more), then
+    # one more for each check a rebuild cancelled (never used again); a reused one is
+    # sent only what it lacks
     nodes = node_checks.nodes
-    assert 1 <= len(nodes) <= 2 + rebuilds
+    assert 1 <= len(nodes) <= 2 + 1 + rebuilds
     shipped = [n for node in nodes for n in node.shipped[1:]]
     whole = await make_bundle(remote, git(remote, "rev-parse", "swarm/r1"), "r1")
     assert shipped and max(shipped) < len(whole)  # never the whole history again

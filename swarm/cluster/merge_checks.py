@@ -4,14 +4,15 @@ The queue still builds each batch here, as a chain of commits in a check tree of
 (the integration branch only moves here); the check of the chain's tip goes to a node: a
 `WorkspaceNode` actor holding a clone, sent the commits it lacks as a git bundle through
 the object store (only what is new since the commit it checked last), which checks the tip
-out clean and runs the check in its sandbox; the result comes back. The queue runs at most
-`max_parallel_checks` checks at once, so at most that many check actors are busy, made on
-first use, reused while idle (a reused one is sent only the new commits; one whose check
-was cancelled is not used again) and ended with the run's cluster connection.
+out clean and runs the check in its sandbox; the result comes back. A check actor is busy
+for each check the queue runs at once (its line's, and its probes' and splits' beside it),
+made on first use, reused while idle (a reused one is sent only the new commits; one whose
+check was cancelled is not used again) and ended with the run's cluster connection.
 
 Check actors reserve no CPUs: one idle between checks would hold its cores for the whole
 run and could starve the workspaces (on a one-CPU cluster, deadlock them). The queue's
-`max_parallel_checks` bounds what they use instead.
+`max_parallel_checks` (its line's, and its probes' and splits' in proportion) bounds what
+they use instead.
 """
 
 from __future__ import annotations
