@@ -31,7 +31,8 @@ costs from its trace (`bench_cluster.run_figures`: waits for room, workspace act
 reused, the remote calls' overhead).
 
     python -m benchmarks.bench_solve [--subtasks 300] [--max-agents 100] [--check-s 1]
-        [--red-pct 5] [--compare] [--cpu-check] [--cluster-nodes 1,2] [--traces DIR] [--json]
+        [--red-pct 5] [--compare] [--cpu-check] [--first-failure] [--cluster-nodes 1,2]
+        [--traces DIR] [--json]
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ from swarm.testing import call
 
 CHECK = """\
 import os, sys, time
-if sys.argv[2:] == ["cpu"]:  # CPU-bound: spin for that much of this process's CPU time
+FIRST = "first" in sys.argv[2:]
+if "cpu" in sys.argv[2:]:  # CPU-bound: spin for that much of this process's CPU time
     end = time.process_time() + float(sys.argv[1])
     while time.process_time() < end:
         pass
@@ -67,13 +69,23 @@ else:
     time.sleep(float(sys.argv[1]))
 # run every module that holds more than its `VALUE = n` line (a red one's assertion); the
 # stdlib's cheapest calls, since this runs 300 times on two cores (pathlib and compiling
-# all 300 modules made it 43 ms of CPU, 15 ms now)
+# all 300 modules made it 43 ms of CPU, 15 ms now). Like pytest, it runs them all and
+# prints each failure's traceback (`--first` stops at the first, like `pytest -x`).
+failed = 0
 for name in sorted(os.listdir(".")):
     if name.startswith("m") and name.endswith(".py"):
         with open(name, "rb") as module:
             text = module.read()
         if text.count(b"\\n") > 1:
-            exec(compile(text, name, "exec"), {"__name__": "m"})
+            try:
+                exec(compile(text, name, "exec"), {"__name__": "m"})
+            except Exception:
+                if FIRST:
+                    raise
+                import traceback
+                traceback.print_exc()
+                failed += 1
+sys.exit(1 if failed else 0)
 """
 
 
@@ -89,6 +101,8 @@ class Workload:
     """The `[merge]` section's body."""
     cpu_check: bool = False
     """The check spins `check_s` of CPU time instead of sleeping."""
+    first_failure: bool = False
+    """The check stops at its first failure (like `pytest -x`): its output names one."""
     cluster: str | None = None
     """A Ray cluster's address: workspaces, tools and checks there (`--cluster-nodes`)."""
     traces: str = ""
@@ -176,7 +190,8 @@ async def run(w: Workload) -> dict[str, Any]:
         (root / "plan.json").write_text(json.dumps(plan(w.subtasks)))
         # the repository has no venv of its own: name the interpreter
         (root / "task.md").write_text(
-            f"---\ncheck: python check.py {w.check_s}{' cpu' if w.cpu_check else ''}\n"
+            f"---\ncheck: python check.py {w.check_s}{' cpu' if w.cpu_check else ''}"
+            f"{' first' if w.first_failure else ''}\n"
             f"python: {sys.executable}\n"
             "---\n# Bump\n\nBump all.\n"
         )
@@ -354,6 +369,9 @@ def main() -> None:
     parser.add_argument("--traces", default="", help="keep the runs' traces in this folder")
     parser.add_argument("--cpu-check", action="store_true", help="the check spins its CPU time")
     parser.add_argument(
+        "--first-failure", action="store_true", help="the check stops at its first failure"
+    )
+    parser.add_argument(
         "--cluster-nodes",
         help="run on local Ray clusters of these node counts (1,2), --cpus-per-node each",
     )
@@ -368,7 +386,9 @@ def main() -> None:
     results: dict[str, Any] = {}
     for name, merge in queues.items():
         w = Workload(args.subtasks, args.max_agents, args.check_s, red_every, args.profile, merge)
-        w = replace(w, cpu_check=args.cpu_check, traces=args.traces)
+        w = replace(
+            w, cpu_check=args.cpu_check, first_failure=args.first_failure, traces=args.traces
+        )
         if args.cluster_nodes:
             counts = [int(n) for n in args.cluster_nodes.split(",")]
             results.update(on_clusters(w, counts, args.cpus_per_node))

@@ -479,6 +479,7 @@ def _requests(n: int) -> list[Any]:
 
 
 def test_a_fixed_culprit_waits_for_the_green_patches_it_was_fixed_on_top_of() -> None:
+    """Its fix waits until they are decided, or in a batch of the line ahead of its own."""
     pipeline = _pipeline(BATCHES)
     green, culprit, other = _requests(3)
     pipeline.pending = [green]
@@ -486,6 +487,16 @@ def test_a_fixed_culprit_waits_for_the_green_patches_it_was_fixed_on_top_of() ->
     pipeline.submit(culprit)
     pipeline.submit(other)
     assert [r.patch.name for r in pipeline._free()] == ["s0", "s2"]
+    from swarm.run._merge_line import Slot
+
+    ahead = Slot([green])  # in the line: the fix may take a batch behind it, once final
+    pipeline.pending = [culprit, other]
+    pipeline.line.slots.append(ahead)
+    assert [r.patch.name for r in pipeline._free()] == ["s2"]
+    ahead.fixed.set()
+    assert [r.patch.name for r in pipeline._free()] == ["s1", "s2"]
+    pipeline.line.slots.clear()
+    pipeline.pending = [green, culprit, other]
     green.settle(MergeResult("merged", "c0"))
     assert [r.patch.name for r in pipeline._free()] == ["s0", "s1", "s2"]
     pipeline.submit(_requests(2)[1])  # its next patch (another round) waits for nothing
@@ -611,3 +622,107 @@ async def test_once_a_batch_is_red_patches_are_probed_on_the_head_before_the_lin
 def _names(attrs: dict[str, Any]) -> tuple[str, ...]:
     """A merge span's subtasks."""
     return tuple(str(n) for n in attrs[sc.MERGE_SUBTASKS])
+
+
+NAMING_CHECK = CHECK_PY.replace(
+    "assert not unlucky",
+    # as pytest reports each failure, with the file it is in
+    "for m in unlucky:\n    print(f'{m}.py:1: AssertionError: unlucky')\nassert not unlucky",
+)
+
+
+async def test_a_check_naming_the_culprits_files_finds_them_all_in_one_round(
+    repo: Path, tmp_path: Path
+) -> None:
+    """The red batch's output names `b.py` and `g.py`: the batch without `b` and `g` is
+    checked, and each of them alone on top of it, at once. It is green, they are red on
+    it: one round finds both culprits and lands the six others, in four checks."""
+    (repo / "check.py").write_text(NAMING_CHECK)
+    git(repo, "commit", "-qam", "a check that names what failed")
+    other = tmp_path / "copy"
+    shutil.copytree(repo, other)
+    values = dict.fromkeys(MODULES, 2) | {"b": 13, "g": 13}
+    one_batch = MergeConfig(batch_size=BatchSize(min=1, max=32), max_parallel_checks=1)
+    merged = await merge_all(repo, values, one_batch)
+    assert merged.kinds() == {m: "red" if m in "bg" else "merged" for m in MODULES}
+    assert "b.py:1" in merged.results["b"].output and "g.py:1" in merged.results["g"].output
+    assert merged.stats.splits == 1  # one round
+    assert merged.stats.checks_run == 4  # the batch, the rest, b and g alone on it
+    serial = await merge_all(other, values, ONE_AT_A_TIME)
+    assert merged.tree == serial.tree
+    assert_clean(repo)
+
+
+async def test_a_suspect_the_output_names_wrongly_does_not_hide_the_culprit(
+    repo: Path,
+) -> None:
+    """A red check that names `a.py` whatever failed: the batch without `a` is red too
+    and names nothing new, so the split goes on by prefixes and finds `f`."""
+    blame = "if unlucky:\n    print('see a.py')\nassert not unlucky"
+    (repo / "check.py").write_text(CHECK_PY.replace("assert not unlucky", blame))
+    git(repo, "commit", "-qam", "a check that blames a")
+    values = dict.fromkeys(MODULES, 2) | {"f": 13}
+    one_batch = MergeConfig(batch_size=BatchSize(min=1, max=32), max_parallel_checks=1)
+    merged = await merge_all(repo, values, one_batch)
+    assert merged.kinds() == {m: "red" if m == "f" else "merged" for m in MODULES}
+    assert merged.stats.splits >= 2  # the round apart from `a`, then prefixes
+    assert_clean(repo)
+
+
+def test_a_check_output_names_a_file_by_its_path_alone_or_at_the_end_of_one() -> None:
+    from swarm.run._merge_split import _named
+
+    assert _named('  File "/tmp/w/_check-3/src/pkg/mod.py", line 3', frozenset({"src/pkg/mod.py"}))
+    assert _named("src/pkg/mod.py:12: AssertionError", frozenset({"src/pkg/mod.py"}))
+    assert _named("\x1b[31mFAILED\x1b[0m tests/test_x.py::test_y", frozenset({"tests/test_x.py"}))
+    assert not _named("xmod.py:1: AssertionError", frozenset({"mod.py"}))
+    assert not _named("mod.pyc", frozenset({"mod.py"}))
+    assert not _named("all passed", frozenset({"mod.py"}))
+
+
+async def test_a_green_probe_lands_when_the_head_has_not_moved_and_the_line_is_empty() -> None:
+    """Checked on the head, nothing ahead of it: it lands as it is, not checked again in
+    the line; had the head moved, its patches join the line, probed."""
+    from swarm.run._merge_line import Build, Slot
+    from swarm.run._merge_pipeline import Pipeline, Rules
+    from swarm.run._merge_trees import Step
+
+    landed: list[str] = []
+
+    async def land(tip: str) -> None:
+        landed.append(tip)
+
+    async def never(*_args: object, **_kwargs: object) -> CheckResult:
+        raise AssertionError("not checked here")
+
+    rules = Rules(never, None, BATCHES, land)
+    for head, moved in (("base", False), ("elsewhere", True)):
+        pipeline = Pipeline(rules, None, head, MergeStats())  # type: ignore[arg-type]
+        requests = _requests(2)
+        probe = Build(Slot(requests), None, 0, probe=True, base="base")
+        probe.steps = [Step("committed", "c1"), Step("committed", "c2")]
+        async with anyio.create_task_group() as tg:
+            await pipeline._judged(probe, tg)
+        if moved:
+            assert pipeline.pending == requests and all(r.probed for r in requests)
+        else:
+            assert pipeline.head == "c2" and [r.result.kind for r in requests] == ["merged"] * 2
+    assert landed == ["c2"]
+
+
+async def test_the_queue_keeps_check_trees_ready_and_removes_them_all(repo: Path) -> None:
+    """Made in the background before a burst of checks asks for them (each made then
+    waited for the lock the one before held), up to the pool's size; all removed when
+    the queue closes."""
+    from swarm.run.merge import _spare_trees, _trees_needed
+
+    config = MergeConfig(check_slots=4, max_parallel_checks=2)
+    assert _spare_trees(config) == 16 and _trees_needed(config) == 6
+    settings = QueueSettings(CountingChecker(repo), batch_check=CHECK, config=config)
+    root = Path(git(repo, "rev-parse", "--path-format=absolute", "--git-common-dir"))
+    async with MergeQueue.open(repo, run_id="r1", base="main", settings=settings):
+        with anyio.fail_after(30):
+            # the trees on disk are what is awaited: nothing signals them
+            while len(list((root / "swarm-worktrees" / "r1").glob("_check-*/"))) < 6:  # noqa: ASYNC110
+                await anyio.sleep(0.05)
+    assert_clean(repo)

@@ -13,14 +13,15 @@ batches land strictly in order:
   the head; the red batch is split (`Splitter`) beside the line, which goes on at once
   with the patches that touch none of its files. After each round of the split its green
   patches land if the head has not moved, else they wait again, as the ones it will not
-  judge do; its culprit is then red.
+  judge do; then its culprits are red (all its check's output names, `_merge_split`).
 
 Once some batch has been red, a red batch in the line costs every batch behind it, so
 the line takes only probed patches: the others are first checked alone on the head in
 probes (`Pipeline.PROBES` per batch in flight), outside the line, in batches capped by the
-red rate. A green probe's patches join the line, in batches up to `batch_size.max`; a red
-one is split as a red batch is. The line's front may still take unprobed patches (it is
-on the head, a probe that lands when green), and a culprit's fixed patch counts as probed.
+red rate. A green probe lands if the head has not moved and the line is empty, else its
+patches join the line, in batches up to `batch_size.max`; a red one is split likewise.
+The line's front may still take unprobed patches (it is on the head, a probe that lands
+when green), and a culprit's fixed patch counts as probed.
 
 A lone patch on the head gets its subtask's own check, keyed by its tree, so the result
 the subtask already has is reused; a batch gets the whole check. A patch that does not
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
@@ -43,7 +44,7 @@ from opentelemetry.util.types import AttributeValue
 from swarm.config import MergeConfig
 from swarm.errors import SwarmError
 from swarm.run._merge_line import Build, Line, RedRate, Request, Slot
-from swarm.run._merge_split import Splitter, Verdict
+from swarm.run._merge_split import Split, Splitter, Verdict
 from swarm.run._merge_trees import Step, TreePool
 from swarm.run.check import CheckFn, CheckResult, tree_key
 from swarm.run.outcome import MergeKind, MergeResult
@@ -66,21 +67,6 @@ class Rules:
     """Moves the integration branch to a green tip."""
 
 
-@dataclass(eq=False)
-class _Split:
-    """A red batch being split, as its rounds come back."""
-
-    batch: Build
-    held: list[Request]
-    """Its patches still being split: the waiting ones on their files wait for them."""
-    on: str
-    """The commit its next green patches sit on."""
-    waiting: list[Request] = field(default_factory=list)
-    """Its green patches sent back to wait (the head had moved): its culprit's fix comes
-    after them."""
-    unjudged: int = 0
-
-
 def _by_order(requests: list[Request]) -> list[Request]:
     return sorted(requests, key=lambda r: r.order)
 
@@ -97,9 +83,9 @@ class Pipeline:
         self.line = Line(alternates=4 * rules.config.parallel_checks)
         """Alternates: with the budget the main builds have (one line's worth), a 5 % red
         run of 300 subtasks took 24.1 s on average, 22.0 s with four times that."""
-        self._splits: list[_Split] = []
+        self._splits: list[Split] = []
         """Red batches being split: patches touching their files wait for the verdict."""
-        self._verdicts: list[tuple[_Split, Verdict[Request]]] = []
+        self._verdicts: list[tuple[Split, Verdict[Request]]] = []
         self.rate = RedRate()
         self._wake = anyio.Event()
         self._probes: list[Build] = []
@@ -137,7 +123,7 @@ class Pipeline:
                     await self._settle(front, tg)
                 elif back is not None:
                     self._probes.remove(back)
-                    self._judged(back, tg)
+                    await self._judged(back, tg)
                 elif self._verdicts:
                     await self._decide(*self._verdicts.pop(0))
                 else:
@@ -149,12 +135,15 @@ class Pipeline:
     def _free(self) -> list[Request]:
         """The waiting patches a batch may take: none touching a file of a red batch
         being split (patches on other files commute, so the final tree is the same), none
-        whose `after` is still undecided."""
+        whose `after` is still waiting: a batch of the line may take it once they are in
+        a batch ahead (final), as it lands behind them, built on them."""
         held = self._held_files()
+        placed = {id(r) for slot in self.line.slots if slot.fixed.is_set() for r in slot.requests}
         return [
             r
             for r in self.pending
-            if not r.patch.files & held and all(a.decided.is_set() for a in r.after)
+            if not r.patch.files & held
+            and all(a.decided.is_set() or id(a) in placed for a in r.after)
         ]
 
     def _for_line(self) -> list[Request]:
@@ -253,11 +242,9 @@ class Pipeline:
 
     def _top_up(self, slot: Slot) -> None:
         """A batch about to be built takes the best-ranked of its patches and those that
-        arrived while it waited for the one ahead (as many as it has, or its cap if more).
-        As a wave of agents finishes, the first batches are formed from the first one or
-        two patches; without this each kept a place for a whole check cycle while a
-        hundred patches queued behind them. And the head of a long chain, arriving just
-        after the batches were formed, waited a cycle for a place (6.6 s for `s0298`)."""
+        arrived while it waited for the one ahead (as many as it has, or its cap if more):
+        a wave's first batches are formed from its first patches, and kept a place for a
+        check cycle while a hundred queued (or a long chain's head, 6.6 s for `s0298`)."""
         free = self._free()
         if not free:
             return
@@ -305,15 +292,19 @@ class Pipeline:
         self.requeue([r for s in cut for r in s.requests])
         self._red(front, tg)
 
-    def _judged(self, probe: Build, tg: anyio.abc.TaskGroup) -> None:
-        """A probe is back: green, its patches wait for the line, probed; red, it is split."""
-        if probe.green:
-            self.rate.green(len(probe.requests))
-            for r in probe.requests:
-                r.probed = True
-            self.requeue(probe.requests)
-        else:
+    async def _judged(self, probe: Build, tg: anyio.abc.TaskGroup) -> None:
+        """A probe is back: green, it lands if the head is still its base and the line is
+        empty, else its patches wait for the line, probed; red, it is split."""
+        if not probe.green:
             self._red(probe, tg)
+            return
+        self.rate.green(len(probe.requests))
+        if probe.base == self.head and not self.line.slots:  # nothing moved: it lands
+            await self.land(list(zip(probe.requests, probe.steps, strict=True)), probe)
+            return
+        for r in probe.requests:
+            r.probed = True
+        self.requeue(probe.requests)
 
     def _red(self, red: Build, tg: anyio.abc.TaskGroup) -> None:
         """`red` (out of the line now) is red: split beside the line, which goes on."""
@@ -324,14 +315,14 @@ class Pipeline:
         self.rate.red(len(red.requests))
         pairs = list(zip(red.requests, red.steps, strict=True))
         chain = [(r, s) for r, s in pairs if s.commit]
-        split = _Split(red, held=[r for r, _ in chain], on=red.base)
+        split = Split(red, held=[r for r, _ in chain], on=red.base)
         self._splits.append(split)  # its patches' files held from now on
         for r, _ in chain:
             r.probed = False
         self.requeue([r for r, s in pairs if not s.commit])
         tg.start_soon(self._split, split, chain)
 
-    async def _split(self, split: _Split, chain: list[tuple[Request, Step]]) -> None:
+    async def _split(self, split: Split, chain: list[tuple[Request, Step]]) -> None:
         async def check(path: Path, command: str, commit: str) -> CheckResult:
             return await self.check(path, command, None, commit)
 
@@ -345,9 +336,10 @@ class Pipeline:
         # line) beat 4, and 16 or 32 lost the time to the checks' CPU
         width = 2 * self.rules.config.parallel_checks
         output = batch.result.output if batch.result else ""
-        await Splitter[Request](self.trees, check, command, width).run(chain, output, report)
+        splitter = Splitter[Request](self.trees, check, command, width)
+        await splitter.run(chain, batch.base, output, report)
 
-    async def _decide(self, split: _Split, verdict: Verdict[Request]) -> None:
+    async def _decide(self, split: Split, verdict: Verdict[Request]) -> None:
         """A round of `split`'s: its green patches land if nothing has moved the head since
         (their commits sit on it), else wait again, as its unjudged ones do. The culprit is
         red at once, with the commit it was red on top of (so its fixer starts from the
@@ -364,16 +356,17 @@ class Pipeline:
             split.on = verdict.green[-1][1].commit or split.on
         split.unjudged += len(verdict.back)
         self.requeue(verdict.back)
-        if (c := verdict.culprit) is not None:
+        if verdict.culprits:
             self._splits.remove(split)
             self.stats.splits += verdict.depth
             unjudged = split.unjudged + len(split.waiting)
-            self.rate.corrected(len(split.batch.requests), 1, unjudged)
-            if split.waiting:  # its fixer starts on them, its fix lands after them
-                self._after[c.request.patch.name] = list(split.waiting)
+            self.rate.corrected(len(split.batch.requests), len(verdict.culprits), unjudged)
             base = split.on if split.waiting else None
-            red = MergeResult("red", output=c.output, batch=split.batch.span, base=base)
-            c.request.settle(red)
+            for c in verdict.culprits:
+                if split.waiting:  # its fixer starts on them, its fix lands after them
+                    self._after[c.request.patch.name] = list(split.waiting)
+                red = MergeResult("red", output=c.output, batch=split.batch.span, base=base)
+                c.request.settle(red)
 
     def requeue(self, requests: Sequence[Request]) -> None:
         self.pending = _by_order([*requests, *self.pending])

@@ -7,10 +7,19 @@ before the first red prefix are green; those after it are not judged. Both are h
 at once, after each round, and the first red part is split again, down to one patch: the
 culprit. So the patches behind a culprit wait one round, not the whole split; a second
 culprit among them turns their next batch red and is found the same way.
+
+A red check's output often names the culprit's files (a traceback, a failed test's path).
+The patches touching a file it names are the suspects. Beside each round's prefixes, the
+chain without them is rebuilt on the same commit and checked, and each suspect alone on
+top of it. If that is green, every other patch is green at once and each suspect red on
+it is a culprit: the split ends in one round, with every culprit the output named (a
+check that reports each failure, as pytest does, names them all). Otherwise the round's
+prefixes decide, as above. When the patches left are all suspects, each is checked alone.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -21,12 +30,13 @@ import anyio
 from opentelemetry.trace import Span
 from opentelemetry.util.types import AttributeValue
 
+from swarm.run._merge_line import Build, Request
 from swarm.run._merge_trees import Patch, Step, TreePool
-from swarm.run.check import CheckResult
+from swarm.run.check import CheckResult, plain
 from swarm.tracing import semconv as sc
 from swarm.tracing.setup import tracer
 
-__all__ = ["Culprit", "Splitter", "Verdict"]
+__all__ = ["Culprit", "Split", "Splitter", "Verdict"]
 
 
 class _Waiting(Protocol):
@@ -51,14 +61,30 @@ class Culprit(Generic[R]):
 class Verdict(Generic[R]):
     """What a round of splitting found: green patches (the chain's next ones on its base,
     in order), the patches it will not judge (`back`), those still being split (`held`),
-    and, in the last round, the culprit."""
+    and, in the last round, the culprits."""
 
     green: list[Link[R]] = field(default_factory=list)
     back: list[R] = field(default_factory=list)
     held: list[R] = field(default_factory=list)
-    culprit: Culprit[R] | None = None
+    culprits: list[Culprit[R]] = field(default_factory=list)
+    """Found in the last round: each red on the green patches before it."""
     depth: int = 0
     """The round it ends (1: the first)."""
+
+
+@dataclass(eq=False)
+class Split:
+    """A red batch being split, as its rounds come back."""
+
+    batch: Build
+    held: list[Request]
+    """Its patches still being split: the waiting ones on their files wait for them."""
+    on: str
+    """The commit its next green patches sit on."""
+    waiting: list[Request] = field(default_factory=list)
+    """Its green patches sent back to wait (the head had moved): its culprit's fix comes
+    after them."""
+    unjudged: int = 0
 
 
 class Splitter(Generic[R]):
@@ -69,18 +95,37 @@ class Splitter(Generic[R]):
         self.width = max(2, width)
 
     async def run(
-        self, chain: list[Link[R]], output: str, report: Callable[[Verdict[R]], None]
+        self,
+        chain: list[Link[R]],
+        base: str,
+        output: str,
+        report: Callable[[Verdict[R]], None],
     ) -> None:
-        """`chain`: the red batch's committed patches; `output`: its check's. `report`
-        is told what each round found, the last time with the culprit."""
-        items, depth = chain, 0
+        """`chain`: the red batch's committed patches, on `base`; `output`: its check's.
+        `report` is told what each round found, the last time with the culprits."""
+        items, depth, suspected = chain, 0, set[int]()
         while len(items) > 1:
             depth += 1
-            parts = _split(items, min(self.width, len(items)))
-            results = await self._check_prefixes(parts, depth)
+            named = {id(link) for link in items if _named(output, link[0].patch.files)}
+            new, suspected = named - suspected, suspected | named
+            suspects = [link for link in items if id(link) in suspected]
+            if new and len(suspects) <= self.width:
+                with self._span(depth, [r for r, _ in items]):
+                    verdict, red = await self._apart(items, base, suspects, depth)
+                if verdict is not None:
+                    report(verdict)
+                    return
+                if red is not None:  # the rest is red too: what it names is suspected
+                    output = red
+                    continue
+            with self._span(depth, [r for r, _ in items]):
+                parts = _split(items, min(self.width, len(items)))
+                results = await self._check_prefixes(parts)
             first = next((j for j, r in enumerate(results) if not r.passed), len(parts) - 1)
             if first < len(results):
                 output = results[first].output
+            if first > 0:
+                base = parts[first - 1][-1][1].commit or base
             items = parts[first]
             report(
                 Verdict(
@@ -90,9 +135,52 @@ class Splitter(Generic[R]):
                     depth=depth,
                 )
             )
-        report(Verdict(culprit=Culprit(items[0][0], output), depth=depth))
+        report(Verdict(culprits=[Culprit(items[0][0], output)], depth=depth))
 
-    async def _check_prefixes(self, parts: list[list[Link[R]]], depth: int) -> list[CheckResult]:
+    async def _apart(
+        self, items: list[Link[R]], base: str, suspects: list[Link[R]], depth: int
+    ) -> tuple[Verdict[R] | None, str | None]:
+        """The rest of `items` (all but `suspects`) rebuilt on `base` and checked, and
+        each suspect alone on top of it, at once. If the rest is green, the suspects red
+        on it are the culprits (the others go back): that verdict. If the rest is red: its
+        check's output. Neither if no suspect is red, or the rest does not apply."""
+        aside = {id(link) for link in suspects}
+        rest = [link[0] for link in items if id(link) not in aside]
+        async with self.trees.tree() as tree:
+            steps = await tree.build(base, [r.patch for r in rest]) if rest else []
+            if any(s.kind != "committed" for s in steps):
+                return None, None
+            tip = (steps[-1].commit or base) if steps else base
+            results: dict[int, CheckResult] = {}
+            async with anyio.create_task_group() as tg:
+                for j, (r, _) in enumerate(suspects):
+                    tg.start_soon(self._check_on, tip, r.patch, results, j)
+                # the base itself is green: the head, or the green patches a split found
+                checked = await self.check(tree.path, self.command, tip) if rest else None
+                if checked is not None and not checked.passed:
+                    tg.cancel_scope.cancel()
+                    return None, checked.output
+        red = {j: r for j, r in results.items() if not r.passed}
+        if not red:
+            return None, None
+        verdict = Verdict(
+            green=list(zip(rest, steps, strict=True)),
+            back=[r for j, (r, _) in enumerate(suspects) if j not in red],
+            culprits=[Culprit(suspects[j][0], r.output) for j, r in sorted(red.items())],
+            depth=depth,
+        )
+        return verdict, None
+
+    async def _check_on(
+        self, base: str, patch: Patch, results: dict[int, CheckResult], j: int
+    ) -> None:
+        """`patch` alone on `base`, checked into `results[j]` (nothing if it does not apply)."""
+        async with self.trees.tree() as tree:
+            steps = await tree.build(base, [patch])
+            if steps[0].commit is not None:
+                results[j] = await self.check(tree.path, self.command, steps[0].commit)
+
+    async def _check_prefixes(self, parts: list[list[Link[R]]]) -> list[CheckResult]:
         tips = [part[-1][1].commit or "" for part in parts[:-1]]
         results: dict[int, CheckResult] = {}
 
@@ -101,10 +189,9 @@ class Splitter(Generic[R]):
                 await tree.goto(tips[j])
                 results[j] = await self.check(tree.path, self.command, tips[j])
 
-        with self._span(depth, [r for part in parts for r, _ in part]):
-            async with anyio.create_task_group() as tg:
-                for j in range(len(tips)):
-                    tg.start_soon(check, j)
+        async with anyio.create_task_group() as tg:
+            for j in range(len(tips)):
+                tg.start_soon(check, j)
         return [results[j] for j in range(len(tips))]
 
     def _span(self, depth: int, requests: list[R]) -> AbstractContextManager[Span]:
@@ -125,3 +212,10 @@ def _split(items: list[T], k: int) -> list[list[T]]:
         out.append(items[at : at + n])
         at += n
     return out
+
+
+def _named(output: str, files: frozenset[str]) -> bool:
+    """Whether a check's output names one of `files` (a path of the repository, alone or
+    at the end of a longer one, as tracebacks and test reports print them)."""
+    text = plain(output)
+    return any(re.search(rf"(?<![\w.-]){re.escape(f)}(?![\w-])", text) for f in files)

@@ -168,6 +168,7 @@ class MergeQueue:
             try:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(queue._pipeline.run, name="merge queue")
+                    tg.start_soon(trees.keep_ready, _spare_trees(settings.config), name="trees")
                     yield queue
                     tg.cancel_scope.cancel()
             except BaseExceptionGroup as group:
@@ -254,6 +255,13 @@ async def _branch_exists(repo: Path, branch: str) -> bool:
     except WorkspaceError:
         return False
     return True
+
+
+def _spare_trees(config: MergeConfig) -> int:
+    """The idle trees kept ready: a line's builds, its probes, alternates and a split."""
+    import os
+
+    return int(os.environ.get("SPARE", "8")) * config.parallel_checks
 
 
 def _trees_needed(config: MergeConfig) -> int:
