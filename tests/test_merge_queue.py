@@ -134,6 +134,26 @@ async def merge_all(
     return Merged(results, stats, subjects, tree, checker.places)
 
 
+async def merge_waves(
+    repo: Path, patches: dict[str, str], waves: tuple[str, ...], config: MergeConfig
+) -> tuple[dict[str, MergeResult], MergeStats]:
+    """Each wave's patches (named by one letter each) arrive at once, once the wave
+    before is decided; ranked in alphabetical order."""
+    settings = QueueSettings(CountingChecker(repo), batch_check=CHECK, config=config)
+    results: dict[str, MergeResult] = {}
+    async with MergeQueue.open(repo, run_id="r1", base="main", settings=settings) as queue:
+
+        async def merge(name: str) -> None:
+            order = MODULES.index(name)
+            results[name] = await queue.merge(name, name, patches[name], check=CHECK, order=order)
+
+        for wave in waves:
+            async with anyio.create_task_group() as tg:
+                for name in wave:
+                    tg.start_soon(merge, name)
+        return results, queue.stats
+
+
 def assert_clean(repo: Path) -> None:
     """No worktree of the queue's left behind, and no lock."""
     assert git(repo, "worktree", "list", "--porcelain").count("worktree ") == 1
@@ -587,20 +607,8 @@ async def test_once_a_batch_is_red_patches_are_probed_on_the_head_before_the_lin
     line probed and land. The tree is the one merging one at a time gives."""
     values = dict.fromkeys(MODULES, 2) | {"b": 13, "f": 13}
     patches = {n: await patch_setting(repo, n, v) for n, v in values.items()}
-    checker = CountingChecker(repo)
     pairs = MergeConfig(batch_size=BatchSize(min=1, max=2), max_parallel_checks=2)
-    settings = QueueSettings(checker, batch_check=CHECK, config=pairs)
-    results: dict[str, MergeResult] = {}
-    async with MergeQueue.open(repo, run_id="r1", base="main", settings=settings) as queue:
-
-        async def merge(order: int, name: str) -> None:
-            results[name] = await queue.merge(name, name, patches[name], check=CHECK, order=order)
-
-        for wave in ("ab", "cdefgh"):  # the second wave once the first is decided
-            async with anyio.create_task_group() as tg:
-                for name in wave:
-                    tg.start_soon(merge, MODULES.index(name), name)
-        stats = queue.stats
+    results, stats = await merge_waves(repo, patches, ("ab", "cdefgh"), pairs)
     assert {n: r.kind for n, r in results.items()} == {
         m: "red" if m in "bf" else "merged" for m in MODULES
     }
@@ -670,14 +678,15 @@ async def test_a_suspect_the_output_names_wrongly_does_not_hide_the_culprit(
 
 
 def test_a_check_output_names_a_file_by_its_path_alone_or_at_the_end_of_one() -> None:
-    from swarm.run._merge_split import _named
+    from swarm.run._merge_split import _paths_in
 
-    assert _named('  File "/tmp/w/_check-3/src/pkg/mod.py", line 3', frozenset({"src/pkg/mod.py"}))
-    assert _named("src/pkg/mod.py:12: AssertionError", frozenset({"src/pkg/mod.py"}))
-    assert _named("\x1b[31mFAILED\x1b[0m tests/test_x.py::test_y", frozenset({"tests/test_x.py"}))
-    assert not _named("xmod.py:1: AssertionError", frozenset({"mod.py"}))
-    assert not _named("mod.pyc", frozenset({"mod.py"}))
-    assert not _named("all passed", frozenset({"mod.py"}))
+    assert "src/pkg/mod.py" in _paths_in('  File "/tmp/w/_check-3/src/pkg/mod.py", line 3')
+    assert "src/pkg/mod.py" in _paths_in("src/pkg/mod.py:12: AssertionError")
+    assert "tests/test_x.py" in _paths_in("\x1b[31mFAILED\x1b[0m tests/test_x.py::test_y")
+    assert "a.py" in _paths_in("see a.py.")
+    assert "mod.py" not in _paths_in("xmod.py:1: AssertionError")
+    assert "mod.py" not in _paths_in("mod.pyc")
+    assert not _paths_in("")
 
 
 async def test_a_green_probe_lands_when_the_head_has_not_moved_and_the_line_is_empty() -> None:
@@ -725,4 +734,25 @@ async def test_the_queue_keeps_check_trees_ready_and_removes_them_all(repo: Path
             # the trees on disk are what is awaited: nothing signals them
             while len(list((root / "swarm-worktrees" / "r1").glob("_check-*/"))) < 6:  # noqa: ASYNC110
                 await anyio.sleep(0.05)
+    assert_clean(repo)
+
+
+async def test_a_culprit_whose_clash_landed_first_is_found_by_what_the_landed_file_imports(
+    repo: Path,
+) -> None:
+    """`a` landed needing `c` at 1; then [b c d e] is red in `a.py`, which none of them
+    touches. `a.py` imports `c`: `c` is the suspect, and one round finds it."""
+    needs_c = "X = 2\nimport c\nassert c.X == 1, 'a needs c at 1'\n"
+    (repo / "a.py").write_text(needs_c)
+    patches = {"a": await worktree_diff(repo, "HEAD", untracked=())}
+    git(repo, "checkout", "--", "a.py")
+    patches |= {n: await patch_setting(repo, n, 2) for n in "bcde"}
+    one_batch = MergeConfig(batch_size=BatchSize(min=1, max=32), max_parallel_checks=1)
+    results, stats = await merge_waves(repo, patches, ("a", "bcde"), one_batch)
+    assert {n: r.kind for n, r in results.items()} == {
+        n: "red" if n == "c" else "merged" for n in "abcde"
+    }
+    assert "a needs c at 1" in results["c"].output
+    assert stats.splits == 1  # one round
+    assert stats.checks_run == 4  # `a`; the batch; [b d e], and `c` alone on it
     assert_clean(repo)

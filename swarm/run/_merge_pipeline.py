@@ -92,6 +92,8 @@ class Pipeline:
         config = rules.config
         self.probe_limit = 0 if config.one_at_a_time else self.PROBES * config.parallel_checks
         """Probes at once (none in the one-at-a-time queue, the baseline)."""
+        self.landed_files: set[str] = set()
+        """The files the patches landed so far changed (a split reads them)."""
         self._after: dict[str, list[Request]] = {}
         """By subtask: the green patches its culprit's fix was made on top of."""
 
@@ -336,7 +338,7 @@ class Pipeline:
         # line) beat 4, and 16 or 32 lost the time to the checks' CPU
         width = 2 * self.rules.config.parallel_checks
         output = batch.result.output if batch.result else ""
-        splitter = Splitter[Request](self.trees, check, command, width)
+        splitter = Splitter[Request](self.trees, check, command, width, self.landed_files)
         await splitter.run(chain, batch.base, output, report)
 
     async def _decide(self, split: Split, verdict: Verdict[Request]) -> None:
@@ -380,6 +382,7 @@ class Pipeline:
         for r, s in built:
             if s.kind == "committed":
                 self.stats.merged += 1
+                self.landed_files |= r.patch.files
                 r.settle(MergeResult("merged", s.commit, batch=batch.span))
             elif s.kind == "empty":
                 r.settle(MergeResult("empty", self.head, batch=batch.span))

@@ -9,27 +9,33 @@ culprit. So the patches behind a culprit wait one round, not the whole split; a 
 culprit among them turns their next batch red and is found the same way.
 
 A red check's output often names the culprit's files (a traceback, a failed test's path).
-The patches touching a file it names are the suspects. Beside each round's prefixes, the
-chain without them is rebuilt on the same commit and checked, and each suspect alone on
-top of it. If that is green, every other patch is green at once and each suspect red on
-it is a culprit: the split ends in one round, with every culprit the output named (a
-check that reports each failure, as pytest does, names them all). Otherwise the round's
-prefixes decide, as above. When the patches left are all suspects, each is checked alone.
+The patches touching a file it names are the suspects; so are those whose module a named
+file refers to, if an earlier patch of the run landed that file (a culprit whose clash
+landed first names nothing of its own). Then a round checks, instead of prefixes, the
+chain without the suspects, rebuilt on the same commit, and each suspect alone on top of
+it, at once. If that is green, every other patch is green and each suspect red on it is
+a culprit: one round, with every culprit the output named (a check that reports each
+failure, as pytest does, names them all). If it is red, what its output names joins the
+suspects; once nothing new is named, the split goes on by prefixes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Awaitable, Callable
+from collections.abc import Set as AbstractSet
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Generic, Protocol, TypeVar
 
 import anyio
 from opentelemetry.trace import Span
 from opentelemetry.util.types import AttributeValue
 
+from swarm.errors import WorkspaceError
+from swarm.run._git import git
 from swarm.run._merge_line import Build, Request
 from swarm.run._merge_trees import Patch, Step, TreePool
 from swarm.run.check import CheckResult, plain
@@ -90,9 +96,18 @@ class Split:
 class Splitter(Generic[R]):
     """Finds one red batch's culprit (see the module docstring)."""
 
-    def __init__(self, trees: TreePool, check: CheckAt, command: str, width: int) -> None:
+    def __init__(
+        self,
+        trees: TreePool,
+        check: CheckAt,
+        command: str,
+        width: int,
+        landed: AbstractSet[str] = frozenset(),
+    ) -> None:
         self.trees, self.check, self.command = trees, check, command
         self.width = max(2, width)
+        self.landed = landed
+        """The files this run's landed patches changed (read as they land)."""
 
     async def run(
         self,
@@ -106,21 +121,22 @@ class Splitter(Generic[R]):
         items, depth, suspected = chain, 0, set[int]()
         while len(items) > 1:
             depth += 1
-            named = {id(link) for link in items if _named(output, link[0].patch.files)}
+            paths = _paths_in(output)
+            named = {id(link) for link in items if link[0].patch.files & paths}
+            named |= await self._referenced(paths, items)
             new, suspected = named - suspected, suspected | named
             suspects = [link for link in items if id(link) in suspected]
-            if new and len(suspects) <= self.width:
-                with self._span(depth, [r for r, _ in items]):
-                    verdict, red = await self._apart(items, base, suspects, depth)
-                if verdict is not None:
-                    report(verdict)
-                    return
-                if red is not None:  # the rest is red too: what it names is suspected
-                    output = red
-                    continue
+            apart = bool(new) and len(suspects) <= self.width
+            parts = _split(items, min(self.width, len(items)))
             with self._span(depth, [r for r, _ in items]):
-                parts = _split(items, min(self.width, len(items)))
-                results = await self._check_prefixes(parts)
+                aside = suspects if apart else []
+                verdict, red, results = await self._round(items, parts, base, aside, depth)
+            if verdict is not None:
+                report(verdict)
+                return
+            if not results:  # the rest was checked alone: red, what it names is suspected
+                output = red or output
+                continue
             first = next((j for j, r in enumerate(results) if not r.passed), len(parts) - 1)
             if first < len(results):
                 output = results[first].output
@@ -136,6 +152,37 @@ class Splitter(Generic[R]):
                 )
             )
         report(Verdict(culprits=[Culprit(items[0][0], output)], depth=depth))
+
+    async def _referenced(self, paths: frozenset[str], items: list[Link[R]]) -> set[int]:
+        """The patches whose module a file the output names refers to by name (imports
+        it), when that file is one an earlier patch of the run landed and none of `items`
+        touches: red on it, such a patch names nothing itself (its clash landed first)."""
+        touched = frozenset().union(*(r.patch.files for r, _ in items))
+        files = sorted((self.landed & paths) - touched)[:READ_AT_MOST]
+        words: set[str] = set()
+        for path in files:
+            with contextlib.suppress(WorkspaceError):
+                text = await git("show", f"{items[-1][1].commit}:{path}", cwd=self.trees.repo)
+                words.update(_WORD.findall(text))
+        return {
+            id(link)
+            for link in items
+            if any(PurePosixPath(f).stem in words for f in link[0].patch.files)
+        }
+
+    async def _round(
+        self,
+        items: list[Link[R]],
+        parts: list[list[Link[R]]],
+        base: str,
+        suspects: list[Link[R]],
+        depth: int,
+    ) -> tuple[Verdict[R] | None, str | None, list[CheckResult]]:
+        """With suspects, `_apart`'s checks; without, the prefixes'."""
+        if suspects:
+            verdict, red = await self._apart(items, base, suspects, depth)
+            return verdict, red, []
+        return None, None, await self._check_prefixes(parts)
 
     async def _apart(
         self, items: list[Link[R]], base: str, suspects: list[Link[R]], depth: int
@@ -214,8 +261,18 @@ def _split(items: list[T], k: int) -> list[list[T]]:
     return out
 
 
-def _named(output: str, files: frozenset[str]) -> bool:
-    """Whether a check's output names one of `files` (a path of the repository, alone or
-    at the end of a longer one, as tracebacks and test reports print them)."""
-    text = plain(output)
-    return any(re.search(rf"(?<![\w.-]){re.escape(f)}(?![\w-])", text) for f in files)
+_PATH = re.compile(r"[\w./-]+")
+_WORD = re.compile(r"\w+")
+READ_AT_MOST = 8
+"""Landed files a red output names that a split reads for the modules they refer to."""
+
+
+def _paths_in(output: str) -> frozenset[str]:
+    """The paths a check's output names, each with its tails (`/w/src/m.py:3` gives
+    `/w/src/m.py`, `w/src/m.py`, `src/m.py`, `m.py`), as tracebacks and test reports
+    print a repository's file alone or at the end of a longer path."""
+    out: set[str] = set()
+    for token in set(_PATH.findall(plain(output))):
+        parts = token.rstrip(".").split("/")
+        out.update("/".join(parts[k:]) for k in range(len(parts)))
+    return frozenset(out)
