@@ -63,19 +63,22 @@ class Merger:
 
     conflicts: set[str] = field(default_factory=set)
     order: list[str] = field(default_factory=list)
+    waited_on: set[str] = field(default_factory=set)
     head: str = "c0"
     worktree: Path = Path("/mem/_integration")
 
     stats: MergeStats = field(default_factory=MergeStats)
 
     async def merge(
-        self, name: str, title: str, patch: str, *, check: str | None = None, order: int = 0
+        self, name: str, title: str, patch: str, *, waited_on: bool = False, **_: object
     ) -> MergeResult:
         await anyio.lowlevel.checkpoint()
         if name in self.conflicts:
             self.conflicts.discard(name)
             return MergeResult("conflict", output="both edited x.py")
         self.order.append(name)
+        if waited_on:
+            self.waited_on.add(name)
         self.head = f"c{len(self.order)}"
         return MergeResult("merged", self.head)
 
@@ -191,6 +194,7 @@ async def test_independent_subtasks_all_merge(world: World) -> None:
 
 async def test_dependencies_merge_before_their_dependents(world: World) -> None:
     await world.run(plan(("a", ()), ("b", ("a",)), ("c", ("b",))))
+    assert world.merger.waited_on == {"a", "b"}  # batched apart from patches none waits for
     assert world.merger.order == ["a", "b", "c"]
 
 

@@ -756,3 +756,26 @@ async def test_a_culprit_whose_clash_landed_first_is_found_by_what_the_landed_fi
     assert stats.splits == 1  # one round
     assert stats.checks_run == 4  # `a`; the batch; [b d e], and `c` alone on it
     assert_clean(repo)
+
+
+async def test_patches_others_wait_for_are_batched_apart_from_the_rest() -> None:
+    """A red patch no one waits for must not hold the heads of chains back: the line and
+    the probes take either kind, not both, and a batch about to be built tops up with
+    its own kind only."""
+    from swarm.run._merge_line import Slot
+
+    pipeline = _pipeline(MergeConfig(batch_size=BatchSize(min=1, max=32), max_parallel_checks=1))
+    heads, leaves = _requests(2), _requests(5)[2:]
+    for r in heads:
+        r.waited_on = True
+    pipeline.pending = [*heads, *leaves]
+    pipeline._take(pipeline._free())
+    assert pipeline.line.slots[0].requests == heads
+    assert pipeline._probe(pipeline._free()).requests == leaves
+    late_head, late_leaf = _requests(7)[5:]
+    late_head.waited_on = True
+    pipeline.pending = [late_head, late_leaf]
+    slot = Slot([leaves[0]])
+    pipeline._top_up(slot)
+    assert slot.requests == [leaves[0], late_leaf]
+    assert pipeline.pending == [late_head]

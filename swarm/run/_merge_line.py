@@ -42,6 +42,9 @@ class Request:
     after: list[Request] = field(default_factory=list)
     """Patches it must not be batched before (decided first): a culprit's rebased patch
     waits for the green ones it was fixed on top of."""
+    waited_on: bool = False
+    """Other subtasks wait for it: it is batched only with such patches, so that a red
+    patch no one waits for does not hold a chain back (`Pipeline._alike`)."""
     probed: bool = False
     """Checked green on a recent head (alone in a probe, or in a split's green part): a
     batch of such patches is likely green."""

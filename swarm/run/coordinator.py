@@ -107,8 +107,8 @@ class Coordinator:
         self._commands: dict[str, str] = {}
         """Each subtask's check command (the whole check when its files have no tests)."""
         self._plan_ready_ns = 0
-        self._order: dict[str, int] = {}
-        """Each subtask's place in the merge queue's line (`Plan.merge_rank`)."""
+        self._order, self._waited_on = dict[str, int](), set[str]()
+        """Each subtask's place in the merge queue's line (`Plan.merge_rank`); the waited on."""
         self._priority: dict[str, int] = {}
         """Each subtask's claim on an agent place (`Plan.place_priority`)."""
         self._live: LivePath | None = None
@@ -131,6 +131,7 @@ class Coordinator:
         what merged stays merged, and what did not run is `skipped`.
         """
         self._order = {st.id: plan.merge_rank(st.id) for st in plan.subtasks}
+        self._waited_on = {st.id for st in plan.subtasks if plan.chain_length(st.id) > 1}
         self._priority = {st.id: plan.place_priority(st.id) for st in plan.subtasks}
         board = Board.for_plan(plan, queue, done, self.options.max_agents)
         final: CheckResult | None = None
@@ -151,11 +152,9 @@ class Coordinator:
         return RunOutcome(tuple(board.outcomes.values()), stop, final, self.times)
 
     async def _dispatch(self, plan: Plan, board: Board) -> str | None:
-        """Start subtasks as they become ready; returns the budget kind that stopped it.
-
-        A spent budget stops new starts; the subtasks in flight finish (their calls in
-        flight settle and count) or stop at their next call.
-        """
+        """Start subtasks as they become ready; returns the budget kind that stopped it. A
+        spent budget stops new starts; those in flight finish (their calls in flight
+        settle and count) or stop at their next call."""
         self.crew.progress.start(total=len(plan.subtasks), merged=len(board.done))
         self._plan_ready_ns = time.time_ns()
         if self.crew.hints is not None:
@@ -284,6 +283,7 @@ class Coordinator:
                 patch,
                 check=self._commands.get(st.id),
                 order=self._order.get(st.id, 0),
+                waited_on=st.id in self._waited_on,
             )
             self.times.add("merge", anyio.current_time() - started)
             if merged.batch is not None:  # the batch that decided it: the wait's cause

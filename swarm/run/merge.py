@@ -61,10 +61,18 @@ class Merger(Protocol):
         ...
 
     async def merge(
-        self, name: str, title: str, patch: str, *, check: str | None, order: int = 0
+        self,
+        name: str,
+        title: str,
+        patch: str,
+        *,
+        check: str | None,
+        order: int = 0,
+        waited_on: bool = False,
     ) -> MergeResult:
         """Land `patch` (checked with `check` when alone); `order`: its place in the line
-        (lower first, then arrival; the coordinator's is `Plan.merge_rank`)."""
+        (lower first, then arrival; the coordinator's is `Plan.merge_rank`); `waited_on`:
+        other subtasks wait for it (it is batched only with such patches)."""
         ...
 
     async def landed(self) -> Mapping[str, str]:
@@ -181,7 +189,14 @@ class MergeQueue:
                 await remove_trees(repo, [path])
 
     async def merge(
-        self, name: str, title: str, patch: str, *, check: str | None, order: int = 0
+        self,
+        name: str,
+        title: str,
+        patch: str,
+        *,
+        check: str | None,
+        order: int = 0,
+        waited_on: bool = False,
     ) -> MergeResult:
         """Queue `patch` and wait until it has landed or been refused (see the module)."""
         if not patch.strip():
@@ -191,6 +206,7 @@ class MergeQueue:
         rebased = name in self._arrived  # checked green by its fixer: no probe again
         arrived = self._arrived.setdefault(name, len(self._arrived))
         request = Request(Patch(name, title, patch), check, (order, arrived), probed=rebased)
+        request.waited_on = waited_on
         self._pipeline.submit(request)
         try:
             await request.decided.wait()

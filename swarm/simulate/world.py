@@ -221,7 +221,7 @@ class SimMerger:
         self._lock = anyio.Lock()
 
     async def merge(
-        self, name: str, title: str, patch: str, *, check: str | None = None, order: int = 0
+        self, name: str, title: str, patch: str, *, check: str | None = None, **_: object
     ) -> MergeResult:
         async with self._lock:
             if self.merge_s:
