@@ -71,11 +71,11 @@ def _by_order(requests: list[Request]) -> list[Request]:
     return sorted(requests, key=lambda r: r.order)
 
 
-def _alike(free: list[Request]) -> list[Request]:
-    """The patches a batch may take with the first: those others wait for go apart. A
-    first batch of 32 held 21 chains' heads and a clash: red, it held every chain back
-    until its split was done (their next links started 5 s late)."""
-    return [r for r in free if r.waited_on == free[0].waited_on] if free else free
+def _alike(free: list[Request], first: Request | None = None) -> list[Request]:
+    """The patches a batch may take with `first` (else `free`'s first): those others wait
+    for go apart (mixed, a red batch held 21 chains' heads back until its split ended)."""
+    first = first or (free[0] if free else None)
+    return [r for r in free if first is not None and r.waited_on == first.waited_on]
 
 
 class Pipeline:
@@ -261,7 +261,7 @@ class Pipeline:
         probed = all(r.probed for r in slot.requests)
         if probed:
             free = [r for r in free if r.probed]
-        free = [r for r in free if r.waited_on == slot.requests[0].waited_on]
+        free = _alike(free, slot.requests[0])
         n = max(len(slot.requests), self._cap(probed=probed))
         best = _by_order([*slot.requests, *free])[:n]
         self.pending = _by_order([r for r in [*self.pending, *slot.requests] if r not in best])

@@ -205,8 +205,8 @@ class MergeQueue:
             raise RuntimeError("the merge queue is not open: `async with MergeQueue.open(...)`")
         rebased = name in self._arrived  # checked green by its fixer: no probe again
         arrived = self._arrived.setdefault(name, len(self._arrived))
-        request = Request(Patch(name, title, patch), check, (order, arrived), probed=rebased)
-        request.waited_on = waited_on
+        at = (order, arrived)
+        request = Request(Patch(name, title, patch), check, at, waited_on=waited_on, probed=rebased)
         self._pipeline.submit(request)
         try:
             await request.decided.wait()
@@ -275,9 +275,7 @@ async def _branch_exists(repo: Path, branch: str) -> bool:
 
 def _spare_trees(config: MergeConfig) -> int:
     """The idle trees kept ready: a line's builds, its probes, alternates and a split."""
-    import os
-
-    return int(os.environ.get("SPARE", "8")) * config.parallel_checks
+    return 8 * config.parallel_checks
 
 
 def _trees_needed(config: MergeConfig) -> int:
