@@ -779,3 +779,100 @@ async def test_patches_others_wait_for_are_batched_apart_from_the_rest() -> None
     pipeline._top_up(slot)
     assert slot.requests == [leaves[0], late_leaf]
     assert pipeline.pending == [late_head]
+
+
+def _naming(name: str, path: str, added: str) -> Any:
+    """A request whose patch changes `path`, adding `added`."""
+    from swarm.run._merge_line import Request
+
+    diff = (
+        f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -1 +1 @@\n-X = 1\n+{added}\n"
+    )
+    return Request(Patch(name, "t", diff), None, (0, int(name[1:])))
+
+
+async def test_a_patch_links_to_the_modules_its_added_lines_name() -> None:
+    """`s0` imports `pkg/c.py`'s module: linked to the patch changing it, both ways; not to
+    one changing a module it does not name, nor through a package's `__init__`."""
+    s0 = _naming("s0", "b.py", "from pkg.c import X  # def __init__")
+    s1, s2 = _naming("s1", "pkg/c.py", "X = 2"), _naming("s2", "d.py", "X = 2")
+    s3 = _naming("s3", "pkg/__init__.py", "X = 2")
+    assert s0.patch.modules == {"b"} and {"pkg", "c", "X", "__init__"} <= s0.patch.named
+    pipeline = _pipeline(BATCHES)
+    for r in (s0, s1, s2, s3):
+        pipeline.submit(r)
+    assert s0.links == [s1] and s1.links == [s0] and s2.links == s3.links == []
+
+
+async def test_linked_patches_are_batched_together() -> None:
+    """A probe of two takes `s0` with the patch it names, not the next in order; the line
+    likewise; a group that does not fit waits for the next batch."""
+    pipeline = _pipeline(MergeConfig(batch_size=BatchSize(min=1, max=2), max_parallel_checks=1))
+    s0, s1 = _naming("s0", "a.py", "import c"), _naming("s1", "b.py", "X = 2")
+    s2 = _naming("s2", "c.py", "X = 2")
+    for r in (s0, s1, s2):
+        pipeline.submit(r)
+    assert pipeline._probe(pipeline._free()).requests == [s0, s2]
+    assert pipeline.pending == [s1]
+    from swarm.run._merge_links import Links
+
+    s3 = _naming("s3", "d.py", "import e, f")
+    s4, s5 = _naming("s4", "e.py", "X = 2"), _naming("s5", "f.py", "X = 2")
+    for r in (s3, s4, s5):
+        pipeline.submit(r)
+    assert Links.batch([s1, s3, s4, s5], [s1, s3, s4, s5], 2) == [s1]
+    assert Links.batch([s1, s3, s4, s5], [s1, s3, s4, s5], 4) == [s1, s3, s4, s5]
+
+
+async def test_a_patch_judged_green_apart_from_one_it_names_is_judged_again() -> None:
+    """Judged green while a patch it is linked to waited apart: probed again (then with
+    it, and they stay probed). Judged on a head from before that patch landed: it
+    is probed again, on the head; on a later head it stays. Once per link, at most."""
+    pipeline = _pipeline(BATCHES)
+    a, c = _naming("s0", "a.py", "import c"), _naming("s1", "c.py", "X = 2")
+    pipeline.submit(a)
+    pipeline.submit(c)
+    links = pipeline.links
+    links.judged([c], "head", pipeline.pending)  # apart from `a`, which waits
+    assert not c.probed
+    links.judged([a, c], "head", pipeline.pending)
+    assert a.probed and c.probed and not a.doubtful
+    links.judged([a], "head", pipeline.pending)  # apart from `c`, which waits
+    assert not a.probed
+    links.judged([a], "head", pipeline.pending)  # apart again: not a second time
+    assert a.probed and a.doubtful
+
+    pipeline = _pipeline(BATCHES)
+    a, c = _naming("s0", "a.py", "import c"), _naming("s1", "c.py", "X = 2")
+    pipeline.submit(a)
+    pipeline.submit(c)
+    pipeline.pending.remove(c)
+    c.settle(MergeResult("merged", "c1"))
+    pipeline.links.landed([c], "c1", pipeline.pending)
+    pipeline.links.judged([a], "c1", pipeline.pending)  # on `c`: stays probed
+    assert a.probed
+    pipeline.links.judged([a], "head", pipeline.pending)  # from before `c` landed
+    assert not a.probed
+
+
+async def test_a_doubtful_patch_takes_a_place_in_the_line_alone() -> None:
+    """Probed apart from a patch it names that is still undecided (in a batch ahead), it
+    may be red on it: the line takes it alone, so that it is its own culprit if red and
+    holds no other patch back; its red odds are an unprobed patch's, for the alternates."""
+    pipeline = _pipeline(MergeConfig(batch_size=BatchSize(min=1, max=32), max_parallel_checks=2))
+    pipeline.rate.red(1)
+    a, c = _naming("s0", "a.py", "import c"), _naming("s1", "c.py", "X = 2")
+    others = [_naming(f"s{i}", f"m{i}.py", "X = 2") for i in range(2, 5)]
+    for r in (a, c, *others):
+        pipeline.submit(r)
+    pipeline.pending.remove(c)  # in flight elsewhere
+    for r in (a, *others):
+        r.probed, r.judged_with = True, frozenset([r])
+    assert a.doubtful and not others[0].doubtful
+    pipeline._take(pipeline._free())
+    pipeline._take(pipeline._free())
+    assert [s.requests for s in pipeline.line.slots] == [[a], others]
+    alone, rest = pipeline.line.slots
+    assert alone.red_odds(pipeline.rate) > rest.red_odds(pipeline.rate) == 0
+    c.settle(MergeResult("merged", "c1"))
+    assert not a.doubtful

@@ -48,6 +48,18 @@ class Request:
     probed: bool = False
     """Checked green on a recent head (alone in a probe, or in a split's green part): a
     batch of such patches is likely green."""
+    judged_with: frozenset[Request] = frozenset()
+    """The patches it was last judged green with."""
+    links: list[Request] = field(default_factory=list)
+    """Patches it may clash with, batched with it (`swarm.run._merge_links`)."""
+
+    @property
+    def doubtful(self) -> bool:
+        """Probed, but apart from an undecided patch it may clash with: the line takes it
+        alone, so that it is its own culprit if red, and holds no batch back."""
+        return self.probed and any(
+            not q.decided.is_set() and q not in self.judged_with for q in self.links
+        )
 
     def settle(self, result: MergeResult) -> None:
         self.result = result
@@ -74,7 +86,7 @@ class Slot:
         main = self.main
         if main is not None and main.finished.is_set() and not main.scope.cancel_called:
             return _SHOWN_GREEN if main.green else _SHOWN_RED
-        return rate.red_odds(sum(not r.probed for r in self.requests))
+        return rate.red_odds(sum(not r.probed or r.doubtful for r in self.requests))
 
     @property
     def files(self) -> frozenset[str]:

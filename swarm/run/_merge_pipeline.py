@@ -21,7 +21,9 @@ probes (`Pipeline.PROBES` per batch in flight), outside the line, in batches cap
 red rate. A green probe lands if the head has not moved and the line is empty, else its
 patches join the line, in batches up to `batch_size.max`; a red one is split likewise.
 The line's front may still take unprobed patches (it is on the head, a probe that lands
-when green), and a culprit's fixed patch counts as probed.
+when green), and a culprit's fixed patch counts as probed. Patches that may clash are
+batched together, and judged again when judged apart (`swarm.run._merge_links`); a
+probed one still apart from such a patch in flight takes a place in the line alone.
 
 A lone patch on the head gets its subtask's own check, keyed by its tree, so the result
 the subtask already has is reused; a batch gets the whole check. A patch that does not
@@ -44,6 +46,7 @@ from opentelemetry.util.types import AttributeValue
 from swarm.config import MergeConfig
 from swarm.errors import SwarmError
 from swarm.run._merge_line import Build, Line, RedRate, Request, Slot
+from swarm.run._merge_links import Links, alike, by_order
 from swarm.run._merge_split import Split, Splitter, Verdict
 from swarm.run._merge_trees import Step, TreePool
 from swarm.run.check import CheckFn, CheckResult, tree_key
@@ -65,17 +68,6 @@ class Rules:
     config: MergeConfig
     land: Callable[[str], Awaitable[None]]
     """Moves the integration branch to a green tip."""
-
-
-def _by_order(requests: list[Request]) -> list[Request]:
-    return sorted(requests, key=lambda r: r.order)
-
-
-def _alike(free: list[Request], first: Request | None = None) -> list[Request]:
-    """The patches a batch may take with `first` (else `free`'s first): those others wait
-    for go apart (mixed, a red batch held 21 chains' heads back until its split ended)."""
-    first = first or (free[0] if free else None)
-    return [r for r in free if first is not None and r.waited_on == first.waited_on]
 
 
 class Pipeline:
@@ -101,11 +93,13 @@ class Pipeline:
         self.landed_files: set[str] = set()
         """The files the patches landed so far changed (a split reads them)."""
         self._after: dict[str, list[Request]] = {}
+        self.links = Links(head)
         """By subtask: the green patches its culprit's fix was made on top of."""
 
     def submit(self, request: Request) -> None:
         request.after = self._after.pop(request.patch.name, [])
-        self.pending = _by_order([*self.pending, request])
+        self.pending = by_order([*self.pending, request])
+        self.links.add(request, self.pending)
         self._wake.set()
 
     def withdraw(self, request: Request) -> None:
@@ -173,8 +167,8 @@ class Pipeline:
 
     def _probe(self, free: list[Request]) -> Build:
         """A probe of the next batch of unprobed patches: built on the head, checked."""
-        free = _alike(free)
-        taken = free[: max(self.rules.config.batch_size.min, self._cap(probed=False))]
+        n = max(self.rules.config.batch_size.min, self._cap(probed=False))
+        taken = Links.batch(alike(free), free, n)
         self.pending = [r for r in self.pending if r not in taken]
         self.stats.probes += 1
         slot = Slot(taken)
@@ -193,13 +187,15 @@ class Pipeline:
     def _take(self, free: list[Request]) -> None:
         """A new slot at the end of the line, with the next batch of waiting patches."""
         size = self.rules.config.batch_size
-        free = _alike(free)
+        pool, free = free, alike(free)
         probed = all(r.probed for r in free)
         places = self.rules.config.parallel_checks - len(self.line.slots)
         if self._probing and not probed:
             places = 1  # unprobed patches take the front alone (`_for_line`)
         n = max(size.min, min(self._cap(probed=probed), math.ceil(len(free) / places)))
-        taken = free[:n]
+        if self._probing and probed:  # a doubtful patch alone, the others without them
+            free = free[:1] if free[0].doubtful else [r for r in free if not r.doubtful]
+        taken = Links.batch(free, pool, n)
         self.pending = [r for r in self.pending if r not in taken]
         self.line.slots.append(Slot(taken))
         self.stats.batches += 1
@@ -259,12 +255,13 @@ class Pipeline:
         if not free:
             return
         probed = all(r.probed for r in slot.requests)
+        if probed and any(r.doubtful for r in slot.requests):
+            return
         if probed:
-            free = [r for r in free if r.probed]
-        free = _alike(free, slot.requests[0])
+            free = [r for r in free if r.probed and not r.doubtful]
         n = max(len(slot.requests), self._cap(probed=probed))
-        best = _by_order([*slot.requests, *free])[:n]
-        self.pending = _by_order([r for r in [*self.pending, *slot.requests] if r not in best])
+        best = Links.batch(by_order([*slot.requests, *alike(free, slot.requests[0])]), free, n)
+        self.pending = by_order([r for r in [*self.pending, *slot.requests] if r not in best])
         slot.requests = best
 
     def _command(self, build: Build) -> tuple[str | None, str | None]:
@@ -313,9 +310,8 @@ class Pipeline:
         if probe.base == self.head and not self.line.slots:  # nothing moved: it lands
             await self.land(list(zip(probe.requests, probe.steps, strict=True)), probe)
             return
-        for r in probe.requests:
-            r.probed = True
         self.requeue(probe.requests)
+        self.links.judged(probe.requests, probe.base, self.pending)
 
     def _red(self, red: Build, tg: anyio.abc.TaskGroup) -> None:
         """`red` (out of the line now) is red: split beside the line, which goes on."""
@@ -361,9 +357,8 @@ class Pipeline:
                 await self.land(verdict.green, split.batch)
             else:
                 split.waiting += [r for r, _ in verdict.green]
-                for r, _ in verdict.green:
-                    r.probed = True
                 self.requeue([r for r, _ in verdict.green])
+                self.links.judged([r for r, _ in verdict.green], split.batch.base, self.pending)
             split.on = verdict.green[-1][1].commit or split.on
         split.unjudged += len(verdict.back)
         self.requeue(verdict.back)
@@ -380,7 +375,7 @@ class Pipeline:
                 c.request.settle(red)
 
     def requeue(self, requests: Sequence[Request]) -> None:
-        self.pending = _by_order([*requests, *self.pending])
+        self.pending = by_order([*requests, *self.pending])
 
     async def land(self, built: Sequence[tuple[Request, Step]], batch: Build) -> None:
         """Move the head past `built` (a green chain) and tell each patch how it went."""
@@ -398,3 +393,5 @@ class Pipeline:
             else:
                 kind: MergeKind = "conflict" if s.kind == "conflict" else "red"
                 r.settle(MergeResult(kind, output=s.output, batch=batch.span))
+        merged = [r for r, s in built if s.kind == "committed"]
+        self.links.landed(merged, self.head, self.pending)

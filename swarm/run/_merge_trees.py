@@ -14,11 +14,12 @@ touching the integration branch, which only ever fast-forwards to a green tip.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Literal
 
 import anyio
@@ -35,6 +36,7 @@ __all__ = ["IDENTITY", "CheckTree", "Patch", "Step", "TreePool", "commit"]
 ADD_TIMEOUT_S = 60.0
 READY_PAUSE_S = 0.02
 """How long `TreePool.keep_ready` waits for the repository's lock to be free."""
+_WORD = re.compile(r"\w+")
 IDENTITY = ("-c", "user.name=swarm", "-c", "user.email=swarm@localhost")
 """Who swarm's commits are by, whatever the machine's git config says."""
 
@@ -65,6 +67,19 @@ class Patch:
             elif line.startswith(("rename from ", "rename to ")):
                 out.add(line.split(" ", 2)[-1])
         return frozenset(out)
+
+    @cached_property
+    def modules(self) -> frozenset[str]:
+        """The names of the modules it changes (`pkg/util.py` is `util`); not dunders,
+        which name no module another file refers to (`__init__`)."""
+        stems = (PurePosixPath(f).stem for f in self.files)
+        return frozenset(s for s in stems if s and not s.startswith("__"))
+
+    @cached_property
+    def named(self) -> frozenset[str]:
+        """The words on the lines it adds: the modules it refers to are among them."""
+        added = (line[1:] for line in self.patch.splitlines() if line.startswith("+"))
+        return frozenset(_WORD.findall("\n".join(a for a in added if not a.startswith("++ "))))
 
 
 StepKind = Literal["committed", "empty", "conflict", "refused"]
