@@ -876,3 +876,27 @@ async def test_a_doubtful_patch_takes_a_place_in_the_line_alone() -> None:
     assert alone.red_odds(pipeline.rate) > rest.red_odds(pipeline.rate) == 0
     c.settle(MergeResult("merged", "c1"))
     assert not a.doubtful
+
+
+async def test_a_probe_red_with_its_patch_naming_another_and_green_without_finds_it(
+    repo: Path, spans: InMemorySpanExporter
+) -> None:
+    """After `b` is red, the line's front takes [c d] and the rest are probed in pairs.
+    `g` imports `h` and needs it at 1, which `h` changes: the probe of [g h] is also built
+    without `g`, at once. Red with it, green without: `g` is the culprit, with no split."""
+    values = dict.fromkeys(MODULES, 2) | {"b": 13}
+    patches = {n: await patch_setting(repo, n, v) for n, v in values.items()}
+    (repo / "g.py").write_text("X = 2\nimport h\nassert h.X == 1, 'g needs h at 1'\n")
+    patches["g"] = await worktree_diff(repo, "HEAD", untracked=())
+    git(repo, "checkout", "--", "g.py")
+    pairs = MergeConfig(batch_size=BatchSize(min=1, max=2), max_parallel_checks=2)
+    results, stats = await merge_waves(repo, patches, ("ab", "cdefgh"), pairs)
+    assert {n: r.kind for n, r in results.items()} == {
+        m: "red" if m in "bg" else "merged" for m in MODULES
+    }
+    assert "g needs h at 1" in results["g"].output
+    assert stats.splits == 0  # `b` was red alone, and `g` is found without one
+    attrs = [dict(s.attributes or {}) for s in spans.get_finished_spans()]
+    probes = {(_names(a), a[sc.MERGE_OUTCOME]) for a in attrs if a.get(sc.MERGE_PROBE)}
+    assert {(("g", "h"), "red"), (("h",), "green")} <= probes
+    assert_clean(repo)

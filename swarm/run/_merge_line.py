@@ -23,7 +23,7 @@ import anyio
 from opentelemetry.trace import SpanContext
 
 from swarm.run._merge_trees import Patch, Step
-from swarm.run.check import CheckResult
+from swarm.run.check import CheckResult, tree_key
 from swarm.run.outcome import MergeResult
 
 __all__ = ["Build", "Line", "RedRate", "Request", "Slot"]
@@ -105,6 +105,9 @@ class Build:
     """It leaves out slots ahead, as if those were red."""
     probe: bool = False
     """It is a probe: a batch checked on the head outside the line, only to judge it."""
+    without: Build | None = None
+    """A probe's build without its one patch that names a module another changes, at
+    once: if the probe is red and this green, that patch is the culprit, no split."""
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     built: anyio.Event = field(default_factory=anyio.Event)
     finished: anyio.Event = field(default_factory=anyio.Event)
@@ -123,6 +126,15 @@ class Build:
     @property
     def green(self) -> bool:
         return self.failed is None and (self.result is None or self.result.passed)
+
+    def command(self, whole: str | None) -> tuple[str | None, str | None]:
+        """Its check, and the key its result is reused by: a lone patch on the head gets
+        its subtask's own check, keyed by its tree; a batch, the `whole` check."""
+        if len(self.requests) == 1:
+            r = self.requests[0]
+            key = tree_key(self.base, r.patch.patch) if self.depth == 0 else None
+            return r.check or whole, key
+        return whole or self.requests[0].check, None
 
     @property
     def outcome(self) -> str:

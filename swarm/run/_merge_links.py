@@ -19,7 +19,7 @@ from collections.abc import Iterable
 
 from swarm.run._merge_line import Request
 
-__all__ = ["Links", "alike", "by_order"]
+__all__ = ["Links", "alike", "by_order", "naming"]
 
 
 def by_order(requests: Iterable[Request]) -> list[Request]:
@@ -35,6 +35,12 @@ def alike(free: list[Request], first: Request | None = None) -> list[Request]:
 
 def linked(a: Request, b: Request) -> bool:
     return bool(a.patch.named & b.patch.modules or b.patch.named & a.patch.modules)
+
+
+def naming(batch: list[Request]) -> list[Request]:
+    """The patches of `batch` whose added lines name a module a patch it is linked to
+    changes: where a clash between them shows, most likely."""
+    return [r for r in batch if any(r.patch.named & q.patch.modules for q in r.links)]
 
 
 class Links:

@@ -47,9 +47,10 @@ from swarm.config import MergeConfig
 from swarm.errors import SwarmError
 from swarm.run._merge_line import Build, Line, RedRate, Request, Slot
 from swarm.run._merge_links import Links, alike, by_order
+from swarm.run._merge_probe import build_probe, found_alone, judgeable
 from swarm.run._merge_split import Split, Splitter, Verdict
 from swarm.run._merge_trees import Step, TreePool
-from swarm.run.check import CheckFn, CheckResult, tree_key
+from swarm.run.check import CheckFn, CheckResult
 from swarm.run.outcome import MergeKind, MergeResult
 from swarm.run.report import MergeStats
 from swarm.tracing import semconv as sc
@@ -93,8 +94,8 @@ class Pipeline:
         self.landed_files: set[str] = set()
         """The files the patches landed so far changed (a split reads them)."""
         self._after: dict[str, list[Request]] = {}
-        self.links = Links(head)
         """By subtask: the green patches its culprit's fix was made on top of."""
+        self.links = Links(head)
 
     def submit(self, request: Request) -> None:
         request.after = self._after.pop(request.patch.name, [])
@@ -116,11 +117,12 @@ class Pipeline:
                     self._take(free)
                 while len(self._probes) < self.probe_limit and (free := self._for_probe()):
                     self._probes.append(probe := self._probe(free))
-                    tg.start_soon(self._build_and_check, probe)
+                    for build in filter(None, (probe, probe.without)):
+                        tg.start_soon(self._build_and_check, build)
                 for build in self.line.start(self.rate):
                     tg.start_soon(self._build_and_check, build)
                 front = self.line.slots[0] if self.line.slots else None
-                back = next((p for p in self._probes if p.finished.is_set()), None)
+                back = next((p for p in self._probes if judgeable(p)), None)
                 if front is not None and front.main is not None and front.main.finished.is_set():
                     await self._settle(front, tg)
                 elif back is not None:
@@ -171,9 +173,7 @@ class Pipeline:
         taken = Links.batch(alike(free), free, n)
         self.pending = [r for r in self.pending if r not in taken]
         self.stats.probes += 1
-        slot = Slot(taken)
-        slot.fixed.set()
-        return Build(slot, None, 0, probe=True)
+        return build_probe(taken)
 
     def _cap(self, *, probed: bool) -> int:
         """The most patches a batch takes: of probed ones (likely green together) the
@@ -242,7 +242,7 @@ class Pipeline:
             commits = [s.commit for s in build.steps if s.commit]
             build.tip = commits[-1] if commits else build.base
             build.built.set()
-            command, key = self._command(build)
+            command, key = build.command(self.rules.whole)
             if commits and command:
                 build.result = await self.check(tree.path, command, key, build.tip)
 
@@ -263,13 +263,6 @@ class Pipeline:
         best = Links.batch(by_order([*slot.requests, *alike(free, slot.requests[0])]), free, n)
         self.pending = by_order([r for r in [*self.pending, *slot.requests] if r not in best])
         slot.requests = best
-
-    def _command(self, build: Build) -> tuple[str | None, str | None]:
-        if len(build.requests) == 1:
-            r = build.requests[0]
-            key = tree_key(build.base, r.patch.patch) if build.depth == 0 else None
-            return r.check or self.rules.whole, key
-        return self.rules.whole or build.requests[0].check, None
 
     async def check(self, path: Path, command: str, key: str | None, commit: str) -> CheckResult:
         """The check of a tree at `commit` (clean: a cluster may check it on a node)."""
@@ -302,10 +295,19 @@ class Pipeline:
 
     async def _judged(self, probe: Build, tg: anyio.abc.TaskGroup) -> None:
         """A probe is back: green, it lands if the head is still its base and the line is
-        empty, else its patches wait for the line, probed; red, it is split."""
+        empty, else its patches wait for the line, probed; red, it is split, unless green
+        without its likeliest culprit (`_merge_probe`)."""
         if not probe.green:
-            self._red(probe, tg)
+            if (verdict := found_alone(probe)) is None:
+                self._red(probe, tg)
+                return
+            split = Split(probe, held=[c.request for c in verdict.culprits], on=probe.base)
+            self._splits.append(split)
+            self.rate.red(len(probe.requests))
+            await self._decide(split, verdict)
             return
+        if probe.without is not None:
+            probe.without.scope.cancel()
         self.rate.green(len(probe.requests))
         if probe.base == self.head and not self.line.slots:  # nothing moved: it lands
             await self.land(list(zip(probe.requests, probe.steps, strict=True)), probe)
