@@ -225,6 +225,72 @@ async def test_a_merge_conflict_goes_to_a_rebase_fixer(world: World) -> None:
     assert ("fixer:a:rebase1", False) in world.source.asked
 
 
+@dataclass
+class ScriptedMerger(Merger):
+    """Decides each merge of a subtask by its script (then merges); notes every call."""
+
+    script: dict[str, list[str]] = field(default_factory=dict)
+    calls: list[str] = field(default_factory=list)
+    called: anyio.Event = field(default_factory=anyio.Event)
+
+    async def merge(self, name: str, title: str, patch: str, **kw: object) -> MergeResult:
+        self.calls.append(name)
+        self.called.set()
+        if steps := self.script.get(name):
+            kind = steps.pop(0)
+            if kind != "merged":
+                return MergeResult("red" if kind == "red" else "conflict", output=kind)
+        return await super().merge(name, title, patch, **kw)  # type: ignore[arg-type]
+
+
+class ChecksAfterMerge(Checks):
+    """A check that, in a rebase's workspace, runs only once the queue has its patch."""
+
+    def __init__(self, merger: ScriptedMerger, fails: dict[str, int] | None = None) -> None:
+        super().__init__(fails)
+        self.merger = merger
+
+    async def __call__(self, path: Path, command: str = "", **kw: object) -> CheckResult:
+        if "rebase" in path.name:
+            self.merger.called = anyio.Event()
+            with anyio.fail_after(5):  # never, if the queue waited for this check
+                while self.merger.calls.count(path.name.split("-")[0]) < 2:
+                    await self.merger.called.wait()
+                    self.merger.called = anyio.Event()
+        return await super().__call__(path, command, **kw)  # type: ignore[arg-type]
+
+
+async def test_a_rebased_patch_goes_to_the_queue_while_its_own_check_runs(
+    world: World,
+) -> None:
+    """The rebase fixer's patch is merged (its own check green) in the time of one
+    check, not its own check's and then the queue's."""
+    world.merger = merger = ScriptedMerger(script={"a": ["red"]})
+    world.checks = ChecksAfterMerge(merger)
+    outcome, _ = await world.run(plan(("a", ())))
+    (a,) = outcome.subtasks
+    assert (a.status, a.rebases, a.fix_rounds) == ("merged", 1, 0)
+    assert merger.calls == ["a", "a"]
+
+
+@pytest.mark.parametrize("queue", ["merged", "red"])
+async def test_a_rebased_patch_red_on_its_own_is_fixed_unless_the_queue_merged_it(
+    world: World, queue: str
+) -> None:
+    """Its own check is red: the queue's verdict comes first. Merged (its check passed),
+    it stands; red, fixer rounds make it green and that patch merges."""
+    world.merger = merger = ScriptedMerger(script={"a": ["red", queue]})
+    world.checks = ChecksAfterMerge(merger, fails={"a-rebase1": 1})
+    outcome, _ = await world.run(plan(("a", ())))
+    (a,) = outcome.subtasks
+    assert (a.status, a.rebases) == ("merged", 1)
+    if queue == "merged":
+        assert a.fix_rounds == 0 and merger.calls == ["a", "a"]
+    else:
+        assert a.fix_rounds == 1 and merger.calls == ["a", "a", "a"]
+        assert ("fixer:a:r11", False) in world.source.asked
+
+
 async def test_merged_subtasks_of_an_earlier_process_are_not_redone(world: World) -> None:
     await world.run(plan(("a", ()), ("b", ("a",))), done=frozenset({"a"}))
     assert world.merger.order == ["b"]

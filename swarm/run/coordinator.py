@@ -3,11 +3,12 @@
 Ready subtasks run in one task group, at most `max_agents` at once, longest remaining
 chain first; each gets a coder in its own workspace from the current integration head,
 then the check, then bounded fixer rounds (escalating to the reasoning tier); green
-patches go through the merge queue; a final verification (with a fix loop) closes the
-run. A subtask whose provider calls failed is tried again later (bounded); a failed
-subtask fails alone; a budget running out stops the dispatch and what did
-not run is reported as skipped. Subtask states are journaled, so a resumed run continues
-without redoing merged work.
+patches go through the merge queue (a rebase fixer's while its own check runs, as that
+check and the queue's were one after the other on a red run's critical path); a final
+verification (with a fix loop) closes the run. A subtask whose provider calls failed is
+tried again later (bounded); a failed subtask fails alone; a budget running out stops the
+dispatch and what did not run is reported as skipped. Subtask states are journaled, so a
+resumed run continues without redoing merged work.
 
 Traces carry the structure: a subtask that waited for its dependencies records a
 `swarm.wait dependency` span linked (`depends_on`) to the merge spans of the subtasks it
@@ -17,7 +18,6 @@ waited for, and every wait (slot, merge) goes through `swarm.tracing.waits`.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable
 from pathlib import Path
 
 import anyio
@@ -33,15 +33,14 @@ from swarm.errors import (
 )
 from swarm.run.board import Board, GaveUp
 from swarm.run.check import (
-    NOTHING_TO_TEST,
     Checker,
     CheckFn,
     CheckResult,
     failing_part,
-    tree_key,
 )
 from swarm.run.environment import CheckEnvironment
 from swarm.run.live_path import LivePath
+from swarm.run.mending import Mender
 from swarm.run.merge import Merger, MergeResult
 from swarm.run.outcome import PhaseTimes, RunOutcome, SubtaskOutcome
 from swarm.run.parts import (
@@ -49,7 +48,6 @@ from swarm.run.parts import (
     Crew,
     GitWorkspaces,
     SolveOptions,
-    WorkspaceLike,
     Workspaces,
     releasing,
 )
@@ -58,7 +56,6 @@ from swarm.run.roles import (
     CODER,
     FIXER,
     coder_prompt,
-    fix_prompt,
     rebase_prompt,
 )
 from swarm.run.staff import Staff
@@ -104,8 +101,7 @@ class Coordinator:
         self._staff = Staff(crew, task, options, self._tools, self._environment, self.times, slot)
         self._changed = anyio.Event()
         self._merge_spans: dict[str, SpanContext] = {}
-        self._commands: dict[str, str] = {}
-        """Each subtask's check command (the whole check when its files have no tests)."""
+        self._mender = Mender(task, options, self._staff, checker, self.times, self._fixing)
         self._plan_ready_ns = 0
         self._order, self._waited_on = dict[str, int](), set[str]()
         """Each subtask's place in the merge queue's line (`Plan.merge_rank`); the waited on."""
@@ -182,13 +178,14 @@ class Coordinator:
         accept = self.task.accept_command
         if not accept:
             return None
-        result = await self._timed("checks", self._check(queue.worktree, accept))
+        mender = self._mender
+        result = await mender.timed("checks", self._check(queue.worktree, accept))
         final = Subtask(id="final", title="final verification", instructions=self.task.title)
         for n in range(1, self.options.fix_rounds + 1):
             if result.passed:
                 break
-            await self._fix(final, queue.worktree, result, round_=n, command=accept)
-            result = await self._timed("checks", self._check(queue.worktree, accept))
+            await mender.fix(final, queue.worktree, result, round_=n, command=accept)
+            result = await mender.timed("checks", self._check(queue.worktree, accept))
             if result.passed:
                 await queue.commit("swarm: final verification fixes", stage_edits=True)
         if not result.passed:
@@ -264,6 +261,11 @@ class Coordinator:
             self.crew.progress.finished(outcome.id, outcome.status)
         self._changed.set()
 
+    def _fixing(self, subtask: str) -> None:
+        self.crew.progress.fixing(subtask)
+        if self._live is not None:
+            self._live.fixing(subtask)
+
     def _dependency_spans(self, st: Subtask) -> list[SpanContext]:
         """The merge spans of the subtasks `st` depends on (those merged by this process)."""
         return [self._merge_spans[d] for d in st.depends_on if d in self._merge_spans]
@@ -281,7 +283,7 @@ class Coordinator:
                 st.id,
                 st.title,
                 patch,
-                check=self._commands.get(st.id),
+                check=self._mender.commands.get(st.id),
                 order=self._order.get(st.id, 0),
                 waited_on=st.id in self._waited_on,
             )
@@ -297,7 +299,7 @@ class Coordinator:
             coder = self._staff.agent("coder", f"coder:{st.id}", CODER, ws.path, st)
             coder.depends_on(self._dependency_spans(st))
             await coder.run(coder_prompt(self.task, st))
-            return await self._until_green(st, ws, base, outcome, tag="")
+            return await self._mender.until_green(st, ws, base, outcome, tag="")
 
     async def _code_and_test_anywhere(self, st: Subtask, outcome: SubtaskOutcome, base: str) -> str:
         """`_code_and_test`, started again from `base` when the cluster node holding its
@@ -319,11 +321,29 @@ class Coordinator:
         merged = await self._merge(st, patch, board.queue)
         while not merged.ok and outcome.rebases < self.options.rebase_rounds:
             outcome.rebases += 1
-            reason = (
-                "its patch no longer applies (merge conflict)"
-                if merged.kind == "conflict"
-                else f"the check fails after merging it:\n{failing_part(merged.output, 3000)}"
-            )
+            merged, patch = await self._rebase(st, outcome, patch, merged, board)
+        return merged
+
+    async def _rebase(
+        self, st: Subtask, outcome: SubtaskOutcome, patch: str, merged: MergeResult, board: Board
+    ) -> tuple[MergeResult, str]:
+        """A fixer rebases `patch`, and its patch goes to the queue at once, while its own
+        check runs: one after the other, the two checks were on a red run's critical path.
+        If its own check is red, the queue's verdict comes first: merged, it stands (the
+        queue's check passed); else fixer rounds make it green, and that patch merges."""
+        reason = (
+            "its patch no longer applies (merge conflict)"
+            if merged.kind == "conflict"
+            else f"the check fails after merging it:\n{failing_part(merged.output, 3000)}"
+        )
+        verdict: list[MergeResult] = []
+        decided = anyio.Event()
+
+        async def merge(rebased: str) -> None:
+            verdict.append(await self._merge(st, rebased, board.queue))
+            decided.set()
+
+        async with anyio.create_task_group() as tg:
             async with board.limiter.slot(_REBASING):  # late already: before any new start
                 name = f"{st.id}-rebase{outcome.rebases}"
                 on = merged.base or board.queue.head
@@ -335,66 +355,20 @@ class Coordinator:
                     await self._staff.agent("fixer", agent_id, FIXER, ws.path, st).run(
                         rebase_prompt(st, patch, reason)
                     )
-                    tag = f"r{outcome.rebases}"
-                    patch = await self._until_green(st, ws, base, outcome, tag=tag)
-            merged = await self._merge(st, patch, board.queue)
-        return merged
-
-    async def _until_green(
-        self, st: Subtask, ws: WorkspaceLike, base: str, outcome: SubtaskOutcome, tag: str
-    ) -> str:
-        """Check the workspace; on failure send fixers, a bounded number of rounds.
-
-        Returns the workspace's patch once its check is green (or there is no check)."""
-        patch = await ws.patch()
-        command = self._commands.get(st.id) or self.task.check_for(st.files)
-        if not command:
-            return patch
-        result = await self._timed(
-            "checks", self._check(ws.path, command, key=tree_key(base, patch))
-        )
-        everything = self.task.check_for(())
-        if result.exit_code in NOTHING_TO_TEST and everything and command != everything:
-            command = everything  # pytest found no tests in the subtask's files: check all
-            result = await self._timed(
-                "checks", self._check(ws.path, command, key=tree_key(base, patch))
-            )
-        self._commands[st.id] = command
-        rounds = 0
-        while not result.passed:
-            if rounds >= self.options.fix_rounds:
-                raise GaveUp(f"check still failing after {rounds} fix rounds")
-            rounds += 1
-            outcome.fix_rounds += 1
-            self.crew.progress.fixing(st.id)
-            if self._live is not None:
-                self._live.fixing(st.id)
-            await self._fix(st, ws.path, result, round_=rounds, tag=tag, command=command)
-            patch = await ws.patch()
-            key = tree_key(base, patch)
-            result = await self._timed("checks", self._check(ws.path, command, key=key))
-        return patch
-
-    async def _fix(
-        self,
-        st: Subtask,
-        path: Path,
-        failed: CheckResult,
-        *,
-        round_: int,
-        command: str,
-        tag: str = "",
-    ) -> None:
-        escalate = round_ > self.options.escalate_after
-        agent_id = f"fixer:{st.id}:{tag}{round_}"
-        agent = self._staff.agent("fixer", agent_id, FIXER, path, st, escalate=escalate)
-        await agent.run(fix_prompt(st, command, failed.output))
-
-    # -- helpers ----------------------------------------------------------------------
-
-    async def _timed(self, phase: str, work: Awaitable[CheckResult]) -> CheckResult:
-        started = anyio.current_time()
-        try:
-            return await work
-        finally:
-            self.times.add(phase, anyio.current_time() - started)
+                    patch = await ws.patch()
+                    tg.start_soon(merge, patch)
+                    try:
+                        checked = await self._mender.first_check(st, ws, base, patch)
+                    except SwarmError:  # the queue holds the patch: its verdict stands
+                        await decided.wait()
+                        if not verdict[0].ok:
+                            raise
+                        checked = patch
+                    if not isinstance(checked, str) and not checked.result.passed:
+                        await decided.wait()
+                        if not verdict[0].ok:
+                            verdict.clear()
+                            patch = await self._mender.until_green(
+                                st, ws, base, outcome, tag=f"r{outcome.rebases}", checked=checked
+                            )
+        return (verdict[0] if verdict else await self._merge(st, patch, board.queue)), patch
