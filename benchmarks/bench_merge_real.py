@@ -18,10 +18,14 @@ With `--verify` (the default) every patch is checked alone on the baseline (it m
 green) and every pair together (it must be red, naming the pinning test) before the
 benchmark proper. Then the same patches, all arriving at once, go through the batched queue
 (`batch_size` 1..32, 2 checks in flight: 2 cores) and the one-at-a-time queue (1..1, 1
-check), each on a fresh clone of the baseline. Reported per queue: wall seconds, merge
-checks run and their summed seconds, patches merged, red (the culprits), splits, probes,
-batches; and the speedup (one-at-a-time wall / batched wall), whether both queues merged
-the same patches and (informational: a pair's culprit may differ) ended on the same tree.
+check), each on a fresh clone of the baseline. Reported per queue: wall seconds (from
+opening the queue until every patch is decided), merge checks run and their summed
+seconds, patches merged, red (the culprits), splits, probes, batches, and whether the
+outcome is the expected one (each pair one red and one merged, every other patch merged);
+then the speedup (one-at-a-time wall / batched wall), whether both queues merged the same
+patches and ended on the same tree (informational: which half of a pair is red may
+differ between the queues). Checks share the machine's cores with whatever else runs on
+it: the numbers are noisy on a busy machine.
 """
 
 from __future__ import annotations
@@ -463,6 +467,8 @@ class QueueRun:
             "splits": self.stats.splits,
             "probes": self.stats.probes,
             "batches": self.stats.batches,
+            "rebuilds": self.stats.rebuilds,
+            "alternates": self.stats.alternates,
             "kinds": kinds,
             "expected": not self.problems,
             "problems": self.problems,

@@ -900,3 +900,37 @@ async def test_a_probe_red_with_its_patch_naming_another_and_green_without_finds
     probes = {(_names(a), a[sc.MERGE_OUTCOME]) for a in attrs if a.get(sc.MERGE_PROBE)}
     assert {(("g", "h"), "red"), (("h",), "green")} <= probes
     assert_clean(repo)
+
+
+async def test_a_probe_blames_its_likeliest_culprit_only_when_checked_red_and_green_without() -> (
+    None
+):
+    """Green without `s0` and red with it: `s0` is the culprit. Not if the probe did not
+    build (git failed), nor if the build without it is red, nor if a patch did not apply."""
+    from swarm.run._merge_probe import build_probe, found_alone
+    from swarm.run._merge_trees import Step
+
+    def probe(*, red: bool = True, rest_red: bool = False, failed: bool = False) -> Any:
+        s0, s1 = _naming("s0", "a.py", "import c"), _naming("s1", "b.py", "X = 2")
+        s2 = _naming("s2", "c.py", "X = 2")
+        s0.links, s2.links = [s2], [s0]
+        built = build_probe([s0, s1, s2])
+        assert built.without is not None and built.without.requests == [s1, s2]
+        built.steps = [Step("committed", f"c{i}") for i in range(3)]
+        built.without.steps = [Step("committed", f"d{i}") for i in range(2)]
+        built.result = CheckResult(not red, int(red), "a.py:3: AssertionError", 1.0)
+        built.without.result = CheckResult(not rest_red, int(rest_red), "", 1.0)
+        if failed:
+            built.failed, built.result = "git failed", None
+        return built
+
+    verdict = found_alone(probe())
+    assert verdict is not None and [c.request.patch.name for c in verdict.culprits] == ["s0"]
+    assert [r.patch.name for r, _ in verdict.green] == ["s1", "s2"]
+    assert "a.py:3" in verdict.culprits[0].output
+    assert found_alone(probe(failed=True)) is None
+    assert found_alone(probe(rest_red=True)) is None
+    assert found_alone(probe(red=False)) is None
+    conflict = probe()
+    conflict.without.steps[0] = Step("conflict", None)
+    assert found_alone(conflict) is None

@@ -41,11 +41,13 @@ def found_alone(build: Build) -> Verdict[Request] | None:
     """A red probe's verdict if it is green without its likeliest culprit (which applied
     and was checked), else None (it is split)."""
     rest = build.without
-    if build.green or rest is None or not rest.green or rest.result is None:
+    if build.result is None or build.result.passed or build.failed is not None:
+        return None  # not checked red (it did not build, say)
+    if rest is None or not rest.green or rest.result is None:
         return None
     if any(s.kind != "committed" for s in [*build.steps, *rest.steps]):
         return None
     (culprit,) = [r for r in build.requests if r not in rest.requests]
-    output = build.result.output if build.result is not None else ""
+    output = build.result.output
     green = list(zip(rest.requests, rest.steps, strict=True))
     return Verdict(green, culprits=[Culprit(culprit, output)])
