@@ -33,10 +33,6 @@ def alike(free: list[Request], first: Request | None = None) -> list[Request]:
     return [r for r in free if first is not None and r.waited_on == first.waited_on]
 
 
-def linked(a: Request, b: Request) -> bool:
-    return bool(a.patch.named & b.patch.modules or b.patch.named & a.patch.modules)
-
-
 def naming(batch: list[Request]) -> list[Request]:
     """The patches of `batch` whose added lines name a module a patch it is linked to
     changes: where a clash between them shows, most likely."""
@@ -47,7 +43,10 @@ class Links:
     """The links between the patches not yet decided."""
 
     def __init__(self, head: str) -> None:
-        self._live: list[Request] = []
+        self._by_module: dict[str, list[Request]] = {}
+        """The patches that change each module (by name)."""
+        self._by_word: dict[str, list[Request]] = {}
+        """The patches whose added lines name each word."""
         self._rejudged: set[tuple[Request, Request]] = set()
         self._landed: dict[Request, int] = {}
         """By patch: how many patches had landed once it had."""
@@ -57,12 +56,17 @@ class Links:
     def add(self, request: Request, pending: list[Request]) -> None:
         """`request` arrives: linked to the undecided patches it names or that name it;
         a waiting one judged green without it is judged again (batched with it)."""
-        self._live = [r for r in self._live if not r.decided.is_set()]
-        for other in self._live:
-            if linked(request, other):
+        patch = request.patch
+        named = (q for word in patch.named for q in self._by_module.get(word, ()))
+        naming = (q for module in patch.modules for q in self._by_word.get(module, ()))
+        for other in dict.fromkeys([*named, *naming]):  # once each, in arrival order
+            if not other.decided.is_set():
                 request.links.append(other)
                 other.links.append(request)
-        self._live.append(request)
+        for module in patch.modules:
+            self._by_module.setdefault(module, []).append(request)
+        for word in patch.named:
+            self._by_word.setdefault(word, []).append(request)
         self._apart(request, pending)
 
     def landed(self, requests: list[Request], head: str, pending: list[Request]) -> None:
