@@ -44,7 +44,7 @@ class Request:
     waits for the green ones it was fixed on top of."""
     waited_on: bool = False
     """Other subtasks wait for it: it is batched only with such patches, so that a red
-    patch no one waits for does not hold a chain back (`Pipeline._alike`)."""
+    patch no one waits for does not hold a chain back (`swarm.run._merge_links.alike`)."""
     probed: bool = False
     """Checked green on a recent head (alone in a probe, or in a split's green part): a
     batch of such patches is likely green."""

@@ -67,18 +67,18 @@ class Links:
             self._by_module.setdefault(module, []).append(request)
         for word in patch.named:
             self._by_word.setdefault(word, []).append(request)
-        self._apart(request, pending)
+        self._apart(request, set(pending))
 
     def landed(self, requests: list[Request], head: str, pending: list[Request]) -> None:
         """`requests` have landed (the head is now `head`): the waiting patches linked to
         one and judged green without it are judged again, on the head."""
+        waiting = set(pending)
         for r in requests:
             self._landed[r] = len(self._landed) + 1
-            self._apart(r, pending)
+            self._apart(r, waiting)
         self._heads[head] = len(self._landed)
 
-    def _apart(self, request: Request, pending: list[Request]) -> None:
-        waiting = set(pending)
+    def _apart(self, request: Request, waiting: set[Request]) -> None:
         for p in request.links:
             if p in waiting:
                 self._again(p, request)
@@ -111,8 +111,6 @@ class Links:
     def batch(first: list[Request], pool: list[Request], n: int) -> list[Request]:
         """Up to `n` of `first`, in order, each with the patches of `pool` it is linked to
         (a group larger than `n` is cut)."""
-        if not first:
-            return []
         free = set(pool)
         taken: list[Request] = []
         seen: set[Request] = set()

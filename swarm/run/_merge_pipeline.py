@@ -385,9 +385,10 @@ class Pipeline:
         if tip is not None and tip != self.head:
             await self.rules.land(tip)
             self.head = tip
+        merged: list[Request] = []
         for r, s in built:
             if s.kind == "committed":
-                self.stats.merged += 1
+                merged.append(r)
                 self.landed_files |= r.patch.files
                 r.settle(MergeResult("merged", s.commit, batch=batch.span))
             elif s.kind == "empty":
@@ -395,5 +396,5 @@ class Pipeline:
             else:
                 kind: MergeKind = "conflict" if s.kind == "conflict" else "red"
                 r.settle(MergeResult(kind, output=s.output, batch=batch.span))
-        merged = [r for r, s in built if s.kind == "committed"]
+        self.stats.merged += len(merged)
         self.links.landed(merged, self.head, self.pending)

@@ -24,9 +24,8 @@ def build_probe(taken: list[Request]) -> Build:
     if len(likely) == 1 and len(taken) > 1:
         rest = Slot([r for r in taken if r not in likely])
         build.without = Build(rest, None, 0, alternate=True, probe=True)
-    for b in (build, build.without):
-        if b is not None:
-            b.slot.fixed.set()
+    for b in filter(None, (build, build.without)):
+        b.slot.fixed.set()
     return build
 
 

@@ -203,7 +203,8 @@ class MergeQueue:
             return MergeResult("empty", self.head)
         if self._pipeline is None:
             raise RuntimeError("the merge queue is not open: `async with MergeQueue.open(...)`")
-        rebased = name in self._arrived  # checked green by its fixer: no probe again
+        # a rebased patch (its fixer's, its own check running or green) is not probed again
+        rebased = name in self._arrived
         arrived = self._arrived.setdefault(name, len(self._arrived))
         at = (order, arrived)
         request = Request(Patch(name, title, patch), check, at, waited_on=waited_on, probed=rebased)
