@@ -38,6 +38,7 @@ __all__ = [
     "SandboxConfig",
     "SwarmConfig",
     "TierConfig",
+    "ToolCallMode",
     "config_key",
     "load_config",
     "split_ref",
@@ -52,6 +53,9 @@ DEFAULT_ROLES: Mapping[str, str] = {
 """Role → tier when `[roles]` does not say otherwise."""
 
 _STRICT = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+ToolCallMode = Literal["native", "text", "auto"]
+"""How a model's tool calls arrive (`[providers.NAME] tool_calls`)."""
 
 
 class ModelConfig(BaseModel):
@@ -75,6 +79,8 @@ class ModelConfig(BaseModel):
     """Price of a million prompt-cache hits, over the catalog's figure."""
     supports: list[Literal["tools", "reasoning", "streaming"]] | None = None
     """Capabilities for `require`, over the catalog's (tools, streaming, reasoning)."""
+    tool_calls: ToolCallMode | None = None
+    """How this model calls tools, over the provider's `tool_calls`."""
 
 
 class ProviderConfig(BaseModel):
@@ -97,6 +103,19 @@ class ProviderConfig(BaseModel):
     """Requests and tokens (in + out) per minute."""
     connect_timeout_s: float = Field(default=10.0, gt=0)
     stall_timeout_s: float = Field(default=30.0, gt=0)
+    """Longest silence between two tokens of a reply once it has started."""
+    first_token_timeout_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Longest wait for a reply's first token. None: from the model's speed, four times
+    its time to first token plus the prompt read at `prefill_tokens_per_s` (the slower of
+    that figure and the rate measured on this run), and never under `stall_timeout_s`."""
+    prefill_tokens_per_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """How fast this server reads a prompt. None: the catalog's figure for a catalog
+    model, else 25 tokens/s (llama.cpp on two CPU cores reads 15-40)."""
+    tool_calls: ToolCallMode | None = None
+    """How its models call tools: `native` (the API's `tool_calls` only), `text` (tools
+    described in the prompt, calls read from the reply's text: for a server with no tool
+    support) or `auto` (native, and calls a model wrote as text are read too). None:
+    `native` for the catalog's clouds, `auto` for any other server."""
     seed: int = 0
     """Simulator only: random seed for jitter and faults."""
     time_scale: float = Field(default=1.0, ge=0)

@@ -143,6 +143,11 @@ class ModelBehaviorError(SwarmError):
 class ToolError(SwarmError):
     """A tool refused or failed; the message is shown to the model as the tool's result."""
 
+    def __init__(self, message: str, *, rejected: bool = False) -> None:
+        super().__init__(message)
+        self.rejected = rejected
+        """The call itself was wrong (arguments that do not fit the tool), not its work."""
+
 
 class WorkspaceError(SwarmError):
     """A git worktree could not be created, patched or removed; or the cluster node holding

@@ -191,6 +191,14 @@ class ChatResult(BaseModel):
     rate_limit: RateLimitInfo | None = None
     extras: dict[str, Any] = Field(default_factory=dict)
     """Provider-specific figures worth keeping (e.g. Groq's `x_groq` timing fields)."""
+    tool_call_format: str = ""
+    """How the reply's tool calls came: `native` (the API's own field), the text format
+    they were read from (`hermes`, `json`, `llama3`, `mistral`, `function`), or "" when
+    it made none."""
+    repaired_tool_calls: int = 0
+    """Calls read from text whose arguments needed a repair (raw newlines, a Python dict)."""
+    tool_call_problem: str = ""
+    """Why text that starts a tool call could not be read ("" when nothing was amiss)."""
 
     @property
     def tokens_per_s(self) -> float:

@@ -89,7 +89,7 @@ async def test_parallel_tool_calls_run_concurrently() -> None:
 
 
 async def test_step_budget_stops_the_loop() -> None:
-    model = FunctionModel(lambda request: call("add", a=1, b=1))
+    model = FunctionModel(lambda request: call("add", a=len(request.messages), b=1))
     result = await Agent[str]("coder", model=model, tools=[add, finish], max_steps=3).run("loop")
     assert not result.finished
     assert result.stop_reason == "max_steps"

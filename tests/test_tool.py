@@ -114,7 +114,7 @@ async def test_bad_arguments_become_tool_errors(
         await grep_lines.run(arguments, ToolContext(root=tmp_path))
     assert expected in str(info.value)
     if "JSON" not in expected:
-        assert "Accepted: pattern, limit, mode, paths." in str(info.value)
+        assert 'Expected: {"pattern": string' in str(info.value)
 
 
 async def test_empty_arguments_mean_none() -> None:

@@ -20,6 +20,7 @@ __all__ = [
     "AgentEvent",
     "AgentResult",
     "ApprovalEvent",
+    "CallCounts",
     "CompactionEvent",
     "FinishEvent",
     "ModelRequestEvent",
@@ -33,9 +34,41 @@ __all__ = [
 
 T = TypeVar("T", default=str)
 
-StopReason = Literal["finish", "final_answer", "max_steps", "approval_required", "vetoed"]
+StopReason = Literal["finish", "final_answer", "max_steps", "approval_required", "vetoed", "stuck"]
 """Why a run ended: `finish` called, a final answer given, the step budget spent, a tool
-call waiting for approval (`AgentResult.pending`), or a hook's `on_step` vetoed going on."""
+call waiting for approval (`AgentResult.pending`), a hook's `on_step` vetoed going on, or
+the model kept sending the same reply (`AgentResult.repeated`)."""
+
+
+@dataclass
+class CallCounts:
+    """How one run's tool calls came and what the agent had to tell the model."""
+
+    native: int = 0
+    """Calls that came in the API's own `tool_calls` field."""
+    parsed: int = 0
+    """Calls read from the reply's text (a model or server that wrote them as text)."""
+    repaired: int = 0
+    """Of those, calls whose arguments needed a repair to read."""
+    rejected: int = 0
+    """Calls refused: an unknown tool, arguments that do not fit, text that could not be read."""
+    nudges: int = 0
+    """Replies with no call, answered with the format to use."""
+    truncated: int = 0
+    """Replies cut by `max_tokens`."""
+    escalated: bool = False
+    """The agent repeated itself and was moved to its fallback model."""
+
+    def count(self, reply: ChatResult) -> None:
+        """Count one reply's calls by how they came."""
+        n = len(reply.message.tool_calls)
+        if not n:
+            return
+        if reply.tool_call_format in ("native", ""):
+            self.native += n
+        else:
+            self.parsed += n
+            self.repaired += reply.repaired_tool_calls
 
 
 @dataclass
@@ -57,6 +90,10 @@ class AgentResult(Generic[T]):
     pending: list[ToolCall] = field(default_factory=list)
     """With `stop_reason == "approval_required"`: the calls waiting for a decision; answer
     them with `Agent.resume(result, approvals)`."""
+    calls: CallCounts = field(default_factory=CallCounts)
+    """How the tool calls came (native or read from text) and which were refused."""
+    repeated: str = ""
+    """With `stop_reason == "stuck"`: the reply (or failing call) the model kept sending."""
 
     @property
     def finished(self) -> bool:

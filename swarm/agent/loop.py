@@ -83,6 +83,12 @@ class Agent(Generic[T]):
     subtask_id: str | None = None
     depends_on: Sequence[SpanContext] = ()
     """Spans this agent's work waited for (other subtasks' merges): `depends_on` links."""
+    fallback_model: Model | None = None
+    """Where the agent moves, once, when it starts repeating itself (the coordinator
+    gives its agents the reasoning tier); None: it is only warned."""
+    stuck_after: int = 3
+    """The same reply (or the same failing call) this many times in a row stops the run
+    as `stuck`; one repeat earlier the model is warned and moved to `fallback_model`."""
     compaction: ContextPolicy | None = field(default_factory=ContextPolicy)
     """How the history is kept inside the window; None never compacts (a request over
     the window then fails with `ContextWindowExceeded`)."""
@@ -95,6 +101,8 @@ class Agent(Generic[T]):
     def __post_init__(self) -> None:
         if self.max_steps < 1:
             raise UsageError(f"agent {self.name}: max_steps must be at least 1")
+        if self.stuck_after < 2:
+            raise UsageError(f"agent {self.name}: stuck_after must be at least 2")
         self._by_name = {t.name: t for t in self.tools}
         if len(self._by_name) != len(self.tools):
             names = sorted(t.name for t in self.tools)
@@ -227,6 +235,20 @@ class Agent(Generic[T]):
             span.set_attribute(sc.AGENT_STOP_REASON, result.stop_reason)
             span.set_attribute(sc.AGENT_COST_USD, result.cost_usd)
             span.set_attribute(sc.AGENT_OUTPUT_TOKENS, result.usage.output_tokens)
+            c = result.calls
+            span.set_attributes(
+                {
+                    sc.TOOL_CALLS_NATIVE: c.native,
+                    sc.TOOL_CALLS_PARSED: c.parsed,
+                    sc.TOOL_CALLS_REPAIRED: c.repaired,
+                    sc.TOOL_CALLS_REJECTED: c.rejected,
+                    sc.AGENT_NUDGES: c.nudges,
+                    sc.AGENT_TRUNCATED: c.truncated,
+                    sc.AGENT_ESCALATED: c.escalated,
+                }
+            )
+            if result.repeated:
+                span.set_attribute(sc.AGENT_REPEATED, result.repeated[:500])
             return result
 
     def request(self, messages: list[Message], step: int) -> ChatRequest:

@@ -8,6 +8,7 @@ when the agent has any, and a call to a tool that needs approval pauses the run 
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic
@@ -19,13 +20,15 @@ from typing_extensions import TypeVar
 
 from swarm._tokens import TOKENS_PER_TOOL
 from swarm.agent import events as ev
+from swarm.agent._stuck import StuckWatch
 from swarm.agent.compaction import Compactor
-from swarm.agent.events import AgentEvent, AgentResult, StopReason
+from swarm.agent.events import AgentEvent, AgentResult, CallCounts, StopReason
 from swarm.agent.hooks import Approvals, StepInfo, Veto
 from swarm.agent.tool import Finish
 from swarm.errors import ContextWindowExceeded, ToolError
 from swarm.messages import ChatRequest, ChatResult, Message, ToolCall, Usage
 from swarm.model import stream_listener
+from swarm.providers._tool_text import call_format_hint
 from swarm.tracing import semconv as sc
 from swarm.tracing.setup import tracer
 
@@ -58,6 +61,10 @@ class Steps(Generic[T]):
         self.emit = emit
         self.approvals = approvals
         self.usage, self.cost, self.tool_calls, self.bad_outputs = Usage(), 0.0, 0, 0
+        self.calls = CallCounts()
+        self.model = agent.model
+        """The model asked now: the agent's, or its fallback once it was escalated."""
+        self.watch = StuckWatch(agent.stuck_after)
         self.keeper: Compactor | None = None
         if agent.compaction is not None:
             fixed = TOKENS_PER_TOOL * len(agent.tools)
@@ -78,6 +85,9 @@ class Steps(Generic[T]):
             output, reason, steps, usage, cost, self.messages, self.tool_calls, compactions
         )
         done.pending = list(pending)
+        done.calls = self.calls
+        if reason == "stuck":
+            done.repeated = self.watch.repeated
         if self.emit is not None:
             self.emit(ev.FinishEvent(done))
         return done
@@ -100,13 +110,43 @@ class Steps(Generic[T]):
             if self.keeper is not None:
                 await self._fit(step)
             reply = await self._ask(step)
-            self.usage, self.cost = self.usage + reply.usage, self.cost + reply.cost_usd
             self.messages.append(reply.message)
+            self.calls.count(reply)
             calls = reply.message.tool_calls
-            ended = await self._tools(calls, step) if calls else self._answer(reply.text, step)
+            cut = reply.finish_reason == "length"
+            if cut and (reply.tool_call_problem or not calls):
+                self.messages.append(Message.user(_cut_note(reply)))
+                ended = None
+            elif calls:
+                ended = await self._tools(calls, step)
+            else:
+                ended = self._answer(reply, step)
+            if ended is None:
+                ended = await self._judge_repeats(reply, step)
             if ended is not None:
                 return ended
         return self.result(None, "max_steps", self.agent.max_steps)
+
+    async def _judge_repeats(self, reply: ChatResult, step: int) -> AgentResult[T] | None:
+        """Warn (and escalate, once) an agent that repeats itself; stop it when it goes on."""
+        verdict = self.watch.see_reply(reply.message)
+        failed = _failures(reply.message, self.messages)
+        verdict = max(verdict, self.watch.see_failures(failed), key=_SEVERITY.index)
+        if verdict == "stuck":
+            return self.result(None, "stuck", step)
+        if verdict == "warn":
+            fallback = self.agent.fallback_model
+            if fallback is not None and self.model is not fallback:
+                self.model = fallback
+                self.calls.escalated = True
+            self.messages.append(
+                Message.user(
+                    "You have now sent the same reply twice, and it did not help. Do something "
+                    "different: read the error, check the file's current text, or call "
+                    "`finish(summary)` if the work is done. The same reply again stops you."
+                )
+            )
+        return None
 
     async def _fit(self, step: int) -> None:
         assert self.keeper is not None
@@ -115,10 +155,17 @@ class Steps(Generic[T]):
         if self.emit is not None and self.keeper.compactions != count:
             self.emit(ev.CompactionEvent(step, before, len(self.messages)))
 
-    def _answer(self, text: str, step: int) -> AgentResult[T] | None:
-        agent = self.agent
+    def _answer(self, reply: ChatResult, step: int) -> AgentResult[T] | None:
+        agent, text = self.agent, reply.text
         if agent.requires_finish:
-            self.messages.append(Message.user("Use a tool, or call `finish(summary)` when done."))
+            self.calls.nudges += 1
+            hint = call_format_hint([t.name for t in agent.tools])
+            if reply.tool_call_problem:
+                self.calls.rejected += 1
+                problem = f"Your tool call could not be read: {reply.tool_call_problem}."
+            else:
+                problem = "Your reply called no tool."
+            self.messages.append(Message.user(f"{problem} {hint} Call `finish` when done."))
             return None
         if agent.output_adapter is None:
             return self.result(text, "final_answer", step)
@@ -135,8 +182,31 @@ class Steps(Generic[T]):
             raise self.agent.behavior_error(exc, self.bad_outputs) from exc
 
     async def _ask(self, step: int) -> ChatResult:
-        """One model call; over the window, one compaction (in place) and one retry."""
+        """One model call; over the window, one compaction (in place) and one retry; cut by
+        `max_tokens`, asked again with a larger cap (`_LARGER_CAPS` times)."""
         request = await self._prepared(step)
+        reply = await self._ask_within_window(request, step)
+        for _ in range(_LARGER_CAPS):
+            if reply.finish_reason != "length":
+                break
+            self.calls.truncated += 1
+            cap = _larger_cap(request.max_tokens)
+            if cap is None:
+                break
+            self._spend(reply)
+            request = request.model_copy(update={"max_tokens": cap})
+            reply = await self._call(request, step)
+        self._spend(reply)
+        for hook in self.agent.hooks:
+            reply = await hook.after_model(self.info(step), reply) or reply
+        if self.emit is not None:
+            self.emit(ev.ModelResponseEvent(step, reply))
+        return reply
+
+    def _spend(self, reply: ChatResult) -> None:
+        self.usage, self.cost = self.usage + reply.usage, self.cost + reply.cost_usd
+
+    async def _ask_within_window(self, request: ChatRequest, step: int) -> ChatResult:
         try:
             reply = await self._call(request, step)
         except ContextWindowExceeded as exc:
@@ -150,10 +220,6 @@ class Steps(Generic[T]):
             reply = await self._call(await self._prepared(step), step)
         if self.keeper is not None:
             self.keeper.observe(self.messages, reply.usage.input_tokens)
-        for hook in self.agent.hooks:
-            reply = await hook.after_model(self.info(step), reply) or reply
-        if self.emit is not None:
-            self.emit(ev.ModelResponseEvent(step, reply))
         return reply
 
     async def _prepared(self, step: int) -> ChatRequest:
@@ -167,7 +233,7 @@ class Steps(Generic[T]):
     async def _call(self, request: ChatRequest, step: int) -> ChatResult:
         emit = self.emit
         if emit is None:
-            return await self.agent.model.chat(request)
+            return await self.model.chat(request)
         heard = False
 
         def listen(kind: str, text: str) -> None:
@@ -177,7 +243,7 @@ class Steps(Generic[T]):
 
         token = stream_listener.set(listen)
         try:
-            reply = await self.agent.model.chat(request)
+            reply = await self.model.chat(request)
         finally:
             stream_listener.reset(token)
         if not heard and reply.text:  # a model that does not stream: the text in one piece
@@ -270,8 +336,8 @@ class Steps(Generic[T]):
         with tracer().start_as_current_span(f"{sc.OP_TOOL} {call.name}", attributes=attrs) as span:
             tool = agent.tool_named(call.name)
             if tool is None:
-                known = ", ".join(sorted(t.name for t in agent.tools)) or "none"
-                return _error(span, call, f"unknown tool {call.name!r}; available: {known}")
+                self.calls.rejected += 1
+                return _error(span, call, _unknown_tool(call.name, [t.name for t in agent.tools]))
             if tool.takes_context and agent.context is None:
                 return _error(span, call, f"{call.name} needs a workspace; this agent has none")
             if tool.span_attributes:
@@ -281,6 +347,8 @@ class Steps(Generic[T]):
             except Finish as done:
                 return _Outcome(Message.tool(call, "finished"), finish=done.summary)
             except ToolError as exc:  # failures and bad arguments go back to the model
+                if exc.rejected:
+                    self.calls.rejected += 1
                 return _error(span, call, str(exc))
             return _Outcome(Message.tool(call, text))
 
@@ -289,3 +357,49 @@ def _error(span: Span, call: ToolCall, text: str) -> _Outcome:
     span.set_status(Status(StatusCode.ERROR, text[:200]))
     span.set_attribute(sc.ERROR_TYPE, "tool_error")
     return _Outcome(Message.tool(call, f"error: {text}"))
+
+
+_LARGER_CAPS = 2
+"""Times a reply cut by `max_tokens` is asked for again with a larger cap."""
+_CAP_WITHOUT_ONE = 8192
+"""The cap asked for when a reply with none set was cut (the server's own default)."""
+_CAP_CEILING = 32768
+
+
+def _larger_cap(cap: int | None) -> int | None:
+    """The next `max_tokens` for a reply that was cut (None: no larger cap to try)."""
+    if cap is None:
+        return _CAP_WITHOUT_ONE
+    return min(cap * 2, _CAP_CEILING) if cap < _CAP_CEILING else None
+
+
+def _cut_note(reply: ChatResult) -> str:
+    """What a model is told when its reply was cut off and could not be used."""
+    tokens = reply.usage.output_tokens
+    return (
+        f"Your reply was cut off at {tokens:,} tokens (max_tokens; finish_reason: length), so "
+        "nothing in it was run. Answer in fewer tokens: one tool call per reply, and smaller "
+        "edits (edit_file with a short `old` and `new`) instead of writing whole files."
+    )
+
+
+def _unknown_tool(name: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    listed = ", ".join(sorted(known)) or "none"
+    return f"unknown tool {name!r}.{hint} The tools are: {listed}."
+
+
+_SEVERITY = ("ok", "warn", "stuck")
+
+
+def _failures(message: Message, messages: list[Message]) -> list[tuple[str, str, str]]:
+    """(name, arguments, error) of the calls of `message` whose results were errors."""
+    if not message.tool_calls:
+        return []
+    results = {m.tool_call_id: m.content or "" for m in messages[-len(message.tool_calls) :]}
+    return [
+        (c.name, c.arguments, results[c.id])
+        for c in message.tool_calls
+        if results.get(c.id, "").startswith("error: ")
+    ]

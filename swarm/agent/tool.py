@@ -222,16 +222,17 @@ class Tool:
             else:
                 parsed = model.model_validate(dict(arguments))
         except ValidationError as exc:
-            raise ToolError(_explain(self, exc)) from None
+            raise ToolError(_explain(self, exc), rejected=True) from None
         names = self._names
         return {names[k]: v for k, v in parsed.__dict__.items()} | (parsed.__pydantic_extra__ or {})
 
 
 def _explain(t: Tool, exc: ValidationError) -> str:
     problems: list[str] = []
+    shape = _shape(t.parameters)
     for err in exc.errors(include_url=False):
         if err["type"] == "json_invalid":
-            return f"arguments for {t.name} are not valid JSON: {err['msg']}"
+            return f"arguments for {t.name} are not valid JSON: {err['msg']}. Expected: {shape}"
         where = ".".join(str(part) for part in err["loc"]) or "arguments"
         if err["type"] == "extra_forbidden":
             problems.append(f"{where}: unexpected argument")
@@ -240,8 +241,20 @@ def _explain(t: Tool, exc: ValidationError) -> str:
         else:
             got = json.dumps(err.get("input"), default=str)[:80]
             problems.append(f"{where}: {err['msg']} (got {got})")
-    accepted = ", ".join(t.parameters.get("properties", {})) or "none"
-    return f"invalid arguments for {t.name}: " + "; ".join(problems) + f". Accepted: {accepted}."
+    return f"invalid arguments for {t.name}: " + "; ".join(problems) + f". Expected: {shape}"
+
+
+def _shape(schema: dict[str, Any]) -> str:
+    """The arguments object a tool takes, as a model reads it: `{"path": string, ...}`."""
+    required = set(schema.get("required", ()))
+    parts = []
+    for name, prop in schema.get("properties", {}).items():
+        kind = prop.get("type") or "/".join(
+            str(p.get("type", "value")) for p in prop.get("anyOf", ()) if p.get("type") != "null"
+        )
+        optional = "" if name in required else " (optional)"
+        parts.append(f'"{name}": {kind or "value"}{optional}')
+    return "{" + ", ".join(parts) + "}"
 
 
 _ARG_LINE = re.compile(r"^(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")

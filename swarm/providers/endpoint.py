@@ -36,13 +36,14 @@ import httpx
 import orjson
 
 from swarm._secrets import scrub
+from swarm._tokens import estimate_input_tokens
 from swarm.errors import ProviderError
 from swarm.messages import ChatRequest, ChatResult, Message, RateLimitInfo, Timing, ToolCall, Usage
 from swarm.model import FirstTokenCallback, StreamListener, stream_listener
 from swarm.providers.exchange import SIMULATED_HEADER, Peer, Sender, malformed, rate_limit_info
 from swarm.providers.progress import tell_progress
 
-__all__ = ["SHAPE_ERRORS", "Endpoint", "Reply", "loads"]
+__all__ = ["SHAPE_ERRORS", "Endpoint", "FirstTokenDeadline", "Reply", "loads"]
 
 SHAPE_ERRORS = (
     TypeError,
@@ -144,25 +145,96 @@ class Reply:
 
 
 class _Watch:
-    """The deadline of one call: `total_s` from the start, `token_s` after the last token."""
+    """The deadlines of one call: `total_s` from the start, `first_s` for the first token,
+    then `token_s` after each token. Its error names the setting that ran out."""
 
-    __slots__ = ("end", "scope", "token_s")
+    __slots__ = ("end", "first", "scope", "started", "ticked", "token_s")
 
-    def __init__(self, token_s: float, total_s: float) -> None:
-        now = anyio.current_time()
+    def __init__(self, token_s: float, total_s: float, first: tuple[float, str]) -> None:
+        now = self.started = anyio.current_time()
         self.token_s = token_s
+        self.first = first
         self.end = now + total_s
-        self.scope = anyio.CancelScope(deadline=min(self.end, now + token_s))
+        self.ticked = False
+        self.scope = anyio.CancelScope(deadline=min(self.end, now + first[0]))
 
     def tick(self) -> None:
+        self.ticked = True
         self.scope.deadline = min(self.end, anyio.current_time() + self.token_s)
 
     def error(self, provider: str, model: str) -> ProviderError:
-        total = anyio.current_time() >= self.end - 1e-3
-        what = "the call's total timeout" if total else f"{self.token_s:g} s without a token"
-        kind = "timeout" if total else "stall"
+        now = anyio.current_time()
+        if now >= self.end - 1e-3:
+            what, kind = (
+                f"the call's total timeout ({now - self.started:.0f} s; total_timeout_s)",
+                "timeout",
+            )
+        elif not self.ticked:
+            what, kind = (
+                f"no first token after {self.first[0]:.0f} s ({self.first[1]})",
+                "first_token",
+            )
+        else:
+            what, kind = f"{self.token_s:g} s without a token (stall_timeout_s)", "stall"
         return ProviderError(
             f"gave up: {what}", provider=provider, model=model, kind=kind, retryable=True
+        )
+
+
+_FIRST_TOKEN_MARGIN = 4.0
+"""The first-token deadline is this many times the expected wait: a local server that
+serves one request at a time makes a prompt wait for the one before it."""
+_UNKNOWN_PREFILL_TPS = 25.0
+_UNKNOWN_TTFT_S = 2.0
+
+
+class FirstTokenDeadline:
+    """How long a call may wait for its first token: a fixed setting, or its expected wait
+    from the model's speed (time to first token plus the prompt at the prefill rate, the
+    slower of the known and the measured) times a margin, never under the stall timeout.
+    With no speed known at all, the stall timeout."""
+
+    __slots__ = ("_fixed", "_floor", "_speeds")
+
+    def __init__(self, fixed: float | None, floor: float) -> None:
+        self._fixed, self._floor = fixed, floor
+        self._speeds: dict[str, list[float]] = {}  # model -> [ttft_s, prefill_tps, measured]
+
+    def expect(self, model: str, ttft_s: float | None, prefill_tps: float | None) -> None:
+        """What `model` is known to do (None: a server the catalog does not know)."""
+        self._speeds[model] = [
+            _UNKNOWN_TTFT_S if ttft_s is None else ttft_s,
+            _UNKNOWN_PREFILL_TPS if prefill_tps is None else prefill_tps,
+            0.0,
+        ]
+
+    def knows(self, model: str) -> bool:
+        """Does the deadline for `model` follow its speed (and so the prompt's size)?"""
+        return self._fixed is None and model in self._speeds
+
+    def observe(self, model: str, prompt_tokens: int, ttft_s: float) -> None:
+        """A first token came after `ttft_s` for a prompt of `prompt_tokens`: the measured
+        prefill rate (queueing included) decays toward it."""
+        speed = self._speeds.get(model)
+        if speed is None or prompt_tokens < 256 or ttft_s <= speed[0]:
+            return
+        rate = prompt_tokens / (ttft_s - speed[0])
+        speed[2] = rate if not speed[2] else 0.7 * speed[2] + 0.3 * rate
+
+    def seconds(self, model: str, prompt_tokens: int) -> tuple[float, str]:
+        """The deadline for a prompt, and how it was set (for the error message)."""
+        if self._fixed is not None:
+            return self._fixed, "first_token_timeout_s"
+        speed = self._speeds.get(model)
+        if speed is None:
+            return self._floor, "stall_timeout_s"
+        ttft, known, measured = speed
+        rate = min(known, measured) if measured else known
+        expected = ttft + prompt_tokens / rate
+        deadline = max(self._floor, _FIRST_TOKEN_MARGIN * expected)
+        return deadline, (
+            f"first_token_timeout_s unset: {_FIRST_TOKEN_MARGIN:g} x ~{expected:.0f} s expected "
+            f"for {prompt_tokens:,} prompt tokens at {rate:.0f} tok/s prefill"
         )
 
 
@@ -207,11 +279,14 @@ class Endpoint(ABC, Generic[R]):
         stall_timeout_s: float = 30.0,
         token_timeout_s: float | None = None,
         total_timeout_s: float = 900.0,
+        first_token_timeout_s: float | None = None,
     ) -> None:
         """`auth_style` picks the key's header among the adapter's (see `auth_header`);
         `client` replaces the pooled client this provider would make (and close);
-        `token_timeout_s` (default: the stall timeout) bounds the gap between tokens and
-        `total_timeout_s` the whole call."""
+        `token_timeout_s` (default: the stall timeout) bounds the gap between tokens,
+        `first_token_timeout_s` the wait for the first (default: from the model's speed
+        when `first_token` knows it, else the stall timeout) and `total_timeout_s` the
+        whole call."""
         base_url = base_url or self.default_base_url
         if not base_url:
             raise TypeError(f"{type(self).__name__} needs a base_url")
@@ -225,12 +300,16 @@ class Endpoint(ABC, Generic[R]):
             base.update(self.auth_header(api_key, auth_style))
         self._headers = base
         self._peer = Peer(name, api_key or "")
+        # no read timeout: a server reading a long prompt sends nothing for minutes, and
+        # the call's own clocks (first token, between tokens, total) bound every silence
         timeout = httpx.Timeout(
-            connect=connect_timeout_s, read=stall_timeout_s, write=stall_timeout_s, pool=None
+            connect=connect_timeout_s, read=None, write=stall_timeout_s, pool=None
         )
         self._sender = Sender(client, timeout, self._peer)
         self._token_s = stall_timeout_s if token_timeout_s is None else token_timeout_s
         self._total_s = total_timeout_s if math.isfinite(total_timeout_s) else 1e9
+        self.first_token = FirstTokenDeadline(first_token_timeout_s, self._token_s)
+        """The first-token deadline per model; the router tells it each model's speed."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, base_url={self.base_url!r})"
@@ -291,8 +370,14 @@ class Endpoint(ABC, Generic[R]):
         body = self.payload(model, request)
         reply = self.new_reply(on_first_token)
         # a whole reply sends nothing until it is done: only the total clock applies
-        token_s = self._token_s if request.stream else self._total_s
-        watch = reply.watch = _Watch(token_s, self._total_s)
+        # the prompt's size matters only when the deadline follows the model's speed
+        known = self.first_token.knows(model)
+        prompt_tokens = estimate_input_tokens(request) if known else 0
+        if request.stream:
+            token_s, first = self._token_s, self.first_token.seconds(model, prompt_tokens)
+        else:
+            token_s, first = self._total_s, (self._total_s, "total_timeout_s")
+        watch = reply.watch = _Watch(token_s, self._total_s, first)
         secrets = (self._peer.secret,)
         started = time.perf_counter()
         with watch.scope:
@@ -313,6 +398,8 @@ class Endpoint(ABC, Generic[R]):
                         self.read_whole(response, reply, model)
                         reply.first_at = 0.0  # a whole reply's first token came with its end
                     ended = time.perf_counter()
+                    if known and reply.first_at:
+                        self.first_token.observe(model, prompt_tokens, reply.first_at - started)
                     return _check(self._result(model, request, reply, response, (started, ended)))
                 except SHAPE_ERRORS as exc:
                     what = scrub(f"malformed reply ({type(exc).__name__}: {exc})"[:300], secrets)

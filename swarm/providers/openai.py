@@ -283,4 +283,5 @@ def from_config(name: str, config: ProviderConfig, api_key: str | None) -> OpenA
         stall_timeout_s=config.stall_timeout_s,
         token_timeout_s=config.token_timeout_s,
         total_timeout_s=config.total_timeout_s,
+        first_token_timeout_s=config.first_token_timeout_s,
     )

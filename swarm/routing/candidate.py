@@ -14,10 +14,12 @@ from typing import Any
 
 from opentelemetry.util.types import AttributeValue
 
-from swarm.config import SwarmConfig, split_ref
+from swarm.config import ProviderConfig, SwarmConfig, ToolCallMode, split_ref
 from swarm.errors import ConfigError
 from swarm.messages import ChatRequest
 from swarm.model import Provider
+from swarm.providers._tool_text import text_request
+from swarm.providers.endpoint import Endpoint
 from swarm.routing.breaker import Breaker
 from swarm.routing.gate import Gate
 from swarm.routing.score import Score
@@ -68,6 +70,8 @@ class Target:
         """The 99th percentile of silences between a healthy stream's token reads."""
         self.score = Score(profile, 0.3)
         """Live estimates (TTFT, decode rate, failure rates) the ranked tiers compare."""
+        self.tool_calls: ToolCallMode = "native"
+        """How this model's tool calls arrive (`tool_calls` in config)."""
         self.capabilities: frozenset[str] = frozenset({"tools", "streaming"}) | (
             {"reasoning"} if profile is not None and profile.reasoning_tokens > 0 else set()
         )
@@ -178,12 +182,37 @@ def build_target(
         Breaker(r.breaker_failures, r.breaker_cooldown_s),
     )
     _set_limits(target, info, mc)
+    target.tool_calls = (mc.tool_calls if mc else None) or pc.tool_calls or _default_mode(pc, pname)
+    _tell_speed(provider, api_name, profile, pc.prefill_tokens_per_s)
     target.score.alpha = r.score_decay
     if pc.kind == "sim":
         target.score.scale = pc.time_scale
     if mc is not None and mc.supports is not None:
         target.capabilities = frozenset(mc.supports)
     return target
+
+
+def _default_mode(pc: ProviderConfig, name: str) -> ToolCallMode:
+    """`native` for the catalog's clouds (their servers parse tool calls), else `auto`."""
+    from swarm import catalog
+
+    cloud = name in catalog.PROVIDERS and pc.kind in (None, catalog.PROVIDERS[name].kind)
+    return "native" if cloud and pc.base_url in (None, catalog.PROVIDERS[name].base_url) else "auto"
+
+
+_FAST_PREFILL_TPS = 5_000.0
+"""A server that reads prompts this fast always answers within the stall timeout."""
+
+
+def _tell_speed(provider: Provider, model: str, profile: Any, prefill_tps: float | None) -> None:
+    """Give an HTTP endpoint the model's speed, for its first-token deadline."""
+    if not isinstance(provider, Endpoint):
+        return
+    known = profile.prefill_tps if profile is not None else None
+    rate = prefill_tps or known
+    if rate is not None and rate >= _FAST_PREFILL_TPS:
+        return
+    provider.first_token.expect(model, profile.ttft_s if profile is not None else None, rate)
 
 
 def _set_limits(target: Target, info: Any, mc: Any) -> None:
@@ -203,6 +232,7 @@ class Call:
     """Per-call state shared by attempts, retries and hedges."""
 
     __slots__ = (
+        "as_text_request",
         "attempts",
         "est_tokens",
         "last_resort",
@@ -235,5 +265,11 @@ class Call:
         """Why the first candidate was chosen (`swarm.route.reason` on each chat span)."""
         self.scores = ""
         """The scores the choice compared, `ref=score` best first."""
-        """Is the candidate being tried the tier's last? Then an open circuit does not stop
-        its retries: there is nowhere else to go."""
+        self.as_text_request: ChatRequest | None = None
+        """The request with its tools written as text, made on first need (`as_text`)."""
+
+    def as_text(self) -> ChatRequest:
+        """The request for a model that takes tools as text (`tool_calls = "text"`)."""
+        if self.as_text_request is None:
+            self.as_text_request = text_request(self.request)
+        return self.as_text_request

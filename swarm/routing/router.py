@@ -32,6 +32,7 @@ from swarm.config import SwarmConfig, split_ref
 from swarm.errors import ConfigError, ProviderError, RateLimited
 from swarm.messages import ChatRequest, ChatResult
 from swarm.model import FirstTokenCallback, Provider
+from swarm.providers._tool_text import read_calls
 from swarm.providers.registry import build_providers
 from swarm.routing.candidate import Call, Target, build_target
 from swarm.routing.gate import Gate, Permit, admit
@@ -292,11 +293,12 @@ class Router:
                 if on_first is not None:
                     on_first()
 
+            request = call.request
+            if t.tool_calls == "text" and request.tools:
+                request = call.as_text()
             try:
                 with trace.use_span(span, record_exception=False, set_status_on_exception=False):
-                    result = await t.provider.chat(
-                        t.model, call.request, on_first_token=first_token
-                    )
+                    result = await t.provider.chat(t.model, request, on_first_token=first_token)
             except BaseException as exc:
                 if not first and isinstance(exc, anyio.get_cancelled_exc_class()):
                     t.score.waited(anyio.current_time() - started)
@@ -304,6 +306,10 @@ class Router:
                 raise
             usage = result.usage
             permit.settle(usage.input_tokens + usage.output_tokens, result.rate_limit)
+        if t.tool_calls != "native":
+            read_calls(result, call.request)
+        elif result.message.tool_calls:
+            result.tool_call_format = "native"
         self._succeeded(t, span, result)
         return result
 
@@ -377,6 +383,8 @@ class Router:
         )
         if result.tokens_per_s > 0:  # only a stream timed over its tokens has a rate
             span.set_attribute(sc.DECODE_TPS, result.tokens_per_s)
+        if result.tool_call_format:
+            span.set_attribute(sc.TOOL_CALL_FORMAT, result.tool_call_format)
         if self._capture:
             span.set_attribute(
                 sc.OUTPUT_MESSAGES, json.dumps([result.message.model_dump(exclude_defaults=True)])

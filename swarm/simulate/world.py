@@ -118,7 +118,10 @@ class SimScript:
         if done + 1 < steps:
             calls = tuple(
                 ToolCall.model_construct(
-                    id=f"c{done}.{i}", name="sim_edit", arguments=f'{{"path": "{agent}.py"}}'
+                    # a path per step: an agent that sends the same call again is stuck
+                    id=f"c{done}.{i}",
+                    name="sim_edit",
+                    arguments=f'{{"path": "{agent}/{done}.{i}.py"}}',
                 )
                 for i in range(self.tools_per_step)
             )

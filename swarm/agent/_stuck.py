@@ -1,0 +1,102 @@
+"""Telling when an agent goes round in circles.
+
+A model that repeats itself does not get better by being asked again. Like OpenHands'
+stuck detector, `StuckWatch` looks at the tail of the run: the same reply (the same calls
+with the same arguments, or near-identical text) several times in a row, or the same call
+failing the same way several times in a row even when the words around it change. At
+`after - 1` repeats the agent is warned (and moved to its fallback model, once); at
+`after` it is stopped as `stuck`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from swarm.messages import Message
+
+__all__ = ["StuckWatch", "Verdict"]
+
+Verdict = Literal["ok", "warn", "stuck"]
+
+_NEAR = 0.92
+"""Texts this similar (difflib's ratio) are the same reply said again."""
+_COMPARED_CHARS = 2000
+
+
+def _canonical(arguments: str) -> str:
+    try:
+        return json.dumps(json.loads(arguments), sort_keys=True)
+    except ValueError:
+        return arguments.strip()
+
+
+def _norm(text: str | None) -> str:
+    return " ".join((text or "").split()).lower()[:_COMPARED_CHARS]
+
+
+@dataclass
+class StuckWatch:
+    """Counts repeats of the latest reply and of the latest failing call."""
+
+    after: int = 3
+    """Repeats that stop the agent (a warning comes one repeat earlier)."""
+    repeats: int = 0
+    """How many times in a row the latest reply has been sent."""
+    failures: int = 0
+    """How many replies in a row made the same call that failed the same way."""
+    repeated: str = ""
+    """The reply (or failing call) that is being repeated, for the report."""
+    _last_calls: tuple[tuple[str, str], ...] = ()
+    _last_text: str = ""
+    _last_failure: tuple[str, str, str] | None = None
+    _seen: bool = field(default=False, repr=False)
+
+    def see_reply(self, message: Message) -> Verdict:
+        """The model's latest reply; returns what to do about repeats so far."""
+        calls = tuple((c.name, _canonical(c.arguments)) for c in message.tool_calls)
+        text = _norm(message.content)
+        same = self._seen and calls == self._last_calls and self._similar(text)
+        self._seen, self._last_calls, self._last_text = True, calls, text
+        self.repeats = self.repeats + 1 if same else 1
+        if same:
+            self.repeated = _describe(message)
+        return self._verdict(max(self.repeats, self.failures))
+
+    def see_failures(self, failed: Sequence[tuple[str, str, str]]) -> Verdict:
+        """The calls of the latest reply that failed, as (name, arguments, error text)."""
+        if not failed:
+            self.failures, self._last_failure = 0, None
+            return "ok"
+        first = failed[0]
+        key = (first[0], _canonical(first[1]), first[2][:200])
+        if key == self._last_failure:
+            self.failures += 1
+            self.repeated = f"{first[0]}({first[1][:300]}) -> {first[2][:150]}"
+        else:
+            self.failures, self._last_failure = 1, key
+        return self._verdict(max(self.repeats, self.failures))
+
+    def _similar(self, text: str) -> bool:
+        if text == self._last_text:
+            return True
+        if not text or not self._last_text:
+            return False
+        matcher = difflib.SequenceMatcher(None, text, self._last_text, autojunk=False)
+        return matcher.quick_ratio() >= _NEAR and matcher.ratio() >= _NEAR
+
+    def _verdict(self, count: int) -> Verdict:
+        if count >= self.after:
+            return "stuck"
+        if count == self.after - 1:
+            return "warn"
+        return "ok"
+
+
+def _describe(message: Message) -> str:
+    calls = "; ".join(f"{c.name}({c.arguments[:200]})" for c in message.tool_calls)
+    text = " ".join((message.content or "").split())[:300]
+    return " | ".join(part for part in (text, calls) if part)[:500]

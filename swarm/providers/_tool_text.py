@@ -1,0 +1,438 @@
+"""Tool calls written as text: reading them from a reply, and asking for them in a prompt.
+
+Open-weight models behind a server whose tool parser missed them (or that has none) write
+their calls into the reply's text. `calls_from_text` recognises the shapes they use:
+
+- Hermes / Qwen: `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`;
+- a fenced (```json) or bare JSON object `{"name": ..., "arguments": {...}}`, or a list
+  of them (`parameters`, `args` and `input` are taken for `arguments`, and OpenAI's
+  `{"function": {...}}` wrapper is unwrapped);
+- Llama 3: `<|python_tag|>{"name": ..., "parameters": {...}}` (several joined by `;`);
+- Mistral: `[TOOL_CALLS][{...}, ...]` and the newer `[TOOL_CALLS]name[ARGS]{...}`;
+- `<function=name>{...}</function>`, and its XML form with `<parameter=key>value</parameter>`.
+
+Arguments a JSON parser refuses are repaired where the intent is plain (raw newlines in
+strings, a Python dict, trailing commas, arguments sent as a JSON string) and counted, so
+a trace shows how often a model needed it. Text that clearly starts a call but cannot be
+read (cut short, unbalanced) is reported as a `problem` for the model to be told.
+
+`text_request` goes the other way for a server with no tool support at all
+(`tool_calls = "text"`): the tools are described in the system prompt with the Hermes
+format to answer in, earlier calls are written back as text and tool results become user
+turns.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import re
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+from swarm.messages import ChatRequest, ChatResult, Message, ToolCall
+
+__all__ = ["TextCalls", "call_format_hint", "calls_from_text", "read_calls", "text_request"]
+
+FORMATS = ("hermes", "function", "mistral", "llama3", "json")
+"""The text formats recognised, in the order they are tried."""
+
+_HERMES = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+_FUNCTION = re.compile(r"<function=([\w.\-]+)>(.*?)(?:</function>|$)", re.DOTALL)
+_PARAMETER = re.compile(r"<parameter=([\w.\-]+)>\n?(.*?)\n?</parameter>", re.DOTALL)
+_FENCE = re.compile(r"```[\w-]*[ \t]*\n?(.*?)(?:```|$)", re.DOTALL)
+_MISTRAL_NAMED = re.compile(r"\[TOOL_CALLS\]\s*([\w.\-]+)\s*\[ARGS\]\s*", re.DOTALL)
+_ARG_KEYS = ("arguments", "parameters", "args", "input")
+_LOOKS_LIKE_CALL = re.compile(
+    r"<tool_call>|<function=|\[TOOL_CALLS\]|<\|python_tag\|>|[\"']name[\"']\s*:"
+)
+
+
+@dataclass(slots=True)
+class TextCalls:
+    """What a reply's text held: the calls found in it, and the text around them."""
+
+    calls: list[ToolCall] = field(default_factory=list)
+    text: str = ""
+    """The reply's text with the calls taken out (stripped)."""
+    format: str = ""
+    """Which format the calls were written in (one of `FORMATS`), "" when none."""
+    repaired: int = 0
+    """Calls whose arguments needed a repair to parse."""
+    problem: str = ""
+    """Why text that starts a tool call could not be read ("" when nothing was amiss)."""
+
+
+def calls_from_text(text: str, tool_names: Collection[str] = ()) -> TextCalls:
+    """The tool calls written in `text`, however the model wrote them.
+
+    `tool_names` (the tools offered) lets a bare JSON object count as a call only when it
+    names one of them or has an arguments key, so a JSON answer (a plan) is not a call.
+    """
+    if not text or not _LOOKS_LIKE_CALL.search(text):
+        return TextCalls(text=text.strip() if text else "")
+    for fmt, reader in _READERS:
+        found = reader(text, tool_names)
+        if found is not None and (found.calls or found.problem):
+            found.format = fmt if found.calls else ""
+            return found
+    return TextCalls(text=text.strip())
+
+
+def read_calls(result: ChatResult, request: ChatRequest) -> None:
+    """Mark how `result`'s calls came, reading them from its text when the API had none."""
+    if result.message.tool_calls:
+        result.tool_call_format = "native"
+        return
+    text = result.message.content
+    if not request.tools or not text:
+        return
+    found = calls_from_text(text, {t.name for t in request.tools})
+    result.tool_call_problem = found.problem
+    if not found.calls:
+        return
+    result.message = Message.assistant(found.text or None, found.calls)
+    result.tool_call_format = found.format
+    result.repaired_tool_calls = found.repaired
+    if result.finish_reason == "stop":
+        result.finish_reason = "tool_calls"
+
+
+# -- the readers, one per format -----------------------------------------------------------
+
+
+class _Builder:
+    """Collects calls of one reply, numbering their ids and counting repairs."""
+
+    def __init__(self) -> None:
+        self.calls: list[ToolCall] = []
+        self.repaired = 0
+        self.problem = ""
+
+    def add(self, name: str, arguments: Any, repaired: bool) -> None:
+        if isinstance(arguments, str):  # arguments sent as a JSON string
+            value, fixed = _loads(arguments)
+            if isinstance(value, dict):
+                arguments, repaired = value, True
+            elif fixed is None:
+                arguments = {}
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            self.problem = f"the arguments of {name!r} are not a JSON object"
+            return
+        self.repaired += repaired
+        call_id = f"call_text_{len(self.calls)}"
+        self.calls.append(
+            ToolCall.model_construct(
+                id=call_id, name=name, arguments=json.dumps(arguments, ensure_ascii=False)
+            )
+        )
+
+    def add_object(self, obj: Any, repaired: bool, tool_names: Collection[str]) -> bool:
+        """Add `obj` if it is a call (or a list of calls); False when it is not one."""
+        if isinstance(obj, list):
+            items = [_as_call(o, tool_names) for o in obj]
+            if not items or any(i is None for i in items):
+                return False
+            for item in items:
+                assert item is not None
+                self.add(item[0], item[1], repaired)
+            return True
+        found = _as_call(obj, tool_names)
+        if found is None:
+            return False
+        self.add(found[0], found[1], repaired)
+        return True
+
+    def result(self, text: str) -> TextCalls:
+        # ids from the calls themselves: the same reply gets the same ids (a journal's
+        # replay hashes them), different replies different ones
+        for i, c in enumerate(self.calls):
+            digest = hashlib.sha1(f"{c.name}|{c.arguments}".encode(), usedforsecurity=False)
+            self.calls[i] = c.model_copy(update={"id": f"call_{digest.hexdigest()[:10]}_{i}"})
+        return TextCalls(self.calls, text.strip(), "", self.repaired, self.problem)
+
+
+def _as_call(obj: Any, tool_names: Collection[str]) -> tuple[str, Any] | None:
+    """(name, arguments) when `obj` is a call object, else None."""
+    if not isinstance(obj, dict):
+        return None
+    if isinstance(obj.get("function"), dict) and "name" not in obj:
+        obj = obj["function"]
+    name = obj.get("name") or obj.get("tool") or obj.get("tool_name")
+    if not isinstance(name, str) or not name:
+        return None
+    args_key = next((k for k in _ARG_KEYS if k in obj), None)
+    if args_key is None and name not in tool_names:
+        return None
+    extra = set(obj) - {"name", "tool", "tool_name", "type", "id", *_ARG_KEYS}
+    if extra and name not in tool_names:
+        return None  # a JSON answer that happens to have a "name" field
+    return name, obj.get(args_key) if args_key else {}
+
+
+def _hermes(text: str, tool_names: Collection[str]) -> TextCalls | None:
+    if "<tool_call>" not in text:
+        return None
+    b = _Builder()
+    for m in _HERMES.finditer(text):
+        body = _unfence(m.group(1))
+        value, repaired = _loads(body)
+        if repaired is None or not b.add_object(value, repaired, tool_names):
+            b.problem = _unreadable("<tool_call>", body)
+            return b.result(text)
+    return b.result(_HERMES.sub("", text))
+
+
+def _function(text: str, tool_names: Collection[str]) -> TextCalls | None:
+    if "<function=" not in text:
+        return None
+    b = _Builder()
+    for m in _FUNCTION.finditer(text):
+        name, body = m.group(1), m.group(2).strip()
+        params = _PARAMETER.findall(body)
+        if params:
+            b.add(name, {k: _scalar(v) for k, v in params}, False)
+            continue
+        value, repaired = _loads(body or "{}")
+        if repaired is None or not isinstance(value, dict):
+            b.problem = _unreadable(f"<function={name}>", body)
+            return b.result(text)
+        b.add(name, value, repaired)
+    return b.result(_FUNCTION.sub("", text))
+
+
+def _mistral(text: str, tool_names: Collection[str]) -> TextCalls | None:
+    at = text.find("[TOOL_CALLS]")
+    if at < 0:
+        return None
+    b = _Builder()
+    named = list(_MISTRAL_NAMED.finditer(text))
+    if named:  # [TOOL_CALLS]name[ARGS]{...}, possibly repeated
+        for i, m in enumerate(named):
+            end = named[i + 1].start() if i + 1 < len(named) else len(text)
+            body = text[m.end() : end].strip()
+            value, repaired = _loads(body)
+            if repaired is None or not isinstance(value, dict):
+                b.problem = _unreadable(f"[TOOL_CALLS]{m.group(1)}[ARGS]", body)
+                return b.result(text)
+            b.add(m.group(1), value, repaired)
+        return b.result(text[:at])
+    body = text[at + len("[TOOL_CALLS]") :].strip()
+    value, repaired = _loads(_balanced(body) or body)
+    if repaired is None or not b.add_object(value, repaired, tool_names):
+        b.problem = _unreadable("[TOOL_CALLS]", body)
+    return b.result(text[:at])
+
+
+def _llama3(text: str, tool_names: Collection[str]) -> TextCalls | None:
+    tag = "<|python_tag|>"
+    at = text.find(tag)
+    if at < 0:
+        return None
+    b = _Builder()
+    rest = text[at + len(tag) :].replace("<|eom_id|>", "").replace("<|eot_id|>", "").strip()
+    while rest:
+        piece = _balanced(rest)
+        if piece is None:
+            b.problem = _unreadable(tag, rest)
+            return b.result(text[:at])
+        value, repaired = _loads(piece)
+        if repaired is None or not b.add_object(value, repaired, tool_names):
+            b.problem = _unreadable(tag, piece)
+            return b.result(text[:at])
+        rest = rest[len(piece) :].lstrip().lstrip(";").lstrip()
+    return b.result(text[:at])
+
+
+def _json(text: str, tool_names: Collection[str]) -> TextCalls | None:
+    """Fenced blocks first; else JSON objects or lists standing in the prose."""
+    b = _Builder()
+    kept: list[str] = []
+    cursor = 0
+    fences = list(_FENCE.finditer(text)) if "```" in text else []
+    for m in fences:
+        body = m.group(1).strip()
+        if not body.startswith(("{", "[")):
+            continue
+        value, repaired = _loads(body)
+        if repaired is not None and b.add_object(value, repaired, tool_names):
+            kept.append(text[cursor : m.start()])
+            cursor = m.end()
+        elif _starts_call(body, tool_names):
+            b.problem = _unreadable("```json", body)
+    if b.calls or b.problem:
+        kept.append(text[cursor:])
+        return b.result("".join(kept))
+    i = 0
+    while True:
+        start = _next_open(text, i)
+        if start < 0:
+            break
+        piece = _balanced(text[start:])
+        if piece is None:
+            if _starts_call(text[start:], tool_names):
+                b.problem = _unreadable("a JSON tool call", text[start:])
+            break
+        value, repaired = _loads(piece)
+        if repaired is not None and b.add_object(value, repaired, tool_names):
+            kept.append(text[cursor:start])
+            cursor = i = start + len(piece)
+        else:
+            i = start + 1
+    kept.append(text[cursor:])
+    return b.result("".join(kept))
+
+
+_READERS = (
+    ("hermes", _hermes),
+    ("function", _function),
+    ("mistral", _mistral),
+    ("llama3", _llama3),
+    ("json", _json),
+)
+
+
+# -- JSON, leniently -------------------------------------------------------------------------
+
+
+def _loads(text: str) -> tuple[Any, bool | None]:
+    """(value, repaired): repaired is False for valid JSON, True when a repair was needed,
+    None when nothing could read it."""
+    try:
+        return json.loads(text), False
+    except ValueError:
+        pass
+    try:  # raw newlines and tabs inside strings: the commonest slip of a small model
+        return json.loads(text, strict=False), True
+    except ValueError:
+        pass
+    cleaned = re.sub(r",\s*([}\]])", r"\1", text)
+    try:
+        return json.loads(cleaned, strict=False), True
+    except ValueError:
+        pass
+    try:  # a Python literal: single quotes, True/False/None
+        return ast.literal_eval(text), True
+    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+        return None, None
+
+
+def _unfence(body: str) -> str:
+    m = _FENCE.fullmatch(body.strip())
+    return m.group(1).strip() if m else body
+
+
+def _scalar(value: str) -> Any:
+    """A `<parameter>` value: JSON when it parses as a number, bool, list or object."""
+    stripped = value.strip()
+    if stripped[:1] in "[{" or stripped in ("true", "false", "null") or _is_number(stripped):
+        try:
+            return json.loads(stripped)
+        except ValueError:
+            pass
+    return value
+
+
+def _is_number(text: str) -> bool:
+    return bool(re.fullmatch(r"-?\d+(\.\d+)?", text))
+
+
+def _next_open(text: str, start: int) -> int:
+    found = [i for i in (text.find("{", start), text.find("[", start)) if i >= 0]
+    return min(found) if found else -1
+
+
+def _balanced(text: str) -> str | None:
+    """The JSON object or list `text` starts with, up to its matching bracket (strings and
+    escapes respected); None when it never closes."""
+    opener = text[:1]
+    if opener not in "{[" or not opener:
+        return None
+    depth, in_string, escaped = 0, False, False
+    for i, ch in enumerate(text):
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            if depth == 0:
+                return text[: i + 1]
+    return None
+
+
+def _starts_call(text: str, tool_names: Collection[str]) -> bool:
+    head = text[:200]
+    if '"name"' not in head:
+        return False
+    return any(f'"{k}"' in text for k in _ARG_KEYS) or any(f'"{n}"' in head for n in tool_names)
+
+
+def _unreadable(where: str, body: str) -> str:
+    snippet = body.strip().replace("\n", " ")
+    snippet = snippet if len(snippet) <= 80 else snippet[:60] + " … " + snippet[-15:]
+    return f"the tool call after {where} is not complete JSON: {snippet}"
+
+
+# -- asking for calls as text ------------------------------------------------------------------
+
+
+def call_format_hint(tool_names: Collection[str]) -> str:
+    """How to write a call, shown to a model that wrote none (or one swarm could not read)."""
+    example = next(iter(sorted(tool_names)), "finish")
+    return (
+        "Call exactly one tool per reply, written as:\n"
+        f'<tool_call>\n{{"name": "{example}", "arguments": {{...}}}}\n</tool_call>\n'
+        "with `arguments` a JSON object (escape newlines in strings as \\n). "
+        f"Tools: {', '.join(sorted(tool_names))}."
+    )
+
+
+def text_request(request: ChatRequest) -> ChatRequest:
+    """`request` for a server that takes no `tools`: described in the system prompt,
+    earlier calls written back as `<tool_call>` text, tool results as user turns."""
+    if not request.tools:
+        return request
+    lines = [
+        "You can call these tools. To call one, answer with",
+        '<tool_call>\n{"name": "TOOL", "arguments": {...}}\n</tool_call>',
+        "and nothing after it; the result comes back in the next message.",
+        "",
+    ]
+    for t in request.tools:
+        lines.append(f"- {t.name}: {t.description}".rstrip())
+        lines.append(f"  arguments schema: {json.dumps(t.parameters, separators=(',', ':'))}")
+    guide = "\n".join(lines)
+    messages: list[Message] = []
+    for m in request.messages:
+        if m.role == "assistant" and m.tool_calls:
+            written = "\n".join(
+                f'<tool_call>\n{{"name": {json.dumps(c.name)}, "arguments": {c.arguments}}}\n'
+                "</tool_call>"
+                for c in m.tool_calls
+            )
+            messages.append(Message.assistant(((m.content or "") + "\n" + written).strip()))
+        elif m.role == "tool":
+            messages.append(
+                Message.user(
+                    f"<tool_response name={m.name!r}>\n{m.content or ''}\n</tool_response>"
+                )
+            )
+        else:
+            messages.append(m)
+    if messages and messages[0].role == "system":
+        messages[0] = Message.system(f"{messages[0].content or ''}\n\n{guide}")
+    else:
+        messages.insert(0, Message.system(guide))
+    return request.model_copy(update={"messages": messages, "tools": [], "tool_choice": None})
