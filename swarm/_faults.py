@@ -1,4 +1,5 @@
-"""The simulator's fault rates: `Faults`, a ground type because `[providers.NAME.faults]`
+"""The simulator's fault rates: `Faults` (and `RealModel`, how its replies go wrong as a
+real open model's do), a ground type because `[providers.NAME.faults]`
 of a `kind = "sim"` provider holds one (`swarm.config`), and the simulator, `swarm simulate`
 and `swarm sim serve` all read it. The rates are validated here (each in [0, 1], their sum
 at most 1), so a bad rate fails where it is written, naming the key or flag.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["Faults"]
+__all__ = ["TEXT_FORMATS", "Faults", "RealModel"]
 
 _Rate = Field(default=0.0, ge=0.0, le=1.0)
 
@@ -61,3 +62,33 @@ class Faults(BaseModel):
             + self.hang_rate
             + self.refuse_rate
         )
+
+
+TEXT_FORMATS = ("hermes", "fenced", "bare", "llama3", "mistral", "function")
+"""The ways the mode writes a call as text."""
+
+
+class RealModel(BaseModel):
+    """How often a simulated reply goes wrong as a real open model's does."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    text_calls: float = Field(default=0.7, ge=0.0, le=1.0)
+    """Share of replies whose calls are written as text, not in `tool_calls`."""
+    formats: list[str] = Field(default_factory=lambda: list(TEXT_FORMATS), min_length=1)
+    """The text formats drawn from (`hermes`, `fenced`, `bare`, `llama3`, `mistral`,
+    `function`)."""
+    wrong_names: float = Field(default=0.05, ge=0.0, le=1.0)
+    """Share of replies that call a tool that does not exist."""
+    repeats: float = Field(default=0.05, ge=0.0, le=1.0)
+    """Share of replies that repeat the previous reply."""
+    truncated: float = Field(default=0.05, ge=0.0, le=1.0)
+    """Share of replies cut off inside a call's JSON."""
+    no_call: float = Field(default=0.05, ge=0.0, le=1.0)
+    """Share of replies that only talk ("I will now read the file.") and call nothing."""
+    chatter: float = _Rate
+    """Share of text answers (a plan) wrapped in prose, with no fence around the JSON."""
+
+    def model_post_init(self, context: object) -> None:
+        unknown = sorted(set(self.formats) - set(TEXT_FORMATS))
+        if unknown:
+            raise ValueError(f"unknown formats {unknown}; known: {', '.join(TEXT_FORMATS)}")

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from swarm._faults import Faults
+from swarm._faults import Faults, RealModel
 from swarm._route_config import AdaptiveRouting, Constraints
 from swarm._run_config import BatchSize, ClusterConfig, MergeConfig, SandboxConfig
 from swarm._sim_shifts import Shift
@@ -124,6 +124,9 @@ class ProviderConfig(BaseModel):
     """Simulator only: the catalog ref whose latency model names that are not catalog
     refs get (default `cerebras/kimi-k2.6`)."""
     faults: Faults = Field(default_factory=Faults)
+    real_model: RealModel | None = None
+    """Simulator only: reply as a real open model does (`[providers.sim.real_model]`: calls
+    written as text, wrong tool names, repeats, cut-off JSON, at the rates it sets)."""
     """Simulator only: how often its calls fail (`[providers.sim.faults] error_rate = 0.3`)."""
     shifts: list[Shift] = Field(default_factory=list)
     """Simulator only: how it changes under a run (`[[providers.sim.shifts]] at_s = 60`)."""

@@ -89,3 +89,15 @@ def test_synthetic_ledgers_sum_to_wall_clock(tmp_path: Path) -> None:
     for led in (ledger(tr), ledger(tr, critical_path(tr))):
         assert sum(led.values()) == pytest.approx(tr.wall_s, rel=1e-9)
         assert all(v >= 0 for v in led.values())
+
+
+def test_a_call_whose_first_token_never_came_is_all_first_token_wait(tmp_path: Path) -> None:
+    """A slow local server's prompt read that timed out: 360 s of waiting, 0 of decode."""
+    specs = [
+        SpanSpec("invoke_workflow swarm", 0, 400),
+        SpanSpec("invoke_agent planner", 0, 400, parent=0),
+        SpanSpec("chat m", 0, 360, parent=1, attrs={"gen_ai.operation.name": "chat"}),
+        SpanSpec("chat m", 360, 400, parent=1, ttft=30.0, attrs={"gen_ai.operation.name": "chat"}),
+    ]
+    write_spans(tmp_path / "t.jsonl", specs)
+    assert _nonzero(ledger(load_trace(tmp_path / "t.jsonl"))) == {"ttft": 390, "decode": 10}

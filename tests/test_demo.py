@@ -280,7 +280,7 @@ def test_script_reads_its_role_from_the_conversation_alone() -> None:
     assert [c.name for c in demo_script(rebase).tool_calls] == ["read_file"] * 3
     fixer = demo_script(_request("fixer", "The check failed for subtask `pricing` (x)."))
     assert [c.name for c in fixer.tool_calls] == ["read_file"]
-    chat = ChatRequest(messages=[Message.user("hello")], max_tokens=5)
+    chat = ChatRequest(messages=[Message.user("hello")], metadata={"sim.tokens": "5"})
     assert demo_script(chat).text == prose(5)
 
 

@@ -162,7 +162,7 @@ async def test_every_hostile_shape_fails_over_to_the_healthy_provider() -> None:
     assert hits == [shape for shape, _ in CORPUS]  # each hostile server got its one call
 
 
-@pytest.mark.parametrize(("shape", "kind"), [("keep-alive", "first_token"), ("slow-tokens", "timeout")])
+@pytest.mark.parametrize(("shape", "kind"), [("keep-alive", "stall"), ("slow-tokens", "timeout")])
 async def test_slow_streams_end_by_the_token_and_total_clocks(shape: str, kind: str) -> None:
     async with hostile() as (url, _):
         provider = OpenAIProvider(

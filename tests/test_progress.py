@@ -55,6 +55,22 @@ def test_piped_progress_is_one_line_per_event_with_the_event() -> None:
     assert "\x1b[" not in stream.getvalue()
 
 
+def test_piped_progress_beats_while_agents_work_without_events() -> None:
+    """A slow local model sends no event for minutes: a heartbeat line says work goes on."""
+    stream = io.StringIO()
+    budget = Budget(BudgetLimits())
+    with Progress(budget, stream=stream, live=False, heartbeat_s=0.1) as progress:
+        progress.start(total=1, merged=0)
+        progress.queued("pricing")
+        progress.running("pricing")
+        deadline = time.monotonic() + 5
+        while stream.getvalue().count("(working:") < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    beats = [line for line in stream.getvalue().splitlines() if "(working:" in line]
+    assert len(beats) >= 2 and beats[0].endswith("(working: pricing: running)")
+    assert len(_clocks("\n".join(beats))) >= 2  # each beat has the clock as it is then
+
+
 def test_quiet_prints_nothing() -> None:
     stream = io.StringIO()
     with Progress(Budget(BudgetLimits()), stream=stream, quiet=True, live=True) as progress:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import json
 import time
 
@@ -28,7 +30,13 @@ from swarm.providers.sim_reply import prose
 FAST = LatencyProfile(ttft_s=0.0, output_tps=1e9, prefill_tps=1e12, jitter=0.0)
 
 
-def ask(text: str = "hello there", **kwargs: object) -> ChatRequest:
+def ask(text: str = "hello there", **kwargs: Any) -> ChatRequest:
+    """A request; with `max_tokens`, the simulated answer is asked to be exactly that long
+    (`sim.tokens`), as these tests need an exact length (the default answer's own length
+    does not follow the cap: see the test below)."""
+    n = kwargs.get("max_tokens")
+    if n is not None and "metadata" not in kwargs:
+        kwargs["metadata"] = {"sim.tokens": str(n)}
     return ChatRequest(messages=[Message.user(text)], **kwargs)
 
 
@@ -36,14 +44,25 @@ def read_file_tool() -> ToolSpec:
     return ToolSpec(name="read_file", parameters={"type": "object"})
 
 
-def test_default_script_honours_max_tokens_exactly() -> None:
+def test_default_script_writes_sim_tokens_exactly() -> None:
     for n in (1, 7, 64, 500, 4096, 9000):
         reply = default_script(ask(max_tokens=n))
         assert reply.text is not None
         assert count_tokens(reply.text) == n
-    default = default_script(ask()).text
-    assert default is not None and count_tokens(default) == 64
     assert default_script(ask(max_tokens=0)).text == ""
+
+
+async def test_max_tokens_only_caps_a_reply() -> None:
+    """A real model stops when it is done: "hi" is short with a cap of 16,000 or none."""
+    request = ChatRequest(messages=[Message.user("hi")])
+    natural = count_tokens(default_script(request).text or "")
+    assert 24 <= natural <= 256
+    provider = SimProvider(profile=FAST)
+    capped = request.model_copy(update={"max_tokens": 16_000})
+    result = await provider.chat("kimi-k2.6", capped)
+    assert result.usage.output_tokens == natural and result.finish_reason == "stop"
+    cut = await provider.chat("kimi-k2.6", request.model_copy(update={"max_tokens": 10}))
+    assert cut.usage.output_tokens == 10 and cut.finish_reason == "length"
 
 
 def test_default_script_calls_the_named_tool_once() -> None:
@@ -74,6 +93,7 @@ async def test_provider_result_shape_and_usage() -> None:
     request = ChatRequest(
         messages=[Message.system("be brief"), Message.user("fix the three failing tests")],
         max_tokens=20,
+        metadata={"sim.tokens": "20"},
     )
     result = await provider.chat("anything", request)
     assert result.simulated

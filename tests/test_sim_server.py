@@ -47,6 +47,10 @@ async def sim_client(**engine: Any) -> AsyncIterator[httpx.AsyncClient]:
 
 
 def body(**extra: Any) -> dict[str, Any]:
+    """A request body; with `max_tokens`, the answer is asked to be that long (`sim.tokens`
+    in OpenAI's `metadata`), as these tests need an exact length."""
+    if extra.get("max_tokens") is not None and "metadata" not in extra:
+        extra["metadata"] = {"sim.tokens": str(extra["max_tokens"])}
     return {"model": "sim-model", "messages": [{"role": "user", "content": "hi there"}], **extra}
 
 

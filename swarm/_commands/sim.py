@@ -32,6 +32,12 @@ def register(subparsers: Any) -> None:
     serve.add_argument("--port", type=port, default=8765, help="0 picks a free port")
     serve.add_argument("--seed", type=int, default=0)
     serve.add_argument(
+        "--real-model",
+        action="store_true",
+        help="reply as a real open model does: calls written as text, wrong tool names, "
+        "repeats, cut-off JSON (the rates of [providers.sim.real_model]'s defaults)",
+    )
+    serve.add_argument(
         "--time-scale", type=seconds, default=1.0, help="multiply every delay (0 = no latency)"
     )
     serve.add_argument(
@@ -62,13 +68,18 @@ def _load_script(spec: str) -> Any:
 async def _serve(args: argparse.Namespace) -> int:
     import anyio
 
+    from swarm._faults import RealModel
     from swarm.demo import demo_script
     from swarm.providers.sim import SimEngine
+    from swarm.providers.sim_real_model import real_model_script
     from swarm.providers.sim_server import serve_sim
 
+    script = _load_script(args.script) if args.script else demo_script
+    if args.real_model:
+        script = real_model_script(script, RealModel(), args.seed)
     engine = SimEngine(
         profile=args.profile,
-        script=_load_script(args.script) if args.script else demo_script,
+        script=script,
         faults=faults_from_args(args),
         seed=args.seed,
         time_scale=args.time_scale,

@@ -62,7 +62,9 @@ def _intervals(trace: Trace, indices: Iterable[int]) -> list[tuple[int, int, str
             continue
         if cat == "chat":
             ttft = trace.ttft[i]
-            mid = s + int(ttft * 1e9) if ttft >= 0 else s
+            # no first token ever came (a call that failed or stalled before it): all of
+            # its time was the wait for one, none of it decode
+            mid = s + int(ttft * 1e9) if ttft >= 0 else e
             mid = min(max(mid, s), e)
             if mid > s:
                 out.append((s, mid, "ttft"))

@@ -172,7 +172,7 @@ class _Watch:
         elif not self.ticked:
             what, kind = (
                 f"no first token after {self.first[0]:.0f} s ({self.first[1]})",
-                "first_token",
+                "stall",
             )
         else:
             what, kind = f"{self.token_s:g} s without a token (stall_timeout_s)", "stall"

@@ -219,8 +219,14 @@ def from_config(name: str, config: ProviderConfig, api_key: str | None) -> SimPr
         for model, mc in config.models.items()
         if mc.context_window or mc.max_output_tokens
     }
+    script = None
+    if config.real_model is not None:
+        from swarm.providers.sim_real_model import real_model_script
+
+        script = real_model_script(default_script, config.real_model, config.seed)
     return SimProvider(
         name,
+        script=script,
         stall_timeout_s=config.stall_timeout_s,
         seed=config.seed,
         time_scale=config.time_scale,

@@ -114,7 +114,7 @@ def cap_reply(reply: Reply, cap: int | None, thinking: int) -> tuple[Reply, int,
         calls += 1 + count_tokens(call.arguments)
     if room is not None and out + calls > room:
         return Reply(text, (), reply.reasoning_tokens), out, thinking, "length"
-    return reply, out + calls, thinking, finish
+    return reply, out + calls, thinking, "length" if reply.cut else finish
 
 
 def message_tokens(m: Message) -> int:

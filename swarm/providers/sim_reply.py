@@ -9,12 +9,13 @@ names.
 from __future__ import annotations
 
 import itertools
+import zlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from swarm.messages import ChatRequest, ToolCall
 
-__all__ = ["Reply", "Script", "count_tokens", "default_script", "prose"]
+__all__ = ["Reply", "Script", "count_tokens", "default_script", "natural_length", "prose"]
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,9 @@ class Reply:
     tool_calls: Sequence[ToolCall] = ()
     reasoning_tokens: int | None = None
     """Hidden thinking tokens for this call; None means the profile's figure."""
+    cut: bool = False
+    """The model ran out of tokens where the text ends (`finish_reason: length`), as a
+    real one does mid-answer when `max_tokens` is too small."""
 
 
 Script = Callable[[ChatRequest], Reply | Awaitable[Reply]]
@@ -77,7 +81,9 @@ def default_script(request: ChatRequest) -> Reply:
     - metadata `sim.text`: reply with that text (truncated to max_tokens by the engine);
     - metadata `sim.tool` naming an offered tool: call it with the JSON object in `sim.args`
       (default `{}`), unless the last message is already a tool result — then answer;
-    - otherwise: plausible prose of exactly `max_tokens` tokens (64 when unset).
+    - otherwise: plausible prose of its own length, as a model that stops when it is done:
+      `sim.tokens` in the metadata, else 24-256 tokens drawn from the conversation's last
+      message. `max_tokens` only caps it (then `finish_reason` is `length`).
     """
     meta = request.metadata
     tool = meta.get("sim.tool")
@@ -91,4 +97,12 @@ def default_script(request: ChatRequest) -> Reply:
     text = meta.get("sim.text")
     if text is not None:
         return Reply(text=text)
-    return Reply(text=prose(request.max_tokens if request.max_tokens is not None else 64))
+    wanted = meta.get("sim.tokens")
+    return Reply(text=prose(int(wanted) if wanted else natural_length(request)))
+
+
+def natural_length(request: ChatRequest) -> int:
+    """How long the simulated model's prose answer is, whatever the cap: 24-256 tokens,
+    decided by the conversation's last message (so the same question, the same length)."""
+    last = request.messages[-1].content or "" if request.messages else ""
+    return 24 + zlib.crc32(last.encode("utf-8", "surrogatepass")) % 233

@@ -57,12 +57,15 @@ class Board:
         return True
 
     def skip_rest(self, stop: str | None) -> list[SubtaskOutcome]:
-        """Mark what did not run (or did not finish) skipped, saying why; those outcomes."""
-        skipped = [o for o in self.outcomes.values() if o.status in ("pending", "running")]
-        for outcome in skipped:
-            outcome.status = "skipped"
-            outcome.error = f"not run: {stop or 'a dependency failed'}"
-        return skipped
+        """Mark what did not run `skipped` and what started but did not finish `stopped`,
+        saying why; those outcomes."""
+        why = stop or "a dependency failed"
+        left = [o for o in self.outcomes.values() if o.status in ("pending", "running")]
+        for outcome in left:
+            started = outcome.status == "running"
+            outcome.status = "stopped" if started else "skipped"
+            outcome.error = f"stopped: {why}" if started else f"not run: {why}"
+        return left
 
 
 class GaveUp(SwarmError):

@@ -145,7 +145,8 @@ class Coordinator:
             self.crew.journal.set_subtask(
                 self.crew.run_id, outcome.id, "skipped", error=outcome.error
             )
-        return RunOutcome(tuple(board.outcomes.values()), stop, final, self.times)
+        outcomes = tuple(board.outcomes.values())
+        return RunOutcome(outcomes, stop, final, self.times, dict(self._staff.stuck))
 
     async def _dispatch(self, plan: Plan, board: Board) -> str | None:
         """Start subtasks as they become ready; returns the budget kind that stopped it. A

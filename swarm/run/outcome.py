@@ -83,6 +83,8 @@ class RunOutcome:
     subtask after subtask: what stopped the run."""
     final_check: CheckResult | None = None
     times: PhaseTimes = field(default_factory=PhaseTimes)
+    stuck: dict[str, str] = field(default_factory=dict)
+    """Agents stopped for repeating themselves, by id: what they kept sending."""
 
     @property
     def status(self) -> RunStatus:

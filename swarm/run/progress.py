@@ -3,13 +3,15 @@
 On a terminal it is a live status (rich) that redraws every second whether or not events
 arrive (the clock and tokens/s move), with a second line saying what each subtask in
 flight is doing (`pricing: fixing · stock: running`); elsewhere, a plain line per event
-ending in that event (`(pricing: fixing)`), so logs and CI output stay readable; `quiet`
-prints nothing.
+ending in that event (`(pricing: fixing)`), so logs and CI output stay readable, and a
+heartbeat line when nothing was printed for `heartbeat_s` (a slow local model can take
+minutes per call: silence must not look like a hang); `quiet` prints nothing.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from types import TracebackType
 from typing import TextIO
@@ -24,6 +26,8 @@ __all__ = ["Progress"]
 
 _REFRESH_PER_S = 1.0
 """Redraws a second: the clock shows tenths, so one a second reads as a steady tick."""
+HEARTBEAT_S = 30.0
+"""Off a terminal, a line at least this often while a run works."""
 
 
 class Progress:
@@ -34,8 +38,10 @@ class Progress:
         stream: TextIO | None = None,
         quiet: bool = False,
         live: bool | None = None,
+        heartbeat_s: float = HEARTBEAT_S,
     ) -> None:
         self.budget = budget
+        self.heartbeat_s = heartbeat_s
         self.stream = stream or sys.stderr
         self.quiet = quiet
         self.live = self.stream.isatty() if live is None else live
@@ -45,8 +51,16 @@ class Progress:
         self._live: Live | None = None
         self._doing: dict[str, str] = {}
         """Subtask -> what it is doing now, for those in flight (insertion order)."""
+        self._printed = time.monotonic()
+        self._stop_beat = threading.Event()
+        self._beat: threading.Thread | None = None
 
     def __enter__(self) -> Progress:
+        if not self.live and not self.quiet and self.heartbeat_s > 0:
+            # a thread, not a task: the run's code may hold the event loop for a while (a
+            # git call, a big patch), and the heartbeat is what shows it is alive
+            self._beat = threading.Thread(target=self._beating, name="swarm-heartbeat", daemon=True)
+            self._beat.start()
         if self.live and not self.quiet:
             console = Console(file=self.stream, force_terminal=True)
             self._live = Live(
@@ -62,10 +76,20 @@ class Progress:
     def __exit__(
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
+        if self._beat is not None:
+            self._stop_beat.set()
+            self._beat.join(timeout=1.0)
+            self._beat = None
         if self._live is not None:
             self._live.refresh()
             self._live.__exit__(et, e, tb)
             self._live = None
+
+    def _beating(self) -> None:
+        while not self._stop_beat.wait(min(1.0, self.heartbeat_s)):
+            if time.monotonic() - self._printed >= self.heartbeat_s:
+                doing = self.doing()
+                self._print(f"{self.line()}  (working: {doing or 'waiting for a model'})")
 
     def note(self, text: str) -> None:
         """A line that is not a counter change (phase starts, warnings)."""
@@ -74,7 +98,11 @@ class Progress:
         if self._live is not None:
             self._live.console.print(text)
         else:
-            print(text, file=self.stream, flush=True)
+            self._print(text)
+
+    def _print(self, text: str) -> None:
+        self._printed = time.monotonic()
+        print(text, file=self.stream, flush=True)
 
     def start(self, *, total: int, merged: int) -> None:
         self.total, self.counts["merged"] = total, merged
@@ -107,7 +135,7 @@ class Progress:
         if self._live is not None:
             self._live.refresh()
         else:
-            print(f"{self.line()}  ({subtask}: {what})", file=self.stream, flush=True)
+            self._print(f"{self.line()}  ({subtask}: {what})")
 
     def line(self) -> str:
         elapsed = time.monotonic() - self._t0

@@ -23,7 +23,8 @@ class SubtaskReport(BaseModel):
     id: str
     title: str
     status: str
-    """merged, empty (nothing to merge), failed or skipped."""
+    """merged, empty (nothing to merge), failed, stopped (started, then the run stopped)
+    or skipped (never started)."""
     fix_rounds: int = 0
     rebases: int = 0
     commit: str | None = None
@@ -110,6 +111,8 @@ class RunReport(BaseModel):
     """The run's wall-clock by cause, from its trace (sums to the run's length)."""
     baseline: dict[str, str] = {}
     """Each check command's state on the base commit (`passed`, `failed (N known failures)`)."""
+    stuck: dict[str, str] = {}
+    """Agents stopped for repeating themselves, by agent id: the reply they kept sending."""
 
     @property
     def ok(self) -> bool:
@@ -134,8 +137,8 @@ def render_markdown(r: RunReport) -> str:
         f"# swarm run {r.run_id}{label}",
         "",
         f"- status: **{r.status}**{stop}",
-        f"- branch: `{r.branch}`",
-        f"- patch: `{r.patch}`",
+        f"- branch: `{r.branch}`" if r.branch else "- branch: none (nothing merged)",
+        f"- patch: `{r.patch}`" if r.patch else "- patch: none",
         f"- trace: `{r.trace}`",
         f"- wall-clock: {r.wall_s:.1f} s; model calls: {r.calls}; "
         f"tokens: {r.tokens:,}; cost: ${r.cost_usd:.4f}",
@@ -146,6 +149,8 @@ def render_markdown(r: RunReport) -> str:
     for command, state in r.baseline.items():
         lines.append(f"- baseline: `{command}` {state} before any change")
     lines += [f"- note: {w}" for w in r.warnings]
+    for agent, text in r.stuck.items():
+        lines.append(f"- stuck: {agent} kept sending: {_one_line(text, 200)}")
     lines += [
         "",
         "## Subtasks",
@@ -173,7 +178,7 @@ def render_markdown(r: RunReport) -> str:
             "",
             "## Merge queue",
             "",
-            f"- {m.merged} patches landed in {m.batches} batches "
+            f"- {_n(m.merged, 'patch', 'patches')} landed in {_n(m.batches, 'batch', 'batches')} "
             f"({m.splits} splits to find culprits, {m.rebuilds} speculative rebuilds, "
             f"{m.probes} probes, {m.alternates} alternates used)",
             f"- merge checks run: {m.checks_run} ({m.check_s:.1f} s); a one-at-a-time "
@@ -187,3 +192,12 @@ def render_markdown(r: RunReport) -> str:
         f"model call, against {o.model_s:.1f} s of model time ({o.cpu_vs_model:.1%}).",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _n(count: int, one: str, many: str) -> str:
+    return f"{count} {one if count == 1 else many}"
+
+
+def _one_line(text: str, limit: int) -> str:
+    flat = " ".join(text.split()).replace("|", "\\|")
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -29,7 +29,7 @@ import anyio
 
 from swarm.budget import Budget, BudgetLimits
 from swarm.config import SwarmConfig, config_key
-from swarm.errors import BudgetExceeded
+from swarm.errors import BudgetExceeded, SwarmError
 from swarm.model import Provider
 from swarm.routing.router import Router
 from swarm.run.check import Baseline
@@ -287,7 +287,7 @@ class Run:
         if exc is not None:
             cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
             status = "interrupted" if cancelled else "failed"
-            error = None if cancelled else f"{type(exc).__name__}: {exc}"
+            error = None if cancelled else cause(exc)
         try:
             with anyio.move_on_after(FINISH_TIMEOUT_S, shield=True):
                 self.report = await self._finish(status, error)
@@ -329,6 +329,7 @@ class Run:
             },
             overhead=self._overhead(),
             merge=self.merge_stats,
+            stuck=dict(outcome.stuck) if outcome else {},
         )
         if run_dir is not None:
             report.write(run_dir)
@@ -340,7 +341,8 @@ class Run:
             tokens=report.tokens,
             detail=report.stop_reason or error or "",
         )
-        self.progress.note(f"swarm: {status}: branch {branch} · report {report.report}")
+        where = f"branch {branch}" if branch else "no branch (nothing merged)"
+        self.progress.note(f"swarm: {status}: {where} · report {report.report}")
         return report
 
     def _hurried(self) -> list[str]:
@@ -366,6 +368,27 @@ class Run:
             cpu_ms_per_call=round(1000 * cpu_s / calls, 3),
             cpu_vs_model=round(cpu_s / model_s, 4) if model_s else 0.0,
         )
+
+
+def cause(exc: BaseException) -> str:
+    """What went wrong, as one line: a task group's `ExceptionGroup` is opened to the
+    errors inside it (cancellations left out), never reported as itself."""
+    leaves: list[BaseException] = []
+
+    def walk(e: BaseException) -> None:
+        if isinstance(e, BaseExceptionGroup):
+            for inner in e.exceptions:
+                walk(inner)
+        elif not isinstance(e, anyio.get_cancelled_exc_class()):
+            leaves.append(e)
+
+    walk(exc)
+    if not leaves:
+        return f"{type(exc).__name__}: {exc}"
+    first = leaves[0]
+    text = str(first) if isinstance(first, SwarmError) else f"{type(first).__name__}: {first}"
+    more = f" (and {len(leaves) - 1} more)" if len(leaves) > 1 else ""
+    return text + more
 
 
 def _final(outcome: RunOutcome | None) -> Literal["passed", "failed"] | None:

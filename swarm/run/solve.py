@@ -359,9 +359,17 @@ def _providers(config: SwarmConfig, demo: bool) -> dict[str, Provider] | None:
         return None
     from swarm.demo import demo_script
     from swarm.providers.sim import SimProvider
+    from swarm.providers.sim_real_model import real_model_script
 
     return {
-        name: SimProvider(name, script=demo_script, seed=p.seed, time_scale=p.time_scale)
+        name: SimProvider(
+            name,
+            script=real_model_script(demo_script, p.real_model, p.seed)
+            if p.real_model
+            else demo_script,
+            seed=p.seed,
+            time_scale=p.time_scale,
+        )
         for name, p in config.providers.items()
     }
 

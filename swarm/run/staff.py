@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -24,6 +25,8 @@ from swarm.agent.context import Chain, MaskToolOutputs, RecentWindow
 from swarm.agent.loop import Agent
 from swarm.agent.tool import Tool, ToolContext
 from swarm.errors import ModelBehaviorError
+from swarm.messages import ChatRequest, ChatResult
+from swarm.model import Model
 from swarm.run.environment import CheckEnvironment
 from swarm.run.outcome import PhaseTimes
 from swarm.run.parts import Crew, SolveOptions
@@ -54,6 +57,8 @@ class Staff:
     times: PhaseTimes
     check_slot: Callable[[], AbstractAsyncContextManager[None]] | None = None
     """Where an agent's `run_tests` waits for its place among the checks."""
+    stuck: dict[str, str] = field(default_factory=dict)
+    """Agents stopped for repeating themselves, by id: what they kept sending."""
 
     def agent(
         self,
@@ -65,9 +70,17 @@ class Staff:
         *,
         escalate: bool = False,
     ) -> TimedAgent:
+        models = self.crew.models
+        # an agent that repeats itself moves to the reasoning tier once (its own journal key)
+        fallback = None
+        if not escalate:
+            fallback = _MadeOnFirstCall(
+                partial(models.model, role, agent_id=f"{agent_id}:up", escalate=True)
+            )
         agent: Agent[str] = Agent(
             role,
-            model=self.crew.models.model(role, agent_id=agent_id, escalate=escalate),
+            model=models.model(role, agent_id=agent_id, escalate=escalate),
+            fallback_model=fallback,
             instructions=instructions,
             tools=self.tools,
             context=self.context(path, self.task.check_for(st.files)),
@@ -77,7 +90,7 @@ class Staff:
             compaction=role_policy(role) if self.options.compaction else None,
             settings=self.crew.settings.get(role),
         )
-        return TimedAgent(agent, self.times, role)
+        return TimedAgent(agent, self.times, role, self.stuck)
 
     async def plan(self, path: Path) -> Plan:
         """Ask the planner (working in `path`), feeding validation errors back a bounded
@@ -99,10 +112,19 @@ class Staff:
             started = anyio.current_time()
             result = await agent.run(planner_prompt(self.task, errors))
             self.times.add("planning", anyio.current_time() - started)
+            if result.stop_reason == "stuck":
+                self.stuck[agent_id] = result.repeated
             try:
                 return parse_plan_reply(str(result.output or ""))
             except PlanError as exc:
                 errors = exc.problems or [str(exc)]
+                if result.calls.truncated:
+                    errors.append(
+                        f"the planner's reply was cut off by max_tokens {result.calls.truncated} "
+                        "times (finish_reason: length); raise `max_tokens` for the planner"
+                    )
+                if result.stop_reason not in ("final_answer", "finish"):
+                    errors.append(f"the planner ended with {result.stop_reason}, not an answer")
         raise ModelBehaviorError(
             "no valid plan: " + "; ".join(errors or ["no reply"]),
             agent="planner",
@@ -117,8 +139,10 @@ class Staff:
 class TimedAgent:
     """An agent whose run time is added to its phase; the check, not its word, decides."""
 
-    def __init__(self, agent: Agent[str], times: PhaseTimes, phase: str) -> None:
-        self._agent, self._times, self._phase = agent, times, phase
+    def __init__(
+        self, agent: Agent[str], times: PhaseTimes, phase: str, stuck: dict[str, str]
+    ) -> None:
+        self._agent, self._times, self._phase, self._stuck = agent, times, phase, stuck
 
     def depends_on(self, spans: list[SpanContext]) -> None:
         self._agent.depends_on = spans
@@ -126,6 +150,23 @@ class TimedAgent:
     async def run(self, prompt: str) -> None:
         started = anyio.current_time()
         try:
-            await self._agent.run(prompt)  # the check, not the agent's word, decides
+            result = await self._agent.run(prompt)  # the check, not its word, decides
+            if result.stop_reason == "stuck":
+                self._stuck[self._agent.agent_id or self._agent.name] = result.repeated
         finally:
             self._times.add(self._phase, anyio.current_time() - started)
+
+
+class _MadeOnFirstCall:
+    """A model made when it is first called: an agent's fallback, rarely needed."""
+
+    name = "fallback"
+
+    def __init__(self, make: Callable[[], Model]) -> None:
+        self._make: Callable[[], Model] = make
+        self._model: Model | None = None
+
+    async def chat(self, request: ChatRequest) -> ChatResult:
+        if self._model is None:
+            self._model = self._make()
+        return await self._model.chat(request)

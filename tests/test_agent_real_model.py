@@ -1,0 +1,211 @@
+"""An agent driven by a model that is not a script: feedback it can act on, repeats that
+stop, replies cut by `max_tokens`, and calls written as text through the router."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from swarm._faults import RealModel
+from swarm.agent.events import AgentResult
+from swarm.agent.loop import Agent
+from swarm.agent.tool import Finish, ToolContext, tool
+from swarm.agent.toolbox import coding_tools
+from swarm.config import ProviderConfig, SwarmConfig, TierConfig
+from swarm.messages import ChatRequest, ChatResult, Message, Timing, ToolCall, Usage
+from swarm.providers.sim import SimProvider
+from swarm.providers.sim_real_model import real_model_script
+from swarm.providers.sim_reply import Reply, Script
+from swarm.routing.router import Router
+from swarm.sandbox import NoSandbox
+from swarm.testing import FunctionModel, ScriptedModel, call
+from swarm.tracing import semconv as sc
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+@tool
+def finish(summary: str) -> None:
+    """Say the work is done."""
+    raise Finish(summary)
+
+
+def _told(request: ChatRequest) -> str:
+    return request.messages[-1].content or ""
+
+
+async def test_unknown_tool_gets_the_real_names_and_is_counted() -> None:
+    model = ScriptedModel([call("ad", a=1, b=2), call("finish", summary="ok")])
+    result = await Agent[str]("coder", model=model, tools=[add, finish]).run("go")
+    told = _told(model.requests[1])
+    assert "unknown tool 'ad'" in told and "Did you mean 'add'?" in told
+    assert "The tools are: add, finish." in told
+    assert result.calls.rejected == 1 and result.finished
+
+
+async def test_bad_arguments_get_the_schema_error_and_the_expected_shape() -> None:
+    model = ScriptedModel([call("add", a="one"), call("finish", summary="ok")])
+    result = await Agent[str]("coder", model=model, tools=[add, finish]).run("go")
+    told = _told(model.requests[1])
+    assert "b: required argument missing" in told
+    assert 'Expected: {"a": integer, "b": integer}' in told
+    assert result.calls.rejected == 1
+
+
+async def test_a_reply_without_a_call_gets_the_format_to_use() -> None:
+    model = ScriptedModel(["I will add the numbers now.", call("finish", summary="ok")])
+    result = await Agent[str]("coder", model=model, tools=[add, finish]).run("go")
+    told = _told(model.requests[1])
+    assert "Your reply called no tool." in told
+    assert '<tool_call>\n{"name": "add", "arguments": {...}}\n</tool_call>' in told
+    assert result.calls.nudges == 1
+
+
+def _cut(text: str, tokens: int) -> ChatResult:
+    return ChatResult(
+        message=Message.assistant(text),
+        finish_reason="length",
+        usage=Usage(output_tokens=tokens),
+        timing=Timing(),
+    )
+
+
+async def test_a_cut_reply_is_asked_again_with_a_larger_cap() -> None:
+    caps: list[int | None] = []
+
+    def model(request: ChatRequest) -> ChatResult | ToolCall:
+        caps.append(request.max_tokens)
+        if request.max_tokens is not None and request.max_tokens >= 400:
+            return call("finish", summary="ok")
+        return _cut('<tool_call>{"name": "finish", "arguments": {"summ', 100)
+
+    agent = Agent[str]("coder", model=FunctionModel(model), tools=[finish], max_tokens=100)
+    result = await agent.run("go")
+    assert caps == [100, 200, 400]
+    assert result.finished and result.calls.truncated == 2
+
+
+async def test_a_reply_still_cut_is_named_and_nothing_in_it_runs() -> None:
+    cut = _cut('<tool_call>{"name": "add", "arguments": {"a": 1, "b', 50)
+    model = ScriptedModel([cut, call("finish", summary="ok")])
+    agent = Agent[str]("coder", model=model, tools=[add, finish], max_tokens=8192 * 4)
+    result = await agent.run("go")
+    told = _told(model.requests[1])
+    assert "cut off at 50 tokens (max_tokens; finish_reason: length)" in told
+    assert "nothing in it was run" in told
+    assert result.calls.truncated == 1  # the cap is at its ceiling: no larger one to ask
+
+
+def _same(request: ChatRequest) -> ToolCall:
+    return call("add", a=1, b=1)
+
+
+async def test_an_agent_that_repeats_itself_is_escalated_once_then_stopped(
+    spans: InMemorySpanExporter,
+) -> None:
+    model, fallback = FunctionModel(_same), FunctionModel(_same)
+    agent = Agent[str]("coder", model=model, fallback_model=fallback, tools=[add, finish])
+    result = await agent.run("go")
+    assert result.stop_reason == "stuck" and result.steps == 3
+    assert len(model.requests) == 2 and len(fallback.requests) == 1  # moved after 2
+    assert "You have now sent the same reply twice" in _told(fallback.requests[0])
+    assert result.calls.escalated
+    assert result.repeated.startswith("add(")
+    span = next(s for s in spans.get_finished_spans() if s.name == "invoke_agent coder")
+    attrs = span.attributes or {}
+    assert attrs[sc.AGENT_STOP_REASON] == "stuck" and attrs[sc.AGENT_ESCALATED] is True
+    assert str(attrs[sc.AGENT_REPEATED]).startswith("add(")
+
+
+async def test_the_same_failing_call_in_other_words_is_stuck_too() -> None:
+    def model(request: ChatRequest) -> ChatResult:
+        n = len(request.messages)
+        bad = ToolCall(id=f"c{n}", name="add", arguments='{"a": "x", "b": 1}')
+        return ChatResult(message=Message.assistant(f"Attempt number {n} at adding.", [bad]))
+
+    result = await Agent[str]("coder", model=FunctionModel(model), tools=[add, finish]).run("go")
+    assert result.stop_reason == "stuck" and result.steps == 3
+    assert "add(" in result.repeated and "error" in result.repeated
+
+
+async def test_near_identical_text_replies_count_as_repeats() -> None:
+    texts = iter(
+        ["I think I should add them.", "I think I should add them!", "i think i should add them."]
+    )
+    model = FunctionModel(lambda r: next(texts))
+    result = await Agent[str]("coder", model=model, tools=[add, finish]).run("go")
+    assert result.stop_reason == "stuck"
+
+
+async def test_varied_work_is_never_stuck() -> None:
+    def model(request: ChatRequest) -> ToolCall:
+        n = len(request.messages)
+        return call("finish", summary="done") if n > 12 else call("add", a=n, b=1)
+
+    result = await Agent[str]("coder", model=FunctionModel(model), tools=[add, finish]).run("go")
+    assert result.stop_reason == "finish"
+
+
+# -- through the router: calls written as text, per provider mode ---------------------------
+
+_TEXT_ONLY = RealModel(text_calls=1.0, wrong_names=0, repeats=0, truncated=0, no_call=0)
+
+
+def _reader(seen: list[ChatRequest]) -> Callable[[ChatRequest], Reply]:
+    """A model that reads a.py, then finishes; every request is kept in `seen`."""
+
+    def script(request: ChatRequest) -> Reply:
+        seen.append(request)
+        done = any(
+            m.role in ("tool", "user") and "x = 1" in (m.content or "") for m in request.messages
+        )
+        name, args = ("finish", {"summary": "read"}) if done else ("read_file", {"path": "a.py"})
+        return Reply(tool_calls=[ToolCall(id="c", name=name, arguments=json.dumps(args))])
+
+    return script
+
+
+async def _run(tmp_path: Path, mode: str | None, script: Script) -> AgentResult[str]:
+    (tmp_path / "a.py").write_text("x = 1\n")
+    config = SwarmConfig(
+        providers={"sim": ProviderConfig(kind="sim", time_scale=0, tool_calls=mode)},  # type: ignore[arg-type]
+        tiers={"speed": TierConfig(models=["sim/kimi-k2.6"])},
+    )
+    provider = SimProvider("sim", script=script, time_scale=0)
+    async with Router(config, providers={"sim": provider}, env={}) as router:
+        agent = Agent[str](
+            "coder",
+            model=router.model("speed"),
+            tools=coding_tools(),
+            context=ToolContext(root=tmp_path, sandbox=NoSandbox()),
+            max_steps=6,
+        )
+        return await agent.run("read a.py")
+
+
+async def test_calls_written_as_text_are_read_and_run(tmp_path: Path) -> None:
+    seen: list[ChatRequest] = []
+    result = await _run(tmp_path, None, real_model_script(_reader(seen), _TEXT_ONLY))
+    assert result.finished and result.output == "read"
+    assert (result.calls.parsed, result.calls.native) == (2, 0)
+
+
+async def test_a_native_provider_leaves_text_alone(tmp_path: Path) -> None:
+    seen: list[ChatRequest] = []
+    result = await _run(tmp_path, "native", real_model_script(_reader(seen), _TEXT_ONLY))
+    assert not result.finished and result.calls.parsed == 0  # prose to a native provider
+
+
+async def test_text_mode_sends_tools_in_the_prompt(tmp_path: Path) -> None:
+    seen: list[ChatRequest] = []
+    result = await _run(tmp_path, "text", real_model_script(_reader(seen), _TEXT_ONLY))
+    assert result.finished and result.calls.parsed == 2
+    assert all(r.tools == [] for r in seen)
+    assert "<tool_call>" in (seen[0].messages[0].content or "")

@@ -1,0 +1,152 @@
+"""Tool calls written as text: every format open models use, repairs, and what is not a call."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from swarm.messages import ChatRequest, ChatResult, Message, ToolSpec
+from swarm.providers._tool_text import calls_from_text, read_calls, text_request
+
+NAMES = {"read_file", "write_file", "run_tests", "finish"}
+READ = {"path": "a.py"}
+
+FORMATS = [
+    ("hermes", '<tool_call>\n{"name": "read_file", "arguments": {"path": "a.py"}}\n</tool_call>'),
+    (
+        "hermes",  # Qwen's, with no closing tag at the end of the reply
+        'I will read it.\n<tool_call>\n{"name": "read_file", "arguments": {"path": "a.py"}}',
+    ),
+    ("json", 'Reading.\n```json\n{"name": "read_file", "arguments": {"path": "a.py"}}\n```'),
+    ("json", '{"name": "read_file", "arguments": {"path": "a.py"}}'),
+    ("json", 'Sure: {"name": "read_file", "parameters": {"path": "a.py"}} - done.'),
+    ("json", '```\n[{"name": "read_file", "arguments": {"path": "a.py"}}]\n```'),
+    (
+        "json",
+        '{"type": "function", "function": {"name": "read_file", "arguments": {"path": "a.py"}}}',
+    ),
+    ("llama3", '<|python_tag|>{"name": "read_file", "parameters": {"path": "a.py"}}<|eom_id|>'),
+    ("mistral", '[TOOL_CALLS][{"name": "read_file", "arguments": {"path": "a.py"}}]'),
+    ("mistral", '[TOOL_CALLS]read_file[ARGS]{"path": "a.py"}'),
+    ("function", '<function=read_file>{"path": "a.py"}</function>'),
+    ("function", "<function=read_file>\n<parameter=path>\na.py\n</parameter>\n</function>"),
+]
+
+
+@pytest.mark.parametrize(("fmt", "text"), FORMATS)
+def test_every_text_format_is_read(fmt: str, text: str) -> None:
+    found = calls_from_text(text, NAMES)
+    assert found.format == fmt
+    assert [(c.name, json.loads(c.arguments)) for c in found.calls] == [("read_file", READ)]
+    assert found.problem == "" and found.repaired == 0
+    assert "read_file" not in found.text  # the call is taken out of the prose
+
+
+def test_several_calls_in_one_reply() -> None:
+    text = (
+        '<|python_tag|>{"name": "read_file", "parameters": {"path": "a.py"}}; '
+        '{"name": "run_tests", "parameters": {}}'
+    )
+    found = calls_from_text(text, NAMES)
+    assert [c.name for c in found.calls] == ["read_file", "run_tests"]
+    assert len({c.id for c in found.calls}) == 2
+    hermes = "\n".join(
+        f'<tool_call>{{"name": "{n}", "arguments": {{}}}}</tool_call>'
+        for n in ("run_tests", "finish")
+    )
+    assert [c.name for c in calls_from_text(hermes, NAMES).calls] == ["run_tests", "finish"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # raw newlines inside a JSON string: the commonest slip of a small model
+        '```json\n{"name": "write_file", '
+        '"arguments": {"path": "a.py", "content": "x = 1\ny = 2"}}\n```',
+        "{'name': 'write_file', 'arguments': {'path': 'a.py', 'content': 'x = 1\\ny = 2'}}",
+        '{"name": "write_file", "arguments": {"path": "a.py", "content": "x = 1\\ny = 2",},}',
+        '{"name": "write_file", '
+        '"arguments": "{\\"path\\": \\"a.py\\", \\"content\\": \\"x = 1\\\\ny = 2\\"}"}',
+    ],
+)
+def test_arguments_are_repaired_and_counted(text: str) -> None:
+    found = calls_from_text(text, NAMES)
+    assert len(found.calls) == 1 and found.repaired == 1
+    assert json.loads(found.calls[0].arguments) == {"path": "a.py", "content": "x = 1\ny = 2"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '<tool_call>\n{"name": "write_file", "arguments": {"path": "a.py", "content": "def f(',
+        '```json\n{"name": "write_file", "arguments": {"path": "a.py", "content": "de',
+        '[TOOL_CALLS][{"name": "write_file", "arguments": {"path": ',
+    ],
+)
+def test_a_call_cut_short_is_a_problem_not_a_call(text: str) -> None:
+    found = calls_from_text(text, NAMES)
+    assert found.calls == [] and "not complete JSON" in found.problem
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '```json\n{"subtasks": [{"id": "a", "title": "x", "files": []}]}\n```',
+        'The config is {"name": "swarm", "version": 2, "license": "MIT"}.',
+        "Plain prose with no call in it.",
+        "",
+    ],
+)
+def test_answers_that_are_not_calls_stay_text(text: str) -> None:
+    found = calls_from_text(text, NAMES)
+    assert found.calls == [] and found.problem == "" and found.format == ""
+
+
+def test_the_same_call_gets_the_same_id_and_another_call_another() -> None:
+    one = calls_from_text('{"name": "read_file", "arguments": {"path": "a.py"}}', NAMES)
+    again = calls_from_text('{"name": "read_file", "arguments": {"path": "a.py"}}', NAMES)
+    other = calls_from_text('{"name": "read_file", "arguments": {"path": "b.py"}}', NAMES)
+    assert one.calls[0].id == again.calls[0].id != other.calls[0].id
+
+
+def _result(text: str, finish: str = "stop") -> ChatResult:
+    return ChatResult(message=Message.assistant(text), finish_reason=finish)
+
+
+def test_read_calls_marks_the_format_and_keeps_native_calls() -> None:
+    tools = [ToolSpec(name="read_file")]
+    request = ChatRequest(messages=[Message.user("go")], tools=tools)
+    result = _result('<tool_call>{"name": "read_file", "arguments": {"path": "a.py"}}</tool_call>')
+    read_calls(result, request)
+    assert result.tool_call_format == "hermes" and result.finish_reason == "tool_calls"
+    assert result.message.content is None and result.message.tool_calls[0].name == "read_file"
+    native = ChatResult(message=Message.assistant(None, result.message.tool_calls))
+    read_calls(native, request)
+    assert native.tool_call_format == "native"
+    no_tools = _result('{"name": "read_file", "arguments": {}}')
+    read_calls(no_tools, ChatRequest(messages=[Message.user("go")]))
+    assert no_tools.message.tool_calls == []  # no tools offered: nothing is a call
+
+
+def test_text_request_describes_tools_and_writes_history_as_text() -> None:
+    first = calls_from_text('{"name": "read_file", "arguments": {"path": "a.py"}}', NAMES).calls
+    request = ChatRequest(
+        messages=[
+            Message.system("You are a coder."),
+            Message.user("fix it"),
+            Message.assistant("Reading.", first),
+            Message.tool(first[0], "x = 1"),
+        ],
+        tools=[ToolSpec(name="read_file", description="Read a file.")],
+        tool_choice="auto",
+    )
+    out = text_request(request)
+    assert out.tools == [] and out.tool_choice is None
+    assert [m.role for m in out.messages] == ["system", "user", "assistant", "user"]
+    assert "read_file: Read a file." in (out.messages[0].content or "")
+    assert "<tool_call>" in (out.messages[2].content or "")
+    assert out.messages[2].tool_calls == []
+    assert "x = 1" in (out.messages[3].content or "")
+    # what the model writes back in that format is read again
+    assert calls_from_text(out.messages[2].content or "", NAMES).calls[0].name == "read_file"
