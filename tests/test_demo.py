@@ -315,3 +315,35 @@ async def test_demo_run_traces_its_structure_for_the_exact_critical_path(tmp_pat
     # pricing and stock wait for item; docs waits for pricing and stock
     assert len(waits) == 3
     assert sorted(len(trace.links.get(i, [])) for i in waits) == [1, 1, 2]
+
+
+async def test_the_demo_merges_on_a_simulated_real_model(tmp_path: Path) -> None:
+    """Calls written as text in every format, wrong tool names, repeats, cut-off JSON and
+    chatter around the plan (the real-model mode's default rates): still all four merge."""
+    config = tmp_path / "swarm.toml"
+    config.write_text(
+        '[providers.sim]\nkind = "sim"\ntime_scale = 0.01\nseed = 1\n'
+        "[providers.sim.real_model]\nchatter = 1.0\n"
+    )
+    report = await solve(
+        SolveRequest(
+            task_path=str(TASK_FILE),
+            config_path=str(config),
+            state_dir=str(tmp_path / "state"),
+            traces_dir=str(tmp_path / "traces"),
+            quiet=True,
+        )
+    )
+    assert report.status == "done", report
+    assert report.count("merged") == 4
+    trace = load_trace(Path(str(report.trace)))
+    agents = [trace.attributes(i) for i in range(len(trace)) if trace.op[i] == sc.OP_AGENT]
+    parsed = sum(a.get(sc.TOOL_CALLS_PARSED, 0) for a in agents)
+    native = sum(a.get(sc.TOOL_CALLS_NATIVE, 0) for a in agents)
+    assert parsed > native > 0  # most calls came as text, and every one was read
+    formats = {
+        trace.attributes(i).get(sc.TOOL_CALL_FORMAT)
+        for i in range(len(trace))
+        if trace.op[i] == sc.OP_CHAT
+    }
+    assert {"hermes", "json", "native"} <= formats

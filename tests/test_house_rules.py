@@ -1,13 +1,12 @@
-"""The house rules a reviewer would otherwise check by hand: sizes, and no secrets in help().
+"""The house rule a reviewer would otherwise check by hand: no secrets in help().
 
-Modules stay under 400 lines and functions under 60, except the documented hot loops
-listed here; no signature or repr evaluates the environment (`help(swarm.Router)` once
-printed every provider key).
+No signature or repr evaluates the environment (`help(swarm.Router)` once printed every
+provider key). Sizes are a review habit, not a test: one idea per module, a function you
+can read in one screen (line caps pinned here once made modules of 391-400 lines).
 """
 
 from __future__ import annotations
 
-import ast
 import importlib
 import inspect
 import pkgutil
@@ -19,38 +18,6 @@ import pytest
 import swarm
 
 PACKAGE = Path(swarm.__file__).parent
-MAX_MODULE_LINES = 400
-MAX_FUNCTION_LINES = 60
-HOT_LOOPS = {
-    # one pass over every span of a trace file, kept in one frame on purpose (see its doc)
-    ("swarm/analysis/loader.py", "parse"),
-}
-
-
-def _sources() -> list[Path]:
-    return [p for p in sorted(PACKAGE.rglob("*.py")) if "demo/repo" not in p.as_posix()]
-
-
-def _name(path: Path) -> str:
-    return path.relative_to(PACKAGE.parent).as_posix()
-
-
-def test_modules_are_under_400_lines() -> None:
-    long = {
-        _name(p): n for p in _sources() if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
-    }
-    assert not long, f"split these by job: {long}"
-
-
-def test_functions_are_under_60_lines_outside_documented_hot_loops() -> None:
-    long = {}
-    for p in _sources():
-        for node in ast.walk(ast.parse(p.read_text())):
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                lines = (node.end_lineno or node.lineno) - node.lineno + 1
-                if lines > MAX_FUNCTION_LINES and (_name(p), node.name) not in HOT_LOOPS:
-                    long[f"{_name(p)}:{node.name}"] = lines
-    assert not long, f"split these: {long}"
 
 
 def _modules() -> list[str]:

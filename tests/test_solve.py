@@ -467,3 +467,70 @@ async def test_a_cluster_asked_for_without_an_opener_is_refused_before_the_run(
         await solve(request(tmp_path, repo, plan, cluster="auto"), source=ScriptedSource({}))
     assert not (tmp_path / "state" / "runs").exists()
     assert_untouched(repo)
+
+
+def _stuck(text: str) -> list[Scripted]:
+    """Twice from the agent's model; warned, it moves to its fallback (`ID:up`) once."""
+    return [text, text]
+
+
+async def test_a_coder_stuck_without_a_change_starts_over_once_then_fails(
+    tmp_path: Path, repo: Path
+) -> None:
+    plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["b.py"])])
+    scripts = ScriptedSource(
+        {
+            "coder:s1": _stuck("I will now read a.py."),
+            "coder:s1:up": ["I will now read a.py."],
+            "coder:s1:again1": _stuck("I will now read a.py!"),
+            "coder:s1:again1:up": ["I will now read a.py!"],
+            "coder:s2": [edit("b.py", "def two():", "def two() -> int:"), done()],
+        }
+    )
+    report = await solve(request(tmp_path, repo, plan, max_agents=1), source=scripts)
+    assert report.status == "failed"
+    s1 = next(s for s in report.subtasks if s.id == "s1")
+    assert s1.status == "failed"
+    assert s1.error is not None and "got stuck, changing nothing" in s1.error
+    assert {s.id: s.status for s in report.subtasks}["s2"] == "merged"  # the run went on
+    assert set(report.stuck) == {"coder:s1", "coder:s1:again1"}
+    assert "I will now read a.py" in report.stuck["coder:s1"]
+    text = Path(str(report.report)).read_text()
+    assert "- stuck: coder:s1 kept sending: I will now read a.py." in text
+    assert scripts.escalated == ["coder:s1:up", "coder:s1:again1:up"]  # once each
+    assert_untouched(repo)
+
+
+async def test_a_coder_stuck_after_its_change_still_merges(tmp_path: Path, repo: Path) -> None:
+    plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
+    scripts = ScriptedSource(
+        {
+            "coder:s1": [edit("a.py", "def one():", "def one() -> int:"), *_stuck("All done.")],
+            "coder:s1:up": ["All done."],
+        }
+    )
+    report = await solve(request(tmp_path, repo, plan), source=scripts)
+    assert report.status == "done" and report.count("merged") == 1
+    assert list(report.stuck) == ["coder:s1"]
+
+
+async def test_a_rebase_that_re_applies_nothing_is_not_an_empty_success(
+    tmp_path: Path, repo: Path
+) -> None:
+    plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["b.py"])])
+    scripts = ScriptedSource(
+        {
+            "coder:s1": [edit("shared.py", '"two"]', '"two", "three"]'), done()],
+            "coder:s2": [edit("shared.py", '"two"]', '"two", "four"]'), done()],
+            "fixer:s1:rebase1": [done("nothing to do")],
+            "fixer:s2:rebase1": [done("nothing to do")],
+            "fixer:s1:rebase2": [done("nothing to do")],
+            "fixer:s2:rebase2": [done("nothing to do")],
+        }
+    )
+    report = await solve(request(tmp_path, repo, plan, max_agents=2), source=scripts)
+    statuses = sorted(s.status for s in report.subtasks)
+    assert statuses == ["failed", "merged"], report.subtasks
+    failed = next(s for s in report.subtasks if s.status == "failed")
+    assert failed.error is not None and "the rebase left no change" in failed.error
+    assert report.status == "failed"

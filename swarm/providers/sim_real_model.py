@@ -47,9 +47,14 @@ def real_model_script(inner: Script, mode: RealModel, seed: int = 0) -> Script:
 
 
 def _rng(seed: int, request: ChatRequest) -> random.Random:
-    last = request.messages[-1].content or "" if request.messages else ""
-    key = f"{seed}|{len(request.messages)}|{zlib.crc32(last.encode('utf-8', 'replace'))}"
-    return random.Random(f"{key}|{request.max_tokens}")
+    """The draws of one reply: the same conversation by the same agent, the same draws (a
+    retry with a larger cap, or another agent on the same conversation, draws anew, as a
+    sampled model would)."""
+    crc = 0
+    for m in request.messages:
+        crc = zlib.crc32((m.content or "").encode("utf-8", "replace"), crc)
+    agent = request.metadata.get("agent", "")
+    return random.Random(f"{seed}|{agent}|{len(request.messages)}|{crc}|{request.max_tokens}")
 
 
 def _spoil(reply: Reply, request: ChatRequest, mode: RealModel, rng: random.Random) -> Reply:

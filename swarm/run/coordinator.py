@@ -71,6 +71,10 @@ _REBASING = 1 << 62
 """A rebase fixer's claim on an agent place: its subtask is late already."""
 
 
+STUCK_RESTARTS = 1
+"""Times a coder that got stuck without changing anything starts over, fresh."""
+
+
 class Coordinator:
     def __init__(
         self,
@@ -297,9 +301,21 @@ class Coordinator:
     async def _code_and_test(self, st: Subtask, outcome: SubtaskOutcome, base: str) -> str:
         """Code the subtask in a workspace at `base`; its patch once its check is green."""
         async with self._workspaces.open(base, st.id) as ws:
-            coder = self._staff.agent("coder", f"coder:{st.id}", CODER, ws.path, st)
-            coder.depends_on(self._dependency_spans(st))
-            await coder.run(coder_prompt(self.task, st))
+            prompt, agent_id = coder_prompt(self.task, st), f"coder:{st.id}"
+            for again in range(STUCK_RESTARTS + 1):
+                coder = self._staff.agent("coder", agent_id, CODER, ws.path, st)
+                coder.depends_on(self._dependency_spans(st))
+                result = await coder.run(prompt)
+                if result.stop_reason != "stuck" or await ws.patch():
+                    break  # work to check (a stuck coder may have done it before it looped)
+                if again == STUCK_RESTARTS:
+                    raise GaveUp(f"the coder got stuck, changing nothing: {result.repeated[:300]}")
+                # a fresh conversation, told what went round in circles, often gets out
+                agent_id = f"coder:{st.id}:again{again + 1}"
+                prompt = (
+                    f"{coder_prompt(self.task, st)}\n\nAn earlier attempt got stuck sending this "
+                    f"again and again: {result.repeated[:300]}\nDo not repeat it."
+                )
             return await self._mender.until_green(st, ws, base, outcome, tag="")
 
     async def _code_and_test_anywhere(self, st: Subtask, outcome: SubtaskOutcome, base: str) -> str:
@@ -356,7 +372,13 @@ class Coordinator:
                     await self._staff.agent("fixer", agent_id, FIXER, ws.path, st).run(
                         rebase_prompt(st, patch, reason)
                     )
-                    patch = await ws.patch()
+                    rebased = await ws.patch()
+                    if not rebased.strip() and patch.strip():
+                        # nothing re-applied (a fixer that got stuck, or gave up): the
+                        # subtask's work would vanish as "empty"; another round, or failed
+                        lost = "the rebase left no change: the earlier patch was not re-applied"
+                        return MergeResult("conflict", output=lost), patch
+                    patch = rebased
                     tg.start_soon(merge, patch)
                     try:
                         checked = await self._mender.first_check(st, ws, base, patch)

@@ -22,6 +22,7 @@ from opentelemetry.trace import SpanContext
 
 from swarm.agent.compaction import ContextPolicy
 from swarm.agent.context import Chain, MaskToolOutputs, RecentWindow
+from swarm.agent.events import AgentResult
 from swarm.agent.loop import Agent
 from swarm.agent.tool import Tool, ToolContext
 from swarm.errors import ModelBehaviorError
@@ -147,12 +148,15 @@ class TimedAgent:
     def depends_on(self, spans: list[SpanContext]) -> None:
         self._agent.depends_on = spans
 
-    async def run(self, prompt: str) -> None:
+    async def run(self, prompt: str) -> AgentResult[str]:
+        """Run the agent; its result says how it ended (the check, not its word, decides
+        whether its work is good)."""
         started = anyio.current_time()
         try:
-            result = await self._agent.run(prompt)  # the check, not its word, decides
+            result = await self._agent.run(prompt)
             if result.stop_reason == "stuck":
                 self._stuck[self._agent.agent_id or self._agent.name] = result.repeated
+            return result
         finally:
             self._times.add(self._phase, anyio.current_time() - started)
 
