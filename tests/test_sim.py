@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import json
 import time
+from typing import Any
 
 import anyio
 import anyio.lowlevel
