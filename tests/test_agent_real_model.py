@@ -175,7 +175,7 @@ def _reader(seen: list[ChatRequest]) -> Callable[[ChatRequest], Reply]:
 async def _run(tmp_path: Path, mode: str | None, script: Script) -> AgentResult[str]:
     (tmp_path / "a.py").write_text("x = 1\n")
     config = SwarmConfig(
-        providers={"sim": ProviderConfig(kind="sim", time_scale=0, tool_calls=mode)},  # type: ignore[arg-type]
+        providers={"sim": ProviderConfig(kind="sim", time_scale=0, tool_calls=mode)},
         tiers={"speed": TierConfig(models=["sim/kimi-k2.6"])},
     )
     provider = SimProvider("sim", script=script, time_scale=0)
@@ -209,3 +209,12 @@ async def test_text_mode_sends_tools_in_the_prompt(tmp_path: Path) -> None:
     assert result.finished and result.calls.parsed == 2
     assert all(r.tools == [] for r in seen)
     assert "<tool_call>" in (seen[0].messages[0].content or "")
+
+
+async def test_alternating_between_two_replies_is_stuck() -> None:
+    """A B B A B B: each repeat breaks the other's streak, but nothing moves."""
+    texts = ["I will look at it.", "Let me think about the tests.", "Let me think about the tests."]
+    model = FunctionModel(lambda r: texts[len(model.requests) % 3 - 1])
+    result = await Agent[str]("coder", model=model, tools=[add, finish], max_steps=30).run("go")
+    assert result.stop_reason == "stuck" and result.steps <= 6
+    assert result.repeated.startswith("alternating between two replies")

@@ -110,6 +110,7 @@ class Checks:
         key: str | None = None,
         priority: bool = False,
         commit: str | None = None,
+        excuse: bool = True,
     ) -> CheckResult:
         await anyio.lowlevel.checkpoint()
         self.runs.append(path.name)

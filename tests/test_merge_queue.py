@@ -86,6 +86,7 @@ class CountingChecker:
         key: str | None = None,
         priority: bool = False,
         commit: str | None = None,
+        excuse: bool = True,
     ) -> CheckResult:
         result = await self.checker(path, command, key=key, priority=priority, commit=commit)
         if not result.reused:

@@ -79,8 +79,9 @@ def subtask(id: str, files: list[str], deps: Sequence[str] = ()) -> dict[str, An
 
 
 def request(tmp_path: Path, repo: Path, plan: Path | None, **kw: Any) -> SolveRequest:
+    task = kw.pop("task", None) or write_task(tmp_path)
     return SolveRequest(
-        task_path=str(kw.pop("task", write_task(tmp_path))),
+        task_path=str(task),
         repo=str(repo),
         plan_path=str(plan) if plan else None,
         state_dir=str(tmp_path / "state"),
@@ -534,3 +535,63 @@ async def test_a_rebase_that_re_applies_nothing_is_not_an_empty_success(
     failed = next(s for s in report.subtasks if s.status == "failed")
     assert failed.error is not None and "the rebase left no change" in failed.error
     assert report.status == "failed"
+
+
+RUFF = f"{Path(sys.executable).parent / 'ruff'} check --isolated --select ANN201 a.py b.py"
+"""A done condition that is red before the work: public functions without return types."""
+
+
+def _typed(repo: Path) -> ScriptedSource:
+    return ScriptedSource(
+        {
+            "coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()],
+            "coder:s2": [edit("b.py", "def two():", "def two() -> int:"), done()],
+        }
+    )
+
+
+async def test_ruff_as_accept_red_before_green_after_is_done(tmp_path: Path, repo: Path) -> None:
+    plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["b.py"])])
+    task = write_task(tmp_path, extra=f"accept: {RUFF}\n")
+    report = await solve(request(tmp_path, repo, plan, task=task), source=_typed(repo))
+    assert report.status == "done", report
+    assert report.final_check == "passed"
+    assert report.baseline[RUFF].startswith("failed (exit 1) (accept"), report.baseline
+    assert report.baseline[CHECK] == "passed"
+
+
+async def test_ruff_as_accept_still_red_after_is_failed(tmp_path: Path, repo: Path) -> None:
+    plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])  # b.py keeps its untyped def
+    task = write_task(tmp_path, extra=f"accept: {RUFF}\n")
+    scripts = ScriptedSource(
+        {"coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()]},
+        default=FunctionModel(lambda r: call("finish", summary="cannot")),
+    )
+    report = await solve(request(tmp_path, repo, plan, task=task), source=scripts)
+    assert report.status == "failed" and report.final_check == "failed"
+    assert report.count("merged") == 1
+    assert report.error is not None
+    assert f"the done condition still fails on the final tree: `{RUFF}` exited 1" in report.error
+
+
+async def test_a_pytest_acceptance_test_red_before_and_unchanged_is_never_done(
+    tmp_path: Path, repo: Path
+) -> None:
+    (repo / "test_accept.py").write_text(
+        "from a import one\n\ndef test_one_is_two():\n    assert one() == 2\n"
+    )
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    git(repo, "commit", "-qm", "an acceptance test")
+    plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
+    accept = f"{sys.executable} -m pytest -q -p no:cacheprovider test_accept.py"
+    task = write_task(tmp_path, extra=f"accept: {accept}\n")
+    scripts = ScriptedSource(
+        {"coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()]},
+        default=FunctionModel(lambda r: call("finish", summary="cannot")),
+    )
+    report = await solve(request(tmp_path, repo, plan, task=task), source=scripts)
+    # its FAILED line was on the base commit too: a known failure of `check` would be
+    # excused, but `accept` is never excused
+    assert report.status == "failed" and report.final_check == "failed"
+    assert "the done condition still fails" in str(report.error)
+    assert "1 failed" in str(report.error)

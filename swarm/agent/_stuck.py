@@ -5,13 +5,16 @@ stuck detector, `StuckWatch` looks at the tail of the run: the same reply (the s
 with the same arguments, or near-identical text) several times in a row, or the same call
 failing the same way several times in a row even when the words around it change. At
 `after - 1` repeats the agent is warned (and moved to its fallback model, once); at
-`after` it is stopped as `stuck`.
+`after` it is stopped as `stuck`. A run that only alternates between two replies (A B A B
+A B, or A B B A B B: each repeat breaks the other's streak) is stuck too, once its last
+`2 * after` replies hold no third.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -52,6 +55,9 @@ class StuckWatch:
     """The reply (or failing call) that is being repeated, for the report."""
     _last_calls: tuple[tuple[str, str], ...] = ()
     _last_text: str = ""
+    _recent: deque[tuple[tuple[tuple[str, str], ...], str]] = field(
+        default_factory=lambda: deque(maxlen=6), repr=False
+    )
     _last_failure: tuple[str, str, str] | None = None
     _seen: bool = field(default=False, repr=False)
 
@@ -64,6 +70,13 @@ class StuckWatch:
         self.repeats = self.repeats + 1 if same else 1
         if same:
             self.repeated = _describe(message)
+        recent = self._recent
+        if recent.maxlen != 2 * self.after:
+            recent = self._recent = deque(recent, maxlen=2 * self.after)
+        recent.append((calls, text))
+        if len(recent) == recent.maxlen and len(set(recent)) <= 2:
+            self.repeated = "alternating between two replies: " + _describe(message)
+            return "stuck"
         return self._verdict(max(self.repeats, self.failures))
 
     def see_failures(self, failed: Sequence[tuple[str, str, str]]) -> Verdict:

@@ -111,6 +111,7 @@ class CheckFn(Protocol):
         key: str | None = None,
         priority: bool = False,
         commit: str | None = None,
+        excuse: bool = True,
     ) -> CheckResult: ...
 
 
@@ -158,12 +159,24 @@ class Checker:
         key: str | None = None,
         priority: bool = False,
         commit: str | None = None,
+        excuse: bool = True,
     ) -> CheckResult:
         """`command`'s result in `path`; `priority` (the merge queue: one at a time, and on
         every subtask's path to done) takes the next free place before the workspaces';
-        `commit` (the tree is that commit, clean) lets a cluster check it on a node."""
+        `commit` (the tree is that commit, clean) lets a cluster check it on a node;
+        `excuse=False` (the task's `accept`) judges it by itself, no known failure excused."""
+        if not excuse:
+            return await self._run(path, command, priority, commit)
         if key is not None and (hit := self._results.get((command, key))) is not None:
             return replace(hit, reused=True)
+        result = self.known.judge(await self._run(path, command, priority, commit))
+        if key is not None:
+            self._results[(command, key)] = result
+        return result
+
+    async def _run(
+        self, path: Path, command: str, priority: bool, commit: str | None
+    ) -> CheckResult:
         elsewhere = self._elsewhere(path, commit)
         if elsewhere is not None:  # its node's reserved cores bound it, not a place here
             result = await elsewhere(command, self.timeout_s)
@@ -172,9 +185,6 @@ class Checker:
                 result = await run_check(
                     command, path, timeout_s=self.timeout_s, environment=self.environment
                 )
-        result = self.known.judge(result)
-        if key is not None:
-            self._results[(command, key)] = result
         return result
 
     def _elsewhere(
@@ -242,10 +252,16 @@ class Baseline:
     known: KnownFailures = KnownFailures()
     stop: str | None = None
     """Why the run must stop before any work, or None."""
+    accept: tuple[str, CheckResult] | None = None
+    """The task's own `accept` and its result on the base commit (recorded only)."""
 
     def summary(self) -> dict[str, str]:
         """Each command's state on the base commit, for the report (known failures named)."""
         out = {}
+        if self.accept is not None:
+            command, r = self.accept
+            state = "passed" if r.passed else f"failed (exit {r.exit_code})"
+            out[command] = f"{state} (accept: the done condition, expected red before the work)"
         for command, r in self.results.items():
             named = sorted(failures_in(r.output) & self.known.ids)
             shown = ", ".join(named[:10]) + (
@@ -258,12 +274,22 @@ class Baseline:
 
 
 async def run_baseline(checker: Checker, worktree: Path, task: Task) -> Baseline:
-    """Run `check` (over everything) and `accept` on the base commit in `worktree`."""
-    commands = dict.fromkeys(c for c in (task.check_for(()), task.accept_command) if c)
-    results = {c: await checker(worktree, c) for c in commands}
+    """Run `check` (over everything) and `accept` on the base commit in `worktree`.
+
+    `check` gates: red on the base commit, its named failures become known (excused
+    later), or the run stops. `accept` decides "done" and is expected red before the work:
+    its result is recorded for the report, never stops the run, never excuses a failure."""
+    check = task.check_for(())
+    results: dict[str, CheckResult] = {}
+    if check:
+        results[check] = await checker(worktree, check)
+    accept = task.accept
+    accepted = None
+    if accept and accept != check:
+        accepted = (accept, await checker(worktree, accept, excuse=False))
     red = {c: r for c, r in results.items() if not r.passed}
     if not red:
-        return Baseline(results)
+        return Baseline(results, accept=accepted)
     named = {
         c: failures_in(r.output) if r.exit_code == PYTEST_TESTS_FAILED else frozenset()
         for c, r in red.items()
@@ -283,6 +309,7 @@ async def run_baseline(checker: Checker, worktree: Path, task: Task) -> Baseline
         return Baseline(
             results,
             known,
+            accept=accepted,
             stop=(
                 f"the check fails before any change: `{command}` exited {failed.exit_code} "
                 f"on the base commit, and {why}. Fix it first, or check something that "
@@ -290,7 +317,7 @@ async def run_baseline(checker: Checker, worktree: Path, task: Task) -> Baseline
             ),
         )
     checker.known = known
-    return Baseline(results, known)
+    return Baseline(results, known, accept=accepted)
 
 
 FIX_OUTPUT_CHARS = 12_000

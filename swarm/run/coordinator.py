@@ -184,13 +184,17 @@ class Coordinator:
         if not accept:
             return None
         mender = self._mender
-        result = await mender.timed("checks", self._check(queue.worktree, accept))
+        # an explicit `accept` is judged by itself: no failure the base commit had is excused
+        excuse = not self.task.accept or accept == self.task.check_for(())
+        result = await mender.timed("checks", self._check(queue.worktree, accept, excuse=excuse))
         final = Subtask(id="final", title="final verification", instructions=self.task.title)
         for n in range(1, self.options.fix_rounds + 1):
             if result.passed:
                 break
             await mender.fix(final, queue.worktree, result, round_=n, command=accept)
-            result = await mender.timed("checks", self._check(queue.worktree, accept))
+            result = await mender.timed(
+                "checks", self._check(queue.worktree, accept, excuse=excuse)
+            )
             if result.passed:
                 await queue.commit("swarm: final verification fixes", stage_edits=True)
         if not result.passed:

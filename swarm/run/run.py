@@ -32,7 +32,7 @@ from swarm.config import SwarmConfig, config_key
 from swarm.errors import BudgetExceeded, SwarmError
 from swarm.model import Provider
 from swarm.routing.router import Router
-from swarm.run.check import Baseline
+from swarm.run.check import Baseline, plain
 from swarm.run.coordinator import Coordinator
 from swarm.run.journal import Journal
 from swarm.run.merge import Merger
@@ -311,7 +311,7 @@ class Run:
             run_id=self.id,
             status=status,
             stop_reason=outcome.stop_reason if outcome else None,
-            error=error or self.baseline.stop,
+            error=error or self.baseline.stop or self._unaccepted(outcome),
             warnings=self.warnings + self._hurried(),
             baseline=self.baseline.summary(),
             simulated=spec.config.simulated and spec.source is None,
@@ -344,6 +344,17 @@ class Run:
         where = f"branch {branch}" if branch else "no branch (nothing merged)"
         self.progress.note(f"swarm: {status}: {where} · report {report.report}")
         return report
+
+    def _unaccepted(self, outcome: RunOutcome | None) -> str | None:
+        """What failed, when the done condition still fails on the final tree."""
+        final = outcome.final_check if outcome else None
+        if final is None or final.passed:
+            return None
+        command = self.spec.task.accept_command
+        lines = [ln for ln in plain(final.output).splitlines() if ln.strip()]
+        last = lines[-1].strip()[:300] if lines else "no output"
+        how = "timed out" if final.timed_out else f"exited {final.exit_code}"
+        return f"the done condition still fails on the final tree: `{command}` {how}: {last}"
 
     def _hurried(self) -> list[str]:
         source = self._source

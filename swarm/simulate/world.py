@@ -199,6 +199,7 @@ class SimChecks:
         key: str | None = None,
         priority: bool = False,
         commit: str | None = None,
+        excuse: bool = True,
     ) -> CheckResult:
         name = path.name
         attrs = {sc.OPERATION: sc.OP_TOOL, sc.TOOL_NAME: "run_tests"}
