@@ -3,6 +3,7 @@ naming it, never a traceback; exit 2 for usage errors, 1 for a failure, 0 for su
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 
@@ -112,3 +113,14 @@ def test_a_port_in_use_is_a_failure_said_in_one_line(capsys: pytest.CaptureFixtu
     err = capsys.readouterr().err
     assert code == 1
     assert "Traceback" not in err and "address already in use" in err
+
+
+def test_solve_json_prints_one_object_when_the_run_cannot_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task = tmp_path / "bad.md"
+    task.write_text("---\nmax_agents: -3\n---\n# x\n\ny\n")
+    code = main(["solve", str(task), "--repo", str(tmp_path), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 2 == out["exit_code"]
+    assert out["status"] == "failed" and "max_agents must be at least 1" in out["error"]

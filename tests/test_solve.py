@@ -595,3 +595,35 @@ async def test_a_pytest_acceptance_test_red_before_and_unchanged_is_never_done(
     assert report.status == "failed" and report.final_check == "failed"
     assert "the done condition still fails" in str(report.error)
     assert "1 failed" in str(report.error)
+
+
+async def test_a_rebase_fixer_that_gives_up_fails_its_subtask_not_the_run(
+    tmp_path: Path, repo: Path
+) -> None:
+    plan = write_plan(
+        tmp_path, [subtask("s1", ["shared.py"]), subtask("s2", ["b.py"]), subtask("s3", ["a.py"])]
+    )
+    both = 'NAMES = ["one", "two", "three", "four"]\n'
+    broken = [
+        call("write_file", path="shared.py", content=both),
+        edit("a.py", "return 1", "return 5"),  # the rebase breaks the check
+        done(),
+    ]
+    scripts = ScriptedSource(
+        {
+            "coder:s1": [edit("shared.py", '"two"]', '"two", "three"]'), done()],
+            "coder:s2": [edit("shared.py", '"two"]', '"two", "four"]'), done()],
+            "coder:s3": [edit("a.py", "def one():", "def one() -> int:"), done()],
+            "fixer:s1:rebase1": broken,
+            "fixer:s2:rebase1": broken,
+        },
+        default=FunctionModel(lambda r: call("finish", summary="cannot fix it")),
+    )
+    report = await solve(request(tmp_path, repo, plan, max_agents=2), source=scripts)
+    statuses = {s.id: s.status for s in report.subtasks}
+    assert statuses["s3"] == "merged"
+    assert sorted([statuses["s1"], statuses["s2"]]) == ["failed", "merged"], report.subtasks
+    failed = next(s for s in report.subtasks if s.status == "failed")
+    assert failed.error is not None and "fix rounds" in failed.error
+    assert report.status == "failed" and report.error is None  # a subtask's end, not a crash
+    assert_untouched(repo)

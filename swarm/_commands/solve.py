@@ -108,18 +108,30 @@ def _open_cluster(config: Any) -> Any:
 
 
 async def _solve(args: argparse.Namespace) -> int:
-    from swarm.run.solve import solve
-
     req = _request(args, task_path=args.task, repo=args.repo, plan_path=args.plan)
-    report = await solve(req, cluster=_open_cluster)
-    return _print(report, args.json)
+    return await _solved(req, args.json)
 
 
 async def _resume(args: argparse.Namespace) -> int:
+    return await _solved(_request(args, task_path="", run_id=args.run_id), args.json)
+
+
+async def _solved(req: Any, as_json: bool) -> int:
+    """Run `req` and print its report; with `--json`, one JSON object on every exit path,
+    an error that ended the run (or kept it from starting) included."""
+    from swarm.errors import ConfigError, SwarmError
+    from swarm.run.run import cause
     from swarm.run.solve import solve
 
-    report = await solve(_request(args, task_path="", run_id=args.run_id), cluster=_open_cluster)
-    return _print(report, args.json)
+    try:
+        report = await solve(req, cluster=_open_cluster)
+    except (SwarmError, OSError, BaseExceptionGroup) as exc:
+        if not as_json:
+            raise
+        code = 2 if isinstance(exc, ConfigError) else 1
+        print(json.dumps({"status": "failed", "error": cause(exc), "exit_code": code}, indent=2))
+        return code
+    return _print(report, as_json)
 
 
 def _print(report: RunReport, as_json: bool) -> int:

@@ -219,17 +219,28 @@ class Coordinator:
                         raise
                 with waiting(sc.WAIT_BACKOFF, attributes={sc.SUBTASK_ID: st.id}):
                     await anyio.sleep(self.options.subtask_retry_after_s * outcome.retries)
-        except BudgetExceeded as exc:  # not run to the end: reported as skipped
-            outcome.status, outcome.error = "pending", None
-            board.stop = board.stop or exc.kind
         except SwarmError as exc:  # a failed subtask does not cancel its siblings
-            kind = "" if isinstance(exc, GaveUp) else f"{type(exc).__name__}: "
-            outcome.status, outcome.error = "failed", f"{kind}{exc}"
-            if not isinstance(exc, ProviderError):
-                board.note_failure(exc)
+            self._ended_by(exc, outcome, board)
+        except BaseExceptionGroup as group:  # from a task group of the subtask's own
+            errors, rest = group.split(SwarmError)
+            if rest is not None or errors is None:
+                raise
+            self._ended_by(_first_leaf(errors), outcome, board)
         finally:
             outcome.wall_s = anyio.current_time() - started[0] if started else 0.0
             self._settle(outcome, board)
+
+    def _ended_by(self, exc: BaseException, outcome: SubtaskOutcome, board: Board) -> None:
+        """A subtask's error ends that subtask, never the run: a spent budget leaves it
+        pending (reported skipped); anything else fails it, saying why."""
+        if isinstance(exc, BudgetExceeded):
+            outcome.status, outcome.error = "pending", None
+            board.stop = board.stop or exc.kind
+            return
+        kind = "" if isinstance(exc, GaveUp) else f"{type(exc).__name__}: "
+        outcome.status, outcome.error = "failed", f"{kind}{exc}"
+        if isinstance(exc, SwarmError) and not isinstance(exc, ProviderError):
+            board.note_failure(exc)
 
     async def _try_subtask(
         self, st: Subtask, board: Board, outcome: SubtaskOutcome, started: list[float]
@@ -399,3 +410,12 @@ class Coordinator:
                                 st, ws, base, outcome, tag=f"r{outcome.rebases}", checked=checked
                             )
         return (verdict[0] if verdict else await self._merge(st, patch, board.queue)), patch
+
+
+def _first_leaf(group: BaseExceptionGroup[SwarmError]) -> SwarmError:
+    """The first error inside a (nested) exception group."""
+    first: BaseException = group
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    assert isinstance(first, SwarmError)
+    return first
