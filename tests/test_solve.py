@@ -627,3 +627,32 @@ async def test_a_rebase_fixer_that_gives_up_fails_its_subtask_not_the_run(
     assert failed.error is not None and "fix rounds" in failed.error
     assert report.status == "failed" and report.error is None  # a subtask's end, not a crash
     assert_untouched(repo)
+
+
+async def test_a_flaky_test_is_rerun_named_and_never_blamed(tmp_path: Path, repo: Path) -> None:
+    """A test that fails once per tree and then passes (a race, a port, a clock)."""
+    (repo / ".gitignore").write_text(".flaky-seen\n")
+    (repo / "test_flaky.py").write_text(
+        "import pathlib\n\n\ndef test_sometimes():\n"
+        "    seen = pathlib.Path('.flaky-seen')\n"
+        "    if not seen.exists():\n"
+        "        seen.write_text('x')\n"
+        "        raise AssertionError('failed this time')\n"
+    )
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "a flaky test")
+    check = f"{sys.executable} -m pytest -q -p no:cacheprovider"
+    plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
+    task = tmp_path / "flaky.md"
+    task.write_text(f"---\ncheck: {check}\n---\n# Type a\n\nType a.py.\n")
+    scripts = ScriptedSource(
+        {"coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()]},
+    )
+    report = await solve(request(tmp_path, repo, plan, task=task), source=scripts)
+    assert report.status == "done", report
+    assert report.count("merged") == 1
+    assert report.flaky == ["test_flaky.py::test_sometimes"]
+    assert (
+        "flaky tests (excused): test_flaky.py::test_sometimes"
+        in Path(str(report.report)).read_text()
+    )

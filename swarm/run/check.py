@@ -17,7 +17,8 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
+import shlex
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -41,6 +42,7 @@ __all__ = [
     "failing_part",
     "failures_in",
     "plain",
+    "rerun_command",
     "run_baseline",
     "run_check",
     "tree_key",
@@ -150,6 +152,8 @@ class Checker:
         self._results: dict[tuple[str, str], CheckResult] = {}
         self.known = KnownFailures()
         """Failures the base commit already had (set by `run_baseline`)."""
+        self.flaky: set[str] = set()
+        """Tests seen to fail and pass on the same tree: never blamed on a change."""
 
     async def __call__(
         self,
@@ -170,6 +174,8 @@ class Checker:
         if key is not None and (hit := self._results.get((command, key))) is not None:
             return replace(hit, reused=True)
         result = self.known.judge(await self._run(path, command, priority, commit))
+        if not result.passed:
+            result = await self._unless_flaky(path, command, result, priority, commit)
         if key is not None:
             self._results[(command, key)] = result
         return result
@@ -186,6 +192,26 @@ class Checker:
                     command, path, timeout_s=self.timeout_s, environment=self.environment
                 )
         return result
+
+    async def _unless_flaky(
+        self, path: Path, command: str, result: CheckResult, priority: bool, commit: str | None
+    ) -> CheckResult:
+        """`result`, passed when its new failures pass on a rerun of only those tests: a
+        failure that does not repeat is flaky, not the change's (it is named in the report)."""
+        if result.exit_code != PYTEST_TESTS_FAILED:
+            return result
+        new = failures_in(result.output) - self.known.ids
+        rerun = rerun_command(command, sorted(new)) if new else None
+        if rerun is None:
+            return result
+        again = await self._run(path, rerun, priority, commit)
+        still = failures_in(again.output) if again.exit_code == PYTEST_TESTS_FAILED else new
+        if again.exit_code != 0 and (again.exit_code != PYTEST_TESTS_FAILED or still):
+            self.flaky.update(new - still)
+            return result
+        self.flaky.update(new)
+        note = f"\n[swarm: flaky, passed on a rerun of only them: {', '.join(sorted(new))}]"
+        return replace(result, passed=True, output=result.output + note)
 
     def _elsewhere(
         self, path: Path, commit: str | None
@@ -208,13 +234,49 @@ class Checker:
             self._slots.release()
 
 
-_FAILED = re.compile(r"^(?:FAILED|ERROR) (\S+::\S+)", re.MULTILINE)
+_FAILED = re.compile(
+    r"^(?:FAILED|ERROR) (\S+?::[^\s\[]+(?:\[.*?\](?= - |$))?)(?: - .*)?$", re.MULTILINE
+)
+"""pytest's short summary line: the test id (a parametrized one may hold spaces), then
+` - ` and the message, when there is one."""
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 PYTEST_TESTS_FAILED = 1
 """pytest's exit code when tests ran and some failed; 2-4 mean it could not run them."""
 NOTHING_TO_TEST = (4, 5)
 """pytest's exit codes for "no tests ran" and "file or directory not found": a check scoped
 to a subtask's files (`{files}`) that have no tests of their own."""
+
+
+_PYTEST = re.compile(r"(?:^|\s)(?:\S*/)?(?:pytest|py\.test)(?:\s|$)|-m\s+pytest(?:\s|$)")
+_VALUE_OPTIONS = frozenset({"-k", "-m", "-p", "-c", "-o", "--rootdir", "--deselect", "--ignore"})
+"""pytest options whose value is the next word (kept with it; `-k`/`-m` are dropped, since
+the ids already say which tests)."""
+
+
+def rerun_command(command: str, ids: Sequence[str]) -> str | None:
+    """`command` running only the tests `ids`: its options kept, its paths and test
+    selection replaced by the ids (each quoted whole); None when it is not a pytest run."""
+    match = _PYTEST.search(command)
+    if match is None or "&&" in command or ";" in command or "|" in command:
+        return None
+    try:
+        head = shlex.split(command[: match.end()])
+        rest = shlex.split(command[match.end() :])
+    except ValueError:
+        return None
+    options: list[str] = []
+    skip = False
+    for i, word in enumerate(rest):
+        if skip:
+            skip = False
+            continue
+        if word in _VALUE_OPTIONS:
+            skip = True
+            if word not in ("-k", "-m") and i + 1 < len(rest):
+                options += [word, rest[i + 1]]
+        elif word.startswith("-") and not word.startswith(("-k=", "-m=")):
+            options.append(word)
+    return shlex.join([*head, *options, *ids])
 
 
 def plain(text: str) -> str:
@@ -254,6 +316,8 @@ class Baseline:
     """Why the run must stop before any work, or None."""
     accept: tuple[str, CheckResult] | None = None
     """The task's own `accept` and its result on the base commit (recorded only)."""
+    flaky: set[str] = field(default_factory=set)
+    """Tests seen to fail and pass on one tree, here or later in the run (the checker's)."""
 
     def summary(self) -> dict[str, str]:
         """Each command's state on the base commit, for the report (known failures named)."""
@@ -289,11 +353,16 @@ async def run_baseline(checker: Checker, worktree: Path, task: Task) -> Baseline
         accepted = (accept, await checker(worktree, accept, excuse=False))
     red = {c: r for c, r in results.items() if not r.passed}
     if not red:
-        return Baseline(results, accept=accepted)
+        return Baseline(results, accept=accepted, flaky=checker.flaky)
     named = {
         c: failures_in(r.output) if r.exit_code == PYTEST_TESTS_FAILED else frozenset()
         for c, r in red.items()
     }
+    for c in [c for c in red if named[c]]:  # run again: what differs is flaky
+        again = await checker(worktree, c)
+        second = failures_in(again.output) if again.exit_code == PYTEST_TESTS_FAILED else named[c]
+        checker.flaky.update(named[c] ^ second if again.exit_code in (0, 1) else ())
+        named[c] = named[c] | second
     known = KnownFailures(frozenset().union(*named.values()))
     unnamed = [c for c in red if not named[c]]
     if task.baseline == "stop" or unnamed:
@@ -310,6 +379,7 @@ async def run_baseline(checker: Checker, worktree: Path, task: Task) -> Baseline
             results,
             known,
             accept=accepted,
+            flaky=checker.flaky,
             stop=(
                 f"the check fails before any change: `{command}` exited {failed.exit_code} "
                 f"on the base commit, and {why}. Fix it first, or check something that "
@@ -317,7 +387,7 @@ async def run_baseline(checker: Checker, worktree: Path, task: Task) -> Baseline
             ),
         )
     checker.known = known
-    return Baseline(results, known, accept=accepted)
+    return Baseline(results, known, accept=accepted, flaky=checker.flaky)
 
 
 FIX_OUTPUT_CHARS = 12_000

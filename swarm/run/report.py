@@ -111,6 +111,8 @@ class RunReport(BaseModel):
     """The run's wall-clock by cause, from its trace (sums to the run's length)."""
     baseline: dict[str, str] = {}
     """Each check command's state on the base commit (`passed`, `failed (N known failures)`)."""
+    flaky: list[str] = []
+    """Tests seen to fail and pass on the same tree: excused, never blamed on a change."""
     stuck: dict[str, str] = {}
     """Agents stopped for repeating themselves, by agent id: the reply they kept sending."""
 
@@ -149,6 +151,8 @@ def render_markdown(r: RunReport) -> str:
     for command, state in r.baseline.items():
         lines.append(f"- baseline: `{command}` {state} before any change")
     lines += [f"- note: {w}" for w in r.warnings]
+    if r.flaky:
+        lines.append(f"- flaky tests (excused): {', '.join(r.flaky[:20])}")
     for agent, text in r.stuck.items():
         lines.append(f"- stuck: {agent} kept sending: {_one_line(text, 200)}")
     lines += [

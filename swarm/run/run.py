@@ -330,6 +330,7 @@ class Run:
             overhead=self._overhead(),
             merge=self.merge_stats,
             stuck=dict(outcome.stuck) if outcome else {},
+            flaky=sorted(self.baseline.flaky),
         )
         if run_dir is not None:
             report.write(run_dir)

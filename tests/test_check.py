@@ -1,0 +1,37 @@
+"""Judging a check's output: test ids read whole, and a rerun of only the failed tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from swarm.run.check import failures_in, rerun_command
+
+
+def test_failed_ids_are_read_whole_spaces_and_all() -> None:
+    output = (
+        "FAILED tests/test_pager.py::test_echo_via_pager[test0 - one two] - AssertionError: x\n"
+        "ERROR tests/test_a.py::TestX::test_y\n"
+        "FAILED tests/test_b.py::test_c[a b] - ValueError\n"
+    )
+    assert failures_in(output) == {
+        "tests/test_pager.py::test_echo_via_pager[test0 - one two]",
+        "tests/test_a.py::TestX::test_y",
+        "tests/test_b.py::test_c[a b]",
+    }
+
+
+@pytest.mark.parametrize(
+    ("command", "rerun"),
+    [
+        ("python -m pytest -q tests/", "python -m pytest -q 'tests/t.py::test_x[a b]'"),
+        ("pytest -x -k slow tests", "pytest -x 'tests/t.py::test_x[a b]'"),
+        (
+            ".venv/bin/python -m pytest -q -p no:cacheprovider src tests",
+            ".venv/bin/python -m pytest -q -p no:cacheprovider 'tests/t.py::test_x[a b]'",
+        ),
+        ("make test", None),
+        ("ruff check . && pytest", None),
+    ],
+)
+def test_a_rerun_runs_only_the_failed_ids(command: str, rerun: str | None) -> None:
+    assert rerun_command(command, ["tests/t.py::test_x[a b]"]) == rerun
