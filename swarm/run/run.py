@@ -307,12 +307,16 @@ class Run:
             run_dir.mkdir(parents=True, exist_ok=True)
         if patch is not None:
             patch.write_text(diff + "\n" if diff else "")
+        subtasks = [s.report() for s in outcome.subtasks] if outcome else []
+        warnings = self.warnings + self._hurried()
+        if subtasks and all(s.status == "empty" for s in subtasks):
+            warnings.append("nothing changed: every subtask ended with an empty patch")
         report = RunReport(
             run_id=self.id,
             status=status,
             stop_reason=outcome.stop_reason if outcome else None,
             error=error or self.baseline.stop or self._unaccepted(outcome),
-            warnings=self.warnings + self._hurried(),
+            warnings=warnings,
             baseline=self.baseline.summary(),
             simulated=spec.config.simulated and spec.source is None,
             repo=self.world.repo_label,
@@ -323,7 +327,7 @@ class Run:
             wall_s=round(time.perf_counter() - self._t0, 3),
             **self._spending(),
             final_check=_final(outcome),
-            subtasks=[s.report() for s in outcome.subtasks] if outcome else [],
+            subtasks=subtasks,
             time_by_phase={
                 k: round(v, 3) for k, v in (outcome.times.by_phase.items() if outcome else ())
             },
@@ -342,8 +346,7 @@ class Run:
             tokens=report.tokens,
             detail=report.stop_reason or error or "",
         )
-        where = f"branch {branch}" if branch else "no branch (nothing merged)"
-        self.progress.note(f"swarm: {status}: {where} · report {report.report}")
+        self.progress.note(f"swarm: {status}: {top_line(report)} · report {report.report}")
         return report
 
     def _unaccepted(self, outcome: RunOutcome | None) -> str | None:
@@ -380,6 +383,24 @@ class Run:
             cpu_ms_per_call=round(1000 * cpu_s / calls, 3),
             cpu_vs_model=round(cpu_s / model_s, 4) if model_s else 0.0,
         )
+
+
+def top_line(report: RunReport) -> str:
+    """The run's outcome in one line: counts by status, the branch, or that nothing changed."""
+    counts: dict[str, int] = {}
+    for s in report.subtasks:
+        counts[s.status] = counts.get(s.status, 0) + 1
+    order = ("merged", "empty", "failed", "stopped", "skipped")
+    parts = [f"{counts[k]} {k}" for k in order if counts.get(k)]
+    total = len(report.subtasks)
+    said = f"{', '.join(parts)} of {total} subtask{'s' if total != 1 else ''}" if parts else ""
+    if report.branch:
+        where = f"branch {report.branch}"
+    elif total and counts.get("empty") == total:
+        where = "nothing changed"
+    else:
+        where = "no branch (nothing merged)"
+    return " · ".join(p for p in (said, where) if p)
 
 
 def cause(exc: BaseException) -> str:
