@@ -656,3 +656,28 @@ async def test_a_flaky_test_is_rerun_named_and_never_blamed(tmp_path: Path, repo
         "flaky tests (excused): test_flaky.py::test_sometimes"
         in Path(str(report.report)).read_text()
     )
+
+
+async def test_one_subtask_on_a_green_tree_is_checked_once(tmp_path: Path, repo: Path) -> None:
+    """The coder's own `run_tests` is the tree's check: neither the coordinator nor the
+    merge queue runs the suite on that tree again."""
+    plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
+    scripts = ScriptedSource(
+        {
+            "coder:s1": [
+                edit("a.py", "def one():", "def one() -> int:"),
+                call("run_tests"),
+                done(),
+            ]
+        }
+    )
+    report = await solve(request(tmp_path, repo, plan), source=scripts)
+    assert report.status == "done" and report.count("merged") == 1
+    trace = load_trace(Path(str(report.trace)))
+    checks = [i for i in range(len(trace)) if trace.name[i] == "execute_tool run_tests"]
+    by_whom = sorted(
+        "checker" if sc.CHECK_COMMAND in trace.attributes(i) else "agent" for i in checks
+    )
+    # the checker's one run is the baseline, on the base commit; the agent's is the tree's
+    assert by_whom == ["agent", "checker"]
+    assert report.merge is not None and report.merge.checks_run == 0

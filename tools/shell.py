@@ -72,6 +72,8 @@ async def run_tests(ctx: ToolContext, args: str | None = None) -> str:
         result = await run_command(
             command, ctx, max_output_chars=max(ctx.max_output_chars - _HEADER_ROOM, 100)
         )
+    if not args and ctx.checked is not None:  # the whole check: the tree's, if unchanged
+        await ctx.checked(command, result)
     counts = {kind: int(n) for n, kind in _PYTEST_COUNT.findall(result.output)}
     span = trace.get_current_span()
     if "passed" in counts:

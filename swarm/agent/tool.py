@@ -21,7 +21,7 @@ import os
 import re
 import threading
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from functools import cached_property, partial
@@ -36,7 +36,7 @@ from swarm.agent._env import environ, scrub_env
 from swarm.errors import ToolError, WorkspaceError
 from swarm.messages import ToolSpec
 from swarm.sandbox import NoSandbox, Sandbox
-from swarm.sandbox.process import truncate
+from swarm.sandbox.process import CommandResult, truncate
 
 __all__ = ["Finish", "Tool", "ToolContext", "WriteLog", "environ", "scrub_env", "tool", "truncate"]
 
@@ -122,6 +122,11 @@ class ToolContext:
     )
     """A place among the machine's checks, held while `run_tests` runs (a run's checks
     share the cores); None: no limit."""
+    checked: Callable[[str, CommandResult], Awaitable[None]] | None = field(
+        default=None, compare=False
+    )
+    """Told of each run of the whole `check` by `run_tests` (no extra arguments): a
+    coordinator counts it as the tree's check instead of running the suite again."""
     sandbox: Sandbox = field(default_factory=NoSandbox, compare=False)
     """Where `run`, `run_tests` and checks run their commands (`swarm.sandbox`); a solve
     passes the configured one (bubblewrap where installed)."""

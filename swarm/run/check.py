@@ -39,6 +39,7 @@ __all__ = [
     "CheckResult",
     "Checker",
     "KnownFailures",
+    "commit_key",
     "failing_part",
     "failures_in",
     "plain",
@@ -117,6 +118,11 @@ class CheckFn(Protocol):
     ) -> CheckResult: ...
 
 
+def commit_key(commit: str) -> str:
+    """A name for the tree of `commit` (a merge batch's tip, the integration head)."""
+    return f"commit:{commit}"
+
+
 def tree_key(base: str, patch: str) -> str:
     """A name for the tree `patch` makes of commit `base`: equal trees, equal keys."""
     return f"{base}:{hashlib.sha256(patch.encode('utf-8', 'surrogateescape')).hexdigest()}"
@@ -172,12 +178,16 @@ class Checker:
         if not excuse:
             return await self._run(path, command, priority, commit)
         if key is not None and (hit := self._results.get((command, key))) is not None:
+            if commit:
+                self._results.setdefault((command, commit_key(commit)), hit)
             return replace(hit, reused=True)
         result = self.known.judge(await self._run(path, command, priority, commit))
         if not result.passed:
             result = await self._unless_flaky(path, command, result, priority, commit)
         if key is not None:
             self._results[(command, key)] = result
+        if commit:  # the same tree, once that commit lands: the final check reuses it
+            self._results[(command, commit_key(commit))] = result
         return result
 
     async def _run(
@@ -192,6 +202,11 @@ class Checker:
                     command, path, timeout_s=self.timeout_s, environment=self.environment
                 )
         return result
+
+    def remember(self, command: str, key: str, result: CheckResult) -> None:
+        """`result` of `command` on the tree `key`, run by someone else (an agent's own
+        `run_tests`): a later check of that tree reuses it."""
+        self._results.setdefault((command, key), result)
 
     async def _unless_flaky(
         self, path: Path, command: str, result: CheckResult, priority: bool, commit: str | None

@@ -18,13 +18,15 @@ waited for, and every wait (slot, merge) goes through `swarm.tracing.waits`.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import anyio
 from opentelemetry.trace import SpanContext
 
 from swarm.agent.tool import Tool
-from swarm.agent.toolbox import coding_tools
+from swarm.agent.toolbox import CommandResult, coding_tools
 from swarm.errors import (
     BudgetExceeded,
     ProviderError,
@@ -36,7 +38,9 @@ from swarm.run.check import (
     Checker,
     CheckFn,
     CheckResult,
+    commit_key,
     failing_part,
+    tree_key,
 )
 from swarm.run.environment import CheckEnvironment
 from swarm.run.live_path import LivePath
@@ -48,6 +52,7 @@ from swarm.run.parts import (
     Crew,
     GitWorkspaces,
     SolveOptions,
+    WorkspaceLike,
     Workspaces,
     releasing,
 )
@@ -102,7 +107,13 @@ class Coordinator:
         )
         self._check: CheckFn = checker
         slot = parts.check_slot or (checker.slot if isinstance(checker, Checker) else None)
-        self._staff = Staff(crew, task, options, self._tools, self._environment, self.times, slot)
+        self._trees: dict[Path, tuple[WorkspaceLike, str]] = {}
+        """Each open workspace of a subtask by path, with its base: an agent's own full
+        check there counts as the tree's check (`_remember`)."""
+        remember = self._remember if isinstance(checker, Checker) else None
+        self._staff = Staff(
+            crew, task, options, self._tools, self._environment, self.times, slot, remember
+        )
         self._changed = anyio.Event()
         self._merge_spans: dict[str, SpanContext] = {}
         self._mender = Mender(task, options, self._staff, checker, self.times, self._fixing)
@@ -186,7 +197,11 @@ class Coordinator:
         mender = self._mender
         # an explicit `accept` is judged by itself: no failure the base commit had is excused
         excuse = not self.task.accept or accept == self.task.check_for(())
-        result = await mender.timed("checks", self._check(queue.worktree, accept, excuse=excuse))
+        # the head's tree was checked already when its last batch was (same command)
+        key = commit_key(queue.head)
+        result = await mender.timed(
+            "checks", self._check(queue.worktree, accept, key=key, excuse=excuse)
+        )
         final = Subtask(id="final", title="final verification", instructions=self.task.title)
         for n in range(1, self.options.fix_rounds + 1):
             if result.passed:
@@ -316,22 +331,50 @@ class Coordinator:
     async def _code_and_test(self, st: Subtask, outcome: SubtaskOutcome, base: str) -> str:
         """Code the subtask in a workspace at `base`; its patch once its check is green."""
         async with self._workspaces.open(base, st.id) as ws:
-            prompt, agent_id = coder_prompt(self.task, st), f"coder:{st.id}"
-            for again in range(STUCK_RESTARTS + 1):
-                coder = self._staff.agent("coder", agent_id, CODER, ws.path, st)
-                coder.depends_on(self._dependency_spans(st))
-                result = await coder.run(prompt)
-                if result.stop_reason != "stuck" or await ws.patch():
-                    break  # work to check (a stuck coder may have done it before it looped)
-                if again == STUCK_RESTARTS:
-                    raise GaveUp(f"the coder got stuck, changing nothing: {result.repeated[:300]}")
-                # a fresh conversation, told what went round in circles, often gets out
-                agent_id = f"coder:{st.id}:again{again + 1}"
-                prompt = (
-                    f"{coder_prompt(self.task, st)}\n\nAn earlier attempt got stuck sending this "
-                    f"again and again: {result.repeated[:300]}\nDo not repeat it."
-                )
-            return await self._mender.until_green(st, ws, base, outcome, tag="")
+            with self._tree(ws, base):
+                await self._code(st, ws)
+                return await self._mender.until_green(st, ws, base, outcome, tag="")
+
+    async def _code(self, st: Subtask, ws: WorkspaceLike) -> None:
+        """The coder's turn; a coder that got stuck without changing anything starts over
+        with a fresh conversation (`STUCK_RESTARTS` times), then the subtask fails."""
+        prompt, agent_id = coder_prompt(self.task, st), f"coder:{st.id}"
+        for again in range(STUCK_RESTARTS + 1):
+            coder = self._staff.agent("coder", agent_id, CODER, ws.path, st)
+            coder.depends_on(self._dependency_spans(st))
+            result = await coder.run(prompt)
+            if result.stop_reason != "stuck" or await ws.patch():
+                return  # work to check (a stuck coder may have done it before it looped)
+            if again == STUCK_RESTARTS:
+                raise GaveUp(f"the coder got stuck, changing nothing: {result.repeated[:300]}")
+            agent_id = f"coder:{st.id}:again{again + 1}"
+            prompt = (
+                f"{coder_prompt(self.task, st)}\n\nAn earlier attempt got stuck sending this "
+                f"again and again: {result.repeated[:300]}\nDo not repeat it."
+            )
+
+    @contextmanager
+    def _tree(self, ws: WorkspaceLike, base: str) -> Iterator[None]:
+        self._trees[ws.path] = (ws, base)
+        try:
+            yield
+        finally:
+            self._trees.pop(ws.path, None)
+
+    async def _remember(self, path: Path, command: str, result: CommandResult) -> None:
+        """An agent's green run of the whole check in its workspace: the tree's check, so
+        the coordinator and the merge queue do not run the suite on it again."""
+        tree = self._trees.get(path)
+        checker = self._check
+        if tree is None or result.exit_code != 0 or result.timed_out:
+            return
+        if not isinstance(checker, Checker):
+            return
+        ws, base = tree
+        patch = await ws.patch()
+        if patch.strip():
+            done = CheckResult(True, 0, result.output, result.duration_s)
+            checker.remember(command, tree_key(base, patch), done)
 
     async def _code_and_test_anywhere(self, st: Subtask, outcome: SubtaskOutcome, base: str) -> str:
         """`_code_and_test`, started again from `base` when the cluster node holding its

@@ -11,7 +11,7 @@ oldest turns are dropped when that is not enough.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -25,6 +25,7 @@ from swarm.agent.context import Chain, MaskToolOutputs, RecentWindow
 from swarm.agent.events import AgentResult
 from swarm.agent.loop import Agent
 from swarm.agent.tool import Tool, ToolContext
+from swarm.agent.toolbox import CommandResult
 from swarm.errors import ModelBehaviorError
 from swarm.messages import ChatRequest, ChatResult
 from swarm.model import Model
@@ -58,6 +59,8 @@ class Staff:
     times: PhaseTimes
     check_slot: Callable[[], AbstractAsyncContextManager[None]] | None = None
     """Where an agent's `run_tests` waits for its place among the checks."""
+    remember: Callable[[Path, str, CommandResult], Awaitable[None]] | None = None
+    """Told of an agent's run of the whole check in its workspace (by path)."""
     stuck: dict[str, str] = field(default_factory=dict)
     """Agents stopped for repeating themselves, by id: what they kept sending."""
 
@@ -134,7 +137,11 @@ class Staff:
 
     def context(self, path: Path, check: str | None) -> ToolContext:
         ctx = self.environment.context(path, check=check, timeout_s=self.options.check_timeout_s)
-        return replace(ctx, check_slot=self.check_slot) if self.check_slot else ctx
+        if self.check_slot:
+            ctx = replace(ctx, check_slot=self.check_slot)
+        if self.remember is not None:
+            ctx = replace(ctx, checked=partial(self.remember, path))
+        return ctx
 
 
 class TimedAgent:
