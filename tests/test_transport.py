@@ -258,3 +258,35 @@ def test_under_trio_httpx_does_the_io() -> None:
 
     with threaded_http_server() as url:
         assert trio.run(main, url) == (True, b"ok", b"ok")
+
+
+async def test_a_pooled_connection_the_server_closed_is_not_a_failure() -> None:
+    """llama.cpp's server closes idle keep-alive connections after 5 s; a request that met
+    one as it closed failed ("Can not write request body", "Server disconnected"): it is
+    sent again on a new connection. Here the server hangs up once on a connection's first
+    request, before answering, as a closing one does."""
+    answered, hung_up = 0, False
+
+    async def handle(stream: anyio.abc.SocketStream) -> None:
+        nonlocal answered, hung_up
+        async with stream:
+            for n in range(2):
+                request = b""
+                while b"\r\n\r\n" not in request:
+                    request += await stream.receive()
+                if n == 0 and answered and not hung_up:
+                    hung_up = True
+                    return  # hang up without an answer
+                answered += 1
+                await stream.send(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+
+    async with await anyio.create_tcp_listener(local_host="127.0.0.1") as listener:
+        port = listener.extra(anyio.abc.SocketAttribute.local_port)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(listener.serve, handle)
+            async with httpx.AsyncClient(transport=AiohttpTransport(keepalive_s=60)) as client:
+                for _ in range(3):
+                    response = await client.post(f"http://127.0.0.1:{port}/", content=b"{}")
+                    assert response.text == "ok"
+            tg.cancel_scope.cancel()
+    assert answered == 3

@@ -54,6 +54,9 @@ def _map_error(exc: BaseException, request: httpx.Request, *, reading: bool) -> 
 
 
 _ERRORS = (aiohttp.ClientError, OSError, asyncio.TimeoutError)
+_STALE = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)
+"""Sending on a connection the server closed: what a stale pooled connection raises."""
+_STALE_RETRIES = 2
 
 
 class _ResponseStream(httpx.AsyncByteStream):
@@ -155,18 +158,26 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
             data = _stream_body(request.stream)  # type: ignore[arg-type]
             # aiohttp frames a streamed body itself and refuses a preset header
             headers = [(k, v) for k, v in headers if k.lower() != "transfer-encoding"]
-        try:
-            response = await session.request(
-                request.method,
-                str(request.url),
-                headers=headers,
-                data=data,
-                timeout=self._timeout(request),
-                allow_redirects=False,
-                compress=None,
-            )
-        except _ERRORS as exc:
-            raise _map_error(exc, request, reading=False) from exc
+        for attempt in range(_STALE_RETRIES + 1):
+            try:
+                response = await session.request(
+                    request.method,
+                    str(request.url),
+                    headers=headers,
+                    data=data,
+                    timeout=self._timeout(request),
+                    allow_redirects=False,
+                    compress=None,
+                )
+                break
+            except _STALE as exc:
+                # a pooled connection the server had closed while idle (llama.cpp closes
+                # them after 5 s): nothing was read, so it is sent again on another one
+                connecting = isinstance(exc, aiohttp.ClientConnectorError)
+                if connecting or attempt == _STALE_RETRIES or not isinstance(data, bytes):
+                    raise _map_error(exc, request, reading=False) from exc
+            except _ERRORS as exc:
+                raise _map_error(exc, request, reading=False) from exc
         return httpx.Response(
             response.status,
             headers=response.raw_headers,

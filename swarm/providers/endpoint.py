@@ -181,6 +181,9 @@ class _Watch:
         )
 
 
+_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+_LOCAL_KEEPALIVE_S = 2.0
+
 _FIRST_TOKEN_MARGIN = 4.0
 """The first-token deadline is this many times the expected wait: a local server that
 serves one request at a time makes a prompt wait for the one before it."""
@@ -305,7 +308,11 @@ class Endpoint(ABC, Generic[R]):
         timeout = httpx.Timeout(
             connect=connect_timeout_s, read=None, write=stall_timeout_s, pool=None
         )
-        self._sender = Sender(client, timeout, self._peer)
+        # a local server (llama.cpp: 5 s) drops idle connections sooner than a cloud;
+        # reconnecting over loopback costs a fraction of a millisecond
+        host = urlsplit(self.base_url).hostname or ""
+        keepalive = _LOCAL_KEEPALIVE_S if host in _LOOPBACK else 60.0
+        self._sender = Sender(client, timeout, self._peer, keepalive_s=keepalive)
         self._token_s = stall_timeout_s if token_timeout_s is None else token_timeout_s
         self._total_s = total_timeout_s if math.isfinite(total_timeout_s) else 1e9
         self.first_token = FirstTokenDeadline(first_token_timeout_s, self._token_s)

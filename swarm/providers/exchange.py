@@ -254,8 +254,15 @@ class Sender:
     """
 
     def __init__(
-        self, client: httpx.AsyncClient | None, timeout: httpx.Timeout, peer: Peer
+        self,
+        client: httpx.AsyncClient | None,
+        timeout: httpx.Timeout,
+        peer: Peer,
+        *,
+        keepalive_s: float = 60.0,
     ) -> None:
+        """`keepalive_s`: how long an idle pooled connection is kept (shorter than the
+        server keeps it, or the next request meets a closed socket)."""
         self._peer = peer
         self._timeout = timeout
         # a whole (non-streamed) reply sends nothing until it is done: no read timeout then
@@ -266,7 +273,7 @@ class Sender:
         self._whole_extensions = {"timeout": self._whole_timeout.as_dict()}
         self._transport: AiohttpTransport | None = None
         if client is None:
-            self._transport = AiohttpTransport()
+            self._transport = AiohttpTransport(keepalive_s=keepalive_s)
             client = httpx.AsyncClient(transport=self._transport, timeout=timeout)
         self.owned = self._transport is not None
         """True when the client was made here (and so is closed here)."""
