@@ -478,7 +478,12 @@ async def test_agents_commands_run_with_the_repositorys_venv_and_no_secrets(
     task = write_task(tmp_path, f"check: python check.py\nenv: {{PYLOG: {log}}}")
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
     probe = "python -c 'import sys, tinydep; print(sys.prefix)'; env"
-    scripts = ScriptedSource({"coder:s1": [call("run", command=probe), call("run_tests"), done()]})
+    scripts = ScriptedSource(
+        {
+            "coder:s1": [call("run", command=probe), call("run_tests"), done()],
+            "coder:s1:unchanged": [done("only looked: no change needed")],
+        }
+    )
     report = await run(tmp_path, repo, task, plan, scripts)
     assert report.status == "done", report
     coder = scripts.models["coder:s1"]
@@ -636,11 +641,16 @@ async def test_a_coder_that_changes_nothing_is_empty_and_the_run_done(tmp_path: 
     repo = make_repo(tmp_path, TWO)
     task = write_task(tmp_path, f"check: python check.py\npython: {PY}")
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
-    report = await run(
-        tmp_path, repo, task, plan, ScriptedSource({"coder:s1": [done("nothing to do")]})
+    scripts = ScriptedSource(
+        {"coder:s1": [done("nothing to do")], "coder:s1:unchanged": [done("none needed")]}
     )
+    report = await run(tmp_path, repo, task, plan, scripts)
     assert report.status == "done", report
     assert states(report) == {"s1": "empty"}
+    unchanged = scripts.models["coder:s1:unchanged"]
+    assert isinstance(unchanged, ScriptedModel)  # asked once to make the change
+    assert "Your worktree has no changes" in (unchanged.requests[0].messages[-1].content or "")
+    assert "nothing changed: every subtask ended with an empty patch" in report.warnings
     # nothing merged: no branch is left behind (a resumed run would make it again)
     assert report.branch is None
     assert "swarm/" not in git(repo, "branch", "--list")
@@ -729,10 +739,11 @@ async def test_the_merge_queue_reuses_the_coordinators_check(tmp_path: Path, cha
     report = await run(tmp_path, repo, task, plan, scripts)
     assert report.status == "done", report
     places = [Path(p).name for p in log.read_text().splitlines()]
-    # baseline and final accept on the integration branch, s1 and s2 in their workspaces;
-    # in parallel, the second merge is on a moved head: checked again, in a check tree
-    assert len(places) == (4 if chained else 5), places
-    assert places.count("_integration") == 2, places
+    # the baseline on the integration branch, s1 and s2 in their workspaces; in parallel,
+    # the second merge is on a moved head: checked again, in a check tree. The final
+    # check is the landed head's last batch check, reused: the same command, the same tree
+    assert len(places) == (3 if chained else 4), places
+    assert places.count("_integration") == 1, places
     assert len([p for p in places if p.startswith("_check-")]) == (0 if chained else 1)
 
 

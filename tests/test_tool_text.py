@@ -43,6 +43,17 @@ def test_every_text_format_is_read(fmt: str, text: str) -> None:
     assert "read_file" not in found.text  # the call is taken out of the prose
 
 
+def test_calls_one_after_another_in_one_fence() -> None:
+    """As Qwen2.5-Coder-1.5B wrote them on llama.cpp: two objects, no list, one fence."""
+    text = (
+        "```json\n"
+        '{"name": "edit_file", "arguments": {"path": "m.py", "old": "a", "new": "b"}}\n'
+        '{"name": "finish", "arguments": {"summary": "done"}}\n```'
+    )
+    found = calls_from_text(text, {"edit_file", "finish"})
+    assert [c.name for c in found.calls] == ["edit_file", "finish"] and not found.problem
+
+
 def test_several_calls_in_one_reply() -> None:
     text = (
         '<|python_tag|>{"name": "read_file", "parameters": {"path": "a.py"}}; '

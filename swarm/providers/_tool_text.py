@@ -258,8 +258,7 @@ def _json(text: str, tool_names: Collection[str]) -> TextCalls | None:
         body = m.group(1).strip()
         if not body.startswith(("{", "[")):
             continue
-        value, repaired = _loads(body)
-        if repaired is not None and b.add_object(value, repaired, tool_names):
+        if _add_all(b, body, tool_names):
             kept.append(text[cursor : m.start()])
             cursor = m.end()
         elif _starts_call(body, tool_names):
@@ -285,6 +284,28 @@ def _json(text: str, tool_names: Collection[str]) -> TextCalls | None:
             i = start + 1
     kept.append(text[cursor:])
     return b.result("".join(kept))
+
+
+def _add_all(b: _Builder, body: str, tool_names: Collection[str]) -> bool:
+    """Add the call (or list of calls) `body` holds, or the calls it writes one after the
+    other (`{...}\n{...}`, as small models do); False, adding nothing, if it is not that."""
+    value, repaired = _loads(body)
+    if repaired is not None:
+        return b.add_object(value, repaired, tool_names)
+    found: list[tuple[Any, bool]] = []
+    rest = body
+    while rest:
+        piece = _balanced(rest)
+        if piece is None:
+            return False
+        value, repaired = _loads(piece)
+        if repaired is None or _as_call(value, tool_names) is None:
+            return False
+        found.append((value, repaired))
+        rest = rest[len(piece) :].lstrip().lstrip(",;").lstrip()
+    for value, repaired in found:
+        b.add_object(value, repaired, tool_names)
+    return bool(found)
 
 
 _READERS = (

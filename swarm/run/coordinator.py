@@ -62,6 +62,7 @@ from swarm.run.roles import (
     FIXER,
     coder_prompt,
     rebase_prompt,
+    unchanged_prompt,
 )
 from swarm.run.staff import Staff
 from swarm.run.task import Task
@@ -343,8 +344,15 @@ class Coordinator:
             coder = self._staff.agent("coder", agent_id, CODER, ws.path, st)
             coder.depends_on(self._dependency_spans(st))
             result = await coder.run(prompt)
-            if result.stop_reason != "stuck" or await ws.patch():
+            if await ws.patch():
                 return  # work to check (a stuck coder may have done it before it looped)
+            if result.finished:  # finished without a change: asked once to make it
+                again_id = f"{agent_id}:unchanged"
+                coder = self._staff.agent("coder", again_id, CODER, ws.path, st)
+                await coder.run(unchanged_prompt(st), history=result.messages)
+                return
+            if result.stop_reason != "stuck":
+                return
             if again == STUCK_RESTARTS:
                 raise GaveUp(f"the coder got stuck, changing nothing: {result.repeated[:300]}")
             agent_id = f"coder:{st.id}:again{again + 1}"

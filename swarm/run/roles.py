@@ -20,14 +20,20 @@ __all__ = [
     "fix_prompt",
     "planner_prompt",
     "rebase_prompt",
+    "unchanged_prompt",
 ]
 
 PLANNER_TOOLS = ("read_file", "list_dir", "search")
 
 PLANNER = """You are the planner of a swarm of coding agents. Explore the repository with
-the read-only tools, then answer with ONLY a JSON object:
-{"subtasks": [{"id": "short-id", "title": "...", "instructions": "...",
-  "files": ["paths this subtask edits"], "depends_on": ["ids it needs first"]}]}
+the read-only tools, then answer with ONLY a JSON object listing the subtasks. Its shape,
+with made-up content (name your own subtasks after their work, with your own files):
+{"subtasks": [
+  {"id": "parse-config", "title": "Add parse_config", "instructions": "Write
+   parse_config(text) in app/config.py and test it in tests/test_config.py.",
+   "files": ["app/config.py", "tests/test_config.py"], "depends_on": []},
+  {"id": "use-config", "title": "Load the config at start", "instructions": "Call
+   parse_config from app/main.py.", "files": ["app/main.py"], "depends_on": ["parse-config"]}]}
 Make subtasks small and independent where possible: they run in parallel, each in its own
 copy of the repository, and are merged one by one. Subtasks whose files overlap run in
 order. Every subtask must leave the repository's check passing."""
@@ -57,6 +63,17 @@ def coder_prompt(task: Task, subtask: Subtask) -> str:
     return (
         f"Overall task: {task.title}\n\nYour subtask `{subtask.id}`: {subtask.title}\n\n"
         f"{subtask.instructions}\n\nFiles in scope: {files}"
+    )
+
+
+def unchanged_prompt(subtask: Subtask) -> str:
+    """What a coder that finished without changing anything is told, once."""
+    files = ", ".join(subtask.files) or "the files it needs"
+    return (
+        f"Your worktree has no changes, but subtask `{subtask.id}` asks for one: "
+        f"{subtask.title}. Make it in {files} with edit_file or write_file (read_file "
+        "shows a file's current text), run run_tests, then call finish. If no change is "
+        "needed, call finish and say why."
     )
 
 

@@ -27,7 +27,7 @@ from swarm.agent.loop import Agent
 from swarm.agent.tool import Tool, ToolContext
 from swarm.agent.toolbox import CommandResult
 from swarm.errors import ModelBehaviorError
-from swarm.messages import ChatRequest, ChatResult
+from swarm.messages import ChatRequest, ChatResult, Message
 from swarm.model import Model
 from swarm.run.environment import CheckEnvironment
 from swarm.run.outcome import PhaseTimes
@@ -155,12 +155,12 @@ class TimedAgent:
     def depends_on(self, spans: list[SpanContext]) -> None:
         self._agent.depends_on = spans
 
-    async def run(self, prompt: str) -> AgentResult[str]:
-        """Run the agent; its result says how it ended (the check, not its word, decides
-        whether its work is good)."""
+    async def run(self, prompt: str, history: Sequence[Message] = ()) -> AgentResult[str]:
+        """Run the agent (after `history`, to go on with a conversation); its result says
+        how it ended (the check, not its word, decides whether its work is good)."""
         started = anyio.current_time()
         try:
-            result = await self._agent.run(prompt)
+            result = await self._agent.run(prompt, history=history)
             if result.stop_reason == "stuck":
                 self._stuck[self._agent.agent_id or self._agent.name] = result.repeated
             return result
