@@ -54,6 +54,17 @@ def test_calls_one_after_another_in_one_fence() -> None:
     assert [c.name for c in found.calls] == ["edit_file", "finish"] and not found.problem
 
 
+def test_a_value_written_as_a_python_triple_quoted_string_is_repaired() -> None:
+    """As Qwen2.5-Coder-1.5B wrote file contents on llama.cpp."""
+    text = (
+        '```json\n{"name": "write_file", "arguments": {"path": "m.py", "content": """def f():\n'
+        '    return 1\n"""}}\n```'
+    )
+    found = calls_from_text(text, {"write_file"})
+    assert found.repaired == 1 and not found.problem
+    assert json.loads(found.calls[0].arguments)["content"] == "def f():\n    return 1\n"
+
+
 def test_several_calls_in_one_reply() -> None:
     text = (
         '<|python_tag|>{"name": "read_file", "parameters": {"path": "a.py"}}; '

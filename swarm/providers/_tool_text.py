@@ -336,10 +336,20 @@ def _loads(text: str) -> tuple[Any, bool | None]:
         return json.loads(cleaned, strict=False), True
     except ValueError:
         pass
+    if '"""' in text:  # a value written as a Python triple-quoted string (code, mostly)
+        quoted = _TRIPLE.sub(lambda m: json.dumps(m.group(1)), text)
+        try:
+            return json.loads(quoted, strict=False), True
+        except ValueError:
+            pass
     try:  # a Python literal: single quotes, True/False/None
         return ast.literal_eval(text), True
     except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
         return None, None
+
+
+# `"key": """..."""`: a JSON value written as a Python triple-quoted string
+_TRIPLE = re.compile(r'(?<=:)\s*"""(.*?)"""', re.DOTALL)
 
 
 def _unfence(body: str) -> str:
