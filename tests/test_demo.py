@@ -322,7 +322,7 @@ async def test_the_demo_merges_on_a_simulated_real_model(tmp_path: Path) -> None
     chatter around the plan (the real-model mode's default rates): still all four merge."""
     config = tmp_path / "swarm.toml"
     config.write_text(
-        '[providers.sim]\nkind = "sim"\ntime_scale = 0.01\nseed = 1\n'
+        '[providers.sim]\nkind = "sim"\ntime_scale = 0\nseed = 1\n'
         "[providers.sim.real_model]\nchatter = 1.0\n"
     )
     report = await solve(

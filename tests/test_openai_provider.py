@@ -597,3 +597,22 @@ def test_provider_made_client_works_under_trio() -> None:
         httpd.shutdown()
         httpd.server_close()
         thread.join()
+
+
+def test_a_slow_servers_deadlines_follow_its_speed() -> None:
+    """A CPU server reads a 2,000-token prompt for over a minute, and every stream it
+    serves waits while it reads another's: both deadlines grow with the prompt and speed."""
+    from swarm.providers.endpoint import FirstTokenDeadline
+
+    deadlines = FirstTokenDeadline(None, 30.0)
+    assert deadlines.seconds("m", 1000) == (30.0, "stall_timeout_s")  # speed unknown
+    deadlines.expect("m", None, None)  # a server the catalog does not know: 25 tok/s
+    seconds, why = deadlines.seconds("m", 1000)
+    assert seconds == pytest.approx(4 * (2 + 1000 / 25))
+    assert "first_token_timeout_s unset" in why and "1,000 prompt tokens" in why
+    assert deadlines.gap("m", 30.0) == pytest.approx(4 * 2048 / 25)
+    deadlines.observe("m", 2000, 2 + 2000 / 10)  # measured: slower than assumed
+    assert deadlines.seconds("m", 1000)[0] > 4 * (2 + 1000 / 25)
+    fixed = FirstTokenDeadline(45.0, 30.0)
+    fixed.expect("m", None, None)
+    assert fixed.seconds("m", 10_000) == (45.0, "first_token_timeout_s")

@@ -188,6 +188,7 @@ _FIRST_TOKEN_MARGIN = 4.0
 """The first-token deadline is this many times the expected wait: a local server that
 serves one request at a time makes a prompt wait for the one before it."""
 _UNKNOWN_PREFILL_TPS = 25.0
+_PROMPT_BATCH = 2048
 _UNKNOWN_TTFT_S = 2.0
 
 
@@ -210,6 +211,16 @@ class FirstTokenDeadline:
             _UNKNOWN_PREFILL_TPS if prefill_tps is None else prefill_tps,
             0.0,
         ]
+
+    def gap(self, model: str, stall_s: float) -> float:
+        """The longest silence allowed between two tokens: `stall_s`, or, for a slow
+        server, the time it takes to read another request's prompt batch (llama.cpp reads
+        up to 2,048 prompt tokens in one step, and every stream it serves waits for it)."""
+        speed = self._speeds.get(model)
+        if speed is None:
+            return stall_s
+        rate = min(speed[1], speed[2]) if speed[2] else speed[1]
+        return max(stall_s, _FIRST_TOKEN_MARGIN * _PROMPT_BATCH / rate)
 
     def knows(self, model: str) -> bool:
         """Does the deadline for `model` follow its speed (and so the prompt's size)?"""
@@ -381,7 +392,8 @@ class Endpoint(ABC, Generic[R]):
         known = self.first_token.knows(model)
         prompt_tokens = estimate_input_tokens(request) if known else 0
         if request.stream:
-            token_s, first = self._token_s, self.first_token.seconds(model, prompt_tokens)
+            first = self.first_token.seconds(model, prompt_tokens)
+            token_s = self.first_token.gap(model, self._token_s) if known else self._token_s
         else:
             token_s, first = self._total_s, (self._total_s, "total_timeout_s")
         watch = reply.watch = _Watch(token_s, self._total_s, first)

@@ -27,6 +27,7 @@ from swarm.tracing import semconv as sc
 
 __all__ = ["Call", "Target", "build_target"]
 
+_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 _TTFT_WINDOW = 64
 _GAP_WINDOW = 512
 _GAP_PRIOR_TOKENS = 64
@@ -70,6 +71,10 @@ class Target:
         """The 99th percentile of silences between a healthy stream's token reads."""
         self.score = Score(profile, 0.3)
         """Live estimates (TTFT, decode rate, failure rates) the ranked tiers compare."""
+        host = provider.address.rsplit(":", 1)[0].strip("[]")
+        self.self_hedge: Target | None = None if host in _LOOPBACK else self
+        """What this candidate hedges against when it is the tier's last: itself, unless
+        it is a server on this machine."""
         self.tool_calls: ToolCallMode = "native"
         """How this model's tool calls arrive (`tool_calls` in config)."""
         self.capabilities: frozenset[str] = frozenset({"tools", "streaming"}) | (

@@ -246,8 +246,10 @@ class Router:
             later = [b for b in targets[i + 1 :] if b.breaker.available()]
             call.last_resort = not later
             # the last resort hedges against itself: a call that hangs before its first
-            # token is raced by a second one to the same candidate, not waited out
-            backup = (later[0] if later else t) if self._routing.hedge else None
+            # token is raced by a second one to the same candidate, not waited out (but
+            # not a server on this machine: its slowness is its own queue, which a second
+            # request only deepens)
+            backup = (later[0] if later else t.self_hedge) if self._routing.hedge else None
             try:
                 return await self._retry.run(self._hedged, t, backup, call)
             except ProviderError as exc:
@@ -257,7 +259,8 @@ class Router:
         if not tried:
             call.last_resort = True
             t = targets[0]
-            return await self._retry.run(self._hedged, t, t if self._routing.hedge else None, call)
+            backup = t.self_hedge if self._routing.hedge else None
+            return await self._retry.run(self._hedged, t, backup, call)
         assert last is not None
         raise last
 
