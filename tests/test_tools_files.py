@@ -107,8 +107,12 @@ async def test_edit_file_shows_closest_candidates_when_missing(ws: Path) -> None
     message = str(info.value)
     assert message.startswith("old text not found in 'src/calc.py'. closest candidates:")
     assert "     1\tdef add(a, b):" in message
-    with pytest.raises(ToolError, match="no similar lines found"):
+    with pytest.raises(ToolError) as small:  # a small file: shown whole, to copy from
         await call("edit_file", ws, path="src/calc.py", old="zzzzzzzzzzzz", new="")
+    assert "no similar lines; the file now reads:\n     1\tdef add(a, b):" in str(small.value)
+    (ws / "big.py").write_text("".join(f"value_{i} = {i}\n" for i in range(400)))
+    with pytest.raises(ToolError, match="no similar lines found; read the file"):
+        await call("edit_file", ws, path="big.py", old="zzzzzzzzzzzz", new="")
     with pytest.raises(ToolError, match="old is empty"):
         await call("edit_file", ws, path="src/calc.py", old="", new="x")
 

@@ -23,6 +23,9 @@ MAX_FILE_BYTES = 20_000_000
 _BINARY_SNIFF = 8192
 _CONTEXT_LINES = 2
 """Lines shown around an edit and around candidate matches."""
+_WHOLE_FILE_CHARS = 3000
+"""A file this short is shown whole when `old` matches nothing in it (a small model
+guesses `old` rather than reading first; this saves it the read)."""
 
 
 def _rel(ctx: ToolContext, path: Path) -> str:
@@ -100,6 +103,8 @@ def _candidates(text: str, old: str) -> str:
             if ratio >= 0.5:
                 scored.append((ratio, i))
     if not scored:
+        if len(text) <= _WHOLE_FILE_CHARS:  # a small file: its text, to copy `old` from
+            return "no similar lines; the file now reads:\n" + _numbered(lines, 1)
         return "no similar lines found; read the file to see its current text"
     best = sorted(scored, key=lambda s: (-s[0], s[1]))[:3]
     shown = []
