@@ -115,6 +115,8 @@ async def test_edit_file_shows_closest_candidates_when_missing(ws: Path) -> None
         await call("edit_file", ws, path="big.py", old="zzzzzzzzzzzz", new="")
     with pytest.raises(ToolError, match="old is empty"):
         await call("edit_file", ws, path="src/calc.py", old="", new="x")
+    with pytest.raises(ToolError, match=r"no such file: 'new\.py'; to create it, call write_file"):
+        await call("edit_file", ws, path="new.py", old="x", new="y")
 
 
 async def test_edit_file_keeps_crlf_line_endings(ws: Path) -> None:

@@ -126,7 +126,12 @@ def edit_file(ctx: ToolContext, path: str, old: str, new: str) -> str:
     if not old:
         raise ToolError("old is empty; to create or overwrite a file use write_file")
     resolve_path(ctx, path, writing=True)
-    target, text = _read_text(ctx, path)
+    try:
+        target, text = _read_text(ctx, path)
+    except ToolError as exc:
+        if str(exc).startswith("no such file"):
+            raise ToolError(f"{exc}; to create it, call write_file(path, content)") from None
+        raise
     if old not in text and "\r\n" in text:  # the model writes \n; the file uses \r\n
         old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
     count = text.count(old)
