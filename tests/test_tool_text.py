@@ -31,6 +31,12 @@ FORMATS = [
     ("mistral", '[TOOL_CALLS]read_file[ARGS]{"path": "a.py"}'),
     ("function", '<function=read_file>{"path": "a.py"}</function>'),
     ("function", "<function=read_file>\n<parameter=path>\na.py\n</parameter>\n</function>"),
+    (  # as Qwen2.5-Coder-1.5B wrote it on llama.cpp
+        "function",
+        '<tools>\n<function name="read_file">\n<arguments>\n<path>a.py</path>\n</arguments>\n'
+        "</function>\n</tools>",
+    ),
+    ("function", '<function name="read_file">{"path": "a.py"}</function>'),
 ]
 
 

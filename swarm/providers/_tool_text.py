@@ -9,7 +9,8 @@ their calls into the reply's text. `calls_from_text` recognises the shapes they 
   `{"function": {...}}` wrapper is unwrapped);
 - Llama 3: `<|python_tag|>{"name": ..., "parameters": {...}}` (several joined by `;`);
 - Mistral: `[TOOL_CALLS][{...}, ...]` and the newer `[TOOL_CALLS]name[ARGS]{...}`;
-- `<function=name>{...}</function>`, and its XML form with `<parameter=key>value</parameter>`.
+- `<function=name>{...}</function>`, and its XML form with `<parameter=key>value</parameter>`;
+  `<function name="name"><arguments><key>value</key></arguments></function>` too.
 
 Arguments a JSON parser refuses are repaired where the intent is plain (raw newlines in
 strings, a Python dict, trailing commas, arguments sent as a JSON string) and counted, so
@@ -41,12 +42,15 @@ FORMATS = ("hermes", "function", "mistral", "llama3", "json")
 
 _HERMES = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 _FUNCTION = re.compile(r"<function=([\w.\-]+)>(.*?)(?:</function>|$)", re.DOTALL)
+_FUNCTION_NAMED = re.compile(r'<function\s+name="([\w.\-]+)"\s*>(.*?)(?:</function>|$)', re.DOTALL)
+_ARGUMENTS = re.compile(r"<arguments>(.*?)(?:</arguments>|$)", re.DOTALL)
+_ELEMENT = re.compile(r"<([\w.\-]+)>\n?(.*?)\n?</\1>", re.DOTALL)
 _PARAMETER = re.compile(r"<parameter=([\w.\-]+)>\n?(.*?)\n?</parameter>", re.DOTALL)
 _FENCE = re.compile(r"```[\w-]*[ \t]*\n?(.*?)(?:```|$)", re.DOTALL)
 _MISTRAL_NAMED = re.compile(r"\[TOOL_CALLS\]\s*([\w.\-]+)\s*\[ARGS\]\s*", re.DOTALL)
 _ARG_KEYS = ("arguments", "parameters", "args", "input")
 _LOOKS_LIKE_CALL = re.compile(
-    r"<tool_call>|<function=|\[TOOL_CALLS\]|<\|python_tag\|>|[\"']name[\"']\s*:"
+    r"<tool_call>|<function[= ]|\[TOOL_CALLS\]|<\|python_tag\|>|[\"']name[\"']\s*:"
 )
 
 
@@ -189,7 +193,7 @@ def _hermes(text: str, tool_names: Collection[str]) -> TextCalls | None:
 
 def _function(text: str, tool_names: Collection[str]) -> TextCalls | None:
     if "<function=" not in text:
-        return None
+        return _function_named(text) if "<function name=" in text else None
     b = _Builder()
     for m in _FUNCTION.finditer(text):
         name, body = m.group(1), m.group(2).strip()
@@ -203,6 +207,26 @@ def _function(text: str, tool_names: Collection[str]) -> TextCalls | None:
             return b.result(text)
         b.add(name, value, repaired)
     return b.result(_FUNCTION.sub("", text))
+
+
+def _function_named(text: str) -> TextCalls:
+    """`<function name="x"><arguments><key>value</key>...</arguments></function>` (or a
+    JSON object inside), possibly wrapped in `<tools>`: Qwen-Coder writes these too."""
+    b = _Builder()
+    for m in _FUNCTION_NAMED.finditer(text):
+        name, body = m.group(1), m.group(2).strip()
+        inner = _ARGUMENTS.search(body)
+        body = inner.group(1).strip() if inner else body
+        if body.startswith("{"):
+            value, repaired = _loads(body)
+            if repaired is None or not isinstance(value, dict):
+                b.problem = _unreadable(f'<function name="{name}">', body)
+                return b.result(text)
+            b.add(name, value, repaired)
+        else:
+            b.add(name, {k: _scalar(v) for k, v in _ELEMENT.findall(body)}, False)
+    rest = _FUNCTION_NAMED.sub("", text).replace("<tools>", "").replace("</tools>", "")
+    return b.result(rest)
 
 
 def _mistral(text: str, tool_names: Collection[str]) -> TextCalls | None:

@@ -139,7 +139,7 @@ def render_markdown(r: RunReport) -> str:
         f"# swarm run {r.run_id}{label}",
         "",
         f"- status: **{r.status}**{stop}",
-        f"- branch: `{r.branch}`" if r.branch else "- branch: none (nothing merged)",
+        f"- branch: `{r.branch}`" if r.branch else f"- branch: {_no_branch(r)}",
         f"- patch: `{r.patch}`" if r.patch else "- patch: none",
         f"- trace: `{r.trace}`",
         f"- wall-clock: {r.wall_s:.1f} s; model calls: {r.calls}; "
@@ -205,3 +205,9 @@ def _n(count: int, one: str, many: str) -> str:
 def _one_line(text: str, limit: int) -> str:
     flat = " ".join(text.split()).replace("|", "\\|")
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _no_branch(r: RunReport) -> str:
+    if any(s.status == "merged" for s in r.subtasks):
+        return "none kept (the run did not finish; `--keep-branch` keeps what merged)"
+    return "none (nothing merged)"

@@ -398,6 +398,8 @@ def top_line(report: RunReport) -> str:
         where = f"branch {report.branch}"
     elif total and counts.get("empty") == total:
         where = "nothing changed"
+    elif counts.get("merged"):
+        where = "no branch kept (the run did not finish; --keep-branch keeps one)"
     else:
         where = "no branch (nothing merged)"
     return " · ".join(p for p in (said, where) if p)
