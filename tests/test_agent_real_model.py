@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from swarm._faults import RealModel
 from swarm.agent.events import AgentResult
 from swarm.agent.loop import Agent
-from swarm.agent.tool import Finish, ToolContext, tool
+from swarm.agent.tool import ToolContext
 from swarm.agent.toolbox import coding_tools
 from swarm.config import ProviderConfig, SwarmConfig, TierConfig
 from swarm.messages import ChatRequest, ChatResult, Message, Timing, ToolCall, Usage
@@ -23,18 +23,7 @@ from swarm.routing.router import Router
 from swarm.sandbox import NoSandbox
 from swarm.testing import FunctionModel, ScriptedModel, call
 from swarm.tracing import semconv as sc
-
-
-@tool
-def add(a: int, b: int) -> int:
-    """Add two numbers."""
-    return a + b
-
-
-@tool
-def finish(summary: str) -> None:
-    """Say the work is done."""
-    raise Finish(summary)
+from tests.test_agent import add, finish
 
 
 def _told(request: ChatRequest) -> str:

@@ -20,6 +20,7 @@ from swarm.agent.tool import ToolContext, scrub_env
 from swarm.agent.toolbox import coding_tools
 from swarm.analysis.critical_path import critical_path_method
 from swarm.analysis.loader import load_trace
+from swarm.analysis.model import Trace
 from swarm.catalog import LatencyProfile
 from swarm.demo import DEMO_REPO, PLAN, create_demo_repo, demo_script, init_source
 from swarm.messages import ChatRequest, ChatResult, Message
@@ -293,11 +294,10 @@ def test_the_scripted_plan_declares_disjoint_scopes_for_the_conflicting_pair() -
     assert plan.added_dependencies == ()
 
 
-async def test_demo_run_traces_its_structure_for_the_exact_critical_path(tmp_path: Path) -> None:
-    """`swarm solve` on the demo: every dependency wait is linked, so the critical path
-    follows `depends_on` links rather than guessing from timestamps."""
+async def _solved_demo(tmp_path: Path, config_text: str) -> Trace:
+    """`swarm solve` of the demo with this config: all four merged; the run's trace."""
     config = tmp_path / "swarm.toml"
-    config.write_text('[providers.sim]\nkind = "sim"\ntime_scale = 0.02\n')
+    config.write_text(config_text)
     report = await solve(
         SolveRequest(
             task_path=str(TASK_FILE),
@@ -309,7 +309,13 @@ async def test_demo_run_traces_its_structure_for_the_exact_critical_path(tmp_pat
     )
     assert report.status == "done", report
     assert report.count("merged") == 4
-    trace = load_trace(Path(str(report.trace)))
+    return load_trace(Path(str(report.trace)))
+
+
+async def test_demo_run_traces_its_structure_for_the_exact_critical_path(tmp_path: Path) -> None:
+    """`swarm solve` on the demo: every dependency wait is linked, so the critical path
+    follows `depends_on` links rather than guessing from timestamps."""
+    trace = await _solved_demo(tmp_path, '[providers.sim]\nkind = "sim"\ntime_scale = 0.02\n')
     assert critical_path_method(trace) == "links"
     waits = [i for i in range(len(trace)) if trace.wait_kind[i] == sc.WAIT_DEPENDENCY]
     # pricing and stock wait for item; docs waits for pricing and stock
@@ -320,23 +326,11 @@ async def test_demo_run_traces_its_structure_for_the_exact_critical_path(tmp_pat
 async def test_the_demo_merges_on_a_simulated_real_model(tmp_path: Path) -> None:
     """Calls written as text in every format, wrong tool names, repeats, cut-off JSON and
     chatter around the plan (the real-model mode's default rates): still all four merge."""
-    config = tmp_path / "swarm.toml"
-    config.write_text(
+    trace = await _solved_demo(
+        tmp_path,
         '[providers.sim]\nkind = "sim"\ntime_scale = 0\nseed = 1\n'
-        "[providers.sim.real_model]\nchatter = 1.0\n"
+        "[providers.sim.real_model]\nchatter = 1.0\n",
     )
-    report = await solve(
-        SolveRequest(
-            task_path=str(TASK_FILE),
-            config_path=str(config),
-            state_dir=str(tmp_path / "state"),
-            traces_dir=str(tmp_path / "traces"),
-            quiet=True,
-        )
-    )
-    assert report.status == "done", report
-    assert report.count("merged") == 4
-    trace = load_trace(Path(str(report.trace)))
     agents = [trace.attributes(i) for i in range(len(trace)) if trace.op[i] == sc.OP_AGENT]
     parsed = sum(a.get(sc.TOOL_CALLS_PARSED, 0) for a in agents)
     native = sum(a.get(sc.TOOL_CALLS_NATIVE, 0) for a in agents)
