@@ -278,6 +278,7 @@ class BwrapSandbox(Sandbox):
         limit = self.policy.limits.max_processes
         cgroup = launch.cgroup if launch is not None else None
         init: int | None = None
+        unreadable: int | None = None
         intervals = _GUARD_INTERVALS_S if cgroup is None else _CAPPED_INTERVALS_S
         waits = iter(intervals)
         while True:
@@ -290,9 +291,18 @@ class BwrapSandbox(Sandbox):
                     init = found[0]
                 if cgroup is not None and _pids.tasks(cgroup) <= limit:
                     continue  # no more processes than tasks
-                too_many = _more_processes_than(init, limit)
             except OSError:
                 return None  # ended, or not ours to look into
+            try:
+                too_many = _more_processes_than(init, limit)
+            except OSError:
+                # bwrap's first child may be a step of its setup that is gone by now (a
+                # loaded machine sees it): look for the namespace's init again, unless
+                # this one failed before (not ours to look into)
+                if init == unreadable:
+                    return None
+                unreadable, init = init, None
+                continue
             if too_many:
                 try:
                     os.kill(init, signal.SIGKILL)  # the kernel kills the whole namespace
