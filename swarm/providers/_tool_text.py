@@ -85,13 +85,14 @@ def calls_from_text(text: str, tool_names: Collection[str] = ()) -> TextCalls:
     return TextCalls(text=text.strip())
 
 
-def read_calls(result: ChatResult, request: ChatRequest) -> None:
-    """Mark how `result`'s calls came, reading them from its text when the API had none."""
+def read_calls(result: ChatResult, request: ChatRequest, *, from_text: bool = True) -> None:
+    """Mark how `result`'s calls came; with `from_text`, read them from its text when the
+    API had none."""
     if result.message.tool_calls:
         result.tool_call_format = "native"
         return
     text = result.message.content
-    if not request.tools or not text:
+    if not from_text or not request.tools or not text:
         return
     found = calls_from_text(text, {t.name for t in request.tools})
     result.tool_call_problem = found.problem

@@ -43,7 +43,7 @@ from swarm.model import FirstTokenCallback, StreamListener, stream_listener
 from swarm.providers.exchange import SIMULATED_HEADER, Peer, Sender, malformed, rate_limit_info
 from swarm.providers.progress import tell_progress
 
-__all__ = ["SHAPE_ERRORS", "Endpoint", "FirstTokenDeadline", "Reply", "loads"]
+__all__ = ["SHAPE_ERRORS", "Endpoint", "FirstTokenDeadline", "Reply", "loads", "on_this_machine"]
 
 SHAPE_ERRORS = (
     TypeError,
@@ -219,8 +219,7 @@ class FirstTokenDeadline:
         speed = self._speeds.get(model)
         if speed is None:
             return stall_s
-        rate = min(speed[1], speed[2]) if speed[2] else speed[1]
-        return max(stall_s, _FIRST_TOKEN_MARGIN * _PROMPT_BATCH / rate)
+        return max(stall_s, _FIRST_TOKEN_MARGIN * _PROMPT_BATCH / _prefill_rate(speed))
 
     def knows(self, model: str) -> bool:
         """Does the deadline for `model` follow its speed (and so the prompt's size)?"""
@@ -242,14 +241,23 @@ class FirstTokenDeadline:
         speed = self._speeds.get(model)
         if speed is None:
             return self._floor, "stall_timeout_s"
-        ttft, known, measured = speed
-        rate = min(known, measured) if measured else known
-        expected = ttft + prompt_tokens / rate
+        rate = _prefill_rate(speed)
+        expected = speed[0] + prompt_tokens / rate
         deadline = max(self._floor, _FIRST_TOKEN_MARGIN * expected)
         return deadline, (
             f"first_token_timeout_s unset: {_FIRST_TOKEN_MARGIN:g} x ~{expected:.0f} s expected "
             f"for {prompt_tokens:,} prompt tokens at {rate:.0f} tok/s prefill"
         )
+
+
+def _prefill_rate(speed: list[float]) -> float:
+    """The slower of the known and the measured prefill rate (measured: 0 until one is)."""
+    return min(speed[1], speed[2]) if speed[2] else speed[1]
+
+
+def on_this_machine(address: str) -> bool:
+    """Is `address` (`host:port`) a loopback server, on this machine?"""
+    return (urlsplit(f"//{address}").hostname or "") in _LOOPBACK
 
 
 def _check(result: ChatResult) -> ChatResult:
@@ -321,8 +329,7 @@ class Endpoint(ABC, Generic[R]):
         )
         # a local server (llama.cpp: 5 s) drops idle connections sooner than a cloud;
         # reconnecting over loopback costs a fraction of a millisecond
-        host = urlsplit(self.base_url).hostname or ""
-        keepalive = _LOCAL_KEEPALIVE_S if host in _LOOPBACK else 60.0
+        keepalive = _LOCAL_KEEPALIVE_S if on_this_machine(self.address) else 60.0
         self._sender = Sender(client, timeout, self._peer, keepalive_s=keepalive)
         self._token_s = stall_timeout_s if token_timeout_s is None else token_timeout_s
         self._total_s = total_timeout_s if math.isfinite(total_timeout_s) else 1e9

@@ -19,7 +19,7 @@ from swarm.errors import ConfigError
 from swarm.messages import ChatRequest
 from swarm.model import Provider
 from swarm.providers._tool_text import text_request
-from swarm.providers.endpoint import Endpoint
+from swarm.providers.endpoint import Endpoint, on_this_machine
 from swarm.routing.breaker import Breaker
 from swarm.routing.gate import Gate
 from swarm.routing.score import Score
@@ -27,7 +27,6 @@ from swarm.tracing import semconv as sc
 
 __all__ = ["Call", "Target", "build_target"]
 
-_LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 _TTFT_WINDOW = 64
 _GAP_WINDOW = 512
 _GAP_PRIOR_TOKENS = 64
@@ -71,8 +70,7 @@ class Target:
         """The 99th percentile of silences between a healthy stream's token reads."""
         self.score = Score(profile, 0.3)
         """Live estimates (TTFT, decode rate, failure rates) the ranked tiers compare."""
-        host = provider.address.rsplit(":", 1)[0].strip("[]")
-        self.self_hedge: Target | None = None if host in _LOOPBACK else self
+        self.self_hedge: Target | None = None if on_this_machine(provider.address) else self
         """What this candidate hedges against when it is the tier's last: itself, unless
         it is a server on this machine."""
         self.tool_calls: ToolCallMode = "native"

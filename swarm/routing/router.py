@@ -309,10 +309,7 @@ class Router:
                 raise
             usage = result.usage
             permit.settle(usage.input_tokens + usage.output_tokens, result.rate_limit)
-        if t.tool_calls != "native":
-            read_calls(result, call.request)
-        elif result.message.tool_calls:
-            result.tool_call_format = "native"
+        read_calls(result, call.request, from_text=t.tool_calls != "native")
         self._succeeded(t, span, result)
         return result
 
