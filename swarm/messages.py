@@ -193,8 +193,11 @@ class ChatResult(BaseModel):
     """Provider-specific figures worth keeping (e.g. Groq's `x_groq` timing fields)."""
     tool_call_format: str = ""
     """How the reply's tool calls came: `native` (the API's own field), the text format
-    they were read from (`hermes`, `json`, `llama3`, `mistral`, `function`), or "" when
-    it made none."""
+    they were read from (`hermes`, `json`, `llama3`, `mistral`, `function`), both
+    (`native+hermes`), or "" when it made none."""
+    text_tool_calls: int = 0
+    """Of the reply's calls, those read from its text (a reply may hold both kinds: the
+    server parsed one call and missed another the model wrote in its text)."""
     repaired_tool_calls: int = 0
     """Calls read from text whose arguments needed a repair (raw newlines, a Python dict)."""
     tool_call_problem: str = ""

@@ -49,13 +49,16 @@ async def test_tools_then_finish() -> None:
 async def test_tool_errors_unknown_tools_and_bad_arguments_go_back_to_the_model() -> None:
     model = ScriptedModel(
         [
-            [call("broken", reason="disk"), call("nope"), call("add", a="x", b=1)],
+            call("broken", reason="disk"),
+            call("nope"),
+            call("add", a="x", b=1),
             call("finish", summary="gave up"),
         ]
     )
     result = await Agent[str]("coder", model=model, tools=[add, broken, finish]).run("go")
     assert result.finished
-    broken_text, unknown_text, bad_args_text = tool_texts(model.requests[1])
+    (broken_text,) = tool_texts(model.requests[1])
+    unknown_text, bad_args_text = tool_texts(model.requests[3])[1:]
     assert broken_text == "error: broken: disk"
     assert "unknown tool 'nope'" in unknown_text
     assert "add" in unknown_text
@@ -63,10 +66,40 @@ async def test_tool_errors_unknown_tools_and_bad_arguments_go_back_to_the_model(
     assert "a" in bad_args_text
 
 
-async def test_parallel_tool_calls_run_concurrently() -> None:
-    ping, pong = anyio.Event(), anyio.Event()
+async def test_a_failed_call_stops_the_rest_of_its_reply_finish_included() -> None:
+    """A weak model writes an edit, the tests and `finish` in one reply without seeing a
+    result: when the edit fails, neither the rest nor the finish is run."""
+    ran: list[str] = []
 
     @tool
+    def note(text: str) -> str:
+        """Notes text."""
+        ran.append(text)
+        return "noted"
+
+    model = ScriptedModel(
+        [
+            [
+                call("note", text="a"),
+                call("broken", reason="no match"),
+                call("note", text="b"),
+                call("finish", summary="all done"),
+            ],
+            call("finish", summary="fixed it"),
+        ]
+    )
+    result = await Agent[str]("coder", model=model, tools=[note, broken, finish]).run("go")
+    assert ran == ["a"]
+    assert result.output == "fixed it"
+    texts = tool_texts(model.requests[1])
+    assert texts[:2] == ["noted", "error: broken: no match"]
+    assert texts[2:] == ["error: not run: `broken` before it in your reply failed"] * 2
+
+
+async def test_parallel_read_only_tool_calls_run_concurrently() -> None:
+    ping, pong = anyio.Event(), anyio.Event()
+
+    @tool(read_only=True)
     async def first() -> str:
         """Waits for the second."""
         ping.set()
@@ -74,7 +107,7 @@ async def test_parallel_tool_calls_run_concurrently() -> None:
             await pong.wait()
         return "first"
 
-    @tool
+    @tool(read_only=True)
     async def second() -> str:
         """Waits for the first."""
         with anyio.fail_after(2):

@@ -46,6 +46,23 @@ def test_valid_dag() -> None:
     assert plan.ready({"a", "b", "c"}) == []
 
 
+def test_a_guessed_path_is_taken_as_the_one_file_it_means() -> None:
+    known = {"mathutil/__init__.py", "tests/test_mathutil.py", "pkg/a/util.py", "pkg/b/util.py"}
+    plan = validate_plan(
+        {
+            "subtasks": [
+                st("clamp", ["app/mathutil/__init__.py", "test_mathutil.py"]),
+                st("new", ["mathutil/clamp.py", "util.py", "tests/"]),
+            ]
+        },
+        known_files=known,
+    )
+    clamp, new = plan.subtasks
+    assert clamp.files == ("mathutil/__init__.py", "tests/test_mathutil.py")
+    assert new.files == ("mathutil/clamp.py", "util.py", "tests/")  # new, two fit, a dir
+    assert plan.added_dependencies == (("new", "clamp"),)  # overlap seen on the real paths
+
+
 def test_plan_error_is_a_config_error_listing_all_problems() -> None:
     data = {
         "subtasks": [

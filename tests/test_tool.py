@@ -105,6 +105,10 @@ async def test_run_validates_and_calls(tmp_path: Path) -> None:
         ('{"pattern": "x", "limit": "many"}', "limit: Input should be a valid integer"),
         ('{"pattern": "x", "mode": "slow"}', "mode: Input should be 'fast' or 'exact'"),
         ('{"pattern": "x", "colour": 1}', "colour: unexpected argument"),
+        (
+            '{"type": "object", "properties": {"pattern": {"type": "string"}}}',
+            "you sent the JSON schema of its arguments, not their values",
+        ),
     ],
 )
 async def test_bad_arguments_become_tool_errors(

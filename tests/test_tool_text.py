@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from swarm.messages import ChatRequest, ChatResult, Message, ToolSpec
+from swarm.agent.events import CallCounts
+from swarm.messages import ChatRequest, ChatResult, Message, ToolCall, ToolSpec
 from swarm.providers._tool_text import calls_from_text, read_calls, text_request
 
 NAMES = {"read_file", "write_file", "run_tests", "finish"}
@@ -155,6 +156,26 @@ def test_read_calls_marks_the_format_and_keeps_native_calls() -> None:
     no_tools = _result('{"name": "read_file", "arguments": {}}')
     read_calls(no_tools, ChatRequest(messages=[Message.user("go")]))
     assert no_tools.message.tool_calls == []  # no tools offered: nothing is a call
+
+
+def test_a_call_written_beside_native_calls_is_read_and_runs_first() -> None:
+    """The server parsed `finish` but missed the edit the model wrote in its text."""
+    tools = [ToolSpec(name="edit_file"), ToolSpec(name="finish")]
+    request = ChatRequest(messages=[Message.user("go")], tools=tools)
+    native = ToolCall(id="call_1", name="finish", arguments='{"summary": "done"}')
+    edit = '{"name": "edit_file", "arguments": {"path": "a.py", "old": "1", "new": "2"}}'
+    result = ChatResult(message=Message.assistant(edit, [native]), finish_reason="tool_calls")
+    read_calls(result, request)
+    assert [c.name for c in result.message.tool_calls] == ["edit_file", "finish"]
+    assert result.tool_call_format == "native+json" and result.text_tool_calls == 1
+    counts = CallCounts()
+    counts.count(result)
+    assert (counts.native, counts.parsed) == (1, 1)
+    echoed = ChatResult(  # the same call in the text as in the API's field: not twice
+        message=Message.assistant('{"name": "finish", "arguments": {"summary": "done"}}', [native])
+    )
+    read_calls(echoed, request)
+    assert echoed.message.tool_calls == [native] and echoed.tool_call_format == "native"
 
 
 def test_text_request_describes_tools_and_writes_history_as_text() -> None:

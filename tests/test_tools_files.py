@@ -119,6 +119,36 @@ async def test_edit_file_shows_closest_candidates_when_missing(ws: Path) -> None
         await call("edit_file", ws, path="new.py", old="x", new="y")
 
 
+async def test_edit_file_takes_old_text_copied_with_read_files_line_numbers(ws: Path) -> None:
+    shown = await call("read_file", ws, path="src/calc.py", start=1, end=2)
+    out = await call(
+        "edit_file", ws, path="src/calc.py", old=shown, new=shown.replace("a - b", "a + b")
+    )
+    assert out.startswith("edited src/calc.py at line 1 (old matched without its line numbers)")
+    assert (ws / "src" / "calc.py").read_text().startswith("def add(a, b):\n    return a + b\n")
+
+
+async def test_edit_file_matches_one_place_whatever_its_indentation(ws: Path) -> None:
+    (ws / "shop.py").write_text(
+        "class Cart:\n    def total(self):  \n        return 0\n\n    def size(self):\n"
+        "        return 0\n"
+    )
+    out = await call(
+        "edit_file",
+        ws,
+        path="shop.py",
+        old="def total(self):\n    return 0\n",
+        new="def total(self):\n    return sum(self.prices)\n",
+    )
+    assert "(old matched ignoring indentation and spaces at line ends)" in out
+    assert (ws / "shop.py").read_text() == (
+        "class Cart:\n    def total(self):\n        return sum(self.prices)\n\n"
+        "    def size(self):\n        return 0\n"
+    )
+    with pytest.raises(ToolError, match="old text not found"):  # two places: not guessed
+        await call("edit_file", ws, path="src/calc.py", old="return a - b  ", new="return 0")
+
+
 async def test_edit_file_keeps_crlf_line_endings(ws: Path) -> None:
     (ws / "win.txt").write_bytes(b"one\r\ntwo\r\nthree\r\n")
     await call("edit_file", ws, path="win.txt", old="one\ntwo", new="one\n2")

@@ -12,6 +12,7 @@ Loaded by `swarm.toolbox.coding_tools()` as `swarm._builtin_tools.files`.
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 
 from swarm.agent.confined import list_confined, read_confined, write_confined
@@ -46,7 +47,7 @@ def _numbered(lines: list[str], first: int) -> str:
     return "\n".join(f"{n:>6}\t{line}" for n, line in enumerate(lines, start=first))
 
 
-@tool
+@tool(read_only=True)
 def read_file(ctx: ToolContext, path: str, start: int | None = None, end: int | None = None) -> str:
     """Read a text file, with line numbers.
 
@@ -72,7 +73,7 @@ def read_file(ctx: ToolContext, path: str, start: int | None = None, end: int | 
     return shown
 
 
-@tool
+@tool(read_only=True)
 def list_dir(ctx: ToolContext, path: str = ".") -> str:
     """List a directory: one entry per line, directories with a trailing slash.
 
@@ -114,6 +115,82 @@ def _candidates(text: str, old: str) -> str:
     return "closest candidates:\n" + "\n  ...\n".join(shown)
 
 
+_NUMBERED = re.compile(r"^ *\d+\t")
+"""A line as read_file shows it: its number, a tab, its text."""
+
+
+def _without_numbers(text: str) -> str | None:
+    """`text` with read_file's line numbers taken off, when every line carries one."""
+    lines = text.splitlines(keepends=True)
+    if not lines or not all(_NUMBERED.match(line) for line in lines if line.strip()):
+        return None
+    return "".join(_NUMBERED.sub("", line, count=1) for line in lines)
+
+
+def _locate(text: str, path: str, old: str, new: str) -> tuple[int, int, str, str]:
+    """Where `old` is in `text` (start, end), the text to put there, and how it was found.
+
+    An exact, unique match first. A model that copied `old` from read_file's output with
+    its line numbers, or got the indentation or the spaces at line ends wrong, still
+    names one place: that place is edited, `new` indented as the file is, and the result
+    says how it matched."""
+    count = text.count(old)
+    if count == 1:
+        index = text.index(old)
+        return index, index + len(old), new, ""
+    if count > 1:
+        at, index = [], text.find(old)
+        while index != -1:
+            at.append(str(_line_of(text, index)))
+            index = text.find(old, index + 1)
+        raise ToolError(
+            f"old text occurs {count} times in {path!r} (at lines {', '.join(at)}); "
+            "include more surrounding lines to make it unique"
+        )
+    bare = _without_numbers(old)
+    if bare is not None:
+        old, new = bare, _without_numbers(new) or new
+        if text.count(old) == 1:
+            index = text.index(old)
+            return index, index + len(old), new, " (old matched without its line numbers)"
+    found = _loose(text, old, new)
+    if found is None:
+        raise ToolError(f"old text not found in {path!r}. {_candidates(text, old)}")
+    return (*found, " (old matched ignoring indentation and spaces at line ends)")
+
+
+def _indent(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())]
+
+
+def _loose(text: str, old: str, new: str) -> tuple[int, int, str] | None:
+    """The one run of whole lines equal to `old`'s when each line is stripped; the span
+    and `new` moved to the file's indentation. None when no run or more than one is."""
+    wanted = old.strip("\n").splitlines()
+    key = [line.strip() for line in wanted]
+    if not any(key):
+        return None
+    lines = text.splitlines(keepends=True)
+    stripped = [line.strip() for line in lines]
+    n = len(key)
+    hits = [i for i in range(len(lines) - n + 1) if stripped[i : i + n] == key]
+    if len(hits) != 1:
+        return None
+    first = hits[0]
+    start = sum(len(line) for line in lines[:first])
+    end = start + sum(len(line) for line in lines[first : first + n])
+    theirs = _indent(next(line for line in wanted if line.strip()))
+    ours = _indent(next(line for line in lines[first : first + n] if line.strip()))
+    moved = [
+        ours + line[len(theirs) :] if line.strip() and line.startswith(theirs) else line
+        for line in new.strip("\n").splitlines(keepends=True)
+    ]
+    replacement = "".join(moved)
+    if lines[first + n - 1].endswith("\n") and not replacement.endswith("\n"):
+        replacement += "\n"
+    return start, end, replacement
+
+
 @tool
 def edit_file(ctx: ToolContext, path: str, old: str, new: str) -> str:
     """Replace an exact, unique snippet of a file with new text.
@@ -134,20 +211,8 @@ def edit_file(ctx: ToolContext, path: str, old: str, new: str) -> str:
         raise
     if old not in text and "\r\n" in text:  # the model writes \n; the file uses \r\n
         old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
-    count = text.count(old)
-    if count == 0:
-        raise ToolError(f"old text not found in {path!r}. {_candidates(text, old)}")
-    if count > 1:
-        at, index = [], text.find(old)
-        while index != -1:
-            at.append(str(_line_of(text, index)))
-            index = text.find(old, index + 1)
-        raise ToolError(
-            f"old text occurs {count} times in {path!r} (at lines {', '.join(at)}); "
-            "include more surrounding lines to make it unique"
-        )
-    index = text.index(old)
-    updated = text[:index] + new + text[index + len(old) :]
+    index, end, new, how = _locate(text, path, old, new)
+    updated = text[:index] + new + text[end:]
     target = write_confined(ctx, path, updated.encode("utf-8"))
     ctx.written.note(_rel(ctx, target))
     first = _line_of(updated, index)
@@ -155,7 +220,7 @@ def edit_file(ctx: ToolContext, path: str, old: str, new: str) -> str:
     shown_from = max(1, first - _CONTEXT_LINES)
     shown_to = min(len(lines), first + new.count("\n") + _CONTEXT_LINES)
     excerpt = _numbered(lines[shown_from - 1 : shown_to], shown_from)
-    return f"edited {_rel(ctx, target)} at line {first}:\n{excerpt}"
+    return f"edited {_rel(ctx, target)} at line {first}{how}:\n{excerpt}"
 
 
 @tool

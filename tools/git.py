@@ -7,7 +7,7 @@ from swarm.errors import ToolError, WorkspaceError
 from swarm.run.workspace import worktree_diff
 
 
-@tool
+@tool(read_only=True)
 async def git_diff(ctx: ToolContext) -> str:
     """Show what your patch holds so far: edits to tracked files and the files you wrote."""
     try:

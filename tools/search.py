@@ -24,7 +24,7 @@ MAX_LINE_CHARS = 300
 _SKIP_DIRS = frozenset({"node_modules", "__pycache__", "venv", "target", "dist", "build"})
 
 
-@tool
+@tool(read_only=True)
 async def search(
     ctx: ToolContext, pattern: str, path: str | None = None, glob: str | None = None
 ) -> str:

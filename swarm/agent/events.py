@@ -64,11 +64,12 @@ class CallCounts:
         n = len(reply.message.tool_calls)
         if not n:
             return
-        if reply.tool_call_format in ("native", ""):
-            self.native += n
-        else:
-            self.parsed += n
-            self.repaired += reply.repaired_tool_calls
+        parsed = reply.text_tool_calls
+        if not parsed and reply.tool_call_format not in ("native", ""):
+            parsed = n  # a reply journaled before `text_tool_calls` was recorded
+        self.native += n - parsed
+        self.parsed += parsed
+        self.repaired += reply.repaired_tool_calls
 
 
 @dataclass

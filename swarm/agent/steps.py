@@ -49,6 +49,10 @@ class _Outcome:
     finish: str | None = None
     call: ToolCall | None = None
 
+    @property
+    def failed(self) -> bool:
+        return self.finish is None and (self.message.content or "").startswith("error: ")
+
 
 class Steps(Generic[T]):
     """The mutable state of one run and the code of its steps."""
@@ -281,18 +285,32 @@ class Steps(Generic[T]):
         return tool is not None and tool.requires_approval and call.id not in self.approvals
 
     async def _run_tools(self, calls: Sequence[ToolCall], step: int) -> list[_Outcome]:
-        outcomes: list[_Outcome | None] = [None] * len(calls)
+        """Read-only calls run at once; a reply that changes anything runs in order and
+        stops at the first call that fails: the calls after it were written expecting it
+        to work (an edit, then the tests, then `finish`), so they are not run."""
+        if len(calls) > 1 and all(self._reads_only(c) for c in calls):
+            outcomes: list[_Outcome | None] = [None] * len(calls)
 
-        async def run_one(i: int, call: ToolCall) -> None:
-            outcomes[i] = await self._run_tool(call, step)
+            async def run_one(i: int, call: ToolCall) -> None:
+                outcomes[i] = await self._run_tool(call, step)
 
-        if len(calls) == 1:
-            await run_one(0, calls[0])
-        else:
             async with anyio.create_task_group() as tg:
                 for i, call in enumerate(calls):
                     tg.start_soon(run_one, i, call, name=f"tool:{call.name}")
-        return [o for o in outcomes if o is not None]
+            return [o for o in outcomes if o is not None]
+        done: list[_Outcome] = []
+        for i, call in enumerate(calls):
+            outcome = await self._run_tool(call, step)
+            done.append(outcome)
+            if outcome.failed and i + 1 < len(calls):
+                skipped = f"error: not run: `{call.name}` before it in your reply failed"
+                done.extend(_Outcome(Message.tool(c, skipped)) for c in calls[i + 1 :])
+                break
+        return done
+
+    def _reads_only(self, call: ToolCall) -> bool:
+        tool = self.agent.tool_named(call.name)
+        return tool is not None and tool.read_only
 
     async def _run_tool(self, call: ToolCall, step: int) -> _Outcome:
         original = call

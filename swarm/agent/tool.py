@@ -164,6 +164,9 @@ class Tool:
     """True when `fn`'s first parameter is a `ToolContext`."""
     requires_approval: bool = False
     """Pause the run before each call until someone approves it (`Agent.resume`)."""
+    read_only: bool = False
+    """The tool changes nothing (reads a file, lists a directory): calls of read-only tools
+    in one reply run at once; a reply with any other call runs its calls in order."""
     span_attributes: Mapping[str, str] = field(default_factory=dict, compare=False)
     """Extra attributes of this tool's `execute_tool` spans (an MCP tool's server)."""
     _args: type[BaseModel] | None = field(default=None, repr=False, compare=False)
@@ -227,6 +230,12 @@ class Tool:
             else:
                 parsed = model.model_validate(dict(arguments))
         except ValidationError as exc:
+            if _is_schema(arguments):
+                raise ToolError(
+                    f"invalid arguments for {self.name}: you sent the JSON schema of its "
+                    f"arguments, not their values. Expected: {_shape(self.parameters)}",
+                    rejected=True,
+                ) from None
             raise ToolError(_explain(self, exc), rejected=True) from None
         names = self._names
         return {names[k]: v for k, v in parsed.__dict__.items()} | (parsed.__pydantic_extra__ or {})
@@ -247,6 +256,16 @@ def _explain(t: Tool, exc: ValidationError) -> str:
             got = json.dumps(err.get("input"), default=str)[:80]
             problems.append(f"{where}: {err['msg']} (got {got})")
     return f"invalid arguments for {t.name}: " + "; ".join(problems) + f". Expected: {shape}"
+
+
+def _is_schema(arguments: str | Mapping[str, Any]) -> bool:
+    """Arguments that are the tool's schema echoed back (a small model copies it)."""
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return False
+    return isinstance(arguments, Mapping) and "properties" in arguments and "type" in arguments
 
 
 def _shape(schema: dict[str, Any]) -> str:
@@ -325,7 +344,11 @@ def _schema(model: type[BaseModel]) -> dict[str, Any]:
 
 
 def _make(
-    fn: Callable[..., Any], name: str | None, description: str | None, approval: bool = False
+    fn: Callable[..., Any],
+    name: str | None,
+    description: str | None,
+    approval: bool = False,
+    read_only: bool = False,
 ) -> Tool:
     tool_name = name or fn.__name__
     model, takes_context = _signature_model(fn, tool_name)
@@ -337,6 +360,7 @@ def _make(
         fn=fn,
         takes_context=takes_context,
         requires_approval=approval,
+        read_only=read_only,
         _args=model,
     )
 
@@ -345,7 +369,11 @@ def _make(
 def tool(fn: Callable[..., Any], /) -> Tool: ...
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None, requires_approval: bool = False
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    requires_approval: bool = False,
+    read_only: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -356,15 +384,18 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     requires_approval: bool = False,
+    read_only: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a `Tool` of a function: `@tool` or `@tool(name=..., description=...)`.
 
     `requires_approval=True`: each call waits for approval (`swarm.agent.hooks`).
+    `read_only=True`: the tool changes nothing, so several calls of it in one reply may
+    run at once (calls in a reply with any other tool run one after another).
 
     The schema comes from the type hints; parameter descriptions from the docstring's
     `Args:` section; parameters with defaults are optional. A first parameter annotated
     `ToolContext` is filled in by the caller, not the model.
     """
     if fn is not None:
-        return _make(fn, name, description, requires_approval)
-    return lambda f: _make(f, name, description, requires_approval)
+        return _make(fn, name, description, requires_approval, read_only)
+    return lambda f: _make(f, name, description, requires_approval, read_only)

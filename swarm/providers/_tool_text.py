@@ -86,23 +86,47 @@ def calls_from_text(text: str, tool_names: Collection[str] = ()) -> TextCalls:
 
 
 def read_calls(result: ChatResult, request: ChatRequest, *, from_text: bool = True) -> None:
-    """Mark how `result`'s calls came; with `from_text`, read them from its text when the
-    API had none."""
-    if result.message.tool_calls:
+    """Mark how `result`'s calls came; with `from_text`, also read calls from its text.
+
+    A reply with native calls may hold more in its text (the server's parser took one
+    call and missed another written beside it): those, naming an offered tool and not
+    already among the native ones, run first, as they came first in the reply."""
+    native = result.message.tool_calls
+    if native:
         result.tool_call_format = "native"
-        return
     text = result.message.content
     if not from_text or not request.tools or not text:
         return
-    found = calls_from_text(text, {t.name for t in request.tools})
-    result.tool_call_problem = found.problem
-    if not found.calls:
-        return
-    result.message = Message.assistant(found.text or None, found.calls)
-    result.tool_call_format = found.format
+    names = {t.name for t in request.tools}
+    found = calls_from_text(text, names)
+    if native:
+        seen = {(c.name, _canonical(c.arguments)) for c in native}
+        extra = [
+            c
+            for c in found.calls
+            if c.name in names and (c.name, _canonical(c.arguments)) not in seen
+        ]
+        if not extra:
+            return
+        calls, label = [*extra, *native], f"native+{found.format}"
+    else:
+        result.tool_call_problem = found.problem
+        if not found.calls:
+            return
+        extra, calls, label = found.calls, found.calls, found.format
+    result.message = Message.assistant(found.text or None, calls)
+    result.tool_call_format = label
+    result.text_tool_calls = len(extra)
     result.repaired_tool_calls = found.repaired
     if result.finish_reason == "stop":
         result.finish_reason = "tool_calls"
+
+
+def _canonical(arguments: str) -> str:
+    try:
+        return json.dumps(json.loads(arguments), sort_keys=True)
+    except ValueError:
+        return arguments
 
 
 # -- the readers, one per format -----------------------------------------------------------

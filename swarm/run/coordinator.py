@@ -339,10 +339,16 @@ class Coordinator:
     async def _code(self, st: Subtask, ws: WorkspaceLike) -> None:
         """The coder's turn; a coder that got stuck without changing anything starts over
         with a fresh conversation (`STUCK_RESTARTS` times), then the subtask fails."""
-        prompt, agent_id = coder_prompt(self.task, st), f"coder:{st.id}"
+        agent_id, stuck_on = f"coder:{st.id}", ""
         for again in range(STUCK_RESTARTS + 1):
             coder = self._staff.agent("coder", agent_id, CODER, ws.path, st)
             coder.depends_on(self._dependency_spans(st))
+            prompt = coder_prompt(self.task, st, await coder.shown(st.files))
+            if stuck_on:
+                prompt += (
+                    f"\n\nAn earlier attempt got stuck sending this again and again: "
+                    f"{stuck_on}\nDo not repeat it."
+                )
             result = await coder.run(prompt)
             if await ws.patch():
                 return  # work to check (a stuck coder may have done it before it looped)
@@ -356,10 +362,7 @@ class Coordinator:
             if again == STUCK_RESTARTS:
                 raise GaveUp(f"the coder got stuck, changing nothing: {result.repeated[:300]}")
             agent_id = f"coder:{st.id}:again{again + 1}"
-            prompt = (
-                f"{coder_prompt(self.task, st)}\n\nAn earlier attempt got stuck sending this "
-                f"again and again: {result.repeated[:300]}\nDo not repeat it."
-            )
+            stuck_on = result.repeated[:300]
 
     @contextmanager
     def _tree(self, ws: WorkspaceLike, base: str) -> Iterator[None]:
@@ -435,9 +438,8 @@ class Coordinator:
                     if merged.kind == "red":  # after a conflict the fixer re-applies by hand
                         await ws.apply(patch)
                     agent_id = f"fixer:{st.id}:rebase{outcome.rebases}"
-                    await self._staff.agent("fixer", agent_id, FIXER, ws.path, st).run(
-                        rebase_prompt(st, patch, reason)
-                    )
+                    fixer = self._staff.agent("fixer", agent_id, FIXER, ws.path, st)
+                    await fixer.run(rebase_prompt(st, patch, reason, await fixer.shown(st.files)))
                     rebased = await ws.patch()
                     if not rebased.strip() and patch.strip():
                         # nothing re-applied (a fixer that got stuck, or gave up): the

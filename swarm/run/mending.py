@@ -114,7 +114,7 @@ class Mender:
         escalate = round_ > self.options.escalate_after
         agent_id = f"fixer:{st.id}:{tag}{round_}"
         agent = self.staff.agent("fixer", agent_id, FIXER, path, st, escalate=escalate)
-        await agent.run(fix_prompt(st, command, failed.output))
+        await agent.run(fix_prompt(st, command, failed.output, await agent.shown(st.files)))
 
     async def timed(self, phase: str, work: Awaitable[CheckResult]) -> CheckResult:
         started = anyio.current_time()

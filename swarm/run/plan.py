@@ -186,11 +186,12 @@ _TOO_DEEP = "the JSON is nested too deeply to be a plan"
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[^\n]*\n(.*?)```", re.DOTALL)
 
 
-def parse_plan_reply(text: str) -> Plan:
+def parse_plan_reply(text: str, known_files: Set[str] = frozenset()) -> Plan:
     """The plan in a model's reply: bare JSON, a ```json fence, or JSON amid prose.
 
     Among several JSON values, one with a `subtasks` key wins; a bare list is taken as
-    the subtasks list.
+    the subtasks list. `known_files`: the repository's files, to place a path the planner
+    got wrong (see `validate_plan`).
     """
     source = "planner reply"
     values: list[object] = []
@@ -206,12 +207,12 @@ def parse_plan_reply(text: str) -> Plan:
     fallback: object = None
     for value in itertools.chain(values, _embedded_objects(text)):
         if isinstance(value, dict) and "subtasks" in value:
-            return validate_plan(value, source=source)
+            return validate_plan(value, source=source, known_files=known_files)
         if fallback is None and isinstance(value, list | dict):
             fallback = value
     if fallback is not None:
         data = {"subtasks": fallback} if isinstance(fallback, list) else fallback
-        return validate_plan(data, source=source)
+        return validate_plan(data, source=source, known_files=known_files)
     if decode_error is not None:
         where = f"line {decode_error.lineno}, column {decode_error.colno}"
         problem = f"the JSON block is not valid JSON ({where} of the block): {decode_error.msg}"
@@ -237,8 +238,15 @@ def _embedded_objects(text: str) -> Iterator[object]:
         pos = text.find("{", end)
 
 
-def validate_plan(data: object, *, source: str = "plan") -> Plan:
-    """Check `data` against the plan contract; raise PlanError listing every problem."""
+def validate_plan(
+    data: object, *, source: str = "plan", known_files: Set[str] = frozenset()
+) -> Plan:
+    """Check `data` against the plan contract; raise PlanError listing every problem.
+
+    With `known_files` (the repository's files), a file path that names none of them but
+    is one of them with directories added or left out (`app/pkg/mod.py` or `mod.py` for
+    `pkg/mod.py`) is taken as that file, when exactly one fits: a small planner model
+    guesses paths, and its coder would be told to create a file that already exists."""
     if not isinstance(data, dict) or "subtasks" not in data:
         raise PlanError(problems=['a plan is a JSON object {"subtasks": [...]}'], source=source)
     raw = data["subtasks"]
@@ -247,7 +255,7 @@ def validate_plan(data: object, *, source: str = "plan") -> Plan:
             problems=["subtasks must be a non-empty list of subtask objects"], source=source
         )
     problems: list[str] = []
-    items = [_read_subtask(i, item, problems) for i, item in enumerate(raw)]
+    items = [_read_subtask(i, item, problems, known_files) for i, item in enumerate(raw)]
     ids = [str(item.get("id", "")) for item in items]
     deps = [list(item.get("depends_on", ())) for item in items]
     labels = [f"subtasks[{i}]" + (f" ({x!r})" if x else "") for i, x in enumerate(ids)]
@@ -275,7 +283,9 @@ def validate_plan(data: object, *, source: str = "plan") -> Plan:
     )
 
 
-def _read_subtask(i: int, item: object, problems: list[str]) -> dict[str, Any]:
+def _read_subtask(
+    i: int, item: object, problems: list[str], known_files: Set[str] = frozenset()
+) -> dict[str, Any]:
     """The subtask's fields, normalised; type problems are appended to `problems`."""
     at = f"subtasks[{i}]"
     if not isinstance(item, dict):
@@ -306,9 +316,17 @@ def _read_subtask(i: int, item: object, problems: list[str]) -> dict[str, Any]:
         if norm is None:
             problems.append(f"{at}.files: {f!r} must be a path inside the repository")
         else:
-            files.append(norm)
+            files.append(_located(norm, known_files))
     out["files"] = list(dict.fromkeys(files))
     return out
+
+
+def _located(path: str, known: Set[str]) -> str:
+    """The one known file `path` means when it names none (else `path` as it is)."""
+    if not known or path in known or path.endswith("/") or any(c in path for c in "*?["):
+        return path
+    fits = [f for f in known if path.endswith("/" + f) or f.endswith("/" + path)]
+    return fits[0] if len(fits) == 1 else path
 
 
 def _id_problem(id: str) -> str | None:

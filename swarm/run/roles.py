@@ -7,6 +7,11 @@ so journaled model calls replay to the same agent.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from swarm.agent.confined import read_confined
+from swarm.agent.tool import ToolContext
+from swarm.errors import ToolError
 from swarm.run.check import failing_part
 from swarm.run.plan import Subtask
 from swarm.run.task import Task
@@ -20,6 +25,7 @@ __all__ = [
     "fix_prompt",
     "planner_prompt",
     "rebase_prompt",
+    "shown_files",
     "unchanged_prompt",
 ]
 
@@ -58,12 +64,47 @@ def planner_prompt(task: Task, errors: list[str] | None = None) -> str:
     return text
 
 
-def coder_prompt(task: Task, subtask: Subtask) -> str:
+def coder_prompt(task: Task, subtask: Subtask, shown: str = "") -> str:
     files = ", ".join(subtask.files) or "(not specified)"
     return (
         f"Overall task: {task.title}\n\nYour subtask `{subtask.id}`: {subtask.title}\n\n"
-        f"{subtask.instructions}\n\nFiles in scope: {files}"
+        f"{subtask.instructions}\n\nFiles in scope: {files}{shown}"
     )
+
+
+SHOWN_CHARS = 12_000
+"""How much of its files' text an agent is shown with its subtask (about 3k tokens)."""
+
+
+def shown_files(ctx: ToolContext, files: Sequence[str], budget: int = SHOWN_CHARS) -> str:
+    """The current text of a subtask's files, for its agent's first prompt.
+
+    An agent that has not read a file guesses its text: a small model's first edit_file
+    names an `old` that is not there, or it writes over a file it never saw. Shown the
+    files, it copies from them, and saves the read_file round trips. A file that does
+    not fit in what is left of `budget` is named, to read with read_file."""
+    parts: list[str] = []
+    for name in files:
+        try:
+            _, data = read_confined(ctx, name, budget)
+        except ToolError as exc:
+            if str(exc).startswith("no such file"):
+                parts.append(f"{name}: (not there yet: create it with write_file)")
+            elif "too large" in str(exc):
+                parts.append(f"{name}: (too long to show here: read it with read_file)")
+            continue
+        if b"\0" in data:
+            continue  # binary: nothing to copy from
+        if len(data) > budget:
+            parts.append(f"{name}: (too long to show here: read it with read_file)")
+            continue
+        text = data.decode("utf-8", errors="replace")
+        budget -= len(data)
+        ending = "" if text.endswith("\n") or not text else "\n"
+        parts.append(f"{name}:\n```\n{text}{ending}```")
+    if not parts:
+        return ""
+    return "\n\nThe files as they are now:\n\n" + "\n\n".join(parts)
 
 
 def unchanged_prompt(subtask: Subtask) -> str:
@@ -77,21 +118,21 @@ def unchanged_prompt(subtask: Subtask) -> str:
     )
 
 
-def fix_prompt(subtask: Subtask, check: str, output: str) -> str:
+def fix_prompt(subtask: Subtask, check: str, output: str, shown: str = "") -> str:
     files = ", ".join(subtask.files) or "(not specified)"
     return (
         f"The check failed for subtask `{subtask.id}` ({subtask.title}).\n"
         f"Command: `{check}`\n\nWhat failed:\n{failing_part(output)}\n\n"
         f"Your files: {files}. Fix the cause within them; change another file only if "
-        "the failure is there, and say so in your summary."
+        f"the failure is there, and say so in your summary.{shown}"
     )
 
 
-def rebase_prompt(subtask: Subtask, patch: str, reason: str) -> str:
+def rebase_prompt(subtask: Subtask, patch: str, reason: str, shown: str = "") -> str:
     return (
         f"Subtask `{subtask.id}` ({subtask.title}) was done on an older version of the "
         f"integration branch and {reason}. Your worktree is at the new head.\n\n"
         f"Instructions: {subtask.instructions}\n\nThe earlier patch:\n```diff\n{patch}\n```\n"
         "Re-apply every part of the change on top of the current code (check each file "
-        "the earlier patch touched), run the tests, and finish."
+        f"the earlier patch touched), run the tests, and finish.{shown}"
     )

@@ -26,14 +26,15 @@ from swarm.agent.events import AgentResult
 from swarm.agent.loop import Agent
 from swarm.agent.tool import Tool, ToolContext
 from swarm.agent.toolbox import CommandResult
-from swarm.errors import ModelBehaviorError
+from swarm.errors import ModelBehaviorError, WorkspaceError
 from swarm.messages import ChatRequest, ChatResult, Message
 from swarm.model import Model
+from swarm.run._git import git
 from swarm.run.environment import CheckEnvironment
 from swarm.run.outcome import PhaseTimes
 from swarm.run.parts import Crew, SolveOptions
 from swarm.run.plan import Plan, PlanError, Subtask, parse_plan_reply
-from swarm.run.roles import PLANNER, PLANNER_TOOLS, planner_prompt
+from swarm.run.roles import PLANNER, PLANNER_TOOLS, planner_prompt, shown_files
 from swarm.run.task import Task
 
 __all__ = ["Staff", "TimedAgent", "role_policy"]
@@ -119,7 +120,7 @@ class Staff:
             if result.stop_reason == "stuck":
                 self.stuck[agent_id] = result.repeated
             try:
-                return parse_plan_reply(str(result.output or ""))
+                return parse_plan_reply(str(result.output or ""), await _files_in(path))
             except PlanError as exc:
                 errors = exc.problems or [str(exc)]
                 if result.calls.truncated:
@@ -144,6 +145,17 @@ class Staff:
         return ctx
 
 
+async def _files_in(path: Path) -> frozenset[str]:
+    """The files git tracks in `path` (none when it is not a local worktree)."""
+    if not await anyio.Path(path).is_dir():
+        return frozenset()
+    try:
+        listed = await git("ls-files", "-z", cwd=path)
+    except WorkspaceError:
+        return frozenset()
+    return frozenset(name for name in listed.split("\0") if name)
+
+
 class TimedAgent:
     """An agent whose run time is added to its phase; the check, not its word, decides."""
 
@@ -154,6 +166,14 @@ class TimedAgent:
 
     def depends_on(self, spans: list[SpanContext]) -> None:
         self._agent.depends_on = spans
+
+    async def shown(self, files: Sequence[str]) -> str:
+        """The current text of `files` in this agent's workspace, for its prompt ("" for
+        a workspace on another node: the agent reads its files there with its tools)."""
+        context = self._agent.context
+        if context is None or not files or not await anyio.Path(context.root).is_dir():
+            return ""
+        return await anyio.to_thread.run_sync(shown_files, context, files)
 
     async def run(self, prompt: str, history: Sequence[Message] = ()) -> AgentResult[str]:
         """Run the agent (after `history`, to go on with a conversation); its result says
