@@ -51,11 +51,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     on_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _term_as_interrupt) if on_main_thread else None
+    ignored = on_main_thread and signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    if ignored:
+        # a shell starts `swarm ... &` with SIGINT ignored; SIGTERM works through SIGINT,
+        # and a script's `kill -INT` must stop the run as Ctrl-C would, cleaning up
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return _run(args)
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+        if ignored:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -28,7 +28,11 @@ def _env() -> dict[str, str]:
     return env
 
 
-def start(cwd: Path, *args: str) -> subprocess.Popen[str]:
+def _as_a_background_job() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # what a shell does for `cmd &`
+
+
+def start(cwd: Path, *args: str, background: bool = False) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "swarm", *args],
         cwd=cwd,
@@ -36,6 +40,7 @@ def start(cwd: Path, *args: str) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_as_a_background_job if background else None,
     )
 
 
@@ -128,8 +133,10 @@ def workdir(tmp_path: Path) -> Iterator[Path]:
             pass
 
 
-def test_sigterm_cancels_cleanly_like_ctrl_c(workdir: Path) -> None:
-    proc = start(workdir, "solve", str(TASK), "--quiet")
+@pytest.mark.parametrize("background", [False, True], ids=["foreground", "background"])
+def test_sigterm_cancels_cleanly_like_ctrl_c(workdir: Path, background: bool) -> None:
+    """Also for a run a shell started in the background, with SIGINT ignored."""
+    proc = start(workdir, "solve", str(TASK), "--quiet", background=background)
     wait_for("a coder's worktree", lambda: coder_worktrees(workdir) or proc.poll() is not None)
     assert proc.poll() is None, proc.communicate()
     proc.send_signal(signal.SIGTERM)
