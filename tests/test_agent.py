@@ -218,3 +218,39 @@ async def test_spans_nest_tools_under_the_agent(spans: InMemorySpanExporter) -> 
     assert agent_span.attributes["gen_ai.operation.name"] == "invoke_agent"
     assert tool_span.attributes["gen_ai.tool.name"] == "add"
     assert tool_span.attributes["swarm.step"] == 1
+
+
+async def test_a_call_named_after_no_tool_runs_the_one_tool_its_arguments_fit() -> None:
+    written: dict[str, str] = {}
+
+    @tool
+    def save(path: str, content: str) -> str:
+        """Saves content."""
+        written[path] = content
+        return "saved"
+
+    @tool
+    def show(path: str) -> str:
+        """Shows a file."""
+        return written.get(path, "")
+
+    @tool
+    def listing(path: str = ".") -> str:
+        """Lists a directory."""
+        return "a.py"
+
+    model = ScriptedModel(
+        [
+            call("create-item", path="a.py", content="x = 1"),
+            call("look", path="a.py"),  # fits `show` and `listing`: not guessed
+            call("finish", summary="done"),
+        ]
+    )
+    agent = Agent[str]("coder", model=model, tools=[save, show, listing, finish])
+    result = await agent.run("go")
+    assert written == {"a.py": "x = 1"}
+    assert tool_texts(model.requests[1]) == [
+        "('create-item' is not a tool; ran save, whose arguments these are) saved"
+    ]
+    assert "unknown tool 'look'" in tool_texts(model.requests[2])[-1]
+    assert (result.calls.repaired, result.calls.rejected) == (1, 1)

@@ -83,6 +83,27 @@ async def test_write_file_creates_parents(ws: Path) -> None:
     assert (ws / "pkg" / "sub" / "new.py").read_text() == "x = 1\n"
 
 
+async def test_a_path_missing_its_directory_names_the_file_it_means(ws: Path) -> None:
+    with pytest.raises(ToolError, match=r"no such file: 'calc\.py'; did you mean 'src/calc\.py'\?"):
+        await call("read_file", ws, path="calc.py")
+    with pytest.raises(ToolError, match=r"did you mean 'src/calc\.py'\?"):
+        await call("edit_file", ws, path="lib/calc.py", old="x", new="y")
+    out = await call("write_file", ws, path="calc.py", content="x = 1\n")
+    assert out == "wrote 6 bytes to calc.py (a new file; src/calc.py exists: did you mean that?)"
+
+
+async def test_write_file_over_a_module_says_which_definitions_it_dropped(ws: Path) -> None:
+    out = await call("write_file", ws, path="src/calc.py", content="def add(a, b):\n    pass\n")
+    assert out == (
+        "wrote 24 bytes to src/calc.py. It replaced the whole file: sub is no longer in it. "
+        "If that was not meant, put back what is missing (edit_file changes part of a file)"
+    )
+    kept = await call(
+        "write_file", ws, path="src/calc.py", content="def add(): ...\ndef sub(): ...\n"
+    )
+    assert kept == "wrote 30 bytes to src/calc.py"
+
+
 async def test_edit_file_replaces_a_unique_match(ws: Path) -> None:
     out = await call(
         "edit_file",

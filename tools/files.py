@@ -11,7 +11,9 @@ Loaded by `swarm.toolbox.coding_tools()` as `swarm._builtin_tools.files`.
 
 from __future__ import annotations
 
+import ast
 import difflib
+import os
 import re
 from pathlib import Path
 
@@ -56,7 +58,10 @@ def read_file(ctx: ToolContext, path: str, start: int | None = None, end: int | 
         start: First line to show (1-based, inclusive). Default: the first line.
         end: Last line to show (inclusive). Default: the last line.
     """
-    _, text = _read_text(ctx, path)
+    try:
+        _, text = _read_text(ctx, path)
+    except ToolError as exc:
+        raise _elsewhere(ctx, path, exc) from None
     lines = text.splitlines()
     first = 1 if start is None else start
     last = len(lines) if end is None else min(end, len(lines))
@@ -206,9 +211,9 @@ def edit_file(ctx: ToolContext, path: str, old: str, new: str) -> str:
     try:
         target, text = _read_text(ctx, path)
     except ToolError as exc:
-        if str(exc).startswith("no such file"):
+        if str(exc).startswith("no such file") and not _same_name(ctx, path):
             raise ToolError(f"{exc}; to create it, call write_file(path, content)") from None
-        raise
+        raise _elsewhere(ctx, path, exc) from None
     if old not in text and "\r\n" in text:  # the model writes \n; the file uses \r\n
         old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
     index, end, new, how = _locate(text, path, old, new)
@@ -232,6 +237,64 @@ def write_file(ctx: ToolContext, path: str, content: str) -> str:
         content: The whole new content of the file.
     """
     data = content.encode("utf-8")
+    try:
+        before: str | None = _read_text(ctx, path)[1]
+    except ToolError:
+        before = None
     target = write_confined(ctx, path, data)
     ctx.written.note(_rel(ctx, target))
-    return f"wrote {len(data)} bytes to {_rel(ctx, target)}"
+    done = f"wrote {len(data)} bytes to {_rel(ctx, target)}"
+    if before is None:
+        others = _same_name(ctx, path)
+        if others:
+            done += f" (a new file; {', '.join(others)} exists: did you mean that?)"
+        return done
+    if lost := _lost_definitions(path, before, content):
+        done += (
+            f". It replaced the whole file: {', '.join(lost)} "
+            f"{'is' if len(lost) == 1 else 'are'} no longer in it. If that was not meant, "
+            "put back what is missing (edit_file changes part of a file)"
+        )
+    return done
+
+
+_SCAN_LIMIT = 5000
+"""Directory entries looked at for a file of the same name elsewhere."""
+
+
+def _same_name(ctx: ToolContext, path: str) -> list[str]:
+    """Files elsewhere in the workspace named as `path` is (at most 3), for a model that
+    left out or invented a directory (`pricing.py` for `inventory/pricing.py`)."""
+    name = Path(path).name
+    root = ctx.real_root
+    found: list[str] = []
+    seen = 0
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in (".git", ".venv", "node_modules"))
+        seen += len(dirs) + len(files)
+        if name in files:
+            found.append((Path(folder) / name).relative_to(root).as_posix())
+        if len(found) > 3 or seen > _SCAN_LIMIT:
+            return []
+    return [f for f in found if f != path]
+
+
+def _elsewhere(ctx: ToolContext, path: str, exc: ToolError) -> ToolError:
+    """`exc`, naming the file the model likely meant when `path` is not there."""
+    if not str(exc).startswith("no such file"):
+        return exc
+    others = _same_name(ctx, path)
+    return ToolError(f"{exc}; did you mean {' or '.join(map(repr, others))}?") if others else exc
+
+
+def _lost_definitions(path: str, before: str, after: str) -> list[str]:
+    """Top-level functions and classes of a Python file that its new text no longer has."""
+    if not path.endswith(".py"):
+        return []
+    try:
+        old, new = ast.parse(before), ast.parse(after)
+    except (SyntaxError, ValueError):
+        return []
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    kept = {n.name for n in new.body if isinstance(n, kinds)}
+    return [n.name for n in old.body if isinstance(n, kinds) and n.name not in kept]

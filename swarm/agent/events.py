@@ -49,7 +49,8 @@ class CallCounts:
     parsed: int = 0
     """Calls read from the reply's text (a model or server that wrote them as text)."""
     repaired: int = 0
-    """Of those, calls whose arguments needed a repair to read."""
+    """Calls that needed a repair to run: arguments read from broken text, or a call under
+    a name that is no tool's whose arguments fit exactly one tool."""
     rejected: int = 0
     """Calls refused: an unknown tool, arguments that do not fit, text that could not be read."""
     nudges: int = 0

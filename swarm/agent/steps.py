@@ -9,6 +9,7 @@ when the agent has any, and a call to a tool that needs approval pauses the run 
 from __future__ import annotations
 
 import difflib
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic
@@ -24,7 +25,7 @@ from swarm.agent._stuck import StuckWatch
 from swarm.agent.compaction import Compactor
 from swarm.agent.events import AgentEvent, AgentResult, CallCounts, StopReason
 from swarm.agent.hooks import Approvals, StepInfo, Veto
-from swarm.agent.tool import Finish
+from swarm.agent.tool import Finish, Tool
 from swarm.errors import ContextWindowExceeded, ToolError
 from swarm.messages import ChatRequest, ChatResult, Message, ToolCall, Usage
 from swarm.model import stream_listener
@@ -352,7 +353,10 @@ class Steps(Generic[T]):
             sc.STEP: step,
         }
         with tracer().start_as_current_span(f"{sc.OP_TOOL} {call.name}", attributes=attrs) as span:
-            tool = agent.tool_named(call.name)
+            tool, note = agent.tool_named(call.name), ""
+            if tool is None and (tool := _fitting_tool(call, agent.tools)) is not None:
+                note = f"({call.name!r} is not a tool; ran {tool.name}, whose arguments these are) "
+                self.calls.repaired += 1
             if tool is None:
                 self.calls.rejected += 1
                 return _error(span, call, _unknown_tool(call.name, [t.name for t in agent.tools]))
@@ -367,8 +371,8 @@ class Steps(Generic[T]):
             except ToolError as exc:  # failures and bad arguments go back to the model
                 if exc.rejected:
                     self.calls.rejected += 1
-                return _error(span, call, str(exc))
-            return _Outcome(Message.tool(call, text))
+                return _error(span, call, note + str(exc))
+            return _Outcome(Message.tool(call, note + text))
 
 
 def _error(span: Span, call: ToolCall, text: str) -> _Outcome:
@@ -399,6 +403,28 @@ def _cut_note(reply: ChatResult) -> str:
         "nothing in it was run. Answer in fewer tokens: one tool call per reply, and smaller "
         "edits (edit_file with a short `old` and `new`) instead of writing whole files."
     )
+
+
+def _fitting_tool(call: ToolCall, tools: Sequence[Tool]) -> Tool | None:
+    """The one tool whose parameters `call`'s arguments fill, for a call under a name that
+    is no tool's: a small model names its call after its task (`create-item-class` with
+    `path` and `content`) rather than the tool it means (`write_file`)."""
+    try:
+        arguments = json.loads(call.arguments or "{}")
+    except ValueError:
+        return None
+    if not isinstance(arguments, dict) or not arguments:
+        return None
+    given = {k for k, v in arguments.items() if v is not None}
+    fits = [
+        t
+        for t in tools
+        if given <= set(t.parameters.get("properties", {}))
+        and set(t.parameters.get("required", ())) <= given
+        and t.name != "finish"
+        and not t.requires_approval  # approval is decided on the name the call came with
+    ]
+    return fits[0] if len(fits) == 1 else None
 
 
 def _unknown_tool(name: str, known: list[str]) -> str:
