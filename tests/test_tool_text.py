@@ -70,6 +70,13 @@ def test_a_value_written_as_a_python_triple_quoted_string_is_repaired() -> None:
     found = calls_from_text(text, {"write_file"})
     assert found.repaired == 1 and not found.problem
     assert json.loads(found.calls[0].arguments)["content"] == "def f():\n    return 1\n"
+    nested = (  # a docstring inside: the value ends at the quotes a `}` or `,` follows
+        '{"name": "edit_file", "arguments": {"path": "m.py", "old": "x", "new": """\n'
+        'def f():\n    """Doc."""\n    return 1\n"""\n  }\n}'
+    )
+    found = calls_from_text(nested, {"edit_file"})
+    new = json.loads(found.calls[0].arguments)["new"]
+    assert new == '\ndef f():\n    """Doc."""\n    return 1\n'
 
 
 def test_several_calls_in_one_reply() -> None:

@@ -398,7 +398,7 @@ def _loads(text: str) -> tuple[Any, bool | None]:
 
 
 # `"key": """..."""`: a JSON value written as a Python triple-quoted string
-_TRIPLE = re.compile(r'(?<=:)\s*"""(.*?)"""', re.DOTALL)
+_TRIPLE = re.compile(r'(?<=:)\s*"""(.*?)"""(?=\s*[,}\]])', re.DOTALL)
 
 
 def _unfence(body: str) -> str:
