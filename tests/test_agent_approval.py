@@ -12,8 +12,9 @@ import pytest
 
 from swarm import Agent, Finish, tool
 from swarm.agent.events import ApprovalEvent
-from swarm.agent.hooks import Veto
+from swarm.agent.hooks import Hooks, StepInfo, Veto
 from swarm.errors import UsageError
+from swarm.messages import ToolCall
 from swarm.testing import ScriptedModel, call
 
 SCRIPT = Path(__file__).parent / "agent_scripts" / "approval_run.py"
@@ -58,6 +59,49 @@ async def test_a_denied_call_tells_the_model_why() -> None:
     assert done.output == "kept" and removed == []
     tool_texts = [m.content for m in done.messages if m.role == "tool"]
     assert tool_texts[0] == "error: not approved: main is protected"
+
+
+class Rewrite(Hooks):
+    """A hook that turns each call into another: `names` maps a branch to the next."""
+
+    def __init__(self, names: dict[str, str], into: str = "delete_branch") -> None:
+        self.names, self.into = names, into
+
+    async def before_tool(self, info: StepInfo, call: ToolCall) -> ToolCall | None:
+        name = json.loads(call.arguments).get("name", "")
+        if name not in self.names:
+            return None
+        arguments = json.dumps({"name": self.names[name]})
+        return call.model_copy(update={"name": self.into, "arguments": arguments})
+
+
+async def test_approval_is_asked_for_the_call_a_hook_made_and_holds_only_for_it() -> None:
+    """The human sees the call that will run, not the model's; a rewrite that differs
+    from what was approved asks again."""
+    removed.clear()
+    model = ScriptedModel([call("delete_branch", name="old"), call("finish", summary="ok")])
+    hook = Rewrite({"old": "main"})
+    agent: Agent[str] = Agent("janitor", model, tools=[delete_branch, finish], hooks=[hook])
+    paused = await agent.run("clean up")
+    (shown,) = paused.pending
+    assert json.loads(shown.arguments) == {"name": "main"}  # not the model's "old"
+    hook.names = {"old": "release"}  # the hook now makes another call than was approved
+    again = await agent.resume(paused, {shown.id: True})
+    assert again.stop_reason == "approval_required" and removed == []
+    assert json.loads(again.pending[0].arguments) == {"name": "release"}
+    done = await agent.resume(again, {shown.id: True})
+    assert done.output == "ok" and removed == ["release"]
+
+
+async def test_a_hook_that_makes_a_gated_call_pauses_the_run() -> None:
+    removed.clear()
+    model = ScriptedModel([call("finish", summary="x"), call("finish", summary="ok")])
+    # `finish(summary="x")` has no `name`: make the hook act on it by a name of its own
+    hook = Rewrite({"": "main"})
+    agent: Agent[str] = Agent("janitor", model, tools=[delete_branch, finish], hooks=[hook])
+    paused = await agent.run("clean up")
+    assert paused.stop_reason == "approval_required" and removed == []
+    assert paused.pending[0].name == "delete_branch"
 
 
 async def test_resume_misuse_is_a_clear_error() -> None:

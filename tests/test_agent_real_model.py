@@ -31,7 +31,7 @@ def _told(request: ChatRequest) -> str:
 
 
 async def test_unknown_tool_gets_the_real_names_and_is_counted() -> None:
-    model = ScriptedModel([call("ad", a=1, b=2), call("finish", summary="ok")])
+    model = ScriptedModel([call("ad", x=1), call("finish", summary="ok")])
     result = await Agent[str]("coder", model=model, tools=[add, finish]).run("go")
     told = _told(model.requests[1])
     assert "unknown tool 'ad'" in told and "Did you mean 'add'?" in told

@@ -172,7 +172,7 @@ class Agent(Generic[T]):
         unknown = sorted(set(approvals) - {c.id for c in paused.pending})
         if unknown:
             raise UsageError(f"agent {self.name}: no pending tool call has id {unknown[0]!r}")
-        steps = Steps(self, list(paused.messages), on_event, approvals)
+        steps = Steps(self, list(paused.messages), on_event, approvals, paused.pending)
         steps.usage, steps.cost = paused.usage, paused.cost_usd
         steps.tool_calls = paused.tool_calls
         return await self._traced(steps, paused.steps + 1, paused.messages[-1].tool_calls)

@@ -59,12 +59,20 @@ class Steps(Generic[T]):
     """The mutable state of one run and the code of its steps."""
 
     def __init__(
-        self, agent: Agent[T], messages: list[Message], emit: Emit | None, approvals: Approvals
+        self,
+        agent: Agent[T],
+        messages: list[Message],
+        emit: Emit | None,
+        approvals: Approvals,
+        shown: Sequence[ToolCall] = (),
     ) -> None:
         self.agent = agent
         self.messages = messages
         self.emit = emit
         self.approvals = approvals
+        self.shown = {c.id: c for c in shown}
+        """The calls a paused run asked approval for, as they were shown: a decision holds
+        only for the call it was made on."""
         self.usage, self.cost, self.tool_calls, self.bad_outputs = Usage(), 0.0, 0, 0
         self.calls = CallCounts()
         self.model = agent.model
@@ -256,14 +264,22 @@ class Steps(Generic[T]):
         return reply
 
     async def _tools(self, calls: Sequence[ToolCall], step: int) -> AgentResult[T] | None:
-        """Run one reply's calls; the run's result if they end it (or pause it)."""
-        waiting = [c for c in calls if self._needs_decision(c)]
+        """Run one reply's calls; the run's result if they end it (or pause it).
+
+        Hooks rewrite (or veto) every call first; approval is then decided on the call
+        that will run, so a hook's rewrite never runs under a decision made on another."""
+        prepared = [(call, await self._hooked(call, step)) for call in calls]
+        waiting = [
+            ready
+            for call, ready in prepared
+            if isinstance(ready, ToolCall) and self._needs_decision(call, ready)
+        ]
         if waiting:
             if self.emit is not None:
                 self.emit(ev.ApprovalEvent(step, waiting))
             return self.result(None, "approval_required", step, waiting)
         self.tool_calls += len(calls)
-        outcomes = await self._run_tools(calls, step)
+        outcomes = await self._run_tools(prepared, step)
         summary = next((o for o in outcomes if o.finish is not None), None)
         if summary is not None and self.agent.output_adapter is not None:
             try:
@@ -281,45 +297,59 @@ class Steps(Generic[T]):
         self.messages.extend(o.message for o in outcomes)
         return None if summary is None else self.result(summary.finish, "finish", step)
 
-    def _needs_decision(self, call: ToolCall) -> bool:
-        tool = self.agent.tool_named(call.name)
-        return tool is not None and tool.requires_approval and call.id not in self.approvals
-
-    async def _run_tools(self, calls: Sequence[ToolCall], step: int) -> list[_Outcome]:
-        """Read-only calls run at once; a reply that changes anything runs in order and
-        stops at the first call that fails: the calls after it were written expecting it
-        to work (an edit, then the tests, then `finish`), so they are not run."""
-        if len(calls) > 1 and all(self._reads_only(c) for c in calls):
-            outcomes: list[_Outcome | None] = [None] * len(calls)
-
-            async def run_one(i: int, call: ToolCall) -> None:
-                outcomes[i] = await self._run_tool(call, step)
-
-            async with anyio.create_task_group() as tg:
-                for i, call in enumerate(calls):
-                    tg.start_soon(run_one, i, call, name=f"tool:{call.name}")
-            return [o for o in outcomes if o is not None]
-        done: list[_Outcome] = []
-        for i, call in enumerate(calls):
-            outcome = await self._run_tool(call, step)
-            done.append(outcome)
-            if outcome.failed and i + 1 < len(calls):
-                skipped = f"error: not run: `{call.name}` before it in your reply failed"
-                done.extend(_Outcome(Message.tool(c, skipped)) for c in calls[i + 1 :])
-                break
-        return done
-
-    def _reads_only(self, call: ToolCall) -> bool:
-        tool = self.agent.tool_named(call.name)
-        return tool is not None and tool.read_only
-
-    async def _run_tool(self, call: ToolCall, step: int) -> _Outcome:
-        original = call
+    async def _hooked(self, call: ToolCall, step: int) -> ToolCall | Veto:
+        """`call` as the hooks leave it (or their veto)."""
         for hook in self.agent.hooks:
             changed = await hook.before_tool(self.info(step), call)
             if isinstance(changed, Veto):
-                return await self._told(step, call, f"error: vetoed: {changed.reason}", True)
+                return changed
             call = changed or call
+        return call
+
+    def _needs_decision(self, call: ToolCall, ready: ToolCall) -> bool:
+        tool = self.agent.tool_named(ready.name)
+        if tool is None or not tool.requires_approval:
+            return False
+        if call.id not in self.approvals:
+            return True
+        shown = self.shown.get(call.id)  # decided on another call than the hooks made now
+        return shown is not None and (shown.name, shown.arguments) != (ready.name, ready.arguments)
+
+    async def _run_tools(
+        self, prepared: Sequence[tuple[ToolCall, ToolCall | Veto]], step: int
+    ) -> list[_Outcome]:
+        """Read-only calls run at once; a reply that changes anything runs in order and
+        stops at the first call that fails: the calls after it were written expecting it
+        to work (an edit, then the tests, then `finish`), so they are not run."""
+        if len(prepared) > 1 and all(self._reads_only(ready) for _, ready in prepared):
+            outcomes: list[_Outcome | None] = [None] * len(prepared)
+
+            async def run_one(i: int, call: ToolCall, ready: ToolCall | Veto) -> None:
+                outcomes[i] = await self._run_tool(call, ready, step)
+
+            async with anyio.create_task_group() as tg:
+                for i, (call, ready) in enumerate(prepared):
+                    tg.start_soon(run_one, i, call, ready, name=f"tool:{call.name}")
+            return [o for o in outcomes if o is not None]
+        done: list[_Outcome] = []
+        for i, (call, ready) in enumerate(prepared):
+            outcome = await self._run_tool(call, ready, step)
+            done.append(outcome)
+            if outcome.failed and i + 1 < len(prepared):
+                skipped = f"error: not run: `{call.name}` before it in your reply failed"
+                done.extend(_Outcome(Message.tool(c, skipped)) for c, _ in prepared[i + 1 :])
+                break
+        return done
+
+    def _reads_only(self, ready: ToolCall | Veto) -> bool:
+        if isinstance(ready, Veto):
+            return True
+        tool = self.agent.tool_named(ready.name)
+        return tool is not None and tool.read_only
+
+    async def _run_tool(self, original: ToolCall, call: ToolCall | Veto, step: int) -> _Outcome:
+        if isinstance(call, Veto):
+            return await self._told(step, original, f"error: vetoed: {call.reason}", True)
         decision = self.approvals.get(original.id, True)
         if decision is not True:
             why = decision.reason if isinstance(decision, Veto) else "the user said no"
