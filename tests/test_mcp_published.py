@@ -5,16 +5,21 @@ stdio against a real repository. It runs offline: it only reads and writes the r
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import textwrap
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from swarm import Agent, AgentResult, Tool
 from swarm.agent.mcp import MCP_SERVER, McpServer, mcp_tools
+from swarm.agent.toolbox import coding_tools
+from swarm.errors import UsageError
 from swarm.testing import ScriptedModel, call
 from tests.test_readme import calc_repo
 
@@ -122,3 +127,32 @@ async def test_execute_tool_spans_name_the_mcp_server(
     assert [s.name for s in executed] == ["execute_tool git_status"]
     assert executed[0].attributes is not None
     assert executed[0].attributes[MCP_SERVER] == "git"
+
+
+async def test_the_module_docstrings_example_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As written, with `python` the interpreter that has mcp-server-git installed."""
+    import swarm.agent.mcp as module
+
+    example = textwrap.dedent(module.__doc__.split("\n\n")[1])  # type: ignore[union-attr]
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.chdir(calc_repo(tmp_path))
+    model = ScriptedModel([call("finish", summary="nothing to do")])
+    scope = {"McpServer": McpServer, "mcp_tools": mcp_tools, "Agent": Agent}
+    scope |= {"coding_tools": coding_tools, "model": model, "prompt": "look around"}
+    code = compile(
+        f"async def main():\n{textwrap.indent(example, '    ')}\n    return result", "ex", "exec"
+    )
+    exec(code, scope)
+    result = await scope["main"]()  # type: ignore[operator]
+    assert result.output == "nothing to do"
+    offered = {spec.name for spec in model.requests[0].tools}
+    assert {"mcp_git_diff", "git_diff", "read_file"} <= offered
+
+
+async def test_an_error_inside_the_block_leaves_it_as_itself(tmp_path: Path) -> None:
+    repo = calc_repo(tmp_path)
+    with pytest.raises(UsageError, match=r"two tools are named git_diff .*prefix="):
+        async with git_server(repo, tmp_path / "git.log") as tools:
+            Agent("gitter", ScriptedModel(["x"]), tools=[*tools, *coding_tools()])

@@ -107,7 +107,10 @@ class Agent(Generic[T]):
         if len(self._by_name) != len(self.tools):
             names = sorted(t.name for t in self.tools)
             twice = sorted({n for n in names if names.count(n) > 1})
-            raise UsageError(f"agent {self.name}: two tools are named {', '.join(twice)}")
+            raise UsageError(
+                f"agent {self.name}: two tools are named {', '.join(twice)} (give an MCP "
+                "server's tools a prefix: McpServer(..., prefix='mcp_'))"
+            )
         self._specs = [t.spec for t in self.tools]
         self._adapter = _adapter_for(self.name, self.output_type)
         self._metadata = {"role": self.name, "agent": self.agent_id or self.name}

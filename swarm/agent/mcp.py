@@ -1,7 +1,10 @@
 """MCP client tools: the tools of Model Context Protocol servers, as an agent's `Tool`s.
 
-    async with mcp_tools(McpServer("git", command=["uvx", "mcp-server-git"])) as tools:
+    git = McpServer("git", command=["python", "-m", "mcp_server_git"], prefix="mcp_")
+    async with mcp_tools(git) as tools:
         result = await Agent("coder", model, tools=[*tools, *coding_tools()]).run(prompt)
+
+(`prefix` keeps the server's `git_diff` apart from swarm's own.)
 
 A server is a command speaking MCP over its stdin/stdout, or a streamable-HTTP URL; the
 official `mcp` SDK does the protocol. `mcp_tools` connects to every server, lists its
@@ -9,7 +12,9 @@ tools (names, descriptions and JSON schemas as the server gives them, with an op
 prefix), and keeps the connections open for the block. A call's arguments are checked by
 the server; its error results, a server that crashes or hangs up mid-call (`ToolError`:
 the model reads what happened) and calls that take longer than `call_timeout_s` go back to
-the model as tool errors. A server that cannot be started or listed raises `McpError`.
+the model as tool errors. A server that cannot be started or listed raises `McpError`;
+an error raised inside the block leaves it as itself, not wrapped in the SDK's task
+groups' `ExceptionGroup`s.
 Each call's `execute_tool` span carries `swarm.mcp.server`.
 """
 
@@ -72,11 +77,27 @@ class McpServer:
 async def mcp_tools(*servers: McpServer) -> AsyncIterator[list[Tool]]:
     """Connect to `servers`; their tools, usable while the block runs."""
     tools: list[Tool] = []
-    async with AsyncExitStack() as stack:
-        for server in servers:
-            client = await _connect(stack, server)
-            tools.extend(await _list(client, server))
-        yield tools
+    try:
+        async with AsyncExitStack() as stack:
+            for server in servers:
+                client = await _connect(stack, server)
+                tools.extend(await _list(client, server))
+            yield tools
+    except BaseExceptionGroup as group:
+        alone = _alone(group)
+        if alone is None:
+            raise
+        raise alone from alone.__cause__
+
+
+def _alone(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
+    """The one exception inside `group`'s nesting, if there is just one."""
+    inner: BaseException = group
+    while isinstance(inner, BaseExceptionGroup):
+        if len(inner.exceptions) != 1:
+            return None
+        inner = inner.exceptions[0]
+    return inner
 
 
 async def _connect(stack: AsyncExitStack, server: McpServer) -> Client:
