@@ -135,7 +135,7 @@ async def test_the_module_docstrings_example_runs(
     """As written, with `python` the interpreter that has mcp-server-git installed."""
     import swarm.agent.mcp as module
 
-    example = textwrap.dedent(module.__doc__.split("\n\n")[1])  # type: ignore[union-attr]
+    example = textwrap.dedent(module.__doc__.split("\n\n")[1])
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.chdir(calc_repo(tmp_path))
     model = ScriptedModel([call("finish", summary="nothing to do")])
