@@ -23,7 +23,7 @@ own layer or the ones below (tests/test_layers.py checks it).
 - `simulate`  a simulated world plugged into the same `Run` (`swarm simulate`)
 - `analysis`, `viewer`  traces: critical path, ledger, what-if; the local web viewer
 - on top      `cli` and `_commands`, `testing` (ScriptedModel, FunctionModel) and its
-              pytest plugin `_pytest_plugin`
+              pytest plugin `pytest_plugin`
 
 Modules with a leading underscore are internal.
 """

@@ -28,7 +28,7 @@ _GROUND |= {
     "_tokens",
     "_secrets",
 }
-_TOP = {"__init__", "__main__", "cli", "testing", "_pytest_plugin", "_commands"}
+_TOP = {"__init__", "__main__", "cli", "testing", "pytest_plugin", "_commands"}
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("ground", frozenset(_GROUND)),
     ("tracing", frozenset({"tracing"})),
