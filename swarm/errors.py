@@ -3,16 +3,22 @@
 ```text
 SwarmError
   ConfigError          bad config, task file or plan: the user fixes it; says file and field
+    PlanError          a plan that cannot be used, every problem listed
   ProviderError        a model call failed (status, provider, model); `retryable` says if
     RateLimited        429, with the provider's Retry-After
     ContextWindowExceeded  the request is longer than the model's window (a 400)
   ModelBehaviorError   the model's output stayed invalid after the agent's bounded retries
+  GaveUp               a subtask's agents could not make its check pass (it fails alone)
   ToolError            a tool failed: the message goes back to the model
   WorkspaceError       a git worktree could not be made, patched or removed; or its
                        cluster node was lost (`node_lost`: the subtask restarts elsewhere)
   BudgetExceeded       steps, tokens, money or deadline ran out (says which and how much)
   UsageError           the library was called wrongly (the message says how to call it)
   McpError             an MCP server could not be started, reached or understood
+  WireError            a request OpenAI would refuse (the simulator's 400s); a ValueError
+  NetworkBlocked       a test reached for a non-loopback address (`swarm.testing`)
+ServerGone             (internal, an OSError) the sandbox's spawn server died: a command
+                       is started another way; it never reaches a user
 ```
 
 Constructors store fields and build the message; they have no side effects. Errors that
@@ -21,17 +27,24 @@ leave a task group arrive in an `ExceptionGroup`; catch them with `except*`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 __all__ = [
     "BudgetExceeded",
     "ConfigError",
     "ContextWindowExceeded",
+    "GaveUp",
     "McpError",
     "ModelBehaviorError",
+    "NetworkBlocked",
+    "PlanError",
     "ProviderError",
     "RateLimited",
     "SwarmError",
     "ToolError",
     "UsageError",
+    "WireError",
     "WorkspaceError",
 ]
 
@@ -181,3 +194,50 @@ class UsageError(SwarmError):
 
 class McpError(SwarmError):
     """An MCP server could not be started, reached or understood (`swarm.agent.mcp`)."""
+
+
+class PlanError(ConfigError):
+    """A plan that cannot be used; `problems` lists every reason, one sentence each.
+
+    `PlanError(problems=[...])` renders the list; `PlanError("summary", problems=[...])`
+    puts a summary first (e.g. "no valid plan after 3 attempts").
+    """
+
+    def __init__(
+        self, message: str | None = None, *, problems: Sequence[str] = (), source: str = "plan"
+    ) -> None:
+        self.problems = list(problems)
+        """Each problem, naming the subtask (`subtasks[2] ('c')`) and the fix."""
+        listed = "\n".join(f"- {p}" for p in self.problems)
+        if message is None:
+            n = len(self.problems)
+            message = self.problems[0] if n == 1 else f"{n} problems:\n{listed}"
+        elif listed:
+            message = f"{message}:\n{listed}"
+        super().__init__(message, path=source)
+
+
+class GaveUp(SwarmError):
+    """A subtask's agents could not make its check pass: it fails, the run goes on."""
+
+
+class WireError(SwarmError, ValueError):
+    """A request OpenAI would refuse with a 400 `invalid_request_error`."""
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.param, self.code = param, code
+
+    def body(self) -> dict[str, Any]:
+        """OpenAI's error object for this refusal."""
+        error = {"message": str(self), "type": "invalid_request_error"}
+        return {"error": {**error, "param": self.param, "code": self.code}}
+
+
+class NetworkBlocked(SwarmError, RuntimeError):
+    """A test tried to connect somewhere other than loopback (`swarm.testing`)."""
+
+
+class ServerGone(OSError):
+    """The sandbox's spawn server has died (its socket is closed): the command was not
+    started, and may be started another way. Internal: it never reaches a user."""

@@ -29,6 +29,7 @@ from swarm.analysis.assertions import (
     assert_p95_call_latency_under,
     assert_rate_limit_waits_under,
 )
+from swarm.errors import NetworkBlocked
 from swarm.messages import ChatRequest, ChatResult, Message, Timing, ToolCall, Usage
 from swarm.model import Model
 
@@ -163,10 +164,6 @@ class FunctionModel:
 
 
 _LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
-
-
-class NetworkBlocked(RuntimeError):
-    """A test tried to connect somewhere other than loopback."""
 
 
 def _is_loopback(host: Any) -> bool:

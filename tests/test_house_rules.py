@@ -1,4 +1,5 @@
-"""The house rule a reviewer would otherwise check by hand: no secrets in help().
+"""The house rules a reviewer would otherwise check by hand: no secrets in help(), and
+every error class in `swarm/errors.py`.
 
 No signature or repr evaluates the environment (`help(swarm.Router)` once printed every
 provider key). Sizes are a review habit, not a test: one idea per module, a function you
@@ -46,3 +47,26 @@ def test_no_signature_or_help_shows_the_environment(monkeypatch: pytest.MonkeyPa
     assert not leaks, leaks
     assert secret not in pydoc.render_doc(swarm.Router)
     assert secret not in pydoc.render_doc(swarm.load_config)
+
+
+SIGNALS = {"swarm.agent.tool.Finish"}
+"""Exceptions that are not errors: `Finish` ends an agent's run with its summary."""
+
+
+def test_every_error_class_is_in_errors_py() -> None:
+    """One error tree to read and catch from: an exception class defined anywhere else is
+    one a user cannot find (GaveUp, PlanError and WireError once were)."""
+    elsewhere = []
+    for name in _modules():
+        if name == "swarm.errors":
+            continue
+        module = importlib.import_module(name)
+        for value in vars(module).values():
+            if (
+                inspect.isclass(value)
+                and issubclass(value, BaseException)
+                and value.__module__ == name
+                and f"{name}.{value.__qualname__}" not in SIGNALS
+            ):
+                elsewhere.append(f"{name}.{value.__qualname__}")
+    assert elsewhere == []

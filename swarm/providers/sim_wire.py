@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from swarm.errors import WireError
 from swarm.messages import ChatRequest, Message, ToolCall, ToolSpec
 from swarm.providers.sim_engine import SimPlan
 
@@ -19,19 +20,6 @@ _TOOL_CHOICES: dict[Any, Literal["auto", "required", "none"]] = {
 _ROLES = ("system", "assistant", "user", "function", "tool", "developer")
 
 _LEGACY_ROLES = {"developer": "system", "function": "tool"}
-
-
-class WireError(ValueError):
-    """A request OpenAI would refuse with a 400 `invalid_request_error`."""
-
-    def __init__(self, message: str, *, param: str | None = None, code: str | None = None):
-        super().__init__(message)
-        self.param, self.code = param, code
-
-    def body(self) -> dict[str, Any]:
-        """OpenAI's error object for this refusal."""
-        error = {"message": str(self), "type": "invalid_request_error"}
-        return {"error": {**error, "param": self.param, "code": self.code}}
 
 
 def check_body(body: Any) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from swarm.errors import ProviderError, SwarmError
+from swarm.errors import GaveUp, ProviderError, SwarmError
 from swarm.routing.limits import ConcurrencyLimiter
 from swarm.run.merge import Merger
 from swarm.run.outcome import SubtaskOutcome
@@ -66,7 +66,3 @@ class Board:
             outcome.status = "stopped" if started else "skipped"
             outcome.error = f"stopped: {why}" if started else f"not run: {why}"
         return left
-
-
-class GaveUp(SwarmError):
-    """A subtask's fix rounds ran out."""

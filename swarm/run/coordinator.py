@@ -29,11 +29,12 @@ from swarm.agent.tool import Tool
 from swarm.agent.toolbox import CommandResult, coding_tools
 from swarm.errors import (
     BudgetExceeded,
+    GaveUp,
     ProviderError,
     SwarmError,
     WorkspaceError,
 )
-from swarm.run.board import Board, GaveUp
+from swarm.run.board import Board
 from swarm.run.check import (
     Checker,
     CheckFn,

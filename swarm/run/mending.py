@@ -15,7 +15,7 @@ from pathlib import Path
 
 import anyio
 
-from swarm.run.board import GaveUp
+from swarm.errors import GaveUp
 from swarm.run.check import NOTHING_TO_TEST, CheckFn, CheckResult, tree_key
 from swarm.run.outcome import PhaseTimes, SubtaskOutcome
 from swarm.run.parts import SolveOptions, WorkspaceLike

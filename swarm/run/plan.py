@@ -22,14 +22,14 @@ import itertools
 import json
 import posixpath
 import re
-from collections.abc import Iterator, Mapping, Sequence, Set
+from collections.abc import Iterator, Mapping, Set
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from pydantic import BaseModel, PrivateAttr, model_validator
 
-from swarm.errors import ConfigError
+from swarm.errors import PlanError
 from swarm.run._plan_graph import chain_lengths, graph_problems, overlap_masks, serialise_overlaps
 
 __all__ = [
@@ -139,27 +139,6 @@ class Plan(BaseModel, frozen=True):
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2)
-
-
-class PlanError(ConfigError):
-    """A plan that cannot be used; `problems` lists every reason, one sentence each.
-
-    `PlanError(problems=[...])` renders the list; `PlanError("summary", problems=[...])`
-    puts a summary first (e.g. "no valid plan after 3 attempts").
-    """
-
-    def __init__(
-        self, message: str | None = None, *, problems: Sequence[str] = (), source: str = "plan"
-    ) -> None:
-        self.problems = list(problems)
-        """Each problem, naming the subtask (`subtasks[2] ('c')`) and the fix."""
-        listed = "\n".join(f"- {p}" for p in self.problems)
-        if message is None:
-            n = len(self.problems)
-            message = self.problems[0] if n == 1 else f"{n} problems:\n{listed}"
-        elif listed:
-            message = f"{message}:\n{listed}"
-        super().__init__(message, path=source)
 
 
 def load_plan(path: Path) -> Plan:

@@ -32,17 +32,13 @@ from typing import Any
 import anyio
 import orjson
 
+from swarm.errors import ServerGone
 from swarm.sandbox import _spawn_server
 
 __all__ = ["ServerGone", "Started", "current", "spawn_server"]
 
 _STOP_TIMEOUT_S = 5.0
 _current: ContextVar[Server | None] = ContextVar("swarm_spawn_server", default=None)
-
-
-class ServerGone(OSError):
-    """The spawn server has died (its socket is closed): the command was not started, and
-    may be started another way."""
 
 
 def current() -> Server | None:
