@@ -1,5 +1,5 @@
-"""Shared fixtures. swarm's pytest plugin (`swarm_block_network = true` in pyproject.toml)
-blocks every non-loopback connection, so no test can reach a real provider."""
+"""Shared fixtures. swarm's pytest plugin (loaded below) blocks every non-loopback
+connection, so no test can reach a real provider."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from swarm.analysis.loader import load_trace
 from swarm.analysis.synthetic import write_synthetic_trace
 from swarm.tracing.setup import use_tracer
+
+pytest_plugins = ["swarm.pytest_plugin"]
 
 
 @pytest.fixture

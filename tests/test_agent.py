@@ -5,6 +5,7 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import BaseModel, ValidationError
 
+from swarm.agent.events import ToolResultEvent
 from swarm.agent.loop import Agent
 from swarm.agent.tool import Finish, tool
 from swarm.agent.toolbox import coding_tools
@@ -254,3 +255,28 @@ async def test_a_call_named_after_no_tool_runs_the_one_tool_its_arguments_fit() 
     ]
     assert "unknown tool 'look'" in tool_texts(model.requests[2])[-1]
     assert (result.calls.repaired, result.calls.rejected) == (1, 1)
+
+
+async def test_a_result_that_reads_like_an_error_is_not_one() -> None:
+    """Whether a call failed is said by the tool raising, never read from its text."""
+
+    @tool
+    def grep_log() -> str:
+        """Greps a log."""
+        return "error: disk full (line 3)"
+
+    ran: list[str] = []
+
+    @tool
+    def after() -> str:
+        """Runs after."""
+        ran.append("after")
+        return "ok"
+
+    events: list[object] = []
+    model = ScriptedModel([[call("grep_log"), call("after")], call("finish", summary="x")])
+    agent = Agent[str]("coder", model=model, tools=[grep_log, after, finish])
+    await agent.run("go", on_event=events.append)
+    assert ran == ["after"]  # the batch went on: grep_log did not fail
+    results = [e for e in events if isinstance(e, ToolResultEvent) and e.call.name == "grep_log"]
+    assert [e.is_error for e in results] == [False]

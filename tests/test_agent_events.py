@@ -135,7 +135,10 @@ async def test_a_hook_vetoes_a_tool_call_and_rewrites_requests_and_results() -> 
     agent: Agent[str] = Agent("calc", model, tools=[add], hooks=[guard])
     result = await agent.run("add things")
     tool_texts = [m.content for m in result.messages if m.role == "tool"]
-    assert tool_texts == ["[1] error: vetoed: negative numbers are not allowed", "[1] 3"]
+    assert tool_texts == [  # a refused call stops the rest of its reply, as a failed one does
+        "[1] error: vetoed: negative numbers are not allowed",
+        "[1] error: not run: `add` before it in your reply failed",
+    ]
     assert guard.models == 2
     assert [r.temperature for r in model.requests] == [0.25, 0.25]
 

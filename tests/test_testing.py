@@ -53,27 +53,3 @@ def test_block_network_restores_the_socket_functions() -> None:
     with block_network(), pytest.raises(NetworkBlocked):
         socket.getaddrinfo("example.org", 443)
     assert (socket.getaddrinfo, socket.socket.connect, socket.socket.connect_ex) == before
-
-
-def test_the_plugin_is_installed_and_blocks_only_when_asked(tmp_path: Path) -> None:
-    """Installed with swarm (a pytest11 entry point), it leaves another project's tests
-    alone unless its setting or its fixture asks for it."""
-    (tmp_path / "pytest.ini").write_text("[pytest]\n")
-    (tmp_path / "test_it.py").write_text(
-        "import socket\n"
-        "ORIGINAL = socket.getaddrinfo\n\n"
-        "def test_untouched():\n    assert socket.getaddrinfo is ORIGINAL\n\n"
-        "def test_asked(swarm_network_blocked):\n    assert socket.getaddrinfo is not ORIGINAL\n"
-    )
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "2 passed" in done.stdout
-    on = subprocess.run(
-        [*command, "--swarm-block-network", "-k", "untouched"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert on.returncode == 1 and "1 failed" in on.stdout

@@ -49,10 +49,9 @@ class _Outcome:
     message: Message
     finish: str | None = None
     call: ToolCall | None = None
-
-    @property
-    def failed(self) -> bool:
-        return self.finish is None and (self.message.content or "").startswith("error: ")
+    failed: bool = False
+    """The call failed (a tool error, a veto, a refusal): said by whoever made the outcome,
+    never read from its text (a tool may well answer "error: ..." and have worked)."""
 
 
 class Steps(Generic[T]):
@@ -70,6 +69,8 @@ class Steps(Generic[T]):
         self.messages = messages
         self.emit = emit
         self.approvals = approvals
+        self.failed_calls: set[str | None] = set()
+        """Ids of the last reply's calls that failed."""
         self.shown = {c.id: c for c in shown}
         """The calls a paused run asked approval for, as they were shown: a decision holds
         only for the call it was made on."""
@@ -123,6 +124,7 @@ class Steps(Generic[T]):
             if self.keeper is not None:
                 await self._fit(step)
             reply = await self._ask(step)
+            self.failed_calls = set()
             self.messages.append(reply.message)
             self.calls.count(reply)
             calls = reply.message.tool_calls
@@ -143,7 +145,7 @@ class Steps(Generic[T]):
     async def _judge_repeats(self, reply: ChatResult, step: int) -> AgentResult[T] | None:
         """Warn (and escalate, once) an agent that repeats itself; stop it when it goes on."""
         verdict = self.watch.see_reply(reply.message)
-        failed = _failures(reply.message, self.messages)
+        failed = _failures(reply.message, self.messages, self.failed_calls)
         verdict = max(verdict, self.watch.see_failures(failed), key=_SEVERITY.index)
         if verdict == "stuck":
             return self.result(None, "stuck", step)
@@ -295,6 +297,7 @@ class Steps(Generic[T]):
                 self.messages.extend(o.message for o in outcomes)
                 return self.result(output, "finish", step)
         self.messages.extend(o.message for o in outcomes)
+        self.failed_calls = {o.message.tool_call_id for o in outcomes if o.failed}
         return None if summary is None else self.result(summary.finish, "finish", step)
 
     async def _hooked(self, call: ToolCall, step: int) -> ToolCall | Veto:
@@ -337,7 +340,8 @@ class Steps(Generic[T]):
             done.append(outcome)
             if outcome.failed and i + 1 < len(prepared):
                 skipped = f"error: not run: `{call.name}` before it in your reply failed"
-                done.extend(_Outcome(Message.tool(c, skipped)) for c, _ in prepared[i + 1 :])
+                for later, _ in prepared[i + 1 :]:
+                    done.append(await self._told(step, later, skipped, True))
                 break
         return done
 
@@ -362,8 +366,7 @@ class Steps(Generic[T]):
             if self.emit is not None:
                 self.emit(ev.ToolResultEvent(step, call, outcome.message.content or ""))
             return outcome
-        text = outcome.message.content or ""
-        return await self._told(step, call, text, text.startswith("error: "))
+        return await self._told(step, call, outcome.message.content or "", outcome.failed)
 
     async def _told(self, step: int, call: ToolCall, text: str, is_error: bool) -> _Outcome:
         """A tool's result, after hooks, reported."""
@@ -371,7 +374,7 @@ class Steps(Generic[T]):
             text = await hook.after_tool(self.info(step), call, text) or text
         if self.emit is not None:
             self.emit(ev.ToolResultEvent(step, call, text, is_error))
-        return _Outcome(Message.tool(call, text))
+        return _Outcome(Message.tool(call, text), failed=is_error)
 
     async def _execute(self, call: ToolCall, step: int) -> _Outcome:
         agent = self.agent
@@ -408,7 +411,7 @@ class Steps(Generic[T]):
 def _error(span: Span, call: ToolCall, text: str) -> _Outcome:
     span.set_status(Status(StatusCode.ERROR, text[:200]))
     span.set_attribute(sc.ERROR_TYPE, "tool_error")
-    return _Outcome(Message.tool(call, f"error: {text}"))
+    return _Outcome(Message.tool(call, f"error: {text}"), failed=True)
 
 
 _LARGER_CAPS = 2
@@ -467,13 +470,12 @@ def _unknown_tool(name: str, known: list[str]) -> str:
 _SEVERITY = ("ok", "warn", "stuck")
 
 
-def _failures(message: Message, messages: list[Message]) -> list[tuple[str, str, str]]:
-    """(name, arguments, error) of the calls of `message` whose results were errors."""
+def _failures(
+    message: Message, messages: list[Message], failed: set[str | None]
+) -> list[tuple[str, str, str]]:
+    """(name, arguments, error) of the calls of `message` that failed."""
     if not message.tool_calls:
         return []
     results = {m.tool_call_id: m.content or "" for m in messages[-len(message.tool_calls) :]}
-    return [
-        (c.name, c.arguments, results[c.id])
-        for c in message.tool_calls
-        if results.get(c.id, "").startswith("error: ")
-    ]
+    calls = message.tool_calls
+    return [(c.name, c.arguments, results.get(c.id, "")) for c in calls if c.id in failed]
