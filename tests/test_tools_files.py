@@ -292,3 +292,14 @@ async def test_git_diff_shows_the_patch_and_leaves_the_index(ws: Path) -> None:
 async def test_git_diff_outside_a_repository_is_a_tool_error(ws: Path) -> None:
     with pytest.raises(ToolError, match="git_diff failed"):
         await call("git_diff", ws)  # tmp_path is in no repository
+
+
+async def test_an_edit_that_drops_a_definition_says_so(ws: Path) -> None:
+    """A small model names a definition's first line as `old` meaning 'insert here'."""
+    out = await call(
+        "edit_file", ws, path="src/calc.py", old="def sub(a, b):", new="def mul(a, b):"
+    )
+    assert out.endswith(
+        "Note: sub is no longer defined in it. To add code beside a definition, keep the "
+        "definition's lines in `new`."
+    )

@@ -225,7 +225,13 @@ def edit_file(ctx: ToolContext, path: str, old: str, new: str) -> str:
     shown_from = max(1, first - _CONTEXT_LINES)
     shown_to = min(len(lines), first + new.count("\n") + _CONTEXT_LINES)
     excerpt = _numbered(lines[shown_from - 1 : shown_to], shown_from)
-    return f"edited {_rel(ctx, target)} at line {first}{how}:\n{excerpt}"
+    done = f"edited {_rel(ctx, target)} at line {first}{how}:\n{excerpt}"
+    if lost := _lost_definitions(path, text, updated):
+        done += (
+            f"\nNote: {', '.join(lost)} {'is' if len(lost) == 1 else 'are'} no longer defined "
+            "in it. To add code beside a definition, keep the definition's lines in `new`."
+        )
+    return done
 
 
 @tool
