@@ -7,6 +7,7 @@ SwarmError
   ProviderError        a model call failed (status, provider, model); `retryable` says if
     RateLimited        429, with the provider's Retry-After
     ContextWindowExceeded  the request is longer than the model's window (a 400)
+    MalformedReply     a reply that breaks its API's shape, or too large (says where)
   ModelBehaviorError   the model's output stayed invalid after the agent's bounded retries
   GaveUp               a subtask's agents could not make its check pass (it fails alone)
   ToolError            a tool failed: the message goes back to the model
@@ -35,6 +36,7 @@ __all__ = [
     "ConfigError",
     "ContextWindowExceeded",
     "GaveUp",
+    "MalformedReply",
     "McpError",
     "ModelBehaviorError",
     "NetworkBlocked",
@@ -133,6 +135,32 @@ class ContextWindowExceeded(ProviderError):
         """The model's window in tokens, when the provider said."""
         self.requested = requested
         """Tokens the request needed (prompt plus `max_tokens`), when the provider said."""
+
+
+class MalformedReply(ProviderError):
+    """A reply that cannot be read: not its API's shape (`tool_calls` an object, a tool
+    call's `index` not a number, a chunk that is not JSON) or over the size bounds.
+
+    Retryable unless it is too large (the same server sends the same again); either way
+    the router fails over to the next candidate."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str = "",
+        model: str = "",
+        status: int | None = None,
+        retryable: bool = True,
+    ) -> None:
+        super().__init__(
+            message,
+            provider=provider,
+            model=model,
+            status=status,
+            kind="malformed",
+            retryable=retryable,
+        )
 
 
 class ModelBehaviorError(SwarmError):

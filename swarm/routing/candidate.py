@@ -10,8 +10,10 @@ router's hot path only reads it.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
+import anyio
 from opentelemetry.util.types import AttributeValue
 
 from swarm.config import ProviderConfig, SwarmConfig, ToolCallMode, split_ref
@@ -68,6 +70,9 @@ class Target:
         self._next_gap = 0
         self.p99_gap: float | None = None
         """The 99th percentile of silences between a healthy stream's token reads."""
+        self.deadline: Callable[[str, ChatRequest], tuple[float, str]] | None = None
+        """How long a call may take on this candidate, retries included, and how that was
+        set (`Endpoint.call_deadline`); None: no deadline of its own (an in-process model)."""
         self.score = Score(profile, 0.3)
         """Live estimates (TTFT, decode rate, failure rates) the ranked tiers compare."""
         self.self_hedge: Target | None = None if on_this_machine(provider.address) else self
@@ -187,6 +192,9 @@ def build_target(
     _set_limits(target, info, mc)
     target.tool_calls = (mc.tool_calls if mc else None) or pc.tool_calls or _default_mode(pc, pname)
     _tell_speed(provider, api_name, profile, pc.prefill_tokens_per_s)
+    _tell_decode(provider, api_name, profile, pc.decode_tokens_per_s)
+    if isinstance(provider, Endpoint):
+        target.deadline = provider.call_deadline
     target.score.alpha = r.score_decay
     if pc.kind == "sim":
         target.score.scale = pc.time_scale
@@ -218,6 +226,15 @@ def _tell_speed(provider: Provider, model: str, profile: Any, prefill_tps: float
     provider.first_token.expect(model, profile.ttft_s if profile is not None else None, rate)
 
 
+def _tell_decode(provider: Provider, model: str, profile: Any, decode_tps: float | None) -> None:
+    """Give an HTTP endpoint the model's decode rate and thinking, for its call deadline."""
+    if not isinstance(provider, Endpoint):
+        return
+    known = profile.output_tps if profile is not None else None
+    thinking = profile.reasoning_tokens if profile is not None else 0
+    provider.deadline.expect(model, decode_tps or known, thinking)
+
+
 def _set_limits(target: Target, info: Any, mc: Any) -> None:
     """The window and cache price: the config's figures over the catalog's."""
     window = info.context_window if info is not None else None
@@ -237,6 +254,7 @@ class Call:
     __slots__ = (
         "as_text_request",
         "attempts",
+        "deadline",
         "est_tokens",
         "last_resort",
         "priority",
@@ -268,6 +286,9 @@ class Call:
         """Why the first candidate was chosen (`swarm.route.reason` on each chat span)."""
         self.scores = ""
         """The scores the choice compared, `ref=score` best first."""
+        self.deadline: tuple[anyio.CancelScope, float] | None = None
+        """The scope holding the tries on the current candidate to its deadline, and that
+        deadline's seconds, counted from the first try's admission (`Router._bounded`)."""
         self.as_text_request: ChatRequest | None = None
         """The request with its tools written as text, made on first need (`as_text`)."""
 

@@ -17,6 +17,7 @@ gates, span names) is computed once per candidate in `__init__`.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Mapping
 
@@ -251,7 +252,7 @@ class Router:
             # request only deepens)
             backup = (later[0] if later else t.self_hedge) if self._routing.hedge else None
             try:
-                return await self._retry.run(self._hedged, t, backup, call)
+                return await self._bounded(t, backup, call)
             except ProviderError as exc:
                 if exc.status in _NO_FAILOVER:
                     raise
@@ -260,9 +261,35 @@ class Router:
             call.last_resort = True
             t = targets[0]
             backup = t.self_hedge if self._routing.hedge else None
-            return await self._retry.run(self._hedged, t, backup, call)
+            return await self._bounded(t, backup, call)
         assert last is not None
         raise last
+
+    async def _bounded(self, t: Target, backup: Target | None, call: Call) -> ChatResult:
+        """`t`'s tries (retries, hedges and their waits) within its call deadline, counted
+        from the first try's admission (a wait for a slot at the gates is not the
+        provider's time). Running out fails over but ends the tier's rounds: the same
+        candidates would take as long again."""
+        if t.deadline is None:
+            return await self._retry.run(self._hedged, t, backup, call)
+        seconds, how = t.deadline(t.model, call.request)
+        attempts = call.attempts
+        with anyio.CancelScope() as scope:
+            call.deadline = (scope, seconds)
+            try:
+                return await self._retry.run(self._hedged, t, backup, call)
+            finally:
+                call.deadline = None
+        t.breaker.failure()
+        tries = call.attempts - attempts
+        raise ProviderError(
+            f"gave up: the call's deadline ran out ({seconds:.0f} s, {tries} "
+            f"{'try' if tries == 1 else 'tries'}; {how})",
+            provider=t.provider.name,
+            model=t.model,
+            kind="timeout",
+            retryable=False,
+        )
 
     # -- hedging ------------------------------------------------------------------------
 
@@ -286,6 +313,8 @@ class Router:
     ) -> ChatResult:
         call.attempts += 1
         async with admit(t.gates, call.est_tokens, call.priority) as permit:
+            if call.deadline is not None and call.deadline[0].deadline == math.inf:
+                call.deadline[0].deadline = anyio.current_time() + call.deadline[1]
             span = self._start_span(t, call)
             started, first = anyio.current_time(), False
 
