@@ -11,8 +11,9 @@ SwarmError
   ModelBehaviorError   the model's output stayed invalid after the agent's bounded retries
   GaveUp               a subtask's agents could not make its check pass (it fails alone)
   ToolError            a tool failed: the message goes back to the model
-  WorkspaceError       a git worktree could not be made, patched or removed; or its
-                       cluster node was lost (`node_lost`: the subtask restarts elsewhere)
+  WorkspaceError       a git worktree could not be made, patched or removed; its cluster
+                       node was lost (`node_lost`: the subtask restarts elsewhere); or the
+                       cluster could not be reached
   BudgetExceeded       steps, tokens, money or deadline ran out (says which and how much)
   UsageError           the library was called wrongly (the message says how to call it)
   McpError             an MCP server could not be started, reached or understood
@@ -191,8 +192,8 @@ class ToolError(SwarmError):
 
 
 class WorkspaceError(SwarmError):
-    """A git worktree could not be created, patched or removed; or the cluster node holding
-    a remote workspace was lost (`node_lost`)."""
+    """A git worktree could not be created, patched or removed; the cluster node holding
+    a remote workspace was lost (`node_lost`); or the cluster could not be reached."""
 
     def __init__(self, message: str, *, node_lost: bool = False) -> None:
         super().__init__(message)
