@@ -138,13 +138,23 @@ async def test_a_candidate_that_runs_out_of_time_fails_over_to_the_next() -> Non
     assert info.value.provider == "bad" and "`index`" in str(info.value)
 
 
-async def test_the_deadline_is_the_whole_call_retries_included() -> None:
+@pytest.mark.parametrize(
+    ("shape", "said"),
+    [
+        # no token ever: two first-token deadlines (a try and a retry), not the whole call's
+        ("keep-alive", "no first token in two tries: 0 s each; total_timeout_s"),
+        # tokens, too slowly for ever: the whole call's deadline, retries included
+        ("drip", "deadline ran out (2 s, "),
+    ],
+)
+async def test_the_deadline_bounds_the_whole_call_retries_included(shape: str, said: str) -> None:
     async with hostile_server() as url:
         providers = {
             "p": ProviderConfig(
                 kind="openai",
-                base_url=f"{url}/keep-alive/v1",
-                stall_timeout_s=0.3,
+                base_url=f"{url}/{shape}/v1",
+                stall_timeout_s=1,  # the drip's tokens come every 0.3 s
+                first_token_timeout_s=0.3,
                 total_timeout_s=2,
             )
         }
@@ -158,7 +168,7 @@ async def test_the_deadline_is_the_whole_call_retries_included() -> None:
             with anyio.fail_after(30), pytest.raises(ProviderError) as info:
                 await router.chat(request)
     assert (info.value.kind, info.value.retryable) == ("timeout", False)
-    assert "deadline ran out (2 s" in str(info.value) and "total_timeout_s" in str(info.value)
+    assert said in str(info.value) and str(info.value).endswith("total_timeout_s)")
 
 
 def test_the_call_deadline_follows_the_model_speed() -> None:

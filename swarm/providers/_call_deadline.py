@@ -7,7 +7,8 @@ them again. So a call also has a deadline for the whole: a fixed `total_timeout_
 first-token deadline plus the reply's tokens (`max_tokens`, else 1,024 plus the thinking
 the catalog knows the model does) at its decode rate, times a margin for a server that
 shares its compute among requests. The router holds a candidate's retries, hedges and
-backoffs to the same deadline, from its first try.
+backoffs to the same deadline, from its first try (and, until a reply starts, to two
+first-token deadlines: `swarm.routing.candidate.Clock`).
 """
 
 from __future__ import annotations

@@ -463,12 +463,13 @@ class Endpoint(ABC, Generic[R]):
         was too large)."""
         return malformed(what, self._peer, model, response, retryable=retryable)
 
-    def call_deadline(self, model: str, request: ChatRequest) -> tuple[float, str]:
-        """How long a call may take in all, and how that was set (the router holds a
-        candidate's retries to it too)."""
+    def call_deadline(self, model: str, request: ChatRequest) -> tuple[float, str, float]:
+        """How long a call may take in all, how that was set, and its first-token deadline
+        (the router holds a candidate's retries to them too)."""
         known = self.first_token.knows(model)
         first = self.first_token.seconds(model, estimate_input_tokens(request) if known else 0)
-        return self.deadline.seconds(model, request.max_tokens, first)
+        total, how = self.deadline.seconds(model, request.max_tokens, first)
+        return total, how, first[0] if request.stream else total  # a whole reply: no token
 
     def _result(
         self,

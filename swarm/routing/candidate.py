@@ -9,6 +9,7 @@ router's hot path only reads it.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable
 from typing import Any
@@ -27,7 +28,7 @@ from swarm.routing.gate import Gate
 from swarm.routing.score import Score
 from swarm.tracing import semconv as sc
 
-__all__ = ["Call", "Target", "build_target"]
+__all__ = ["Call", "Clock", "Target", "build_target"]
 
 _TTFT_WINDOW = 64
 _GAP_WINDOW = 512
@@ -70,9 +71,10 @@ class Target:
         self._next_gap = 0
         self.p99_gap: float | None = None
         """The 99th percentile of silences between a healthy stream's token reads."""
-        self.deadline: Callable[[str, ChatRequest], tuple[float, str]] | None = None
-        """How long a call may take on this candidate, retries included, and how that was
-        set (`Endpoint.call_deadline`); None: no deadline of its own (an in-process model)."""
+        self.deadline: Callable[[str, ChatRequest], tuple[float, str, float]] | None = None
+        """How long a call may take on this candidate, retries included, how that was set,
+        and its first-token deadline (`Endpoint.call_deadline`); None: no deadline of its
+        own (an in-process model)."""
         self.score = Score(profile, 0.3)
         """Live estimates (TTFT, decode rate, failure rates) the ranked tiers compare."""
         self.self_hedge: Target | None = None if on_this_machine(provider.address) else self
@@ -248,6 +250,36 @@ def _set_limits(target: Target, info: Any, mc: Any) -> None:
         target.cached_price = cached / 1e6
 
 
+_FIRST_TRIES = 2
+
+
+class Clock:
+    """The deadline of one call's tries on one candidate, counted from the first try's
+    admission (a wait for a slot at the gates is not the provider's time). Until a first
+    token comes it is two first-token deadlines (a try and one retry of a hang: a server
+    that sends keep-alives and nothing else fails every try the same way); from the
+    first token on, the whole call's deadline."""
+
+    __slots__ = ("first_s", "scope", "started", "total_s")
+
+    def __init__(self, scope: anyio.CancelScope, total_s: float, first_s: float) -> None:
+        self.scope = scope
+        self.total_s = total_s
+        self.first_s = first_s
+        self.started = math.inf
+
+    def admitted(self) -> None:
+        """A try was admitted at the gates: the first one starts the clock."""
+        if self.started == math.inf:
+            self.started = anyio.current_time()
+            until_first = _FIRST_TRIES * self.first_s + 1.0
+            self.scope.deadline = self.started + min(self.total_s, until_first)
+
+    def first_token(self) -> None:
+        """A reply started: the whole call's deadline applies."""
+        self.scope.deadline = self.started + self.total_s
+
+
 class Call:
     """Per-call state shared by attempts, retries and hedges."""
 
@@ -286,9 +318,8 @@ class Call:
         """Why the first candidate was chosen (`swarm.route.reason` on each chat span)."""
         self.scores = ""
         """The scores the choice compared, `ref=score` best first."""
-        self.deadline: tuple[anyio.CancelScope, float] | None = None
-        """The scope holding the tries on the current candidate to its deadline, and that
-        deadline's seconds, counted from the first try's admission (`Router._bounded`)."""
+        self.deadline: Clock | None = None
+        """The deadline of the tries on the current candidate (`Router._bounded`)."""
         self.as_text_request: ChatRequest | None = None
         """The request with its tools written as text, made on first need (`as_text`)."""
 

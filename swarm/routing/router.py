@@ -17,7 +17,6 @@ gates, span names) is computed once per candidate in `__init__`.
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Mapping
 
@@ -35,7 +34,7 @@ from swarm.messages import ChatRequest, ChatResult
 from swarm.model import FirstTokenCallback, Provider
 from swarm.providers._tool_text import read_calls
 from swarm.providers.registry import build_providers
-from swarm.routing.candidate import Call, Target, build_target
+from swarm.routing.candidate import Call, Clock, Target, build_target
 from swarm.routing.gate import Gate, Permit, admit
 from swarm.routing.hedge import Delays, race
 from swarm.routing.retry import Retrier
@@ -47,7 +46,8 @@ from swarm.tracing.setup import tracer
 
 __all__ = ["Need", "Router", "TierModel"]
 
-_NO_FAILOVER = frozenset({400, 422})  # the request itself is wrong: no provider will take it
+_NO_FAILOVER = frozenset({400, 422})
+_FIRST_TRIES_TEXT = "two tries"  # the request itself is wrong: no provider will take it
 
 
 class Router:
@@ -266,24 +266,26 @@ class Router:
         raise last
 
     async def _bounded(self, t: Target, backup: Target | None, call: Call) -> ChatResult:
-        """`t`'s tries (retries, hedges and their waits) within its call deadline, counted
-        from the first try's admission (a wait for a slot at the gates is not the
-        provider's time). Running out fails over but ends the tier's rounds: the same
-        candidates would take as long again."""
+        """`t`'s tries (retries, hedges and their waits) within its call deadline (see
+        `Clock`). Running out fails over but ends the tier's rounds: the same candidates
+        would take as long again."""
         if t.deadline is None:
             return await self._retry.run(self._hedged, t, backup, call)
-        seconds, how = t.deadline(t.model, call.request)
+        total_s, how, first_s = t.deadline(t.model, call.request)
         attempts = call.attempts
         with anyio.CancelScope() as scope:
-            call.deadline = (scope, seconds)
+            clock = call.deadline = Clock(scope, total_s, first_s)
             try:
                 return await self._retry.run(self._hedged, t, backup, call)
             finally:
                 call.deadline = None
         t.breaker.failure()
         tries = call.attempts - attempts
+        took = anyio.current_time() - clock.started
+        if scope.deadline < clock.started + total_s:  # no token came
+            how = f"no first token in {_FIRST_TRIES_TEXT}: {first_s:.0f} s each; {how}"
         raise ProviderError(
-            f"gave up: the call's deadline ran out ({seconds:.0f} s, {tries} "
+            f"gave up: the call's deadline ran out ({took:.0f} s, {tries} "
             f"{'try' if tries == 1 else 'tries'}; {how})",
             provider=t.provider.name,
             model=t.model,
@@ -313,14 +315,16 @@ class Router:
     ) -> ChatResult:
         call.attempts += 1
         async with admit(t.gates, call.est_tokens, call.priority) as permit:
-            if call.deadline is not None and call.deadline[0].deadline == math.inf:
-                call.deadline[0].deadline = anyio.current_time() + call.deadline[1]
+            if call.deadline is not None:
+                call.deadline.admitted()
             span = self._start_span(t, call)
             started, first = anyio.current_time(), False
 
             def first_token() -> None:
                 nonlocal first
                 first = True
+                if call.deadline is not None:
+                    call.deadline.first_token()
                 span.add_event(sc.FIRST_TOKEN_EVENT)
                 if on_first is not None:
                     on_first()
