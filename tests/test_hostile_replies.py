@@ -204,6 +204,17 @@ ANTHROPIC: dict[str, list[bytes]] = {
         ),
         STOP,
     ],
+    "tool-index-string": [
+        START,
+        _event(
+            {
+                "type": "content_block_start",
+                "index": "zero",
+                "content_block": {"type": "tool_use", "id": "t", "name": "f"},
+            }
+        ),
+        STOP,
+    ],
     "event-list": [b"data: [1]\n\n"],
     "no-stop": [
         START,

@@ -173,11 +173,15 @@ def _runs(args: argparse.Namespace) -> int:
 
 
 def _true_state(row: Any, state: Any) -> Any:
-    """`row` as it is: a run the journal says is `running` whose process is gone (killed
-    before it could say so) is `interrupted`, and `swarm resume` continues it."""
+    """`row` as it is: a run with a live process is `running` (a resumed one too), and
+    one the journal says is `running` whose process is gone (killed before it could say
+    so) is `interrupted`: `swarm resume` continues it."""
     from swarm.run.lock import owner
 
-    if row.status != "running" or owner(state, row.run_id) is not None:
+    alive = owner(state, row.run_id) is not None
+    if alive and row.status != "running":
+        return row.model_copy(update={"status": "running", "detail": "being resumed"})
+    if alive or row.status != "running":
         return row
     detail = f"its process ended without saying so (killed?): swarm resume {row.run_id}"
     return row.model_copy(update={"status": "interrupted", "detail": detail})
