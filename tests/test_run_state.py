@@ -132,3 +132,16 @@ def test_a_run_that_cannot_reach_its_cluster_is_failed_with_the_reason(
     (row,) = _runs(tmp_path / ".swarm", capsys)
     assert row["status"] == "failed"
     assert "cannot reach the Ray cluster" in str(row["detail"])
+
+
+def test_a_run_being_resumed_is_running_and_a_dead_one_interrupted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    task = {"title": "T", "instructions": "do"}
+    with Journal.open(tmp_path / "journal.db") as journal:
+        journal.create_run("resumed", task=task, repo="r", config={}, status="interrupted")
+        journal.create_run("killed", task=task, repo="r", config={})
+        journal.create_run("finished", task=task, repo="r", config={}, status="done")
+    with run_lock(tmp_path, "resumed"):
+        states = {r["run_id"]: r["status"] for r in _runs(tmp_path, capsys)}
+    assert states == {"resumed": "running", "killed": "interrupted", "finished": "done"}
