@@ -46,8 +46,8 @@ from swarm.tracing.setup import tracer
 
 __all__ = ["Need", "Router", "TierModel"]
 
-_NO_FAILOVER = frozenset({400, 422})
-_FIRST_TRIES_TEXT = "two tries"  # the request itself is wrong: no provider will take it
+_NO_FAILOVER = frozenset({400, 422})  # the request itself is wrong: no provider will take it
+_FIRST_TRIES_TEXT = "two tries"  # candidate.Clock's _FIRST_TRIES, in an error message
 
 
 class Router:
