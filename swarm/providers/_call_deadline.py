@@ -37,17 +37,27 @@ class CallDeadline:
         tokens per reply."""
         self._speeds[model] = (decode_tps or UNKNOWN_DECODE_TPS, reasoning_tokens)
 
-    def seconds(
-        self, model: str, max_tokens: int | None, first: tuple[float, str]
-    ) -> tuple[float, str]:
-        """The deadline of a call whose first-token deadline is `first` (seconds, how it
-        was set), and how it was set (for the error message)."""
+    def seconds(self, model: str, max_tokens: int | None, first_s: float) -> tuple[float, object]:
+        """The deadline of a call whose first-token deadline is `first_s`, and how it was
+        set (its `str` is the error message's words: written only when one is shown, off
+        the path of every call)."""
         if self._fixed is not None:
             return self._fixed, "total_timeout_s"
         tps, thinking = self._speeds.get(model, (UNKNOWN_DECODE_TPS, 0))
         out = max_tokens if max_tokens is not None else DEFAULT_OUTPUT_TOKENS + thinking
-        expected = out / tps
-        return first[0] + _MARGIN * expected, (
-            f"total_timeout_s unset: {first[0]:.0f} s for the first token + {_MARGIN:g} x "
-            f"~{expected:.0f} s for {out:,} tokens at {tps:g} tok/s"
+        return first_s + _MARGIN * out / tps, _Why(first_s, out, tps)
+
+
+class _Why:
+    """How a deadline from the model's speed was set, as the error message says it."""
+
+    __slots__ = ("first_s", "out", "tps")
+
+    def __init__(self, first_s: float, out: int, tps: float) -> None:
+        self.first_s, self.out, self.tps = first_s, out, tps
+
+    def __str__(self) -> str:
+        return (
+            f"total_timeout_s unset: {self.first_s:.0f} s for the first token + {_MARGIN:g} x "
+            f"~{self.out / self.tps:.0f} s for {self.out:,} tokens at {self.tps:g} tok/s"
         )

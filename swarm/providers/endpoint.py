@@ -168,7 +168,9 @@ class _Watch:
 
     __slots__ = ("end", "first", "scope", "started", "ticked", "token_s", "total")
 
-    def __init__(self, token_s: float, total: tuple[float, str], first: tuple[float, str]) -> None:
+    def __init__(
+        self, token_s: float, total: tuple[float, object], first: tuple[float, object]
+    ) -> None:
         now = self.started = anyio.current_time()
         self.token_s = token_s
         self.first = first
@@ -418,8 +420,8 @@ class Endpoint(ABC, Generic[R]):
         # the prompt's size matters only when the deadline follows the model's speed
         known = self.first_token.knows(model)
         prompt_tokens = estimate_input_tokens(request) if known else 0
-        first = self.first_token.seconds(model, prompt_tokens)
-        total = self.deadline.seconds(model, request.max_tokens, first)
+        first: tuple[float, object] = self.first_token.seconds(model, prompt_tokens)
+        total = self.deadline.seconds(model, request.max_tokens, first[0])
         if request.stream:
             token_s = self.first_token.gap(model, self._token_s) if known else self._token_s
         else:
@@ -463,12 +465,12 @@ class Endpoint(ABC, Generic[R]):
         was too large)."""
         return malformed(what, self._peer, model, response, retryable=retryable)
 
-    def call_deadline(self, model: str, request: ChatRequest) -> tuple[float, str, float]:
+    def call_deadline(self, model: str, request: ChatRequest) -> tuple[float, object, float]:
         """How long a call may take in all, how that was set, and its first-token deadline
         (the router holds a candidate's retries to them too)."""
         known = self.first_token.knows(model)
         first = self.first_token.seconds(model, estimate_input_tokens(request) if known else 0)
-        total, how = self.deadline.seconds(model, request.max_tokens, first)
+        total, how = self.deadline.seconds(model, request.max_tokens, first[0])
         return total, how, first[0] if request.stream else total  # a whole reply: no token
 
     def _result(

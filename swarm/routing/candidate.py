@@ -71,7 +71,7 @@ class Target:
         self._next_gap = 0
         self.p99_gap: float | None = None
         """The 99th percentile of silences between a healthy stream's token reads."""
-        self.deadline: Callable[[str, ChatRequest], tuple[float, str, float]] | None = None
+        self.deadline: Callable[[str, ChatRequest], tuple[float, object, float]] | None = None
         """How long a call may take on this candidate, retries included, how that was set,
         and its first-token deadline (`Endpoint.call_deadline`); None: no deadline of its
         own (an in-process model)."""
