@@ -21,6 +21,10 @@ SwarmError
   NetworkBlocked       a test reached for a non-loopback address (`swarm.testing`)
 ServerGone             (internal, an OSError) the sandbox's spawn server died: a command
                        is started another way; it never reaches a user
+ReplyShapeError        (internal, a ValueError) an adapter found a reply off its API's
+                       shape; it reaches a user as a `MalformedReply`
+ReplyTooLarge          (internal, a ValueError) a reply over the size bounds; it reaches a
+                       user as a `MalformedReply` that is not retried
 ```
 
 Constructors store fields and build the message; they have no side effects. Errors that
@@ -270,3 +274,14 @@ class NetworkBlocked(SwarmError, RuntimeError):
 class ServerGone(OSError):
     """The sandbox's spawn server has died (its socket is closed): the command was not
     started, and may be started another way. Internal: it never reaches a user."""
+
+
+class ReplyShapeError(ValueError):
+    """A reply that breaks its API's shape where an adapter checks it; the message says
+    where (`tool_calls` must be a list, got an object). Internal: `Endpoint.chat` turns it
+    into a `MalformedReply`."""
+
+
+class ReplyTooLarge(ValueError):
+    """A reply went over `MAX_EVENT_BYTES` or `MAX_REPLY_BYTES`; the message says which.
+    Internal: `Endpoint.chat` turns it into a `MalformedReply` that is not retried."""

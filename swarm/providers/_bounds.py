@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import httpx
 
+from swarm.errors import ReplyTooLarge
+
 __all__ = [
     "MAX_EVENT_BYTES",
     "MAX_REPLY_BYTES",
@@ -27,10 +29,6 @@ MAX_EVENT_BYTES = 4 * 1024 * 1024
 
 MAX_REPLY_BYTES = 16 * 1024 * 1024
 """Most bytes one reply may bring, streamed or whole."""
-
-
-class ReplyTooLarge(ValueError):
-    """A reply went over `MAX_EVENT_BYTES` or `MAX_REPLY_BYTES`; the message says which."""
 
 
 def _mib(n: int) -> str:

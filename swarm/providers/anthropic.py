@@ -18,9 +18,10 @@ from typing import Any
 import httpx
 
 from swarm.config import ProviderConfig
+from swarm.errors import ReplyShapeError
 from swarm.messages import ChatRequest, Message, RateLimitInfo, ToolCall, Usage
 from swarm.model import FirstTokenCallback
-from swarm.providers.endpoint import Endpoint, Reply, ShapeError, loads
+from swarm.providers.endpoint import Endpoint, Reply, loads
 from swarm.providers.exchange import error_from_response, rate_limit_info
 from swarm.providers.sse import iter_sse_batches
 
@@ -131,7 +132,9 @@ def _index(event: dict[str, Any]) -> int:
     """A tool-use block's `index` (a key of `Reply.calls`, sorted with the others)."""
     index = event.get("index", 0)
     if type(index) is not int or index < 0:
-        raise ShapeError(f"a content block's `index` must be a whole number, got {index!r:.40}")
+        raise ReplyShapeError(
+            f"a content block's `index` must be a whole number, got {index!r:.40}"
+        )
     return index
 
 

@@ -39,10 +39,10 @@ import orjson
 
 from swarm._secrets import scrub
 from swarm._tokens import estimate_input_tokens
-from swarm.errors import MalformedReply, ProviderError
+from swarm.errors import MalformedReply, ProviderError, ReplyShapeError, ReplyTooLarge
 from swarm.messages import ChatRequest, ChatResult, Message, RateLimitInfo, Timing, ToolCall, Usage
 from swarm.model import FirstTokenCallback, StreamListener, stream_listener
-from swarm.providers._bounds import ReplyTooLarge, aread_bounded
+from swarm.providers._bounds import aread_bounded
 from swarm.providers._call_deadline import CallDeadline
 from swarm.providers.exchange import SIMULATED_HEADER, Peer, Sender, malformed, rate_limit_info
 from swarm.providers.progress import tell_progress
@@ -52,7 +52,6 @@ __all__ = [
     "Endpoint",
     "FirstTokenDeadline",
     "Reply",
-    "ShapeError",
     "loads",
     "on_this_machine",
 ]
@@ -69,11 +68,6 @@ SHAPE_ERRORS = (
 )
 """What folding a reply of an unexpected shape raises; `chat` turns them into a
 `ProviderError` (kind `malformed`)."""
-
-
-class ShapeError(ValueError):
-    """A reply that breaks its API's shape where an adapter checks it; the message says
-    where (`tool_calls` must be a list, got an object)."""
 
 
 loads: Callable[[bytes | str], Any] = orjson.loads
@@ -453,7 +447,7 @@ class Endpoint(ABC, Generic[R]):
                 except ReplyTooLarge as exc:
                     raise self.malformed(f"{exc}", response, model, retryable=False) from None
                 except SHAPE_ERRORS as exc:
-                    named = "" if isinstance(exc, ShapeError) else f"{type(exc).__name__}: "
+                    named = "" if isinstance(exc, ReplyShapeError) else f"{type(exc).__name__}: "
                     what = scrub(f"malformed reply ({named}{exc})"[:300], secrets)
                     raise self.malformed(what, response, model) from None
         raise watch.error(self.name, model)

@@ -28,9 +28,15 @@ from opentelemetry.propagate import inject
 
 from swarm._duration import parse_duration_s
 from swarm._secrets import scrub
-from swarm.errors import ContextWindowExceeded, MalformedReply, ProviderError, RateLimited
+from swarm.errors import (
+    ContextWindowExceeded,
+    MalformedReply,
+    ProviderError,
+    RateLimited,
+    ReplyTooLarge,
+)
 from swarm.messages import RateLimitInfo
-from swarm.providers._bounds import ReplyTooLarge, aread_bounded
+from swarm.providers._bounds import aread_bounded
 from swarm.providers._transport import AiohttpTransport
 
 __all__ = [

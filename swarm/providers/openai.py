@@ -18,9 +18,10 @@ import httpx
 
 from swarm._tokens import estimate_input_tokens, estimate_tokens
 from swarm.config import ProviderConfig
+from swarm.errors import ReplyShapeError
 from swarm.messages import ChatRequest, Message, ToolCall, Usage
 from swarm.model import FirstTokenCallback
-from swarm.providers.endpoint import Endpoint, Reply, ShapeError, loads
+from swarm.providers.endpoint import Endpoint, Reply, loads
 from swarm.providers.exchange import error_from_response
 from swarm.providers.sse import iter_sse_batches
 
@@ -113,13 +114,17 @@ class _Stream(Reply):
 
     def _add_calls(self, deltas: list[dict[str, Any]]) -> None:
         if type(deltas) is not list:
-            raise ShapeError(f"`tool_calls` must be a list, got {_json_kind(deltas)}")
+            raise ReplyShapeError(f"`tool_calls` must be a list, got {_json_kind(deltas)}")
         for d in deltas:
             if type(d) is not dict:
-                raise ShapeError(f"a `tool_calls` entry must be an object, got {_json_kind(d)}")
+                raise ReplyShapeError(
+                    f"a `tool_calls` entry must be an object, got {_json_kind(d)}"
+                )
             idx = d.get("index", 0)
             if type(idx) is not int or idx < 0:
-                raise ShapeError(f"a tool call's `index` must be a whole number, got {idx!r:.40}")
+                raise ReplyShapeError(
+                    f"a tool call's `index` must be a whole number, got {idx!r:.40}"
+                )
             parts = self.calls.get(idx)
             if parts is None:
                 parts = self.calls[idx] = ["", ""]
@@ -262,10 +267,12 @@ class OpenAIProvider(Endpoint[_Stream]):
             reply.reasoning.append(reasoning)
         calls = msg.get("tool_calls") or []
         if type(calls) is not list:
-            raise ShapeError(f"`tool_calls` must be a list, got {_json_kind(calls)}")
+            raise ReplyShapeError(f"`tool_calls` must be a list, got {_json_kind(calls)}")
         for i, c in enumerate(calls):
             if type(c) is not dict:
-                raise ShapeError(f"a `tool_calls` entry must be an object, got {_json_kind(c)}")
+                raise ReplyShapeError(
+                    f"a `tool_calls` entry must be an object, got {_json_kind(c)}"
+                )
             fn = c.get("function") or {}
             reply.calls[i] = [c.get("id") or "", fn.get("name") or "", fn.get("arguments") or ""]
         reply.finish = choice.get("finish_reason") or ""
