@@ -7,17 +7,22 @@ exit code. Imports stay inside the handlers so `swarm --help` starts fast.
 Exit codes: 0 done, 1 the run failed or was stopped (or a service could not be reached),
 2 a usage error (a bad flag, file or config: argparse's own errors and `ConfigError`),
 130 interrupted. A user's mistake is a one-line message naming the argument, file or key,
-never a traceback.
+never a traceback. With `--json`, stdout holds exactly one JSON value on every exit path,
+usage errors and interrupts included, with the error in it (`swarm._commands._json_out`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import inspect
+import io
+import json
 import signal
 import sys
 import threading
+import traceback
 from collections.abc import Sequence
 
 import anyio
@@ -48,7 +53,8 @@ def _term_as_interrupt(signum: int, frame: object) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = _parse(argv)
     on_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _term_as_interrupt) if on_main_thread else None
     ignored = on_main_thread and signal.getsignal(signal.SIGINT) == signal.SIG_IGN
@@ -57,7 +63,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         # and a script's `kill -INT` must stop the run as Ctrl-C would, cleaning up
         signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        return _run(args)
+        if not getattr(args, "json", False):
+            return _run(args)[0]
+        from swarm._commands._json_out import JsonOut
+
+        with JsonOut() as out:
+            try:
+                code, error = _run(args)
+            except BaseException as exc:  # a bug: its traceback on stderr, still one object
+                traceback.print_exc()
+                code, error = 1, f"internal error: {type(exc).__name__}: {exc}"
+            out.finish(code, error)
+        return code
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
@@ -65,7 +82,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _run(args: argparse.Namespace) -> int:
+def _parse(argv: list[str]) -> argparse.Namespace:
+    """The parsed arguments; a usage error with `--json` also prints it as JSON."""
+    if "--json" not in argv:
+        return build_parser().parse_args(argv)
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            return build_parser().parse_args(argv)
+    except SystemExit as exc:
+        sys.stderr.write(said.getvalue())
+        if exc.code == 2:
+            lines = said.getvalue().strip().splitlines()
+            error = lines[-1] if lines else "usage error"
+            print(json.dumps({"status": "failed", "error": error, "exit_code": 2}, indent=2))
+        raise
+
+
+def _run(args: argparse.Namespace) -> tuple[int, str | None]:
+    """Run the command: its exit code, and the error that ended it (None: it did not)."""
     try:
         if inspect.iscoroutinefunction(args.func):
             code: int = anyio.run(args.func, args, backend=getattr(args, "backend", "asyncio"))
@@ -73,18 +108,19 @@ def _run(args: argparse.Namespace) -> int:
             code = args.func(args)
     except KeyboardInterrupt:
         print("swarm: interrupted", file=sys.stderr)
-        return 130
+        return 130, "interrupted"
     except BrokenPipeError:  # output piped into `head` and the like
         sys.stderr.close()
-        return 0
+        return 0, None
     except (SwarmError, OSError, BaseExceptionGroup) as exc:
         errors = _expected(exc)
         if errors is None:
             raise
         for error in errors:
             print(f"swarm: error: {_describe(error)}", file=sys.stderr)
-        return 2 if all(isinstance(e, ConfigError) for e in errors) else 1
-    return code
+        code = 2 if all(isinstance(e, ConfigError) for e in errors) else 1
+        return code, "; ".join(_describe(e) for e in errors)
+    return code, None
 
 
 def _expected(exc: BaseException) -> list[BaseException] | None:

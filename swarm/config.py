@@ -133,9 +133,16 @@ class ProviderConfig(BaseModel):
     token_timeout_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
     """Longest gap between two tokens of a streamed reply (keep-alive bytes do not count);
     None: the stall timeout."""
-    total_timeout_s: float = Field(default=900.0, gt=0, allow_inf_nan=False)
-    """Longest one call may take from request to last token (a token every 20 s would
-    otherwise keep a stream alive for hours)."""
+    total_timeout_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """Longest one call may take on this provider, from its first try to its last token,
+    retries and their waits included (a token every 20 s, or keep-alives and no token,
+    would otherwise keep a call going for hours). None: from the model's speed, its
+    first-token deadline plus four times the reply (`max_tokens`, else 1,024 tokens plus
+    the thinking the catalog knows of) at `decode_tokens_per_s`. Until a reply starts,
+    the tries on this provider have two first-token deadlines at most."""
+    decode_tokens_per_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    """How fast this server writes a reply. None: the catalog's figure for a catalog
+    model, else 10 tokens/s (llama.cpp on two CPU cores writes 5-20)."""
     models: dict[str, ModelConfig] = Field(default_factory=dict)
 
     @field_validator("base_url")

@@ -7,11 +7,13 @@ SwarmError
   ProviderError        a model call failed (status, provider, model); `retryable` says if
     RateLimited        429, with the provider's Retry-After
     ContextWindowExceeded  the request is longer than the model's window (a 400)
+    MalformedReply     a reply that breaks its API's shape, or too large (says where)
   ModelBehaviorError   the model's output stayed invalid after the agent's bounded retries
   GaveUp               a subtask's agents could not make its check pass (it fails alone)
   ToolError            a tool failed: the message goes back to the model
-  WorkspaceError       a git worktree could not be made, patched or removed; or its
-                       cluster node was lost (`node_lost`: the subtask restarts elsewhere)
+  WorkspaceError       a git worktree could not be made, patched or removed; its cluster
+                       node was lost (`node_lost`: the subtask restarts elsewhere); or the
+                       cluster could not be reached
   BudgetExceeded       steps, tokens, money or deadline ran out (says which and how much)
   UsageError           the library was called wrongly (the message says how to call it)
   McpError             an MCP server could not be started, reached or understood
@@ -19,6 +21,10 @@ SwarmError
   NetworkBlocked       a test reached for a non-loopback address (`swarm.testing`)
 ServerGone             (internal, an OSError) the sandbox's spawn server died: a command
                        is started another way; it never reaches a user
+ReplyShapeError        (internal, a ValueError) an adapter found a reply off its API's
+                       shape; it reaches a user as a `MalformedReply`
+ReplyTooLarge          (internal, a ValueError) a reply over the size bounds; it reaches a
+                       user as a `MalformedReply` that is not retried
 ```
 
 Constructors store fields and build the message; they have no side effects. Errors that
@@ -35,6 +41,7 @@ __all__ = [
     "ConfigError",
     "ContextWindowExceeded",
     "GaveUp",
+    "MalformedReply",
     "McpError",
     "ModelBehaviorError",
     "NetworkBlocked",
@@ -135,6 +142,32 @@ class ContextWindowExceeded(ProviderError):
         """Tokens the request needed (prompt plus `max_tokens`), when the provider said."""
 
 
+class MalformedReply(ProviderError):
+    """A reply that cannot be read: not its API's shape (`tool_calls` an object, a tool
+    call's `index` not a number, a chunk that is not JSON) or over the size bounds.
+
+    Retryable unless it is too large (the same server sends the same again); either way
+    the router fails over to the next candidate."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str = "",
+        model: str = "",
+        status: int | None = None,
+        retryable: bool = True,
+    ) -> None:
+        super().__init__(
+            message,
+            provider=provider,
+            model=model,
+            status=status,
+            kind="malformed",
+            retryable=retryable,
+        )
+
+
 class ModelBehaviorError(SwarmError):
     """The model's replies can't be used (output failing validation), even after retries.
 
@@ -163,8 +196,8 @@ class ToolError(SwarmError):
 
 
 class WorkspaceError(SwarmError):
-    """A git worktree could not be created, patched or removed; or the cluster node holding
-    a remote workspace was lost (`node_lost`)."""
+    """A git worktree could not be created, patched or removed; the cluster node holding
+    a remote workspace was lost (`node_lost`); or the cluster could not be reached."""
 
     def __init__(self, message: str, *, node_lost: bool = False) -> None:
         super().__init__(message)
@@ -241,3 +274,14 @@ class NetworkBlocked(SwarmError, RuntimeError):
 class ServerGone(OSError):
     """The sandbox's spawn server has died (its socket is closed): the command was not
     started, and may be started another way. Internal: it never reaches a user."""
+
+
+class ReplyShapeError(ValueError):
+    """A reply that breaks its API's shape where an adapter checks it; the message says
+    where (`tool_calls` must be a list, got an object). Internal: `Endpoint.chat` turns it
+    into a `MalformedReply`."""
+
+
+class ReplyTooLarge(ValueError):
+    """A reply went over `MAX_EVENT_BYTES` or `MAX_REPLY_BYTES`; the message says which.
+    Internal: `Endpoint.chat` turns it into a `MalformedReply` that is not retried."""

@@ -63,6 +63,21 @@ def test_a_yaml_alias_bomb_in_a_task_file_is_refused(tmp_path: Path) -> None:
     assert "bomb.md:line 2:" in err and "alias" in err
 
 
+def test_a_lone_surrogate_in_a_task_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "swarm.toml").write_text(SIM)
+    (tmp_path / "t.md").write_text('---\nsetup: ["true"]\ncheck: "\\ud800"\n---\n# T\nDo.\n')
+    err = refused(tmp_path, "solve", "t.md")
+    assert "t.md:line 3:" in err and "lone surrogate" in err
+
+
+def test_a_lone_surrogate_in_a_plan_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "swarm.toml").write_text(SIM)
+    plan = '{"subtasks": [{"id": "a", "title": "t", "instructions": "i", "files": ["\\udfff"]}]}'
+    (tmp_path / "plan.json").write_text(plan)
+    err = refused(tmp_path, "solve", str(TASK), "--plan", "plan.json")
+    assert "plan.json:" in err and "subtasks[0].files[0] holds a lone surrogate" in err
+
+
 def test_a_deeply_nested_plan_is_refused(tmp_path: Path) -> None:
     (tmp_path / "swarm.toml").write_text(SIM)
     (tmp_path / "plan.json").write_text('{"subtasks": ' + "[" * 100_000 + "]" * 100_000 + "}")

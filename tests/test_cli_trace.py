@@ -64,6 +64,29 @@ def test_whatif_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
     assert r["max_agents"] == 4 and r["set"] == {"speed": "cerebras/kimi-k2.6"}
 
 
+SPANLESS = {
+    "empty": "",
+    "no-resource-spans": '{"resourceSpans": []}\n',
+    "no-scope-spans": '{"resourceSpans": [{"resource": {}, "scopeSpans": []}]}\n',
+    "no-spans": '{"resourceSpans": [{"scopeSpans": [{"scope": {}, "spans": []}]}]}\n',
+}
+
+
+@pytest.mark.parametrize("shape", list(SPANLESS))
+@pytest.mark.parametrize("extra", [[], ["--set", "speed=groq/llama-3.3-70b"], ["--json"]])
+def test_whatif_on_a_trace_with_no_spans_says_so(
+    shape: str, extra: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / f"{shape}.jsonl"
+    path.write_text(SPANLESS[shape])
+    code = main(["trace", "whatif", str(path), *extra])
+    out = capsys.readouterr().out
+    assert code == 0
+    if "--json" in extra:
+        assert json.loads(out)["baseline_wall_s"] == 0
+    assert "no root span: nothing to re-simulate" in out
+
+
 def test_whatif_rejects_a_bad_set(chain: Path) -> None:
     from swarm.errors import ConfigError
 

@@ -54,6 +54,9 @@ CASES: list[tuple[list[str], int, str]] = [
     (["simulate", "--tool-s", "nan"], 2, "argument --tool-s"),
     (["simulate", "--set", "speed=bogus"], 2, "--set"),
     (["simulate", "--error-rate", "2"], 2, "--error-rate"),
+    (["simulate", "--deadline", "-1"], 2, "argument --deadline: must be a finite number above 0"),
+    (["simulate", "--stall-timeout-s", "0"], 2, "argument --stall-timeout-s: must be a finite"),
+    (["runs", "--state-dir", README], 2, "README.md: not a directory"),
     (["sim", "serve", "--port", "70000"], 2, "argument --port: a port is 0 to 65535"),
     (["ask", "hi", "--max-tokens", "0"], 2, "argument --max-tokens"),
     (["trace", "summary", README], 2, "README.md:line 1: not a JSON line"),
@@ -95,6 +98,96 @@ def test_a_bad_argument_is_named_without_a_traceback(
     assert got == code, out.err
     assert not (tmp_path / ".swarm" / "runs").exists(), "refused input must not start a run"
     assert not (tmp_path / ".swarm" / "demo").exists(), "nor leave a copy of the demo"
+
+
+_JSON_COMMANDS = ("solve", "resume", "simulate", "ask", "runs", "nosuchcommand")
+JSON_CASES = [c for c in CASES if c[0][0] in _JSON_COMMANDS or c[0][:2] == ["trace", "summary"]]
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "message"), JSON_CASES, ids=[" ".join(c[0][:3]) for c in JSON_CASES]
+)
+def test_json_prints_one_object_holding_the_error(
+    argv: list[str],
+    code: int,
+    message: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SWARM_CONFIG", raising=False)
+    try:
+        got = main([*argv, "--json"])
+    except SystemExit as exc:  # argparse's usage errors
+        got = exc.code if isinstance(exc.code, int) else 1
+    out = capsys.readouterr()
+    value = json.loads(out.out)  # exactly one JSON value: nothing before or after it
+    assert got == code == value["exit_code"]
+    assert message in value["error"], value
+    assert "Traceback" not in out.err
+
+
+async def test_json_prints_one_object_when_interrupted(tmp_path: Path) -> None:
+    import os
+    import signal
+    import sys
+
+    import anyio
+    from aiohttp import web
+
+    from swarm._serve import serve_app
+
+    called = anyio.Event()
+
+    async def silent(request: web.Request) -> web.StreamResponse:
+        called.set()
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        try:
+            while True:
+                await resp.write(b": keep-alive\n\n")
+                await anyio.sleep(0.2)
+        except ConnectionError:
+            return resp
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", silent)
+    async with serve_app(app) as url:
+        config = tmp_path / "swarm.toml"
+        config.write_text(
+            f'[providers.h]\nkind = "openai"\nbase_url = "{url}/v1"\n'
+            '[tiers.speed]\nmodels = ["h/m"]\n'
+        )
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        argv = [sys.executable, "-m", "swarm", "ask", "hi", "--config", str(config), "--json"]
+        with anyio.fail_after(90):
+            async with await anyio.open_process(argv, env=env, cwd=tmp_path) as proc:
+                await called.wait()
+                proc.send_signal(signal.SIGINT)
+                assert proc.stdout is not None
+                out = b"".join([chunk async for chunk in proc.stdout])
+                await proc.wait()
+    assert proc.returncode == 130
+    assert json.loads(out) == {"status": "interrupted", "error": "interrupted", "exit_code": 130}
+
+
+def test_json_keeps_what_other_processes_print_off_stdout(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    import subprocess
+
+    from swarm._commands._json_out import JsonOut
+
+    with JsonOut() as out:
+        # a child that inherited stdout (as Ray's log monitor does), and a stray print
+        subprocess.run(["echo", "a log line from a child"], check=True)
+        print("a stray line")
+        print(json.dumps({"ok": True}))
+        out.finish(0, None)
+    got = capfd.readouterr()
+    assert json.loads(got.out) == {"ok": True}
+    assert "a log line from a child" in got.err and "a stray line" in got.err
 
 
 def test_version_and_exit_codes_through_a_real_process(tmp_path: Path) -> None:

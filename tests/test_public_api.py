@@ -24,6 +24,7 @@ def test_all_is_sorted_and_pinned() -> None:
         "ContextWindowExceeded",
         "Finish",
         "Hooks",
+        "MalformedReply",
         "McpError",
         "Message",
         "Model",

@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
-__all__ = ["at_least", "http_url", "port", "seconds"]
+__all__ = ["at_least", "http_url", "port", "positive_seconds", "seconds"]
 
 
 def at_least(low: int) -> Callable[[str], int]:
@@ -39,6 +39,17 @@ def seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"must be a finite number, 0 or more, got {text}")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """A finite number above 0 (a timeout or a deadline: 0 or less would end at once)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number above 0, got {text}")
     return value
 
 

@@ -8,7 +8,7 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
-from swarm._commands._args import at_least, seconds
+from swarm._commands._args import at_least, positive_seconds, seconds
 from swarm._commands._faults import add_fault_options, faults_from_args, parse_first
 from swarm._commands._nodes import add_node_options, print_capacity, print_cluster
 
@@ -59,9 +59,13 @@ def register(subparsers: Any) -> None:
     p.add_argument("--traces-dir", default="traces")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.add_argument(
-        "--stall-timeout-s", type=seconds, help="when a client gives up on a silent stream (30)"
+        "--stall-timeout-s",
+        type=positive_seconds,
+        help="when a client gives up on a silent stream (30)",
     )
-    p.add_argument("--deadline", type=float, help="the run's deadline, simulated seconds")
+    p.add_argument(
+        "--deadline", type=positive_seconds, help="the run's deadline, simulated seconds"
+    )
     p.add_argument(
         "--shift",
         action="append",

@@ -150,17 +150,38 @@ def _print(report: RunReport, as_json: bool) -> int:
 def _runs(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from swarm.errors import ConfigError
     from swarm.run.journal import Journal
 
-    path = Path(args.state_dir) / "journal.db"
+    state = Path(args.state_dir)
+    if state.exists() and not state.is_dir():
+        raise ConfigError(f"--state-dir {state}: not a directory (it holds journal.db)")
+    path = state / "journal.db"
     if not path.exists():
         print("no runs yet" if not args.json else "[]")
         return 0
     with Journal.open(path) as journal:
-        rows = journal.list_runs()
+        rows = [_true_state(r, state) for r in journal.list_runs()]
     if args.json:
         print(json.dumps([r.model_dump(mode="json") for r in rows], indent=2))
         return 0
     for r in rows:
         print(f"{r.run_id}  {r.status:<11} ${r.cost_usd:.4f}  {r.task_title}")
+        if r.status in ("interrupted", "failed") and r.detail:
+            print(f"    {r.detail}")
     return 0
+
+
+def _true_state(row: Any, state: Any) -> Any:
+    """`row` as it is: a run with a live process is `running` (a resumed one too), and
+    one the journal says is `running` whose process is gone (killed before it could say
+    so) is `interrupted`: `swarm resume` continues it."""
+    from swarm.run.lock import owner
+
+    alive = owner(state, row.run_id) is not None
+    if alive and row.status != "running":
+        return row.model_copy(update={"status": "running", "detail": "being resumed"})
+    if alive or row.status != "running":
+        return row
+    detail = f"its process ended without saying so (killed?): swarm resume {row.run_id}"
+    return row.model_copy(update={"status": "interrupted", "detail": detail})

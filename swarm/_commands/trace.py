@@ -288,6 +288,9 @@ def _whatif(args: argparse.Namespace) -> int:
     if args.json:
         _dump(result)
         return 0
+    if "note" in result:
+        print(f"swarm trace whatif: {result['note']}")
+        return 0
     rec, pred = result["recorded"], result["predicted"]
     table(
         "what if",

@@ -359,6 +359,8 @@ def whatif(
             "max_agents": max_agents,
             "calls_changed": 0,
             "speedup": 1.0,
+            "baseline_wall_s": tr.wall_s,
+            "note": "the trace has no root span: nothing to re-simulate",
         }
 
     peak = peak_agents(tr)

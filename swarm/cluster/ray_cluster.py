@@ -29,6 +29,7 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 
@@ -39,7 +40,7 @@ from swarm.cluster.merge_checks import NodeChecks
 from swarm.cluster.node import WorkspaceNode
 from swarm.cluster.remote import Remotes, RemoteWorkspace, _await, remote_tools
 from swarm.config import ClusterConfig
-from swarm.errors import ConfigError
+from swarm.errors import ConfigError, WorkspaceError
 from swarm.run._git import git
 from swarm.run.environment import CheckEnvironment
 from swarm.run.parts import CoordinatorParts, WorkspaceLike
@@ -78,6 +79,33 @@ def ray_address(address: str) -> str:
     return address.strip() or "auto"
 
 
+_REACH_TIMEOUT_S = 10.0
+
+
+async def _reachable(address: str) -> None:
+    """A WorkspaceError unless the cluster's `HOST:PORT` takes a TCP connection: `ray.init`
+    on an address where nothing listens retries for minutes before it gives up."""
+    address = ray_address(address)
+    if address == "auto":
+        return  # Ray reads the address of the cluster on this machine from its files
+    try:
+        parts = urlsplit(address if "://" in address else f"//{address}")
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return  # ray.init names what is wrong with it
+    if not host or port is None:
+        return
+    try:
+        with anyio.fail_after(_REACH_TIMEOUT_S):
+            stream = await anyio.connect_tcp(host, port)
+        await stream.aclose()
+    except (OSError, TimeoutError) as exc:
+        # anyio's "All connection attempts failed" holds the reason (refused) as its cause
+        detail = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
+        why = "no answer within 10 s" if isinstance(exc, TimeoutError) else str(detail)
+        raise WorkspaceError(f"cannot reach the Ray cluster at {address!r}: {why}") from None
+
+
 class RayCluster:
     """One run's use of a Ray cluster; see the module's docstring."""
 
@@ -99,15 +127,20 @@ class RayCluster:
         ray = ray_module()
         connected = ray.is_initialized()
         if not connected:
+            await _reachable(config.address)
             try:
                 ray.init(
                     address=ray_address(config.address),
                     logging_level=logging.ERROR,
                     log_to_driver=False,
                 )
-            except (ConnectionError, RuntimeError, ValueError) as exc:
+            except ValueError as exc:
                 raise ConfigError(
-                    f"cannot reach the Ray cluster at {config.address!r}: {exc}", key="cluster"
+                    f"not a Ray cluster address: {config.address!r}: {exc}", key="cluster"
+                ) from None
+            except (ConnectionError, RuntimeError) as exc:
+                raise WorkspaceError(
+                    f"cannot reach the Ray cluster at {config.address!r}: {exc}"
                 ) from None
         try:
             async with AsyncExitStack() as stack:

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from swarm.config import ProviderConfig
+from swarm.errors import ReplyShapeError
 from swarm.messages import ChatRequest, Message, RateLimitInfo, ToolCall, Usage
 from swarm.model import FirstTokenCallback
 from swarm.providers.endpoint import Endpoint, Reply, loads
@@ -127,6 +128,16 @@ def anthropic_rate_limit(headers: httpx.Headers) -> RateLimitInfo | None:
     )
 
 
+def _index(event: dict[str, Any]) -> int:
+    """A tool-use block's `index` (a key of `Reply.calls`, sorted with the others)."""
+    index = event.get("index", 0)
+    if type(index) is not int or index < 0:
+        raise ReplyShapeError(
+            f"a content block's `index` must be a whole number, got {index!r:.40}"
+        )
+    return index
+
+
 class _Events(Reply):
     """Folds Messages API events (or a whole message) in."""
 
@@ -142,7 +153,7 @@ class _Events(Reply):
                 self.first()
                 self.text.append(delta["text"])
             elif dkind == "input_json_delta":
-                parts = self.calls.setdefault(event.get("index", 0), ["", ""])
+                parts = self.calls.setdefault(_index(event), ["", ""])
                 parts.append(delta.get("partial_json", ""))
             elif dkind == "thinking_delta":
                 self.first()
@@ -154,7 +165,7 @@ class _Events(Reply):
                 parts = [block.get("id", ""), block.get("name", "")]
                 if block.get("input"):  # a non-streamed input arrives whole
                     parts.append(json.dumps(block["input"]))
-                self.calls[event["index"]] = parts
+                self.calls[_index(event)] = parts
             elif block.get("type") == "text" and block.get("text"):
                 self.first()
                 self.text.append(block["text"])

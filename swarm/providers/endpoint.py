@@ -15,9 +15,11 @@ validation on the hot path), so `chat` checks what it got instead: any reply who
 breaks the folding (wrong types, missing fields, null choices, non-JSON chunks) or yields
 a result of the wrong types becomes a retryable `malformed` `ProviderError`, which fails
 over like any other, never a TypeError out of the adapter. A stream that ends with neither
-a finish reason nor its end marker is cut off, not complete. Two clocks bound a call
-beyond the stall (read) timeout, which any byte resets: `token_timeout_s` between tokens
-(keep-alive bytes and empty deltas do not count) and `total_timeout_s` for the whole call.
+a finish reason nor its end marker is cut off, not complete; a reply over the size
+bounds (`swarm.providers._bounds`) is a `MalformedReply` that is not retried. Two clocks
+bound a call beyond the stall (read) timeout, which any byte resets: `token_timeout_s`
+between tokens (keep-alive bytes and empty deltas do not count) and the whole call's
+deadline (`total_timeout_s`, else from the model's speed: `swarm.providers._call_deadline`).
 A reply that comes whole (even to a streamed request) has its first token at its end, and
 only a stream whose tokens came over two network reads or more is `timed` (has a rate).
 """
@@ -37,13 +39,22 @@ import orjson
 
 from swarm._secrets import scrub
 from swarm._tokens import estimate_input_tokens
-from swarm.errors import ProviderError
+from swarm.errors import MalformedReply, ProviderError, ReplyShapeError, ReplyTooLarge
 from swarm.messages import ChatRequest, ChatResult, Message, RateLimitInfo, Timing, ToolCall, Usage
 from swarm.model import FirstTokenCallback, StreamListener, stream_listener
+from swarm.providers._bounds import aread_bounded
+from swarm.providers._call_deadline import CallDeadline
 from swarm.providers.exchange import SIMULATED_HEADER, Peer, Sender, malformed, rate_limit_info
 from swarm.providers.progress import tell_progress
 
-__all__ = ["SHAPE_ERRORS", "Endpoint", "FirstTokenDeadline", "Reply", "loads", "on_this_machine"]
+__all__ = [
+    "SHAPE_ERRORS",
+    "Endpoint",
+    "FirstTokenDeadline",
+    "Reply",
+    "loads",
+    "on_this_machine",
+]
 
 SHAPE_ERRORS = (
     TypeError,
@@ -57,6 +68,7 @@ SHAPE_ERRORS = (
 )
 """What folding a reply of an unexpected shape raises; `chat` turns them into a
 `ProviderError` (kind `malformed`)."""
+
 
 loads: Callable[[bytes | str], Any] = orjson.loads
 """Parse exactly one JSON value (orjson: 2-3x the stdlib on stream chunks); raises
@@ -148,13 +160,16 @@ class _Watch:
     """The deadlines of one call: `total_s` from the start, `first_s` for the first token,
     then `token_s` after each token. Its error names the setting that ran out."""
 
-    __slots__ = ("end", "first", "scope", "started", "ticked", "token_s")
+    __slots__ = ("end", "first", "scope", "started", "ticked", "token_s", "total")
 
-    def __init__(self, token_s: float, total_s: float, first: tuple[float, str]) -> None:
+    def __init__(
+        self, token_s: float, total: tuple[float, object], first: tuple[float, object]
+    ) -> None:
         now = self.started = anyio.current_time()
         self.token_s = token_s
         self.first = first
-        self.end = now + total_s
+        self.total = total
+        self.end = now + total[0]
         self.ticked = False
         self.scope = anyio.CancelScope(deadline=min(self.end, now + first[0]))
 
@@ -165,10 +180,8 @@ class _Watch:
     def error(self, provider: str, model: str) -> ProviderError:
         now = anyio.current_time()
         if now >= self.end - 1e-3:
-            what, kind = (
-                f"the call's total timeout ({now - self.started:.0f} s; total_timeout_s)",
-                "timeout",
-            )
+            took = now - self.started
+            what, kind = f"the call's deadline ({took:.0f} s; {self.total[1]})", "timeout"
         elif not self.ticked:
             what, kind = (
                 f"no first token after {self.first[0]:.0f} s ({self.first[1]})",
@@ -300,7 +313,7 @@ class Endpoint(ABC, Generic[R]):
         connect_timeout_s: float = 10.0,
         stall_timeout_s: float = 30.0,
         token_timeout_s: float | None = None,
-        total_timeout_s: float = 900.0,
+        total_timeout_s: float | None = None,
         first_token_timeout_s: float | None = None,
     ) -> None:
         """`auth_style` picks the key's header among the adapter's (see `auth_header`);
@@ -308,7 +321,7 @@ class Endpoint(ABC, Generic[R]):
         `token_timeout_s` (default: the stall timeout) bounds the gap between tokens,
         `first_token_timeout_s` the wait for the first (default: from the model's speed
         when `first_token` knows it, else the stall timeout) and `total_timeout_s` the
-        whole call."""
+        whole call (default: from the model's speed, see `deadline`)."""
         base_url = base_url or self.default_base_url
         if not base_url:
             raise TypeError(f"{type(self).__name__} needs a base_url")
@@ -332,9 +345,12 @@ class Endpoint(ABC, Generic[R]):
         keepalive = _LOCAL_KEEPALIVE_S if on_this_machine(self.address) else 60.0
         self._sender = Sender(client, timeout, self._peer, keepalive_s=keepalive)
         self._token_s = stall_timeout_s if token_timeout_s is None else token_timeout_s
-        self._total_s = total_timeout_s if math.isfinite(total_timeout_s) else 1e9
+        if total_timeout_s is not None and not math.isfinite(total_timeout_s):
+            total_timeout_s = 1e9
         self.first_token = FirstTokenDeadline(first_token_timeout_s, self._token_s)
         """The first-token deadline per model; the router tells it each model's speed."""
+        self.deadline = CallDeadline(total_timeout_s)
+        """The whole call's deadline per model; the router tells it each model's speed."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, base_url={self.base_url!r})"
@@ -398,12 +414,13 @@ class Endpoint(ABC, Generic[R]):
         # the prompt's size matters only when the deadline follows the model's speed
         known = self.first_token.knows(model)
         prompt_tokens = estimate_input_tokens(request) if known else 0
+        first: tuple[float, object] = self.first_token.seconds(model, prompt_tokens)
+        total = self.deadline.seconds(model, request.max_tokens, first[0])
         if request.stream:
-            first = self.first_token.seconds(model, prompt_tokens)
             token_s = self.first_token.gap(model, self._token_s) if known else self._token_s
         else:
-            token_s, first = self._total_s, (self._total_s, "total_timeout_s")
-        watch = reply.watch = _Watch(token_s, self._total_s, first)
+            token_s, first = total[0], total
+        watch = reply.watch = _Watch(token_s, total, first)
         secrets = (self._peer.secret,)
         started = time.perf_counter()
         with watch.scope:
@@ -420,21 +437,35 @@ class Endpoint(ABC, Generic[R]):
                                 model,
                             )
                     else:
-                        await response.aread()
+                        await aread_bounded(response)
                         self.read_whole(response, reply, model)
                         reply.first_at = 0.0  # a whole reply's first token came with its end
                     ended = time.perf_counter()
                     if known and reply.first_at:
                         self.first_token.observe(model, prompt_tokens, reply.first_at - started)
                     return _check(self._result(model, request, reply, response, (started, ended)))
+                except ReplyTooLarge as exc:
+                    raise self.malformed(f"{exc}", response, model, retryable=False) from None
                 except SHAPE_ERRORS as exc:
-                    what = scrub(f"malformed reply ({type(exc).__name__}: {exc})"[:300], secrets)
+                    named = "" if isinstance(exc, ReplyShapeError) else f"{type(exc).__name__}: "
+                    what = scrub(f"malformed reply ({named}{exc})"[:300], secrets)
                     raise self.malformed(what, response, model) from None
         raise watch.error(self.name, model)
 
-    def malformed(self, what: str, response: httpx.Response, model: str) -> ProviderError:
-        """A reply that cannot be parsed (retryable: the next attempt may be fine)."""
-        return malformed(what, self._peer, model, response)
+    def malformed(
+        self, what: str, response: httpx.Response, model: str, *, retryable: bool = True
+    ) -> MalformedReply:
+        """A reply that cannot be parsed (retryable: the next attempt may be fine, unless it
+        was too large)."""
+        return malformed(what, self._peer, model, response, retryable=retryable)
+
+    def call_deadline(self, model: str, request: ChatRequest) -> tuple[float, object, float]:
+        """How long a call may take in all, how that was set, and its first-token deadline
+        (the router holds a candidate's retries to them too)."""
+        known = self.first_token.knows(model)
+        first = self.first_token.seconds(model, estimate_input_tokens(request) if known else 0)
+        total, how = self.deadline.seconds(model, request.max_tokens, first[0])
+        return total, how, first[0] if request.stream else total  # a whole reply: no token
 
     def _result(
         self,

@@ -13,6 +13,7 @@ Error text never includes the API key (it is scrubbed if a server echoes it).
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from collections.abc import AsyncIterator
@@ -27,8 +28,15 @@ from opentelemetry.propagate import inject
 
 from swarm._duration import parse_duration_s
 from swarm._secrets import scrub
-from swarm.errors import ContextWindowExceeded, ProviderError, RateLimited
+from swarm.errors import (
+    ContextWindowExceeded,
+    MalformedReply,
+    ProviderError,
+    RateLimited,
+    ReplyTooLarge,
+)
 from swarm.messages import RateLimitInfo
+from swarm.providers._bounds import aread_bounded
 from swarm.providers._transport import AiohttpTransport
 
 __all__ = [
@@ -80,18 +88,27 @@ def rate_limit_info(headers: httpx.Headers) -> RateLimitInfo | None:
     )
 
 
+def _wait_s(text: str, scale: float = 1.0) -> float | None:
+    """A Retry-After count of seconds (or ms); None for a negative or non-finite one, which
+    no server means: the 429 then counts as one without Retry-After (against
+    `max_attempts`), so a server answering every call `Retry-After: -5` is not waited on
+    for the whole rate-limit budget."""
+    value = float(text) / scale
+    return value if 0.0 <= value < math.inf else None
+
+
 def retry_after_s(headers: httpx.Headers) -> float | None:
     """How long a 429 asks us to wait: Retry-After (seconds or date), -ms, or reset headers."""
     ms = headers.get("retry-after-ms")
     if ms is not None:
         try:
-            return max(0.0, float(ms) / 1000.0)
+            return _wait_s(ms, 1000.0)
         except ValueError:
             pass
     value = headers.get("retry-after")
     if value is not None:
         try:
-            return max(0.0, float(value))
+            return _wait_s(value)
         except ValueError:
             try:
                 return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
@@ -209,15 +226,13 @@ def _is_rate_limit(body: Any) -> bool:
     return isinstance(err, dict) and err.get("type") in ("rate_limit_error", "rate_limit_exceeded")
 
 
-def malformed(what: str, peer: Peer, model: str, response: httpx.Response) -> ProviderError:
-    """A reply that cannot be parsed: retryable, since the next attempt may be fine."""
-    return ProviderError(
-        what,
-        provider=peer.name,
-        model=model,
-        status=response.status_code,
-        kind="malformed",
-        retryable=True,
+def malformed(
+    what: str, peer: Peer, model: str, response: httpx.Response, *, retryable: bool = True
+) -> MalformedReply:
+    """A reply that cannot be parsed: retryable (the next attempt may be fine) unless it
+    was too large."""
+    return MalformedReply(
+        what, provider=peer.name, model=model, status=response.status_code, retryable=retryable
     )
 
 
@@ -328,7 +343,11 @@ class Sender:
             raise error_from_exception(exc, self._peer, model) from None
         try:
             if response.status_code >= 400:
-                await response.aread()
+                try:
+                    await aread_bounded(response)
+                except ReplyTooLarge as exc:
+                    what = f"HTTP {response.status_code} with {exc}"
+                    raise malformed(what, self._peer, model, response, retryable=False) from None
                 raise error_from_response(response, self._peer, model)
             yield response
         except httpx.HTTPError as exc:

@@ -18,6 +18,7 @@ import httpx
 
 from swarm._tokens import estimate_input_tokens, estimate_tokens
 from swarm.config import ProviderConfig
+from swarm.errors import ReplyShapeError
 from swarm.messages import ChatRequest, Message, ToolCall, Usage
 from swarm.model import FirstTokenCallback
 from swarm.providers.endpoint import Endpoint, Reply, loads
@@ -112,8 +113,18 @@ class _Stream(Reply):
             self._add_calls(tool_calls)
 
     def _add_calls(self, deltas: list[dict[str, Any]]) -> None:
+        if type(deltas) is not list:
+            raise ReplyShapeError(f"`tool_calls` must be a list, got {_json_kind(deltas)}")
         for d in deltas:
+            if type(d) is not dict:
+                raise ReplyShapeError(
+                    f"a `tool_calls` entry must be an object, got {_json_kind(d)}"
+                )
             idx = d.get("index", 0)
+            if type(idx) is not int or idx < 0:
+                raise ReplyShapeError(
+                    f"a tool call's `index` must be a whole number, got {idx!r:.40}"
+                )
             parts = self.calls.get(idx)
             if parts is None:
                 parts = self.calls[idx] = ["", ""]
@@ -126,6 +137,12 @@ class _Stream(Reply):
                 args = fn.get("arguments")
                 if args:
                     parts.append(args)
+
+
+def _json_kind(value: Any) -> str:
+    """What a JSON value is, as its API's docs would say it."""
+    kinds = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}
+    return kinds.get(type(value), "null" if value is None else "a number")
 
 
 def usage_from_openai(
@@ -248,7 +265,14 @@ class OpenAIProvider(Endpoint[_Stream]):
         reasoning = msg.get("reasoning_content") or msg.get("reasoning")
         if reasoning:
             reply.reasoning.append(reasoning)
-        for i, c in enumerate(msg.get("tool_calls") or ()):
+        calls = msg.get("tool_calls") or []
+        if type(calls) is not list:
+            raise ReplyShapeError(f"`tool_calls` must be a list, got {_json_kind(calls)}")
+        for i, c in enumerate(calls):
+            if type(c) is not dict:
+                raise ReplyShapeError(
+                    f"a `tool_calls` entry must be an object, got {_json_kind(c)}"
+                )
             fn = c.get("function") or {}
             reply.calls[i] = [c.get("id") or "", fn.get("name") or "", fn.get("arguments") or ""]
         reply.finish = choice.get("finish_reason") or ""

@@ -4,7 +4,8 @@
 joined by newlines, comments skipped) but works on bytes straight from the transport and
 hands over a batch per network read: on the hot path (hundreds of one-token events per
 call) that is a fraction of the CPU of decoding text and yielding one event object at a
-time. What the data means is each adapter's business.
+time. What the data means is each adapter's business. An event, and the whole stream,
+are bounded in size (`swarm.providers._bounds`).
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ from collections.abc import AsyncIterable, AsyncIterator
 
 import httpx
 
-__all__ = ["MAX_EVENT_BYTES", "iter_sse_batches"]
+from swarm.providers._bounds import (
+    MAX_EVENT_BYTES,
+    MAX_REPLY_BYTES,
+    event_too_large,
+    reply_too_large,
+)
 
-MAX_EVENT_BYTES = 16 * 1024 * 1024
-"""Longest event accepted: a server streaming bytes without ever ending an event would
-otherwise grow the buffer without bound."""
+__all__ = ["MAX_EVENT_BYTES", "iter_sse_batches"]
 
 
 async def iter_sse_batches(response: httpx.Response) -> AsyncIterator[list[bytes]]:
@@ -27,7 +31,11 @@ async def iter_sse_batches(response: httpx.Response) -> AsyncIterator[list[bytes
     sends dozens of one-token events in one TCP segment.
     """
     pending = b""
+    total = 0
     async for chunk in _body(response):
+        total += len(chunk)
+        if total > MAX_REPLY_BYTES:
+            raise reply_too_large()
         if pending:
             chunk = pending + chunk
         if b"\r" in chunk:
@@ -35,7 +43,7 @@ async def iter_sse_batches(response: httpx.Response) -> AsyncIterator[list[bytes
         events = chunk.split(b"\n\n")
         pending = events.pop()
         if len(pending) > MAX_EVENT_BYTES:
-            raise ValueError(f"an SSE event longer than {MAX_EVENT_BYTES} bytes")
+            raise event_too_large()
         batch: list[bytes] = []
         for event in events:
             if event[:6] == b"data: " and b"\n" not in event:

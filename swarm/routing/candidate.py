@@ -9,9 +9,12 @@ router's hot path only reads it.
 
 from __future__ import annotations
 
+import math
 import random
+from collections.abc import Callable
 from typing import Any
 
+import anyio
 from opentelemetry.util.types import AttributeValue
 
 from swarm.config import ProviderConfig, SwarmConfig, ToolCallMode, split_ref
@@ -25,7 +28,7 @@ from swarm.routing.gate import Gate
 from swarm.routing.score import Score
 from swarm.tracing import semconv as sc
 
-__all__ = ["Call", "Target", "build_target"]
+__all__ = ["Call", "Clock", "Target", "build_target"]
 
 _TTFT_WINDOW = 64
 _GAP_WINDOW = 512
@@ -68,6 +71,10 @@ class Target:
         self._next_gap = 0
         self.p99_gap: float | None = None
         """The 99th percentile of silences between a healthy stream's token reads."""
+        self.deadline: Callable[[str, ChatRequest], tuple[float, object, float]] | None = None
+        """How long a call may take on this candidate, retries included, how that was set,
+        and its first-token deadline (`Endpoint.call_deadline`); None: no deadline of its
+        own (an in-process model)."""
         self.score = Score(profile, 0.3)
         """Live estimates (TTFT, decode rate, failure rates) the ranked tiers compare."""
         self.self_hedge: Target | None = None if on_this_machine(provider.address) else self
@@ -187,6 +194,9 @@ def build_target(
     _set_limits(target, info, mc)
     target.tool_calls = (mc.tool_calls if mc else None) or pc.tool_calls or _default_mode(pc, pname)
     _tell_speed(provider, api_name, profile, pc.prefill_tokens_per_s)
+    _tell_decode(provider, api_name, profile, pc.decode_tokens_per_s)
+    if isinstance(provider, Endpoint):
+        target.deadline = provider.call_deadline
     target.score.alpha = r.score_decay
     if pc.kind == "sim":
         target.score.scale = pc.time_scale
@@ -218,6 +228,15 @@ def _tell_speed(provider: Provider, model: str, profile: Any, prefill_tps: float
     provider.first_token.expect(model, profile.ttft_s if profile is not None else None, rate)
 
 
+def _tell_decode(provider: Provider, model: str, profile: Any, decode_tps: float | None) -> None:
+    """Give an HTTP endpoint the model's decode rate and thinking, for its call deadline."""
+    if not isinstance(provider, Endpoint):
+        return
+    known = profile.output_tps if profile is not None else None
+    thinking = profile.reasoning_tokens if profile is not None else 0
+    provider.deadline.expect(model, decode_tps or known, thinking)
+
+
 def _set_limits(target: Target, info: Any, mc: Any) -> None:
     """The window and cache price: the config's figures over the catalog's."""
     window = info.context_window if info is not None else None
@@ -231,12 +250,43 @@ def _set_limits(target: Target, info: Any, mc: Any) -> None:
         target.cached_price = cached / 1e6
 
 
+_FIRST_TRIES = 2
+
+
+class Clock:
+    """The deadline of one call's tries on one candidate, counted from the first try's
+    admission (a wait for a slot at the gates is not the provider's time). Until a first
+    token comes it is two first-token deadlines (a try and one retry of a hang: a server
+    that sends keep-alives and nothing else fails every try the same way); from the
+    first token on, the whole call's deadline."""
+
+    __slots__ = ("first_s", "scope", "started", "total_s")
+
+    def __init__(self, scope: anyio.CancelScope, total_s: float, first_s: float) -> None:
+        self.scope = scope
+        self.total_s = total_s
+        self.first_s = first_s
+        self.started = math.inf
+
+    def admitted(self) -> None:
+        """A try was admitted at the gates: the first one starts the clock."""
+        if self.started == math.inf:
+            self.started = anyio.current_time()
+            until_first = _FIRST_TRIES * self.first_s + 1.0
+            self.scope.deadline = self.started + min(self.total_s, until_first)
+
+    def first_token(self) -> None:
+        """A reply started: the whole call's deadline applies."""
+        self.scope.deadline = self.started + self.total_s
+
+
 class Call:
     """Per-call state shared by attempts, retries and hedges."""
 
     __slots__ = (
         "as_text_request",
         "attempts",
+        "deadline",
         "est_tokens",
         "last_resort",
         "priority",
@@ -268,6 +318,8 @@ class Call:
         """Why the first candidate was chosen (`swarm.route.reason` on each chat span)."""
         self.scores = ""
         """The scores the choice compared, `ref=score` best first."""
+        self.deadline: Clock | None = None
+        """The deadline of the tries on the current candidate (`Router._bounded`)."""
         self.as_text_request: ChatRequest | None = None
         """The request with its tools written as text, made on first need (`as_text`)."""
 

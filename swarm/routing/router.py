@@ -34,7 +34,7 @@ from swarm.messages import ChatRequest, ChatResult
 from swarm.model import FirstTokenCallback, Provider
 from swarm.providers._tool_text import read_calls
 from swarm.providers.registry import build_providers
-from swarm.routing.candidate import Call, Target, build_target
+from swarm.routing.candidate import Call, Clock, Target, build_target
 from swarm.routing.gate import Gate, Permit, admit
 from swarm.routing.hedge import Delays, race
 from swarm.routing.retry import Retrier
@@ -47,6 +47,7 @@ from swarm.tracing.setup import tracer
 __all__ = ["Need", "Router", "TierModel"]
 
 _NO_FAILOVER = frozenset({400, 422})  # the request itself is wrong: no provider will take it
+_FIRST_TRIES_TEXT = "two tries"  # candidate.Clock's _FIRST_TRIES, in an error message
 
 
 class Router:
@@ -251,7 +252,7 @@ class Router:
             # request only deepens)
             backup = (later[0] if later else t.self_hedge) if self._routing.hedge else None
             try:
-                return await self._retry.run(self._hedged, t, backup, call)
+                return await self._bounded(t, backup, call)
             except ProviderError as exc:
                 if exc.status in _NO_FAILOVER:
                     raise
@@ -260,9 +261,37 @@ class Router:
             call.last_resort = True
             t = targets[0]
             backup = t.self_hedge if self._routing.hedge else None
-            return await self._retry.run(self._hedged, t, backup, call)
+            return await self._bounded(t, backup, call)
         assert last is not None
         raise last
+
+    async def _bounded(self, t: Target, backup: Target | None, call: Call) -> ChatResult:
+        """`t`'s tries (retries, hedges and their waits) within its call deadline (see
+        `Clock`). Running out fails over but ends the tier's rounds: the same candidates
+        would take as long again."""
+        if t.deadline is None:
+            return await self._retry.run(self._hedged, t, backup, call)
+        total_s, how, first_s = t.deadline(t.model, call.request)
+        attempts = call.attempts
+        with anyio.CancelScope() as scope:
+            clock = call.deadline = Clock(scope, total_s, first_s)
+            try:
+                return await self._retry.run(self._hedged, t, backup, call)
+            finally:
+                call.deadline = None
+        t.breaker.failure()
+        tries = call.attempts - attempts
+        took = anyio.current_time() - clock.started
+        if scope.deadline < clock.started + total_s:  # no token came
+            how = f"no first token in {_FIRST_TRIES_TEXT}: {first_s:.0f} s each; {how}"
+        raise ProviderError(
+            f"gave up: the call's deadline ran out ({took:.0f} s, {tries} "
+            f"{'try' if tries == 1 else 'tries'}; {how})",
+            provider=t.provider.name,
+            model=t.model,
+            kind="timeout",
+            retryable=False,
+        )
 
     # -- hedging ------------------------------------------------------------------------
 
@@ -286,12 +315,16 @@ class Router:
     ) -> ChatResult:
         call.attempts += 1
         async with admit(t.gates, call.est_tokens, call.priority) as permit:
+            if call.deadline is not None:
+                call.deadline.admitted()
             span = self._start_span(t, call)
             started, first = anyio.current_time(), False
 
             def first_token() -> None:
                 nonlocal first
                 first = True
+                if call.deadline is not None:
+                    call.deadline.first_token()
                 span.add_event(sc.FIRST_TOKEN_EVENT)
                 if on_first is not None:
                     on_first()

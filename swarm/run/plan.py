@@ -217,6 +217,24 @@ def _embedded_objects(text: str) -> Iterator[object]:
         pos = text.find("{", end)
 
 
+def _surrogates(value: object, where: str) -> list[str]:
+    """Where in a parsed JSON value a string cannot be encoded (a lone surrogate)."""
+    found: list[str] = []
+    stack = [(value, where)]
+    while stack:
+        v, at = stack.pop()
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                found.append(at)
+        elif isinstance(v, dict):
+            stack.extend((x, f"{at}.{k}") for k, x in v.items())
+        elif isinstance(v, list):
+            stack.extend((x, f"{at}[{i}]") for i, x in enumerate(v))
+    return sorted(found)
+
+
 def validate_plan(
     data: object, *, source: str = "plan", known_files: Set[str] = frozenset()
 ) -> Plan:
@@ -233,7 +251,9 @@ def validate_plan(
         raise PlanError(
             problems=["subtasks must be a non-empty list of subtask objects"], source=source
         )
-    problems: list[str] = []
+    problems = [f"{where} holds a lone surrogate escape" for where in _surrogates(raw, "subtasks")]
+    if problems:  # (`"\ud800"`): no file name, branch or prompt can hold one
+        raise PlanError(problems=problems[:5], source=source)
     items = [_read_subtask(i, item, problems, known_files) for i, item in enumerate(raw)]
     ids = [str(item.get("id", "")) for item in items]
     deps = [list(item.get("depends_on", ())) for item in items]

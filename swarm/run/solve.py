@@ -42,7 +42,7 @@ from swarm.run.parts import (
 )
 from swarm.run.plan import load_plan
 from swarm.run.report import RunReport, RunStatus
-from swarm.run.run import Run, RunSpec
+from swarm.run.run import Run, RunSpec, cause
 from swarm.run.task import Task, load_task
 from swarm.run.workspace import cleanup_stale, git
 from swarm.sandbox import Sandbox, bwrap_problem, make_sandbox
@@ -256,17 +256,35 @@ async def solve(
             live=req.live,
             source=source,
         )
-        # git and the checks start through a spawn server: the coordinator never forks
-        async with spawn_server(), _cluster(where, cluster) as remote:
-            providers = _providers(config, demo)
-            world = GitWorld(
-                repo, task, providers, sandbox, merge, remote, keep_branch=req.keep_branch
-            )
-            run = Run(spec, world)
-            async with world.environment.sandbox.session(), run:  # its proxy, if any
-                await run.execute()
+        run: Run | None = None
+        try:
+            # git and the checks start through a spawn server: the coordinator never forks
+            async with spawn_server(), _cluster(where, cluster) as remote:
+                providers = _providers(config, demo)
+                world = GitWorld(
+                    repo, task, providers, sandbox, merge, remote, keep_branch=req.keep_branch
+                )
+                run = Run(spec, world)
+                async with world.environment.sandbox.session(), run:  # its proxy, if any
+                    await run.execute()
+        except BaseException as exc:
+            if run is None or run.report is None:
+                _never_started(journal, run_id, exc)
+            raise
         assert run.report is not None
         return run.report
+
+
+def _never_started(journal: Journal, run_id: str, exc: BaseException) -> None:
+    """A run that ended before it started (a cluster it cannot reach, a repository with no
+    commit) is `failed` with the reason, not left `running`; interrupted, `interrupted`.
+    A resumed run keeps what it was."""
+    row = journal.get_run(run_id)
+    if row is None or row.status != "running":
+        return
+    stopped = isinstance(exc, KeyboardInterrupt | anyio.get_cancelled_exc_class())
+    status = "interrupted" if stopped else "failed"
+    journal.set_run_status(run_id, status, detail="" if stopped else cause(exc))
 
 
 def _cluster_config(

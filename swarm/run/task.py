@@ -206,6 +206,7 @@ def _front_matter(block: list[str], source: str) -> tuple[dict[str, Any], yaml.N
         raise _error(source, line, f"front matter is not valid YAML: {problem}") from None
     if data is None:
         return {}, None
+    _refuse_surrogates(node, source)
     if not isinstance(data, dict) or not isinstance(node, yaml.MappingNode):
         raise _error(source, 2, "front matter must be a mapping of keys like `check: pytest -q`")
     seen: dict[str, int] = {}
@@ -224,6 +225,26 @@ def _refuse_aliases(text: str, source: str) -> None:
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
             line = event.start_mark.line + 2 if event.start_mark else 2
             raise _error(source, line, "YAML anchors and aliases (&name, *name) are not allowed")
+
+
+def _refuse_surrogates(node: yaml.Node | None, source: str) -> None:
+    """A `\ud800` escape makes a lone surrogate: a string no file name, command line or
+    git can hold (it failed deep inside the sandbox before this check)."""
+    stack = [node] if node is not None else []
+    while stack:
+        n = stack.pop()
+        if isinstance(n, yaml.ScalarNode):
+            try:
+                str(n.value).encode("utf-8")
+            except UnicodeEncodeError:
+                line = n.start_mark.line + 2
+                raise _error(
+                    source, line, f"{n.value!r} holds a lone surrogate escape, not a character"
+                ) from None
+        elif isinstance(n, yaml.MappingNode):
+            stack.extend(v for pair in n.value for v in pair)
+        elif isinstance(n, yaml.SequenceNode):
+            stack.extend(n.value)
 
 
 def _line(node: yaml.Node | None, loc: tuple[str | int, ...]) -> int:

@@ -1,0 +1,63 @@
+"""How long one model call may take in all: `total_timeout_s`, or from the model's speed.
+
+The first-token deadline (`FirstTokenDeadline`) bounds the wait before a reply starts and
+the stall timeout each silence after it, but a server that sends a token every 20 s, or
+keep-alives and nothing else, passes both for as long as it likes, and every retry starts
+them again. So a call also has a deadline for the whole: a fixed `total_timeout_s`, or its
+first-token deadline plus the reply's tokens (`max_tokens`, else 1,024 plus the thinking
+the catalog knows the model does) at its decode rate, times a margin for a server that
+shares its compute among requests. The router holds a candidate's retries, hedges and
+backoffs to the same deadline, from its first try (and, until a reply starts, to two
+first-token deadlines: `swarm.routing.candidate.Clock`).
+"""
+
+from __future__ import annotations
+
+__all__ = ["DEFAULT_OUTPUT_TOKENS", "UNKNOWN_DECODE_TPS", "CallDeadline"]
+
+_MARGIN = 4.0
+DEFAULT_OUTPUT_TOKENS = 1024
+"""The reply's length when a request sets no `max_tokens`."""
+UNKNOWN_DECODE_TPS = 10.0
+"""Decode rate assumed for a model whose speed is not known: llama.cpp on two CPU cores
+writes 5-20 tokens/s, every cloud more."""
+
+
+class CallDeadline:
+    """The whole-call deadline per model: fixed, or from the decode rate told by `expect`."""
+
+    __slots__ = ("_fixed", "_speeds")
+
+    def __init__(self, fixed: float | None) -> None:
+        self._fixed = fixed
+        self._speeds: dict[str, tuple[float, int]] = {}  # model -> (decode tok/s, thinking)
+
+    def expect(self, model: str, decode_tps: float | None, reasoning_tokens: int = 0) -> None:
+        """What `model` is known to do: tokens/s written (None: not known) and thinking
+        tokens per reply."""
+        self._speeds[model] = (decode_tps or UNKNOWN_DECODE_TPS, reasoning_tokens)
+
+    def seconds(self, model: str, max_tokens: int | None, first_s: float) -> tuple[float, object]:
+        """The deadline of a call whose first-token deadline is `first_s`, and how it was
+        set (its `str` is the error message's words: written only when one is shown, off
+        the path of every call)."""
+        if self._fixed is not None:
+            return self._fixed, "total_timeout_s"
+        tps, thinking = self._speeds.get(model, (UNKNOWN_DECODE_TPS, 0))
+        out = max_tokens if max_tokens is not None else DEFAULT_OUTPUT_TOKENS + thinking
+        return first_s + _MARGIN * out / tps, _Why(first_s, out, tps)
+
+
+class _Why:
+    """How a deadline from the model's speed was set, as the error message says it."""
+
+    __slots__ = ("first_s", "out", "tps")
+
+    def __init__(self, first_s: float, out: int, tps: float) -> None:
+        self.first_s, self.out, self.tps = first_s, out, tps
+
+    def __str__(self) -> str:
+        return (
+            f"total_timeout_s unset: {self.first_s:.0f} s for the first token + {_MARGIN:g} x "
+            f"~{self.out / self.tps:.0f} s for {self.out:,} tokens at {self.tps:g} tok/s"
+        )

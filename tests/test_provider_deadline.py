@@ -1,0 +1,183 @@
+"""Hostile providers through the real `swarm ask`: each ends with a clear error within its
+deadline, and `--json` prints one object holding it.
+
+A loopback aiohttp server answers every call in one hostile way: a token now and then for
+ever, keep-alives and no token, a chunk over the size bound, `tool_calls` as an object, a
+tool call whose `index` is `"zero"`, `429` with `Retry-After: -5`. `swarm ask` runs as a
+real process against it; the call's deadline (from the model's speed: a 1 s first-token
+floor plus 4 x 4 tokens at 10 tok/s) bounds the slow ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+from aiohttp import web
+
+from swarm._serve import serve_app
+from swarm.config import ProviderConfig, RoutingConfig, SwarmConfig, TierConfig
+from swarm.errors import MalformedReply, ProviderError
+from swarm.messages import ChatRequest, Message
+from swarm.providers._bounds import MAX_EVENT_BYTES
+from swarm.providers._call_deadline import UNKNOWN_DECODE_TPS, CallDeadline
+from swarm.routing.router import Router
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _chunk(delta: object) -> bytes:
+    body = {"id": "c", "model": "m", "choices": [{"index": 0, "delta": delta}]}
+    return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
+FINISH = b'data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}\n\n'
+DONE = b"data: [DONE]\n\n"
+CALL = {"id": "a", "function": {"name": "f", "arguments": "{}"}}
+
+
+async def _hostile(request: web.Request) -> web.StreamResponse:
+    shape = request.match_info["shape"]
+    if shape == "retry-after-negative":
+        body = {"error": {"message": "slow down"}}
+        return web.json_response(body, status=429, headers={"Retry-After": "-5"})
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await resp.prepare(request)
+    try:
+        if shape == "drip":  # a token every so often, for ever: no silence is long enough
+            while True:
+                await resp.write(_chunk({"content": "x"}))
+                await anyio.sleep(0.3)
+        elif shape == "keep-alive":
+            while True:
+                await resp.write(b": keep-alive\n\n")
+                await anyio.sleep(0.1)
+        elif shape == "huge-chunk":  # 20 MB in one event
+            await resp.write(b"data: " + b"x" * (20 * 1024 * 1024))
+        elif shape == "tool-calls-object":
+            await resp.write(_chunk({"tool_calls": {"index": 0, **CALL}}))
+            await resp.write(FINISH + DONE)
+        elif shape == "index-zero":
+            await resp.write(_chunk({"tool_calls": [{"index": "zero", **CALL}]}))
+            await resp.write(FINISH + DONE)
+        await resp.write_eof()
+    except ConnectionError:  # the client gave up, as it should
+        pass
+    return resp
+
+
+@asynccontextmanager
+async def hostile_server() -> AsyncIterator[str]:
+    app = web.Application()
+    app.router.add_post("/{shape}/v1/chat/completions", _hostile)
+    async with serve_app(app) as url:
+        yield url
+
+
+HOSTILE = {
+    "drip": "deadline ran out",
+    "keep-alive": "deadline ran out",
+    "huge-chunk": f"a streamed event over {MAX_EVENT_BYTES // (1024 * 1024)} MiB",
+    "tool-calls-object": "`tool_calls` must be a list, got an object",
+    "index-zero": "a tool call's `index` must be a whole number, got 'zero'",
+    "retry-after-negative": "rate limited (429)",
+}
+
+
+@pytest.mark.parametrize("shape", list(HOSTILE))
+async def test_swarm_ask_ends_with_a_clear_error_within_its_deadline(
+    shape: str, tmp_path: Path
+) -> None:
+    async with hostile_server() as url:
+        config = tmp_path / "swarm.toml"
+        config.write_text(
+            f'[providers.h]\nkind = "openai"\nbase_url = "{url}/{shape}/v1"\n'
+            'stall_timeout_s = 1\n[tiers.speed]\nmodels = ["h/m"]\n'
+        )
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        env.pop("SWARM_CONFIG", None)
+        argv = [sys.executable, "-m", "swarm", "ask", "hi", "--max-tokens", "4", "--json"]
+        with anyio.fail_after(90):  # the deadline is ~3 s; the rest is a loaded machine
+            done = await anyio.run_process(
+                [*argv, "--config", str(config)], env=env, cwd=tmp_path, check=False
+            )
+    stdout, stderr = done.stdout.decode(), done.stderr.decode()
+    assert done.returncode == 1, stderr
+    assert "Traceback" not in stderr
+    out = json.loads(stdout)  # exactly one JSON object, nothing else on stdout
+    assert out["exit_code"] == 1
+    assert HOSTILE[shape] in out["error"], out
+    assert HOSTILE[shape] in stderr
+
+
+async def test_a_candidate_that_runs_out_of_time_fails_over_to_the_next() -> None:
+    async with hostile_server() as url:
+        providers = {
+            "slow": ProviderConfig(
+                kind="openai", base_url=f"{url}/keep-alive/v1", total_timeout_s=1.5
+            ),
+            "bad": ProviderConfig(kind="openai", base_url=f"{url}/index-zero/v1"),
+        }
+        config = SwarmConfig(
+            providers=providers,
+            tiers={"speed": TierConfig(models=["slow/m", "bad/m"])},
+            routing=RoutingConfig(
+                hedge=False, tier_retries=0, backoff_initial_s=0.05, backoff_max_s=0.1
+            ),
+        )
+        request = ChatRequest(messages=[Message.user("hi")], max_tokens=4)
+        async with Router(config, env={}) as router:
+            with anyio.fail_after(30), pytest.raises(MalformedReply) as info:
+                await router.chat(request)
+    assert info.value.provider == "bad" and "`index`" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("shape", "said"),
+    [
+        # no token ever: two first-token deadlines (a try and a retry), not the whole call's
+        ("keep-alive", "no first token in two tries: 0 s each; total_timeout_s"),
+        # tokens, too slowly for ever: the whole call's deadline, retries included
+        ("drip", "deadline ran out (2 s, "),
+    ],
+)
+async def test_the_deadline_bounds_the_whole_call_retries_included(shape: str, said: str) -> None:
+    async with hostile_server() as url:
+        providers = {
+            "p": ProviderConfig(
+                kind="openai",
+                base_url=f"{url}/{shape}/v1",
+                stall_timeout_s=1,  # the drip's tokens come every 0.3 s
+                first_token_timeout_s=0.3,
+                total_timeout_s=2,
+            )
+        }
+        config = SwarmConfig(
+            providers=providers,
+            tiers={"speed": TierConfig(models=["p/m"])},
+            routing=RoutingConfig(hedge=False, max_attempts=50, tier_retries=50),
+        )
+        request = ChatRequest(messages=[Message.user("hi")], max_tokens=4)
+        async with Router(config, env={}) as router:
+            with anyio.fail_after(30), pytest.raises(ProviderError) as info:
+                await router.chat(request)
+    assert (info.value.kind, info.value.retryable) == ("timeout", False)
+    assert said in str(info.value) and str(info.value).endswith("total_timeout_s)")
+
+
+def test_the_call_deadline_follows_the_model_speed() -> None:
+    deadline = CallDeadline(None)
+    deadline.expect("fast", 1000.0, 300)
+    seconds, how = deadline.seconds("fast", None, 30.0)
+    assert seconds == pytest.approx(30 + 4 * (1024 + 300) / 1000)
+    assert "total_timeout_s unset" in str(how) and "1,324 tokens at 1000 tok/s" in str(how)
+    # max_tokens caps thinking and answer together; an unknown model writes slowly
+    seconds, _ = deadline.seconds("unknown", 100, 10.0)
+    assert seconds == pytest.approx(10 + 4 * 100 / UNKNOWN_DECODE_TPS)
+    assert CallDeadline(42.0).seconds("fast", None, 30.0) == (42.0, "total_timeout_s")
