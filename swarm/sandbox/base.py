@@ -51,6 +51,8 @@ class Limits:
     """Largest file a process may write (RLIMIT_FSIZE); None: no limit."""
     tmp_mb: int = 1024
     """Size of the command's own `/tmp` (memory-backed)."""
+    shm_mb: int = 256
+    """Size of the command's own `/dev/shm` (memory-backed)."""
 
 
 @dataclass(frozen=True)

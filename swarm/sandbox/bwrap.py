@@ -40,6 +40,7 @@ from swarm._run_config import PROXY_PORT
 from swarm.errors import ConfigError
 from swarm.sandbox import _pids
 from swarm.sandbox._egress import Egress
+from swarm.sandbox._etc import etc_mounts, sandbox_ids
 from swarm.sandbox._gitconfig import shown_config
 from swarm.sandbox._proxy import AllowList
 from swarm.sandbox._seats import Seats
@@ -47,7 +48,7 @@ from swarm.sandbox.base import Lane, Launch, Sandbox, SandboxPolicy, git_paths
 
 __all__ = ["BwrapSandbox", "bwrap_path"]
 
-_SYSTEM_DIRS = ("/usr", "/etc")
+_SYSTEM_DIRS = ("/usr",)
 _SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _GUARD_INTERVALS_S = (0.005, 0.01, 0.02, 0.04, 0.05)
 """How long the guard waits before each look at the process count, the last one over and
@@ -72,6 +73,13 @@ _NO_NETWORK = (
 )
 
 
+_PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs", "acpi", "scsi")
+"""What of the sandbox's own `/proc` writes to the kernel itself, not to the namespace:
+covered read-only by the host's (bwrap covers `irq` and `bus` alone, and not `sys` when
+swarm runs as root: `echo 1 > /proc/sys/kernel/core_uses_pid` changed the host)."""
+_PROC_HIDDEN = ("kcore", "kmsg", "keys", "timer_list", "sched_debug", "latency_stats")
+"""Files of `/proc` that show the kernel's memory, log or keys: `/dev/null` instead (as
+Docker and Podman mask them)."""
 _LANE_DIR = "/run/swarm-net"
 _CACHED_WORKTREES = 4096
 _PROXIED = ("loopback", "allow")
@@ -187,19 +195,38 @@ class BwrapSandbox(Sandbox):
                 args += ["--symlink", os.readlink(name), name]
             elif os.path.isdir(name):
                 args += ["--ro-bind", name, name]
-        tmp = str(self.policy.limits.tmp_mb * _MB)
-        args += ["--proc", "/proc", "--dev", "/dev", "--size", tmp, "--tmpfs", "/tmp"]
+        args += etc_mounts(resolver=self.policy.network == "host")
+        args += ["--proc", "/proc"]
+        for name in _PROC_READ_ONLY:
+            if os.path.lexists(f"/proc/{name}"):
+                args += ["--ro-bind", f"/proc/{name}", f"/proc/{name}"]
+        for name in _PROC_HIDDEN:
+            if os.path.lexists(f"/proc/{name}"):
+                args += ["--ro-bind", "/dev/null", f"/proc/{name}"]
+        limits = self.policy.limits
+        shm, tmp = str(limits.shm_mb * _MB), str(limits.tmp_mb * _MB)
+        # /dev is a tmpfs of half the machine's memory: its own /dev/shm, sized, and the
+        # rest read-only (the device nodes still work), so neither fills the memory
+        args += ["--dev", "/dev", "--size", shm, "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
+        args += ["--size", tmp, "--tmpfs", "/tmp"]
         for path in self.policy.read_only:
             args += ["--ro-bind-try", str(path), str(path)]
+        if self.policy.network == "host":
+            args += ["--ro-bind-try", "/run/systemd/resolve", "/run/systemd/resolve"]
         return args
 
     @functools.cached_property
     def _tail(self) -> list[str]:
-        args = ["--unshare-all", "--die-with-parent", "--cap-drop", "ALL"]
+        uid, gid = sandbox_ids()
+        args = ["--unshare-all", "--unshare-user", "--uid", str(uid), "--gid", str(gid)]
+        # no user namespace inside (its root could mount a /proc of its own), no
+        # capabilities, no terminal to push keystrokes into (TIOCSTI): its own session
+        args += ["--disable-userns", "--cap-drop", "ALL", "--new-session", "--die-with-parent"]
         if self.policy.network == "host":
             args.append("--share-net")
-            args += ["--ro-bind-try", "/run/systemd/resolve", "/run/systemd/resolve"]
-        return [*args, "--"]
+        # the root bwrap builds (and the /etc in it) is a tmpfs: read-only once every mount
+        # point is made, or it would hold what a command writes, in memory, unbounded
+        return [*args, "--remount-ro", "/", "--"]
 
     def _ulimits(self, *, bash: bool = False) -> str:
         """The rlimits as one shell line. Units: KiB for -d; for -f, 512 B blocks in sh

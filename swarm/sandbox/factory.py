@@ -31,7 +31,10 @@ def bwrap_problem() -> str | None:
     found = bwrap_path()
     if found is None:
         return "bubblewrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
-    probe = [found, "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "--", "true"]
+    probe = [found, "--ro-bind", "/", "/", "--unshare-all", "--unshare-user", "--uid", "1000"]
+    # the user namespace and the options swarm's sandbox uses (bubblewrap >= 0.8)
+    probe += ["--disable-userns", "--cap-drop", "ALL", "--new-session", "--die-with-parent"]
+    probe += ["--", "true"]
     try:
         done = subprocess.run(probe, capture_output=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -59,7 +62,13 @@ def make_sandbox(
         read_only=tuple(Path(p).expanduser() for p in config.read_only),
         writable=tuple(Path(p).expanduser() for p in config.writable),
         network=config.network,
-        limits=Limits(config.max_processes, config.memory_mb, config.file_size_mb, config.tmp_mb),
+        limits=Limits(
+            config.max_processes,
+            config.memory_mb,
+            config.file_size_mb,
+            config.tmp_mb,
+            config.shm_mb,
+        ),
         allow=tuple(config.allow),
     )
     if chosen == "none":
