@@ -73,9 +73,7 @@ def _made() -> Path:
         f"{SANDBOX_USER}:x:{uid}:{gid}:swarm sandbox:/tmp:/bin/sh\n"
         "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
     )
-    (where / "group").write_text(
-        f"root:x:0:\n{SANDBOX_USER}:x:{gid}:\nnogroup:x:65534:\n"
-    )
+    (where / "group").write_text(f"root:x:0:\n{SANDBOX_USER}:x:{gid}:\nnogroup:x:65534:\n")
     for name in ("passwd", "group"):
         (where / name).chmod(0o644)
     weakref.finalize(_made, shutil.rmtree, where, ignore_errors=True)
