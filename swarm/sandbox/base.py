@@ -46,7 +46,9 @@ class Limits:
     the machine allows pids cgroups, the kernel also refuses forks past 4 times it
     (threads count there)."""
     memory_mb: int | None = 8192
-    """Data segment (heap and private mappings) per process (RLIMIT_DATA); None: no limit."""
+    """Memory of the whole command (its processes, shared mappings, `/tmp` and `/dev/shm`)
+    where a memory cgroup can be made (`swarm.sandbox._pids`), and per process (RLIMIT_DATA)
+    in any case; None: no limit."""
     file_size_mb: int | None = 4096
     """Largest file a process may write (RLIMIT_FSIZE); None: no limit."""
     tmp_mb: int = 1024
@@ -142,6 +144,11 @@ class Sandbox(ABC):
         it breaks a limit; returns why it was killed. Returns when the command ends, or is
         cancelled then. Default: nothing to watch."""
         return None
+
+    def ended(self, launch: Launch) -> list[str]:
+        """What the kernel stopped in `launch`'s command (a memory limit), once it has
+        ended and before `release`. Default: nothing."""
+        return []
 
     def release(self, launch: Launch) -> bool:
         """Free what `launch` made for its command, once the command has ended; False if

@@ -26,6 +26,7 @@ command in a cgroup of its own (`swarm.sandbox._pids`).
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import re
 import shutil
@@ -47,6 +48,8 @@ from swarm.sandbox._seats import Seats
 from swarm.sandbox.base import Lane, Launch, Sandbox, SandboxPolicy, git_paths
 
 __all__ = ["BwrapSandbox", "bwrap_path"]
+
+log = logging.getLogger(__name__)
 
 _SYSTEM_DIRS = ("/usr",)
 _SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -119,7 +122,8 @@ class BwrapSandbox(Sandbox):
         self.bwrap = found
         self.policy = policy or SandboxPolicy()
         self.egress = egress
-        self.seats = seats or Seats(self.policy.limits.max_processes)
+        limits = self.policy.limits
+        self.seats = seats or Seats(limits.max_processes, limits.memory_mb)
         if self.egress is None and self.policy.network in _PROXIED:
             self.egress = Egress(AllowList.parse(self.policy.allow, self.policy.network))
         self._seen: dict[tuple[Path, bool], tuple[Path | None, Path, list[str]]] = {}
@@ -144,6 +148,7 @@ class BwrapSandbox(Sandbox):
     @asynccontextmanager
     async def session(self) -> AsyncIterator[object]:
         """The proxy of a proxied network, and launchers ready in their pids cgroups."""
+        _say_what_is_enforced(self.policy)
         async with self.seats.open(), self.egress.session() if self.egress else nullcontext():
             yield None
 
@@ -173,10 +178,16 @@ class BwrapSandbox(Sandbox):
         line = [*self._head, *worktree, *self._tail, *command]
         if (seat := self.seats.take()) is not None:
             return Launch(line, inner, root, seat.cgroup, seat)
-        cgroup = _pids.make(self.policy.limits.max_processes)
+        cgroup = _pids.make(self.policy.limits.max_processes, self.policy.limits.memory_mb)
         if cgroup is None:
             return Launch(line, inner, root)
         return Launch(_pids.joined(cgroup, line), inner, root, cgroup)
+
+    def ended(self, launch: Launch) -> list[str]:
+        limit = self.policy.limits.memory_mb
+        if launch.cgroup is None or limit is None or not _pids.oom_kills(launch.cgroup):
+            return []
+        return [f"the command passed its memory limit of {limit} MB; the kernel killed it"]
 
     def release(self, launch: Launch) -> bool:
         if launch.seat is not None:
@@ -352,6 +363,22 @@ class BwrapSandbox(Sandbox):
         if self.policy.network != "host" and any(s in output for s in _NO_NETWORK):
             notes.append(_NETWORK_NOTES[self.policy.network])
         return notes[:5]
+
+
+@functools.cache
+def _say_what_is_enforced(policy: SandboxPolicy) -> None:
+    """Where swarm cannot make a memory cgroup, say once what limits memory instead."""
+    limits = policy.limits
+    if limits.memory_mb is None or _pids.memory_usable():
+        return
+    log.warning(
+        "no memory cgroup can be made here (it needs cgroup v1's memory hierarchy, "
+        "writable): a command's memory is limited per process (RLIMIT_DATA, %d MB) and "
+        "its /tmp and /dev/shm by their sizes (%d MB, %d MB), not as a whole",
+        limits.memory_mb,
+        limits.tmp_mb,
+        limits.shm_mb,
+    )
 
 
 _NETWORK_NOTES = {
