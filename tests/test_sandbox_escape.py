@@ -490,6 +490,57 @@ def _stopped_for_memory(held: Callable[[str], bool]) -> Escaped:
     return lambda _w, out: held(out) or "memory limit" not in out
 
 
+EVIL_HOOK = """#!/bin/sh
+# what a hook that runs the worktree's own files (pre-commit, husky) lets an agent do
+common=$(git rev-parse --git-common-dir)
+evil=$(git commit-tree "HEAD^{tree}" -m evil)
+git branch planted-branch "$evil"
+for ref in $(git for-each-ref --format='%(refname)' refs/heads/); do
+    git update-ref "$ref" "$evil"
+done
+echo 'ref: refs/heads/planted-branch' > "$common/HEAD"
+echo /tmp > "$common/objects/info/alternates"
+echo planted > "$common/packed-refs"
+git symbolic-ref HEAD refs/heads/planted-branch
+exit 0
+"""
+
+
+def _repository_state(w: World) -> str:
+    """The user's refs (not swarm's own branches), HEAD, alternates and packed refs."""
+    git_dir = w.repo / ".git"
+    listed = subprocess.run(
+        ["git", "for-each-ref", "--format=%(refname) %(objectname)"],
+        cwd=w.repo,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    refs = [*listed.stdout.splitlines(), f"exit {listed.returncode}"]
+    mine = [r for r in refs if not r.startswith("refs/heads/swarm/")]
+    extra = [
+        (git_dir / name).read_text() if (git_dir / name).exists() else "-"
+        for name in ("HEAD", "objects/info/alternates", "packed-refs")
+    ]
+    return "\n".join([*mine, *extra])
+
+
+def _hook_runs_worktree_file() -> tuple[Perform, Escaped]:
+    before: dict[str, str] = {}
+
+    async def perform(w: World) -> str:
+        hook = w.repo / ".git" / "hooks" / "pre-commit"
+        hook.write_text("#!/bin/sh\n[ -f ./evil.sh ] && sh ./evil.sh\nexit 0\n")
+        (w.wt / "evil.sh").write_text(EVIL_HOOK)
+        before["state"] = _repository_state(w)
+        return await _hooks_run_in_sandbox(w)
+
+    def escaped(w: World, _out: str) -> bool:
+        return _repository_state(w) != before["state"]
+
+    return perform, escaped
+
+
 def _many_processes(w: World) -> str:
     return f"for i in $(seq {MAX_PROCESSES + 40}); do sleep 3 & done; sleep 0.5; echo ALL-STARTED"
 
@@ -873,6 +924,7 @@ ATTACKS += [
         host_danger=True,
     ),
 ]
+ATTACKS.append(Attack("hooks-run-move-refs-and-head", *_hook_runs_worktree_file(), True))
 MEMORY_CGROUP = (
     "run-memory-shared-mapping",
     "run-memory-many-processes",

@@ -29,7 +29,16 @@ from swarm._run_config import SandboxNetwork
 if TYPE_CHECKING:
     from swarm.sandbox._seats import Seat
 
-__all__ = ["Lane", "Launch", "Limits", "Network", "Sandbox", "SandboxPolicy", "git_paths"]
+__all__ = [
+    "Lane",
+    "Launch",
+    "Limits",
+    "Network",
+    "Sandbox",
+    "SandboxPolicy",
+    "admin_of",
+    "git_paths",
+]
 
 Network = SandboxNetwork
 """`off`: the sandbox's own loopback only (a test suite's local servers work; the host's
@@ -170,14 +179,9 @@ def git_paths(cwd: Path) -> tuple[Path | None, Path | None]:
 
     Agents' commands get read-only git: `git diff`, `log`, `status` work; commits, branch
     and ref changes do not (swarm makes the commits; the patch is computed outside)."""
-    try:
-        text = (cwd / ".git").read_text().strip()
-    except OSError:
+    admin = admin_of(cwd)
+    if admin is None:
         return None, None
-    if not text.startswith("gitdir: "):
-        return None, None
-    admin = Path(text.removeprefix("gitdir: "))
-    admin = admin if admin.is_absolute() else (cwd / admin)
     try:
         common_rel = (admin / "commondir").read_text().strip()
     except OSError:
@@ -185,3 +189,16 @@ def git_paths(cwd: Path) -> tuple[Path | None, Path | None]:
     common = Path(common_rel) if Path(common_rel).is_absolute() else admin / common_rel
     common = common.resolve()
     return common, common / "swarm-worktrees"
+
+
+def admin_of(cwd: Path) -> Path | None:
+    """For a linked worktree `cwd`: its own directory in the git dir (from its `.git`
+    file: index, HEAD, logs), resolved. None when `cwd` is not one."""
+    try:
+        text = (cwd / ".git").read_text().strip()
+    except OSError:
+        return None
+    if not text.startswith("gitdir: "):
+        return None
+    admin = Path(text.removeprefix("gitdir: "))
+    return (admin if admin.is_absolute() else cwd / admin).resolve()

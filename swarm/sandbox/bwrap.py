@@ -45,7 +45,7 @@ from swarm.sandbox._etc import etc_mounts, sandbox_ids
 from swarm.sandbox._gitconfig import shown_config
 from swarm.sandbox._proxy import AllowList
 from swarm.sandbox._seats import Seats
-from swarm.sandbox.base import Lane, Launch, Sandbox, SandboxPolicy, git_paths
+from swarm.sandbox.base import Lane, Launch, Sandbox, SandboxPolicy, admin_of, git_paths
 
 __all__ = ["BwrapSandbox", "bwrap_path"]
 
@@ -294,14 +294,18 @@ class BwrapSandbox(Sandbox):
     ) -> list[str]:
         args: list[str] = []
         if common is not None and hidden is not None:
-            args += ["--bind" if git_write else "--ro-bind", str(common), str(common)]
-            if git_write:  # what runs on the host next time stays as the user left it
-                for name in ("hooks", "info"):
-                    args += ["--ro-bind-try", str(common / name), str(common / name)]
+            args += ["--ro-bind", str(common), str(common)]
             if config is not None:  # no remotes, no credentials
                 args += ["--ro-bind", str(config), str(common / "config")]
             if hidden.is_dir():
                 args += ["--tmpfs", str(hidden)]
+            admin = admin_of(cwd)
+            if git_write and admin is not None and admin.is_relative_to(common):
+                # a hooked git command (`swarm.sandbox.hooks`): the worktree's own git
+                # directory writable, but where it says the repository is
+                args += ["--bind", str(admin), str(admin)]
+                for name in ("commondir", "gitdir"):
+                    args += ["--ro-bind-try", str(admin / name), str(admin / name)]
         for path in self.policy.writable:
             args += ["--bind-try", str(path), str(path)]
         args += ["--bind", str(cwd), str(cwd)]
