@@ -1,26 +1,37 @@
 """`BwrapSandbox`: commands in bubblewrap namespaces, confined to their worktree.
 
-What a command sees: the system read-only (`/usr`, `/etc` and the `/bin`-style links), its
-own `/proc`, `/dev` and a memory-backed `/tmp`; its working directory (a worktree)
-writable, except the `.git` file that names its git dir; the repository's git common dir
-read-only with the other worktrees (`swarm-worktrees/`) hidden under an empty tmpfs and
-its config filtered (`_gitconfig`: no remotes, no credentials); and
-the policy's extra paths (the repository's interpreter prefix, `include:` targets). Not
-the user's home, the main checkout, the journal nor other worktrees: they are simply not
-mounted. `HOME` and `TMPDIR` point into the sandbox's `/tmp`.
+What a command sees: the system read-only (`/usr` and the `/bin`-style links), an `/etc`
+of what programs need (`swarm.sandbox._etc`: no `shadow`, a `passwd` of its own), its
+own `/proc` with the kernel's parts covered read-only (`/proc/sys`, `sysrq-trigger`,
+`fs`, ...) or masked, its own `/dev` (read-only but for the device nodes) with a sized
+`/dev/shm`, and a sized memory-backed `/tmp`; the root bwrap builds is read-only too
+(each was memory a command could fill). Its working directory (a worktree) is writable,
+except the `.git` file that names its git dir; the repository's git common dir read-only
+with the other worktrees (`swarm-worktrees/`) hidden under an empty tmpfs and its config
+filtered (`_gitconfig`: no remotes, no credentials); and the policy's extra paths (the
+repository's interpreter prefix, `include:` targets). Not the user's home, the main
+checkout, the journal nor other worktrees: they are simply not mounted. `HOME` and
+`TMPDIR` point into the sandbox's `/tmp`.
 
-No capabilities (`--cap-drop ALL`, so root cannot remount), its own PID namespace (when
-the command ends or is killed, the kernel kills everything left in it, `setsid`
-children included) and `--die-with-parent` (a dying swarm takes its sandboxes along). The
-network namespace is its own unless `network = "host"`: only its own loopback works. With
-`network = "loopback"` or `"allow"` the command's lane (`swarm.sandbox._egress`) is shown
-at `/run/swarm-net`, `socat` listens on 127.0.0.1 for the proxy and each forwarded port
-before the command starts, and `HTTP_PROXY`/`HTTPS_PROXY`/`ALL_PROXY` (both cases) point
-at the proxy, `NO_PROXY` at the sandbox's own loopback.
+Who it runs as: an unprivileged uid (1000 when swarm is root, else swarm's own) in a user
+namespace of its own, in which it may make no other (`--disable-userns`: a nested one's
+root could mount a `/proc` of its own), with no capabilities (`--cap-drop ALL`, so root
+cannot remount) and in a session of its own (`--new-session`: no keystrokes pushed into
+a terminal). bubblewrap, unprivileged, maps that uid to the uid that started it: when
+swarm runs as root, the host's kernel still sees uid 0 without capabilities, which is
+why the kernel's files are covered and `/etc` reduced rather than left to permissions.
+Its own PID namespace (when the command ends or is killed, the kernel kills everything
+left in it, `setsid` children included) and `--die-with-parent` (a dying swarm takes its
+sandboxes along). The network namespace is its own unless `network = "host"`: only its
+own loopback works. With `network = "loopback"` or `"allow"` the command's lane
+(`swarm.sandbox._egress`) is shown at `/run/swarm-net`, `socat` listens on 127.0.0.1 for
+the proxy and each forwarded port before the command starts, and
+`HTTP_PROXY`/`HTTPS_PROXY`/`ALL_PROXY` (both cases) point at the proxy, `NO_PROXY` at the
+sandbox's own loopback.
 Limits: RLIMIT_DATA and RLIMIT_FSIZE set by `ulimit` on the way in; the process count is
 watched (`guard`), since RLIMIT_NPROC counts the user's processes machine-wide and does
-not bind root at all; where swarm may make pids cgroups, the kernel caps it too, each
-command in a cgroup of its own (`swarm.sandbox._pids`).
+not bind root at all; where swarm may make cgroups, the kernel caps the processes and the
+whole command's memory too, each command in cgroups of its own (`swarm.sandbox._pids`).
 """
 
 from __future__ import annotations
@@ -76,13 +87,17 @@ _NO_NETWORK = (
 )
 
 
-_PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs", "acpi", "scsi")
+_PROC_READ_ONLY = ("sys", "sysrq-trigger", "fs", "acpi", "scsi")
 """What of the sandbox's own `/proc` writes to the kernel itself, not to the namespace:
-covered read-only by the host's (bwrap covers `irq` and `bus` alone, and not `sys` when
-swarm runs as root: `echo 1 > /proc/sys/kernel/core_uses_pid` changed the host)."""
-_PROC_HIDDEN = ("kcore", "kmsg", "keys", "timer_list", "sched_debug", "latency_stats")
-"""Files of `/proc` that show the kernel's memory, log or keys: `/dev/null` instead (as
-Docker and Podman mask them)."""
+covered read-only by the host's (bwrap covers `irq` and `bus` itself, but not `sys` when
+swarm runs as root: `echo 1 > /proc/sys/kernel/core_uses_pid` changed the host). Each
+cover is a bind mount (about 1 ms of a command's start on a loaded machine): only those
+the host has."""
+_PROC_HIDDEN = ("kcore", "timer_list", "sched_debug")
+"""Files of `/proc` that show the kernel's memory or state to their owner, root (whom a
+sandboxed command still is, to the host's kernel: see `swarm.sandbox._etc`):
+`/dev/null` instead, as Docker and Podman mask them (`kmsg` needs a capability the
+command lacks)."""
 _LANE_DIR = "/run/swarm-net"
 _CACHED_WORKTREES = 4096
 _PROXIED = ("loopback", "allow")
@@ -178,10 +193,14 @@ class BwrapSandbox(Sandbox):
         line = [*self._head, *worktree, *self._tail, *command]
         if (seat := self.seats.take()) is not None:
             return Launch(line, inner, root, seat.cgroup, seat)
-        cgroup = _pids.make(self.policy.limits.max_processes, self.policy.limits.memory_mb)
+        cgroup = self._new_cgroup()
         if cgroup is None:
             return Launch(line, inner, root)
         return Launch(_pids.joined(cgroup, line), inner, root, cgroup)
+
+    def _new_cgroup(self) -> Path | None:
+        """A command's own cgroup (and its memory twin): `swarm.sandbox._pids`."""
+        return _pids.make(self.policy.limits.max_processes, self.policy.limits.memory_mb)
 
     def ended(self, launch: Launch) -> list[str]:
         limit = self.policy.limits.memory_mb
