@@ -227,7 +227,7 @@ class Workspace:
 
         Subprocesses test the worktree's own code: see `swarm.check.check_env`. Commands
         run in the best sandbox the machine offers (`swarm.sandbox.default_sandbox`)."""
-        from swarm.run.environment import CheckEnvironment
+        from swarm.run.environment import CheckEnvironment, interpreters_in
 
         environment = CheckEnvironment.resolve(self.repo)  # the default sandbox, and what
         return ToolContext(  # of the repository's interpreter it must show
@@ -238,7 +238,7 @@ class Workspace:
             max_output_chars=max_output_chars,
             base=self.base,
             written=self.written,
-            sandbox=environment.sandbox,
+            sandbox=environment.sandbox.with_read_only(interpreters_in(check)),
         )
 
     async def patch(self) -> str:
