@@ -339,7 +339,6 @@ class BwrapSandbox(Sandbox):
         limit = self.policy.limits.max_processes
         cgroup = launch.cgroup if launch is not None else None
         init: int | None = None
-        unreadable: int | None = None
         intervals = _GUARD_INTERVALS_S if cgroup is None else _CAPPED_INTERVALS_S
         waits = iter(intervals)
         while True:
@@ -357,12 +356,12 @@ class BwrapSandbox(Sandbox):
             try:
                 too_many = _more_processes_than(init, limit)
             except OSError:
-                # bwrap's first child may be a step of its setup that is gone by now (a
-                # loaded machine sees it): look for the namespace's init again, unless
-                # this one failed before (not ours to look into)
-                if init == unreadable:
-                    return None
-                unreadable, init = init, None
+                # bwrap's first child may be a step of its setup that is gone by now, or
+                # not yet readable: it changes its uid inside the user namespace, which
+                # leaves it undumpable (its /proc/PID/root closed to a non-root swarm)
+                # until it execs; a loaded machine sees both. Look again, for as long as
+                # the command runs: giving up let a fork bomb run free
+                init = None
                 continue
             if too_many:
                 try:
