@@ -40,7 +40,7 @@ from pydantic import BaseModel, ConfigDict
 
 from swarm.agent.tool import Tool, command_env, environ
 from swarm.errors import McpError, ToolError
-from swarm.sandbox import Sandbox, default_sandbox
+from swarm.sandbox import Launch, Sandbox, default_sandbox
 from swarm.sandbox._interpreter import prefixes
 
 __all__ = ["MCP_SERVER", "McpServer", "mcp_tools"]
@@ -123,10 +123,20 @@ async def _sandboxed(stack: AsyncExitStack, server: McpServer) -> StdioServerPar
     env = {**command_env(environ()), **(server.env or {})}
     lane = await stack.enter_async_context(sandbox.lane())
     launch = sandbox.launch(argv, cwd=cwd, env=env, lane=lane)
-    stack.callback(sandbox.release, launch)  # its cgroup, once the server has ended
+    stack.push_async_callback(_release, sandbox, launch)  # once the server has ended
     return StdioServerParameters(
         command=launch.argv[0], args=launch.argv[1:], env=launch.env, cwd=launch.cwd
     )
+
+
+async def _release(sandbox: Sandbox, launch: Launch) -> None:
+    """Free what the sandbox made for the server (its cgroups), bounded: its namespace's
+    last processes may take a moment to go after the client has stopped it."""
+    with anyio.CancelScope(shield=True):
+        for _ in range(500):  # 5 s at most
+            if sandbox.release(launch):
+                return
+            await anyio.sleep(0.01)
 
 
 def _shown(argv: Sequence[str]) -> list[Path]:
