@@ -426,20 +426,21 @@ def _shadow_line() -> str:
 
 
 @contextmanager
-def _peer(fifo: Path, flags: int) -> Iterator[None]:
-    """A thread that opens the other end of `fifo` a moment later (and closes it): a tool
-    that waited on the FIFO would wait for ever without it."""
+def _peer(fifo: Path) -> Iterator[None]:
+    """A thread that, a moment later and then again and again, opens the other end of
+    `fifo` for reading and for writing (and closes it): a tool that waited on the FIFO
+    (as each did) would wait for ever without it."""
     stop = threading.Event()
 
     def open_other_end() -> None:
         stop.wait(2)
         while not stop.is_set():
-            try:
-                os.close(os.open(fifo, flags | os.O_NONBLOCK))
-            except OSError:  # no reader yet (ENXIO)
-                stop.wait(0.05)
-            else:
-                return
+            for flags in (os.O_RDONLY, os.O_WRONLY):
+                try:
+                    os.close(os.open(fifo, flags | os.O_NONBLOCK))
+                except OSError:  # no reader yet (ENXIO)
+                    pass
+            stop.wait(0.05)
 
     thread = threading.Thread(target=open_other_end, daemon=True)
     thread.start()
@@ -450,13 +451,13 @@ def _peer(fifo: Path, flags: int) -> Iterator[None]:
         thread.join()
 
 
-def fifo_tool(name: str, args: dict[str, Any], peer: int) -> Perform:
+def fifo_tool(name: str, args: dict[str, Any]) -> Perform:
     """`name` on a FIFO the agent made where a file was (`mkfifo app.py`)."""
 
     async def perform(w: World) -> str:
         (w.wt / "app.py").unlink()
         os.mkfifo(w.wt / "app.py")
-        with _peer(w.wt / "app.py", peer):
+        with _peer(w.wt / "app.py"):
             return await file_tool(name, lambda _w: {"path": "app.py", **args})(w)
 
     return perform
@@ -870,19 +871,19 @@ ATTACKS += [
     # the file tools on what is not a file (they waited on a FIFO for ever)
     Attack(
         "read-file-fifo",
-        fifo_tool("read_file", {}, os.O_WRONLY),
+        fifo_tool("read_file", {}),
         lambda _w, out: "FIFO" not in out,
         False,
     ),
     Attack(
         "write-file-fifo",
-        fifo_tool("write_file", {"content": "x"}, os.O_RDONLY),
+        fifo_tool("write_file", {"content": "x"}),
         lambda _w, out: "FIFO" not in out,
         False,
     ),
     Attack(
         "edit-file-fifo",
-        fifo_tool("edit_file", {"old": "x", "new": "y"}, os.O_WRONLY),
+        fifo_tool("edit_file", {"old": "x", "new": "y"}),
         lambda _w, out: "FIFO" not in out,
         False,
     ),
