@@ -926,6 +926,16 @@ ATTACKS += [
     ),
 ]
 ATTACKS.append(Attack("hooks-run-move-refs-and-head", *_hook_runs_worktree_file(), True))
+ATTACKS.append(
+    Attack(
+        "run-output-bomb",
+        run(lambda _w: "head -c 200M /dev/zero | tr '\\0' x; echo"),
+        lambda _w, out: (
+            len(out) > 25_000 or ("characters cut" not in out and "bytes cut" not in out)
+        ),
+        False,  # the output is cut in the middle, sandbox or not
+    )
+)
 MEMORY_CGROUP = (
     "run-memory-shared-mapping",
     "run-memory-many-processes",
