@@ -15,6 +15,9 @@ SwarmError
   McpError             an MCP server could not be started, reached or understood
 ```
 
+One warning: `UnsandboxedWarning` (a `UserWarning`), once per process, when agents'
+commands will run on the host unconfined (`NoSandbox`, chosen or the only one there is).
+
 Constructors store fields and build the message; they have no side effects. Errors that
 leave a task group arrive in an `ExceptionGroup`; catch them with `except*`.
 """
@@ -31,6 +34,7 @@ __all__ = [
     "RateLimited",
     "SwarmError",
     "ToolError",
+    "UnsandboxedWarning",
     "UsageError",
     "WorkspaceError",
 ]
@@ -172,6 +176,11 @@ class BudgetExceeded(SwarmError):
         """What had been spent when the budget stopped the work."""
         self.scope = scope
         """Whose budget: `run`, a tier name (`tier speed`) or an agent."""
+
+
+class UnsandboxedWarning(UserWarning):
+    """Agents' commands will run on the host, unconfined (`swarm.sandbox.NoSandbox`); said
+    once per process."""
 
 
 class UsageError(SwarmError):

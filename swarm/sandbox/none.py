@@ -17,13 +17,10 @@ import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from swarm.errors import UnsandboxedWarning
 from swarm.sandbox.base import Lane, Launch, Sandbox, SandboxPolicy
 
 __all__ = ["NoSandbox", "UnsandboxedWarning", "warn_unsandboxed"]
-
-
-class UnsandboxedWarning(UserWarning):
-    """Agents' commands will run on the host, unconfined (said once per process)."""
 
 
 _warned: set[str] = set()
