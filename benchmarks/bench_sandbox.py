@@ -6,7 +6,10 @@ Per command: `true` and a small `python -c` run through `run_command` in a real 
 worktree, alternating bwrap and none in the same run (so both see the same machine), as
 `run`, `run_tests` and checks run them. Reported: median and mean wall time per command
 for each sandbox, and the CPU time all its processes used; the overheads are the
-differences. Goal: <= 15 ms per command. Where socat is installed, also `allow` (bwrap
+differences. Goal: <= 15 ms per command. `bwrap-before` is the sandbox as it was before
+issue 34's layers (the whole `/etc`, a writable `/proc/sys`, no user namespace of its own,
+no sized `/dev/shm`, no read-only root, no memory cgroup: `_Before`), in the same run, so
+`layers_ms` is what those layers cost. Where socat is installed, also `allow` (bwrap
 with an allow-list network: the proxy lane and socat started before each command). On a
 loaded machine the wall figure grows with the load (bwrap's setup is CPU work waiting for
 a core); the CPU figure does not. To count the CPU of a sandbox's processes the benchmark
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import json
 import os
 import resource
@@ -29,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from statistics import mean, median
@@ -40,7 +45,8 @@ from swarm.agent.toolbox import run_command
 from swarm.run.environment import CheckEnvironment
 from swarm.run.solve import SolveRequest, solve
 from swarm.run.workspace import Workspace
-from swarm.sandbox import BwrapSandbox, NoSandbox, Sandbox, SandboxPolicy
+from swarm.sandbox import BwrapSandbox, NoSandbox, Sandbox, SandboxPolicy, _pids
+from swarm.sandbox._seats import Seats
 from swarm.sandbox.bwrap import socat_path
 
 TASK = Path(__file__).resolve().parents[1] / "tasks" / "refactor.md"
@@ -79,8 +85,42 @@ def _repo(root: Path) -> Path:
     return repo
 
 
+class _Before(BwrapSandbox):
+    """bubblewrap as swarm set it up before issue 34 (its command line, its pids cgroup
+    without a memory twin): the baseline of `layers_ms`."""
+
+    @functools.cached_property
+    def _head(self) -> list[str]:
+        args = [self.bwrap, "--ro-bind-try", "/usr", "/usr", "--ro-bind-try", "/etc", "/etc"]
+        for name in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+            if os.path.islink(name):
+                args += ["--symlink", os.readlink(name), name]
+            elif os.path.isdir(name):
+                args += ["--ro-bind", name, name]
+        tmp = str(self.policy.limits.tmp_mb * 1024 * 1024)
+        args += ["--proc", "/proc", "--dev", "/dev", "--size", tmp, "--tmpfs", "/tmp"]
+        for path in self.policy.read_only:
+            args += ["--ro-bind-try", str(path), str(path)]
+        return args
+
+    @functools.cached_property
+    def _tail(self) -> list[str]:
+        return ["--unshare-all", "--die-with-parent", "--cap-drop", "ALL", "--"]
+
+    def _new_cgroup(self) -> Path | None:
+        return _pids.make(self.policy.limits.max_processes)
+
+    def with_read_only(self, paths: Sequence[Path]) -> _Before:
+        return _Before(self.policy.with_read_only(paths), bwrap=self.bwrap, seats=self.seats)
+
+
 def _sandboxes() -> dict[str, Sandbox]:
-    found: dict[str, Sandbox] = {"none": NoSandbox(), "bwrap": BwrapSandbox()}
+    before = SandboxPolicy()
+    found: dict[str, Sandbox] = {
+        "none": NoSandbox(),
+        "bwrap": BwrapSandbox(),
+        "bwrap-before": _Before(before, seats=Seats(before.limits.max_processes)),
+    }
     if socat_path():  # the allow-list network: a proxy lane and socat per command
         found["allow"] = BwrapSandbox(SandboxPolicy(network="allow", allow=("pypi.org:443",)))
     return found
@@ -117,6 +157,12 @@ async def per_command(n: int) -> dict[str, Any]:
                 }
                 over = stats["bwrap"]["median_ms"] - stats["none"]["median_ms"]
                 stats["overhead_ms"] = round(over, 2)
+                over = stats["bwrap-before"]["median_ms"] - stats["none"]["median_ms"]
+                stats["overhead_before_ms"] = round(over, 2)
+                layers = stats["bwrap"]["median_ms"] - stats["bwrap-before"]["median_ms"]
+                stats["layers_ms"] = round(layers, 2)
+                layers_cpu = stats["bwrap"]["cpu_ms"] - stats["bwrap-before"]["cpu_ms"]
+                stats["layers_cpu_ms"] = round(layers_cpu, 2)
                 cpu_over = stats["bwrap"]["cpu_ms"] - stats["none"]["cpu_ms"]
                 stats["overhead_cpu_ms"] = round(cpu_over, 2)
                 if "allow" in stats:
@@ -180,7 +226,8 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
         for label, s in result["per_command"].items():
             print(
                 f"{label:>7}: none {s['none']['median_ms']} ms, bwrap {s['bwrap']['median_ms']}"
-                f" ms: +{s['overhead_ms']} ms per command (CPU +{s['overhead_cpu_ms']} ms)"
+                f" ms: +{s['overhead_ms']} ms per command (CPU +{s['overhead_cpu_ms']} ms); "
+                f"before issue 34 +{s['overhead_before_ms']} ms: the layers {s['layers_ms']:+} ms"
             )
         d = result["demo_solve"]
         if d is not None:

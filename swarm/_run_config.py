@@ -152,6 +152,8 @@ class SandboxConfig(BaseModel):
     memory_mb: int | None = Field(default=8192, ge=64)
     file_size_mb: int | None = Field(default=4096, ge=1)
     tmp_mb: int = Field(default=1024, ge=16)
+    shm_mb: int = Field(default=256, ge=1)
+    """Size of each command's `/dev/shm` (memory-backed)."""
 
     @field_validator("allow")
     @classmethod

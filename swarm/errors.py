@@ -27,6 +27,9 @@ ReplyTooLarge          (internal, a ValueError) a reply over the size bounds; it
                        user as a `MalformedReply` that is not retried
 ```
 
+One warning: `UnsandboxedWarning` (a `UserWarning`), once per process, when agents'
+commands will run on the host unconfined (`NoSandbox`, chosen or the only one there is).
+
 Constructors store fields and build the message; they have no side effects. Errors that
 leave a task group arrive in an `ExceptionGroup`; catch them with `except*`.
 """
@@ -50,6 +53,7 @@ __all__ = [
     "RateLimited",
     "SwarmError",
     "ToolError",
+    "UnsandboxedWarning",
     "UsageError",
     "WireError",
     "WorkspaceError",
@@ -218,6 +222,11 @@ class BudgetExceeded(SwarmError):
         """What had been spent when the budget stopped the work."""
         self.scope = scope
         """Whose budget: `run`, a tier name (`tier speed`) or an agent."""
+
+
+class UnsandboxedWarning(UserWarning):
+    """Agents' commands will run on the host, unconfined (`swarm.sandbox.NoSandbox`); said
+    once per process."""
 
 
 class UsageError(SwarmError):

@@ -82,7 +82,7 @@ def http_url(tmp_path: Path) -> Iterator[str]:
 async def test_stdio_server_tools_have_names_schemas_and_results(tmp_path: Path) -> None:
     async with mcp_tools(stdio_server(tmp_path, prefix="calc_")) as tools:
         by_name = {t.name: t for t in tools}
-        assert set(by_name) == {"calc_add", "calc_divide", "calc_slow", "calc_crash"}
+        assert set(by_name) == {"calc_add", "calc_divide", "calc_slow", "calc_where", "calc_crash"}
         assert by_name["calc_add"].description == "Add two integers."
         assert by_name["calc_add"].parameters["required"] == ["a", "b"]
         model = ScriptedModel(

@@ -7,8 +7,13 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
 from swarm.config import load_config
 from swarm.run.task import parse_task
+from swarm.sandbox import bwrap_problem
+from swarm.tracing.semconv import SANDBOX_KIND
 
 README = Path(__file__).parent.parent / "README.md"
 
@@ -54,6 +59,20 @@ async def test_devin_like_agent_example_fixes_a_repository(tmp_path: Path) -> No
     assert "-    return a - b" in patch
     assert "+    return a + b" in patch
     assert (repo / "calc.py").read_text() == "def add(a, b):\n    return a - b\n"
+
+
+async def test_the_devin_like_agent_runs_its_commands_in_bubblewrap(
+    tmp_path: Path, spans: InMemorySpanExporter
+) -> None:
+    """Unchanged, the example gets the best sandbox the machine offers (issue 34)."""
+    if bwrap_problem() is not None:
+        pytest.skip(f"bubblewrap cannot run here: {bwrap_problem()}")
+    namespace: dict[str, Any] = {}
+    exec(compile(python_block("## A Devin-like agent"), "README.md", "exec"), namespace)
+    await namespace["fix_tests"](calc_repo(tmp_path))
+    kinds = [(s.attributes or {}).get(SANDBOX_KIND) for s in spans.get_finished_spans()]
+    ran = [kind for kind in kinds if kind is not None]
+    assert ran and set(ran) == {"bwrap"}, kinds
 
 
 def test_config_and_task_examples_load_as_written(tmp_path: Path) -> None:

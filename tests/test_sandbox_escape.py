@@ -37,6 +37,7 @@ from swarm.sandbox import (
     NoSandbox,
     Sandbox,
     SandboxPolicy,
+    _pids,
     _spawner,
     bwrap_problem,
 )
@@ -57,7 +58,20 @@ SECRETS = {
     "env": "sk-ESCAPE-ENV-5d20",
     "proc": "sk-ant-ESCAPE-PROC-77f3",
     "gitcred": "ghp_ESCAPEgitCREDENTIAL0a9b",
+    "llmauth": "ESCAPE-LLM-AUTH-e71c",
+    "dburl": "ESCAPE-DB-PASSWORD-2f6a",
+    "dsn": "ESCAPE-SENTRY-DSN-48d0",
 }
+UNNAMED_SECRETS = {
+    "MY_LLM_AUTH": SECRETS["llmauth"],
+    "DATABASE_URL": f"postgres://app:{SECRETS['dburl']}@127.0.0.1:5432/app",
+    "SENTRY_DSN": f"https://{SECRETS['dsn']}@127.0.0.1:9/1",
+}
+"""Secrets whose names hold none of the deny-list's words: only an allow-list stops them."""
+ROOT = os.geteuid() == 0
+SHM_MB = 32
+MEMORY_MB = 256
+SYSCTL = Path("/proc/sys/kernel/core_uses_pid")
 
 
 class _Recorder(socketserver.BaseRequestHandler):
@@ -143,7 +157,8 @@ def _make_repo(tmp: Path) -> tuple[Path, Path, Path]:
 
 
 def _sandbox(kind: str) -> Sandbox:
-    policy = SandboxPolicy(limits=Limits(max_processes=MAX_PROCESSES))
+    limits = Limits(max_processes=MAX_PROCESSES, memory_mb=MEMORY_MB, shm_mb=SHM_MB)
+    policy = SandboxPolicy(limits=limits)
     return BwrapSandbox(policy) if kind == "bwrap" else NoSandbox(policy)
 
 
@@ -375,6 +390,156 @@ async def _fsmonitor_then_host_git(w: World) -> str:
     out = await run(lambda _w: plant)(w)
     (w.wt / "app.py").write_text("def one():\n    return 3 - 2\n")
     return out + await w.mine.patch() + await w.mine.commit("m")
+
+
+def _flip_sysctl(_w: World) -> str:
+    """Write the other value to a harmless host setting (the test puts it back)."""
+    return f"echo $((1 - $(cat {SYSCTL}))) > {SYSCTL}; cat {SYSCTL}"
+
+
+def _sysctl_changed(before: str) -> Escaped:
+    def escaped(_w: World, _out: str) -> bool:
+        now = SYSCTL.read_text()
+        if now != before:
+            SYSCTL.write_text(before)  # put the host's setting back
+        return now != before
+
+    return escaped
+
+
+def _opens_for_writing(path: str, marker: str) -> Callable[[World], str]:
+    """Open a kernel file for writing, write nothing: proof enough, and harmless."""
+    return lambda _w: (
+        f"python -c \"import os; os.close(os.open('{path}', os.O_WRONLY)); print('{marker}')\""
+    )
+
+
+def _writable_by_us(path: str) -> bool:
+    return os.path.exists(path) and os.access(path, os.W_OK)
+
+
+def _shadow_line() -> str:
+    try:
+        return Path("/etc/shadow").read_text().splitlines()[0]
+    except (OSError, IndexError):
+        return "\0no shadow here"
+
+
+@contextmanager
+def _peer(fifo: Path) -> Iterator[None]:
+    """A thread that, a moment later and then again and again, opens the other end of
+    `fifo` for reading and for writing (and closes it): a tool that waited on the FIFO
+    (as each did) would wait for ever without it."""
+    stop = threading.Event()
+
+    def open_other_end() -> None:
+        stop.wait(2)
+        while not stop.is_set():
+            for flags in (os.O_RDONLY, os.O_WRONLY):
+                try:
+                    os.close(os.open(fifo, flags | os.O_NONBLOCK))
+                except OSError:  # no reader yet (ENXIO)
+                    pass
+            stop.wait(0.05)
+
+    thread = threading.Thread(target=open_other_end, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def fifo_tool(name: str, args: dict[str, Any]) -> Perform:
+    """`name` on a FIFO the agent made where a file was (`mkfifo app.py`)."""
+
+    async def perform(w: World) -> str:
+        (w.wt / "app.py").unlink()
+        os.mkfifo(w.wt / "app.py")
+        with _peer(w.wt / "app.py"):
+            return await file_tool(name, lambda _w: {"path": "app.py", **args})(w)
+
+    return perform
+
+
+async def _patch_of_a_huge_file(w: World) -> str:
+    """A file far past the patch limit written over a tracked one, then the patch."""
+    await run(lambda _w: "head -c 40000000 /dev/zero | tr '\\0' a > app.py; echo written")(w)
+    try:
+        return f"patched {len(await w.mine.patch())} bytes"
+    except WorkspaceError as exc:
+        return f"refused: {exc}"
+
+
+SHARED_MAPPING = (
+    'python -c "import mmap; m = mmap.mmap(-1, 600 << 20, flags=mmap.MAP_SHARED); '
+    "c = b'x' * (1 << 20)\n"
+    "for i in range(600): m[i << 20:(i + 1) << 20] = c\n"
+    "print('SHARED-HELD')\""
+)
+"""600 MB in a shared mapping, which RLIMIT_DATA does not count."""
+MANY_HOLDERS = (
+    "for i in 1 2 3 4; do python -c \"b = bytearray(200 << 20); print('HE' 'LD', flush=True); "
+    'import time; time.sleep(2)" & done; wait'
+)
+"""4 processes of 200 MB each: each under a per-process limit of 256 MB."""
+
+
+def _stopped_for_memory(held: Callable[[str], bool]) -> Escaped:
+    """Escaped: the memory was held, or it was not and the model is not told why."""
+    return lambda _w, out: held(out) or "memory limit" not in out
+
+
+EVIL_HOOK = """#!/bin/sh
+# what a hook that runs the worktree's own files (pre-commit, husky) lets an agent do
+common=$(git rev-parse --git-common-dir)
+evil=$(git commit-tree "HEAD^{tree}" -m evil)
+git branch planted-branch "$evil"
+for ref in $(git for-each-ref --format='%(refname)' refs/heads/); do
+    git update-ref "$ref" "$evil"
+done
+echo 'ref: refs/heads/planted-branch' > "$common/HEAD"
+echo /tmp > "$common/objects/info/alternates"
+echo planted > "$common/packed-refs"
+git symbolic-ref HEAD refs/heads/planted-branch
+exit 0
+"""
+
+
+def _repository_state(w: World) -> str:
+    """The user's refs (not swarm's own branches), HEAD, alternates and packed refs."""
+    git_dir = w.repo / ".git"
+    listed = subprocess.run(
+        ["git", "for-each-ref", "--format=%(refname) %(objectname)"],
+        cwd=w.repo,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    refs = [*listed.stdout.splitlines(), f"exit {listed.returncode}"]
+    mine = [r for r in refs if not r.startswith("refs/heads/swarm/")]
+    extra = [
+        (git_dir / name).read_text() if (git_dir / name).exists() else "-"
+        for name in ("HEAD", "objects/info/alternates", "packed-refs")
+    ]
+    return "\n".join([*mine, *extra])
+
+
+def _hook_runs_worktree_file() -> tuple[Perform, Escaped]:
+    before: dict[str, str] = {}
+
+    async def perform(w: World) -> str:
+        hook = w.repo / ".git" / "hooks" / "pre-commit"
+        hook.write_text("#!/bin/sh\n[ -f ./evil.sh ] && sh ./evil.sh\nexit 0\n")
+        (w.wt / "evil.sh").write_text(EVIL_HOOK)
+        before["state"] = _repository_state(w)
+        return await _hooks_run_in_sandbox(w)
+
+    def escaped(w: World, _out: str) -> bool:
+        return _repository_state(w) != before["state"]
+
+    return perform, escaped
 
 
 def _many_processes(w: World) -> str:
@@ -631,6 +796,153 @@ ATTACKS += [
 ]
 
 
+# the host's kernel, accounts and memory (issue 34); as root, `none` loses each
+ATTACKS += [
+    Attack(
+        "run-write-proc-sys",
+        run(_flip_sysctl),
+        _sysctl_changed(SYSCTL.read_text()),
+        ROOT,
+        host_danger=True,  # unconfined as root it changes the host's setting for real
+    ),
+    Attack(
+        "run-open-core-pattern-for-writing",
+        run(_opens_for_writing("/proc/sys/kernel/core_pattern", "CORE-PATTERN-OPEN")),
+        printed("CORE-PATTERN-OPEN"),
+        _writable_by_us("/proc/sys/kernel/core_pattern"),
+    ),
+    Attack(
+        "run-open-sysrq-trigger-for-writing",
+        run(_opens_for_writing("/proc/sysrq-trigger", "SYSRQ-OPEN")),
+        printed("SYSRQ-OPEN"),
+        _writable_by_us("/proc/sysrq-trigger"),
+    ),
+    Attack(
+        "run-read-etc-shadow",
+        run(lambda _w: "cat /etc/shadow"),
+        lambda _w, out: _shadow_line() in out,
+        os.access("/etc/shadow", os.R_OK),
+    ),
+    Attack(
+        "run-as-root",
+        run(lambda _w: '[ "$(id -u)" = 0 ] && echo RUNS-AS-ROOT'),
+        printed("RUNS-AS-ROOT"),
+        ROOT,
+    ),
+    Attack(
+        "run-nested-user-namespace-root",
+        run(lambda _w: "unshare -Ur id -u 2>&1 | grep -qx 0 && echo NESTED-ROOT"),
+        printed("NESTED-ROOT"),
+        True,  # unconfined, unshare gives a root of its own namespace
+    ),
+    Attack(
+        "run-env-unnamed-secrets",
+        run(lambda _w: "env"),
+        lambda _w, out: any(SECRETS[k] in out for k in ("llmauth", "dburl", "dsn")),
+        False,  # the environment is built from an allow-list, sandbox or not
+    ),
+    Attack(
+        "check-env-unnamed-secrets",
+        check(lambda _w: "env"),
+        lambda _w, out: any(SECRETS[k] in out for k in ("llmauth", "dburl", "dsn")),
+        False,
+    ),
+    Attack(
+        "run-dev-shm-past-its-size",
+        run(lambda _w: f"head -c {3 * SHM_MB}M /dev/zero > /dev/shm/fill; du -m /dev/shm/fill"),
+        lambda _w, out: f"{3 * SHM_MB}\t/dev/shm/fill" in out,
+        True,
+        host_danger=True,  # unconfined it fills the host's /dev/shm
+    ),
+    Attack(
+        "run-fill-dev",
+        run(lambda _w: "head -c 50M /dev/zero > /dev/fill && echo FILLED-DEV"),
+        printed("FILLED-DEV"),
+        ROOT,
+        host_danger=True,
+    ),
+    Attack(
+        "run-fill-root",
+        run(lambda _w: "head -c 50M /dev/zero > /fill && echo FILLED-ROOT"),
+        printed("FILLED-ROOT"),
+        ROOT,
+        host_danger=True,
+    ),
+    # the file tools on what is not a file (they waited on a FIFO for ever)
+    Attack(
+        "read-file-fifo",
+        fifo_tool("read_file", {}),
+        lambda _w, out: "FIFO" not in out,
+        False,
+    ),
+    Attack(
+        "write-file-fifo",
+        fifo_tool("write_file", {"content": "x"}),
+        lambda _w, out: "FIFO" not in out,
+        False,
+    ),
+    Attack(
+        "edit-file-fifo",
+        fifo_tool("edit_file", {"old": "x", "new": "y"}),
+        lambda _w, out: "FIFO" not in out,
+        False,
+    ),
+    Attack(
+        "patch-of-a-huge-file",
+        _patch_of_a_huge_file,
+        lambda _w, out: not (out.startswith("refused:") and "app.py" in out),
+        False,
+    ),
+]
+
+
+# memory, as a whole: the kernel's memory cgroup (where swarm can make one)
+ATTACKS += [
+    Attack(
+        "run-memory-shared-mapping",
+        run(lambda _w: SHARED_MAPPING),
+        _stopped_for_memory(lambda out: "SHARED-HELD" in out),
+        True,
+        host_danger=True,
+    ),
+    Attack(
+        "run-memory-many-processes",
+        run(lambda _w: MANY_HOLDERS),
+        _stopped_for_memory(lambda out: out.count("HELD") >= 2),
+        True,
+        host_danger=True,
+    ),
+    Attack(
+        "run-memory-dev-shm-and-tmp",
+        run(
+            lambda _w: (
+                "head -c 240M /dev/zero > /tmp/a; head -c 30M /dev/zero > /dev/shm/b; "
+                "du -cm /tmp/a /dev/shm/b | tail -1"
+            )
+        ),
+        _stopped_for_memory(lambda out: "270\ttotal" in out),
+        True,
+        host_danger=True,
+    ),
+]
+ATTACKS.append(Attack("hooks-run-move-refs-and-head", *_hook_runs_worktree_file(), True))
+ATTACKS.append(
+    Attack(
+        "run-output-bomb",
+        run(lambda _w: "head -c 200M /dev/zero | tr '\\0' x; echo"),
+        lambda _w, out: (
+            len(out) > 25_000 or ("characters cut" not in out and "bytes cut" not in out)
+        ),
+        False,  # the output is cut in the middle, sandbox or not
+    )
+)
+MEMORY_CGROUP = (
+    "run-memory-shared-mapping",
+    "run-memory-many-processes",
+    "run-memory-dev-shm-and-tmp",
+)
+
+
 def test_the_suite_has_at_least_thirty_attacks() -> None:
     assert len(ATTACKS) >= 30
     assert len({a.id for a in ATTACKS}) == len(ATTACKS)
@@ -645,7 +957,11 @@ async def test_attack(
         pytest.skip(f"bubblewrap cannot run here: {NO_BWRAP}")
     if kind == "none" and attack.host_danger:
         pytest.skip("unconfined, this would harm the machine for real (it succeeds)")
+    if kind == "bwrap" and attack.id in MEMORY_CGROUP and not _pids.memory_usable():
+        pytest.skip("no memory cgroup can be made here: memory is limited per process only")
     monkeypatch.setenv("OPENAI_API_KEY", SECRETS["env"])  # swarm's own environment
+    for name, value in UNNAMED_SECRETS.items():
+        monkeypatch.setenv(name, value)
     async with world(tmp_path, kind) as w:
         with anyio.fail_after(60):
             output = await attack.perform(w)

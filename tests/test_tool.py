@@ -231,11 +231,14 @@ def test_the_environment_copy_follows_os_environ(monkeypatch: pytest.MonkeyPatch
     assert scrub_env(os.environ)["SWARM_TEST_PLAIN"] == "2"
 
 
-def test_default_context_env_is_scrubbed(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_default_context_env_is_an_allow_list(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CEREBRAS_API_KEY", "csk-secret")
-    monkeypatch.setenv("SWARM_TEST_VISIBLE", "yes")
+    monkeypatch.setenv("MY_LLM_AUTH", "hunter2")  # no secret word in its name
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    monkeypatch.setenv("LC_TIME", "C")
     env = ToolContext(root=Path(".")).env
-    assert "CEREBRAS_API_KEY" not in env and env["SWARM_TEST_VISIBLE"] == "yes"
+    assert "CEREBRAS_API_KEY" not in env and "MY_LLM_AUTH" not in env
+    assert env["LANG"] == "C.UTF-8" and env["LC_TIME"] == "C" and "PATH" in env
 
 
 def test_coding_tools_are_the_contract() -> None:

@@ -1,4 +1,7 @@
-"""run, run_tests and finish: real subprocesses in their own process groups."""
+"""run, run_tests and finish: real subprocesses in their own process groups.
+
+The tests that follow a command's processes by their pids run it on the host
+(`NoSandbox()`): the pids a sandboxed command writes are its PID namespace's."""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from swarm.agent.tool import Finish, ToolContext
 from swarm.agent.toolbox import coding_tools, run_command
 from swarm.errors import ToolError
-from swarm.sandbox import _process
+from swarm.sandbox import NoSandbox, _process, bwrap_problem
 from swarm.tracing.semconv import SANDBOX_KIND, TESTS_FAILED, TESTS_PASSED, TOOL_EXIT_CODE
 
 TOOLS = {t.name: t for t in coding_tools()}
@@ -83,7 +86,7 @@ SPAWN_TREE = (
 
 async def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     out = await TOOLS["run"].run(
-        {"command": SPAWN_TREE, "timeout": 0.5}, ToolContext(root=tmp_path)
+        {"command": SPAWN_TREE, "timeout": 0.5}, ToolContext(root=tmp_path, sandbox=NoSandbox())
     )
     assert out.startswith("command hit its 0.5s time limit")
     assert "killed it and its children" in out and "started" in out
@@ -94,7 +97,9 @@ async def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
 
 async def test_cancellation_kills_the_whole_process_group(tmp_path: Path) -> None:
     with anyio.move_on_after(0.5) as scope:
-        await TOOLS["run"].run({"command": SPAWN_TREE}, ToolContext(root=tmp_path))
+        await TOOLS["run"].run(
+            {"command": SPAWN_TREE}, ToolContext(root=tmp_path, sandbox=NoSandbox())
+        )
     assert scope.cancelled_caught
     child = int((tmp_path / "child.pid").read_text())
     grandchild = int((tmp_path / "grandchild.pid").read_text())
@@ -102,7 +107,7 @@ async def test_cancellation_kills_the_whole_process_group(tmp_path: Path) -> Non
 
 
 async def test_leftover_background_processes_neither_block_nor_survive(tmp_path: Path) -> None:
-    ctx = ToolContext(root=tmp_path, timeout_s=20)
+    ctx = ToolContext(root=tmp_path, timeout_s=20, sandbox=NoSandbox())
     with anyio.fail_after(10):
         result = await run_command("sleep 30 & echo $! > bg.pid; echo done", ctx)
     assert (result.exit_code, result.output, result.timed_out) == (0, "done\n", False)
@@ -162,12 +167,16 @@ async def test_run_tests_reports_pass_and_fail_with_span_attributes(project: Pat
     assert passed.startswith(f"PASSED: `{check} -k ok` exited with code 0")
     first, second = _spans(exporter)
     assert first.attributes == {
-        SANDBOX_KIND: "none",
+        SANDBOX_KIND: "bwrap" if bwrap_problem() is None else "none",  # secure by default
         TOOL_EXIT_CODE: 1,
         TESTS_PASSED: 2,
         TESTS_FAILED: 1,
     }
-    assert second.attributes == {SANDBOX_KIND: "none", TOOL_EXIT_CODE: 0, TESTS_PASSED: 2}
+    assert second.attributes == {
+        SANDBOX_KIND: first.attributes[SANDBOX_KIND],
+        TOOL_EXIT_CODE: 0,
+        TESTS_PASSED: 2,
+    }
 
 
 async def test_run_tests_without_a_check_command(tmp_path: Path) -> None:
@@ -183,7 +192,7 @@ async def test_finish_raises_finish(tmp_path: Path) -> None:
 
 async def test_no_process_outlives_its_command(tmp_path: Path) -> None:
     """A child that leaves the command's session with setsid is killed with it."""
-    ctx = ToolContext(root=tmp_path)
+    ctx = ToolContext(root=tmp_path, sandbox=NoSandbox())
     script = (
         "setsid sh -c 'echo $$ > escaped.pid; exec sleep 300' & "
         "while [ ! -s escaped.pid ]; do sleep 0.01; done"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import anyio.to_thread
 
+from swarm.agent.confined import read_regular
 from swarm.agent.tool import ToolContext, tool
 from swarm.agent.toolbox import resolve_path, run_command
 from swarm.errors import ToolError
@@ -92,9 +93,8 @@ def _python_search(root: Path, pattern: str, rel: str, glob: str | None) -> str:
         name = file.relative_to(root).as_posix()
         if glob and not _glob_matches(name, glob):
             continue
-        try:
-            data = file.read_bytes()
-        except OSError:
+        data = read_regular(file)  # never a FIFO's open, which waits for a writer
+        if data is None:
             continue
         if b"\0" in data[:8192]:
             continue

@@ -1,5 +1,7 @@
 """The environment of swarm's subprocesses: `os.environ` copied once until it changes
-(`environ`), and without secrets (`scrub_env`). Re-exported by `swarm.agent.tool`."""
+(`environ`), what of it an agent's command may see (`command_env`: an allow-list), and
+without secrets by name (`scrub_env`: a deny-list, for swarm's own git and as a second
+layer). Re-exported by `swarm.agent.tool`."""
 
 from __future__ import annotations
 
@@ -7,7 +9,19 @@ import functools
 import os
 from collections.abc import Mapping
 
-__all__ = ["environ", "scrub_env"]
+__all__ = ["COMMAND_ENV", "command_env", "environ", "scrub_env"]
+
+COMMAND_ENV = frozenset(
+    {
+        *("PATH", "HOME", "LANG", "LANGUAGE", "TERM", "TZ", "USER", "LOGNAME", "SHELL"),
+        *("COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR", "CLICOLOR", "CI"),
+        *("PYTHONPATH", "PYTHONHASHSEED", "PYTHONUTF8", "PYTHONIOENCODING", "PYTHONWARNINGS"),
+        *("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE"),
+    }
+)
+"""What of swarm's environment an agent's command, a check, `setup:` and a hook get
+(and `LC_*`); a task adds its own with `env:`. A name-based deny-list let `MY_LLM_AUTH`,
+`DATABASE_URL=postgres://u:password@...` and `SENTRY_DSN` through."""
 
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
 _SECRET_NAMES = frozenset(
@@ -27,6 +41,15 @@ _SECRET_NAMES = frozenset(
         "TRACESTATE",
     }
 )
+
+
+def command_env(env: Mapping[str, str]) -> dict[str, str]:
+    """What of `env` a command may see: the names in `COMMAND_ENV` and `LC_*` only."""
+    return {
+        name: value
+        for name, value in env.items()
+        if name in COMMAND_ENV or (name.startswith("LC_") and not _secret(name))
+    }
 
 
 def scrub_env(env: Mapping[str, str]) -> dict[str, str]:

@@ -7,6 +7,12 @@ file is opened. So every open here walks the checked path one component at a tim
 descriptor of the workspace root, each component opened relative to its parent's
 descriptor with `O_NOFOLLOW`: a component that became a symlink fails the walk instead of
 being followed.
+
+What is opened is never trusted to be a file: a command may have put a FIFO, a socket or a
+device where a file was (`mkfifo app.py`: an open for reading or writing then waits for a
+peer, forever, and ignores cancellation). So the last component is opened with
+`O_NONBLOCK` (a FIFO opens at once, or fails with ENXIO) and without `O_TRUNC`, its type
+checked with `fstat`, and anything but a regular file refused; a write truncates only then.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from swarm.agent.tool import ToolContext
 from swarm.agent.toolbox import resolve_path
 from swarm.errors import ToolError
 
-__all__ = ["DirEntry", "list_confined", "read_confined", "write_confined"]
+__all__ = ["DirEntry", "list_confined", "read_confined", "read_regular", "write_confined"]
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _SWAPPED = (errno.ELOOP, errno.ENOTDIR, errno.EMLINK)
@@ -70,12 +76,45 @@ def _parent_fd(ctx: ToolContext, path: str, *, writing: bool) -> Iterator[tuple[
         os.close(fd)
 
 
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def _not_a_file(path: str, mode: int) -> ToolError:
+    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    return ToolError(f"{path!r} is {kind}, not a regular file; refused")
+
+
+def _open_file(path: str, name: str, parent: int, flags: int) -> int:
+    """`name` in `parent` opened with `flags` (plus `O_NONBLOCK`, `O_NOFOLLOW`), checked
+    to be a regular file or a directory (which the caller refuses as it sees fit)."""
+    try:
+        fd = os.open(
+            name, flags | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=parent
+        )
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a FIFO without a reader, or a socket
+            info = os.stat(name, dir_fd=parent, follow_symlinks=False)
+            raise _not_a_file(path, info.st_mode) from None
+        raise
+    mode = os.fstat(fd).st_mode
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        os.close(fd)
+        raise _not_a_file(path, mode)
+    os.set_blocking(fd, True)
+    return fd
+
+
 def read_confined(ctx: ToolContext, path: str, max_bytes: int) -> tuple[Path, bytes]:
     """The bytes of the file at `path` in the workspace; ToolError for a directory, a file
     over `max_bytes`, or a path that changed under us."""
     with _parent_fd(ctx, path, writing=False) as (parent, name, target):
         try:
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+            fd = _open_file(path, name, parent, os.O_RDONLY)
         except FileNotFoundError:
             raise ToolError(f"no such file: {path!r}") from None
         try:
@@ -93,15 +132,28 @@ def read_confined(ctx: ToolContext, path: str, max_bytes: int) -> tuple[Path, by
             return target, f.read(max_bytes + 1)
 
 
+def read_regular(path: Path) -> bytes | None:
+    """The bytes of `path` if it is a regular file (not followed if a symlink), else None:
+    for code that walks a worktree itself (the search tool without ripgrep)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return f.read()
+
+
 def write_confined(ctx: ToolContext, path: str, data: bytes) -> Path:
     """Write `data` to `path` in the workspace (parents made); returns the resolved path."""
     with _parent_fd(ctx, path, writing=True) as (parent, name, target):
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
-            fd = os.open(name, flags, 0o666, dir_fd=parent)
+            fd = _open_file(path, name, parent, os.O_WRONLY | os.O_CREAT)
         except IsADirectoryError:
             raise ToolError(f"{path!r} is a directory") from None
         with os.fdopen(fd, "wb") as f:
+            f.truncate(0)  # only now that it is known to be a file
             f.write(data)
         return target
 

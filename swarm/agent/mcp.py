@@ -16,11 +16,22 @@ the model as tool errors. A server that cannot be started or listed raises `McpE
 an error raised inside the block leaves it as itself, not wrapped in the SDK's task
 groups' `ExceptionGroup`s.
 Each call's `execute_tool` span carries `swarm.mcp.server`.
+
+A stdio server runs in a sandbox (`McpServer.sandbox`; default `default_sandbox()`,
+bubblewrap where it works, network off), in its `cwd` (writable; default an empty
+directory of its own), seeing its executable's installation and the files its command
+line names read-only, with the allow-listed environment (`command_env`) plus its `env`.
+A server that needs the network or more of the machine gets a sandbox that allows it
+(`make_sandbox(network=...)`, `BwrapSandbox(SandboxPolicy(read_only=...))`), or
+`sandbox=NoSandbox()` (warned once).
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
+import tempfile
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
@@ -32,8 +43,10 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from pydantic import BaseModel, ConfigDict
 
-from swarm.agent.tool import Tool
+from swarm.agent.tool import Tool, command_env, environ
 from swarm.errors import McpError, ToolError
+from swarm.sandbox import Launch, Sandbox, default_sandbox
+from swarm.sandbox._interpreter import prefixes
 
 __all__ = ["MCP_SERVER", "McpServer", "mcp_tools"]
 
@@ -67,6 +80,8 @@ class McpServer:
     connect_timeout_s: float = 30.0
     errlog: TextIO | None = field(default=None, compare=False)
     """Where a stdio server's stderr goes (default: this process's stderr)."""
+    sandbox: Sandbox | None = field(default=None, compare=False)
+    """Where a stdio server runs; None: `default_sandbox()` (see the module)."""
 
     def __post_init__(self) -> None:
         if bool(self.command) == bool(self.url):
@@ -105,12 +120,7 @@ async def _connect(stack: AsyncExitStack, server: McpServer) -> Client:
     if server.url is not None:
         client = Client(server.url, read_timeout_seconds=timeout)
     else:
-        params = StdioServerParameters(
-            command=server.command[0],
-            args=list(server.command[1:]),
-            env=dict(server.env) if server.env else None,
-            cwd=server.cwd,
-        )
+        params = await _sandboxed(stack, server)
         transport = stdio_client(params, errlog=server.errlog or sys.stderr)
         client = Client(transport, read_timeout_seconds=timeout)
     try:  # no fail_after here: entering the client opens its task group for the block
@@ -118,6 +128,52 @@ async def _connect(stack: AsyncExitStack, server: McpServer) -> Client:
     except Exception as exc:
         where = server.url or " ".join(server.command)
         raise McpError(f"MCP server {server.name} ({where}) did not start: {exc}") from exc
+
+
+async def _sandboxed(stack: AsyncExitStack, server: McpServer) -> StdioServerParameters:
+    """The stdio server's command line as its sandbox runs it (released with the stack)."""
+    sandbox = server.sandbox if server.sandbox is not None else default_sandbox()
+    argv = list(server.command)
+    found = shutil.which(argv[0], path=environ().get("PATH"))
+    if found is not None:
+        argv[0] = found
+    sandbox = sandbox.with_read_only(_shown(argv))
+    cwd = server.cwd
+    if cwd is None:
+        cwd = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="swarm-mcp-")))
+    env = {**command_env(environ()), **(server.env or {})}
+    lane = await stack.enter_async_context(sandbox.lane())
+    launch = sandbox.launch(argv, cwd=cwd, env=env, lane=lane)
+    stack.push_async_callback(_release, sandbox, launch)  # once the server has ended
+    return StdioServerParameters(
+        command=launch.argv[0], args=launch.argv[1:], env=launch.env, cwd=launch.cwd
+    )
+
+
+async def _release(sandbox: Sandbox, launch: Launch) -> None:
+    """Free what the sandbox made for the server (its cgroups), bounded: its namespace's
+    last processes may take a moment to go after the client has stopped it."""
+    with anyio.CancelScope(shield=True):
+        for _ in range(500):  # 5 s at most
+            if sandbox.release(launch):
+                return
+            await anyio.sleep(0.01)
+
+
+def _shown(argv: Sequence[str]) -> list[Path]:
+    """What a server's command line needs to see: its executable's installation (a
+    venv's and its base interpreter's prefix, or the executable's directory) and the
+    files and directories it names by absolute path."""
+    paths: list[Path] = []
+    exe = Path(argv[0])
+    if exe.is_absolute():
+        real = exe.resolve()
+        paths += prefixes(exe) if real.parent.name == "bin" else [real.parent]
+    for word in argv[1:]:
+        given = Path(word)
+        if given.is_absolute() and os.path.exists(given):
+            paths.append(given.resolve())
+    return [p for p in dict.fromkeys(paths) if p != Path("/") and not p.is_relative_to("/usr")]
 
 
 async def _list(client: Client, server: McpServer) -> list[Tool]:

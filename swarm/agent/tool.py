@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import os
 import re
 import threading
 import weakref
@@ -32,13 +31,24 @@ import anyio.to_thread
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from swarm.agent._env import environ, scrub_env
+from swarm.agent._env import command_env, environ, scrub_env
 from swarm.errors import ToolError, WorkspaceError
 from swarm.messages import ToolSpec
-from swarm.sandbox import NoSandbox, Sandbox
+from swarm.sandbox import Sandbox, default_sandbox
+from swarm.sandbox._interpreter import interpreters_in, on_path, prefixes
 from swarm.sandbox.process import CommandResult, truncate
 
-__all__ = ["Finish", "Tool", "ToolContext", "WriteLog", "environ", "scrub_env", "tool", "truncate"]
+__all__ = [
+    "Finish",
+    "Tool",
+    "ToolContext",
+    "WriteLog",
+    "command_env",
+    "environ",
+    "scrub_env",
+    "tool",
+    "truncate",
+]
 
 _LOGS: weakref.WeakValueDictionary[Path, WriteLog] = weakref.WeakValueDictionary()
 """Each directory's `WriteLog`, kept while a context or a workspace holds it."""
@@ -107,8 +117,9 @@ class ToolContext:
     """The workspace directory tools are confined to."""
     check: str | None = None
     """The task's check command; `run_tests` runs it."""
-    env: Mapping[str, str] = field(default_factory=lambda: scrub_env(os.environ))
-    """Environment for subprocesses, already scrubbed of secrets."""
+    env: Mapping[str, str] = field(default_factory=lambda: command_env(environ()))
+    """Environment for subprocesses: by default what `command_env` lets through of
+    swarm's own (`PATH`, `HOME`, `LANG`, `LC_*`, `TERM`, `TZ`, ...), no secrets."""
     timeout_s: float = 120.0
     """Default timeout of a command."""
     max_output_chars: int = 20_000
@@ -127,13 +138,20 @@ class ToolContext:
     )
     """Told of each run of the whole `check` by `run_tests` (no extra arguments): a
     coordinator counts it as the tree's check instead of running the suite again."""
-    sandbox: Sandbox = field(default_factory=NoSandbox, compare=False)
-    """Where `run`, `run_tests` and checks run their commands (`swarm.sandbox`); a solve
-    passes the configured one (bubblewrap where installed)."""
+    sandbox: Sandbox = field(default_factory=default_sandbox, compare=False)
+    """Where `run`, `run_tests` and checks run their commands (`swarm.sandbox`). Default:
+    the best the machine offers (`default_sandbox()`: bubblewrap where it works); a solve
+    passes the configured one; `NoSandbox()` opts out (warned once)."""
 
     def __post_init__(self) -> None:
         if self.written is _LOG_OF_ROOT:
             object.__setattr__(self, "written", WriteLog.at(self.root))
+        if self.sandbox is default_sandbox():  # it must show this context's interpreters
+            python = on_path(self.env.get("PATH", ""))
+            shown = [*(prefixes(python) if python else []), *interpreters_in(self.check)]
+            shown = [p for p in shown if not p.is_relative_to("/usr")]
+            if shown:
+                object.__setattr__(self, "sandbox", self.sandbox.with_read_only(shown))
 
     @cached_property
     def real_root(self) -> Path:

@@ -13,19 +13,38 @@ index, from
 
 Gitignored files never enter. With `untracked=None` every untracked, unignored file does
 (what `git_diff` shows an agent).
+
+A worktree is the agent's, not to be trusted: before any diff is built, the files that
+would enter are sized (`lstat`, nothing read), and one past `MAX_PATCH_FILE_BYTES` or all
+together past `MAX_PATCH_BYTES` refuse the patch with a `WorkspaceError` naming the file
+(a 150 MB file written over a tracked one made the coordinator build a 203 MB patch).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from swarm.errors import WorkspaceError
 from swarm.run._git import _git_env, _git_raw, git
 
-__all__ = ["SWARMIGNORE", "header_path", "patch_paths", "worktree_diff"]
+__all__ = [
+    "MAX_PATCH_BYTES",
+    "MAX_PATCH_FILE_BYTES",
+    "SWARMIGNORE",
+    "header_path",
+    "patch_paths",
+    "worktree_diff",
+]
+
+MAX_PATCH_FILE_BYTES = 16 * 1024 * 1024
+"""The largest file a patch may carry (its size in the worktree)."""
+MAX_PATCH_BYTES = 64 * 1024 * 1024
+"""The most all the files a patch carries may hold together."""
 
 SWARMIGNORE = ".swarmignore"
 """Gitignore-syntax patterns of paths that never enter a patch."""
@@ -48,6 +67,7 @@ async def worktree_diff(
     was deleted, two otherwise); else it is built on a copy of the worktree's index
     (`index`, found with git when None).
     """
+    await _check_sizes(root, base, untracked)
     listed = None
     if untracked is not None:
         written = frozenset(untracked)
@@ -81,6 +101,31 @@ async def worktree_diff(
             await _add(root, env, chosen)
         await _drop_swarmignored(root, env, base)
         return await _diff(root, base, env, cached=True)
+
+
+async def _check_sizes(root: Path, base: str, untracked: Iterable[str] | None) -> None:
+    """Refuse (WorkspaceError) a patch whose files are too large: see the module."""
+    out = await git("diff", "--name-only", "-z", "--no-renames", base, "--", cwd=root)
+    paths = _nul_list(out)
+    if untracked is None:
+        paths += (await _listed(root)).others
+    else:
+        paths += untracked
+    total = 0
+    for path in dict.fromkeys(paths):
+        try:
+            size = os.lstat(root / path).st_size
+        except OSError:  # deleted: nothing to carry
+            continue
+        total += size
+        if size > MAX_PATCH_FILE_BYTES or total > MAX_PATCH_BYTES:
+            what = "it" if size > MAX_PATCH_FILE_BYTES else "the patch's files together"
+            limit = MAX_PATCH_FILE_BYTES if size > MAX_PATCH_FILE_BYTES else MAX_PATCH_BYTES
+            raise WorkspaceError(
+                f"the patch of {root.name} is refused: {path} is {size / 1e6:.1f} MB and "
+                f"{what} would pass the limit of {limit // (1024 * 1024)} MB; delete or "
+                "shrink it (a generated or downloaded file belongs in .gitignore)"
+            )
 
 
 async def _diff(root: Path, base: str, env: Mapping[str, str], *, cached: bool) -> str:

@@ -29,7 +29,7 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-from swarm.agent.tool import environ, scrub_env
+from swarm.agent.tool import command_env, environ
 from swarm.errors import WorkspaceError
 from swarm.run import _spawn
 from swarm.sandbox.process import pid_alive
@@ -141,7 +141,8 @@ _OWN_CONFIG = _config({"core.hooksPath": os.devnull, **_ALWAYS})
 def hook_env() -> dict[str, str]:
     """The environment of a git command that may run the repository's hooks (`hooks: run`):
     its own hooks path, and no secrets for them to read."""
-    env = {k: v for k, v in scrub_env(_git_env()).items() if k not in _OWN_CONFIG}
+    env = command_env(_git_env())  # an allow-list: the hooks are the repository's code
+    env.update(GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0")
     env.update(_config(_ALWAYS))
     return env
 

@@ -29,7 +29,7 @@ from swarm.errors import WorkspaceError
 from swarm.run._diff import header_path
 from swarm.run._git import admin_dir, git, hook_env, repo_lock, rmtree, write_owner
 from swarm.run.environment import CheckEnvironment
-from swarm.sandbox import NoSandbox, Sandbox, sandboxed_git
+from swarm.sandbox import Sandbox, default_sandbox, sandboxed_git
 
 __all__ = ["IDENTITY", "CheckTree", "Patch", "Step", "TreePool", "commit"]
 
@@ -192,7 +192,7 @@ async def commit(path: Path, message: str, *, hooks: bool, sandbox: Sandbox | No
     task asks (`hooks: run`), and then inside the sandbox, without secrets; never else."""
     if hooks:
         await sandboxed_git(
-            sandbox or NoSandbox(),
+            sandbox or default_sandbox(),
             *IDENTITY,
             "commit",
             "--quiet",

@@ -5,7 +5,8 @@ environment: the interpreter a task names (`python:`), else the repository's vir
 environment (`.venv` or `venv` in the user's checkout), else the user's `PATH` with
 swarm's own virtual environment taken out (`python -m pytest` on a repository must not
 find swarm's packages instead of the repository's). Extra variables come from the task's
-`env:`. Provider keys are scrubbed from all of it.
+`env:`. Of swarm's own environment only what `command_env` allows gets through (`PATH`,
+`HOME`, `LANG`, `LC_*`, `TERM`, `TZ`...): no keys, no database URLs, no DSNs.
 
 A worktree is prepared before any agent works in it: the task's `include:` paths
 (untracked or ignored files the checks need: `_version.py`, `.env`, `node_modules`) are
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import glob
 import os
-import shlex
 import shutil
 import sys
 from collections.abc import Mapping
@@ -26,10 +26,11 @@ from pathlib import Path
 
 import anyio
 
-from swarm.agent.tool import ToolContext, scrub_env
+from swarm.agent.tool import ToolContext, command_env
 from swarm.agent.toolbox import run_command
 from swarm.errors import ConfigError, WorkspaceError
-from swarm.sandbox import NoSandbox, Sandbox
+from swarm.sandbox import Sandbox, default_sandbox
+from swarm.sandbox._interpreter import interpreters_in, on_path, prefixes
 
 __all__ = ["CheckEnvironment", "interpreters_in"]
 
@@ -41,46 +42,6 @@ def _swarm_venv_bin() -> Path | None:
     if sys.prefix == sys.base_prefix:
         return None
     return Path(sys.prefix) / ("Scripts" if os.name == "nt" else "bin")
-
-
-def _on_path(path: str) -> Path | None:
-    found = shutil.which("python3", path=path) or shutil.which("python", path=path)
-    return Path(found) if found else None
-
-
-def _prefixes(python: Path) -> list[Path]:
-    """The installation prefixes `python` runs from: its venv's and its real interpreter's."""
-    out = []
-    venv = python.parent.parent
-    if (venv / "pyvenv.cfg").is_file():
-        out.append(venv.resolve())
-        for line in (venv / "pyvenv.cfg").read_text(errors="replace").splitlines():
-            key, _, value = line.partition("=")
-            if key.strip() == "home" and value.strip():
-                out.append(Path(value.strip()).resolve().parent)
-    out.append(python.resolve().parent.parent)
-    return out
-
-
-def interpreters_in(*commands: str | None) -> list[Path]:
-    """The prefixes of the interpreters `commands` name by absolute path (a check written as
-    `/opt/py/bin/python -m pytest`): a sandbox must show them. Only Python interpreters and
-    executables of a venv count: the prefix of any other path may be the user's home."""
-    found: list[Path] = []
-    for command in commands:
-        if not command:
-            continue
-        try:
-            words = shlex.split(command)
-        except ValueError:
-            words = command.split()
-        for word in words:
-            exe = Path(word)
-            if not exe.is_absolute() or not (exe.is_file() and os.access(exe, os.X_OK)):
-                continue
-            if exe.name.startswith("python") or (exe.parent.parent / "pyvenv.cfg").is_file():
-                found += _prefixes(exe)
-    return [p for p in dict.fromkeys(found) if not p.is_relative_to("/usr")]
 
 
 def _repo_venv(repo: Path) -> Path | None:
@@ -105,7 +66,7 @@ class CheckEnvironment:
     include: tuple[str, ...] = ()
     setup: str | None = None
     timeout_s: float = 600.0
-    sandbox: Sandbox = field(default_factory=NoSandbox)
+    sandbox: Sandbox = field(default_factory=default_sandbox)
     """Where checks, `setup:` and agents' commands run; it sees the interpreter's prefix
     and the `include:` directories read-only (`visible_paths`)."""
 
@@ -121,7 +82,8 @@ class CheckEnvironment:
         sandbox: Sandbox | None = None,
     ) -> CheckEnvironment:
         """The environment a task asks for (`python`, `env`, `include`, `setup`) in `repo`,
-        its commands run in `sandbox` (default: none)."""
+        its commands run in `sandbox` (default: `default_sandbox()`, bubblewrap where it
+        works)."""
         chosen, source = None, "PATH"
         if python:
             candidate = Path(python).expanduser()
@@ -133,8 +95,7 @@ class CheckEnvironment:
         elif (venv := _repo_venv(repo)) is not None:
             chosen, source = venv, venv.parent.parent.name
         made = cls(repo, chosen, source, dict(env or {}), include, setup)
-        if sandbox is None:
-            return made
+        sandbox = default_sandbox() if sandbox is None else sandbox
         return replace(made, sandbox=sandbox.with_read_only(made.visible_paths()))
 
     def visible_paths(self) -> list[Path]:
@@ -142,9 +103,9 @@ class CheckEnvironment:
         (a venv's, and the base interpreter's it points to: never the checkout around a
         venv) and the directories `include:` links into worktrees."""
         paths: list[Path] = []
-        python = self.python or _on_path(self.env_for(self.repo).get("PATH", ""))
+        python = self.python or on_path(self.env_for(self.repo).get("PATH", ""))
         if python is not None:
-            paths += _prefixes(python)
+            paths += prefixes(python)
         for pattern in self.include:
             for rel in glob.glob(pattern, root_dir=self.repo, recursive=True, include_hidden=True):
                 if (self.repo / rel).is_dir():
@@ -153,7 +114,7 @@ class CheckEnvironment:
 
     def env_for(self, cwd: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
         """Environment for a check or an agent's command in worktree `cwd`."""
-        env = scrub_env(os.environ if base is None else base)
+        env = command_env(os.environ if base is None else base)
         path = [p for p in env.get("PATH", "").split(os.pathsep) if p]
         own = _swarm_venv_bin()
         if own is not None and (self.python is None or own != self.python.parent):

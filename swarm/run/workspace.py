@@ -225,17 +225,20 @@ class Workspace:
     ) -> ToolContext:
         """A ToolContext confining tools to this workspace (git_diff compares with `base`).
 
-        Subprocesses test the worktree's own code: see `swarm.check.check_env`."""
-        from swarm.run.environment import CheckEnvironment
+        Subprocesses test the worktree's own code: see `swarm.check.check_env`. Commands
+        run in the best sandbox the machine offers (`swarm.sandbox.default_sandbox`)."""
+        from swarm.run.environment import CheckEnvironment, interpreters_in
 
-        return ToolContext(
+        environment = CheckEnvironment.resolve(self.repo)  # the default sandbox, and what
+        return ToolContext(  # of the repository's interpreter it must show
             root=self.path,
             check=check,
-            env=CheckEnvironment.resolve(self.repo).env_for(self.path),
+            env=environment.env_for(self.path),
             timeout_s=timeout_s,
             max_output_chars=max_output_chars,
             base=self.base,
             written=self.written,
+            sandbox=environment.sandbox.with_read_only(interpreters_in(check)),
         )
 
     async def patch(self) -> str:

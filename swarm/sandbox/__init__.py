@@ -2,15 +2,16 @@
 
 `Sandbox` is the seam (`base`); `BwrapSandbox` confines a command to its worktree with
 bubblewrap, `NoSandbox` runs it on the host; `make_sandbox` chooses from the config
-(`[sandbox]`), a task's `sandbox:` or `--sandbox`. Below `swarm.agent`: the toolbox runs
-every command through one.
+(`[sandbox]`), a task's `sandbox:` or `--sandbox`; `default_sandbox` is what the library
+uses when given none (bubblewrap where it works: secure by default). Below
+`swarm.agent`: the toolbox runs every command through one.
 """
 
 from swarm.sandbox.base import Launch, Limits, Network, Sandbox, SandboxPolicy, git_paths
 from swarm.sandbox.bwrap import BwrapSandbox, bwrap_path
-from swarm.sandbox.factory import bwrap_problem, make_sandbox
+from swarm.sandbox.factory import bwrap_problem, default_sandbox, make_sandbox
 from swarm.sandbox.hooks import sandboxed_git
-from swarm.sandbox.none import NoSandbox
+from swarm.sandbox.none import NoSandbox, UnsandboxedWarning
 
 __all__ = [
     "BwrapSandbox",
@@ -20,8 +21,10 @@ __all__ = [
     "NoSandbox",
     "Sandbox",
     "SandboxPolicy",
+    "UnsandboxedWarning",
     "bwrap_path",
     "bwrap_problem",
+    "default_sandbox",
     "git_paths",
     "make_sandbox",
     "sandboxed_git",

@@ -1,4 +1,4 @@
-"""A hard cap on a sandboxed command's processes: a pids cgroup of its own.
+"""Hard caps on a sandboxed command's processes and memory: cgroups of its own.
 
 `BwrapSandbox.guard` counts the processes in a command's PID namespace and kills it past
 `Limits.max_processes`, but only every few milliseconds: between two looks a fork bomb
@@ -11,9 +11,17 @@ threads must not fail); the guard still kills at the process limit, and reads th
 cgroup's task count, one small file, instead of listing the namespace's /proc while the
 count is under that limit.
 
-Cgroups are named `swarm-<pid>-<n>` at the hierarchy's root. One is removed once its
+Memory is capped the same way where the machine has cgroup v1's `memory` hierarchy and
+swarm may write there: a cgroup of the same name in it, `memory.limit_in_bytes` (and
+`memsw`, where swap is accounted) set to `Limits.memory_mb`, for the whole command: its
+processes together, their shared mappings, and what they write to the sandbox's
+memory-backed `/tmp` and `/dev/shm` (a tmpfs page is charged to its writer's cgroup). Past
+it the kernel kills the largest process; `oom_kills` tells the tool result. Where there is
+none, only RLIMIT_DATA (per process) holds: `memory_usable` says which, once per run.
+
+Cgroups are named `swarm-<pid>-<n>` at each hierarchy's root. One is removed once its
 command has ended; those left by processes that died are removed when the first is made.
-Where there is no such hierarchy (cgroup v2 without delegation, no root), `make` returns
+Where there is no pids hierarchy (cgroup v2 without delegation, no root), `make` returns
 None and the guard alone keeps the limit.
 """
 
@@ -29,28 +37,72 @@ from pathlib import Path
 
 from swarm.sandbox.process import pid_alive
 
-__all__ = ["TASKS_PER_PROCESS", "joined", "make", "remove", "tasks", "usable"]
+__all__ = [
+    "TASKS_PER_PROCESS",
+    "joined",
+    "make",
+    "memory_of",
+    "memory_usable",
+    "oom_kills",
+    "remove",
+    "tasks",
+    "usable",
+]
 
 TASKS_PER_PROCESS = 4
 _HIERARCHY = Path("/sys/fs/cgroup/pids")
+_MEMORY = Path("/sys/fs/cgroup/memory")
 _PREFIX = "swarm-"
 _numbers = itertools.count()
 
 
-def make(max_processes: int) -> Path | None:
+def make(max_processes: int, memory_mb: int | None = None) -> Path | None:
     """A new cgroup capped at `TASKS_PER_PROCESS * max_processes` tasks, or None where
-    swarm cannot make one."""
+    swarm cannot make one; with `memory_mb`, its twin in the memory hierarchy capped at
+    that (where there is one: `memory_of`)."""
     root = _hierarchy()
     if root is None:
         return None
-    path = root / f"{_PREFIX}{os.getpid()}-{next(_numbers)}"
+    name = f"{_PREFIX}{os.getpid()}-{next(_numbers)}"
+    path = root / name
     try:
         path.mkdir()
         (path / "pids.max").write_text(str(TASKS_PER_PROCESS * max_processes))
+        if memory_mb is not None and memory_usable():
+            _cap_memory(_MEMORY / name, memory_mb)
     except OSError:
         remove(path)
         return None
     return path
+
+
+def _cap_memory(path: Path, memory_mb: int) -> None:
+    path.mkdir()
+    limit = str(memory_mb * 1024 * 1024)
+    (path / "memory.limit_in_bytes").write_text(limit)
+    with contextlib.suppress(OSError):  # only where swap is accounted
+        (path / "memory.memsw.limit_in_bytes").write_text(limit)
+
+
+def memory_of(cgroup: Path) -> Path | None:
+    """The memory twin of `cgroup`, if it has one."""
+    twin = _MEMORY / cgroup.name
+    return twin if twin.is_dir() else None
+
+
+def oom_kills(cgroup: Path) -> int:
+    """How many processes the kernel killed in `cgroup`'s memory twin for passing its
+    limit (0 without one)."""
+    twin = _MEMORY / cgroup.name
+    try:
+        text = (twin / "memory.oom_control").read_text()
+    except OSError:
+        return 0
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "oom_kill" and value.strip().isdigit():
+            return int(value)
+    return 0
 
 
 def usable() -> bool:
@@ -58,10 +110,21 @@ def usable() -> bool:
     return _hierarchy() is not None
 
 
+JOIN = (
+    'echo $$ > "$0/cgroup.procs" || exit 125; '
+    '[ -z "$1" ] || echo $$ > "$1/cgroup.procs" || exit 125'
+)
+"""Shell steps that move the shell into cgroup `$0` and, if `$1` is not empty, into its
+memory twin `$1` (`joined`, and the seats' launchers)."""
+
+
 def joined(cgroup: Path, argv: Sequence[str]) -> list[str]:
-    """`argv` run inside `cgroup`: a `/bin/sh` on the host moves itself there, then execs
-    it, so everything the command starts is counted from its first fork."""
-    return ["/bin/sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(cgroup), *argv]
+    """`argv` run inside `cgroup` (and its memory twin): a `/bin/sh` on the host moves
+    itself there, then execs it, so everything the command starts is counted from its
+    first fork."""
+    twin = memory_of(cgroup)
+    script = f'{JOIN}; shift; exec "$@"'
+    return ["/bin/sh", "-c", script, str(cgroup), str(twin or ""), *argv]
 
 
 def tasks(cgroup: Path) -> int:
@@ -71,13 +134,34 @@ def tasks(cgroup: Path) -> int:
 
 
 def remove(cgroup: Path) -> bool:
-    """Remove `cgroup`; False while tasks are left in it."""
+    """Remove `cgroup` and its memory twin; False while tasks are left in either."""
+    return _rmdir(cgroup) & _rmdir(_MEMORY / cgroup.name)
+
+
+def _rmdir(path: Path) -> bool:
     try:
-        cgroup.rmdir()
+        path.rmdir()
     except FileNotFoundError:
         return True
     except OSError:
         return False
+    return True
+
+
+@functools.cache
+def memory_usable() -> bool:
+    """Whether swarm may make memory cgroups here (cgroup v1's hierarchy, writable; probed
+    once)."""
+    if _hierarchy() is None or not (_MEMORY / "cgroup.procs").is_file():
+        return False
+    probe = _MEMORY / f"{_PREFIX}{os.getpid()}-probe"
+    try:
+        _cap_memory(probe, 64)
+    except OSError:
+        return False
+    finally:
+        _rmdir(probe)
+    _remove_left(_MEMORY)
     return True
 
 
@@ -92,7 +176,8 @@ def _hierarchy() -> Path | None:
     try:
         probe.mkdir()
         # a process must be able to move itself in, as each command will (`joined`)
-        moved = subprocess.run(joined(probe, ["/bin/true"]), capture_output=True, check=False)
+        join = ["/bin/sh", "-c", f'{JOIN}; shift; exec "$@"', str(probe), "", "/bin/true"]
+        moved = subprocess.run(join, capture_output=True, check=False)
         usable = (probe / "pids.max").is_file() and moved.returncode == 0
     except OSError:
         return None
@@ -108,4 +193,4 @@ def _remove_left(root: Path) -> None:
         for entry in entries:
             owner = entry.name.removeprefix(_PREFIX).split("-", 1)[0]
             if entry.name.startswith(_PREFIX) and owner.isdigit() and not pid_alive(int(owner)):
-                remove(Path(entry.path))
+                _rmdir(Path(entry.path))

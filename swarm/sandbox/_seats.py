@@ -41,7 +41,7 @@ __all__ = ["IDLE", "Seat", "Seats"]
 IDLE = 4
 _CLOSE_TIMEOUT_S = 5.0
 _SCRIPT = (
-    'echo $$ > "$0/cgroup.procs" || exit 125; '
+    f"{_pids.JOIN}; "
     'mapfile -d "" a || exit 125; [ ${#a[@]} -gt 2 ] || exit 0; '
     'cd -- "${a[0]}" || exit 126; unset OLDPWD; n=${a[1]}; export -- "${a[@]:2:n}"; '
     'exec -- "${a[@]:n+2}" </dev/null'
@@ -102,16 +102,17 @@ class Seat:
 class Seats:
     """Idle seats for commands capped at `max_processes` processes; see the module."""
 
-    def __init__(self, max_processes: int) -> None:
+    def __init__(self, max_processes: int, memory_mb: int | None = None) -> None:
         self.max_processes = max_processes
+        self.memory_mb = memory_mb
         self._idle: list[Seat] = []
         self._taken: set[Seat] = set()
         self._group: TaskGroup | None = None
         self._bash = shutil.which("bash") if PIDFD else None
 
-    def __reduce__(self) -> tuple[type[Seats], tuple[int]]:
+    def __reduce__(self) -> tuple[type[Seats], tuple[int, int | None]]:
         """Pickled (a sandbox sent to a Ray node): a new pool there, not yet open."""
-        return Seats, (self.max_processes,)
+        return Seats, (self.max_processes, self.memory_mb)
 
     @asynccontextmanager
     async def open(self) -> AsyncIterator[None]:
@@ -159,13 +160,14 @@ class Seats:
 
     async def _add(self) -> None:
         assert self._bash is not None
-        cgroup = _pids.make(self.max_processes)
+        cgroup = _pids.make(self.max_processes, self.memory_mb)
         if cgroup is None:
             return
         read, feed = os.pipe2(os.O_CLOEXEC)
         try:
             os.set_blocking(feed, False)
-            argv = [self._bash, "-c", _SCRIPT, str(cgroup)]
+            twin = _pids.memory_of(cgroup)
+            argv = [self._bash, "-c", _SCRIPT, str(cgroup), str(twin or "")]
             process = await open_command(argv, cwd=Path("/"), env={}, stdin=read)
         except BaseException:
             os.close(feed)

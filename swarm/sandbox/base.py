@@ -29,7 +29,16 @@ from swarm._run_config import SandboxNetwork
 if TYPE_CHECKING:
     from swarm.sandbox._seats import Seat
 
-__all__ = ["Lane", "Launch", "Limits", "Network", "Sandbox", "SandboxPolicy", "git_paths"]
+__all__ = [
+    "Lane",
+    "Launch",
+    "Limits",
+    "Network",
+    "Sandbox",
+    "SandboxPolicy",
+    "admin_of",
+    "git_paths",
+]
 
 Network = SandboxNetwork
 """`off`: the sandbox's own loopback only (a test suite's local servers work; the host's
@@ -46,11 +55,15 @@ class Limits:
     the machine allows pids cgroups, the kernel also refuses forks past 4 times it
     (threads count there)."""
     memory_mb: int | None = 8192
-    """Data segment (heap and private mappings) per process (RLIMIT_DATA); None: no limit."""
+    """Memory of the whole command (its processes, shared mappings, `/tmp` and `/dev/shm`)
+    where a memory cgroup can be made (`swarm.sandbox._pids`), and per process (RLIMIT_DATA)
+    in any case; None: no limit."""
     file_size_mb: int | None = 4096
     """Largest file a process may write (RLIMIT_FSIZE); None: no limit."""
     tmp_mb: int = 1024
     """Size of the command's own `/tmp` (memory-backed)."""
+    shm_mb: int = 256
+    """Size of the command's own `/dev/shm` (memory-backed)."""
 
 
 @dataclass(frozen=True)
@@ -141,6 +154,11 @@ class Sandbox(ABC):
         cancelled then. Default: nothing to watch."""
         return None
 
+    def ended(self, launch: Launch) -> list[str]:
+        """What the kernel stopped in `launch`'s command (a memory limit), once it has
+        ended and before `release`. Default: nothing."""
+        return []
+
     def release(self, launch: Launch) -> bool:
         """Free what `launch` made for its command, once the command has ended; False if
         it cannot be freed yet (its last processes are still going). Default: nothing."""
@@ -161,14 +179,9 @@ def git_paths(cwd: Path) -> tuple[Path | None, Path | None]:
 
     Agents' commands get read-only git: `git diff`, `log`, `status` work; commits, branch
     and ref changes do not (swarm makes the commits; the patch is computed outside)."""
-    try:
-        text = (cwd / ".git").read_text().strip()
-    except OSError:
+    admin = admin_of(cwd)
+    if admin is None:
         return None, None
-    if not text.startswith("gitdir: "):
-        return None, None
-    admin = Path(text.removeprefix("gitdir: "))
-    admin = admin if admin.is_absolute() else (cwd / admin)
     try:
         common_rel = (admin / "commondir").read_text().strip()
     except OSError:
@@ -176,3 +189,16 @@ def git_paths(cwd: Path) -> tuple[Path | None, Path | None]:
     common = Path(common_rel) if Path(common_rel).is_absolute() else admin / common_rel
     common = common.resolve()
     return common, common / "swarm-worktrees"
+
+
+def admin_of(cwd: Path) -> Path | None:
+    """For a linked worktree `cwd`: its own directory in the git dir (from its `.git`
+    file: index, HEAD, logs), resolved. None when `cwd` is not one."""
+    try:
+        text = (cwd / ".git").read_text().strip()
+    except OSError:
+        return None
+    if not text.startswith("gitdir: "):
+        return None
+    admin = Path(text.removeprefix("gitdir: "))
+    return (admin if admin.is_absolute() else cwd / admin).resolve()

@@ -1,31 +1,43 @@
 """`BwrapSandbox`: commands in bubblewrap namespaces, confined to their worktree.
 
-What a command sees: the system read-only (`/usr`, `/etc` and the `/bin`-style links), its
-own `/proc`, `/dev` and a memory-backed `/tmp`; its working directory (a worktree)
-writable, except the `.git` file that names its git dir; the repository's git common dir
-read-only with the other worktrees (`swarm-worktrees/`) hidden under an empty tmpfs and
-its config filtered (`_gitconfig`: no remotes, no credentials); and
-the policy's extra paths (the repository's interpreter prefix, `include:` targets). Not
-the user's home, the main checkout, the journal nor other worktrees: they are simply not
-mounted. `HOME` and `TMPDIR` point into the sandbox's `/tmp`.
+What a command sees: the system read-only (`/usr` and the `/bin`-style links), an `/etc`
+of what programs need (`swarm.sandbox._etc`: no `shadow`, a `passwd` of its own), its
+own `/proc` with the kernel's parts covered read-only (`/proc/sys`, `sysrq-trigger`,
+`fs`, ...) or masked, its own `/dev` (read-only but for the device nodes) with a sized
+`/dev/shm`, and a sized memory-backed `/tmp`; the root bwrap builds is read-only too
+(each was memory a command could fill). Its working directory (a worktree) is writable,
+except the `.git` file that names its git dir; the repository's git common dir read-only
+with the other worktrees (`swarm-worktrees/`) hidden under an empty tmpfs and its config
+filtered (`_gitconfig`: no remotes, no credentials); and the policy's extra paths (the
+repository's interpreter prefix, `include:` targets). Not the user's home, the main
+checkout, the journal nor other worktrees: they are simply not mounted. `HOME` and
+`TMPDIR` point into the sandbox's `/tmp`.
 
-No capabilities (`--cap-drop ALL`, so root cannot remount), its own PID namespace (when
-the command ends or is killed, the kernel kills everything left in it, `setsid`
-children included) and `--die-with-parent` (a dying swarm takes its sandboxes along). The
-network namespace is its own unless `network = "host"`: only its own loopback works. With
-`network = "loopback"` or `"allow"` the command's lane (`swarm.sandbox._egress`) is shown
-at `/run/swarm-net`, `socat` listens on 127.0.0.1 for the proxy and each forwarded port
-before the command starts, and `HTTP_PROXY`/`HTTPS_PROXY`/`ALL_PROXY` (both cases) point
-at the proxy, `NO_PROXY` at the sandbox's own loopback.
+Who it runs as: an unprivileged uid (1000 when swarm is root, else swarm's own) in a user
+namespace of its own, in which it may make no other (`--disable-userns`: a nested one's
+root could mount a `/proc` of its own), with no capabilities (`--cap-drop ALL`, so root
+cannot remount) and in a session of its own (`--new-session`: no keystrokes pushed into
+a terminal). bubblewrap, unprivileged, maps that uid to the uid that started it: when
+swarm runs as root, the host's kernel still sees uid 0 without capabilities, which is
+why the kernel's files are covered and `/etc` reduced rather than left to permissions.
+Its own PID namespace (when the command ends or is killed, the kernel kills everything
+left in it, `setsid` children included) and `--die-with-parent` (a dying swarm takes its
+sandboxes along). The network namespace is its own unless `network = "host"`: only its
+own loopback works. With `network = "loopback"` or `"allow"` the command's lane
+(`swarm.sandbox._egress`) is shown at `/run/swarm-net`, `socat` listens on 127.0.0.1 for
+the proxy and each forwarded port before the command starts, and
+`HTTP_PROXY`/`HTTPS_PROXY`/`ALL_PROXY` (both cases) point at the proxy, `NO_PROXY` at the
+sandbox's own loopback.
 Limits: RLIMIT_DATA and RLIMIT_FSIZE set by `ulimit` on the way in; the process count is
 watched (`guard`), since RLIMIT_NPROC counts the user's processes machine-wide and does
-not bind root at all; where swarm may make pids cgroups, the kernel caps it too, each
-command in a cgroup of its own (`swarm.sandbox._pids`).
+not bind root at all; where swarm may make cgroups, the kernel caps the processes and the
+whole command's memory too, each command in cgroups of its own (`swarm.sandbox._pids`).
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import re
 import shutil
@@ -40,14 +52,17 @@ from swarm._run_config import PROXY_PORT
 from swarm.errors import ConfigError
 from swarm.sandbox import _pids
 from swarm.sandbox._egress import Egress
+from swarm.sandbox._etc import etc_mounts, sandbox_ids
 from swarm.sandbox._gitconfig import shown_config
 from swarm.sandbox._proxy import AllowList
 from swarm.sandbox._seats import Seats
-from swarm.sandbox.base import Lane, Launch, Sandbox, SandboxPolicy, git_paths
+from swarm.sandbox.base import Lane, Launch, Sandbox, SandboxPolicy, admin_of, git_paths
 
 __all__ = ["BwrapSandbox", "bwrap_path"]
 
-_SYSTEM_DIRS = ("/usr", "/etc")
+log = logging.getLogger(__name__)
+
+_SYSTEM_DIRS = ("/usr",)
 _SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _GUARD_INTERVALS_S = (0.005, 0.01, 0.02, 0.04, 0.05)
 """How long the guard waits before each look at the process count, the last one over and
@@ -72,6 +87,17 @@ _NO_NETWORK = (
 )
 
 
+_PROC_READ_ONLY = ("sys", "sysrq-trigger", "fs", "acpi", "scsi")
+"""What of the sandbox's own `/proc` writes to the kernel itself, not to the namespace:
+covered read-only by the host's (bwrap covers `irq` and `bus` itself, but not `sys` when
+swarm runs as root: `echo 1 > /proc/sys/kernel/core_uses_pid` changed the host). Each
+cover is a bind mount (about 1 ms of a command's start on a loaded machine): only those
+the host has."""
+_PROC_HIDDEN = ("kcore", "timer_list", "sched_debug")
+"""Files of `/proc` that show the kernel's memory or state to their owner, root (whom a
+sandboxed command still is, to the host's kernel: see `swarm.sandbox._etc`):
+`/dev/null` instead, as Docker and Podman mask them (`kmsg` needs a capability the
+command lacks)."""
 _LANE_DIR = "/run/swarm-net"
 _CACHED_WORKTREES = 4096
 _PROXIED = ("loopback", "allow")
@@ -111,7 +137,8 @@ class BwrapSandbox(Sandbox):
         self.bwrap = found
         self.policy = policy or SandboxPolicy()
         self.egress = egress
-        self.seats = seats or Seats(self.policy.limits.max_processes)
+        limits = self.policy.limits
+        self.seats = seats or Seats(limits.max_processes, limits.memory_mb)
         if self.egress is None and self.policy.network in _PROXIED:
             self.egress = Egress(AllowList.parse(self.policy.allow, self.policy.network))
         self._seen: dict[tuple[Path, bool], tuple[Path | None, Path, list[str]]] = {}
@@ -136,6 +163,7 @@ class BwrapSandbox(Sandbox):
     @asynccontextmanager
     async def session(self) -> AsyncIterator[object]:
         """The proxy of a proxied network, and launchers ready in their pids cgroups."""
+        _say_what_is_enforced(self.policy)
         async with self.seats.open(), self.egress.session() if self.egress else nullcontext():
             yield None
 
@@ -165,10 +193,20 @@ class BwrapSandbox(Sandbox):
         line = [*self._head, *worktree, *self._tail, *command]
         if (seat := self.seats.take()) is not None:
             return Launch(line, inner, root, seat.cgroup, seat)
-        cgroup = _pids.make(self.policy.limits.max_processes)
+        cgroup = self._new_cgroup()
         if cgroup is None:
             return Launch(line, inner, root)
         return Launch(_pids.joined(cgroup, line), inner, root, cgroup)
+
+    def _new_cgroup(self) -> Path | None:
+        """A command's own cgroup (and its memory twin): `swarm.sandbox._pids`."""
+        return _pids.make(self.policy.limits.max_processes, self.policy.limits.memory_mb)
+
+    def ended(self, launch: Launch) -> list[str]:
+        limit = self.policy.limits.memory_mb
+        if launch.cgroup is None or limit is None or not _pids.oom_kills(launch.cgroup):
+            return []
+        return [f"the command passed its memory limit of {limit} MB; the kernel killed it"]
 
     def release(self, launch: Launch) -> bool:
         if launch.seat is not None:
@@ -187,19 +225,38 @@ class BwrapSandbox(Sandbox):
                 args += ["--symlink", os.readlink(name), name]
             elif os.path.isdir(name):
                 args += ["--ro-bind", name, name]
-        tmp = str(self.policy.limits.tmp_mb * _MB)
-        args += ["--proc", "/proc", "--dev", "/dev", "--size", tmp, "--tmpfs", "/tmp"]
+        args += etc_mounts(resolver=self.policy.network == "host")
+        args += ["--proc", "/proc"]
+        for name in _PROC_READ_ONLY:
+            if os.path.lexists(f"/proc/{name}"):
+                args += ["--ro-bind", f"/proc/{name}", f"/proc/{name}"]
+        for name in _PROC_HIDDEN:
+            if os.path.lexists(f"/proc/{name}"):
+                args += ["--ro-bind", "/dev/null", f"/proc/{name}"]
+        limits = self.policy.limits
+        shm, tmp = str(limits.shm_mb * _MB), str(limits.tmp_mb * _MB)
+        # /dev is a tmpfs of half the machine's memory: its own /dev/shm, sized, and the
+        # rest read-only (the device nodes still work), so neither fills the memory
+        args += ["--dev", "/dev", "--size", shm, "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
+        args += ["--size", tmp, "--tmpfs", "/tmp"]
         for path in self.policy.read_only:
             args += ["--ro-bind-try", str(path), str(path)]
+        if self.policy.network == "host":
+            args += ["--ro-bind-try", "/run/systemd/resolve", "/run/systemd/resolve"]
         return args
 
     @functools.cached_property
     def _tail(self) -> list[str]:
-        args = ["--unshare-all", "--die-with-parent", "--cap-drop", "ALL"]
+        uid, gid = sandbox_ids()
+        args = ["--unshare-all", "--unshare-user", "--uid", str(uid), "--gid", str(gid)]
+        # no user namespace inside (its root could mount a /proc of its own), no
+        # capabilities, no terminal to push keystrokes into (TIOCSTI): its own session
+        args += ["--disable-userns", "--cap-drop", "ALL", "--new-session", "--die-with-parent"]
         if self.policy.network == "host":
             args.append("--share-net")
-            args += ["--ro-bind-try", "/run/systemd/resolve", "/run/systemd/resolve"]
-        return [*args, "--"]
+        # the root bwrap builds (and the /etc in it) is a tmpfs: read-only once every mount
+        # point is made, or it would hold what a command writes, in memory, unbounded
+        return [*args, "--remount-ro", "/", "--"]
 
     def _ulimits(self, *, bash: bool = False) -> str:
         """The rlimits as one shell line. Units: KiB for -d; for -f, 512 B blocks in sh
@@ -256,14 +313,18 @@ class BwrapSandbox(Sandbox):
     ) -> list[str]:
         args: list[str] = []
         if common is not None and hidden is not None:
-            args += ["--bind" if git_write else "--ro-bind", str(common), str(common)]
-            if git_write:  # what runs on the host next time stays as the user left it
-                for name in ("hooks", "info"):
-                    args += ["--ro-bind-try", str(common / name), str(common / name)]
+            args += ["--ro-bind", str(common), str(common)]
             if config is not None:  # no remotes, no credentials
                 args += ["--ro-bind", str(config), str(common / "config")]
             if hidden.is_dir():
                 args += ["--tmpfs", str(hidden)]
+            admin = admin_of(cwd)
+            if git_write and admin is not None and admin.is_relative_to(common):
+                # a hooked git command (`swarm.sandbox.hooks`): the worktree's own git
+                # directory writable, but where it says the repository is
+                args += ["--bind", str(admin), str(admin)]
+                for name in ("commondir", "gitdir"):
+                    args += ["--ro-bind-try", str(admin / name), str(admin / name)]
         for path in self.policy.writable:
             args += ["--bind-try", str(path), str(path)]
         args += ["--bind", str(cwd), str(cwd)]
@@ -278,7 +339,6 @@ class BwrapSandbox(Sandbox):
         limit = self.policy.limits.max_processes
         cgroup = launch.cgroup if launch is not None else None
         init: int | None = None
-        unreadable: int | None = None
         intervals = _GUARD_INTERVALS_S if cgroup is None else _CAPPED_INTERVALS_S
         waits = iter(intervals)
         while True:
@@ -296,12 +356,12 @@ class BwrapSandbox(Sandbox):
             try:
                 too_many = _more_processes_than(init, limit)
             except OSError:
-                # bwrap's first child may be a step of its setup that is gone by now (a
-                # loaded machine sees it): look for the namespace's init again, unless
-                # this one failed before (not ours to look into)
-                if init == unreadable:
-                    return None
-                unreadable, init = init, None
+                # bwrap's first child may be a step of its setup that is gone by now, or
+                # not yet readable: it changes its uid inside the user namespace, which
+                # leaves it undumpable (its /proc/PID/root closed to a non-root swarm)
+                # until it execs; a loaded machine sees both. Look again, for as long as
+                # the command runs: giving up let a fork bomb run free
+                init = None
                 continue
             if too_many:
                 try:
@@ -325,6 +385,22 @@ class BwrapSandbox(Sandbox):
         if self.policy.network != "host" and any(s in output for s in _NO_NETWORK):
             notes.append(_NETWORK_NOTES[self.policy.network])
         return notes[:5]
+
+
+@functools.cache
+def _say_what_is_enforced(policy: SandboxPolicy) -> None:
+    """Where swarm cannot make a memory cgroup, say once what limits memory instead."""
+    limits = policy.limits
+    if limits.memory_mb is None or _pids.memory_usable():
+        return
+    log.warning(
+        "no memory cgroup can be made here (it needs cgroup v1's memory hierarchy, "
+        "writable): a command's memory is limited per process (RLIMIT_DATA, %d MB) and "
+        "its /tmp and /dev/shm by their sizes (%d MB, %d MB), not as a whole",
+        limits.memory_mb,
+        limits.tmp_mb,
+        limits.shm_mb,
+    )
 
 
 _NETWORK_NOTES = {

@@ -1,7 +1,8 @@
 """Choosing a sandbox: `[sandbox]` in the config, a task's `sandbox:`, `--sandbox`.
 
 `auto` (the default) is bubblewrap where it is installed and works (unprivileged user
-namespaces can be switched off), else `none`; asking for `bwrap` where it cannot run is a
+namespaces can be switched off), else `none` (warned once); `default_sandbox()` is what the
+library uses when it is given none; asking for `bwrap` where it cannot run is a
 `ConfigError` saying how to install it or to choose `none`.
 """
 
@@ -20,7 +21,7 @@ from swarm.sandbox.base import Limits, Sandbox, SandboxPolicy
 from swarm.sandbox.bwrap import BwrapSandbox, bwrap_path
 from swarm.sandbox.none import NoSandbox
 
-__all__ = ["bwrap_problem", "make_sandbox"]
+__all__ = ["bwrap_problem", "default_sandbox", "make_sandbox"]
 
 _KINDS = ("auto", "bwrap", "none")
 
@@ -31,7 +32,10 @@ def bwrap_problem() -> str | None:
     found = bwrap_path()
     if found is None:
         return "bubblewrap is not installed (Debian/Ubuntu: apt-get install bubblewrap)"
-    probe = [found, "--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "--", "true"]
+    probe = [found, "--ro-bind", "/", "/", "--unshare-all", "--unshare-user", "--uid", "1000"]
+    # the user namespace and the options swarm's sandbox uses (bubblewrap >= 0.8)
+    probe += ["--disable-userns", "--cap-drop", "ALL", "--new-session", "--die-with-parent"]
+    probe += ["--", "true"]
     try:
         done = subprocess.run(probe, capture_output=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -40,6 +44,14 @@ def bwrap_problem() -> str | None:
         why = done.stderr.decode(errors="replace").strip()
         return f"bubblewrap cannot make a sandbox here: {why or f'exit {done.returncode}'}"
     return None
+
+
+@cache
+def default_sandbox() -> Sandbox:
+    """The best sandbox this machine offers, with the default policy: bubblewrap where it
+    works, else none (warned once). What a `ToolContext`, `Workspace.context()`, a
+    `CheckEnvironment` and an MCP stdio server get unless given one; one per process."""
+    return make_sandbox()
 
 
 def make_sandbox(
@@ -59,16 +71,22 @@ def make_sandbox(
         read_only=tuple(Path(p).expanduser() for p in config.read_only),
         writable=tuple(Path(p).expanduser() for p in config.writable),
         network=config.network,
-        limits=Limits(config.max_processes, config.memory_mb, config.file_size_mb, config.tmp_mb),
+        limits=Limits(
+            config.max_processes,
+            config.memory_mb,
+            config.file_size_mb,
+            config.tmp_mb,
+            config.shm_mb,
+        ),
         allow=tuple(config.allow),
     )
     if chosen == "none":
-        return NoSandbox(policy)
+        return NoSandbox(policy, why="sandbox kind 'none' was chosen")
     problem = bwrap_problem()
     if problem is None:
         return BwrapSandbox(policy)
     if chosen == "auto":
-        return NoSandbox(policy)
+        return NoSandbox(policy, why=f"no sandbox can be made here ({problem})")
     raise ConfigError(
         f"sandbox 'bwrap' was asked for, but {problem}; or choose `none` "
         '(`--sandbox none`, `sandbox: none` in the task, `[sandbox] kind = "none"`)',

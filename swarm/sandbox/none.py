@@ -1,6 +1,8 @@
 """`NoSandbox`: commands run as host subprocesses, with the user's rights.
 
-For machines without bubblewrap, chosen explicitly (`[sandbox] kind = "none"`). What still
+An explicit opt-out (`ToolContext(..., sandbox=NoSandbox())`, `[sandbox] kind = "none"`,
+`--sandbox none`), or what a machine without a working bubblewrap gets by default; either
+way swarm warns once per process (`UnsandboxedWarning`). What still
 holds: a scrubbed environment (no provider keys), the command's own process group killed
 on timeout or cancel, the file tools' path checks. What does not: a command can write
 anywhere the user can, read `~/.ssh`, reach the network, leave a `setsid` process behind
@@ -10,12 +12,32 @@ enforced (no proxy, no namespace).
 
 from __future__ import annotations
 
+import threading
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from swarm.errors import UnsandboxedWarning
 from swarm.sandbox.base import Lane, Launch, Sandbox, SandboxPolicy
 
-__all__ = ["NoSandbox"]
+__all__ = ["NoSandbox", "UnsandboxedWarning", "warn_unsandboxed"]
+
+
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+def warn_unsandboxed(why: str) -> None:
+    """Warn, once per process for each `why`, that commands run unconfined."""
+    with _warned_lock:
+        if not why or why in _warned:
+            return
+        _warned.add(why)
+    warnings.warn(
+        f"{why}: agents' commands run on this machine with your rights (no sandbox)",
+        UnsandboxedWarning,
+        stacklevel=3,
+    )
 
 
 class NoSandbox(Sandbox):
@@ -23,8 +45,9 @@ class NoSandbox(Sandbox):
 
     kind = "none"
 
-    def __init__(self, policy: SandboxPolicy | None = None) -> None:
+    def __init__(self, policy: SandboxPolicy | None = None, *, why: str = "NoSandbox()") -> None:
         self.policy = policy or SandboxPolicy()
+        warn_unsandboxed(why)
 
     def launch(
         self,
@@ -38,7 +61,7 @@ class NoSandbox(Sandbox):
         return Launch(list(argv), dict(env), cwd)
 
     def with_read_only(self, paths: Sequence[Path]) -> NoSandbox:
-        return NoSandbox(self.policy.with_read_only(paths))
+        return NoSandbox(self.policy.with_read_only(paths), why="")
 
     def __repr__(self) -> str:
         return "NoSandbox()"

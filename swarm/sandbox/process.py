@@ -232,6 +232,7 @@ async def run_confined(
             with anyio.CancelScope(shield=True), anyio.move_on_after(_KILL_GRACE_S + 5):
                 await _stop(process, tag, search=not sandbox.contains_processes)
                 await process.aclose()
+                stopped += sandbox.ended(launch)
                 for _ in range(_RELEASE_TRIES):  # the namespace's last ones may be exiting
                     if sandbox.release(launch):
                         break

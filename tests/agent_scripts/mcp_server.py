@@ -35,6 +35,14 @@ async def slow(seconds: float) -> str:
 
 
 @server.tool()
+def where() -> str:
+    """Where the server runs: its user namespace's uid map, and a secret it should not see."""
+    with open("/proc/self/uid_map") as f:
+        uid_map = " ".join(f.read().split())
+    return f"{uid_map} | MY_LLM_AUTH={os.environ.get('MY_LLM_AUTH', '-')}"
+
+
+@server.tool()
 def crash() -> str:
     """Kill the server mid-call."""
     os._exit(3)

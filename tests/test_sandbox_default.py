@@ -1,0 +1,77 @@
+"""Secure by default (issue 34): what a library user builds gets the best sandbox the
+machine offers, and `NoSandbox()` is an explicit opt-out that warns once."""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+import swarm.sandbox.none as unsandboxed
+from swarm.agent.mcp import McpServer, mcp_tools
+from swarm.agent.tool import ToolContext
+from swarm.agent.toolbox import coding_tools
+from swarm.run.environment import CheckEnvironment
+from swarm.run.workspace import Workspace
+from swarm.sandbox import NoSandbox, UnsandboxedWarning, bwrap_problem, default_sandbox
+from tests.test_sandbox import repo
+
+__all__ = ["repo"]
+
+TOOLS = {t.name: t for t in coding_tools()}
+SERVER = Path(__file__).parent / "agent_scripts" / "mcp_server.py"
+HOST_MAP = " ".join(Path("/proc/self/uid_map").read_text().split())
+"""This process's user namespace, as its uid map shows it."""
+needs_bwrap = pytest.mark.skipif(bwrap_problem() is not None, reason=f"{bwrap_problem()}")
+
+
+@needs_bwrap
+async def test_a_tool_context_built_by_hand_runs_commands_in_bubblewrap(tmp_path: Path) -> None:
+    ctx = ToolContext(root=tmp_path)
+    assert ctx.sandbox.kind == "bwrap"
+    out = await TOOLS["run"].run({"command": "cat /proc/self/uid_map"}, ctx)
+    assert HOST_MAP not in " ".join(out.split())
+
+
+@needs_bwrap
+async def test_a_workspace_context_and_a_check_environment_run_in_bubblewrap(repo: Path) -> None:
+    assert CheckEnvironment.resolve(repo).sandbox.kind == "bwrap"
+    async with Workspace.open(repo, name="w") as ws:
+        ctx = ws.context(check=f"{sys.executable} -c 'print(open(\"/proc/self/uid_map\").read())'")
+        assert ctx.sandbox.kind == "bwrap"
+        out = await TOOLS["run_tests"].run({}, ctx)  # the interpreter is shown, and runs
+        assert out.startswith("PASSED") and HOST_MAP not in " ".join(out.split()), out
+
+
+def test_no_sandbox_is_an_opt_out_that_warns_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(unsandboxed, "_warned", set())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        NoSandbox()
+        NoSandbox()
+        ToolContext(root=Path("."), sandbox=NoSandbox())
+    assert [w.category for w in caught] == [UnsandboxedWarning]
+    assert "no sandbox" in str(caught[0].message)
+
+
+def test_the_default_sandbox_is_one_per_process() -> None:
+    assert default_sandbox() is default_sandbox()
+    expected = "none" if bwrap_problem() else "bwrap"
+    assert default_sandbox().kind == expected
+
+
+@needs_bwrap
+async def test_an_mcp_stdio_server_runs_in_the_sandbox_without_secrets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("MY_LLM_AUTH", "hunter2-mcp")
+    command = [sys.executable, str(SERVER), "stdio"]
+    async with mcp_tools(McpServer("calc", command=command)) as tools:
+        where = await next(t for t in tools if t.name == "where").run({}, None)
+    uid_map, secret = where.split(" | ")
+    assert uid_map != HOST_MAP and secret == "MY_LLM_AUTH=-"
+    async with mcp_tools(McpServer("calc", command=command, sandbox=NoSandbox())) as tools:
+        where = await next(t for t in tools if t.name == "where").run({}, None)
+    assert where.split(" | ")[0] == HOST_MAP  # the explicit opt-out: on the host
