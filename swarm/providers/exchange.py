@@ -29,7 +29,7 @@ from swarm._duration import parse_duration_s
 from swarm._secrets import scrub
 from swarm.errors import ContextWindowExceeded, ProviderError, RateLimited
 from swarm.messages import RateLimitInfo
-from swarm.providers._transport import AiohttpTransport
+from swarm.providers._transport import AiohttpTransport, closes_at_once
 
 __all__ = [
     "SIMULATED_HEADER",
@@ -279,6 +279,8 @@ class Sender:
         """True when the client was made here (and so is closed here)."""
         self.client = client
         self._defaults = dict(client.headers)  # httpx's Accept, Accept-Encoding, User-Agent
+        self._url: httpx.URL | None = None
+        self._url_text = ""  # the last URL posted to, as text (httpx.URL renders per str())
 
     async def post(
         self, url: httpx.URL, headers: dict[str, str], body: bytes, *, stream: bool = True
@@ -289,14 +291,14 @@ class Sender:
         otherwise cut off any reply slower than the stall timeout.
         """
         if self._transport is not None:
-            request = httpx.Request(
-                "POST",
-                url,
-                headers={**self._defaults, **headers},
-                content=body,
-                extensions=self._extensions if stream else self._whole_extensions,
+            if url is not self._url:
+                self._url, self._url_text = url, str(url)
+            return await self._transport.post(
+                self._url_text,
+                {**self._defaults, **headers},
+                body,
+                self._extensions["timeout"] if stream else self._whole_extensions["timeout"],
             )
-            return await self._transport.handle_async_request(request)
         timeout = self._timeout if stream else self._whole_timeout
         request = self.client.build_request(
             "POST", url, headers=headers, content=body, timeout=timeout
@@ -334,8 +336,11 @@ class Sender:
         except httpx.HTTPError as exc:
             raise error_from_exception(exc, self._peer, model) from None
         finally:
-            with anyio.move_on_after(5, shield=True):
+            if closes_at_once(response):  # no checkpoint inside: cancellation cannot land
                 await response.aclose()
+            else:
+                with anyio.move_on_after(5, shield=True):
+                    await response.aclose()
 
     async def aclose(self) -> None:
         if self.owned:
