@@ -13,6 +13,7 @@ Error text never includes the API key (it is scrubbed if a server echoes it).
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from collections.abc import AsyncIterator
@@ -23,7 +24,7 @@ from typing import Any
 
 import anyio
 import httpx
-from opentelemetry.propagate import inject
+from opentelemetry import baggage, propagate, trace
 
 from swarm._duration import parse_duration_s
 from swarm._secrets import scrub
@@ -37,6 +38,7 @@ __all__ = [
     "Sender",
     "error_from_exception",
     "error_from_response",
+    "inject_trace_context",
     "malformed",
     "rate_limit_info",
     "retry_after_s",
@@ -44,6 +46,32 @@ __all__ = [
 
 SIMULATED_HEADER = "x-swarm-simulated"
 """Sent by `swarm sim serve`, so clients label simulated replies as such."""
+
+
+_DEFAULT_TEXTMAP = propagate.get_global_textmap()
+_DEFAULT_IS_W3C = [
+    p.strip() for p in os.environ.get("OTEL_PROPAGATORS", "tracecontext,baggage").split(",")
+] == ["tracecontext", "baggage"]
+
+
+def inject_trace_context(headers: dict[str, str]) -> None:
+    """`opentelemetry.propagate.inject(headers)`: the current span's W3C `traceparent` (and
+    `tracestate`). With the default propagators and no baggage set, the header is written
+    here, as the W3C propagator writes it, at a fraction of the CPU (the composite
+    propagator's round trip was ~2 % of a call); anything else goes through OTel."""
+    if (
+        not _DEFAULT_IS_W3C
+        or propagate.get_global_textmap() is not _DEFAULT_TEXTMAP
+        or baggage.get_all()
+    ):
+        propagate.inject(headers)
+        return
+    ctx = trace.get_current_span().get_span_context()
+    if ctx == trace.INVALID_SPAN_CONTEXT:
+        return
+    headers["traceparent"] = f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{ctx.trace_flags:02x}"
+    if ctx.trace_state:
+        headers["tracestate"] = ctx.trace_state.to_header()
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,7 +351,7 @@ class Sender:
         """
         if stream:
             headers["accept"] = "text/event-stream"
-        inject(headers)
+        inject_trace_context(headers)
         try:
             response = await self.post(url, headers, body, stream=stream)
         except httpx.HTTPError as exc:
