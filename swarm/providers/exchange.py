@@ -16,10 +16,9 @@ import json
 import os
 import re
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
+from types import TracebackType
 from typing import Any
 
 import anyio
@@ -34,6 +33,7 @@ from swarm.providers._transport import AiohttpTransport, closes_at_once
 
 __all__ = [
     "SIMULATED_HEADER",
+    "Exchange",
     "Peer",
     "Sender",
     "error_from_exception",
@@ -333,8 +333,7 @@ class Sender:
         )
         return await self.client.send(request, stream=True)
 
-    @asynccontextmanager
-    async def exchange(
+    def exchange(
         self,
         url: httpx.URL,
         headers: dict[str, str],
@@ -342,34 +341,79 @@ class Sender:
         *,
         stream: bool,
         model: str,
-    ) -> AsyncIterator[httpx.Response]:
-        """POST and yield a successful response, streaming; the caller reads it.
-
-        Sends the W3C `traceparent` of the current span. Transport errors and HTTP error
-        statuses become `ProviderError`s (inside the block too), and the response is
-        released on every exit path, cancellation included.
-        """
-        if stream:
-            headers["accept"] = "text/event-stream"
-        inject_trace_context(headers)
-        try:
-            response = await self.post(url, headers, body, stream=stream)
-        except httpx.HTTPError as exc:
-            raise error_from_exception(exc, self._peer, model) from None
-        try:
-            if response.status_code >= 400:
-                await response.aread()
-                raise error_from_response(response, self._peer, model)
-            yield response
-        except httpx.HTTPError as exc:
-            raise error_from_exception(exc, self._peer, model) from None
-        finally:
-            if closes_at_once(response):  # no checkpoint inside: cancellation cannot land
-                await response.aclose()
-            else:
-                with anyio.move_on_after(5, shield=True):
-                    await response.aclose()
+    ) -> Exchange:
+        """`async with sender.exchange(...) as response:` POST, and a successful response,
+        streaming, to read (see `Exchange`)."""
+        return Exchange(self, url, headers, body, stream, model)
 
     async def aclose(self) -> None:
         if self.owned:
             await self.client.aclose()
+
+
+class Exchange:
+    """One POST as an async context manager: entering sends it and gives the successful
+    response, streaming, for the caller to read.
+
+    Sends the W3C `traceparent` of the current span. Transport errors and HTTP error
+    statuses become `ProviderError`s (inside the block too), and the response is released
+    on every exit path, cancellation included. A class, not an `asynccontextmanager`: it
+    is on every call's path, and a generator adds a frame to every resumption of it.
+    """
+
+    __slots__ = ("_body", "_headers", "_model", "_response", "_sender", "_stream", "_url")
+
+    def __init__(
+        self,
+        sender: Sender,
+        url: httpx.URL,
+        headers: dict[str, str],
+        body: bytes,
+        stream: bool,
+        model: str,
+    ) -> None:
+        self._sender, self._url, self._headers, self._body = sender, url, headers, body
+        self._stream, self._model = stream, model
+        self._response: httpx.Response | None = None
+
+    async def __aenter__(self) -> httpx.Response:
+        sender, headers, peer = self._sender, self._headers, self._sender._peer
+        if self._stream:
+            headers["accept"] = "text/event-stream"
+        inject_trace_context(headers)
+        try:
+            response = await sender.post(self._url, headers, self._body, stream=self._stream)
+        except httpx.HTTPError as exc:
+            raise error_from_exception(exc, peer, self._model) from None
+        if response.status_code >= 400:
+            try:
+                await response.aread()
+                raise error_from_response(response, peer, self._model)
+            except httpx.HTTPError as exc:
+                raise error_from_exception(exc, peer, self._model) from None
+            finally:
+                await _close(response)
+        self._response = response
+        return response
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        response = self._response
+        assert response is not None
+        try:
+            if isinstance(exc, httpx.HTTPError):
+                raise error_from_exception(exc, self._sender._peer, self._model) from None
+        finally:
+            await _close(response)
+
+
+async def _close(response: httpx.Response) -> None:
+    if closes_at_once(response):  # no checkpoint inside: cancellation cannot land
+        await response.aclose()
+    else:
+        with anyio.move_on_after(5, shield=True):
+            await response.aclose()

@@ -37,6 +37,7 @@ from swarm.providers.registry import build_providers
 from swarm.routing.candidate import Call, Target, build_target
 from swarm.routing.gate import Gate, Permit, admit
 from swarm.routing.hedge import Delays, race
+from swarm.routing.limits import clock
 from swarm.routing.retry import Retrier
 from swarm.routing.select import Need, Policy, apply_need
 from swarm.routing.tier_model import TierModel
@@ -287,7 +288,7 @@ class Router:
         call.attempts += 1
         async with admit(t.gates, call.est_tokens, call.priority) as permit:
             span = self._start_span(t, call)
-            started, first = anyio.current_time(), False
+            started, first = clock(), False
 
             def first_token() -> None:
                 nonlocal first
@@ -307,7 +308,7 @@ class Router:
             except BaseException as exc:
                 context.detach(token)
                 if not first and isinstance(exc, anyio.get_cancelled_exc_class()):
-                    t.score.waited(anyio.current_time() - started)
+                    t.score.waited(clock() - started)
                 call.scattered_429 = self._failed(t, span, exc, permit)
                 raise
             context.detach(token)
