@@ -114,6 +114,18 @@ class _Response(httpx.Response):
         return await super().aread()
 
 
+_AUTO_HEADERS = ("accept", "accept-encoding", "user-agent", "content-type")
+"""What aiohttp adds to a request that lacks them (its own values); httpx's are sent."""
+
+
+def _skipped(headers: Mapping[str, str] | list[tuple[str, str]]) -> tuple[str, ...] | None:
+    """The headers aiohttp must not add to this request: those of `_AUTO_HEADERS` it lacks
+    (None when it has them all, as every provider's POST does: aiohttp's skip list costs
+    a sort, a multidict and a copy of the headers per request, ~7 % of a call's CPU)."""
+    names = headers.keys() if isinstance(headers, Mapping) else {k.lower() for k, _ in headers}
+    return None if all(h in names for h in _AUTO_HEADERS) else _AUTO_HEADERS
+
+
 def closes_at_once(response: httpx.Response) -> bool:
     """Does closing `response` never wait (an `AiohttpTransport` response)? Then its
     `aclose` needs no shielded scope around it."""
@@ -155,8 +167,6 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         self._session = aiohttp.ClientSession(
             connector=connector,
             auto_decompress=False,
-            # httpx already set these; do not let aiohttp add its own.
-            skip_auto_headers=("Accept", "Accept-Encoding", "User-Agent", "Content-Type"),
             cookie_jar=aiohttp.DummyCookieJar(),
             timeout=aiohttp.ClientTimeout(total=None),
             raise_for_status=False,
@@ -226,6 +236,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         session = self._session
         if session is None or self._loop is not loop:
             session = self._new_session(loop)
+        skip = _skipped(headers)
         for attempt in range(_STALE_RETRIES + 1):
             try:
                 response = await session.request(
@@ -236,6 +247,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                     timeout=limits,
                     allow_redirects=False,
                     compress=None,
+                    skip_auto_headers=skip,
                 )
                 break
             except _STALE as exc:
