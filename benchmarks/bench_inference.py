@@ -2,22 +2,34 @@
 
     python -m benchmarks.bench_inference [--json] [--agents 10,100,300] [--calls 10]
         [--tokens 200] [--ttft 0.2] [--tps 1000] [--modes latency,zero]
-        [--variants aiohttp,httpx,httpx+aiohttp,provider,router] [--server auto|builtin|sim]
+        [--variants aiohttp,httpx,httpx+aiohttp,provider,router] [--stream on,off]
+        [--start staggered|lockstep] [--rounds 1] [--tree NAME=PATH ...]
+        [--server auto|builtin|sim] [--baseline FILE] [--write-baseline FILE]
 
-N agents each make M sequential streamed calls, all agents at once, against an
-OpenAI-compatible server in another process (so its CPU is not counted here). Variants:
-
-  aiohttp        bare aiohttp session, body read and dropped (the floor)
-  httpx          one shared httpx.AsyncClient on httpx's default transport (httpcore)
-  httpx+aiohttp  one shared httpx.AsyncClient on swarm's AiohttpTransport
-  provider       swarm's OpenAIProvider (SSE parsed, usage, tool-call assembly, result)
-  router         swarm.routing.Router, when that module exists
+N agents each make M sequential calls, all agents at once, against an OpenAI-compatible
+server in another process (so its CPU is not counted here). Each variant runs in a client
+process of its own (`benchmarks/_inference_client.py`, which lists the variants); `aiohttp`
+is the floor and `router` is swarm's whole call path (Router, a run's tracing on).
+`--stream on,off` measures streamed and whole (non-streamed) replies.
 
 Per variant: calls/s, client CPU ms per call (process CPU over the run / calls), makespan,
 ideal makespan (calls x (ttft + tokens/tps), plus the start spread) and their ratio, and
 how busy the client and server processes were (CPU seconds / wall seconds; near 1.0 means
-that process is the bottleneck). Mode `zero` reruns with no
-server latency at all, which shows pure CPU cost per call.
+that process is the bottleneck). Mode `zero` reruns with no server latency at all, which
+shows pure CPU cost per call. `--start lockstep` starts every agent at once, so every call
+is in the same wave. `--rounds N` repeats every variant N times, interleaved, and reports
+the median.
+
+The guard: `summary` gives, per mode, start, agent count and stream, each swarm variant's
+CPU per call as a ratio to the floor's in the same run (`cpu_ratio` of the medians,
+`cpu_ratio_min` of the least over the rounds, the steadier on a shared machine). `--tree NAME=PATH`
+adds `router@NAME`, the router of another checkout (an old commit's worktree) measured by
+the same client. `--write-baseline FILE` records the router's `cpu_ratio_min`s; `--baseline FILE`
+exits 1 when one grew more than the file's tolerance (20 %) over the recorded one.
+Run it before every change to `routing/`, `providers/`, `tracing/` or `agent/`:
+
+    python -m benchmarks.bench_inference --agents 300 --modes zero --stream on,off \
+        --variants aiohttp,router --rounds 3 --baseline benchmarks/baselines/inference.json
 
 Servers (`--server`), each in its own process:
   sim      swarm's simulator server (`serve_sim` + `SimEngine` with an exact, jitter-free
@@ -33,24 +45,19 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import anyio
-import httpx
 from aiohttp import web
-
-from swarm.messages import ChatRequest, Message
-from swarm.providers._transport import AiohttpTransport
-from swarm.providers.openai import OpenAIProvider
 
 # ---------------------------------------------------------------------- built-in server
 
@@ -173,196 +180,183 @@ def server(kind: str, ttft: float, tps: float, tokens: int) -> Iterator[tuple[st
             proc.wait()
 
 
-# ---------------------------------------------------------------------- variants
+# ---------------------------------------------------------------------- the runs
 
-Call = Callable[[], Awaitable[None]]
-
-
-def _body(tokens: int) -> bytes:
-    return json.dumps(
-        {
-            "model": "bench",
-            "messages": [{"role": "user", "content": "hi"}],
-            "stream": True,
-            "stream_options": {"include_usage": True},
-            "max_tokens": tokens,
-        }
-    ).encode()
+_CLIENT = Path(__file__).with_name("_inference_client.py")
+BASELINE_TOLERANCE = 0.2
+"""How much a router's ratio to the floor may grow over the baseline's before it fails."""
 
 
-class _Variant:
-    """Makes one call; `open`/`close` around a run."""
-
-    def __init__(self, name: str, base_url: str, tokens: int) -> None:
-        self.name = name
-        self.url = f"{base_url}/chat/completions"
-        self.base_url = base_url
-        self.body = _body(tokens)
-        self.tokens = tokens
-        self.headers = {"content-type": "application/json", "accept": "text/event-stream"}
-        self._session: aiohttp.ClientSession | None = None
-        self._client: httpx.AsyncClient | None = None
-        self._provider: OpenAIProvider | None = None
-        self._router: Any = None
-        self.request = ChatRequest.model_construct(
-            messages=[Message.user("hi")],
-            tools=[],
-            max_tokens=tokens,
-            temperature=None,
-            tool_choice=None,
-            stream=True,
-            metadata={},
-        )
-
-    async def open(self) -> None:
-        if self.name == "aiohttp":
-            self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
-        elif self.name == "httpx":
-            limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-            self._client = httpx.AsyncClient(limits=limits, timeout=60)
-        elif self.name == "httpx+aiohttp":
-            self._client = httpx.AsyncClient(transport=AiohttpTransport(), timeout=60)
-        elif self.name == "provider":
-            self._provider = OpenAIProvider("bench", self.base_url)
-        elif self.name == "router":
-            self._router, self._provider = _make_router(self.base_url)
-
-    async def call(self) -> None:
-        if self._session is not None:
-            async with self._session.post(self.url, data=self.body, headers=self.headers) as r:
-                async for _ in r.content.iter_any():
-                    pass
-        elif self._client is not None:
-            async with self._client.stream(
-                "POST", self.url, content=self.body, headers=self.headers
-            ) as resp:
-                async for _ in resp.aiter_bytes():
-                    pass
-        elif self._router is not None:
-            result = await self._router.chat(self.request, tier="speed")
-            assert result.usage.output_tokens == self.tokens, result.usage
-        else:
-            assert self._provider is not None
-            result = await self._provider.chat("bench", self.request)
-            assert result.usage.output_tokens == self.tokens, result.usage
-
-    async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-        if self._client is not None:
-            await self._client.aclose()
-        if self._router is not None:
-            await self._router.aclose()
-        if self._provider is not None:
-            await self._provider.aclose()
-
-
-def _process_cpu_s(pid: int) -> float | None:
-    """CPU seconds (user + system) a process has used so far; None off Linux."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rpartition(")")[2].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _router_available() -> bool:
-    return importlib.util.find_spec("swarm.routing.router") is not None
-
-
-def _make_router(base_url: str) -> tuple[Any, OpenAIProvider]:
-    """A Router whose speed tier is one OpenAI-compatible provider at `base_url`."""
-    from swarm.config import load_config
-    from swarm.routing.router import Router
-
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "swarm.toml"
-        path.write_text(
-            f'[providers.bench]\nkind = "openai"\nbase_url = "{base_url}"\n'
-            '[tiers.speed]\nmodels = ["bench/bench"]\n'
-        )
-        config = load_config(path, env={})
-    provider = OpenAIProvider("bench", base_url)
-    return Router(config, providers={"bench": provider}, env={}), provider
-
-
-async def run_variant(
-    variant: _Variant, agents: int, calls: int, call_s: float, server_pid: int, stagger: bool
+def run_client(
+    variant: str, tree: str | None, row: dict[str, Any], url: str, server_pid: int
 ) -> dict[str, Any]:
-    """Run `agents` x `calls`; agent i starts i/agents of a call late when `stagger`."""
-    offset = call_s / agents if stagger else 0.0
-    ideal_s = calls * call_s + offset * (agents - 1)
-    await variant.open()
-    try:
-        await variant.call()  # warm up: imports, first connection
-        cpu0, t0 = time.process_time(), time.perf_counter()
-        server0 = _process_cpu_s(server_pid)
+    """One client process: `variant` (of checkout `tree`, or this one) for `row`'s run."""
+    cmd = [
+        sys.executable,
+        str(_CLIENT),
+        "--variant",
+        variant,
+        "--url",
+        url,
+        "--server-pid",
+        str(server_pid),
+        *(f"--{k.replace('_', '-')}={v}" for k, v in row.items()),
+    ]
+    env = dict(os.environ)
+    if tree is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (tree, env.get("PYTHONPATH"))))
+    with tempfile.TemporaryDirectory() as cwd:  # no checkout's swarm/ beside the script
+        done = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{variant} client failed:\n{done.stderr[-2000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
 
-        async def agent(delay: float) -> None:
-            if delay:
-                await anyio.sleep(delay)
-            for _ in range(calls):
-                await variant.call()
 
-        async with anyio.create_task_group() as tg:
-            for i in range(agents):
-                tg.start_soon(agent, i * offset)
-        wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
-        server1 = _process_cpu_s(server_pid)
-    finally:
-        await variant.close()
-    total = agents * calls
-    return {
-        "variant": variant.name,
-        "agents": agents,
-        "calls": total,
-        "calls_per_s": round(total / wall, 1),
-        "cpu_ms_per_call": round(cpu * 1000 / total, 3),
-        "makespan_s": round(wall, 3),
-        "ideal_makespan_s": round(ideal_s, 3),
-        "ratio": round(wall / ideal_s, 2) if ideal_s > 0 else None,
-        "client_cpu_share": round(cpu / wall, 2),
-        "server_cpu_share": (
-            round((server1 - server0) / wall, 2) if server0 is not None and server1 else None
-        ),
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else math.nan
+
+
+def _key(mode: str, start: str, agents: int, stream: bool) -> str:
+    return f"{mode}/{start}/{agents}/{'stream' if stream else 'whole'}"
+
+
+def summarize(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per run shape: the floor's CPU per call, and each other variant's CPU per call, its
+    ratio to the floor, and its median makespan / ideal. CPU per call is given as the
+    median over the rounds and as the least (`_min`): other processes' load only ever adds
+    to it, so the least is the steadier figure on a shared machine, and the guard's."""
+    groups: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for r in results:
+        key = _key(r["mode"], r["start"], r["agents"], r["stream"])
+        groups.setdefault(key, {}).setdefault(r["variant"], []).append(r)
+    out: dict[str, dict[str, Any]] = {}
+    for key, by_variant in groups.items():
+        floors = [r["cpu_ms_per_call"] for r in by_variant.get("aiohttp", [])]
+        floor, least = _median(floors), min(floors, default=math.nan)
+        entry: dict[str, Any] = {"floor_cpu_ms": round(floor, 4), "floor_cpu_ms_min": least}
+        for variant, rows in by_variant.items():
+            cpus = [r["cpu_ms_per_call"] for r in rows]
+            cpu = _median(cpus)
+            ratios = [r["ratio"] for r in rows if r["ratio"] is not None]
+            entry[variant] = {
+                "cpu_ms": round(cpu, 4),
+                "cpu_ms_min": min(cpus),
+                "cpu_ratio": round(cpu / floor, 3) if floor > 0 else None,
+                "cpu_ratio_min": round(min(cpus) / least, 3) if least > 0 else None,
+                "makespan_ratio": round(_median(ratios), 3) if ratios else None,
+            }
+        out[key] = entry
+    return out
+
+
+def baseline_of(summary: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """What `--write-baseline` records: the router's CPU ratio to the floor per run shape
+    (of the least CPU per call seen over the rounds, each)."""
+    ratios = {
+        key: entry["router"]["cpu_ratio_min"]
+        for key, entry in summary.items()
+        if "router" in entry and entry["router"]["cpu_ratio_min"] is not None
     }
+    return {"tolerance": BASELINE_TOLERANCE, "router_cpu_ratio": ratios}
 
 
-async def _bench(args: argparse.Namespace) -> dict[str, Any]:
+def check_baseline(baseline: dict[str, Any], summary: dict[str, dict[str, Any]]) -> list[str]:
+    """What grew too much: one line per run shape whose router ratio to the floor is more
+    than the baseline's tolerance over the recorded ratio. A run that measured no shape the
+    baseline holds is a failure too (a guard that compares nothing guards nothing)."""
+    tolerance = float(baseline.get("tolerance", BASELINE_TOLERANCE))
+    recorded: dict[str, float] = baseline.get("router_cpu_ratio", {})
+    compared, failures = 0, []
+    for key, was in recorded.items():
+        now = (summary.get(key) or {}).get("router", {}).get("cpu_ratio_min")
+        if now is None:
+            continue
+        compared += 1
+        if now > was * (1 + tolerance):
+            failures.append(
+                f"{key}: router CPU per call is {now:.2f}x the floor, was {was:.2f}x "
+                f"(+{now / was - 1:.0%}, over the {tolerance:.0%} allowed)"
+            )
+    if not compared:
+        failures.append(
+            "no run shape in common with the baseline: measure one of "
+            + ", ".join(sorted(recorded))
+        )
+    return failures
+
+
+def _trees(specs: list[str]) -> dict[str, str]:
+    trees: dict[str, str] = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not Path(path, "swarm").is_dir():
+            raise SystemExit(f"--tree takes NAME=PATH to a checkout holding swarm/: {spec!r}")
+        trees[name] = str(Path(path).resolve())
+    return trees
+
+
+def _bench(args: argparse.Namespace) -> dict[str, Any]:
     variants = [v for v in args.variants.split(",") if v]
-    notes: list[str] = []
-    if "router" in variants and not _router_available():
-        variants.remove("router")
-        notes.append("router left out: swarm.routing does not exist yet")
-    out: dict[str, Any] = {"config": vars(args) | {"variants": variants}, "results": []}
+    trees = _trees(args.tree)
+    streams = [{"on": True, "off": False}[s] for s in args.stream.split(",") if s]
+    out: dict[str, Any] = {
+        "config": vars(args) | {"variants": variants, "trees": trees},
+        "results": [],
+    }
+    runs = [(v, None) for v in variants] + [(f"router@{n}", p) for n, p in trees.items()]
     for mode in args.modes.split(","):
         ttft, tps = (args.ttft, args.tps) if mode == "latency" else (0.0, 0.0)
         call_s = ttft + (args.tokens / tps if tps > 0 else 0.0)
         with server(args.server, ttft, tps, args.tokens) as (base_url, label, pid):
             out.setdefault("server", label)
             for agents in (int(a) for a in args.agents.split(",")):
-                for name in variants:
-                    variant = _Variant(name, base_url, args.tokens)
-                    stagger = args.start == "staggered"
-                    row = await run_variant(variant, agents, args.calls, call_s, pid, stagger)
-                    row["mode"] = mode
-                    out["results"].append(row)
-                    if not args.json:
-                        _print_row(row)
-    out["notes"] = notes
+                for stream in streams:
+                    for _ in range(args.rounds):  # interleaved: noise hits every variant
+                        for name, tree in runs:
+                            shape = {
+                                "agents": agents,
+                                "calls": args.calls,
+                                "tokens": args.tokens,
+                                "call_s": call_s,
+                                "stream": int(stream),
+                                "start": args.start,
+                            }
+                            row = run_client(name.partition("@")[0], tree, shape, base_url, pid)
+                            row.update(variant=name, mode=mode, agents=agents)
+                            row.update(stream=stream, start=args.start)
+                            out["results"].append(row)
+                            if not args.json:
+                                _print_row(row)
+    out["summary"] = summarize(out["results"])
     return out
 
 
 def _print_row(r: dict[str, Any]) -> None:
     print(
-        f"{r['mode']:>7} {r['agents']:>4} agents  {r['variant']:<14}"
-        f"{r['calls_per_s']:>8.0f} calls/s  {r['cpu_ms_per_call']:>7.3f} ms CPU/call  "
-        f"makespan {r['makespan_s']:>7.2f} s  ideal {r['ideal_makespan_s']:>5.2f} s  "
-        f"ratio {r['ratio'] if r['ratio'] is not None else '-':<5} "
+        f"{r['mode']:>7} {r['agents']:>4} agents {'stream' if r['stream'] else 'whole':<6} "
+        f"{r['variant']:<14}{r['calls_per_s']:>7.0f} calls/s {r['cpu_ms_per_call']:>7.3f} "
+        f"ms CPU/call  makespan {r['makespan_s']:>6.2f} s  ideal {r['ideal_makespan_s']:>5.2f} s"
+        f"  ratio {r['ratio'] if r['ratio'] is not None else '-':<5} "
         f"CPU busy: client {r['client_cpu_share']:.0%} server {r['server_cpu_share'] or 0:.0%}",
         flush=True,
     )
+
+
+def _print_summary(summary: dict[str, dict[str, Any]]) -> None:
+    for key, entry in summary.items():
+        print(
+            f"{key}: floor {entry['floor_cpu_ms']:.3f} ms CPU/call "
+            f"(least {entry['floor_cpu_ms_min']:.3f})"
+        )
+        for variant, fig in entry.items():
+            if not isinstance(fig, dict) or variant == "aiohttp":
+                continue
+            print(
+                f"  {variant:<16} {fig['cpu_ms']:.3f} ms = {fig['cpu_ratio']}x the floor "
+                f"(least: {fig['cpu_ms_min']:.3f} ms = {fig['cpu_ratio_min']}x), "
+                f"makespan / ideal {fig['makespan_ratio']}"
+            )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -386,6 +380,17 @@ def main(argv: list[str] | None = None) -> None:
         "(ideal grows by that spread); lockstep: all at once, every call in the same wave",
     )
     parser.add_argument("--variants", default="aiohttp,httpx,httpx+aiohttp,provider,router")
+    parser.add_argument("--stream", default="on", help="on, off or on,off: streamed replies")
+    parser.add_argument("--rounds", type=int, default=1, help="runs per variant (median)")
+    parser.add_argument(
+        "--tree",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="also measure the router of the checkout at PATH, as router@NAME",
+    )
+    parser.add_argument("--baseline", type=Path, help="fail if a ratio grew >20%% over it")
+    parser.add_argument("--write-baseline", type=Path, help="record this run's ratios")
     parser.add_argument("--server", choices=("auto", "builtin", "sim"), default="auto")
     parser.add_argument("--serve", choices=("builtin", "sim"), help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
@@ -396,12 +401,24 @@ def main(argv: list[str] | None = None) -> None:
         except KeyboardInterrupt:
             pass
         return
-    result = anyio.run(_bench, args)
+    if (args.baseline or args.write_baseline) and "aiohttp" not in args.variants.split(","):
+        parser.error("--baseline and --write-baseline need the aiohttp floor in --variants")
+    result = _bench(args)
+    failures: list[str] = []
+    if args.baseline is not None:
+        failures = check_baseline(json.loads(args.baseline.read_text()), result["summary"])
+        result["baseline"] = {"file": str(args.baseline), "failures": failures}
+    if args.write_baseline is not None:
+        args.write_baseline.parent.mkdir(parents=True, exist_ok=True)
+        args.write_baseline.write_text(json.dumps(baseline_of(result["summary"]), indent=2) + "\n")
     if args.json:
-        print(json.dumps(result))
+        print(json.dumps(result, default=str))
     else:
-        for note in result["notes"]:
-            print(f"note: {note}")
+        _print_summary(result["summary"])
+        for failure in failures:
+            print(f"regression: {failure}")
+    if failures:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

@@ -28,42 +28,107 @@ own layer or the ones below (tests/test_layers.py checks it).
 Modules with a leading underscore are internal.
 """
 
-from swarm.agent.events import AgentEvent
-from swarm.agent.hooks import Hooks, StepInfo, Veto
-from swarm.agent.loop import Agent, AgentResult, AgentRun
-from swarm.agent.tool import Finish, Tool, ToolContext, tool
-from swarm.agent.toolbox import coding_tools
-from swarm.config import SwarmConfig, load_config
-from swarm.errors import (
-    BudgetExceeded,
-    ConfigError,
-    ContextWindowExceeded,
-    MalformedReply,
-    McpError,
-    ModelBehaviorError,
-    ProviderError,
-    RateLimited,
-    SwarmError,
-    ToolError,
-    UsageError,
-    WorkspaceError,
-)
-from swarm.messages import (
-    ChatRequest,
-    ChatResult,
-    Message,
-    ModelSettings,
-    RateLimitInfo,
-    Timing,
-    ToolCall,
-    ToolSpec,
-    Usage,
-)
-from swarm.model import Model, Provider
-from swarm.routing.router import Need, Router
-from swarm.run.replay import ReplayModel
-from swarm.run.workspace import Workspace
-from swarm.tracing.setup import run_tracing
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # what the names are, for type checkers and the API reference
+    from swarm.agent.events import AgentEvent
+    from swarm.agent.hooks import Hooks, StepInfo, Veto
+    from swarm.agent.loop import Agent, AgentResult, AgentRun
+    from swarm.agent.tool import Finish, Tool, ToolContext, tool
+    from swarm.agent.toolbox import coding_tools
+    from swarm.config import SwarmConfig, load_config
+    from swarm.errors import (
+        BudgetExceeded,
+        ConfigError,
+        ContextWindowExceeded,
+        MalformedReply,
+        McpError,
+        ModelBehaviorError,
+        ProviderError,
+        RateLimited,
+        SwarmError,
+        ToolError,
+        UsageError,
+        WorkspaceError,
+    )
+    from swarm.messages import (
+        ChatRequest,
+        ChatResult,
+        Message,
+        ModelSettings,
+        RateLimitInfo,
+        Timing,
+        ToolCall,
+        ToolSpec,
+        Usage,
+    )
+    from swarm.model import Model, Provider
+    from swarm.routing.router import Need, Router
+    from swarm.run.replay import ReplayModel
+    from swarm.run.workspace import Workspace
+    from swarm.tracing.setup import run_tracing
+
+_EXPORTS = {
+    "Agent": "swarm.agent.loop",
+    "AgentEvent": "swarm.agent.events",
+    "AgentResult": "swarm.agent.loop",
+    "AgentRun": "swarm.agent.loop",
+    "BudgetExceeded": "swarm.errors",
+    "ChatRequest": "swarm.messages",
+    "ChatResult": "swarm.messages",
+    "ConfigError": "swarm.errors",
+    "ContextWindowExceeded": "swarm.errors",
+    "Finish": "swarm.agent.tool",
+    "Hooks": "swarm.agent.hooks",
+    "MalformedReply": "swarm.errors",
+    "McpError": "swarm.errors",
+    "Message": "swarm.messages",
+    "Model": "swarm.model",
+    "ModelBehaviorError": "swarm.errors",
+    "ModelSettings": "swarm.messages",
+    "Need": "swarm.routing.router",
+    "Provider": "swarm.model",
+    "ProviderError": "swarm.errors",
+    "RateLimitInfo": "swarm.messages",
+    "RateLimited": "swarm.errors",
+    "ReplayModel": "swarm.run.replay",
+    "Router": "swarm.routing.router",
+    "StepInfo": "swarm.agent.hooks",
+    "SwarmConfig": "swarm.config",
+    "SwarmError": "swarm.errors",
+    "Timing": "swarm.messages",
+    "Tool": "swarm.agent.tool",
+    "ToolCall": "swarm.messages",
+    "ToolContext": "swarm.agent.tool",
+    "ToolError": "swarm.errors",
+    "ToolSpec": "swarm.messages",
+    "Usage": "swarm.messages",
+    "UsageError": "swarm.errors",
+    "Veto": "swarm.agent.hooks",
+    "Workspace": "swarm.run.workspace",
+    "WorkspaceError": "swarm.errors",
+    "coding_tools": "swarm.agent.toolbox",
+    "load_config": "swarm.config",
+    "run_tracing": "swarm.tracing.setup",
+    "tool": "swarm.agent.tool",
+}
+"""Where each public name lives: imported on first use (PEP 562), so `import swarm` and
+`swarm --version` do not load the whole library (aiohttp, pydantic models, OTel, ...)."""
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'swarm' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once: later lookups do not come here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 __version__ = "0.1.0"
 

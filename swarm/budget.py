@@ -21,8 +21,7 @@ One spelling everywhere: `usd`, `tokens`, `steps`, `deadline` in config (`[budge
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import anyio
@@ -114,11 +113,29 @@ class _Scope:
 
 
 class Reservation:
-    """What one call holds of the budget until it settles or is released."""
+    """What one call holds of the budget until it settles or is released: entering it (as
+    `Budget.reserve` gives it) refuses the call or holds one step and the estimates,
+    leaving it releases what was not settled. A class, not a generator: every call
+    enters one."""
 
-    def __init__(self, scopes: list[_Scope], usd: float, tokens: int) -> None:
-        self._scopes, self._usd, self._tokens = scopes, usd, tokens
+    __slots__ = ("_budget", "_open", "_scopes", "_tokens", "_usd")
+
+    def __init__(self, budget: Budget, scopes: list[_Scope], usd: float, tokens: int) -> None:
+        self._budget, self._scopes, self._usd, self._tokens = budget, scopes, usd, tokens
+        self._open = False
+
+    def __enter__(self) -> Reservation:
+        self._budget.refuse_if_late()
+        scopes = self._scopes
+        for s in scopes:
+            s.refuse_if_spent()
+        for s in scopes:
+            s.hold(self._usd, self._tokens, 1)
         self._open = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()  # a no-op once settled
 
     def settle(self, result: ChatResult) -> None:
         """Swap the reservation for what the call really cost."""
@@ -159,24 +176,16 @@ class Budget:
             return float("inf")
         return max(0.0, self._deadline_at - anyio.current_time())
 
-    @contextmanager
-    def reserve(
-        self, *, tier: str | None = None, usd: float = 0.0, tokens: int = 0
-    ) -> Iterator[Reservation]:
-        """Hold one step and the estimates while a call runs; see the module docstring."""
-        scopes = self._scopes(tier)
+    def refuse_if_late(self) -> None:
+        """Raise `BudgetExceeded` once the deadline has passed."""
         if self._deadline_at is not None and anyio.current_time() >= self._deadline_at:
             limit = self.limits.deadline or 0.0
             raise BudgetExceeded("deadline", limit=limit, spent=limit)
-        for s in scopes:
-            s.refuse_if_spent()
-        for s in scopes:
-            s.hold(usd, tokens, 1)
-        held = Reservation(scopes, usd, tokens)
-        try:
-            yield held
-        finally:
-            held.release()  # a no-op once settled
+
+    def reserve(self, *, tier: str | None = None, usd: float = 0.0, tokens: int = 0) -> Reservation:
+        """`with budget.reserve(...) as held:` hold one step and the estimates while a call
+        runs; see the module docstring."""
+        return Reservation(self, self._scopes(tier), usd, tokens)
 
     def record(self, result: ChatResult, *, tier: str | None = None) -> None:
         """Count a call that was paid for without a reservation (a replayed call)."""

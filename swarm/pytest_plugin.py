@@ -3,7 +3,7 @@
 Load it in a `conftest.py` with `pytest_plugins = ["swarm.pytest_plugin"]` (or run pytest
 with `-p swarm.pytest_plugin`): every test then runs inside
 `swarm.testing.block_network()`, and one that would reach a real provider fails with
-`swarm.NetworkBlocked`.
+`swarm.testing.NetworkBlocked`.
 
 It is not registered as a `pytest11` entry point on purpose: that would load swarm into
 every pytest run of the environment swarm is installed in, the checks swarm runs in a

@@ -14,7 +14,7 @@ import pytest
 
 from swarm._commands import sim as sim_command
 from swarm._commands import simulate as simulate_command
-from swarm._commands._faults import faults_from_args
+from swarm._commands._faults import _COUNTS, _HELP, faults_from_args
 from swarm.config import Faults, load_config
 from swarm.errors import ConfigError, ProviderError
 from swarm.messages import ChatRequest, Message
@@ -59,6 +59,10 @@ EVERY_FIELD = Faults(
 
 def test_every_fault_field_is_an_option_of_simulate_and_sim_serve() -> None:
     assert set(EVERY_FIELD.model_dump()) == set(Faults.model_fields)  # no field left out
+    # the options are named without importing pydantic: the same fields, the same kinds
+    assert [*_HELP, "quota_headers"] == list(Faults.model_fields)
+    counts = {n for n, f in Faults.model_fields.items() if f.annotation == int | None}
+    assert counts == _COUNTS
     args = _parser(simulate_command.register).parse_args(["simulate", *_flags(EVERY_FIELD)])
     assert simulate_command.spec_from_args(args).faults == EVERY_FIELD
     args = _parser(sim_command.register).parse_args(["sim", "serve", *_flags(EVERY_FIELD)])

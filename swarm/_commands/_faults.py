@@ -31,12 +31,16 @@ def _flag(name: str) -> str:
     return "--retry-after" if name == "retry_after_s" else "--" + name.replace("_", "-")
 
 
+_COUNTS = frozenset({"quota_tpm", "quota_rpm"})
+"""The fields given as whole numbers; the other rates and times are floats. With `_HELP`,
+and `quota_headers`, this names `Faults`'s fields without importing pydantic, so `swarm
+--help` starts fast (tests/test_fault_injection.py checks they stay the same)."""
+
+
 def add_fault_options(parser: argparse.ArgumentParser, *, first: bool = False) -> None:
     """Add one option per fault field (and `--first` when `first`)."""
-    from swarm.config import Faults
-
     group = parser.add_argument_group("faults of the simulated provider")
-    for name, field in Faults.model_fields.items():
+    for name in (*_HELP, "quota_headers"):
         if name == "quota_headers":
             group.add_argument(
                 "--no-quota-headers",
@@ -46,7 +50,7 @@ def add_fault_options(parser: argparse.ArgumentParser, *, first: bool = False) -
                 help="send no x-ratelimit-* headers: 429s are all a client hears",
             )
             continue
-        kind = int if field.annotation == int | None else float
+        kind = int if name in _COUNTS else float
         group.add_argument(_flag(name), dest=name, type=kind, default=None, help=_HELP[name])
     if first:
         group.add_argument(

@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
+from types import TracebackType
 from typing import Any
 
 import anyio
 import httpx
-from opentelemetry.propagate import inject
+from opentelemetry import baggage, propagate, trace
 
 from swarm._duration import parse_duration_s
 from swarm._secrets import scrub
@@ -37,14 +37,16 @@ from swarm.errors import (
 )
 from swarm.messages import RateLimitInfo
 from swarm.providers._bounds import aread_bounded
-from swarm.providers._transport import AiohttpTransport
+from swarm.providers._transport import AiohttpTransport, closes_at_once
 
 __all__ = [
     "SIMULATED_HEADER",
+    "Exchange",
     "Peer",
     "Sender",
     "error_from_exception",
     "error_from_response",
+    "inject_trace_context",
     "malformed",
     "rate_limit_info",
     "retry_after_s",
@@ -52,6 +54,32 @@ __all__ = [
 
 SIMULATED_HEADER = "x-swarm-simulated"
 """Sent by `swarm sim serve`, so clients label simulated replies as such."""
+
+
+_DEFAULT_TEXTMAP = propagate.get_global_textmap()
+_DEFAULT_IS_W3C = [
+    p.strip() for p in os.environ.get("OTEL_PROPAGATORS", "tracecontext,baggage").split(",")
+] == ["tracecontext", "baggage"]
+
+
+def inject_trace_context(headers: dict[str, str]) -> None:
+    """`opentelemetry.propagate.inject(headers)`: the current span's W3C `traceparent` (and
+    `tracestate`). With the default propagators and no baggage set, the header is written
+    here, as the W3C propagator writes it, at a fraction of the CPU (the composite
+    propagator's round trip was ~2 % of a call); anything else goes through OTel."""
+    if (
+        not _DEFAULT_IS_W3C
+        or propagate.get_global_textmap() is not _DEFAULT_TEXTMAP
+        or baggage.get_all()
+    ):
+        propagate.inject(headers)
+        return
+    ctx = trace.get_current_span().get_span_context()
+    if ctx == trace.INVALID_SPAN_CONTEXT:
+        return
+    headers["traceparent"] = f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{ctx.trace_flags:02x}"
+    if ctx.trace_state:
+        headers["tracestate"] = ctx.trace_state.to_header()
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,6 +322,8 @@ class Sender:
         """True when the client was made here (and so is closed here)."""
         self.client = client
         self._defaults = dict(client.headers)  # httpx's Accept, Accept-Encoding, User-Agent
+        self._url: httpx.URL | None = None
+        self._url_text = ""  # the last URL posted to, as text (httpx.URL renders per str())
 
     async def post(
         self, url: httpx.URL, headers: dict[str, str], body: bytes, *, stream: bool = True
@@ -304,22 +334,21 @@ class Sender:
         otherwise cut off any reply slower than the stall timeout.
         """
         if self._transport is not None:
-            request = httpx.Request(
-                "POST",
-                url,
-                headers={**self._defaults, **headers},
-                content=body,
-                extensions=self._extensions if stream else self._whole_extensions,
+            if url is not self._url:
+                self._url, self._url_text = url, str(url)
+            return await self._transport.post(
+                self._url_text,
+                {**self._defaults, **headers},
+                body,
+                self._extensions["timeout"] if stream else self._whole_extensions["timeout"],
             )
-            return await self._transport.handle_async_request(request)
         timeout = self._timeout if stream else self._whole_timeout
         request = self.client.build_request(
             "POST", url, headers=headers, content=body, timeout=timeout
         )
         return await self.client.send(request, stream=True)
 
-    @asynccontextmanager
-    async def exchange(
+    def exchange(
         self,
         url: httpx.URL,
         headers: dict[str, str],
@@ -327,35 +356,83 @@ class Sender:
         *,
         stream: bool,
         model: str,
-    ) -> AsyncIterator[httpx.Response]:
-        """POST and yield a successful response, streaming; the caller reads it.
-
-        Sends the W3C `traceparent` of the current span. Transport errors and HTTP error
-        statuses become `ProviderError`s (inside the block too), and the response is
-        released on every exit path, cancellation included.
-        """
-        if stream:
-            headers["accept"] = "text/event-stream"
-        inject(headers)
-        try:
-            response = await self.post(url, headers, body, stream=stream)
-        except httpx.HTTPError as exc:
-            raise error_from_exception(exc, self._peer, model) from None
-        try:
-            if response.status_code >= 400:
-                try:
-                    await aread_bounded(response)
-                except ReplyTooLarge as exc:
-                    what = f"HTTP {response.status_code} with {exc}"
-                    raise malformed(what, self._peer, model, response, retryable=False) from None
-                raise error_from_response(response, self._peer, model)
-            yield response
-        except httpx.HTTPError as exc:
-            raise error_from_exception(exc, self._peer, model) from None
-        finally:
-            with anyio.move_on_after(5, shield=True):
-                await response.aclose()
+    ) -> Exchange:
+        """`async with sender.exchange(...) as response:` POST, and a successful response,
+        streaming, to read (see `Exchange`)."""
+        return Exchange(self, url, headers, body, stream, model)
 
     async def aclose(self) -> None:
         if self.owned:
             await self.client.aclose()
+
+
+class Exchange:
+    """One POST as an async context manager: entering sends it and gives the successful
+    response, streaming, for the caller to read.
+
+    Sends the W3C `traceparent` of the current span. Transport errors and HTTP error
+    statuses become `ProviderError`s (inside the block too), and the response is released
+    on every exit path, cancellation included. A class, not an `asynccontextmanager`: it
+    is on every call's path, and a generator adds a frame to every resumption of it.
+    """
+
+    __slots__ = ("_body", "_headers", "_model", "_response", "_sender", "_stream", "_url")
+
+    def __init__(
+        self,
+        sender: Sender,
+        url: httpx.URL,
+        headers: dict[str, str],
+        body: bytes,
+        stream: bool,
+        model: str,
+    ) -> None:
+        self._sender, self._url, self._headers, self._body = sender, url, headers, body
+        self._stream, self._model = stream, model
+        self._response: httpx.Response | None = None
+
+    async def __aenter__(self) -> httpx.Response:
+        sender, headers, peer = self._sender, self._headers, self._sender._peer
+        if self._stream:
+            headers["accept"] = "text/event-stream"
+        inject_trace_context(headers)
+        try:
+            response = await sender.post(self._url, headers, self._body, stream=self._stream)
+        except httpx.HTTPError as exc:
+            raise error_from_exception(exc, peer, self._model) from None
+        if response.status_code >= 400:
+            try:
+                try:
+                    await aread_bounded(response)
+                except ReplyTooLarge as exc:
+                    what = f"HTTP {response.status_code} with {exc}"
+                    raise malformed(what, peer, self._model, response, retryable=False) from None
+                raise error_from_response(response, peer, self._model)
+            except httpx.HTTPError as exc:
+                raise error_from_exception(exc, peer, self._model) from None
+            finally:
+                await _close(response)
+        self._response = response
+        return response
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        response = self._response
+        assert response is not None
+        try:
+            if isinstance(exc, httpx.HTTPError):
+                raise error_from_exception(exc, self._sender._peer, self._model) from None
+        finally:
+            await _close(response)
+
+
+async def _close(response: httpx.Response) -> None:
+    if closes_at_once(response):  # no checkpoint inside: cancellation cannot land
+        await response.aclose()
+    else:
+        with anyio.move_on_after(5, shield=True):
+            await response.aclose()

@@ -10,11 +10,11 @@ lookup or two, and a network read's chunks are parsed in one `loads`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 import httpx
+import orjson
 
 from swarm._tokens import estimate_input_tokens, estimate_tokens
 from swarm.config import ProviderConfig
@@ -216,7 +216,7 @@ class OpenAIProvider(Endpoint[_Stream]):
         if request.tool_choice is not None:
             body["tool_choice"] = request.tool_choice
         _add_settings(body, request)
-        return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+        return orjson.dumps(body)  # compact UTF-8, as json.dumps(separators, ensure_ascii=False)
 
     async def read_stream(self, response: httpx.Response, reply: _Stream, model: str) -> None:
         async for batch in iter_sse_batches(response):
@@ -254,7 +254,7 @@ class OpenAIProvider(Endpoint[_Stream]):
     def read_whole(self, response: httpx.Response, reply: _Stream, model: str) -> None:
         """A non-streamed reply: one JSON body holding the whole message."""
         try:
-            body = json.loads(response.content)
+            body = loads(response.content)
             choice = body["choices"][0]
             msg = choice.get("message") or {}
         except (ValueError, KeyError, IndexError, TypeError):

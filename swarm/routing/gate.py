@@ -136,6 +136,17 @@ class Gate:
         """`async with gate.admit(tokens) as permit:` one call of about `tokens` tokens."""
         return Permit((self,), tokens, priority)
 
+    def take_now(self) -> bool:
+        """Take a slot for a call, if it needs no wait at all: a free slot, and no
+        requests/min or tokens/min budget or pause to reckon with (what `acquire` does
+        then, without a coroutine). False leaves nothing taken."""
+        if self.paused_until or self.rpm_bucket() is not None or self.tpm_bucket() is not None:
+            return False
+        if not self.slots.try_acquire():
+            return False
+        self._recent.admitted(clock())
+        return True
+
     async def acquire(self, tokens: int, priority: int = 0) -> None:
         """Take a slot and the rate budget for one call (what a `Permit` enters with).
 
@@ -281,6 +292,8 @@ class Permit:
 
     async def __aenter__(self) -> Permit:
         gates = self._gates
+        if len(gates) == 1 and gates[0].take_now():  # the uncontended path: no coroutine
+            return self
         for i, gate in enumerate(gates):
             try:
                 await gate.acquire(self._tokens, self._priority)

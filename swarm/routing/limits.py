@@ -12,6 +12,7 @@ sleeps. Only a wait for a slot that really blocks makes a `swarm.wait` span (kin
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import itertools
 import math
@@ -32,6 +33,10 @@ _seq = itertools.count()
 
 def clock() -> float:
     """The running event loop's clock (virtual in a virtual simulation), else monotonic."""
+    try:  # asyncio's loop straight away: anyio asks sniffio which library runs first
+        return asyncio.get_running_loop().time()
+    except RuntimeError:
+        pass
     try:
         return anyio.current_time()
     except sniffio.AsyncLibraryNotFoundError:

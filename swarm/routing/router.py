@@ -21,7 +21,7 @@ import os
 from collections.abc import Mapping
 
 import anyio
-from opentelemetry import trace
+from opentelemetry import context, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
@@ -37,6 +37,7 @@ from swarm.providers.registry import build_providers
 from swarm.routing.candidate import Call, Clock, Target, build_target
 from swarm.routing.gate import Gate, Permit, admit
 from swarm.routing.hedge import Delays, race
+from swarm.routing.limits import clock
 from swarm.routing.retry import Retrier
 from swarm.routing.select import Need, Policy, apply_need
 from swarm.routing.tier_model import TierModel
@@ -318,7 +319,7 @@ class Router:
             if call.deadline is not None:
                 call.deadline.admitted()
             span = self._start_span(t, call)
-            started, first = anyio.current_time(), False
+            started, first = clock(), False
 
             def first_token() -> None:
                 nonlocal first
@@ -332,14 +333,18 @@ class Router:
             request = call.request
             if t.tool_calls == "text" and request.tools:
                 request = call.as_text()
+            # the span is current while the provider runs (its traceparent goes out); what
+            # `trace.use_span` does, without a generator context manager on every call
+            token = context.attach(trace.set_span_in_context(span))
             try:
-                with trace.use_span(span, record_exception=False, set_status_on_exception=False):
-                    result = await t.provider.chat(t.model, request, on_first_token=first_token)
+                result = await t.provider.chat(t.model, request, on_first_token=first_token)
             except BaseException as exc:
+                context.detach(token)
                 if not first and isinstance(exc, anyio.get_cancelled_exc_class()):
-                    t.score.waited(anyio.current_time() - started)
+                    t.score.waited(clock() - started)
                 call.scattered_429 = self._failed(t, span, exc, permit)
                 raise
+            context.detach(token)
             usage = result.usage
             permit.settle(usage.input_tokens + usage.output_tokens, result.rate_limit)
         read_calls(result, call.request, from_text=t.tool_calls != "native")
@@ -347,21 +352,22 @@ class Router:
         return result
 
     def _start_span(self, t: Target, call: Call) -> trace.Span:
+        """The attempt's `chat` span, every attribute known at its start given at once (the
+        SDK takes a lock and checks the value on each `set_attribute`)."""
         request = call.request
-        span = tracer().start_span(t.span_name, kind=SpanKind.CLIENT, attributes=t.attrs[call.tier])
-        span.set_attribute(sc.ATTEMPTS, call.attempts)
-        span.set_attribute(sc.ROUTE_REASON, call.reason)
+        attrs = t.attrs[call.tier].copy()
+        attrs[sc.ATTEMPTS] = call.attempts
+        attrs[sc.ROUTE_REASON] = call.reason
         if call.scores:
-            span.set_attribute(sc.ROUTE_SCORES, call.scores)
-        span.set_attribute(sc.REQUEST_STREAM, request.stream)
+            attrs[sc.ROUTE_SCORES] = call.scores
+        attrs[sc.REQUEST_STREAM] = request.stream
         if call.role:
-            span.set_attribute(sc.ROLE, call.role)
+            attrs[sc.ROLE] = call.role
         if self._capture:
-            span.set_attribute(
-                sc.INPUT_MESSAGES,
-                json.dumps([m.model_dump(exclude_defaults=True) for m in request.messages]),
+            attrs[sc.INPUT_MESSAGES] = json.dumps(
+                [m.model_dump(exclude_defaults=True) for m in request.messages]
             )
-        return span
+        return tracer().start_span(t.span_name, kind=SpanKind.CLIENT, attributes=attrs)
 
     def _failed(self, t: Target, span: trace.Span, exc: BaseException, permit: Permit) -> bool:
         """Record why the attempt failed, on its span, breaker and (for a 429) gates;
@@ -402,24 +408,24 @@ class Router:
         ttft = result.timing.ttft_s
         t.observe_ttft(ttft)
         t.score.success(ttft, result.tokens_per_s)
-        span.set_attributes(
-            {
-                sc.RESPONSE_MODEL: result.model or t.model,
-                sc.FINISH_REASONS: (result.finish_reason,),
-                sc.TIME_TO_FIRST_CHUNK: ttft,
-                sc.INPUT_TOKENS: usage.input_tokens,
-                sc.OUTPUT_TOKENS: usage.output_tokens,
-                sc.REASONING_TOKENS: usage.reasoning_tokens,
-                sc.CACHED_INPUT_TOKENS: usage.cached_input_tokens,
-                sc.COST_USD: cost,
-            }
-        )
-        if result.tokens_per_s > 0:  # only a stream timed over its tokens has a rate
-            span.set_attribute(sc.DECODE_TPS, result.tokens_per_s)
+        attrs: dict[str, AttributeValue] = {
+            sc.RESPONSE_MODEL: result.model or t.model,
+            sc.FINISH_REASONS: (result.finish_reason,),
+            sc.TIME_TO_FIRST_CHUNK: ttft,
+            sc.INPUT_TOKENS: usage.input_tokens,
+            sc.OUTPUT_TOKENS: usage.output_tokens,
+            sc.REASONING_TOKENS: usage.reasoning_tokens,
+            sc.CACHED_INPUT_TOKENS: usage.cached_input_tokens,
+            sc.COST_USD: cost,
+        }
+        tps = result.tokens_per_s
+        if tps > 0:  # only a stream timed over its tokens has a rate
+            attrs[sc.DECODE_TPS] = tps
         if result.tool_call_format:
-            span.set_attribute(sc.TOOL_CALL_FORMAT, result.tool_call_format)
+            attrs[sc.TOOL_CALL_FORMAT] = result.tool_call_format
         if self._capture:
-            span.set_attribute(
-                sc.OUTPUT_MESSAGES, json.dumps([result.message.model_dump(exclude_defaults=True)])
+            attrs[sc.OUTPUT_MESSAGES] = json.dumps(
+                [result.message.model_dump(exclude_defaults=True)]
             )
+        span.set_attributes(attrs)  # one lock, one pass
         span.end()

@@ -133,6 +133,25 @@ def tasks(cgroup: Path) -> int:
         return int(f.read())
 
 
+class TaskCount:
+    """`tasks(cgroup)` read again and again through one open file: each look is one
+    `pread`, not a path walk, open and close (the guard looks at every running command's
+    count a few times a second). `close` when done; OSError once the cgroup is gone."""
+
+    __slots__ = ("_fd",)
+
+    def __init__(self, cgroup: Path) -> None:
+        self._fd = os.open(cgroup / "pids.current", os.O_RDONLY | os.O_CLOEXEC)
+
+    def __call__(self) -> int:
+        return int(os.pread(self._fd, 32, 0))
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
 def remove(cgroup: Path) -> bool:
     """Remove `cgroup` and its memory twin; False while tasks are left in either."""
     return _rmdir(cgroup) & _rmdir(_MEMORY / cgroup.name)

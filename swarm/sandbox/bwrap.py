@@ -341,34 +341,41 @@ class BwrapSandbox(Sandbox):
         init: int | None = None
         intervals = _GUARD_INTERVALS_S if cgroup is None else _CAPPED_INTERVALS_S
         waits = iter(intervals)
-        while True:
-            await anyio.sleep(next(waits, intervals[-1]))
-            try:
-                if init is None:
-                    found = _children(pid)
-                    if not found:
-                        continue
-                    init = found[0]
-                if cgroup is not None and _pids.tasks(cgroup) <= limit:
-                    continue  # no more processes than tasks
-            except OSError:
-                return None  # ended, or not ours to look into
-            try:
-                too_many = _more_processes_than(init, limit)
-            except OSError:
-                # bwrap's first child may be a step of its setup that is gone by now, or
-                # not yet readable: it changes its uid inside the user namespace, which
-                # leaves it undumpable (its /proc/PID/root closed to a non-root swarm)
-                # until it execs; a loaded machine sees both. Look again, for as long as
-                # the command runs: giving up let a fork bomb run free
-                init = None
-                continue
-            if too_many:
+        count: _pids.TaskCount | None = None  # cgroup's count, read through one open file
+        try:
+            while True:
+                await anyio.sleep(next(waits, intervals[-1]))
                 try:
-                    os.kill(init, signal.SIGKILL)  # the kernel kills the whole namespace
-                except ProcessLookupError:
-                    return None
-                return f"more than {limit} processes at once; the command was killed"
+                    if init is None:
+                        found = _children(pid)
+                        if not found:
+                            continue
+                        init = found[0]
+                    if cgroup is not None:
+                        count = count or _pids.TaskCount(cgroup)
+                        if count() <= limit:
+                            continue  # no more processes than tasks
+                except OSError:
+                    return None  # ended, or not ours to look into
+                try:
+                    too_many = _more_processes_than(init, limit)
+                except OSError:
+                    # bwrap's first child may be a step of its setup that is gone by now,
+                    # or not yet readable: it changes its uid inside the user namespace,
+                    # which leaves it undumpable (its /proc/PID/root closed to a non-root
+                    # swarm) until it execs; a loaded machine sees both. Look again, for as
+                    # long as the command runs: giving up let a fork bomb run free
+                    init = None
+                    continue
+                if too_many:
+                    try:
+                        os.kill(init, signal.SIGKILL)  # the kernel kills the whole namespace
+                    except ProcessLookupError:
+                        return None
+                    return f"more than {limit} processes at once; the command was killed"
+        finally:
+            if count is not None:
+                count.close()
 
     def denials(self, output: str) -> list[str]:
         notes: list[str] = []

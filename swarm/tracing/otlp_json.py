@@ -59,11 +59,25 @@ def encode_value(value: Any) -> str:
     return f'{{"stringValue":{_dumps(str(value))}}}'
 
 
+_KEYS: dict[str, str] = {}
+"""Each attribute key's `{"key":...,"value":` prefix: a run has a few dozen keys, and every
+span writes most of them."""
+
+
+def _key(k: str) -> str:
+    head = _KEYS.get(k)
+    if head is None:
+        head = f'{{"key":{_dumps(k)},"value":'
+        if len(_KEYS) < 4096:  # keys come from code, but stay bounded whatever comes
+            _KEYS[k] = head
+    return head
+
+
 def encode_attributes(attrs: Mapping[str, Any] | None) -> str:
     """A JSON array of OTLP `KeyValue`s (without the surrounding key)."""
     if not attrs:
         return "[]"
-    parts = [f'{{"key":{_dumps(k)},"value":{encode_value(v)}}}' for k, v in attrs.items()]
+    parts = [f"{_key(k)}{encode_value(v)}}}" for k, v in attrs.items()]
     return "[" + ",".join(parts) + "]"
 
 
