@@ -283,6 +283,7 @@ class Coordinator:
 
     def _settle(self, outcome: SubtaskOutcome, board: Board) -> None:
         board.finished.add(outcome.id)
+        outcome.check = self._mender.scopes.get(outcome.id)
         if outcome.status != "pending" and self._live is not None:
             self._live.finished(outcome.id, outcome.wall_s)
         if outcome.status in ("merged", "empty", "failed"):
