@@ -798,10 +798,13 @@ IMPACTED = {
 }
 
 
-def impact_run(tmp_path: Path, coder: list[Scripted]) -> tuple[Path, Path, Path, ScriptedSource]:
+def impact_run(
+    tmp_path: Path, coder: list[Scripted], extra: str = ""
+) -> tuple[Path, Path, Path, ScriptedSource]:
     repo = make_repo(tmp_path, IMPACTED)
     log = spy(tmp_path) / "argv.log"
-    task = write_task(tmp_path, f"check: {PYTEST}\npython: {PY}\nenv: {{ARGLOG: {log}}}")
+    front = f"check: {PYTEST}\npython: {PY}\nenv: {{ARGLOG: {log}}}\n{extra}"
+    task = write_task(tmp_path, front)
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
     return repo, task, plan, ScriptedSource({"coder:s1": coder})
 
@@ -853,3 +856,15 @@ async def test_one_subtask_on_a_green_tree_runs_one_worktree_check_reused_by_all
     assert report.merge is not None and report.merge.checks_run == 0
     assert report.subtasks[0].check is not None
     assert report.subtasks[0].check.startswith("full: an agent's run"), report.subtasks[0]
+
+
+async def test_impact_false_runs_the_whole_check_in_the_worktree(tmp_path: Path) -> None:
+    repo, task, plan, scripts = impact_run(
+        tmp_path, [edit("a.py", "def one():", "def one() -> int:"), done()], "impact: false"
+    )
+    report = await run(tmp_path, repo, task, plan, scripts)
+    assert report.status == "done", report
+    opts = PYTEST.split()[3:]
+    # the baseline and the worktree, the whole suite each; the queue reuses the worktree's
+    assert [argv for _, argv in logged(tmp_path)] == [opts, opts]
+    assert report.subtasks[0].check is None
