@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import ast
 import configparser
-import functools
+import hashlib
 import os
 import re
 import shlex
@@ -251,11 +251,25 @@ _BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")
 _IMPORT_CALL = re.compile(rb"""(?:import_module|__import__)\(\s*['"]([\w.]+)['"]""")
 
 
-@functools.lru_cache(maxsize=4096)
+_SEEN: dict[bytes, tuple[_Raw, ...]] = {}
+"""Imports by a digest of the source: worktrees of one repository share most files, and
+parsing them is most of the selection's cost (0.5 s for boltons' 64 files, then 20 ms)."""
+_SEEN_MAX = 20_000
+
+
 def _raw_imports(source: bytes) -> tuple[_Raw, ...]:
     """A source's imports as (module, level, names), found in statements at any depth
     (functions, classes, `if`, `try`, `with`), plus `import_module("x")` calls with a
-    literal name. Cached by content: worktrees of one repository share most files."""
+    literal name."""
+    digest = hashlib.blake2b(source, digest_size=16).digest()
+    if (seen := _SEEN.get(digest)) is None:
+        if len(_SEEN) >= _SEEN_MAX:
+            _SEEN.clear()
+        seen = _SEEN[digest] = _parsed_imports(source)
+    return seen
+
+
+def _parsed_imports(source: bytes) -> tuple[_Raw, ...]:
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
