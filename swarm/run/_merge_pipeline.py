@@ -30,7 +30,8 @@ way), the line gathers: a batch of patches no one waits for starts only once it 
 full (`batch_size.max`, or the red rate's cap) or nothing more is coming. Landing those
 early buys nothing (no one waits on them, and the last patch's batch is checked after it
 comes either way), while each check of the whole suite takes cores the worktrees' checks
-need: boltons at 8 agents on 2 cores ran 20-23 batches for 24 patches before, 1-2 after.
+need (boltons, 24 subtasks on 2 cores, at 1 agent: 24 batches for 24 patches without it;
+1 with it, at 1 agent and at 8).
 `[merge] gather = false`, and the one-at-a-time queue, start a batch whenever there is room.
 
 A lone patch on the head gets its subtask's own check, keyed by its tree, so the result
