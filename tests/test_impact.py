@@ -68,6 +68,13 @@ def test_the_command_keeps_its_options_and_runs_only_the_chosen_files(tmp_path: 
     assert found.describe() == "impact: 1 of 5 test files"
 
 
+def test_an_option_whose_value_is_a_path_keeps_it(tmp_path: Path) -> None:
+    root = make(tmp_path, {**SHOP, "slow/test_x.py": "import shop.cart\n"})
+    found = select(root, f"{PYTEST} --ignore slow tests", ["shop/cart.py"])
+    assert isinstance(found, Selection), found
+    assert found.command == f"{PYTEST} --ignore slow tests/test_cart.py"
+
+
 def test_a_changed_test_file_runs_with_the_tests_the_change_reaches(tmp_path: Path) -> None:
     root = make(tmp_path, SHOP)
     assert chosen(root, ["tests/test_other.py", "shop/cart.py"]) == (
@@ -138,6 +145,7 @@ def test_a_module_a_conftest_imports_reaches_every_test(tmp_path: Path) -> None:
         (f"{PYTEST} && ruff check .", {}, "not a plain pytest run"),
         (f"{PYTEST} {{files}}", {}, "not a plain pytest run"),
         (f"{PYTEST} tests/test_cart.py::test_x", {}, "names single tests"),
+        (f"{PYTEST} --pyargs shop", {}, "--pyargs"),
         (f"{PYTEST} --doctest-modules", {}, "doctests"),
         (PYTEST, {"pytest.ini": "[pytest]\naddopts = --doctest-modules\n"}, "doctests"),
         (

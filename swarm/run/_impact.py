@@ -72,7 +72,9 @@ def select(root: Path, command: str, changed: Iterable[str]) -> Selection | str:
     if isinstance(split, str):
         return split
     head, words = split
-    scope = [w for w in words if not w.startswith("-") and (root / w.split("::")[0]).exists()]
+    if "--pyargs" in words:
+        return "the check names packages (--pyargs)"
+    scope = _paths_in(root, words)
     if any("::" in w for w in scope):
         return "the check names single tests"
     config = _pytest_config(root)
@@ -113,6 +115,43 @@ def _split_pytest(command: str) -> tuple[list[str], list[str]] | str:
         return shlex.split(command[: match.end()]), shlex.split(command[match.end() :])
     except ValueError:
         return "the check could not be read as a shell command"
+
+
+_VALUE_OPTIONS = frozenset(
+    {
+        "-k",
+        "-m",
+        "-p",
+        "-c",
+        "-o",
+        "-W",
+        "-n",
+        "--rootdir",
+        "--deselect",
+        "--ignore",
+        "--ignore-glob",
+        "--confcutdir",
+        "--basetemp",
+        "--junitxml",
+        "--maxfail",
+        "--tb",
+    }
+)
+"""pytest options whose value is the next word (kept with it, never taken for a path)."""
+
+
+def _paths_in(root: Path, words: list[str]) -> list[str]:
+    """The words of a pytest command line that name paths to test (not option values)."""
+    paths: list[str] = []
+    value = False
+    for word in words:
+        if value:
+            value = False
+        elif word in _VALUE_OPTIONS:
+            value = True
+        elif not word.startswith("-") and (root / word.split("::")[0]).exists():
+            paths.append(word)
+    return paths
 
 
 def _untrusted(path: str) -> str | None:
