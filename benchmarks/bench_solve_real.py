@@ -1,7 +1,8 @@
 """`swarm solve` on a real PyPI project at several agent counts: check runs, wall, its bound.
 
     python -m benchmarks.bench_solve_real [--project boltons==25.0.0] [--subtasks 24]
-        [--agents 1,8] [--profile cerebras/llama-3.3-70b] [--repo-dir DIR] [--venv DIR] [--json]
+        [--agents 1,8] [--profile cerebras/llama-3.3-70b] [--repo-dir DIR] [--venv DIR]
+        [--before] [--json]
 
 The repository is the project's sdist made a git repository with a venv of its own
 (`../shared/tools/real-repo`, run once when either is missing; boltons' conftest needs
@@ -31,7 +32,8 @@ which every run must do after its last patch comes; and the model time from the 
 report (the critical path of N independent subtasks at A agents holds ceil(N / A) of
 them: that share of the model time). Then wall / bound and the
 speedup over the first agent count. The machine's 1-minute load average is printed with
-every run: the checks share its cores with whatever else runs on it.
+every run: the checks share its cores with whatever else runs on it. `--before` runs the
+same work without test impact and without the queue's gathering, to compare.
 """
 
 from __future__ import annotations
@@ -76,6 +78,9 @@ class Bench:
     subtasks: int = 24
     agents: tuple[int, ...] = (1, 8)
     profile: str = "cerebras/llama-3.3-70b"
+    before: bool = False
+    """Without test impact and without gathering (`impact: false`, `merge: {gather:
+    false}`): every worktree runs the whole suite, the queue starts a batch whenever it can."""
 
 
 def log(message: str) -> None:
@@ -220,8 +225,9 @@ async def run_once(
     (work / "plan.json").write_text(json.dumps(plan(parts)))
     target = clone(repo, work / "repo")
     check, accept = commands(bench, python)
+    before = "impact: false\nmerge: {gather: false}\n" if bench.before else ""
     (work / "task.md").write_text(
-        f"---\ncheck: {check}\naccept: {accept}\npython: {python}\n---\n"
+        f"---\ncheck: {check}\naccept: {accept}\npython: {python}\n{before}---\n"
         f"# Make {bench.package} ruff-clean\n\nFix or mark every ruff finding in the package.\n"
     )
     model = json.dumps([f"local/{bench.profile}"])
@@ -370,6 +376,7 @@ async def run(bench: Bench, repo: Path, venv: Path, root: Path) -> dict[str, Any
         "accept_s": final_s,
         "cores": cores,
         "profile": bench.profile,
+        "before": bench.before,
         "runs": runs,
     }
 
@@ -389,6 +396,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repo-dir", type=Path, help="the repository (made if missing)")
     parser.add_argument("--venv", type=Path, help="its venv (made if missing)")
     parser.add_argument("--keep", type=Path, help="keep the runs' clones and traces here")
+    parser.add_argument(
+        "--before", action="store_true", help="without test impact and gathering, to compare"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     bench = Bench(
@@ -398,6 +408,7 @@ def main(argv: list[str] | None = None) -> None:
         subtasks=args.subtasks,
         agents=args.agents,
         profile=args.profile,
+        before=args.before,
     )
     name = bench.project.split("==")[0]
     cache = Path(tempfile.gettempdir()) / "swarm-bench-real"
