@@ -75,6 +75,13 @@ def test_an_option_whose_value_is_a_path_keeps_it(tmp_path: Path) -> None:
     assert found.command == f"{PYTEST} --ignore slow tests/test_cart.py"
 
 
+def test_the_interpreter_is_kept_as_written_for_the_shell_to_expand(tmp_path: Path) -> None:
+    root = make(tmp_path, SHOP)
+    found = select(root, "$PYTHON -m pytest -q", ["shop/cart.py"])
+    assert isinstance(found, Selection), found
+    assert found.command == "$PYTHON -m pytest -q tests/test_cart.py"
+
+
 def test_a_changed_test_file_runs_with_the_tests_the_change_reaches(tmp_path: Path) -> None:
     root = make(tmp_path, SHOP)
     assert chosen(root, ["tests/test_other.py", "shop/cart.py"]) == (
@@ -122,6 +129,7 @@ def test_a_src_layout_and_a_tests_folder_without_init(tmp_path: Path) -> None:
         (["tests/conftest.py"], "conftest.py changed"),
         (["shop/prices.json"], "not a Python module"),
         (["setup.py"], "setup"),
+        (["shop/gone.py", "shop/cart.py"], "shop/gone.py was removed"),
         (["shop/unused.py"], "no test file reaches the change"),
         ([], "no file changed"),
     ],
@@ -146,6 +154,7 @@ def test_a_module_a_conftest_imports_reaches_every_test(tmp_path: Path) -> None:
         (f"{PYTEST} {{files}}", {}, "not a plain pytest run"),
         (f"{PYTEST} tests/test_cart.py::test_x", {}, "names single tests"),
         (f"{PYTEST} --pyargs shop", {}, "--pyargs"),
+        (f"{PYTEST} --basetemp=$TMPDIR/t", {}, "shell expansion"),
         (f"{PYTEST} --doctest-modules", {}, "doctests"),
         (PYTEST, {"pytest.ini": "[pytest]\naddopts = --doctest-modules\n"}, "doctests"),
         (

@@ -72,6 +72,8 @@ def select(root: Path, command: str, changed: Iterable[str]) -> Selection | str:
     if isinstance(split, str):
         return split
     head, words = split
+    if any("$" in w or w.startswith("~") for w in words):
+        return "the check's pytest arguments use shell expansion"
     if "--pyargs" in words:
         return "the check names packages (--pyargs)"
     scope = _paths_in(root, words)
@@ -82,12 +84,14 @@ def select(root: Path, command: str, changed: Iterable[str]) -> Selection | str:
         return config
     if "--doctest-modules" in words or "--doctest-modules" in config.get("addopts", ""):
         return "the check collects doctests from modules"
+    files = _python_files(root)
     for path in changed:
-        why = _untrusted(path)
+        why = _untrusted(path) or (
+            None if path in files else f"{path} was removed (what imported it is not known)"
+        )
         if why:
             return why
     roots = scope or config.get("testpaths", "").split() or ["."]
-    files = _python_files(root)
     tests = sorted(f for f in files if _is_test(f) and _under(f, roots))
     if not tests:
         return "no test files found"
@@ -101,18 +105,20 @@ def select(root: Path, command: str, changed: Iterable[str]) -> Selection | str:
     if len(chosen) == len(tests):
         return "every test file reaches the change"
     kept = [w for w in words if w not in scope]
-    return Selection(shlex.join([*head, *kept, *chosen]), tuple(chosen), len(tests))
+    return Selection(f"{head} {shlex.join([*kept, *chosen])}", tuple(chosen), len(tests))
 
 
-def _split_pytest(command: str) -> tuple[list[str], list[str]] | str:
-    """The command up to pytest (prefix and interpreter) and pytest's own words."""
+def _split_pytest(command: str) -> tuple[str, list[str]] | str:
+    """The command up to pytest (prefix and interpreter, as written: `$PYTHON` and `~`
+    stay the shell's to expand) and pytest's own words."""
     match = _PYTEST.search(command)
     if match is None:
         return "the check is not a pytest run"
     if any(c in command for c in ("&&", "||", ";", "|", "`", "$(", ">", "<", "{files}")):
         return "the check is not a plain pytest run"
     try:
-        return shlex.split(command[: match.end()]), shlex.split(command[match.end() :])
+        shlex.split(command[: match.end()])
+        return command[: match.end()].rstrip(), shlex.split(command[match.end() :])
     except ValueError:
         return "the check could not be read as a shell command"
 
