@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,10 @@ async def run_once(bench: Bench, base: Path, work: Path, agents: int) -> dict[st
         "calls": report.calls,
         "time_by_phase": report.time_by_phase,
         "coordinator_cpu_s": report.overhead.cpu_s,
+        "merge_checks": report.merge.checks_run if report.merge else 0,
+        "worktree_checks": dict(
+            Counter((s.check or "none").split(":")[0] for s in report.subtasks)
+        ),
     }
 
 
@@ -167,7 +172,8 @@ def main(argv: list[str] | None = None) -> None:
     for agents, r in result["runs"].items():
         print(
             f"{agents:>3} agents: {r['wall_s']:7.1f} s  x{r['speedup']}  "
-            f"merged {r['merged']}/{bench.modules}  {r['status']}  calls {r['calls']}"
+            f"merged {r['merged']}/{bench.modules}  {r['status']}  calls {r['calls']}  "
+            f"merge checks {r['merge_checks']}  worktree checks {r['worktree_checks']}"
         )
 
 

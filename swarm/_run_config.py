@@ -58,6 +58,9 @@ class MergeConfig(BaseModel):
     agents' own `run_tests` (default: the number of cores)."""
     check_timeout: float = Field(default=600.0, gt=0)
     """A check running longer is killed and counts as red (`"10m"`, `"90s"` or seconds)."""
+    gather: bool = True
+    """While subtasks are still coding, a batch of patches no one waits for starts only
+    once it is full or nothing more is coming (False: whenever there is room)."""
 
     @field_validator("check_timeout", mode="before")
     @classmethod

@@ -68,6 +68,11 @@ class Merger:
     worktree: Path = Path("/mem/_integration")
 
     stats: MergeStats = field(default_factory=MergeStats)
+    expected: list[int] = field(default_factory=list)
+    """What the coordinator said was still coming, each time it said it."""
+
+    def expect(self, coming: int) -> None:
+        self.expected.append(coming)
 
     async def merge(
         self, name: str, title: str, patch: str, *, waited_on: bool = False, **_: object
@@ -360,3 +365,12 @@ async def test_a_node_lost_too_often_fails_only_its_subtask(tmp_path: Path) -> N
     assert by_id["a"].status == "failed" and "node was lost" in str(by_id["a"].error)
     assert by_id["b"].status == "merged"
     assert world.merger.order == ["b"]
+
+
+async def test_the_queue_hears_how_many_patches_are_still_coming(world: World) -> None:
+    """So it can gather them: two more while the first merges at one agent, none at the end."""
+    world.options = SolveOptions(max_agents=1)
+    outcome, _ = await world.run(plan(("a", ()), ("b", ()), ("c", ())))
+    assert outcome.status == "done"
+    assert world.merger.expected[0] == 2 and world.merger.expected[-1] == 0
+    assert all(0 <= n <= 3 for n in world.merger.expected)

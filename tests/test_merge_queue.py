@@ -935,3 +935,31 @@ async def test_a_probe_blames_its_likeliest_culprit_only_when_checked_red_and_gr
     conflict = probe()
     conflict.without.steps[0] = Step("conflict", None)
     assert found_alone(conflict) is None
+
+
+async def test_while_patches_are_coming_the_queue_gathers_them_into_one_batch(
+    repo: Path,
+) -> None:
+    """Patches no one waits for, arriving one by one while others are still coding, wait
+    for the rest: one batch, one check, once nothing more is coming."""
+    patches = {n: await patch_setting(repo, n, 2) for n in "abc"}
+    checker = CountingChecker(repo)
+    settings = QueueSettings(checker, batch_check=CHECK, config=BATCHES)
+    results: dict[str, MergeResult] = {}
+    async with MergeQueue.open(repo, run_id="r1", base="main", settings=settings) as queue:
+
+        async def merge(name: str) -> None:
+            results[name] = await queue.merge(name, name, patches[name], check=CHECK)
+
+        queue.expect(3)
+        async with anyio.create_task_group() as tg:
+            for coming, name in zip((2, 1, 0), "abc", strict=True):
+                tg.start_soon(merge, name)
+                await anyio.wait_all_tasks_blocked()
+                queue.expect(coming)  # as the coordinator says it: once the patch is in
+                await anyio.wait_all_tasks_blocked()
+                assert queue.stats.batches == (0 if coming else 1), name
+                assert checker.places == [] or not coming, name
+        stats = queue.stats
+    assert {n: r.kind for n, r in results.items()} == dict.fromkeys("abc", "merged")
+    assert (stats.batches, stats.checks_run) == (1, 1)

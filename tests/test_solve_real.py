@@ -16,9 +16,11 @@ from typing import Any
 
 import pytest
 
+from swarm.analysis.loader import load_trace
 from swarm.run.report import RunReport
 from swarm.run.solve import SolveRequest, solve
 from swarm.testing import Scripted, ScriptedModel, ScriptedSource, call
+from swarm.tracing import semconv as sc
 
 PY = sys.executable
 PYTEST = "python -m pytest -q -p no:cacheprovider"
@@ -779,3 +781,90 @@ async def test_a_subtask_whose_files_have_no_tests_is_checked_with_the_whole_sui
     assert report.status == "done", report
     assert states(report) == {"docs": "merged"}
     assert report.subtasks[0].fix_rounds == 0
+
+
+# -- 12. test impact: the worktree runs the tests its change reaches, the queue them all --
+
+IMPACTED = {
+    "a.py": "def one():\n    return 1\n",
+    "b.py": "def two():\n    return 2\n",
+    "tests/test_a.py": "from a import one\n\n\ndef test_one():\n    assert one() == 1\n",
+    "tests/test_b.py": "from b import two\n\n\ndef test_two():\n    assert two() == 2\n",
+    "conftest.py": """\
+        import json, os, sys
+        with open(os.environ["ARGLOG"], "a") as f:
+            f.write(json.dumps([os.path.basename(os.getcwd()), *sys.argv[1:]]) + "\\n")
+        """,
+}
+
+
+def impact_run(
+    tmp_path: Path, coder: list[Scripted], extra: str = ""
+) -> tuple[Path, Path, Path, ScriptedSource]:
+    repo = make_repo(tmp_path, IMPACTED)
+    log = spy(tmp_path) / "argv.log"
+    front = f"check: {PYTEST}\npython: {PY}\nenv: {{ARGLOG: {log}}}\n{extra}"
+    task = write_task(tmp_path, front)
+    plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
+    return repo, task, plan, ScriptedSource({"coder:s1": coder})
+
+
+def logged(tmp_path: Path) -> list[tuple[str, list[str]]]:
+    lines = (spy(tmp_path) / "argv.log").read_text().splitlines()
+    return [(place, argv) for place, *argv in map(json.loads, lines)]
+
+
+async def test_a_subtask_runs_the_tests_its_change_reaches_and_the_queue_runs_them_all(
+    tmp_path: Path,
+) -> None:
+    repo, task, plan, scripts = impact_run(
+        tmp_path, [edit("a.py", "def one():", "def one() -> int:"), done()]
+    )
+    report = await run(tmp_path, repo, task, plan, scripts)
+    assert report.status == "done", report
+    assert report.subtasks[0].check == "impact: 1 of 2 test files"
+    opts = PYTEST.split()[3:]
+    runs = logged(tmp_path)
+    # the baseline; s1's worktree: only tests/test_a.py; the merge queue: the whole suite
+    # on the integration branch's next tree; the final check reuses that batch's result
+    assert [argv for _, argv in runs] == [opts, [*opts, "tests/test_a.py"], opts], runs
+    assert runs[0][0] == "_integration" and runs[2][0].startswith("_check-"), runs
+    assert report.merge is not None and report.merge.checks_run == 1
+    trace = load_trace(Path(str(report.trace)))
+    spans = [i for i in range(len(trace)) if trace.name[i] == f"{sc.IMPACT_SPAN} s1"]
+    assert len(spans) == 1
+    attrs = trace.attributes(spans[0])
+    assert (attrs[sc.CHECK_TESTS_SELECTED], attrs[sc.CHECK_TEST_FILES]) == (1, 2)
+    assert "impact: 1 of 2 test files" in (Path(str(report.report))).read_text()
+
+
+async def test_one_subtask_on_a_green_tree_runs_one_worktree_check_reused_by_all(
+    tmp_path: Path,
+) -> None:
+    """The coder's green `run_tests` of the whole suite is the tree's check: the
+    coordinator's check (a selection) and the merge queue's (the whole suite) reuse it."""
+    repo, task, plan, scripts = impact_run(
+        tmp_path,
+        [edit("a.py", "def one():", "def one() -> int:"), call("run_tests"), done()],
+    )
+    report = await run(tmp_path, repo, task, plan, scripts)
+    assert report.status == "done", report
+    runs = logged(tmp_path)
+    # the baseline, and the agent's run in s1's worktree: nothing else
+    assert len(runs) == 2 and runs[0][0] == "_integration", runs
+    assert not runs[1][0].startswith(("_integration", "_check-")), runs
+    assert report.merge is not None and report.merge.checks_run == 0
+    assert report.subtasks[0].check is not None
+    assert report.subtasks[0].check.startswith("full: an agent's run"), report.subtasks[0]
+
+
+async def test_impact_false_runs_the_whole_check_in_the_worktree(tmp_path: Path) -> None:
+    repo, task, plan, scripts = impact_run(
+        tmp_path, [edit("a.py", "def one():", "def one() -> int:"), done()], "impact: false"
+    )
+    report = await run(tmp_path, repo, task, plan, scripts)
+    assert report.status == "done", report
+    opts = PYTEST.split()[3:]
+    # the baseline and the worktree, the whole suite each; the queue reuses the worktree's
+    assert [argv for _, argv in logged(tmp_path)] == [opts, opts]
+    assert report.subtasks[0].check is None

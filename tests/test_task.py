@@ -116,7 +116,10 @@ def test_malformed_front_matter_names_file_and_line(front: str, line: int, words
 def test_unknown_key_lists_the_allowed_keys() -> None:
     with pytest.raises(
         ConfigError,
-        match="allowed: accept, allow, baseline, budget, check, env, hooks, include, max_agents",
+        match=(
+            "allowed: accept, allow, baseline, budget, check, env, hooks, impact, include, "
+            "max_agents"
+        ),
     ):
         parse_task("---\ncolour: red\n---\n# T\nbody\n")
 

@@ -25,6 +25,15 @@ when green), and a culprit's fixed patch counts as probed. Patches that may clas
 batched together, and judged again when judged apart (`swarm.run._merge_links`); a
 probed one still apart from such a patch in flight takes a place in the line alone.
 
+While subtasks are still coding (`expect`: the coordinator's count of patches on their
+way), the line gathers: a batch of patches no one waits for starts only once it would be
+full (`batch_size.max`, or the red rate's cap) or nothing more is coming. Landing those
+early buys nothing (no one waits on them, and the last patch's batch is checked after it
+comes either way), while each check of the whole suite takes cores the worktrees' checks
+need (boltons, 24 subtasks on 2 cores, at 1 agent: 24 batches for 24 patches without it;
+1 with it, at 1 agent and at 8).
+`[merge] gather = false`, and the one-at-a-time queue, start a batch whenever there is room.
+
 A lone patch on the head gets its subtask's own check, keyed by its tree, so the result
 the subtask already has is reused; a batch gets the whole check. A patch that does not
 apply is decided with its batch: a conflict once the batch lands, back to waiting if not.
@@ -96,6 +105,26 @@ class Pipeline:
         self._after: dict[str, list[Request]] = {}
         """By subtask: the green patches its culprit's fix was made on top of."""
         self.links = Links(head)
+        self.coming = 0
+        """Patches on their way: subtasks coding, rebasing, or yet to start (`expect`)."""
+        self._gathered = False
+        """The waiting patches were held for the ones coming: they go as one batch, not
+        spread over the line's places (two checks of the suite where one would do)."""
+
+    def expect(self, coming: int) -> None:
+        """`coming` patches are still on their way (0: gather no more)."""
+        self.coming = coming
+        self._wake.set()
+
+    def _gathering(self, free: list[Request]) -> bool:
+        """A batch of `free` waits for the patches still coming (see the module)."""
+        config = self.rules.config
+        if self.coming <= 0 or not config.gather or config.one_at_a_time:
+            return False
+        if any(r.waited_on for r in free):
+            return False
+        self._gathered = len(free) < self._cap(probed=all(r.probed for r in free))
+        return self._gathered
 
     def submit(self, request: Request) -> None:
         request.after = self._after.pop(request.patch.name, [])
@@ -111,8 +140,10 @@ class Pipeline:
     async def run(self) -> None:
         async with anyio.create_task_group() as tg:
             while True:
-                while len(self.line.slots) < self.rules.config.parallel_checks and (
-                    free := self._for_line()
+                while (
+                    len(self.line.slots) < self.rules.config.parallel_checks
+                    and (free := self._for_line())
+                    and not self._gathering(free)
                 ):
                     self._take(free)
                 while len(self._probes) < self.probe_limit and (free := self._for_probe()):
@@ -190,8 +221,9 @@ class Pipeline:
         pool, free = free, alike(free)
         probed = all(r.probed for r in free)
         places = self.rules.config.parallel_checks - len(self.line.slots)
-        if self._probing and not probed:
+        if (self._probing and not probed) or self._gathered:
             places = 1  # unprobed patches take the front alone (`_for_line`)
+        self._gathered = False
         n = max(size.min, min(self._cap(probed=probed), math.ceil(len(free) / places)))
         if self._probing and probed:  # a doubtful patch alone, the others without them
             free = free[:1] if free[0].doubtful else [r for r in free if not r.doubtful]

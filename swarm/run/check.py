@@ -203,6 +203,10 @@ class Checker:
                 )
         return result
 
+    def result(self, command: str, key: str) -> CheckResult | None:
+        """The result of `command` on the tree `key`, if it ran (or was remembered)."""
+        return self._results.get((command, key))
+
     def remember(self, command: str, key: str, result: CheckResult) -> None:
         """`result` of `command` on the tree `key`, run by someone else (an agent's own
         `run_tests`): a later check of that tree reuses it."""

@@ -125,6 +125,8 @@ class Coordinator:
         self._priority: dict[str, int] = {}
         """Each subtask's claim on an agent place (`Plan.place_priority`)."""
         self._live: LivePath | None = None
+        self._queued: set[str] = set()
+        """Subtasks whose patch is in the merge queue now."""
 
     # -- planning ---------------------------------------------------------------------
 
@@ -283,6 +285,8 @@ class Coordinator:
 
     def _settle(self, outcome: SubtaskOutcome, board: Board) -> None:
         board.finished.add(outcome.id)
+        outcome.check = self._mender.scopes.get(outcome.id)
+        self._expect(board)
         if outcome.status != "pending" and self._live is not None:
             self._live.finished(outcome.id, outcome.wall_s)
         if outcome.status in ("merged", "empty", "failed"):
@@ -313,17 +317,29 @@ class Coordinator:
             links = self._dependency_spans(st)
             record_wait(sc.WAIT_DEPENDENCY, since_ns=self._plan_ready_ns, links=links)
 
-    async def _merge(self, st: Subtask, patch: str, queue: Merger) -> MergeResult:
+    def _expect(self, board: Board) -> None:
+        """Tell the queue how many patches are still on their way (none once stopped)."""
+        coming = len(board.outcomes) - len(board.finished) - len(self._queued)
+        board.queue.expect(0 if board.stop is not None else max(coming, 0))
+
+    async def _merge(self, st: Subtask, patch: str, board: Board) -> MergeResult:
+        queue = board.queue
         with waiting(sc.WAIT_MERGE, attributes={sc.SUBTASK_ID: st.id}) as span:
             started = anyio.current_time()
-            merged = await queue.merge(
-                st.id,
-                st.title,
-                patch,
-                check=self._mender.commands.get(st.id),
-                order=self._order.get(st.id, 0),
-                waited_on=st.id in self._waited_on,
-            )
+            self._queued.add(st.id)
+            self._expect(board)
+            try:
+                merged = await queue.merge(
+                    st.id,
+                    st.title,
+                    patch,
+                    check=self._mender.commands.get(st.id),
+                    order=self._order.get(st.id, 0),
+                    waited_on=st.id in self._waited_on,
+                )
+            finally:
+                self._queued.discard(st.id)
+                self._expect(board)
             self.times.add("merge", anyio.current_time() - started)
             if merged.batch is not None:  # the batch that decided it: the wait's cause
                 span.add_link(merged.batch, {sc.LINK_TYPE: sc.LINK_DEPENDS_ON})
@@ -405,7 +421,7 @@ class Coordinator:
     ) -> MergeResult:
         """Merge; on a conflict or a red merge, a fixer rebases on the new head (a bounded
         number of times), with an agent place again for the work."""
-        merged = await self._merge(st, patch, board.queue)
+        merged = await self._merge(st, patch, board)
         while not merged.ok and outcome.rebases < self.options.rebase_rounds:
             outcome.rebases += 1
             merged, patch = await self._rebase(st, outcome, patch, merged, board)
@@ -427,7 +443,7 @@ class Coordinator:
         decided = anyio.Event()
 
         async def merge(rebased: str) -> None:
-            verdict.append(await self._merge(st, rebased, board.queue))
+            verdict.append(await self._merge(st, rebased, board))
             decided.set()
 
         async with anyio.create_task_group() as tg:
@@ -463,7 +479,7 @@ class Coordinator:
                             patch = await self._mender.until_green(
                                 st, ws, base, outcome, tag=f"r{outcome.rebases}", checked=checked
                             )
-        return (verdict[0] if verdict else await self._merge(st, patch, board.queue)), patch
+        return (verdict[0] if verdict else await self._merge(st, patch, board)), patch
 
 
 def _first_leaf(group: BaseExceptionGroup[SwarmError]) -> SwarmError:

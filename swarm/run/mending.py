@@ -3,8 +3,16 @@
 `Mender` owns the check command each subtask gets (its files' tests, or the whole check
 when pytest finds none there), runs it keyed by the tree so an identical tree is not
 checked twice, and sends fixers, a bounded number of rounds (escalating to the reasoning
-tier after `escalate_after`), until it passes. The coordinator uses it for a coder's
-work, a rebase fixer's, and the final verification's fix loop.
+tier after `escalate_after`), until it passes.
+
+Where the check is the whole pytest suite, a subtask's check in its worktree runs only the
+test files its change reaches by imports (`swarm.run._impact`), or the whole suite where
+that selection cannot be trusted; the merge queue checks the patch with the whole suite
+(`commands`), so the suite runs on the integration branch, not in every worktree. An
+agent's green run of the whole suite on the same tree stands for the selection.
+
+The coordinator uses it for a coder's work, a rebase fixer's, and the final verification's
+fix loop.
 """
 
 from __future__ import annotations
@@ -16,13 +24,16 @@ from pathlib import Path
 import anyio
 
 from swarm.errors import GaveUp
-from swarm.run.check import NOTHING_TO_TEST, CheckFn, CheckResult, tree_key
+from swarm.run._impact import Selection, changed_files, select
+from swarm.run.check import NOTHING_TO_TEST, Checker, CheckFn, CheckResult, tree_key
 from swarm.run.outcome import PhaseTimes, SubtaskOutcome
 from swarm.run.parts import SolveOptions, WorkspaceLike
 from swarm.run.plan import Subtask
 from swarm.run.roles import FIXER, fix_prompt
 from swarm.run.staff import Staff
 from swarm.run.task import Task
+from swarm.tracing import semconv as sc
+from swarm.tracing.setup import tracer
 
 __all__ = ["Checked", "Mender"]
 
@@ -33,6 +44,8 @@ class Checked:
 
     patch: str
     command: str
+    """The command that ran (a selection of the check's tests, when `swarm.run._impact`
+    chose one)."""
     result: CheckResult
 
 
@@ -51,7 +64,11 @@ class Mender:
         self.task, self.options, self.staff, self.check = task, options, staff, check
         self.times, self._fixing = times, fixing
         self.commands: dict[str, str] = {}
-        """Each subtask's check command (the whole check when its files have no tests)."""
+        """Each subtask's check command for the merge queue (the whole check when its
+        files have no tests, or when its worktree ran a selection of the tests)."""
+        self.scopes: dict[str, str] = {}
+        """What each subtask's last check in its worktree ran: `impact: 2 of 28 test
+        files`, or `full` and why (for the report)."""
 
     async def first_check(
         self, st: Subtask, ws: WorkspaceLike, base: str, patch: str | None = None
@@ -62,14 +79,57 @@ class Mender:
         command = self.commands.get(st.id) or self.task.check_for(st.files)
         if not command or not patch.strip():
             return patch  # a tree equal to its base is as green as the base: not checked
+        return await self._checked(st, ws, base, patch, command)
+
+    async def _checked(
+        self, st: Subtask, ws: WorkspaceLike, base: str, patch: str, command: str
+    ) -> Checked:
+        """`patch`'s tree checked with `command`, or with the tests its change reaches
+        when `command` is the whole check (see the module)."""
         key = tree_key(base, patch)
-        result = await self.timed("checks", self.check(ws.path, command, key=key))
         everything = self.task.check_for(())
-        if result.exit_code in NOTHING_TO_TEST and everything and command != everything:
-            command = everything  # pytest found no tests in the subtask's files: check all
+        if not self.task.impact or command != everything:
             result = await self.timed("checks", self.check(ws.path, command, key=key))
+            if result.exit_code in NOTHING_TO_TEST and everything and command != everything:
+                command = everything  # pytest found no tests in the subtask's files: check all
+                result = await self.timed("checks", self.check(ws.path, command, key=key))
+            self.commands[st.id] = command
+            return Checked(patch, command, result)
         self.commands[st.id] = command
-        return Checked(patch, command, result)
+        with tracer().start_as_current_span(
+            f"{sc.IMPACT_SPAN} {st.id}", attributes={sc.SUBTASK_ID: st.id}
+        ) as span:
+            whole = self._known(command, key)
+            scope = await self._selection(ws.path, command, patch) if whole is None else None
+            if isinstance(scope, Selection):
+                self.scopes[st.id] = scope.describe()
+                span.set_attribute(sc.CHECK_TESTS_SELECTED, len(scope.tests))
+                span.set_attribute(sc.CHECK_TEST_FILES, scope.total)
+                run = scope.command
+            else:
+                why = scope or "an agent's run of the whole check on this tree passed"
+                self.scopes[st.id] = f"full: {why}"
+                span.set_attribute(sc.CHECK_FULL_REASON, why)
+                run = command
+            if whole is not None:
+                return Checked(patch, run, whole)
+            result = await self.timed("checks", self.check(ws.path, run, key=key))
+            return Checked(patch, run, result)
+
+    def _known(self, command: str, key: str) -> CheckResult | None:
+        """A green result of the whole check on this tree already (an agent's own run)."""
+        if not isinstance(self.check, Checker):
+            return None
+        known = self.check.result(command, key)
+        return known if known is not None and known.passed else None
+
+    @staticmethod
+    async def _selection(path: Path, command: str, patch: str) -> Selection | str:
+        """The tests `patch` reaches in the worktree at `path`, or why all of them."""
+        if not await anyio.Path(path).is_dir():
+            return "the worktree is not on this machine"
+        changed = changed_files(patch)
+        return await anyio.to_thread.run_sync(select, path, command, changed)
 
     async def until_green(
         self,
@@ -97,8 +157,10 @@ class Mender:
             self._fixing(st.id)
             await self.fix(st, ws.path, result, round_=rounds, tag=tag, command=command)
             patch = await ws.patch()
-            key = tree_key(base, patch)
-            result = await self.timed("checks", self.check(ws.path, command, key=key))
+            if not patch.strip():
+                return patch
+            checked = await self._checked(st, ws, base, patch, self.commands[st.id])
+            command, result = checked.command, checked.result
         return patch
 
     async def fix(

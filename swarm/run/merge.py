@@ -79,6 +79,11 @@ class Merger(Protocol):
         """Subtask -> commit for every patch already on the branch (a resumed run's too)."""
         ...
 
+    def expect(self, coming: int) -> None:
+        """`coming` patches are still on their way (subtasks coding, rebasing or yet to
+        start): the queue may gather them into fewer batches."""
+        ...
+
     async def run_check(self, command: str) -> CheckResult: ...
 
     async def reset(self) -> None:
@@ -216,6 +221,10 @@ class MergeQueue:
                 self._pipeline.withdraw(request)
         assert request.result is not None
         return request.result
+
+    def expect(self, coming: int) -> None:
+        if self._pipeline is not None:
+            self._pipeline.expect(coming)
 
     async def _land(self, tip: str) -> None:
         """Fast-forward the integration branch (and its worktree) to a green tip."""

@@ -49,6 +49,8 @@ class SubtaskOutcome:
     commit: str | None = None
     error: str | None = None
     wall_s: float = 0.0
+    check: str | None = None
+    """What its last check in its worktree ran: `impact: N of M test files`, or `full: why`."""
 
     def report(self) -> SubtaskReport:
         return SubtaskReport(
@@ -60,6 +62,7 @@ class SubtaskOutcome:
             commit=self.commit,
             error=self.error,
             wall_s=round(self.wall_s, 3),
+            check=self.check,
         )
 
 

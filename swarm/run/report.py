@@ -30,6 +30,10 @@ class SubtaskReport(BaseModel):
     commit: str | None = None
     error: str | None = None
     wall_s: float = 0.0
+    check: str | None = None
+    """What its check in its worktree ran: `impact: N of M test files` (the tests its change
+    reaches by imports; the merge queue ran the whole check), or `full: why`; None: no
+    check ran there."""
 
 
 class Overhead(BaseModel):
@@ -159,13 +163,15 @@ def render_markdown(r: RunReport) -> str:
         "",
         "## Subtasks",
         "",
-        "| id | status | fix rounds | rebases | wall s | note |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| id | status | fix rounds | rebases | wall s | check | note |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for s in r.subtasks:
         note = (s.error or "").replace("\n", " ").replace("|", "\\|")[:120]
+        check = _one_line(s.check, 80) if s.check else ""
         lines.append(
-            f"| {s.id} | {s.status} | {s.fix_rounds} | {s.rebases} | {s.wall_s:.1f} | {note} |"
+            f"| {s.id} | {s.status} | {s.fix_rounds} | {s.rebases} | {s.wall_s:.1f} | "
+            f"{check} | {note} |"
         )
     lines += ["", "## Where the time went", "", "| phase | seconds (summed over agents) |"]
     lines.append("| --- | --- |")

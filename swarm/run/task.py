@@ -72,6 +72,10 @@ class Task(BaseModel, frozen=True, extra="forbid"):
     baseline: Literal["record", "stop"] = "record"
     """A check already red before any change: judge subtasks against its known failures
     (`record`), or stop before spending anything (`stop`)."""
+    impact: bool = True
+    """A subtask's check in its worktree runs only the test files its change reaches by
+    imports when `check` is a plain pytest run (the merge queue runs the whole check);
+    False: the whole check in every worktree."""
     max_agents: int | None = None
     """Sub-agents allowed to run at once."""
     budget: BudgetLimits | None = None
@@ -112,6 +116,7 @@ class _FrontMatter(BaseModel):
     network: SandboxNetwork | None = None
     allow: list[str] | None = None
     baseline: Literal["record", "stop"] = "record"
+    impact: bool = True
     max_agents: int | None = Field(default=None, ge=1)
     budget: BudgetLimits | None = None
     merge: MergeConfig | None = None
@@ -150,6 +155,7 @@ _SHAPES = {
     "network": "`off`, `loopback`, `allow` or `host`",
     "allow": 'a list of HOST:PORT entries, e.g. ["pypi.org:443", "127.0.0.1:5432"]',
     "baseline": "`record` or `stop`",
+    "impact": "`true` or `false`",
     "max_agents": "a whole number",
     "budget": "a mapping of limits, e.g. {usd: 2, steps: 300, deadline: 15m}",
     "merge": "a mapping of merge queue settings, e.g. {batch_size: {max: 8}, check_timeout: 5m}",
@@ -294,6 +300,7 @@ def _validate_front(front: dict[str, Any], node: yaml.Node | None, source: str) 
         "network": fm.network,
         "allow": None if fm.allow is None else tuple(fm.allow),
         "baseline": fm.baseline,
+        "impact": fm.impact,
         "max_agents": fm.max_agents,
         "budget": fm.budget,
         "merge": fm.merge,

@@ -237,6 +237,9 @@ class SimMerger:
     async def landed(self) -> Mapping[str, str]:
         return {}
 
+    def expect(self, coming: int) -> None:
+        """One merge at a time, each at once: nothing to gather."""
+
     async def run_check(self, command: str = "") -> CheckResult:
         return await self._check(self.worktree)
 
