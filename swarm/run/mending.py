@@ -27,7 +27,7 @@ from swarm.errors import GaveUp
 from swarm.run._impact import Selection, changed_files, select
 from swarm.run.check import NOTHING_TO_TEST, Checker, CheckFn, CheckResult, tree_key
 from swarm.run.outcome import PhaseTimes, SubtaskOutcome
-from swarm.run.parts import SolveOptions, WorkspaceLike
+from swarm.run.parts import SolveOptions, WorkspaceLike, is_local
 from swarm.run.plan import Subtask
 from swarm.run.roles import FIXER, fix_prompt
 from swarm.run.staff import Staff
@@ -126,7 +126,7 @@ class Mender:
     @staticmethod
     async def _selection(path: Path, command: str, patch: str) -> Selection | str:
         """The tests `patch` reaches in the worktree at `path`, or why all of them."""
-        if not await anyio.Path(path).is_dir():
+        if not is_local(path):
             return "the worktree is not on this machine"
         changed = changed_files(patch)
         return await anyio.to_thread.run_sync(select, path, command, changed)

@@ -7,6 +7,7 @@ sleep; tests plug in in-memory parts to drive the coordinator's rules in millise
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ __all__ = [
     "SolveOptions",
     "WorkspaceLike",
     "Workspaces",
+    "is_local",
     "releasing",
     "warming",
 ]
@@ -53,6 +55,14 @@ class ModelSource(Protocol):
     """Gives each agent its model: by role, with an id stable across resumes."""
 
     def model(self, role: str, *, agent_id: str, escalate: bool = False) -> Model: ...
+
+
+def is_local(path: Path) -> bool:
+    """Whether a workspace's `path` is a directory on this machine: not a workspace on a
+    cluster node, nor a simulated one. Asked without a worker thread: in a simulated
+    run's virtual time, waiting for a thread lets the clock jump ahead (a deadline fires
+    at once), and the answer is one `stat`."""
+    return os.path.isdir(path)
 
 
 class WorkspaceLike(Protocol):

@@ -11,7 +11,6 @@ oldest turns are dropped when that is not enough.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field, replace
@@ -33,7 +32,7 @@ from swarm.model import Model
 from swarm.run._git import git
 from swarm.run.environment import CheckEnvironment
 from swarm.run.outcome import PhaseTimes
-from swarm.run.parts import Crew, SolveOptions
+from swarm.run.parts import Crew, SolveOptions, is_local
 from swarm.run.plan import Plan, PlanError, Subtask, parse_plan_reply
 from swarm.run.roles import PLANNER, PLANNER_TOOLS, planner_prompt, shown_files
 from swarm.run.task import Task
@@ -146,16 +145,9 @@ class Staff:
         return ctx
 
 
-def _local(path: Path) -> bool:
-    """Whether `path` is a directory here: not a workspace on another node, nor a
-    simulated one. Asked without a worker thread: in a simulated run's virtual time,
-    waiting for a thread lets the clock jump ahead (a deadline fired at once)."""
-    return os.path.isdir(path)
-
-
 async def _files_in(path: Path) -> frozenset[str]:
     """The files git tracks in `path` (none when it is not a local worktree)."""
-    if not _local(path):
+    if not is_local(path):
         return frozenset()
     try:
         listed = await git("ls-files", "-z", cwd=path)
@@ -179,7 +171,7 @@ class TimedAgent:
         """The current text of `files` in this agent's workspace, for its prompt ("" for
         a workspace on another node: the agent reads its files there with its tools)."""
         context = self._agent.context
-        if context is None or not files or not _local(context.root):
+        if context is None or not files or not is_local(context.root):
             return ""
         return await anyio.to_thread.run_sync(shown_files, context, files)
 
