@@ -64,7 +64,7 @@ class Faults(BaseModel):
         )
 
 
-TEXT_FORMATS = ("hermes", "fenced", "bare", "llama3", "mistral", "function")
+TEXT_FORMATS = ("hermes", "fenced", "bare", "llama3", "mistral", "function", "pythonic")
 """The ways the mode writes a call as text."""
 
 

@@ -206,3 +206,39 @@ def test_text_request_describes_tools_and_writes_history_as_text() -> None:
     assert "x = 1" in (out.messages[3].content or "")
     # what the model writes back in that format is read again
     assert calls_from_text(out.messages[2].content or "", NAMES).calls[0].name == "read_file"
+
+
+PARAMS = {"read_file": ("path", "start", "end"), "write_file": ("path", "content"), "finish": ()}
+
+
+def test_pythonic_calls_are_read_with_positional_arguments_in_order() -> None:
+    """As Qwen2.5-Coder-1.5B wrote them in the real-model demo, and Llama 3.2 by design."""
+    text = (
+        "Here's how you can do it:\n1. Call the `write_file` function:\n```python\n"
+        'write_file("inventory/item.py", """\nfrom dataclasses import dataclass\n\n'
+        '@dataclass(frozen=True)\nclass Item:\n    name: str\n""")\n```\nThen finish.'
+    )
+    found = calls_from_text(text, PARAMS)
+    assert found.format == "pythonic" and not found.problem
+    (call,) = found.calls
+    assert call.name == "write_file"
+    arguments = json.loads(call.arguments)
+    assert arguments["path"] == "inventory/item.py"
+    assert arguments["content"].startswith("\nfrom dataclasses import dataclass")
+    assert "```" not in found.text and found.text.endswith("Then finish.")
+    listed = calls_from_text('[read_file(path="a.py", start=2), finish()]', PARAMS)
+    assert [(c.name, json.loads(c.arguments)) for c in listed.calls] == [
+        ("read_file", {"path": "a.py", "start": 2}),
+        ("finish", {}),
+    ]
+
+
+def test_prose_naming_a_tool_is_not_a_pythonic_call() -> None:
+    for text in (
+        "Call write_file(path, content) to create it.",  # names, not literals
+        "Use the `read_file` function first.",
+        "x = read_file('a.py', 1, 2, 3)",  # more arguments than the tool takes
+        "obj.read_file('a.py')",  # a method, not the tool
+    ):
+        found = calls_from_text(text, PARAMS)
+        assert found.calls == [], text

@@ -10,7 +10,12 @@ their calls into the reply's text. `calls_from_text` recognises the shapes they 
 - Llama 3: `<|python_tag|>{"name": ..., "parameters": {...}}` (several joined by `;`);
 - Mistral: `[TOOL_CALLS][{...}, ...]` and the newer `[TOOL_CALLS]name[ARGS]{...}`;
 - `<function=name>{...}</function>`, and its XML form with `<parameter=key>value</parameter>`;
-  `<function name="name"><arguments><key>value</key></arguments></function>` too.
+  `<function name="name"><arguments><key>value</key></arguments></function>` too;
+- pythonic, as Llama 3.2 and 4 write them and vLLM's `pythonic` parser reads them:
+  `write_file("a.py", "x = 1")` (a triple-quoted string too) or `[read_file(path="a.py")]`,
+  in a fence or not;
+  positional arguments take the tool's parameters in order (`tool_names` as a mapping
+  from each name to its parameter names), and every argument must be a literal.
 
 Arguments a JSON parser refuses are repaired where the intent is plain (raw newlines in
 strings, a Python dict, trailing commas, arguments sent as a JSON string) and counted, so
@@ -29,7 +34,7 @@ import ast
 import hashlib
 import json
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +42,7 @@ from swarm.messages import ChatRequest, ChatResult, Message, ToolCall
 
 __all__ = ["TextCalls", "call_format_hint", "calls_from_text", "read_calls", "text_request"]
 
-FORMATS = ("hermes", "function", "mistral", "llama3", "json")
+FORMATS = ("hermes", "function", "mistral", "llama3", "json", "pythonic")
 """The text formats recognised, in the order they are tried."""
 
 _HERMES = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
@@ -75,7 +80,7 @@ def calls_from_text(text: str, tool_names: Collection[str] = ()) -> TextCalls:
     `tool_names` (the tools offered) lets a bare JSON object count as a call only when it
     names one of them or has an arguments key, so a JSON answer (a plan) is not a call.
     """
-    if not text or not _LOOKS_LIKE_CALL.search(text):
+    if not text or not (_LOOKS_LIKE_CALL.search(text) or _names_a_call(text, tool_names)):
         return TextCalls(text=text.strip() if text else "")
     for fmt, reader in _READERS:
         found = reader(text, tool_names)
@@ -97,7 +102,7 @@ def read_calls(result: ChatResult, request: ChatRequest, *, from_text: bool = Tr
     text = result.message.content
     if not from_text or not request.tools or not text:
         return
-    names = {t.name for t in request.tools}
+    names = {t.name: tuple(t.parameters.get("properties", {})) for t in request.tools}
     found = calls_from_text(text, names)
     if native:
         seen = {(c.name, _canonical(c.arguments)) for c in native}
@@ -357,12 +362,96 @@ def _add_all(b: _Builder, body: str, tool_names: Collection[str]) -> bool:
     return bool(found)
 
 
+def _call_pattern(tool_names: Collection[str]) -> re.Pattern[str] | None:
+    names = sorted((n for n in tool_names if n), key=len, reverse=True)
+    if not names:
+        return None
+    return re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, names)) + r")\s*\(")
+
+
+def _names_a_call(text: str, tool_names: Collection[str]) -> bool:
+    pattern = _call_pattern(tool_names)
+    return pattern is not None and pattern.search(text) is not None
+
+
+_MAX_ENDS = 400
+"""Closing parentheses tried as the end of one pythonic call (its text may hold many)."""
+
+
+def _pythonic(text: str, tool_names: Collection[str]) -> TextCalls | None:
+    """`name(args)` calls of offered tools, each found by parsing from its name to the
+    first `)` that closes a call Python can read; only calls whose arguments are all
+    literals count (prose like "call write_file(path, content)" is not a call)."""
+    pattern = _call_pattern(tool_names)
+    if pattern is None:
+        return None
+    b = _Builder()
+    kept: list[str] = []
+    cursor = 0
+    for m in pattern.finditer(text):
+        if m.start() < cursor:
+            continue
+        found = _python_call(text, m.start(), tool_names)
+        if found is None:
+            continue
+        name, arguments, end = found
+        b.add(name, arguments, False)
+        kept.append(text[cursor : m.start()])
+        cursor = end
+    if not b.calls:
+        return None
+    kept.append(text[cursor:])
+    return b.result(_FENCE_LEFT.sub("", "".join(kept)))
+
+
+_FENCE_LEFT = re.compile(r"```[\w-]*\s*```")
+"""A fence the calls were taken out of, left empty."""
+
+
+def _python_call(
+    text: str, start: int, tool_names: Collection[str]
+) -> tuple[str, dict[str, Any], int] | None:
+    """(tool, arguments, end) of the Python call written at `start`, if it is one."""
+    end = text.find(")", start)
+    for _ in range(_MAX_ENDS):
+        if end < 0:
+            return None
+        try:
+            node = ast.parse(text[start : end + 1].strip(), mode="eval").body
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            end = text.find(")", end + 1)
+            continue
+        if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
+            return None
+        arguments = _literal_arguments(node, node.func.id, tool_names)
+        return None if arguments is None else (node.func.id, arguments, end + 1)
+    return None
+
+
+def _literal_arguments(
+    node: ast.Call, name: str, tool_names: Collection[str]
+) -> dict[str, Any] | None:
+    params = list(tool_names[name]) if isinstance(tool_names, Mapping) else []
+    if len(node.args) > len(params) or any(isinstance(a, ast.Starred) for a in node.args):
+        return None
+    try:
+        out = {params[i]: ast.literal_eval(a) for i, a in enumerate(node.args)}
+        for k in node.keywords:
+            if k.arg is None:
+                return None
+            out[k.arg] = ast.literal_eval(k.value)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return None
+    return out
+
+
 _READERS = (
     ("hermes", _hermes),
     ("function", _function),
     ("mistral", _mistral),
     ("llama3", _llama3),
     ("json", _json),
+    ("pythonic", _pythonic),
 )
 
 

@@ -108,6 +108,12 @@ def _write(calls: Sequence[ToolCall], fmt: str) -> str:
         )
     if fmt == "mistral":
         return "[TOOL_CALLS]" + json.dumps(objs)
+    if fmt == "pythonic":
+        written = (
+            f"{o['name']}({', '.join(f'{k}={v!r}' for k, v in o['arguments'].items())})"
+            for o in objs
+        )
+        return "```python\n" + "\n".join(written) + "\n```"
     return "\n".join(f"<function={o['name']}>{json.dumps(o['arguments'])}</function>" for o in objs)
 
 
