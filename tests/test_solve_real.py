@@ -658,6 +658,25 @@ async def test_a_coder_that_changes_nothing_is_empty_and_the_run_done(tmp_path: 
     assert "swarm/" not in git(repo, "branch", "--list")
 
 
+async def test_a_coder_stuck_after_changing_nothing_fails_its_subtask(tmp_path: Path) -> None:
+    """Asked to make the change, it loops: the subtask failed, never "empty"."""
+    repo = make_repo(tmp_path, TWO)
+    task = write_task(tmp_path, f"check: python check.py\npython: {PY}")
+    plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
+    looping = ["Please provide the exact text to replace."] * 3
+    scripts = ScriptedSource(
+        {
+            "coder:s1": [done("nothing to do")],
+            "coder:s1:unchanged": [*looping],
+            "coder:s1:unchanged:up": [*looping],
+        }
+    )
+    report = await run(tmp_path, repo, task, plan, scripts)
+    assert states(report) == {"s1": "failed"}
+    assert report.status == "failed", report
+    assert "coder:s1:unchanged" in report.stuck
+
+
 async def test_overlapping_scopes_order_the_work_but_a_failure_skips_nothing(
     tmp_path: Path,
 ) -> None:

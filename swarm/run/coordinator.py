@@ -372,7 +372,10 @@ class Coordinator:
             if result.finished:  # finished without a change: asked once to make it
                 again_id = f"{agent_id}:unchanged"
                 coder = self._staff.agent("coder", again_id, CODER, ws.path, st)
-                await coder.run(unchanged_prompt(st), history=result.messages)
+                asked = await coder.run(unchanged_prompt(st), history=result.messages)
+                if asked.stop_reason == "stuck" and not await ws.patch():
+                    # not "empty" (nothing needed): it never said so, it looped
+                    raise GaveUp(f"the coder got stuck, changing nothing: {asked.repeated[:300]}")
                 return
             if result.stop_reason != "stuck":
                 return
