@@ -135,7 +135,9 @@ def _round(cwd: Path, at_s: float, reference: str) -> dict[str, Any]:
     out = kill_then_resume(cwd, start, at_s, resume)
     run_id = out.pop("run_id") or out["report"].get("run_id")
     out["same_tree"] = run_id is not None and _tree(cwd, str(run_id)) == reference
-    del out["report"]
+    report = out.pop("report")
+    out["resume_error"] = report.get("error")
+    out["resume_subtasks"] = {s.get("id"): s.get("status") for s in report.get("subtasks", [])}
     return out
 
 

@@ -12,5 +12,6 @@ def test_kill_9_then_resume_repeats_no_completed_call() -> None:
     assert result["reference"]["status"] == "done"
     for r in result["rounds"]:
         assert r["repeated"] == [], f"completed calls sent again: {r}"
-        assert r["resume_status"] == "done", r
+        why = f"{r.get('resume_error')}; subtasks {r.get('resume_subtasks')}"
+        assert r["resume_status"] == "done", f"killed at {r['killed_at_s']} s: {why}"
         assert r["same_tree"], f"a different final tree: {r}"
