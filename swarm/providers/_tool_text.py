@@ -31,6 +31,7 @@ turns.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import json
 import re
@@ -363,10 +364,16 @@ def _add_all(b: _Builder, body: str, tool_names: Collection[str]) -> bool:
 
 
 def _call_pattern(tool_names: Collection[str]) -> re.Pattern[str] | None:
-    names = sorted((n for n in tool_names if n), key=len, reverse=True)
+    return _pattern_of(frozenset(n for n in tool_names if n))
+
+
+@functools.lru_cache(maxsize=64)
+def _pattern_of(names: frozenset[str]) -> re.Pattern[str] | None:
+    """`name(` for any of `names` (built once per set of tools: every text reply asks)."""
     if not names:
         return None
-    return re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, names)) + r")\s*\(")
+    longest_first = sorted(names, key=len, reverse=True)
+    return re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, longest_first)) + r")\s*\(")
 
 
 def _names_a_call(text: str, tool_names: Collection[str]) -> bool:
