@@ -67,7 +67,7 @@ from swarm.run.solve import SolveRequest, solve
 from swarm.tracing import semconv as sc
 
 REAL_REPO = Path(__file__).resolve().parents[2] / "shared" / "tools" / "real-repo"
-_SUBTASK = re.compile(r"Your subtask `([^`]+)`")
+_SUBTASK = re.compile(r"\(subtask id: ([^)\s]+)\)")
 
 
 @dataclass(frozen=True)

@@ -233,6 +233,23 @@ def test_pythonic_calls_are_read_with_positional_arguments_in_order() -> None:
     ]
 
 
+def test_a_program_calling_tools_with_its_literal_variables_is_read() -> None:
+    """Qwen2.5-Coder-1.5B answered the real-model demo with programs like this one."""
+    text = (
+        "```python\npath = 'mathutil.py'\ncontent: str = '''def clamp(x, lo, hi):\n"
+        "    return max(lo, min(x, hi))\n'''\nwrite_file(path, content)\n"
+        "print(run_tests())\n```"
+    )
+    found = calls_from_text(text, {**PARAMS, "run_tests": ()})
+    assert [c.name for c in found.calls] == ["write_file", "run_tests"]
+    arguments = json.loads(found.calls[0].arguments)
+    clamp = "def clamp(x, lo, hi):\n    return max(lo, min(x, hi))\n"
+    assert arguments == {"path": "mathutil.py", "content": clamp}
+    # a value computed at run time is not guessed
+    computed = "```python\ncontent = open('a.py').read()\nwrite_file('b.py', content)\n```"
+    assert calls_from_text(computed, PARAMS).calls == []
+
+
 def test_prose_naming_a_tool_is_not_a_pythonic_call() -> None:
     for text in (
         "Call write_file(path, content) to create it.",  # names, not literals

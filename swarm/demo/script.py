@@ -336,7 +336,7 @@ def _fallback() -> list[Step]:
     return [test, finish]
 
 
-_SUBTASK = re.compile(r"subtask `([^`]+)`", re.IGNORECASE)
+_SUBTASK = re.compile(r"\(subtask id: ([^)\s]+)\)")
 
 
 def _place(request: ChatRequest) -> tuple[str, str, bool]:

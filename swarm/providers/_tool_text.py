@@ -395,10 +395,11 @@ def _pythonic(text: str, tool_names: Collection[str]) -> TextCalls | None:
     b = _Builder()
     kept: list[str] = []
     cursor = 0
+    bindings = _literal_bindings(text)
     for m in pattern.finditer(text):
         if m.start() < cursor:
             continue
-        found = _python_call(text, m.start(), tool_names)
+        found = _python_call(text, m.start(), tool_names, bindings)
         if found is None:
             continue
         name, arguments, end = found
@@ -415,8 +416,35 @@ _FENCE_LEFT = re.compile(r"```[\w-]*\s*```")
 """A fence the calls were taken out of, left empty."""
 
 
+def _literal_bindings(text: str) -> dict[str, Any]:
+    """`name = literal` assignments of the Python programs a reply holds.
+
+    Some models answer with a program instead of a call: `content = \"\"\"...\"\"\"`
+    then `write_file("a.py", content)`. A call's argument that names such a variable
+    takes its value; anything computed (an f-string, a call's result) stays unread."""
+    bindings: dict[str, Any] = {}
+    bodies = [m.group(1) for m in _FENCE.finditer(text)] or [text]
+    for body in bodies:
+        try:
+            tree = ast.parse(body)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        for node in tree.body:
+            if not isinstance(node, ast.Assign | ast.AnnAssign) or node.value is None:
+                continue
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            try:
+                value = ast.literal_eval(node.value)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                continue
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    bindings[target.id] = value
+    return bindings
+
+
 def _python_call(
-    text: str, start: int, tool_names: Collection[str]
+    text: str, start: int, tool_names: Collection[str], bindings: Mapping[str, Any]
 ) -> tuple[str, dict[str, Any], int] | None:
     """(tool, arguments, end) of the Python call written at `start`, if it is one."""
     end = text.find(")", start)
@@ -430,23 +458,29 @@ def _python_call(
             continue
         if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
             return None
-        arguments = _literal_arguments(node, node.func.id, tool_names)
+        arguments = _literal_arguments(node, node.func.id, tool_names, bindings)
         return None if arguments is None else (node.func.id, arguments, end + 1)
     return None
 
 
 def _literal_arguments(
-    node: ast.Call, name: str, tool_names: Collection[str]
+    node: ast.Call, name: str, tool_names: Collection[str], bindings: Mapping[str, Any]
 ) -> dict[str, Any] | None:
     params = list(tool_names[name]) if isinstance(tool_names, Mapping) else []
     if len(node.args) > len(params) or any(isinstance(a, ast.Starred) for a in node.args):
         return None
+
+    def value(arg: ast.expr) -> Any:
+        if isinstance(arg, ast.Name) and arg.id in bindings:
+            return bindings[arg.id]
+        return ast.literal_eval(arg)
+
     try:
-        out = {params[i]: ast.literal_eval(a) for i, a in enumerate(node.args)}
+        out = {params[i]: value(a) for i, a in enumerate(node.args)}
         for k in node.keywords:
             if k.arg is None:
                 return None
-            out[k.arg] = ast.literal_eval(k.value)
+            out[k.arg] = value(k.value)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return None
     return out
