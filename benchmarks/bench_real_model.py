@@ -33,6 +33,7 @@ task file says 10m, a cloud model's time), and `--timeout-s` bounds each run.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import shutil
@@ -336,8 +337,26 @@ def outside_python() -> str:
     return shutil.which("python", path=path) or shutil.which("python3", path=path) or "python3"
 
 
+def _test_calls(source: str) -> dict[str, set[str]]:
+    """The names each top-level `test_*` function of `source` calls."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return {}
+    return {
+        node.name: {
+            call.func.id
+            for call in ast.walk(node)
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+        }
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test")
+    }
+
+
 def verify_add(repo: Path, branch: str | None, worktree: Path) -> dict[str, Any]:
-    """Check out the reported branch: is `clamp` defined and tested, and is pytest green?"""
+    """Check out the reported branch: is `clamp` defined, called by a test, `test_add`
+    still there and still calling `add`, and pytest green?"""
     if not branch:
         return {"ok": False, "why": "no branch reported"}
     try:
@@ -349,7 +368,9 @@ def verify_add(repo: Path, branch: str | None, worktree: Path) -> dict[str, Any]
             p.relative_to(worktree).as_posix(): p.read_text() for p in worktree.rglob("*.py")
         }
         defined = any("def clamp(" in t for n, t in sources.items() if not n.startswith("tests/"))
-        tested = any("clamp(" in t for n, t in sources.items() if n.startswith("tests/"))
+        tests = {n: _test_calls(t) for n, t in sources.items() if n.startswith("tests/")}
+        tested = any("clamp" in called for found in tests.values() for called in found.values())
+        add_kept = any("add" in found.get("test_add", set()) for found in tests.values())
         command = [outside_python(), "-m", "pytest", "-q", "-p", "no:cacheprovider"]
         done = subprocess.run(
             command, cwd=worktree, capture_output=True, text=True, timeout=300, check=False
@@ -357,9 +378,10 @@ def verify_add(repo: Path, branch: str | None, worktree: Path) -> dict[str, Any]
         tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
         passed = done.returncode == 0
         return {
-            "ok": defined and tested and passed,
+            "ok": defined and tested and add_kept and passed,
             "clamp_defined": defined,
             "clamp_tested": tested,
+            "test_add_kept": add_kept,
             "pytest_passed": passed,
             "pytest_tail": tail,
         }

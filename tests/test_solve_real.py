@@ -677,6 +677,38 @@ async def test_a_coder_stuck_after_changing_nothing_fails_its_subtask(tmp_path: 
     assert "coder:s1:unchanged" in report.stuck
 
 
+THREE = {
+    **TWO,
+    "b.py": "def two():\n    return 2\n\n\ndef three():\n    return 3\n",
+    "c.py": "def four():\n    return 4\n",
+}
+
+
+async def test_a_definition_removed_unasked_is_sent_back_once(tmp_path: Path) -> None:
+    """A coder that drops a function nobody asked it to drop is asked once to restore it;
+    one that restores it merges clean, one that does not is merged with a warning."""
+    repo = make_repo(tmp_path, THREE)
+    task = write_task(tmp_path, f"check: python check.py\npython: {PY}")
+    plan = write_plan(tmp_path, [subtask("s1", ["b.py"]), subtask("s2", ["c.py"])])
+    dropped = "def two():\n    return 2\n\n\n"
+    scripts = ScriptedSource(
+        {
+            "coder:s1": [edit("b.py", dropped, ""), edit("b.py", "3", "33"), done()],
+            "coder:s1:removed": [edit("b.py", "def three", dropped + "def three"), done()],
+            "coder:s2": [edit("c.py", "def four():\n    return 4\n", "FOUR = 4\n"), done()],
+            "coder:s2:removed": [done("not needed")],
+        }
+    )
+    report = await run(tmp_path, repo, task, plan, scripts)
+    assert states(report) == {"s1": "merged", "s2": "merged"}, report
+    asked = scripts.models["coder:s1:removed"]
+    assert isinstance(asked, ScriptedModel)
+    assert "Your change removes two (b.py)" in (asked.requests[0].messages[-1].content or "")
+    warnings = {s.id: s.warning for s in report.subtasks}
+    assert warnings == {"s1": None, "s2": "removes four (c.py); no instruction names it"}
+    assert "def two" in git(repo, "show", f"{report.branch}:b.py")
+
+
 async def test_overlapping_scopes_order_the_work_but_a_failure_skips_nothing(
     tmp_path: Path,
 ) -> None:

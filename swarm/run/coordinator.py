@@ -25,6 +25,7 @@ from pathlib import Path
 import anyio
 from opentelemetry.trace import SpanContext
 
+from swarm.agent.events import AgentResult
 from swarm.agent.tool import Tool
 from swarm.agent.toolbox import CommandResult, coding_tools
 from swarm.errors import (
@@ -34,6 +35,7 @@ from swarm.errors import (
     SwarmError,
     WorkspaceError,
 )
+from swarm.run._removals import removal_prompt, unasked_removals
 from swarm.run.board import Board
 from swarm.run.check import (
     Checker,
@@ -350,12 +352,29 @@ class Coordinator:
         """Code the subtask in a workspace at `base`; its patch once its check is green."""
         async with self._workspaces.open(base, st.id) as ws:
             with self._tree(ws, base):
-                await self._code(st, ws)
+                await self._code(st, ws, outcome)
                 return await self._mender.until_green(st, ws, base, outcome, tag="")
 
-    async def _code(self, st: Subtask, ws: WorkspaceLike) -> None:
-        """The coder's turn; a coder that got stuck without changing anything starts over
-        with a fresh conversation (`STUCK_RESTARTS` times), then the subtask fails."""
+    async def _code(self, st: Subtask, ws: WorkspaceLike, outcome: SubtaskOutcome) -> None:
+        """The coder's turn, then its change's unasked removals (`_removals`) sent back
+        once; what is still removed is the subtask's warning."""
+        result = await self._coder_turn(st, ws)
+        if result is None or not result.finished:
+            return
+        asked = (self.task.title, self.task.instructions, st.title, st.instructions)
+        removed = unasked_removals(await ws.patch(), *asked)
+        if removed:
+            agent_id = f"coder:{st.id}:removed"
+            coder = self._staff.agent("coder", agent_id, CODER, ws.path, st)
+            await coder.run(removal_prompt(removed), history=result.messages)
+            removed = unasked_removals(await ws.patch(), *asked)
+        if removed:
+            outcome.warning = f"removes {', '.join(map(str, removed))}; no instruction names it"
+
+    async def _coder_turn(self, st: Subtask, ws: WorkspaceLike) -> AgentResult[str] | None:
+        """The coder's turn (its last result; None: it ended without a change); a coder
+        that got stuck without changing anything starts over with a fresh conversation
+        (`STUCK_RESTARTS` times), then the subtask fails."""
         agent_id, stuck_on = f"coder:{st.id}", ""
         for again in range(STUCK_RESTARTS + 1):
             coder = self._staff.agent("coder", agent_id, CODER, ws.path, st)
@@ -368,7 +387,7 @@ class Coordinator:
                 )
             result = await coder.run(prompt)
             if await ws.patch():
-                return  # work to check (a stuck coder may have done it before it looped)
+                return result  # work to check (a stuck coder may have done it before it looped)
             if result.finished:  # finished without a change: asked once to make it
                 again_id = f"{agent_id}:unchanged"
                 coder = self._staff.agent("coder", again_id, CODER, ws.path, st)
@@ -376,13 +395,14 @@ class Coordinator:
                 if asked.stop_reason == "stuck" and not await ws.patch():
                     # not "empty" (nothing needed): it never said so, it looped
                     raise GaveUp(f"the coder got stuck, changing nothing: {asked.repeated[:300]}")
-                return
+                return asked
             if result.stop_reason != "stuck":
-                return
+                return None
             if again == STUCK_RESTARTS:
                 raise GaveUp(f"the coder got stuck, changing nothing: {result.repeated[:300]}")
             agent_id = f"coder:{st.id}:again{again + 1}"
             stuck_on = result.repeated[:300]
+        raise AssertionError("unreachable: the last restart returns or raises")
 
     @contextmanager
     def _tree(self, ws: WorkspaceLike, base: str) -> Iterator[None]:

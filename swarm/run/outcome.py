@@ -51,6 +51,8 @@ class SubtaskOutcome:
     wall_s: float = 0.0
     check: str | None = None
     """What its last check in its worktree ran: `impact: N of M test files`, or `full: why`."""
+    warning: str | None = None
+    """What its change did that nobody asked for (definitions it removed)."""
 
     def report(self) -> SubtaskReport:
         return SubtaskReport(
@@ -63,6 +65,7 @@ class SubtaskOutcome:
             error=self.error,
             wall_s=round(self.wall_s, 3),
             check=self.check,
+            warning=self.warning,
         )
 
 

@@ -34,6 +34,8 @@ class SubtaskReport(BaseModel):
     """What its check in its worktree ran: `impact: N of M test files` (the tests its change
     reaches by imports; the merge queue ran the whole check), or `full: why`; None: no
     check ran there."""
+    warning: str | None = None
+    """What its change did that nobody asked for (definitions it removed)."""
 
 
 class Overhead(BaseModel):
@@ -167,7 +169,7 @@ def render_markdown(r: RunReport) -> str:
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for s in r.subtasks:
-        note = (s.error or "").replace("\n", " ").replace("|", "\\|")[:120]
+        note = (s.error or s.warning or "").replace("\n", " ").replace("|", "\\|")[:120]
         check = _one_line(s.check, 80) if s.check else ""
         lines.append(
             f"| {s.id} | {s.status} | {s.fix_rounds} | {s.rebases} | {s.wall_s:.1f} | "
