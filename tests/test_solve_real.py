@@ -17,9 +17,11 @@ from typing import Any
 import pytest
 
 from swarm.analysis.loader import load_trace
+from swarm.errors import ProviderError
+from swarm.messages import ChatRequest
 from swarm.run.report import RunReport
 from swarm.run.solve import SolveRequest, solve
-from swarm.testing import Scripted, ScriptedModel, ScriptedSource, call
+from swarm.testing import FunctionModel, Scripted, ScriptedModel, ScriptedSource, call
 from swarm.tracing import semconv as sc
 
 PY = sys.executable
@@ -707,6 +709,33 @@ async def test_a_definition_removed_unasked_is_sent_back_once(tmp_path: Path) ->
     warnings = {s.id: s.warning for s in report.subtasks}
     assert warnings == {"s1": None, "s2": "removes four (c.py); no instruction names it"}
     assert "def two" in git(repo, "show", f"{report.branch}:b.py")
+
+
+async def test_a_run_stopped_by_an_error_says_its_cause_on_its_root_span(tmp_path: Path) -> None:
+    """The planner's provider gives up: the report and the workflow span (what Phoenix
+    shows) both say why, never "ExceptionGroup: unhandled errors in a TaskGroup"."""
+    repo = make_repo(tmp_path, TWO)
+    task = write_task(tmp_path, f"check: python check.py\npython: {PY}")
+
+    def gives_up(request: ChatRequest) -> Scripted:
+        raise ProviderError("local/m: gave up: no first token after 116 s")
+
+    req = SolveRequest(
+        task_path=str(task),
+        repo=str(repo),
+        state_dir=str(tmp_path / "state"),
+        traces_dir=str(tmp_path / "traces"),
+        quiet=True,
+    )
+    with pytest.raises(BaseExceptionGroup):  # solve() raises; the CLI prints the report
+        await solve(req, source=ScriptedSource({}, default=FunctionModel(gives_up)))
+    (report_file,) = (tmp_path / "state" / "runs").glob("*/report.json")
+    report = RunReport.model_validate_json(report_file.read_text())
+    assert report.status == "failed" and "gave up: no first token" in (report.error or "")
+    trace = load_trace(Path(str(report.trace)))
+    root = trace.root
+    assert trace.op[root] == sc.OP_WORKFLOW
+    assert trace.span_json(root)["status"]["message"] == report.error
 
 
 async def test_overlapping_scopes_order_the_work_but_a_failure_skips_nothing(

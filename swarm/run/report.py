@@ -198,11 +198,13 @@ def render_markdown(r: RunReport) -> str:
             "one after another)",
         ]
     o = r.overhead
-    lines += [
-        "",
-        f"Coordinator CPU: {o.cpu_s:.2f} s in total, {o.cpu_ms_per_call:.2f} ms per "
-        f"model call, against {o.model_s:.1f} s of model time ({o.cpu_vs_model:.1%}).",
-    ]
+    per_call = (
+        f"{o.cpu_ms_per_call:.2f} ms per model call, against {o.model_s:.1f} s of model "
+        f"time ({o.cpu_vs_model:.1%})"
+        if r.calls
+        else "no model call completed"
+    )
+    lines += ["", f"Coordinator CPU: {o.cpu_s:.2f} s in total, {per_call}."]
     return "\n".join(lines) + "\n"
 
 

@@ -26,6 +26,7 @@ from types import TracebackType
 from typing import Literal, Protocol
 
 import anyio
+from opentelemetry.trace import Span, Status, StatusCode
 
 from swarm.budget import Budget, BudgetLimits
 from swarm.config import SwarmConfig, config_key
@@ -163,7 +164,13 @@ class Run:
             self._stack.enter_context(self.progress)
             attrs = {sc.OPERATION: sc.OP_WORKFLOW, sc.WORKFLOW_NAME: "swarm", sc.RUN_ID: self.id}
             name = sc.workflow_span_name(spec.task.title)
-            self._stack.enter_context(tracer().start_as_current_span(name, attributes=attrs))
+            # its status is the run's cause, set when it ends: OTel's own would be
+            # "ExceptionGroup: unhandled errors in a TaskGroup" (what Phoenix showed)
+            self._span: Span = self._stack.enter_context(
+                tracer().start_as_current_span(
+                    name, attributes=attrs, record_exception=False, set_status_on_exception=False
+                )
+            )
             router = Router(spec.config, providers=self.world.providers, budget=self.budget)
             self.router = await self._stack.enter_async_context(router)
             source = self._source = spec.source or RouterSource(self.router, spec.config)
@@ -292,6 +299,8 @@ class Run:
             with anyio.move_on_after(FINISH_TIMEOUT_S, shield=True):
                 self.report = await self._finish(status, error)
         finally:  # the router's close is bounded itself; span and trace ends are sync
+            if error is not None:
+                self._span.set_status(Status(StatusCode.ERROR, error))
             with anyio.move_on_after(FINISH_TIMEOUT_S, shield=True):
                 await self._stack.__aexit__(exc_type, exc, tb)
         if self.report is not None:
