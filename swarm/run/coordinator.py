@@ -352,29 +352,38 @@ class Coordinator:
         """Code the subtask in a workspace at `base`; its patch once its check is green."""
         async with self._workspaces.open(base, st.id) as ws:
             with self._tree(ws, base):
-                await self._code(st, ws, outcome)
-                return await self._mender.until_green(st, ws, base, outcome, tag="")
+                patch = await self._code(st, ws, outcome)
+                checked = await self._mender.first_check(st, ws, base, patch)
+                return await self._mender.until_green(
+                    st, ws, base, outcome, tag="", checked=checked
+                )
 
-    async def _code(self, st: Subtask, ws: WorkspaceLike, outcome: SubtaskOutcome) -> None:
+    async def _code(self, st: Subtask, ws: WorkspaceLike, outcome: SubtaskOutcome) -> str | None:
         """The coder's turn, then its change's unasked removals (`_removals`) sent back
-        once; what is still removed is the subtask's warning."""
-        result = await self._coder_turn(st, ws)
-        if result is None or not result.finished:
-            return
+        once; what is still removed is the subtask's warning. Returns the workspace's patch
+        when it read it last (None: not read since the last change)."""
+        result, patch = await self._coder_turn(st, ws)
+        if result is None or not result.finished or patch is None:
+            return patch
         asked = (self.task.title, self.task.instructions, st.title, st.instructions)
-        removed = unasked_removals(await ws.patch(), *asked)
+        removed = unasked_removals(patch, *asked)
         if removed:
             agent_id = f"coder:{st.id}:removed"
             coder = self._staff.agent("coder", agent_id, CODER, ws.path, st)
             await coder.run(removal_prompt(removed), history=result.messages)
-            removed = unasked_removals(await ws.patch(), *asked)
+            patch = await ws.patch()
+            removed = unasked_removals(patch, *asked)
         if removed:
             outcome.warning = f"removes {', '.join(map(str, removed))}; no instruction names it"
+        return patch
 
-    async def _coder_turn(self, st: Subtask, ws: WorkspaceLike) -> AgentResult[str] | None:
-        """The coder's turn (its last result; None: it ended without a change); a coder
-        that got stuck without changing anything starts over with a fresh conversation
-        (`STUCK_RESTARTS` times), then the subtask fails."""
+    async def _coder_turn(
+        self, st: Subtask, ws: WorkspaceLike
+    ) -> tuple[AgentResult[str] | None, str | None]:
+        """The coder's turn: its last result (None: it ended without a change) and the
+        patch as it read it after (None: not read); a coder that got stuck without
+        changing anything starts over with a fresh conversation (`STUCK_RESTARTS` times),
+        then the subtask fails."""
         agent_id, stuck_on = f"coder:{st.id}", ""
         for again in range(STUCK_RESTARTS + 1):
             coder = self._staff.agent("coder", agent_id, CODER, ws.path, st)
@@ -386,18 +395,19 @@ class Coordinator:
                     f"{stuck_on}\nDo not repeat it."
                 )
             result = await coder.run(prompt)
-            if await ws.patch():
-                return result  # work to check (a stuck coder may have done it before it looped)
+            if patch := await ws.patch():
+                return result, patch  # to check (a stuck coder may have made it, then looped)
             if result.finished:  # finished without a change: asked once to make it
                 again_id = f"{agent_id}:unchanged"
                 coder = self._staff.agent("coder", again_id, CODER, ws.path, st)
                 asked = await coder.run(unchanged_prompt(st), history=result.messages)
-                if asked.stop_reason == "stuck" and not await ws.patch():
+                patch = await ws.patch()
+                if asked.stop_reason == "stuck" and not patch:
                     # not "empty" (nothing needed): it never said so, it looped
                     raise GaveUp(f"the coder got stuck, changing nothing: {asked.repeated[:300]}")
-                return asked
+                return asked, patch
             if result.stop_reason != "stuck":
-                return None
+                return None, None
             if again == STUCK_RESTARTS:
                 raise GaveUp(f"the coder got stuck, changing nothing: {result.repeated[:300]}")
             agent_id = f"coder:{st.id}:again{again + 1}"
