@@ -1,5 +1,6 @@
 """A Ray cluster on this machine, for tests and benchmarks: a head and more nodes on
-loopback, each `ray start --block` in its own process group, stopped with it.
+loopback, each `ray start --block` in its own process group, stopped with it; every
+service of every node on 127.0.0.1 (`loopback`).
 
 Small by default (a 2-core machine shared with other work): 1 CPU a node, no dashboard,
 80 MB of object store. Nodes import `swarm` from `root` (PYTHONPATH), the checkout under
@@ -19,6 +20,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from swarm.cluster.loopback import LOOPBACK, LOOPBACK_ENV, keep_loopback
 
 __all__ = ["LocalCluster", "NodeSpec", "add_node", "local_cluster", "stop_node", "wait_for_nodes"]
 
@@ -45,19 +48,19 @@ class LocalCluster:
 
 def _listening(port: int) -> bool:
     with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) == 0
+        return s.connect_ex((LOOPBACK, port)) == 0
 
 
 def _free_port() -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((LOOPBACK, 0))
         return int(s.getsockname()[1])
 
 
 def _start(args: list[str], node: NodeSpec, log: Path, root: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": str(root), "RAY_USAGE_STATS_ENABLED": "0"}
-    ray = Path(sys.executable).with_name("ray")
-    argv = [str(ray), "start", "--block", "--node-ip-address=127.0.0.1", "--disable-usage-stats"]
+    env = {**os.environ, **LOOPBACK_ENV, "PYTHONPATH": str(root), "RAY_USAGE_STATS_ENABLED": "0"}
+    argv = [sys.executable, "-m", "swarm.cluster.loopback", "start", "--block"]
+    argv += [f"--node-ip-address={LOOPBACK}", "--disable-usage-stats"]
     argv += [f"--num-cpus={node.cpus}", f"--resources={json.dumps(dict(node.resources))}"]
     argv += ["--object-store-memory=80000000", *args]
     with log.open("wb") as out:  # the child keeps its own descriptor
@@ -89,10 +92,11 @@ def local_cluster(
     Returns once the head listens; the others join in the background (wait with
     `ray.nodes()` after connecting)."""
     root = root or _ROOT
+    keep_loopback()  # for the drivers this process connects
     port = _free_port()
     temp = Path(f"/tmp/swarm-ray-{os.getpid()}-{port}")  # short: Unix socket paths are
     head_args = ["--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={temp}"]
-    cluster = LocalCluster(f"127.0.0.1:{port}", [], logs)
+    cluster = LocalCluster(f"{LOOPBACK}:{port}", [], logs)
     try:
         cluster.processes.append(_start(head_args, nodes[0], logs / "node0.log", root))
         deadline = time.monotonic() + STARTUP_S
