@@ -15,10 +15,12 @@ it over then would keep the run at fewer actors than agents whenever a subtask i
 than an actor's start. (A waiter whose actor Ray has not placed `STUCK_S` after room was
 seen takes an idle one anyway.)
 
-An actor whose call failed to come back (its node lost, the call cancelled: it may still
-run there) is ended, never reused; so is one beyond the run's agent count. The pool ends
-every actor it holds at the run's end (`aclose`, bounded, when cancelled too); one in use
-then ends when its subtask gives it back.
+A new actor that cannot be placed or cloned (its node lost) fails the lease with that
+error (a `NodeLost`: the coordinator starts the subtask again); an idle one found lost is
+replaced at once. An actor whose call failed to come back (its node lost, the call
+cancelled: it may still run there) is ended, never reused; so is one beyond the run's
+agent count. The pool ends every actor it holds at the run's end (`aclose`, bounded, when
+cancelled too); one in use then ends when its subtask gives it back.
 """
 
 from __future__ import annotations
@@ -81,6 +83,9 @@ class Lifecycle:
 class _Waiter:
     given: anyio.Event = field(default_factory=anyio.Event)
     held: Held | None = None
+    failed: Exception | None = None
+    """Why its new actor could not be placed (its node lost, say): raised to the subtask
+    as it is, not inside the task group's `ExceptionGroup`."""
 
 
 class ActorPool:
@@ -121,9 +126,9 @@ class ActorPool:
                     await self.life.ready(held, sha)
             except WorkspaceError as exc:
                 await self._discard(held)
-                if not exc.node_lost:
+                if not exc.node_lost or not held.have:  # a new actor's: the subtask's to say
                     raise
-                log.warning("workspace actor lost with its node; starting another: %s", exc)
+                log.warning("idle workspace actor lost with its node; starting another: %s", exc)
                 continue
             except BaseException:
                 await self._discard(held)
@@ -156,6 +161,8 @@ class ActorPool:
         finally:
             if waiter in self._waiters:
                 self._waiters.remove(waiter)
+        if waiter.held is None and waiter.failed is not None:
+            raise waiter.failed
         assert waiter.held is not None
         return waiter.held
 
@@ -163,6 +170,12 @@ class ActorPool:
         self._live += 1
         try:
             actor = await self.life.start(name)
+        except Exception as exc:
+            self._live -= 1
+            if waiter.held is None:
+                waiter.failed = exc
+                waiter.given.set()
+            return
         except BaseException:
             self._live -= 1
             raise
@@ -214,6 +227,8 @@ class ActorPool:
                 with anyio.fail_after(CLOSE_TIMEOUT_S, shield=True):
                     with waiting(sc.WAIT_CLUSTER, attributes={sc.WORKSPACE_NAME: "warm"}):
                         await self._place_for(waiter, "warm")
+                    if waiter.failed is not None:
+                        raise waiter.failed
                     assert waiter.held is not None
                     await self.life.ready(waiter.held, sha)
             except BaseException as exc:

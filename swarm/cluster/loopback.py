@@ -31,7 +31,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["LOOPBACK", "LOOPBACK_ENV", "keep_loopback", "off_loopback"]
+__all__ = ["LOOPBACK", "LOOPBACK_ENV", "descendants", "keep_loopback", "off_loopback"]
 
 LOOPBACK = "127.0.0.1"
 LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
@@ -86,7 +86,8 @@ def _sockets() -> dict[str, str]:
     return found
 
 
-def _descendants(pids: Iterable[int]) -> set[int]:
+def descendants(pids: Iterable[int]) -> set[int]:
+    """`pids` and every process they started, and those started (by parent process id)."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -112,7 +113,7 @@ def off_loopback(pids: Iterable[int]) -> list[str]:
     what was opened and closed before it is not seen."""
     bad = _sockets()
     out = []
-    for pid in sorted(_descendants(pids)):
+    for pid in sorted(descendants(pids)):
         try:
             fds = os.listdir(f"/proc/{pid}/fd")
             name = Path(f"/proc/{pid}/comm").read_text().strip()

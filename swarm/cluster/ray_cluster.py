@@ -190,7 +190,7 @@ class RayCluster:
         with self._placements.placing(node):
             actor = _actor().options(**options).remote(environment, run_id, name)
             try:
-                await _await(actor.ready.remote())
+                await _await(actor.ready.remote(), node=node, during="placing")
             except BaseException:
                 ray_module().kill(actor, no_restart=True)  # never ran: nothing to remove
                 raise
@@ -303,13 +303,15 @@ class RayWorkspaces:
 
     async def _ready(self, held: Held, sha: str) -> None:
         """Clone `sha` in a new actor, or reset a used one's clone to it."""
+        node = held.info.node if held.info is not None else ""
         if not held.have:
             bundle = await self._bundle(sha)
-            held.info = await _await(held.actor.open.remote(bundle, sha))
+            ref = held.actor.open.remote(bundle, sha)
         else:
             data = await missing_since(self.repo, sha, self.run_id, held.have)
             self.shipped.append(len(data or b""))
-            held.info = await _await(held.actor.reset.remote(data, sha))
+            ref = held.actor.reset.remote(data, sha)
+        held.info = await _await(ref, node=node, during="cloning")
         held.have = sha
 
     async def warm(self, base: str, count: int) -> None:

@@ -51,6 +51,8 @@ class SubtaskOutcome:
     wall_s: float = 0.0
     check: str | None = None
     """What its last check in its worktree ran: `impact: N of M test files`, or `full: why`."""
+    nodes_lost: list[str] = field(default_factory=list)
+    """Each cluster node lost under it (which, doing what, when): it started again."""
 
     def report(self) -> SubtaskReport:
         return SubtaskReport(
@@ -63,6 +65,7 @@ class SubtaskOutcome:
             error=self.error,
             wall_s=round(self.wall_s, 3),
             check=self.check,
+            nodes_lost=list(self.nodes_lost),
         )
 
 

@@ -34,6 +34,9 @@ class SubtaskReport(BaseModel):
     """What its check in its worktree ran: `impact: N of M test files` (the tests its change
     reaches by imports; the merge queue ran the whole check), or `full: why`; None: no
     check ran there."""
+    nodes_lost: list[str] = []
+    """Each cluster node lost under it (`node ID lost during WHAT at S s`): it started
+    again from its base on another."""
 
 
 class Overhead(BaseModel):
@@ -167,7 +170,8 @@ def render_markdown(r: RunReport) -> str:
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for s in r.subtasks:
-        note = (s.error or "").replace("\n", " ").replace("|", "\\|")[:120]
+        note = "; ".join([*s.nodes_lost, *([s.error] if s.error else [])])
+        note = note.replace("\n", " ").replace("|", "\\|")[:240]
         check = _one_line(s.check, 80) if s.check else ""
         lines.append(
             f"| {s.id} | {s.status} | {s.fix_rounds} | {s.rebases} | {s.wall_s:.1f} | "
