@@ -101,7 +101,7 @@ def _placeable(node_id: str) -> None:
     from ray._private import state
 
     deadline = time.monotonic() + 60
-    while state.available_resources_per_node().get(node_id, {}).get("CPU", 0) < 8:
+    while state.available_resources_per_node().get(node_id, {}).get("CPU", 0) < 8:  # type: ignore[no-untyped-call]
         if time.monotonic() > deadline:
             raise TimeoutError("Ray's view never showed the new node's CPUs")
         time.sleep(0.05)  # polling
