@@ -15,12 +15,12 @@ it over then would keep the run at fewer actors than agents whenever a subtask i
 than an actor's start. (A waiter whose actor Ray has not placed `STUCK_S` after room was
 seen takes an idle one anyway.)
 
-A new actor that cannot be placed or cloned (its node lost) fails the lease with that
-error (a `NodeLost`: the coordinator starts the subtask again); an idle one found lost is
-replaced at once. An actor whose call failed to come back (its node lost, the call
-cancelled: it may still run there) is ended, never reused; so is one beyond the run's
-agent count. The pool ends every actor it holds at the run's end (`aclose`, bounded, when
-cancelled too); one in use then ends when its subtask gives it back.
+An actor that cannot be placed, cloned or reset (its node lost) fails the lease with that
+error (a `NodeLost`: the coordinator notes it and starts the subtask again, elsewhere). An
+actor whose call failed to come back (its node lost, the call cancelled: it may still run
+there) is ended, never reused; so is one beyond the run's agent count. The pool ends every
+actor it holds at the run's end (`aclose`, bounded, when cancelled too); one in use then
+ends when its subtask gives it back.
 """
 
 from __future__ import annotations
@@ -69,8 +69,9 @@ class Held:
 class Lifecycle:
     """How the pool starts, readies and ends actors (`RayWorkspaces` gives Ray's)."""
 
-    start: Callable[[str], Awaitable[Any]]
-    """A new actor named so, placed (waits for room; ended if cancelled meanwhile)."""
+    start: Callable[[str], Awaitable[tuple[Any, NodeInfo | None]]]
+    """A new actor named so, placed (waits for room; ended if cancelled meanwhile), and
+    where it runs."""
     room: Callable[[], Awaitable[bool]]
     """Whether the cluster has room for one more actor now."""
     ready: Callable[[Held, str], Awaitable[None]]
@@ -115,27 +116,20 @@ class ActorPool:
             await self._give_back(held)
 
     async def _take(self, sha: str, name: str) -> Held:
-        while True:
-            held = await self._acquire(name)
-            attrs: dict[str, str | bool] = {
-                sc.WORKSPACE_NAME: name,
-                sc.WORKSPACE_REUSED: bool(held.have),
-            }
-            try:
-                with tracer().start_as_current_span(f"{sc.WORKSPACE_SPAN} open", attributes=attrs):
-                    await self.life.ready(held, sha)
-            except WorkspaceError as exc:
-                await self._discard(held)
-                if not exc.node_lost or not held.have:  # a new actor's: the subtask's to say
-                    raise
-                log.warning("idle workspace actor lost with its node; starting another: %s", exc)
-                continue
-            except BaseException:
-                await self._discard(held)
-                raise
-            held.leases += 1
-            self.reused += held.leases > 1
-            return held
+        held = await self._acquire(name)
+        attrs: dict[str, str | bool] = {
+            sc.WORKSPACE_NAME: name,
+            sc.WORKSPACE_REUSED: bool(held.have),
+        }
+        try:
+            with tracer().start_as_current_span(f"{sc.WORKSPACE_SPAN} open", attributes=attrs):
+                await self.life.ready(held, sha)
+        except BaseException:
+            await self._discard(held)
+            raise
+        held.leases += 1
+        self.reused += held.leases > 1
+        return held
 
     async def _acquire(self, name: str) -> Held:
         """An idle actor, or a new one once placed, or one given back while waiting."""
@@ -169,7 +163,7 @@ class ActorPool:
     async def _place_for(self, waiter: _Waiter, name: str) -> None:
         self._live += 1
         try:
-            actor = await self.life.start(name)
+            actor, where = await self.life.start(name)
         except Exception as exc:
             self._live -= 1
             if waiter.held is None:
@@ -180,7 +174,7 @@ class ActorPool:
             self._live -= 1
             raise
         self.started += 1
-        held = Held(actor)
+        held = Held(actor, where)
         if waiter.held is None:
             waiter.held = held
             waiter.given.set()

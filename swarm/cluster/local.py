@@ -9,6 +9,7 @@ test, as a real cluster's nodes would have it installed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -21,9 +22,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from swarm.cluster.loopback import LOOPBACK, LOOPBACK_ENV, keep_loopback
+from swarm.cluster.loopback import LOOPBACK, LOOPBACK_ENV, descendants, keep_loopback
 
-__all__ = ["LocalCluster", "NodeSpec", "add_node", "local_cluster", "stop_node", "wait_for_nodes"]
+__all__ = [
+    "LocalCluster",
+    "NodeSpec",
+    "add_node",
+    "kill_node",
+    "local_cluster",
+    "stop_node",
+    "wait_for_nodes",
+]
 
 STARTUP_S = 90.0
 _ROOT = Path(__file__).resolve().parents[2]
@@ -35,6 +44,18 @@ class NodeSpec:
 
     cpus: float = 1
     resources: Mapping[str, float] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
+    """More environment for its processes (a `TMPDIR` of its own: its workspaces' clones
+    are then told apart by their paths)."""
+
+
+_HEALTH_ENV = {
+    "RAY_health_check_period_ms": "1000",
+    "RAY_health_check_failure_threshold": "5",
+}
+"""The GCS calls a node lost after 5 failed health checks a second apart (Ray's default:
+every 3 s, so a killed node's actors were reported dead only after 15 s or more); a check
+that times out (10 s) counts as failed, so a node slow on a loaded machine is not lost."""
 
 
 @dataclass
@@ -58,7 +79,8 @@ def _free_port() -> int:
 
 
 def _start(args: list[str], node: NodeSpec, log: Path, root: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, **LOOPBACK_ENV, "PYTHONPATH": str(root), "RAY_USAGE_STATS_ENABLED": "0"}
+    env = {**os.environ, **LOOPBACK_ENV, **_HEALTH_ENV, **node.env}
+    env.update(PYTHONPATH=str(root), RAY_USAGE_STATS_ENABLED="0")
     argv = [sys.executable, "-m", "swarm.cluster.loopback", "start", "--block"]
     argv += [f"--node-ip-address={LOOPBACK}", "--disable-usage-stats"]
     argv += [f"--num-cpus={node.cpus}", f"--resources={json.dumps(dict(node.resources))}"]
@@ -81,6 +103,18 @@ def stop_node(proc: subprocess.Popen[bytes]) -> None:
             return
         except subprocess.TimeoutExpired:
             continue
+
+
+def kill_node(proc: subprocess.Popen[bytes]) -> None:
+    """Lose a node as a machine is lost: SIGKILL to every process it started, at once
+    (its process group, and what left it: a sandbox is a session of its own)."""
+    doomed = descendants([proc.pid])
+    for pid in doomed:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):  # any forked since in the group
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(STARTUP_S)
 
 
 @contextmanager

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,20 @@ from swarm.run.check import CheckResult
 from swarm.tracing import semconv as sc
 from swarm.tracing.setup import tracer
 
-__all__ = ["RemoteWorkspace", "Remotes", "remote_tools"]
+__all__ = ["LOST_FOR_S", "RemoteWorkspace", "Remotes", "lost_lately", "remote_tools"]
+
+LOST_FOR_S = 120.0
+"""How long a node this driver saw lost is passed over when placing workspaces."""
+_lost_at: dict[str, float] = {}
+
+
+def lost_lately() -> frozenset[str]:
+    """The nodes a call of this driver found lost in the last `LOST_FOR_S`: new workspaces
+    go elsewhere. Ray calls a killed node dead only after its health checks fail (seconds
+    later); meanwhile its per-node view still shows the node's CPUs free, and a subtask
+    started again would be placed on the very node it lost."""
+    now = time.monotonic()
+    return frozenset(node for node, at in list(_lost_at.items()) if now - at < LOST_FOR_S)
 
 
 class RemoteWorkspace:
@@ -133,6 +147,8 @@ def cluster_error(exc: BaseException, *, node: str = "", during: str = "") -> Ba
     if isinstance(exc, lost):
         where = f"cluster node {node[:12]}" if node else "the workspace's cluster node"
         message = f"{where} was lost during {during or 'a call'} ({_reason(exc)})"
+        if node:
+            _lost_at[node] = time.monotonic()
         return NodeLost(message, node=node, during=during)
     return WorkspaceError(f"the cluster failed during {during or 'a call'}: {_reason(exc)}")
 

@@ -438,6 +438,7 @@ class Coordinator:
         during = getattr(lost, "during", "") or "a call"
         at = (time.time_ns() - self._plan_ready_ns) / 1e9
         outcome.nodes_lost.append(f"node {node[:12]} lost during {during} at {at:.1f}s")
+        self._staff.restarts[st.id] = len(outcome.nodes_lost)
         attrs = {sc.SUBTASK_ID: st.id, sc.NODE_ID: node, sc.NODE_LOST_DURING: during}
         trace.get_current_span().add_event(sc.NODE_LOST_EVENT, attrs)
         self.crew.progress.note(f"{st.id}: cluster node {node[:12]} lost during {during}: again")
