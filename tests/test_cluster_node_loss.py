@@ -24,6 +24,7 @@ from swarm.model import Model
 from swarm.run.solve import solve
 from swarm.testing import FunctionModel, Scripted, call
 from swarm.tracing import semconv as sc
+from tests.test_cluster import git
 from tests.test_solve import request, subtask, write_plan, write_task
 from tests.trace_spans import spans as trace_spans
 
@@ -53,17 +54,6 @@ SCRIPTS = {
     "setup.sh": f'case "$PWD" in *{DOOMED}*) [ -e s0.txt ] && exec {HOLDS["cloning"]};; esac\n'
     "exit 0\n",
 }
-
-
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        cwd=repo,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return done.stdout.strip()
 
 
 @pytest.fixture
