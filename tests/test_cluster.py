@@ -22,7 +22,7 @@ from swarm.agent.toolbox import coding_tools
 from swarm.analysis import summarize
 from swarm.analysis.loader import load_trace
 from swarm.config import ClusterConfig
-from swarm.errors import ToolError, WorkspaceError
+from swarm.errors import NodeLost, ToolError, WorkspaceError
 from swarm.messages import ChatRequest
 from swarm.run.check import Checker
 from swarm.run.environment import CheckEnvironment
@@ -281,8 +281,9 @@ async def test_a_plan_runs_on_both_nodes_and_merges_green(
 async def test_a_lost_node_is_a_workspace_error_saying_so(
     running: LocalCluster, repo: Path
 ) -> None:
-    """An idle actor whose node died is not reused (a new one starts on a node that has
-    room); one lost in use is a `WorkspaceError` saying so, and is not kept either."""
+    """An idle actor whose node died fails the next lease as a `NodeLost` naming the node
+    (the coordinator notes it and starts the subtask again) and is not kept; the next lease
+    starts a new one on a node with room; one lost in use is a `NodeLost` too."""
     doomed = add_node(running, NodeSpec(1, {"doomed": 1}))
     await anyio.to_thread.run_sync(wait_for_nodes, ray, 3)
     base = git(repo, "rev-parse", "HEAD")
@@ -296,6 +297,10 @@ async def test_a_lost_node_is_a_workspace_error_saying_so(
             first = ws.info.node
         await anyio.to_thread.run_sync(stop_node, doomed)  # its actor idle in the pool
         doomed = add_node(running, NodeSpec(1, {"doomed": 1}))
+        with pytest.raises(NodeLost) as idle:  # the subtask's to note and start again
+            async with workspaces.open(base, "d1"):
+                pass
+        assert idle.value.node == first and idle.value.during == "cloning"
         async with workspaces.open(base, "d1") as ws:
             assert isinstance(ws, RemoteWorkspace) and ws.info.node != first
             ctx = environment.context(ws.path, timeout_s=30)

@@ -104,13 +104,14 @@ def _holding(node: subprocess.Popen[bytes], node_id: str) -> set[str]:
 
 
 def _placeable(node_id: str) -> None:
-    """Wait until Ray's per-node view, which placement reads, shows the node's CPUs free."""
+    """Wait until Ray's per-node view, which placement reads, shows room for the run's four
+    workspaces on the node."""
     from ray._private import state
 
     deadline = time.monotonic() + 60
-    while state.available_resources_per_node().get(node_id, {}).get("CPU", 0) < 8:  # type: ignore[no-untyped-call]
+    while (view := state.available_resources_per_node()).get(node_id, {}).get("CPU", 0) < 4:  # type: ignore[no-untyped-call]
         if time.monotonic() > deadline:
-            raise TimeoutError("Ray's view never showed the new node's CPUs")
+            raise TimeoutError(f"Ray's view never showed the new node's CPUs free: {view}")
         time.sleep(0.05)  # polling
 
 
