@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import statistics
 import subprocess
 import tempfile
@@ -31,6 +32,7 @@ from swarm.agent.tool import Tool, ToolContext
 from swarm.agent.toolbox import coding_tools
 from swarm.cluster import RayCluster, RayWorkspaces, remote_tools
 from swarm.cluster.local import NodeSpec, local_cluster, wait_for_nodes
+from swarm.cluster.loopback import off_loopback
 from swarm.cluster.remote import _await
 from swarm.config import ClusterConfig
 from swarm.run.check import Checker
@@ -167,6 +169,9 @@ def main() -> None:
         stack.callback(ray.shutdown)
         wait_for_nodes(ray, 1)
         result = anyio.run(_measure, a, repo, address)
+        if a.address is None:  # the cluster it started: every socket on 127.0.0.1
+            pids = [os.getpid(), *(p.pid for p in running.processes)]
+            result["sockets_off_loopback"] = off_loopback(pids)
     if a.json:
         print(json.dumps(result, indent=2))
         return

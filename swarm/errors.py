@@ -14,6 +14,8 @@ SwarmError
   WorkspaceError       a git worktree could not be made, patched or removed; its cluster
                        node was lost (`node_lost`: the subtask restarts elsewhere); or the
                        cluster could not be reached
+    NodeLost           the cluster node holding a workspace went away (which node, doing
+                       what: placing, cloning, a tool call, a check, returning the patch)
   BudgetExceeded       steps, tokens, money or deadline ran out (says which and how much)
   UsageError           the library was called wrongly (the message says how to call it)
   McpError             an MCP server could not be started, reached or understood
@@ -48,6 +50,7 @@ __all__ = [
     "McpError",
     "ModelBehaviorError",
     "NetworkBlocked",
+    "NodeLost",
     "PlanError",
     "ProviderError",
     "RateLimited",
@@ -207,6 +210,18 @@ class WorkspaceError(SwarmError):
         super().__init__(message)
         self.node_lost = node_lost
         """The workspace's node went away: its subtask may start again from its base."""
+
+
+class NodeLost(WorkspaceError):
+    """The cluster node holding a workspace went away (its actor, its worker process or
+    an object it held, lost): the subtask starts again from its base on a live node."""
+
+    def __init__(self, message: str, *, node: str = "", during: str = "") -> None:
+        super().__init__(message, node_lost=True)
+        self.node = node
+        """The Ray node id ('' when Ray had not said where yet)."""
+        self.during = during
+        """What the workspace was doing: placing, cloning, a tool call, a check, patch."""
 
 
 class BudgetExceeded(SwarmError):

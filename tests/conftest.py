@@ -3,8 +3,10 @@ connection, so no test can reach a real provider."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
@@ -14,6 +16,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from swarm.analysis.loader import load_trace
 from swarm.analysis.synthetic import write_synthetic_trace
 from swarm.tracing.setup import use_tracer
+
+if TYPE_CHECKING:
+    from swarm.cluster.local import LocalCluster
 
 pytest_plugins = ["swarm.pytest_plugin"]
 
@@ -41,3 +46,21 @@ def huge_trace(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
     n = write_synthetic_trace(path, agents=3300, calls_per_agent=12, seed=11)
     load_trace(path)  # as a finished run does: writes the column cache
     return path, n
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """A two-node local Ray cluster on 127.0.0.1, started once for the session, this
+    process connected to it: `head` (2 CPUs) and `second` (2 CPUs), with distinct custom
+    resources. Skips the test when ray is not installed."""
+    ray = pytest.importorskip("ray")
+    from swarm.cluster.local import NodeSpec, local_cluster, wait_for_nodes
+
+    nodes = [NodeSpec(2, {"head": 4}), NodeSpec(2, {"second": 4})]
+    with local_cluster(nodes, tmp_path_factory.mktemp("ray")) as running:
+        ray.init(address=running.address, logging_level=logging.ERROR, log_to_driver=False)
+        try:
+            wait_for_nodes(ray, 2)
+            yield running
+        finally:
+            ray.shutdown()

@@ -1,17 +1,15 @@
-"""Workspaces on a real local Ray cluster: a head and a second node on loopback, started
-once for the module (`ray start --block`, each in its own process group, stopped at the
-end), with distinct custom resources. Skipped when ray is not installed."""
+"""Workspaces on a real local Ray cluster: a head and a second node on 127.0.0.1, started
+once for the session (`ray_cluster`: `ray start --block`, each in its own process group,
+stopped at the end), with distinct custom resources. Skipped when ray is not installed."""
 
 from __future__ import annotations
 
 import json
-import logging
 import os
 import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +22,7 @@ from swarm.agent.toolbox import coding_tools
 from swarm.analysis import summarize
 from swarm.analysis.loader import load_trace
 from swarm.config import ClusterConfig
-from swarm.errors import ToolError, WorkspaceError
+from swarm.errors import NodeLost, ToolError, WorkspaceError
 from swarm.messages import ChatRequest
 from swarm.run.check import Checker
 from swarm.run.environment import CheckEnvironment
@@ -42,29 +40,27 @@ from tests.trace_spans import spans as trace_spans
 
 ray = pytest.importorskip("ray")
 
-from swarm.cluster import RayCluster, RayWorkspaces, RemoteWorkspace, remote_tools  # noqa: E402
+from swarm.cluster import (  # noqa: E402
+    RayCluster,
+    RayWorkspaces,
+    RemoteWorkspace,
+    WorkspaceNode,
+    remote_tools,
+)
 from swarm.cluster._bundle import make_bundle  # noqa: E402
 from swarm.cluster.local import (  # noqa: E402
     LocalCluster,
     NodeSpec,
     add_node,
-    local_cluster,
     stop_node,
     wait_for_nodes,
 )
+from swarm.cluster.loopback import LOOPBACK_ENV, off_loopback, off_loopback_entry  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """The address of a two-node local cluster: `head` (2 CPUs) and `second` (2 CPUs)."""
-    nodes = [NodeSpec(2, {"head": 4}), NodeSpec(2, {"second": 4})]
-    with local_cluster(nodes, tmp_path_factory.mktemp("ray")) as running:
-        ray.init(address=running.address, logging_level=logging.ERROR, log_to_driver=False)
-        try:
-            wait_for_nodes(ray, 2)
-            yield running
-        finally:
-            ray.shutdown()
+@pytest.fixture
+def running(ray_cluster: LocalCluster) -> LocalCluster:
+    return ray_cluster
 
 
 @pytest.fixture
@@ -285,8 +281,9 @@ async def test_a_plan_runs_on_both_nodes_and_merges_green(
 async def test_a_lost_node_is_a_workspace_error_saying_so(
     running: LocalCluster, repo: Path
 ) -> None:
-    """An idle actor whose node died is not reused (a new one starts on a node that has
-    room); one lost in use is a `WorkspaceError` saying so, and is not kept either."""
+    """An idle actor whose node died fails the next lease as a `NodeLost` naming the node
+    (the coordinator notes it and starts the subtask again) and is not kept; the next lease
+    starts a new one on a node with room; one lost in use is a `NodeLost` too."""
     doomed = add_node(running, NodeSpec(1, {"doomed": 1}))
     await anyio.to_thread.run_sync(wait_for_nodes, ray, 3)
     base = git(repo, "rev-parse", "HEAD")
@@ -300,6 +297,10 @@ async def test_a_lost_node_is_a_workspace_error_saying_so(
             first = ws.info.node
         await anyio.to_thread.run_sync(stop_node, doomed)  # its actor idle in the pool
         doomed = add_node(running, NodeSpec(1, {"doomed": 1}))
+        with pytest.raises(NodeLost) as idle:  # the subtask's to note and start again
+            async with workspaces.open(base, "d1"):
+                pass
+        assert idle.value.node == first and idle.value.during == "cloning"
         async with workspaces.open(base, "d1") as ws:
             assert isinstance(ws, RemoteWorkspace) and ws.info.node != first
             ctx = environment.context(ws.path, timeout_s=30)
@@ -437,7 +438,11 @@ def test_a_killed_driver_resumes_and_merges_every_subtask_once(
     """kill -9 a real `swarm solve --cluster` once some subtasks merged and others not (its
     actors end with it), then `swarm resume --cluster`: the remote work restarts, and every
     subtask of the plan lands exactly once."""
-    from benchmarks.bench_resume import SIM, TASK, _env
+    from benchmarks.bench_resume import SIM, TASK
+    from benchmarks.bench_resume import _env as bench_env
+
+    def _env() -> dict[str, str]:  # the drivers keep Ray on 127.0.0.1 too
+        return {**bench_env(), **LOOPBACK_ENV}
 
     cwd = tmp_path / "run"
     cwd.mkdir()
@@ -471,3 +476,45 @@ def test_a_killed_driver_resumes_and_merges_every_subtask_once(
     subjects = git(repo, "log", "--format=%s", f"swarm/{run_id}").splitlines()
     landed = [s.split(":")[1].strip() for s in subjects if s.startswith("swarm: ")]
     assert sorted(landed) == sorted(ids)  # every subtask once, none twice
+
+
+def test_every_socket_of_the_cluster_and_its_driver_is_on_loopback(
+    running: LocalCluster,
+) -> None:
+    """Ray puts its nodes on the machine's interface address even when told 127.0.0.1
+    (`swarm.cluster.loopback`): none of the nodes' processes (GCS, raylets, agents,
+    workers) nor this driver holds a socket anywhere else, after a call on each node."""
+    environment = CheckEnvironment.resolve(Path.cwd())
+    actors = [
+        ray.remote(WorkspaceNode)
+        .options(num_cpus=0, resources={which: 0.01})
+        .remote(environment, "sockets", which)
+        for which in ("head", "second")
+    ]
+    workers = ray.get([a.pid.remote() for a in actors], timeout=60)
+    assert len(set(workers)) == 2
+    pids = [os.getpid(), *(p.pid for p in running.processes), *workers]
+    try:
+        assert off_loopback(pids) == []
+    finally:
+        for actor in actors:
+            ray.kill(actor)
+
+
+def test_the_socket_check_sees_any_address_but_127_0_0_1() -> None:
+    lines = {  # /proc/net/tcp{,6} and udp: sl local remote state ... inode
+        "tcp 0100007F:1F90 0100007F:A1B2 01": None,  # 127.0.0.1 both ends
+        "tcp 0100007F:1F90 00000000:0000 0A": None,  # listening on 127.0.0.1
+        "tcp 00000000:1F90 00000000:0000 0A": "tcp 0.0.0.0:8080 -> 0.0.0.0:0",
+        "tcp 020200C0:1F90 020200C0:A1B2 01": "tcp 192.0.2.2:8080 -> 192.0.2.2:41394",
+        "tcp6 0000000000000000FFFF00000100007F:1F90 0000000000000000FFFF00000100007F:A1B2 01": None,
+        "tcp6 00000000000000000000000000000000:1F90 00000000000000000000000000000000:0000 0A": (
+            "tcp6 :::8080 -> :::0"
+        ),
+        "udp 0100007F:0035 08080808:0035 01": "udp 127.0.0.1:53 -> 8.8.8.8:53",
+        "udp 00000000:0000 00000000:0000 07": None,  # made, never bound
+    }
+    for entry, expected in lines.items():
+        table, fields = entry.split(" ", 1)
+        line = f"0: {fields} 0 0 0 0 0 1234"
+        assert off_loopback_entry(table, line) == expected, entry

@@ -30,7 +30,7 @@ class Cluster:
         self.opened = anyio.Event()
         """Set: starts no longer wait (the slow start of an actor that has room)."""
 
-    async def start(self, name: str) -> str:
+    async def start(self, name: str) -> tuple[str, None]:
         try:
             if len(self.live) >= self.capacity:  # the pool never frees room: full for good
                 await anyio.sleep_forever()
@@ -41,7 +41,7 @@ class Cluster:
         self.made += 1
         actor = f"a{self.made}"
         self.live.append(actor)
-        return actor
+        return actor, None
 
     async def room(self) -> bool:
         return len(self.live) < self.capacity

@@ -17,7 +17,7 @@ from swarm.agent.tool import Tool
 from swarm.agent.toolbox import coding_tools
 from swarm.budget import Budget, BudgetLimits
 from swarm.config import SwarmConfig
-from swarm.errors import WorkspaceError
+from swarm.errors import NodeLost, WorkspaceError
 from swarm.messages import ChatRequest, ChatResult
 from swarm.model import Model
 from swarm.run.check import CheckResult
@@ -365,6 +365,42 @@ async def test_a_node_lost_too_often_fails_only_its_subtask(tmp_path: Path) -> N
     assert by_id["a"].status == "failed" and "node was lost" in str(by_id["a"].error)
     assert by_id["b"].status == "merged"
     assert world.merger.order == ["b"]
+
+
+@dataclass
+class _LostAtPatch(_Workspace):
+    """A workspace whose node is lost when its patch goes back."""
+
+    async def patch(self) -> str:
+        raise NodeLost("node n1 was lost", node="n1", during="returning the patch")
+
+
+class LosingAtPatch(Workspaces):
+    """Workspaces whose node is lost returning the patch, the first `losses` times."""
+
+    def __init__(self, losses: int) -> None:
+        super().__init__()
+        self.losses = losses
+
+    @asynccontextmanager
+    async def _open(self, name: str) -> AsyncIterator[WorkspaceLike]:
+        self.opened.append(name)
+        self.losses -= 1
+        yield (_LostAtPatch if self.losses >= 0 else _Workspace)(Path("/mem") / name)
+
+
+async def test_a_subtask_started_again_says_each_loss_and_asks_its_model_anew(
+    tmp_path: Path,
+) -> None:
+    world = World(tmp_path, workspaces=LosingAtPatch(losses=2))
+    outcome, _ = await world.run(plan(("a", ())))
+    (a,) = outcome.subtasks
+    assert a.status == "merged"
+    assert [lost.split(" at ")[0] for lost in a.nodes_lost] == [
+        "node n1 lost during returning the patch"
+    ] * 2
+    coders = [agent for agent, _ in world.source.asked if agent.startswith("coder:a")]
+    assert coders[:3] == ["coder:a", "coder:a:node1", "coder:a:node2"]  # none replayed
 
 
 async def test_the_queue_hears_how_many_patches_are_still_coming(world: World) -> None:

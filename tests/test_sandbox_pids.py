@@ -87,6 +87,9 @@ async def test_without_a_hierarchy_the_guard_alone_keeps_the_limit(
     sandbox = BwrapSandbox(SandboxPolicy(limits=Limits(max_processes=16)))
     launch = sandbox.launch(["true"], cwd=tmp_path, env={})
     assert launch.cgroup is None and launch.argv[0] == sandbox.bwrap
-    many = "for i in $(seq 40); do sleep 5 & done; wait"
+    # processes that outlive any load: with `sleep 5`, a shell forking slowly on a loaded
+    # machine (load 20) had its first ones end before the 17th started, and the guard
+    # rightly never fired; these only end when the guard kills the sandbox
+    many = "for i in $(seq 40); do sleep 600 & done; wait"
     output = await _run(sandbox, ["/bin/sh", "-c", many], tmp_path)
     assert "[sandbox: more than 16 processes at once; the command was killed]" in output

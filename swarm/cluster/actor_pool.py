@@ -15,10 +15,12 @@ it over then would keep the run at fewer actors than agents whenever a subtask i
 than an actor's start. (A waiter whose actor Ray has not placed `STUCK_S` after room was
 seen takes an idle one anyway.)
 
-An actor whose call failed to come back (its node lost, the call cancelled: it may still
-run there) is ended, never reused; so is one beyond the run's agent count. The pool ends
-every actor it holds at the run's end (`aclose`, bounded, when cancelled too); one in use
-then ends when its subtask gives it back.
+An actor that cannot be placed, cloned or reset (its node lost) fails the lease with that
+error (a `NodeLost`: the coordinator notes it and starts the subtask again, elsewhere). An
+actor whose call failed to come back (its node lost, the call cancelled: it may still run
+there) is ended, never reused; so is one beyond the run's agent count. The pool ends every
+actor it holds at the run's end (`aclose`, bounded, when cancelled too); one in use then
+ends when its subtask gives it back.
 """
 
 from __future__ import annotations
@@ -67,8 +69,9 @@ class Held:
 class Lifecycle:
     """How the pool starts, readies and ends actors (`RayWorkspaces` gives Ray's)."""
 
-    start: Callable[[str], Awaitable[Any]]
-    """A new actor named so, placed (waits for room; ended if cancelled meanwhile)."""
+    start: Callable[[str], Awaitable[tuple[Any, NodeInfo | None]]]
+    """A new actor named so, placed (waits for room; ended if cancelled meanwhile), and
+    where it runs."""
     room: Callable[[], Awaitable[bool]]
     """Whether the cluster has room for one more actor now."""
     ready: Callable[[Held, str], Awaitable[None]]
@@ -81,6 +84,9 @@ class Lifecycle:
 class _Waiter:
     given: anyio.Event = field(default_factory=anyio.Event)
     held: Held | None = None
+    failed: Exception | None = None
+    """Why its new actor could not be placed (its node lost, say): raised to the subtask
+    as it is, not inside the task group's `ExceptionGroup`."""
 
 
 class ActorPool:
@@ -110,27 +116,20 @@ class ActorPool:
             await self._give_back(held)
 
     async def _take(self, sha: str, name: str) -> Held:
-        while True:
-            held = await self._acquire(name)
-            attrs: dict[str, str | bool] = {
-                sc.WORKSPACE_NAME: name,
-                sc.WORKSPACE_REUSED: bool(held.have),
-            }
-            try:
-                with tracer().start_as_current_span(f"{sc.WORKSPACE_SPAN} open", attributes=attrs):
-                    await self.life.ready(held, sha)
-            except WorkspaceError as exc:
-                await self._discard(held)
-                if not exc.node_lost:
-                    raise
-                log.warning("workspace actor lost with its node; starting another: %s", exc)
-                continue
-            except BaseException:
-                await self._discard(held)
-                raise
-            held.leases += 1
-            self.reused += held.leases > 1
-            return held
+        held = await self._acquire(name)
+        attrs: dict[str, str | bool] = {
+            sc.WORKSPACE_NAME: name,
+            sc.WORKSPACE_REUSED: bool(held.have),
+        }
+        try:
+            with tracer().start_as_current_span(f"{sc.WORKSPACE_SPAN} open", attributes=attrs):
+                await self.life.ready(held, sha)
+        except BaseException:
+            await self._discard(held)
+            raise
+        held.leases += 1
+        self.reused += held.leases > 1
+        return held
 
     async def _acquire(self, name: str) -> Held:
         """An idle actor, or a new one once placed, or one given back while waiting."""
@@ -156,18 +155,26 @@ class ActorPool:
         finally:
             if waiter in self._waiters:
                 self._waiters.remove(waiter)
+        if waiter.held is None and waiter.failed is not None:
+            raise waiter.failed
         assert waiter.held is not None
         return waiter.held
 
     async def _place_for(self, waiter: _Waiter, name: str) -> None:
         self._live += 1
         try:
-            actor = await self.life.start(name)
+            actor, where = await self.life.start(name)
+        except Exception as exc:
+            self._live -= 1
+            if waiter.held is None:
+                waiter.failed = exc
+                waiter.given.set()
+            return
         except BaseException:
             self._live -= 1
             raise
         self.started += 1
-        held = Held(actor)
+        held = Held(actor, where)
         if waiter.held is None:
             waiter.held = held
             waiter.given.set()
@@ -214,6 +221,8 @@ class ActorPool:
                 with anyio.fail_after(CLOSE_TIMEOUT_S, shield=True):
                     with waiting(sc.WAIT_CLUSTER, attributes={sc.WORKSPACE_NAME: "warm"}):
                         await self._place_for(waiter, "warm")
+                    if waiter.failed is not None:
+                        raise waiter.failed
                     assert waiter.held is not None
                     await self.life.ready(waiter.held, sha)
             except BaseException as exc:

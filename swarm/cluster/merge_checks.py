@@ -17,6 +17,7 @@ they use instead.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from dataclasses import dataclass, field
@@ -27,11 +28,17 @@ from typing import Any
 from swarm.cluster._bundle import make_bundle, missing_since
 from swarm.cluster.node import NodeInfo
 from swarm.cluster.remote import RemoteWorkspace, _await
+from swarm.errors import NodeLost
 from swarm.run.check import CheckResult
 from swarm.tracing import semconv as sc
 from swarm.tracing.setup import tracer
 
-__all__ = ["NodeChecks", "Place"]
+__all__ = ["CHECK_RESTARTS", "NodeChecks", "Place"]
+
+log = logging.getLogger(__name__)
+
+CHECK_RESTARTS = 2
+"""Times a batch check whose node was lost runs again on another."""
 
 
 @dataclass
@@ -64,7 +71,18 @@ class NodeChecks:
 
     async def check(self, commit: str, command: str, timeout_s: float) -> CheckResult:
         """`command` on `commit`, on an idle check actor or a new one; an actor whose check
-        failed to come back (its node lost, the check cancelled) is not used again."""
+        failed to come back (its node lost, the check cancelled) is not used again; a check
+        whose node was lost runs again on another (`CHECK_RESTARTS` times)."""
+        for again in range(CHECK_RESTARTS + 1):
+            try:
+                return await self._check_once(commit, command, timeout_s)
+            except NodeLost as exc:
+                if again == CHECK_RESTARTS:
+                    raise
+                log.warning("a merge check's cluster node was lost; checking again: %s", exc)
+        raise AssertionError("unreachable")
+
+    async def _check_once(self, commit: str, command: str, timeout_s: float) -> CheckResult:
         node = self._idle.pop() if self._idle else await self._start(commit)
         bundle = await missing_since(self.repo, commit, self.run_id, node.have)
         node.shipped.append(len(bundle or b""))
@@ -81,7 +99,7 @@ class NodeChecks:
         bundle = await make_bundle(self.repo, commit, self.run_id)
         attrs = {sc.WORKSPACE_NAME: name}
         with tracer().start_as_current_span(f"{sc.WORKSPACE_SPAN} open", attributes=attrs):
-            info: NodeInfo = await _await(actor.open.remote(bundle, commit))
+            info: NodeInfo = await _await(actor.open.remote(bundle, commit), during="cloning")
         node = _CheckNode(RemoteWorkspace(actor, Path(info.path), info), commit, [len(bundle)])
         self.nodes.append(node)
         return node

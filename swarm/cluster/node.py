@@ -87,9 +87,10 @@ class WorkspaceNode:
         self._written: WriteLog | None = None
         self._tools: dict[str, Tool] = {t.name: t for t in coding_tools()}
 
-    async def ready(self) -> str:
-        """Answers once the actor runs (the driver waits here while the cluster is full)."""
-        return socket.gethostname()
+    async def ready(self) -> NodeInfo:
+        """Answers once the actor runs (the driver waits here while the cluster is full):
+        where it runs, no clone yet."""
+        return NodeInfo(socket.gethostname(), _node_id(), "")
 
     async def open(self, bundle: bytes, base: str) -> NodeInfo:
         """Clone `base` from `bundle` into a fresh directory, then run the task's `setup:`."""

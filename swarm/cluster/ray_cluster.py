@@ -37,8 +37,8 @@ from swarm.agent.toolbox import coding_tools
 from swarm.cluster._bundle import make_bundle, missing_since
 from swarm.cluster.actor_pool import CLOSE_TIMEOUT_S, ActorPool, Held, Lifecycle
 from swarm.cluster.merge_checks import NodeChecks
-from swarm.cluster.node import WorkspaceNode
-from swarm.cluster.remote import Remotes, RemoteWorkspace, _await, remote_tools
+from swarm.cluster.node import NodeInfo, WorkspaceNode
+from swarm.cluster.remote import Remotes, RemoteWorkspace, _await, lost_lately, remote_tools
 from swarm.config import ClusterConfig
 from swarm.errors import ConfigError, WorkspaceError
 from swarm.run._git import git
@@ -171,7 +171,7 @@ class RayCluster:
         `swarm.wait cluster` span), ended after it, in bounded time even when cancelled;
         `reserve=False`: it reserves nothing (see `merge_checks`)."""
         with waiting(sc.WAIT_CLUSTER, attributes={sc.WORKSPACE_NAME: name}):
-            actor = await self.start(environment, run_id, name, reserve=reserve)
+            actor, _ = await self.start(environment, run_id, name, reserve=reserve)
         try:
             yield actor
         finally:
@@ -179,9 +179,9 @@ class RayCluster:
 
     async def start(
         self, environment: CheckEnvironment, run_id: str, name: str, *, reserve: bool = True
-    ) -> Any:
+    ) -> tuple[Any, NodeInfo]:
         """A new `WorkspaceNode` actor, once Ray has placed it and it runs (ended at once,
-        bounded, if this is cancelled or fails first)."""
+        bounded, if this is cancelled or fails first), and where it runs."""
         node, strategy = await self._spread() if reserve else ("", "SPREAD")
         if reserve:
             options = {**self.actor_options(), "scheduling_strategy": strategy}
@@ -190,11 +190,11 @@ class RayCluster:
         with self._placements.placing(node):
             actor = _actor().options(**options).remote(environment, run_id, name)
             try:
-                await _await(actor.ready.remote())
+                where: NodeInfo = await _await(actor.ready.remote(), node=node, during="placing")
             except BaseException:
                 ray_module().kill(actor, no_restart=True)  # never ran: nothing to remove
                 raise
-        return actor
+        return actor, where
 
     async def room(self) -> bool:
         """Whether some node has room for one more workspace actor now."""
@@ -206,10 +206,11 @@ class RayCluster:
         need = {"CPU": options["num_cpus"], "memory": options.get("memory", 0)}
         need.update(options.get("resources", {}))
         nodes = await anyio.to_thread.run_sync(_available_per_node)
+        lost = lost_lately()
         return {
             node: free.get("CPU", 0.0)
             for node, free in nodes.items()
-            if all(free.get(k, 0.0) >= v for k, v in need.items() if v)
+            if node not in lost and all(free.get(k, 0.0) >= v for k, v in need.items() if v)
         }
 
     async def _spread(self) -> tuple[str, Any]:
@@ -303,13 +304,15 @@ class RayWorkspaces:
 
     async def _ready(self, held: Held, sha: str) -> None:
         """Clone `sha` in a new actor, or reset a used one's clone to it."""
+        node = held.info.node if held.info is not None else ""
         if not held.have:
             bundle = await self._bundle(sha)
-            held.info = await _await(held.actor.open.remote(bundle, sha))
+            ref = held.actor.open.remote(bundle, sha)
         else:
             data = await missing_since(self.repo, sha, self.run_id, held.have)
             self.shipped.append(len(data or b""))
-            held.info = await _await(held.actor.reset.remote(data, sha))
+            ref = held.actor.reset.remote(data, sha)
+        held.info = await _await(ref, node=node, during="cloning")
         held.have = sha
 
     async def warm(self, base: str, count: int) -> None:

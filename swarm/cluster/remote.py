@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,12 +26,25 @@ from opentelemetry import trace
 from swarm.agent.tool import Finish, Tool, ToolContext
 from swarm.agent.toolbox import BUILTIN_TOOL_NAMES
 from swarm.cluster.node import CallLimits, NodeInfo, Reply
-from swarm.errors import ConfigError, ToolError, WorkspaceError
+from swarm.errors import ConfigError, NodeLost, SwarmError, ToolError, WorkspaceError
 from swarm.run.check import CheckResult
 from swarm.tracing import semconv as sc
 from swarm.tracing.setup import tracer
 
-__all__ = ["RemoteWorkspace", "Remotes", "remote_tools"]
+__all__ = ["LOST_FOR_S", "RemoteWorkspace", "Remotes", "lost_lately", "remote_tools"]
+
+LOST_FOR_S = 120.0
+"""How long a node this driver saw lost is passed over when placing workspaces."""
+_lost_at: dict[str, float] = {}
+
+
+def lost_lately() -> frozenset[str]:
+    """The nodes a call of this driver found lost in the last `LOST_FOR_S`: new workspaces
+    go elsewhere. Ray calls a killed node dead only after its health checks fail (seconds
+    later); meanwhile its per-node view still shows the node's CPUs free, and a subtask
+    started again would be placed on the very node it lost."""
+    now = time.monotonic()
+    return frozenset(node for node, at in list(_lost_at.items()) if now - at < LOST_FOR_S)
 
 
 class RemoteWorkspace:
@@ -49,13 +63,14 @@ class RemoteWorkspace:
 
     async def call(self, what: str, method: str, *args: Any) -> Any:
         """`method(*args)` on the actor, as a `swarm.remote {what}` span; a lost node is a
-        `WorkspaceError` (the subtask fails alone)."""
+        `NodeLost` (the subtask starts again elsewhere)."""
         outer = trace.get_current_span()
         attrs = {sc.HOST_NAME: self.info.host, sc.NODE_ID: self.info.node}
         outer.set_attributes(attrs)
         with tracer().start_as_current_span(f"{sc.REMOTE_SPAN} {what}", attributes=attrs) as span:
             try:
-                reply = await _await(getattr(self.actor, method).remote(*args))
+                ref = getattr(self.actor, method).remote(*args)
+                reply = await _await(ref, node=self.info.node, during=_during(what))
             except BaseException:
                 self.reusable = False
                 raise
@@ -89,8 +104,58 @@ class RemoteWorkspace:
             return result
 
 
-async def _await(ref: Any) -> Any:
-    """The value of a Ray object ref, awaited on the event loop; cancelled with the caller."""
+def _during(what: str) -> str:
+    """What a workspace was doing when its call `what` went out, said for a person."""
+    said = {"patch": "returning the patch", "check": "a check", "apply": "applying a patch"}
+    return said.get(what, f"a tool call ({what})")
+
+
+_LOST = (
+    "RayActorError",  # its actor died (ActorDiedError) or cannot be reached now
+    "ActorUnschedulableError",
+    "ActorPlacementGroupRemoved",
+    "NodeDiedError",
+    "LocalRayletDiedError",
+    "WorkerCrashedError",
+    "ObjectLostError",  # a reply or bundle held on the lost node; its owner died
+    "OutOfMemoryError",  # the node killed the worker
+    "TaskUnschedulableError",
+    "RaySystemError",
+    "RpcError",
+)
+"""Ray's errors that mean the workspace's node (or its worker process) went away."""
+
+
+def _reason(exc: BaseException) -> str:
+    """Ray's own message, in short: its first line (the rest is an actor dump)."""
+    first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+    return f"{type(exc).__name__}: {first[:200]}"
+
+
+def cluster_error(exc: BaseException, *, node: str = "", during: str = "") -> BaseException:
+    """What a Ray error raised while the workspace on `node` was `during` something is to
+    swarm: a `NodeLost` when the node (or its worker) went away; the workspace's own
+    `SwarmError` as the node raised it; any other failure there a `WorkspaceError`."""
+    import ray
+
+    if isinstance(exc, ray.exceptions.RayTaskError):
+        cause = exc.cause
+        if isinstance(cause, SwarmError):
+            return cause
+        return WorkspaceError(f"{during or 'a call'} failed on the cluster node: {_reason(cause)}")
+    lost = tuple(getattr(ray.exceptions, name) for name in _LOST)
+    if isinstance(exc, lost):
+        where = f"cluster node {node[:12]}" if node else "the workspace's cluster node"
+        message = f"{where} was lost during {during or 'a call'} ({_reason(exc)})"
+        if node:
+            _lost_at[node] = time.monotonic()
+        return NodeLost(message, node=node, during=during)
+    return WorkspaceError(f"the cluster failed during {during or 'a call'}: {_reason(exc)}")
+
+
+async def _await(ref: Any, *, node: str = "", during: str = "") -> Any:
+    """The value of a Ray object ref, awaited on the event loop; cancelled with the caller;
+    Ray's errors as swarm's (`cluster_error`)."""
     import ray
     import sniffio
 
@@ -98,10 +163,8 @@ async def _await(ref: Any) -> Any:
         if sniffio.current_async_library() != "asyncio":  # refs are asyncio futures
             return await anyio.to_thread.run_sync(ray.get, ref, abandon_on_cancel=True)
         return await ref
-    except ray.exceptions.RayActorError as exc:
-        raise WorkspaceError(
-            f"the workspace's cluster node was lost: {exc}", node_lost=True
-        ) from None
+    except ray.exceptions.RayError as exc:
+        raise cluster_error(exc, node=node, during=during) from None
     except BaseException:
         with contextlib.suppress(Exception):  # finished already, or its node is gone
             ray.cancel(ref)

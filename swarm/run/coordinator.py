@@ -18,11 +18,14 @@ waited for, and every wait (slot, merge) goes through `swarm.tracing.waits`.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 import anyio
+from opentelemetry import trace
 from opentelemetry.trace import SpanContext
 
 from swarm.agent.events import AgentResult
@@ -72,7 +75,9 @@ from swarm.run.task import Task
 from swarm.tracing import semconv as sc
 from swarm.tracing.waits import record_wait, waiting
 
-__all__ = ["Coordinator"]
+__all__ = ["Coordinator", "node_lost_in"]
+
+T = TypeVar("T")
 
 NODE_RESTARTS = 2
 """Times a subtask starts again elsewhere after its workspace's cluster node was lost."""
@@ -439,15 +444,34 @@ class Coordinator:
 
     async def _code_and_test_anywhere(self, st: Subtask, outcome: SubtaskOutcome, base: str) -> str:
         """`_code_and_test`, started again from `base` when the cluster node holding its
-        workspace is lost (a bounded number of times); nothing had merged yet."""
-        restarts = 0
+        workspace is lost (`NODE_RESTARTS` times, then the subtask fails); nothing had
+        merged yet."""
+        return await self._anywhere(st, outcome, lambda: self._code_and_test(st, outcome, base))
+
+    async def _anywhere(
+        self, st: Subtask, outcome: SubtaskOutcome, work: Callable[[], Awaitable[T]]
+    ) -> T:
+        """`work`, started again from the start when the cluster node holding its workspace
+        is lost (at any moment: placing, cloning, a tool call, a check, the patch), at most
+        `NODE_RESTARTS` times; each loss is said in the report and on the current span."""
         while True:
             try:
-                return await self._code_and_test(st, outcome, base)
-            except WorkspaceError as exc:
-                if not exc.node_lost or restarts >= NODE_RESTARTS:
+                return await work()
+            except (WorkspaceError, BaseExceptionGroup) as exc:
+                lost = node_lost_in(exc)
+                if lost is None or len(outcome.nodes_lost) >= NODE_RESTARTS:
                     raise
-                restarts += 1
+                self._note_lost(st, outcome, lost)
+
+    def _note_lost(self, st: Subtask, outcome: SubtaskOutcome, lost: WorkspaceError) -> None:
+        node = getattr(lost, "node", "") or "unknown"
+        during = getattr(lost, "during", "") or "a call"
+        at = (time.time_ns() - self._plan_ready_ns) / 1e9
+        outcome.nodes_lost.append(f"node {node[:12]} lost during {during} at {at:.1f}s")
+        self._staff.restarts[st.id] = len(outcome.nodes_lost)
+        attrs = {sc.SUBTASK_ID: st.id, sc.NODE_ID: node, sc.NODE_LOST_DURING: during}
+        trace.get_current_span().add_event(sc.NODE_LOST_EVENT, attrs)
+        self.crew.progress.note(f"{st.id}: cluster node {node[:12]} lost during {during}: again")
 
     async def _merge_or_rebase(
         self, st: Subtask, outcome: SubtaskOutcome, patch: str, board: Board
@@ -457,7 +481,9 @@ class Coordinator:
         merged = await self._merge(st, patch, board)
         while not merged.ok and outcome.rebases < self.options.rebase_rounds:
             outcome.rebases += 1
-            merged, patch = await self._rebase(st, outcome, patch, merged, board)
+            merged, patch = await self._anywhere(
+                st, outcome, partial(self._rebase, st, outcome, patch, merged, board)
+            )
         return merged
 
     async def _rebase(
@@ -513,6 +539,18 @@ class Coordinator:
                                 st, ws, base, outcome, tag=f"r{outcome.rebases}", checked=checked
                             )
         return (verdict[0] if verdict else await self._merge(st, patch, board)), patch
+
+
+def node_lost_in(exc: BaseException) -> WorkspaceError | None:
+    """The lost node `exc` reports: itself, or the first of a (nested) group whose errors
+    all say a node was lost; None for anything else."""
+    if isinstance(exc, WorkspaceError):
+        return exc if exc.node_lost else None
+    if isinstance(exc, BaseExceptionGroup):
+        found = [node_lost_in(e) for e in exc.exceptions]
+        if found and all(f is not None for f in found):
+            return found[0]
+    return None
 
 
 def _first_leaf(group: BaseExceptionGroup[SwarmError]) -> SwarmError:

@@ -53,6 +53,8 @@ class SubtaskOutcome:
     """What its last check in its worktree ran: `impact: N of M test files`, or `full: why`."""
     warning: str | None = None
     """What its change did that nobody asked for (definitions it removed)."""
+    nodes_lost: list[str] = field(default_factory=list)
+    """Each cluster node lost under it (which, doing what, when): it started again."""
 
     def report(self) -> SubtaskReport:
         return SubtaskReport(
@@ -66,6 +68,7 @@ class SubtaskOutcome:
             wall_s=round(self.wall_s, 3),
             check=self.check,
             warning=self.warning,
+            nodes_lost=list(self.nodes_lost),
         )
 
 

@@ -36,6 +36,9 @@ class SubtaskReport(BaseModel):
     check ran there."""
     warning: str | None = None
     """What its change did that nobody asked for (definitions it removed)."""
+    nodes_lost: list[str] = []
+    """Each cluster node lost under it (`node ID lost during WHAT at S s`): it started
+    again from its base on another."""
 
 
 class Overhead(BaseModel):
@@ -169,7 +172,9 @@ def render_markdown(r: RunReport) -> str:
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for s in r.subtasks:
-        note = (s.error or s.warning or "").replace("\n", " ").replace("|", "\\|")[:120]
+        extra = [s.error] if s.error else ([s.warning] if s.warning else [])
+        note = "; ".join([*s.nodes_lost, *extra])
+        note = note.replace("\n", " ").replace("|", "\\|")[:240]
         check = _one_line(s.check, 80) if s.check else ""
         lines.append(
             f"| {s.id} | {s.status} | {s.fix_rounds} | {s.rebases} | {s.wall_s:.1f} | "

@@ -64,6 +64,9 @@ class Staff:
     """Told of an agent's run of the whole check in its workspace (by path)."""
     stuck: dict[str, str] = field(default_factory=dict)
     """Agents stopped for repeating themselves, by id: what they kept sending."""
+    restarts: dict[str, int] = field(default_factory=dict)
+    """Times each subtask started again after its cluster node was lost, by id: its
+    agents then take fresh journal keys (`agent`)."""
 
     def agent(
         self,
@@ -76,6 +79,11 @@ class Staff:
         escalate: bool = False,
     ) -> TimedAgent:
         models = self.crew.models
+        if again := self.restarts.get(st.id, 0):
+            # Asked anew, not replayed: the replayed calls would send the lost attempt's
+            # tool calls again, and the one its node was lost in may be why (a command
+            # that takes a node down, or holds it until it is lost).
+            agent_id = f"{agent_id}:node{again}"
         # an agent that repeats itself moves to the reasoning tier once (its own journal key)
         fallback = None
         if not escalate:
