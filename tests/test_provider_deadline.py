@@ -26,7 +26,7 @@ from swarm.config import ProviderConfig, RoutingConfig, SwarmConfig, TierConfig
 from swarm.errors import MalformedReply, ProviderError
 from swarm.messages import ChatRequest, Message
 from swarm.providers._bounds import MAX_EVENT_BYTES
-from swarm.providers._call_deadline import UNKNOWN_DECODE_TPS, CallDeadline
+from swarm.providers._call_deadline import MIN_DECODE_TPS, UNKNOWN_DECODE_TPS, CallDeadline
 from swarm.routing.router import Router
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -181,3 +181,22 @@ def test_the_call_deadline_follows_the_model_speed() -> None:
     seconds, _ = deadline.seconds("unknown", 100, 10.0)
     assert seconds == pytest.approx(10 + 4 * 100 / UNKNOWN_DECODE_TPS)
     assert CallDeadline(42.0).seconds("fast", None, 30.0) == (42.0, "total_timeout_s")
+
+
+def test_the_call_deadline_follows_a_slower_measured_rate_but_not_a_drip() -> None:
+    """A local server on a busy machine writes a fraction of its quiet speed: measured
+    replies stretch the deadline, down to MIN_DECODE_TPS (slower is a drip, ended)."""
+    deadline = CallDeadline(None)
+    deadline.expect("local", None)
+    quiet, _ = deadline.seconds("local", 100, 10.0)
+    deadline.observe("local", 10, 100.0)  # too short a reply to judge the rate by
+    assert deadline.seconds("local", 100, 10.0)[0] == quiet
+    deadline.observe("local", 200, 100.0)  # 2 tok/s
+    seconds, how = deadline.seconds("local", 100, 10.0)
+    assert seconds == pytest.approx(10 + 4 * 100 / 2.0) and "at 2 tok/s" in str(how)
+    for _ in range(20):
+        deadline.observe("local", 40, 800.0)  # 0.05 tok/s: a drip
+    assert deadline.seconds("local", 100, 10.0)[0] == pytest.approx(10 + 4 * 100 / MIN_DECODE_TPS)
+    deadline.expect("fast", 1000.0)
+    deadline.observe("fast", 500, 0.25)  # faster than known: the known rate holds
+    assert deadline.seconds("fast", 100, 1.0)[0] == pytest.approx(1 + 4 * 100 / 1000)

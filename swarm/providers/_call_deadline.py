@@ -6,14 +6,17 @@ keep-alives and nothing else, passes both for as long as it likes, and every ret
 them again. So a call also has a deadline for the whole: a fixed `total_timeout_s`, or its
 first-token deadline plus the reply's tokens (`max_tokens`, else 1,024 plus the thinking
 the catalog knows the model does) at its decode rate, times a margin for a server that
-shares its compute among requests. The router holds a candidate's retries, hedges and
+shares its compute among requests. The decode rate is the slower of the known one and
+the one measured on this endpoint's replies (a local server on a busy machine writes a
+fraction of its quiet speed), but never under `MIN_DECODE_TPS`: slower than that is a
+drip, which the deadline is there to end. The router holds a candidate's retries, hedges and
 backoffs to the same deadline, from its first try (and, until a reply starts, to two
 first-token deadlines: `swarm.routing.candidate.Clock`).
 """
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_OUTPUT_TOKENS", "UNKNOWN_DECODE_TPS", "CallDeadline"]
+__all__ = ["DEFAULT_OUTPUT_TOKENS", "MIN_DECODE_TPS", "UNKNOWN_DECODE_TPS", "CallDeadline"]
 
 _MARGIN = 4.0
 DEFAULT_OUTPUT_TOKENS = 1024
@@ -21,21 +24,36 @@ DEFAULT_OUTPUT_TOKENS = 1024
 UNKNOWN_DECODE_TPS = 10.0
 """Decode rate assumed for a model whose speed is not known: llama.cpp on two CPU cores
 writes 5-20 tokens/s, every cloud more."""
+MIN_DECODE_TPS = 1.0
+"""The slowest measured decode rate a deadline follows (a 1.5B model on two loaded CPU
+cores wrote 0.5-3 tokens/s; a server dripping a token every 20 s writes 0.05)."""
+_MIN_MEASURED_TOKENS = 32
+"""A reply shorter than this says little about the rate."""
 
 
 class CallDeadline:
     """The whole-call deadline per model: fixed, or from the decode rate told by `expect`."""
 
-    __slots__ = ("_fixed", "_speeds")
+    __slots__ = ("_fixed", "_measured", "_speeds")
 
     def __init__(self, fixed: float | None) -> None:
         self._fixed = fixed
         self._speeds: dict[str, tuple[float, int]] = {}  # model -> (decode tok/s, thinking)
+        self._measured: dict[str, float] = {}  # model -> decode tok/s seen, smoothed
 
     def expect(self, model: str, decode_tps: float | None, reasoning_tokens: int = 0) -> None:
         """What `model` is known to do: tokens/s written (None: not known) and thinking
         tokens per reply."""
         self._speeds[model] = (decode_tps or UNKNOWN_DECODE_TPS, reasoning_tokens)
+
+    def observe(self, model: str, output_tokens: int, decode_s: float) -> None:
+        """A reply of `output_tokens` took `decode_s` after its first token: the measured
+        rate decays toward it."""
+        if output_tokens < _MIN_MEASURED_TOKENS or decode_s <= 0:
+            return
+        rate = output_tokens / decode_s
+        seen = self._measured.get(model)
+        self._measured[model] = rate if seen is None else 0.7 * seen + 0.3 * rate
 
     def seconds(self, model: str, max_tokens: int | None, first_s: float) -> tuple[float, object]:
         """The deadline of a call whose first-token deadline is `first_s`, and how it was
@@ -44,6 +62,9 @@ class CallDeadline:
         if self._fixed is not None:
             return self._fixed, "total_timeout_s"
         tps, thinking = self._speeds.get(model, (UNKNOWN_DECODE_TPS, 0))
+        measured = self._measured.get(model)
+        if measured is not None and measured < tps:
+            tps = max(measured, MIN_DECODE_TPS)
         out = max_tokens if max_tokens is not None else DEFAULT_OUTPUT_TOKENS + thinking
         return first_s + _MARGIN * out / tps, _Why(first_s, out, tps)
 

@@ -443,7 +443,12 @@ class Endpoint(ABC, Generic[R]):
                     ended = time.perf_counter()
                     if known and reply.first_at:
                         self.first_token.observe(model, prompt_tokens, reply.first_at - started)
-                    return _check(self._result(model, request, reply, response, (started, ended)))
+                    result = _check(self._result(model, request, reply, response, (started, ended)))
+                    if reply.first_at:
+                        self.deadline.observe(
+                            model, result.usage.output_tokens, ended - reply.first_at
+                        )
+                    return result
                 except ReplyTooLarge as exc:
                     raise self.malformed(f"{exc}", response, model, retryable=False) from None
                 except SHAPE_ERRORS as exc:
