@@ -11,7 +11,7 @@ oldest turns are dropped when that is not enough.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -28,7 +28,7 @@ from swarm.agent.tool import Tool, ToolContext
 from swarm.agent.toolbox import CommandResult
 from swarm.errors import ModelBehaviorError, WorkspaceError
 from swarm.messages import ChatRequest, ChatResult, Message
-from swarm.model import Model
+from swarm.model import Model, Streamed, stream_of
 from swarm.run._git import git
 from swarm.run.environment import CheckEnvironment
 from swarm.run.outcome import PhaseTimes
@@ -198,6 +198,12 @@ class _MadeOnFirstCall:
         self._model: Model | None = None
 
     async def chat(self, request: ChatRequest) -> ChatResult:
+        return await self._made().chat(request)
+
+    def stream(self, request: ChatRequest) -> AsyncIterator[Streamed]:
+        return stream_of(self._made(), request)
+
+    def _made(self) -> Model:
         if self._model is None:
             self._model = self._make()
-        return await self._model.chat(request)
+        return self._model
