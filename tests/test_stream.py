@@ -58,7 +58,9 @@ async def test_the_doubles_stream_a_3kb_reply_word_by_word() -> None:
 
 async def test_the_simulator_streams_word_by_word_through_the_router(tmp_path: Path) -> None:
     config = tmp_path / "swarm.toml"
-    config.write_text('[providers.sim]\nkind = "sim"\n[tiers.speed]\nmodels = ["sim/groq/llama-3.3-70b"]\n')
+    config.write_text(
+        '[providers.sim]\nkind = "sim"\n[tiers.speed]\nmodels = ["sim/groq/llama-3.3-70b"]\n'
+    )
     sim = SimProvider(script=long_reply, time_scale=0.001)
     async with Router(load_config(config, env={}), providers={"sim": sim}, env={}) as router:
         items = await _items(router.model("speed").stream(_request()))
