@@ -113,9 +113,11 @@ class ChatModel:
     name: str = "chat"
 
     async def chat(self, request: ChatRequest) -> ChatResult:
+        """Answer one request (a subclass writes it)."""
         raise NotImplementedError
 
     def stream(self, request: ChatRequest) -> AsyncIterator[Streamed]:
+        """`chat`'s answer: its text in one piece, then `Done`."""
         return _whole(self, request)
 
 
