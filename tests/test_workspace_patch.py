@@ -57,15 +57,6 @@ async def test_a_checks_outputs_stay_out_and_the_tools_files_go_in(repo: Path) -
     assert_clean(repo)
 
 
-async def test_a_context_built_from_the_path_shares_the_workspaces_log(repo: Path) -> None:
-    async with Workspace.open(repo, name="w") as ws:
-        ctx = ToolContext(root=ws.path, check="true")  # as the coordinator builds its own
-        assert ctx.written is ws.written
-        await TOOLS["write_file"].run({"path": "new.py", "content": "N = 1\n"}, ctx)
-        assert names(await ws.patch()) == {"new.py"}
-    assert_clean(repo)
-
-
 async def test_deletions_and_moves_made_with_run_are_in_the_patch(repo: Path) -> None:
     async with Workspace.open(repo, name="w") as ws:
         ctx = ws.context()
@@ -126,14 +117,20 @@ async def test_gitignored_files_stay_out_even_when_written(repo: Path) -> None:
     assert_clean(repo)
 
 
-def test_the_write_log_is_one_per_directory_and_safe_across_threads(tmp_path: Path) -> None:
-    a, b = ToolContext(root=tmp_path), ToolContext(root=tmp_path / "." / "")
-    assert a.written is b.written is WriteLog.at(tmp_path)
-    assert ToolContext(root=tmp_path / "x").written is not a.written
-    fresh = WriteLog.fresh(tmp_path)
-    assert ToolContext(root=tmp_path).written is fresh and not fresh.paths()
-    own = WriteLog()
-    assert ToolContext(root=tmp_path, written=own).written is own
+async def test_the_workspace_owns_its_write_log(repo: Path) -> None:
+    """The log is the workspace's, passed to the contexts it makes; a context built by
+    hand for its directory notes there only when given it (no registry by path)."""
+    async with Workspace.open(repo, name="w") as ws:
+        assert ws.context().written is ws.written
+        by_hand = ToolContext(root=ws.path, written=ws.written)
+        await TOOLS["write_file"].run({"path": "new.py", "content": "x = 1\n"}, by_hand)
+        assert ws.written.paths() == {"new.py"} and "new.py" in names(await ws.patch())
+        own = ToolContext(root=ws.path)
+        assert own.written is not ws.written and not own.written.paths()
+
+
+def test_the_write_log_is_safe_across_threads() -> None:
+    fresh = WriteLog()
 
     async def many() -> None:
         async with anyio.create_task_group() as tg:

@@ -20,7 +20,7 @@ from typing import Literal
 
 import anyio
 
-from swarm.agent.tool import Finish, Tool, tool
+from swarm.agent.tool import Finish, Tool, WriteLog, tool
 from swarm.messages import ChatRequest, ChatResult, ToolCall
 from swarm.model import (
     FirstTokenCallback,
@@ -163,6 +163,7 @@ def sim_tools(tool_s: float) -> list[Tool]:
 @dataclass
 class _Workspace:
     path: Path
+    written: WriteLog = field(default_factory=WriteLog)
 
     async def patch(self) -> str:
         return f"simulated patch of {self.path.name}\n"
@@ -228,6 +229,7 @@ class SimMerger:
     def __init__(self, merge_s: float, check: SimChecks) -> None:
         self.merge_s, self._check = merge_s, check
         self.worktree = _ROOT / "_integration"
+        self.written = WriteLog()
         self.head = "sim-0"
         self.merges = 0
         self.stats = MergeStats()
