@@ -61,6 +61,15 @@ class MergeConfig(BaseModel):
     gather: bool = True
     """While subtasks are still coding, a batch of patches no one waits for starts only
     once it is full or nothing more is coming (False: whenever there is room)."""
+    probes: int = Field(default=2, ge=0)
+    """Probes at once (patches checked alone, outside the line, after a red) per batch
+    the line checks at once (0: every batch in the line, none probed)."""
+    alternate_odds: float = Field(default=0.1, ge=0, le=1)
+    """Slots ahead are left out together (an alternate build behind them) only when they
+    are at least this likely all red (0: alternates however likely green)."""
+    alternates_before_red: bool = False
+    """Build alternates before any batch has turned red (the prior alone would give every
+    big batch some, all cancelled when it lands, while the agents need the cores)."""
 
     @field_validator("check_timeout", mode="before")
     @classmethod
