@@ -180,6 +180,7 @@ def build_target(
             rpm=mc.rpm,
             tpm=mc.tpm,
             recover_every=r.aimd_recover_every,
+            overload=provider_gate.overload,
         )
         gates = (*gates, g)
     target = Target(

@@ -35,7 +35,7 @@ from swarm.model import DeltaSink, FirstTokenCallback, Provider
 from swarm.providers._tool_text import read_calls
 from swarm.providers.registry import build_providers
 from swarm.routing.candidate import Call, Clock, Target, build_target
-from swarm.routing.gate import Gate, Permit, admit
+from swarm.routing.gate import Gate, Overload, Permit, admit
 from swarm.routing.hedge import Delays, race
 from swarm.routing.limits import clock
 from swarm.routing.relay import Relay
@@ -85,6 +85,7 @@ class Router:
                 rpm=p.rpm,
                 tpm=p.tpm,
                 recover_every=r.aimd_recover_every,
+                overload=Overload(r.overload_sample, r.overload_hold_s),
             )
         self._targets: dict[str, Target] = {}
         self._tiers: dict[str, list[Target]] = {}
