@@ -209,6 +209,9 @@ class RoutingConfig(AdaptiveRouting):
     (a provider whose headers show no quota; `swarm.routing.gate.Overload`)."""
     default_output_tokens: int = Field(default=1024, ge=1)
     """Output estimate for limits and budgets when a request sets no max_tokens."""
+    subtask_retry_after_s: float = Field(default=5.0, ge=0)
+    """A subtask failed by its provider calls (after every retry and fallback) starts
+    again after this wait, times the retry's number (the breakers cool meanwhile)."""
 
 
 class SwarmConfig(BaseModel):

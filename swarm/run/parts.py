@@ -225,7 +225,8 @@ class SolveOptions:
     subtask_retries: int = 2
     """Times a subtask failed by its provider calls (not by red checks) starts again."""
     subtask_retry_after_s: float = 5.0
-    """Wait before such a retry, times the retry's number (breakers cool meanwhile)."""
+    """Wait before such a retry, times the retry's number (`[routing]
+    subtask_retry_after_s`)."""
     compaction: bool = True
     """Agents keep their history inside the model's window (False: never compact)."""
     merge: MergeConfig = field(default_factory=MergeConfig)
