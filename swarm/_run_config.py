@@ -165,6 +165,14 @@ class SandboxConfig(BaseModel):
     file_size_mb: int | None = Field(default=4096, ge=1)
     tmp_mb: int = Field(default=1024, ge=16)
     shm_mb: int = Field(default=256, ge=1)
+    cgroups: bool = True
+    """Each command in pids (and memory) cgroups of its own where the machine allows
+    (false: never; the guard alone keeps `max_processes`, memory is limited per process)."""
+    guard_in_cgroup: bool = True
+    """In a pids cgroup, swarm still counts a command's processes now and then (false: the
+    kernel's cap alone)."""
+    pidfd: bool = True
+    """Start commands through pidfds where the system has them (false: anyio's way)."""
     """Size of each command's `/dev/shm` (memory-backed)."""
 
     @field_validator("allow")

@@ -78,6 +78,17 @@ class SandboxPolicy:
     limits: Limits = field(default_factory=Limits)
     allow: tuple[str, ...] = ()
     """`HOST:PORT` entries a `loopback` or `allow` network reaches (`SandboxConfig.allow`)."""
+    cgroups: bool = True
+    """Put each command in pids (and memory) cgroups of its own where the machine lets
+    swarm make them (`swarm.sandbox._pids`); False: never, the guard alone keeps the
+    process limit and memory is limited per process."""
+    guard_in_cgroup: bool = True
+    """In a pids cgroup, where the kernel caps the tasks, the guard still counts the
+    processes now and then and ends a command spinning on failed forks; False: the
+    kernel's cap alone."""
+    pidfd: bool = True
+    """Start and wait for commands through pidfds where the system has them (Linux);
+    False: through anyio's `open_process`, the way they start elsewhere."""
 
     def with_read_only(self, paths: Sequence[Path]) -> SandboxPolicy:
         """This policy with `paths` also readable (kept in order, once each)."""
