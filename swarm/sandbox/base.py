@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 from swarm._run_config import SandboxNetwork
 
@@ -179,8 +179,12 @@ class Sandbox(ABC):
         """Short notes for the model on what the sandbox refused, read from `output`."""
         return []
 
-    def with_read_only(self, paths: Sequence[Path]) -> Sandbox:
+    def with_read_only(self, paths: Sequence[Path]) -> Self:
         """The same sandbox with `paths` also readable (a repository's interpreter)."""
+        return self.with_policy(self.policy.with_read_only(paths))
+
+    def with_policy(self, policy: SandboxPolicy) -> Self:
+        """The same sandbox under `policy` (its seats, proxy and binary shared)."""
         return self
 
 

@@ -45,6 +45,7 @@ import signal
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from pathlib import Path
+from typing import Self
 
 import anyio
 
@@ -156,9 +157,8 @@ class BwrapSandbox(Sandbox):
     def __repr__(self) -> str:
         return f"BwrapSandbox(network={self.policy.network!r})"
 
-    def with_read_only(self, paths: Sequence[Path]) -> BwrapSandbox:
-        policy = self.policy.with_read_only(paths)
-        return BwrapSandbox(policy, bwrap=self.bwrap, egress=self.egress, seats=self.seats)
+    def with_policy(self, policy: SandboxPolicy) -> Self:
+        return type(self)(policy, bwrap=self.bwrap, egress=self.egress, seats=self.seats)
 
     @asynccontextmanager
     async def session(self) -> AsyncIterator[object]:
