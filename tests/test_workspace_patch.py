@@ -4,6 +4,7 @@ outputs, never a path matching `.swarmignore`."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import anyio
@@ -171,31 +172,35 @@ async def test_the_worktree_diff_and_the_index_copy_give_the_same_patch(repo: Pa
     assert_clean(repo)
 
 
+def _listings(trace: Path) -> int:
+    """The listings of untracked files (`git ls-files --others`) git's trace recorded."""
+    if not trace.exists():
+        return 0
+    starts = [json.loads(line) for line in trace.read_text().splitlines()]
+    return sum(
+        e.get("event") == "start" and "ls-files" in e["argv"] and "--others" in e["argv"]
+        for e in starts
+    )
+
+
 async def test_edits_to_tracked_files_need_one_git(
-    repo: Path, monkeypatch: pytest.MonkeyPatch
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The tools changed tracked files only, nothing was deleted: the worktree against base
     is the patch, without a listing of the untracked files (one git process, not two).
-    A written file the diff does not show (put back as it was) brings the listing back."""
-    from swarm.run import _diff
-
-    listed: list[Path] = []
-    real = _diff._listed
-
-    async def counted(root: Path) -> object:
-        listed.append(root)
-        return await real(root)
-
-    monkeypatch.setattr(_diff, "_listed", counted)
+    A written file the diff does not show (put back as it was) brings the listing back.
+    Git's own trace (`GIT_TRACE2_EVENT`) counts the listings."""
+    trace = tmp_path / "git-trace.json"
+    monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
     async with Workspace.open(repo, name="w") as ws:
         ctx = ws.context()
         await TOOLS["write_file"].run({"path": "calc.py", "content": "x = 1\n"}, ctx)
         assert (await run_check(CHECK, ws.path, timeout_s=30)).passed  # outputs beside
         patch = await ws.patch()
         assert names(patch) == {"calc.py"} and "+x = 1" in patch
-        assert listed == []
+        assert _listings(trace) == 0
         old = (repo / "old.txt").read_text()
         await TOOLS["write_file"].run({"path": "old.txt", "content": old}, ctx)
         assert await ws.patch() == patch
-        assert listed == [ws.path]
+        assert _listings(trace) == 1
     assert_clean(repo)
