@@ -28,6 +28,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 import anyio
 
+from swarm.errors import alone
 from swarm.messages import ChatRequest, ChatResult
 
 __all__ = [
@@ -190,21 +191,12 @@ async def streamed(call: Callable[[DeltaSink], Awaitable[ChatResult]]) -> AsyncI
             finally:
                 tg.cancel_scope.cancel()  # a consumer that stopped early stops the call
     except BaseExceptionGroup as group:
-        alone = _alone(group)
-        if alone is None:
+        one = alone(group)
+        if one is None:
             raise
-        raise alone from alone.__cause__
+        raise one from one.__cause__
     if results:
         yield Done(results[0])
-
-
-def _alone(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
-    inner: BaseException = group
-    while isinstance(inner, BaseExceptionGroup):
-        if len(inner.exceptions) != 1:
-            return None
-        inner = inner.exceptions[0]
-    return inner
 
 
 def context_window(model: object) -> int | None:

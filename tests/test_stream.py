@@ -7,12 +7,8 @@ drops and stalls streams, an agent's caller never reads two answers run together
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-import anyio
 import pytest
 
 from swarm import Agent, ChatRequest, ChatResult, Message, Router, load_config
@@ -22,6 +18,7 @@ from swarm.providers.sim import Reply, SimProvider
 from swarm.providers.sim_reply import prose
 from swarm.routing.relay import Relay
 from swarm.testing import FunctionModel, ScriptedModel, reply
+from tests.test_sim_http_solve import sim_serve
 
 ROOT = Path(__file__).resolve().parents[1]
 LONG = prose(560)  # ~3 KB
@@ -114,23 +111,6 @@ def test_relay_gives_a_whole_reply_in_one_piece() -> None:
     assert heard == [Delta("text", "all at once", 1)]
 
 
-def _env() -> dict[str, str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
-    env.pop("SWARM_CONFIG", None)
-    return env
-
-
-async def _served_url(process: anyio.abc.Process) -> str:
-    assert process.stdout is not None
-    line = b""
-    with anyio.fail_after(30):
-        while not line.endswith(b"\n"):
-            line += await process.stdout.receive()
-    text = line.decode().strip()
-    assert " on http://127.0.0.1:" in text, text
-    return text.rsplit(" on ", 1)[1]
-
-
 @pytest.mark.parametrize("seed", [11])
 async def test_no_duplicated_characters_over_20_runs_with_drops_and_stalls(
     tmp_path: Path, seed: int
@@ -138,12 +118,9 @@ async def test_no_duplicated_characters_over_20_runs_with_drops_and_stalls(
     """Twenty agent runs against `swarm sim serve` dropping and stalling streams: what the
     caller holds after each `ReplyRestart` is the answer, never two answers run together.
     Two providers on the same server, so a stalled stream is also raced by a hedge."""
-    serve = [sys.executable, "-m", "swarm", "sim", "serve", "--port", "0", "--seed", str(seed)]
-    serve += ["--time-scale", "0.05", "--drop-rate", "0.3", "--stall-rate", "0.2"]
-    serve += ["--script", "tests.test_stream:long_reply"]
-    process = await anyio.open_process(serve, cwd=ROOT, env=_env(), stderr=subprocess.DEVNULL)
-    try:
-        url = await _served_url(process)
+    flags = ["--seed", str(seed), "--time-scale", "0.05", "--drop-rate", "0.3"]
+    flags += ["--stall-rate", "0.2", "--script", "tests.test_stream:long_reply"]
+    async with sim_serve(*flags) as url:
         provider = f'kind = "openai"\nbase_url = "{url}"\napi_key_env = ""\nstall_timeout_s = 0.3\n'
         config = tmp_path / "swarm.toml"
         config.write_text(
@@ -167,12 +144,5 @@ async def test_no_duplicated_characters_over_20_runs_with_drops_and_stalls(
                 assert run.result is not None and run.result.output == LONG
                 duplicated += len("".join(shown)) - len(LONG)
                 assert "".join(shown) == LONG
-    finally:
-        process.terminate()
-        with anyio.move_on_after(10, shield=True):
-            await process.wait()
-        if process.returncode is None:
-            process.kill()
-        await process.aclose()
     assert duplicated == 0
     assert restarts >= 1  # the faults happened, and were said
