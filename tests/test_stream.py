@@ -13,8 +13,9 @@ import pytest
 
 from swarm import Agent, ChatRequest, ChatResult, Message, Router, load_config
 from swarm.agent.events import ReplyRestart, TextDelta
-from swarm.model import Delta, Done, Restart, Streamed, collect
-from swarm.providers.sim import Reply, SimProvider
+from swarm.errors import ProviderError
+from swarm.model import Delta, Done, Restart, Streamed, closing, collect
+from swarm.providers.sim import Faults, Reply, SimProvider
 from swarm.providers.sim_reply import prose
 from swarm.routing.relay import Relay
 from swarm.testing import FunctionModel, ScriptedModel, reply
@@ -64,6 +65,29 @@ async def test_the_simulator_streams_word_by_word_through_the_router(tmp_path: P
     assert len(_pieces(items)) >= 10
     assert "".join(_pieces(items)) == LONG
     assert not any(isinstance(i, Restart) for i in items)
+
+
+async def test_a_stream_left_early_stops_its_call_and_errors_leave_as_themselves(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "swarm.toml"
+    config.write_text(
+        '[providers.sim]\nkind = "sim"\n[tiers.speed]\nmodels = ["sim/groq/llama-3.3-70b"]\n'
+        "[routing]\nmax_attempts = 1\ntier_retries = 0\n"
+    )
+    sim = SimProvider(script=long_reply, time_scale=0.01)
+    async with Router(load_config(config, env={}), providers={"sim": sim}, env={}) as router:
+        taken = 0
+        async with closing(router.model("speed").stream(_request())) as items:
+            async for _ in items:
+                taken += 1
+                if taken == 3:
+                    break
+        assert taken == 3
+    failing = SimProvider(script=long_reply, time_scale=0, faults=Faults(error_rate=1.0))
+    async with Router(load_config(config, env={}), providers={"sim": failing}, env={}) as router:
+        with pytest.raises(ProviderError, match="500"):  # not in an ExceptionGroup
+            await collect(router.model("speed").stream(_request()))
 
 
 def _result(text: str) -> ChatResult:
