@@ -39,7 +39,7 @@ from swarm.catalog import find_model
 from swarm.config import ProviderConfig, SwarmConfig, TierConfig
 from swarm.errors import ContextWindowExceeded
 from swarm.messages import ChatRequest, ChatResult, ToolCall
-from swarm.model import Model, context_window
+from swarm.model import ChatModel, Model, context_window
 from swarm.providers.sim import Reply, SimEngine, SimProvider
 from swarm.providers.sim_context import Limits
 from swarm.providers.sim_reply import prose
@@ -83,7 +83,7 @@ class Script:
 
 
 @dataclass
-class Meter:
+class Meter(ChatModel):
     """A model that notes every call's usage and cost (and rejections) for the figures."""
 
     inner: Model

@@ -61,6 +61,15 @@ class MergeConfig(BaseModel):
     gather: bool = True
     """While subtasks are still coding, a batch of patches no one waits for starts only
     once it is full or nothing more is coming (False: whenever there is room)."""
+    probes: int = Field(default=2, ge=0)
+    """Probes at once (patches checked alone, outside the line, after a red) per batch
+    the line checks at once (0: every batch in the line, none probed)."""
+    alternate_odds: float = Field(default=0.1, ge=0, le=1)
+    """Slots ahead are left out together (an alternate build behind them) only when they
+    are at least this likely all red (0: alternates however likely green)."""
+    alternates_before_red: bool = False
+    """Build alternates before any batch has turned red (the prior alone would give every
+    big batch some, all cancelled when it lands, while the agents need the cores)."""
 
     @field_validator("check_timeout", mode="before")
     @classmethod
@@ -156,6 +165,14 @@ class SandboxConfig(BaseModel):
     file_size_mb: int | None = Field(default=4096, ge=1)
     tmp_mb: int = Field(default=1024, ge=16)
     shm_mb: int = Field(default=256, ge=1)
+    cgroups: bool = True
+    """Each command in pids (and memory) cgroups of its own where the machine allows
+    (false: never; the guard alone keeps `max_processes`, memory is limited per process)."""
+    guard_in_cgroup: bool = True
+    """In a pids cgroup, swarm still counts a command's processes now and then (false: the
+    kernel's cap alone)."""
+    pidfd: bool = True
+    """Start commands through pidfds where the system has them (false: anyio's way)."""
     """Size of each command's `/dev/shm` (memory-backed)."""
 
     @field_validator("allow")

@@ -21,7 +21,7 @@ One spelling everywhere: `usd`, `tokens`, `steps`, `deadline` in config (`[budge
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 
 import anyio
@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from swarm._duration import parse_duration
 from swarm.errors import BudgetExceeded, ConfigError
 from swarm.messages import ChatRequest, ChatResult
-from swarm.model import Model, context_window
+from swarm.model import Done, Model, Streamed, closing, context_window, stream_of
 
 __all__ = ["Budget", "BudgetLimits", "Budgeted", "Reservation", "Spent", "parse_budget_flags"]
 
@@ -228,6 +228,14 @@ class Budgeted:
             result = await self.inner.chat(request)
             held.settle(result)
         return result
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[Streamed]:
+        with self.budget.reserve(tier=self.tier) as held:
+            async with closing(stream_of(self.inner, request)) as items:
+                async for item in items:
+                    if isinstance(item, Done):
+                        held.settle(item.result)
+                    yield item
 
 
 _FLAG_KEYS = frozenset(BudgetLimits.model_fields)

@@ -201,8 +201,17 @@ class RoutingConfig(AdaptiveRouting):
     between its candidate's tokens, seeded from the catalog profile)."""
     aimd_recover_every: int = Field(default=10, ge=1)
     """Successes per +1 of the concurrency limit after a 429 cut it."""
+    overload_sample: int = Field(default=20, ge=1)
+    """Recent calls a verdict on 429s needs (fewer count as this many): below half of
+    them 429s are scattered, at half or more an overload that cuts and pauses."""
+    overload_hold_s: float = Field(default=1.0, ge=0)
+    """How long 429s must stay at half the recent calls or more before they cut and pause
+    (a provider whose headers show no quota; `swarm.routing.gate.Overload`)."""
     default_output_tokens: int = Field(default=1024, ge=1)
     """Output estimate for limits and budgets when a request sets no max_tokens."""
+    subtask_retry_after_s: float = Field(default=5.0, ge=0)
+    """A subtask failed by its provider calls (after every retry and fallback) starts
+    again after this wait, times the retry's number (the breakers cool meanwhile)."""
 
 
 class SwarmConfig(BaseModel):

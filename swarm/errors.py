@@ -33,7 +33,9 @@ One warning: `UnsandboxedWarning` (a `UserWarning`), once per process, when agen
 commands will run on the host unconfined (`NoSandbox`, chosen or the only one there is).
 
 Constructors store fields and build the message; they have no side effects. Errors that
-leave a task group arrive in an `ExceptionGroup`; catch them with `except*`.
+leave a task group arrive in an `ExceptionGroup`; catch them with `except*`. Where swarm
+runs a task group of its own behind a plain call (`mcp_tools`, `Model.stream`), the one
+error inside leaves as itself (`alone`).
 """
 
 from __future__ import annotations
@@ -60,7 +62,19 @@ __all__ = [
     "UsageError",
     "WireError",
     "WorkspaceError",
+    "alone",
 ]
+
+
+def alone(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
+    """The one exception inside `group`'s nesting, if there is just one (raise it as
+    itself: `raise alone(group) from ...`); None when it holds several."""
+    inner: BaseException = group
+    while isinstance(inner, BaseExceptionGroup):
+        if len(inner.exceptions) != 1:
+            return None
+        inner = inner.exceptions[0]
+    return inner
 
 
 class SwarmError(Exception):

@@ -1,7 +1,8 @@
 """Test helpers for users of swarm and for swarm's own tests.
 
 - `ScriptedModel` plays a model from a list of replies and fails on an unexpected call;
-  `FunctionModel` lets a function play the model. Both implement `swarm.model.Model`;
+  `FunctionModel` lets a function play the model. Both implement `swarm.model.Model`
+  and stream their text word by word;
   `ScriptedSource` gives each agent of a `solve` its own scripted model.
 - `call(...)` and `reply(...)` build scripted replies.
 - `assert_critical_path_under`, `assert_p95_call_latency_under` and
@@ -20,9 +21,11 @@ import ipaddress
 import itertools
 import json
 import socket
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeAlias
+
+import anyio.lowlevel
 
 from swarm.analysis.assertions import (
     assert_critical_path_under,
@@ -31,7 +34,8 @@ from swarm.analysis.assertions import (
 )
 from swarm.errors import NetworkBlocked
 from swarm.messages import ChatRequest, ChatResult, Message, Timing, ToolCall, Usage
-from swarm.model import Model
+from swarm.model import Delta, Done, Model, Streamed
+from swarm.providers.sim_reply import split_words
 
 __all__ = [
     "FunctionModel",
@@ -44,6 +48,7 @@ __all__ = [
     "block_network",
     "call",
     "reply",
+    "word_by_word",
 ]
 
 _ids = itertools.count(1)
@@ -96,6 +101,14 @@ class ScriptedModel:
         Raises:
             AssertionError: the script is used up (the test fails, naming the last message).
         """
+        return self._next(request)
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[Streamed]:
+        """The next scripted reply, its text word by word; records `request`."""
+        async for item in word_by_word(self._next(request)):
+            yield item
+
+    def _next(self, request: ChatRequest) -> ChatResult:
         self.requests.append(request)
         if len(self.requests) > len(self._replies):
             last = request.messages[-1].content if request.messages else None
@@ -161,6 +174,21 @@ class FunctionModel:
         if inspect.isawaitable(out):
             out = await out
         return reply(out)
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[Streamed]:
+        """The function's answer to `request`, its text word by word; records it."""
+        async for item in word_by_word(await self.chat(request)):
+            yield item
+
+
+async def word_by_word(result: ChatResult) -> AsyncIterator[Streamed]:
+    """`result` as a model streams it: its text word by word (a checkpoint between
+    words, as between network reads), then `Done`."""
+    if result.text:
+        for word in split_words(result.text):
+            await anyio.lowlevel.checkpoint()
+            yield Delta("text", word)
+    yield Done(result)
 
 
 _LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 
 import anyio
@@ -21,6 +21,7 @@ from swarm.agent.events import (
 )
 from swarm.agent.hooks import Hooks, StepInfo, Veto
 from swarm.messages import ModelSettings
+from swarm.model import Delta, DeltaSink, Model, Streamed, streamed
 from swarm.providers.anthropic import AnthropicProvider
 from swarm.providers.openai import OpenAIProvider
 from swarm.testing import ScriptedModel, call
@@ -100,7 +101,7 @@ async def test_text_deltas_stream_to_the_caller_as_they_arrive() -> None:
     assert run.result is not None and run.result.output == "Hello"
 
 
-class _ProviderModel:
+class _ProviderModel(Model):
     """A provider as a model, without the router (the seam the test exercises is the wire)."""
 
     name = "provider"
@@ -108,8 +109,11 @@ class _ProviderModel:
     def __init__(self, provider: OpenAIProvider | AnthropicProvider) -> None:
         self.provider = provider
 
-    async def chat(self, request: ChatRequest) -> ChatResult:
-        return await self.provider.chat("m", request)
+    def stream(self, request: ChatRequest) -> AsyncIterator[Streamed]:
+        def call(sink: DeltaSink) -> Awaitable[ChatResult]:
+            return self.provider.chat("m", request, on_delta=lambda k, t: sink(Delta(k, t)))
+
+        return streamed(call)
 
 
 class _Guard(Hooks):

@@ -138,7 +138,9 @@ async def test_tool_results_on_a_node_equal_local_ones(cluster: str, repo: Path)
             Workspace.open(repo, base=base, name="w1", run_id="t1") as local,
         ):
             assert not ws.path.exists()  # a name here; the clone is on the node
-            here = environment.context(local.path, check="python check.py", timeout_s=30)
+            here = environment.context(
+                local.path, check="python check.py", timeout_s=30, written=local.written
+            )
             there = environment.context(ws.path, check="python check.py", timeout_s=30)
             assert isinstance(ws, RemoteWorkspace)
             remotely = [r.replace(ws.info.path, "<ws>") for r in await _results(remote, there)]

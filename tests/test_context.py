@@ -28,6 +28,7 @@ from swarm.catalog import LatencyProfile, find_model
 from swarm.config import ProviderConfig, SwarmConfig, TierConfig
 from swarm.errors import ContextWindowExceeded
 from swarm.messages import ChatRequest, ChatResult, Message, ToolCall
+from swarm.model import ChatModel
 from swarm.providers.anthropic import AnthropicProvider
 from swarm.providers.openai import OpenAIProvider
 from swarm.providers.sim import Reply, SimEngine, SimProvider
@@ -196,7 +197,7 @@ def word_budget(target: int) -> ContextBudget:
 async def test_pairs_are_never_split_and_head_is_kept(target: int) -> None:
     summarized = SimProvider(time_scale=0.0)
 
-    class Tier:
+    class Tier(ChatModel):
         name = "tier:speed"
 
         async def chat(self, request: ChatRequest) -> ChatResult:

@@ -13,7 +13,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from swarm.agent.tool import Tool
+from swarm.agent.tool import Tool, WriteLog
 from swarm.agent.toolbox import coding_tools
 from swarm.budget import Budget, BudgetLimits
 from swarm.config import SwarmConfig
@@ -36,6 +36,7 @@ from swarm.testing import FunctionModel, call, reply
 @dataclass
 class _Workspace:
     path: Path
+    written: WriteLog = field(default_factory=WriteLog)
 
     async def patch(self) -> str:
         return f"patch of {self.path.name}\n"
@@ -66,6 +67,7 @@ class Merger:
     waited_on: set[str] = field(default_factory=set)
     head: str = "c0"
     worktree: Path = Path("/mem/_integration")
+    written: WriteLog = field(default_factory=WriteLog)
 
     stats: MergeStats = field(default_factory=MergeStats)
     expected: list[int] = field(default_factory=list)

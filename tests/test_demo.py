@@ -24,6 +24,7 @@ from swarm.analysis.model import Trace
 from swarm.catalog import LatencyProfile
 from swarm.demo import DEMO_REPO, PLAN, create_demo_repo, demo_script, init_source
 from swarm.messages import ChatRequest, ChatResult, Message
+from swarm.model import ChatModel
 from swarm.providers.sim import SimProvider
 from swarm.providers.sim_reply import prose
 from swarm.run.plan import Plan, Subtask, parse_plan_reply, validate_plan
@@ -45,7 +46,7 @@ TASK_FILE = Path(__file__).resolve().parents[1] / "tasks" / "refactor.md"
 _FAST = LatencyProfile(ttft_s=0.0, output_tps=1e9, jitter=0.0)
 
 
-class _SimModel:
+class _SimModel(ChatModel):
     """The in-process simulator as a `Model`, with the demo's script."""
 
     name = "sim"

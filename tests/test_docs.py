@@ -51,6 +51,10 @@ async def test_resuming_one_agent(tmp_path: Path) -> None:
     assert await run_page("resume.md")["main"](tmp_path) == ("A and B", 3)
 
 
+async def test_streaming_a_model_call() -> None:
+    assert await run_page("streaming.md")["main"]() == "tokens as they arrive "
+
+
 async def test_testing_with_scripted_model() -> None:
     await run_page("testing.md")["main"]()
 

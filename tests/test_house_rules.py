@@ -70,3 +70,16 @@ def test_every_error_class_is_in_errors_py() -> None:
             ):
                 elsewhere.append(f"{name}.{value.__qualname__}")
     assert elsewhere == []
+
+
+def test_no_test_patches_swarm_with_monkeypatch() -> None:
+    """Knobs are options passed in (a config section's field, a policy, an argument), not
+    private module constants a test overwrites: what a test needs to set, a user may too."""
+    tests = Path(__file__).parent
+    patched = [
+        f"{path.name}:{n}"
+        for path in sorted(tests.rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if "monkeypatch.setattr(" in line and path.name != "test_house_rules.py"
+    ]
+    assert patched == []

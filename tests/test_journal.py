@@ -19,14 +19,14 @@ import pytest
 
 from swarm.errors import ConfigError
 from swarm.messages import ChatRequest, ChatResult, Message, ToolCall, ToolSpec, Usage
-from swarm.model import Model
+from swarm.model import ChatModel, Model
 from swarm.run.journal import Journal
 from swarm.run.plan import validate_plan
 from swarm.run.replay import ReplayModel, request_hash
 from swarm.run.task import parse_task
 
 
-class CountingModel:
+class CountingModel(ChatModel):
     """Answers `answer <n>` and counts the calls that reached it."""
 
     name = "counting"

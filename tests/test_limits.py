@@ -14,20 +14,16 @@ from anyio.lowlevel import checkpoint
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from swarm.messages import RateLimitInfo
-from swarm.routing import gate as gate_module
-from swarm.routing.gate import Gate, admit
+from swarm.routing.gate import Gate, Overload, admit
 from swarm.routing.limits import ConcurrencyLimiter, TokenBucket
 from swarm.tracing import semconv as sc
 
 T = TypeVar("T")
 
 
-@pytest.fixture
-def quick_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Overload judged on 4 calls and at once, as before 20 calls and a second were needed:
-    these tests are about what a verdict does (test_faults_429: when it is reached)."""
-    monkeypatch.setattr(gate_module._Recent, "MIN_CALLS", 4)
-    monkeypatch.setattr(gate_module, "OVERLOAD_HOLD_S", 0.0)
+QUICK = Overload(sample=4, hold_s=0.0)
+"""Overload judged on 4 calls and at once, as before 20 calls and a second were needed:
+these tests are about what a verdict does (test_faults_429: when it is reached)."""
 
 
 def wait_kinds(exporter: InMemorySpanExporter) -> list[object]:
@@ -207,8 +203,8 @@ def test_aimd_on_unbounded_limiter_cuts_from_in_flight() -> None:
     assert not limiter.try_acquire()
 
 
-async def test_aimd_cut_holds_back_waiters_until_recovery(quick_verdict: None) -> None:
-    gate = Gate("p", max_concurrency=4, recover_every=1)
+async def test_aimd_cut_holds_back_waiters_until_recovery() -> None:
+    gate = Gate("p", max_concurrency=4, recover_every=1, overload=QUICK)
     async with AsyncExitStack() as last:
         await last.enter_async_context(gate.admit(1))
         async with AsyncExitStack() as three:
@@ -261,9 +257,9 @@ async def enter_and_leave(gate: Gate, tokens: int) -> None:
         pass
 
 
-def test_a_429_pauses_calls_already_waiting_on_the_rate(quick_verdict: None) -> None:
+def test_a_429_pauses_calls_already_waiting_on_the_rate() -> None:
     async def run() -> float:
-        gate = Gate("p", tpm=60)  # one token a second
+        gate = Gate("p", tpm=60, overload=QUICK)  # one token a second
         async with gate.admit(60) as permit:
             permit.settle(60)
         start = anyio.current_time()
@@ -277,9 +273,9 @@ def test_a_429_pauses_calls_already_waiting_on_the_rate(quick_verdict: None) -> 
     assert on_mock_clock(run) == pytest.approx(6.0, abs=0.01)
 
 
-def test_blind_quota_aimd_on_rate(quick_verdict: None) -> None:
+def test_blind_quota_aimd_on_rate() -> None:
     async def run() -> None:
-        gate = Gate("p")
+        gate = Gate("p", overload=QUICK)
         blind = gate.blind_tpm
         assert blind is not None
         for _ in range(10):  # 1,000 tokens a second for 10 s
@@ -373,8 +369,8 @@ async def test_permit_released_on_error_and_unsettled_counts_as_failure() -> Non
     assert gate.tpm.level == pytest.approx(5000, abs=5)  # the request may have been sent
 
 
-async def test_permit_429_cuts_before_the_slot_goes_back(quick_verdict: None) -> None:
-    gate = Gate("p", max_concurrency=2)
+async def test_permit_429_cuts_before_the_slot_goes_back() -> None:
+    gate = Gate("p", max_concurrency=2, overload=QUICK)
     async with anyio.create_task_group() as tg, gate.admit(1):
         async with gate.admit(1) as permit:
             tg.start_soon(enter_and_leave, gate, 1)

@@ -240,20 +240,19 @@ async def test_a_speculative_batch_is_rebuilt_when_the_one_ahead_turns_red(
     assert_clean(repo)
 
 
+ALWAYS_ALTERNATES = {"alternate_odds": 0.0, "alternates_before_red": True, "probes": 0}
+"""Alternates however likely green, as if reds had shown before; every batch in the line,
+none probed."""
+
+
 async def test_the_batch_behind_a_red_one_goes_on_with_its_alternate(
-    repo: Path, spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+    repo: Path, spans: InMemorySpanExporter
 ) -> None:
     """[a b c d] is red (`c`); [e f g h] behind it was also built without it, on the head,
     in case: that build lands, nothing is checked again, and the tree is the one merging
     one at a time gives."""
-    from swarm.run._merge_line import Line, RedRate
-    from swarm.run._merge_pipeline import Pipeline
-
-    monkeypatch.setattr(Line, "ALTERNATE_ODDS", 0.0)  # alternates however likely green
-    monkeypatch.setattr(RedRate, "seen_red", True)  # as if reds had shown before
-    monkeypatch.setattr(Pipeline, "PROBES", 0)  # every batch in the line, unprobed
     values = dict.fromkeys(MODULES, 2) | {"c": 13}
-    merged = await merge_all(repo, values)
+    merged = await merge_all(repo, values, BATCHES.model_copy(update=ALWAYS_ALTERNATES))
     assert merged.kinds() == {m: "red" if m == "c" else "merged" for m in MODULES}
     assert (merged.stats.rebuilds, merged.stats.alternates) == (0, 1)
     batches = [s for s in spans.get_finished_spans() if s.name == f"{sc.MERGE_SPAN} batch"]
@@ -267,25 +266,21 @@ async def test_the_batch_behind_a_red_one_goes_on_with_its_alternate(
 
 
 async def test_the_batch_behind_two_red_ones_goes_on_with_the_build_that_left_both_out(
-    repo: Path, spans: InMemorySpanExporter, monkeypatch: pytest.MonkeyPatch
+    repo: Path, spans: InMemorySpanExporter
 ) -> None:
     """Three batches, [a b c] red (`b`) and [d e f] red (`e`): [g h] was also built
     leaving out both, on the head. It lands with nothing checked again, as the builds
     leaving out only one of them would not have; the tree is the one-at-a-time one. The
     check takes a while, so every batch is in the line before the first is judged."""
-    from swarm.run._merge_line import Line, RedRate
-    from swarm.run._merge_pipeline import Pipeline
-
     alone = make_repo(repo.parent / "alone")
     for r in (repo, alone):
         (r / "check.py").write_text(CHECK_PY.replace("unlucky = ", "time.sleep(0.3)\nunlucky = "))
         git(r, "commit", "-qam", "a check that takes a while")
 
-    monkeypatch.setattr(Line, "ALTERNATE_ODDS", 0.0)  # alternates however likely green
-    monkeypatch.setattr(RedRate, "seen_red", True)  # as if reds had shown before
-    monkeypatch.setattr(Pipeline, "PROBES", 0)  # every batch in the line, unprobed
     values = dict.fromkeys(MODULES, 2) | {"b": 13, "e": 13}
-    three = MergeConfig(batch_size=BatchSize(min=1, max=32), max_parallel_checks=3)
+    three = MergeConfig(
+        batch_size=BatchSize(min=1, max=32), max_parallel_checks=3, **ALWAYS_ALTERNATES
+    )
     merged = await merge_all(repo, values, three)
     assert merged.kinds() == {m: "red" if m in "be" else "merged" for m in MODULES}
     assert merged.stats.rebuilds == 0
@@ -417,7 +412,7 @@ async def test_alternates_wait_for_a_first_red() -> None:
 
     line, rate = Line(alternates=4), RedRate()
     line.slots = [slot(k) for k in range(3)]
-    assert rate.red_odds(32) > Line.ALTERNATE_ODDS
+    assert rate.red_odds(32) > line.odds
     first = line.start(rate)
     assert [b.alternate for b in first] == [False] * 3
     rate.red(32)

@@ -17,7 +17,7 @@ from swarm.budget import BudgetLimits
 from swarm.config import SwarmConfig, load_config
 from swarm.errors import BudgetExceeded, ProviderError, RateLimited
 from swarm.messages import ChatRequest, ChatResult, Message, Timing, Usage
-from swarm.model import FirstTokenCallback, Model, Provider
+from swarm.model import FirstTokenCallback, Model, PieceSink, Provider
 from swarm.routing.router import Need, Router
 from swarm.tracing import semconv as sc
 
@@ -44,7 +44,12 @@ class Fake:
         self.closed = False
 
     async def chat(
-        self, model: str, request: ChatRequest, *, on_first_token: FirstTokenCallback | None = None
+        self,
+        model: str,
+        request: ChatRequest,
+        *,
+        on_first_token: FirstTokenCallback | None = None,
+        on_delta: PieceSink | None = None,
     ) -> ChatResult:
         self.calls.append(model)
         step = self.steps.pop(0) if self.steps else self.default
@@ -435,6 +440,7 @@ async def test_hedge_primary_fails_after_hedge_started(tmp_path: Path) -> None:
             request: ChatRequest,
             *,
             on_first_token: FirstTokenCallback | None = None,
+            on_delta: PieceSink | None = None,
         ) -> ChatResult:
             self.calls.append(model)
             await anyio.sleep(0.1)

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-import swarm.sandbox.none as unsandboxed
 from swarm.agent.mcp import McpServer, mcp_tools
 from swarm.agent.tool import ToolContext
 from swarm.agent.toolbox import coding_tools
@@ -45,15 +44,15 @@ async def test_a_workspace_context_and_a_check_environment_run_in_bubblewrap(rep
         assert out.startswith("PASSED") and HOST_MAP not in " ".join(out.split()), out
 
 
-def test_no_sandbox_is_an_opt_out_that_warns_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(unsandboxed, "_warned", set())
+def test_no_sandbox_is_an_opt_out_that_warns_once() -> None:
+    why = "chosen by test_no_sandbox_is_an_opt_out_that_warns_once"  # once per process each
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        NoSandbox()
-        NoSandbox()
-        ToolContext(root=Path("."), sandbox=NoSandbox())
+        NoSandbox(why=why)
+        NoSandbox(why=why)
+        ToolContext(root=Path("."), sandbox=NoSandbox(why=why))
     assert [w.category for w in caught] == [UnsandboxedWarning]
-    assert "no sandbox" in str(caught[0].message)
+    assert "no sandbox" in str(caught[0].message) and why in str(caught[0].message)
 
 
 def test_the_default_sandbox_is_one_per_process() -> None:

@@ -982,13 +982,11 @@ a launcher already in its pids cgroup, `swarm.sandbox._seats`)."""
 @pytest.mark.parametrize(
     "attack", [a for a in ATTACKS if a.id in SERVED], ids=[a.id for a in ATTACKS if a.id in SERVED]
 )
-async def test_attack_through_the_spawn_server(
-    attack: Attack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_attack_through_the_spawn_server(attack: Attack, tmp_path: Path) -> None:
     if NO_BWRAP:
         pytest.skip(f"bubblewrap cannot run here: {NO_BWRAP}")
     async with _spawner.spawn_server() as server, world(tmp_path, "bwrap") as w:
-        monkeypatch.setattr(_spawner, "current", lambda: server)
+        assert server is not None and _spawner.current() is server  # its commands go there
         async with w.env.sandbox.session():  # its commands start in seats, as in a solve
             with anyio.fail_after(60):
                 output = await attack.perform(w)

@@ -33,17 +33,16 @@ SHOW = 'pwd; env | grep -v SWARM_COMMAND_TAG | sort; echo argv: "$@"; exit 3'
 
 
 @pytest.fixture(params=["here", "served"])
-async def way(
-    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[str]:
+async def way(request: pytest.FixtureRequest) -> AsyncIterator[str]:
+    """Commands started here, or through a spawn server open for the test (anyio runs a
+    test in the task its fixtures ran in: the server is the current one there)."""
+    assert _spawner.current() is None
     if request.param == "here":
-        monkeypatch.setattr(_spawner, "current", lambda: None)
         yield "here"
         return
     async with _spawner.spawn_server() as server:
         if server is None:
             pytest.skip("no spawn server on this system")
-        monkeypatch.setattr(_spawner, "current", lambda: server)
         yield "served"
 
 
@@ -99,6 +98,7 @@ async def _run(sandbox: BwrapSandbox, argv: list[str], cwd: Path, timeout_s: flo
 
 
 async def test_a_command_in_a_seat_sees_what_it_would_without(way: str, tmp_path: Path) -> None:
+    assert (_spawner.current() is not None) == (way == "served")
     sandbox = BwrapSandbox()
     argv = ["/bin/bash", "-c", SHOW, "sh", "one two", "", "'three'"]
     alone = await _run(sandbox, argv, tmp_path)
@@ -112,13 +112,9 @@ async def test_a_command_in_a_seat_sees_what_it_would_without(way: str, tmp_path
     assert _ours() == []
 
 
-async def test_the_kernel_caps_a_command_in_a_seat(
-    way: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from swarm.sandbox import bwrap as bwrap_module
-
-    monkeypatch.setattr(bwrap_module, "_CAPPED_INTERVALS_S", (60.0,))  # no guard: the kernel
-    sandbox = BwrapSandbox(SandboxPolicy(limits=Limits(max_processes=5)))
+async def test_the_kernel_caps_a_command_in_a_seat(way: str, tmp_path: Path) -> None:
+    policy = SandboxPolicy(limits=Limits(max_processes=5), guard_in_cgroup=False)
+    sandbox = BwrapSandbox(policy)  # no guard: the kernel
     started = "n=0; for i in $(seq 60); do sleep 2 & n=$((n+1)); done; echo started $n; wait"
     async with _seated(sandbox) as taken:
         output = await _run(sandbox, ["/bin/sh", "-c", started], tmp_path)

@@ -7,6 +7,8 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
@@ -32,12 +34,24 @@ async def _served_url(process: anyio.abc.Process) -> str:
     return text.rsplit(" on ", 1)[1]
 
 
-async def test_solve_the_demo_over_http_against_sim_serve(tmp_path: Path) -> None:
-    serve = [sys.executable, "-m", "swarm", "sim", "serve", "--port", "0"]
-    serve += ["--time-scale", "0.02"]
-    process = await anyio.open_process(serve, env=_env(), stderr=subprocess.DEVNULL)
+@asynccontextmanager
+async def sim_serve(*flags: str) -> AsyncIterator[str]:
+    """`swarm sim serve --port 0 FLAGS` in a process of its own for the block; its URL."""
+    serve = [sys.executable, "-m", "swarm", "sim", "serve", "--port", "0", *flags]
+    process = await anyio.open_process(serve, cwd=ROOT, env=_env(), stderr=subprocess.DEVNULL)
     try:
-        url = await _served_url(process)
+        yield await _served_url(process)
+    finally:
+        process.terminate()
+        with anyio.move_on_after(10, shield=True):
+            await process.wait()
+        if process.returncode is None:
+            process.kill()
+        await process.aclose()
+
+
+async def test_solve_the_demo_over_http_against_sim_serve(tmp_path: Path) -> None:
+    async with sim_serve("--time-scale", "0.02") as url:
         model = '["local/cerebras/kimi-k2.6"]'
         (tmp_path / "swarm.toml").write_text(
             f'[providers.local]\nkind = "openai"\nbase_url = "{url}"\napi_key_env = ""\n'
@@ -46,13 +60,6 @@ async def test_solve_the_demo_over_http_against_sim_serve(tmp_path: Path) -> Non
         args = [sys.executable, "-m", "swarm", "solve", str(TASK), "--json"]
         args += ["--config", "swarm.toml", "--traces-dir", "traces"]
         result = await anyio.run_process(args, cwd=tmp_path, env=_env(), check=False)
-    finally:
-        process.terminate()
-        with anyio.move_on_after(10, shield=True):
-            await process.wait()
-        if process.returncode is None:
-            process.kill()
-        await process.aclose()
     output = result.stdout.decode() + result.stderr.decode()
     assert "Traceback" not in output, output
     assert result.returncode == 0, output

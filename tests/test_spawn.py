@@ -8,12 +8,14 @@ import os
 import signal
 import sys
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import anyio
 import pytest
 
 from swarm.run import _spawn
+from swarm.run._spawn import Spawning
 from swarm.sandbox import _spawner
 
 pytestmark = pytest.mark.anyio
@@ -22,19 +24,19 @@ PY = sys.executable
 
 
 @pytest.fixture(params=["fast", "portable", "served"])
-async def way(
-    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[str]:
+async def way(request: pytest.FixtureRequest) -> AsyncIterator[Spawning]:
+    """Each way `_spawn.run` starts a command: here with posix_spawn and a pidfd, through
+    anyio (the portable way), through a spawn server."""
     if request.param == "portable":
-        monkeypatch.setattr(_spawn, "_fast", False)
-    elif not _spawn._fast_ok():
+        yield Spawning(fast=False)
+        return
+    if not _spawn._fast_ok():
         pytest.skip("no posix_spawn, memfd or pidfd here")
-    if request.param != "served":
-        yield str(request.param)
+    if request.param == "fast":
+        yield Spawning()
         return
     async with _spawner.spawn_server() as server:
-        monkeypatch.setattr(_spawner, "current", lambda: server)
-        yield "served"
+        yield Spawning(server=server)
 
 
 def _dead(pid: int) -> bool:
@@ -56,33 +58,37 @@ async def _gone(pid: int) -> bool:
     return False
 
 
-async def test_output_exit_code_and_input(way: str) -> None:
+async def test_output_exit_code_and_input(way: Spawning) -> None:
     code = (
         "import sys; d = sys.stdin.read(); print(d.upper()); "
         "print('e', file=sys.stderr); sys.exit(3)"
     )
-    done = await _spawn.run([PY, "-c", code], env=dict(os.environ), input=b"abc" * 50_000)
+    done = await _spawn.run([PY, "-c", code], env=dict(os.environ), input=b"abc" * 50_000, how=way)
     assert done.returncode == 3
     assert done.stdout == b"ABC" * 50_000 + b"\n"
     assert done.stderr == b"e\n"
 
 
-async def test_no_input_reads_empty_stdin(way: str) -> None:
-    done = await _spawn.run([PY, "-c", "import sys; print(repr(sys.stdin.read()))"], env={})
+async def test_no_input_reads_empty_stdin(way: Spawning) -> None:
+    done = await _spawn.run(
+        [PY, "-c", "import sys; print(repr(sys.stdin.read()))"], env={}, how=way
+    )
     assert (done.returncode, done.stdout) == (0, b"''\n")
 
 
-async def test_environment_is_the_one_given(way: str) -> None:
-    done = await _spawn.run([PY, "-c", "import os; print(os.environ['ONLY'])"], env={"ONLY": "x"})
+async def test_environment_is_the_one_given(way: Spawning) -> None:
+    done = await _spawn.run(
+        [PY, "-c", "import os; print(os.environ['ONLY'])"], env={"ONLY": "x"}, how=way
+    )
     assert done.stdout == b"x\n"
 
 
-async def _cancel_once_there(path: Path, argv: list[str]) -> float:
+async def _cancel_once_there(path: Path, argv: list[str], how: Spawning) -> float:
     """Run `argv`, cancel it once `path` holds something; seconds the cancelled run took
     to return from then."""
     with anyio.move_on_after(5):
         async with anyio.create_task_group() as tg:
-            tg.start_soon(lambda: _spawn.run(argv, env={}))
+            tg.start_soon(lambda: _spawn.run(argv, env={}, how=how))
             for _ in range(250):
                 if path.exists() and path.read_text():
                     break
@@ -92,13 +98,10 @@ async def _cancel_once_there(path: Path, argv: list[str]) -> float:
     return anyio.current_time() - cancelled
 
 
-async def test_cancelled_command_is_killed_after_the_grace(
-    way: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(_spawn, "GRACE_S", 0.3)
+async def test_cancelled_command_is_killed_after_the_grace(way: Spawning, tmp_path: Path) -> None:
     marker = tmp_path / "pid"
     code = f"import os, time; open({str(marker)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
-    took = await _cancel_once_there(marker, [PY, "-c", code])
+    took = await _cancel_once_there(marker, [PY, "-c", code], replace(way, grace_s=0.3))
     pid = int(marker.read_text())
     # dead once the cancelled call is over (a git killed there must not go on writing in
     # a tree handed on); reaped by us at once, or by the spawn server soon after
@@ -107,20 +110,22 @@ async def test_cancelled_command_is_killed_after_the_grace(
     assert took < 3
 
 
-async def test_cancelled_command_may_finish_and_remove_its_lock(way: str, tmp_path: Path) -> None:
+async def test_cancelled_command_may_finish_and_remove_its_lock(
+    way: Spawning, tmp_path: Path
+) -> None:
     """A git killed mid-way leaves its lock file: a stale `packed-refs.lock` made every
     later ref deletion in the repository wait. A cancelled command runs on to its end."""
     lock = tmp_path / "packed-refs.lock"
     code = f"import time, os; p = {str(lock)!r}; open(p, 'w').write('x')"
     code += "; time.sleep(0.5); os.remove(p)"
-    took = await _cancel_once_there(lock, [PY, "-c", code])
+    took = await _cancel_once_there(lock, [PY, "-c", code], way)
     assert not lock.exists()
-    assert took < _spawn.GRACE_S
+    assert took < way.grace_s
 
 
-async def test_missing_program_raises_oserror(way: str) -> None:
+async def test_missing_program_raises_oserror(way: Spawning) -> None:
     with pytest.raises(FileNotFoundError):
-        await _spawn.run(["/nonexistent/program"], env={})
+        await _spawn.run(["/nonexistent/program"], env={}, how=way)
 
 
 def test_which_follows_path(tmp_path: Path) -> None:
@@ -129,8 +134,8 @@ def test_which_follows_path(tmp_path: Path) -> None:
     assert found is not None and Path(found).name == "git"
 
 
-async def test_sigpipe_is_back_at_its_default_in_the_child(way: str) -> None:
-    done = await _spawn.run(["/bin/cat", "/proc/self/status"], env={})
+async def test_sigpipe_is_back_at_its_default_in_the_child(way: Spawning) -> None:
+    done = await _spawn.run(["/bin/cat", "/proc/self/status"], env={}, how=way)
     ignored = next(line for line in done.stdout.decode().splitlines() if line.startswith("SigIgn"))
     assert not int(ignored.split()[1], 16) & (1 << (signal.SIGPIPE - 1))
 

@@ -13,7 +13,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from swarm.config import Faults
 from swarm.messages import ChatRequest, ChatResult, Message, Timing, Usage
-from swarm.model import FirstTokenCallback
+from swarm.model import FirstTokenCallback, PieceSink
 from swarm.providers.progress import tell_progress
 from swarm.routing.router import Router
 from swarm.simulate.simulation import SimSpec, run_simulation
@@ -38,7 +38,12 @@ class Streams:
         self.cancelled: list[int] = []
 
     async def chat(
-        self, model: str, request: ChatRequest, *, on_first_token: FirstTokenCallback | None = None
+        self,
+        model: str,
+        request: ChatRequest,
+        *,
+        on_first_token: FirstTokenCallback | None = None,
+        on_delta: PieceSink | None = None,
     ) -> ChatResult:
         n = self.calls = self.calls + 1
         try:

@@ -3,28 +3,23 @@ same run, a bounded number of times."""
 
 from __future__ import annotations
 
-from functools import partial
 from pathlib import Path
-
-import pytest
 
 from swarm.errors import ProviderError
 from swarm.messages import ChatRequest
-from swarm.run import solve as solve_module
-from swarm.run.parts import SolveOptions
-from swarm.run.solve import solve
+from swarm.run.solve import SolveRequest, solve
 from swarm.testing import FunctionModel, Scripted, ScriptedSource
 from tests.test_solve import done, edit, repo, request, subtask, write_plan
 
 __all__ = ["repo"]  # the fixture, used by name
 
 
-@pytest.fixture(autouse=True)
-def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+def quick(tmp_path: Path, repo: Path, plan: Path) -> SolveRequest:
     """A run waits 5 s before a subtask's first retry, 10 s before its second: here a
-    twentieth of a second each (the options `solve` builds, with only that changed)."""
-    quick = partial(SolveOptions, subtask_retry_after_s=0.05)
-    monkeypatch.setattr(solve_module, "SolveOptions", quick)
+    twentieth of a second each (`[routing] subtask_retry_after_s`)."""
+    config = tmp_path / "swarm.toml"
+    config.write_text("[routing]\nsubtask_retry_after_s = 0.05\n")
+    return request(tmp_path, repo, plan, config_path=str(config))
 
 
 def flaky_coder(failures: int) -> FunctionModel:
@@ -51,7 +46,7 @@ async def test_a_subtask_failed_by_its_provider_is_retried_in_the_run(
         {"coder:s2": [edit("b.py", "def two():", "def two() -> int:"), done()]},
         default=coder,
     )
-    report = await solve(request(tmp_path, repo, plan), source=scripts)
+    report = await solve(quick(tmp_path, repo, plan), source=scripts)
     assert {s.id: s.status for s in report.subtasks} == {"s1": "merged", "s2": "merged"}
     assert report.status == "done"
     assert len(coder.requests) == 3  # the failed call, then the retried subtask's two
@@ -64,7 +59,7 @@ async def test_retries_are_bounded(tmp_path: Path, repo: Path) -> None:
         {"coder:s2": [edit("b.py", "def two():", "def two() -> int:"), done()]},
         default=coder,
     )
-    report = await solve(request(tmp_path, repo, plan), source=scripts)
+    report = await solve(quick(tmp_path, repo, plan), source=scripts)
     status = {s.id: s.status for s in report.subtasks}
     assert status == {"s1": "failed", "s2": "merged"}
     assert len(coder.requests) == 3  # the first try and two retries (SolveOptions.subtask_retries)

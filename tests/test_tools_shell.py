@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -24,15 +27,24 @@ from swarm.tracing.semconv import SANDBOX_KIND, TESTS_FAILED, TESTS_PASSED, TOOL
 TOOLS = {t.name: t for t in coding_tools()}
 
 
-@pytest.fixture(autouse=True, params=["pidfd", "anyio"])
-def process_way(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+Context = Callable[..., ToolContext]
+
+
+@pytest.fixture(params=["pidfd", "anyio"])
+def context(request: pytest.FixtureRequest) -> Context:
     """Every command test runs both ways a command is started: waited on through a pidfd
-    (Linux), and through anyio's `open_process` (elsewhere)."""
-    if request.param == "anyio":
-        monkeypatch.setattr(_process, "PIDFD", False)
-    elif not _process.PIDFD:
+    (Linux), and through anyio's `open_process` (elsewhere), as its sandbox's policy says."""
+    if request.param == "pidfd" and not _process.PIDFD:
         pytest.skip("no pidfd here")
-    return str(request.param)
+    pidfd = request.param == "pidfd"
+
+    def make(**fields: Any) -> ToolContext:
+        ctx = ToolContext(**fields)
+        return replace(
+            ctx, sandbox=ctx.sandbox.with_policy(replace(ctx.sandbox.policy, pidfd=pidfd))
+        )
+
+    return make
 
 
 def _alive(pid: int) -> bool:
@@ -50,8 +62,8 @@ async def _wait_gone(*pids: int) -> None:
             await anyio.sleep(0.02)
 
 
-async def test_run_reports_exit_code_and_combined_output(tmp_path: Path) -> None:
-    ctx = ToolContext(root=tmp_path)
+async def test_run_reports_exit_code_and_combined_output(tmp_path: Path, context: Context) -> None:
+    ctx = context(root=tmp_path)
     out = await TOOLS["run"].run({"command": "echo out; echo err >&2; pwd; exit 3"}, ctx)
     first, *rest = out.splitlines()
     assert first == "command exited with code 3"  # no wall time: a resumed run replays it
@@ -61,8 +73,10 @@ async def test_run_reports_exit_code_and_combined_output(tmp_path: Path) -> None
     )
 
 
-async def test_run_truncates_long_output_keeping_head_and_tail(tmp_path: Path) -> None:
-    ctx = ToolContext(root=tmp_path, max_output_chars=1000)
+async def test_run_truncates_long_output_keeping_head_and_tail(
+    tmp_path: Path, context: Context
+) -> None:
+    ctx = context(root=tmp_path, max_output_chars=1000)
     out = await TOOLS["run"].run({"command": "seq 1 100000"}, ctx)
     lines = out.splitlines()
     assert lines[0].startswith("command exited with code 0")
@@ -74,9 +88,9 @@ async def test_run_truncates_long_output_keeping_head_and_tail(tmp_path: Path) -
     assert len(out) <= 1000 + 100
 
 
-async def test_run_rejects_bad_timeouts(tmp_path: Path) -> None:
+async def test_run_rejects_bad_timeouts(tmp_path: Path, context: Context) -> None:
     with pytest.raises(ToolError, match="timeout: Input should be greater than 0"):
-        await TOOLS["run"].run({"command": "true", "timeout": 0}, ToolContext(root=tmp_path))
+        await TOOLS["run"].run({"command": "true", "timeout": 0}, context(root=tmp_path))
 
 
 SPAWN_TREE = (
@@ -84,9 +98,9 @@ SPAWN_TREE = (
 )
 
 
-async def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
+async def test_timeout_kills_the_whole_process_group(tmp_path: Path, context: Context) -> None:
     out = await TOOLS["run"].run(
-        {"command": SPAWN_TREE, "timeout": 0.5}, ToolContext(root=tmp_path, sandbox=NoSandbox())
+        {"command": SPAWN_TREE, "timeout": 0.5}, context(root=tmp_path, sandbox=NoSandbox())
     )
     assert out.startswith("command hit its 0.5s time limit")
     assert "killed it and its children" in out and "started" in out
@@ -95,27 +109,29 @@ async def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     await _wait_gone(child, grandchild)
 
 
-async def test_cancellation_kills_the_whole_process_group(tmp_path: Path) -> None:
+async def test_cancellation_kills_the_whole_process_group(tmp_path: Path, context: Context) -> None:
     with anyio.move_on_after(0.5) as scope:
-        await TOOLS["run"].run(
-            {"command": SPAWN_TREE}, ToolContext(root=tmp_path, sandbox=NoSandbox())
-        )
+        await TOOLS["run"].run({"command": SPAWN_TREE}, context(root=tmp_path, sandbox=NoSandbox()))
     assert scope.cancelled_caught
     child = int((tmp_path / "child.pid").read_text())
     grandchild = int((tmp_path / "grandchild.pid").read_text())
     await _wait_gone(child, grandchild)
 
 
-async def test_leftover_background_processes_neither_block_nor_survive(tmp_path: Path) -> None:
-    ctx = ToolContext(root=tmp_path, timeout_s=20, sandbox=NoSandbox())
+async def test_leftover_background_processes_neither_block_nor_survive(
+    tmp_path: Path, context: Context
+) -> None:
+    ctx = context(root=tmp_path, timeout_s=20, sandbox=NoSandbox())
     with anyio.fail_after(10):
         result = await run_command("sleep 30 & echo $! > bg.pid; echo done", ctx)
     assert (result.exit_code, result.output, result.timed_out) == (0, "done\n", False)
     await _wait_gone(int((tmp_path / "bg.pid").read_text()))
 
 
-async def test_subprocess_env_is_scrubbed_and_carries_traceparent(tmp_path: Path) -> None:
-    ctx = ToolContext(
+async def test_subprocess_env_is_scrubbed_and_carries_traceparent(
+    tmp_path: Path, context: Context
+) -> None:
+    ctx = context(
         root=tmp_path,
         env={
             "PATH": os.environ["PATH"],
@@ -150,10 +166,12 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
-async def test_run_tests_reports_pass_and_fail_with_span_attributes(project: Path) -> None:
+async def test_run_tests_reports_pass_and_fail_with_span_attributes(
+    project: Path, context: Context
+) -> None:
     check = f"{sys.executable} -m pytest -q -p no:cacheprovider"
     env = {"PATH": os.environ["PATH"], "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-    ctx = ToolContext(root=project, check=check, env=env)
+    ctx = context(root=project, check=check, env=env)
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
@@ -179,20 +197,20 @@ async def test_run_tests_reports_pass_and_fail_with_span_attributes(project: Pat
     }
 
 
-async def test_run_tests_without_a_check_command(tmp_path: Path) -> None:
+async def test_run_tests_without_a_check_command(tmp_path: Path, context: Context) -> None:
     with pytest.raises(ToolError, match="no check command"):
-        await TOOLS["run_tests"].run({}, ToolContext(root=tmp_path))
+        await TOOLS["run_tests"].run({}, context(root=tmp_path))
 
 
-async def test_finish_raises_finish(tmp_path: Path) -> None:
+async def test_finish_raises_finish(tmp_path: Path, context: Context) -> None:
     with pytest.raises(Finish) as info:
-        await TOOLS["finish"].run({"summary": "fixed add()"}, ToolContext(root=tmp_path))
+        await TOOLS["finish"].run({"summary": "fixed add()"}, context(root=tmp_path))
     assert info.value.summary == "fixed add()"
 
 
-async def test_no_process_outlives_its_command(tmp_path: Path) -> None:
+async def test_no_process_outlives_its_command(tmp_path: Path, context: Context) -> None:
     """A child that leaves the command's session with setsid is killed with it."""
-    ctx = ToolContext(root=tmp_path, sandbox=NoSandbox())
+    ctx = context(root=tmp_path, sandbox=NoSandbox())
     script = (
         "setsid sh -c 'echo $$ > escaped.pid; exec sleep 300' & "
         "while [ ! -s escaped.pid ]; do sleep 0.01; done"

@@ -4,6 +4,7 @@ outputs, never a path matching `.swarmignore`."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import anyio
@@ -54,15 +55,6 @@ async def test_a_checks_outputs_stay_out_and_the_tools_files_go_in(repo: Path) -
         # git_diff shows the agent what its patch holds: not the file `run` made
         shown = await TOOLS["git_diff"].run({}, ctx)
         assert "b/tests/test_calc.py" in shown and "gen.txt" not in shown
-    assert_clean(repo)
-
-
-async def test_a_context_built_from_the_path_shares_the_workspaces_log(repo: Path) -> None:
-    async with Workspace.open(repo, name="w") as ws:
-        ctx = ToolContext(root=ws.path, check="true")  # as the coordinator builds its own
-        assert ctx.written is ws.written
-        await TOOLS["write_file"].run({"path": "new.py", "content": "N = 1\n"}, ctx)
-        assert names(await ws.patch()) == {"new.py"}
     assert_clean(repo)
 
 
@@ -126,14 +118,20 @@ async def test_gitignored_files_stay_out_even_when_written(repo: Path) -> None:
     assert_clean(repo)
 
 
-def test_the_write_log_is_one_per_directory_and_safe_across_threads(tmp_path: Path) -> None:
-    a, b = ToolContext(root=tmp_path), ToolContext(root=tmp_path / "." / "")
-    assert a.written is b.written is WriteLog.at(tmp_path)
-    assert ToolContext(root=tmp_path / "x").written is not a.written
-    fresh = WriteLog.fresh(tmp_path)
-    assert ToolContext(root=tmp_path).written is fresh and not fresh.paths()
-    own = WriteLog()
-    assert ToolContext(root=tmp_path, written=own).written is own
+async def test_the_workspace_owns_its_write_log(repo: Path) -> None:
+    """The log is the workspace's, passed to the contexts it makes; a context built by
+    hand for its directory notes there only when given it (no registry by path)."""
+    async with Workspace.open(repo, name="w") as ws:
+        assert ws.context().written is ws.written
+        by_hand = ToolContext(root=ws.path, written=ws.written)
+        await TOOLS["write_file"].run({"path": "new.py", "content": "x = 1\n"}, by_hand)
+        assert ws.written.paths() == {"new.py"} and "new.py" in names(await ws.patch())
+        own = ToolContext(root=ws.path)
+        assert own.written is not ws.written and not own.written.paths()
+
+
+def test_the_write_log_is_safe_across_threads() -> None:
+    fresh = WriteLog()
 
     async def many() -> None:
         async with anyio.create_task_group() as tg:
@@ -174,31 +172,35 @@ async def test_the_worktree_diff_and_the_index_copy_give_the_same_patch(repo: Pa
     assert_clean(repo)
 
 
+def _listings(trace: Path) -> int:
+    """The listings of untracked files (`git ls-files --others`) git's trace recorded."""
+    if not trace.exists():
+        return 0
+    starts = [json.loads(line) for line in trace.read_text().splitlines()]
+    return sum(
+        e.get("event") == "start" and "ls-files" in e["argv"] and "--others" in e["argv"]
+        for e in starts
+    )
+
+
 async def test_edits_to_tracked_files_need_one_git(
-    repo: Path, monkeypatch: pytest.MonkeyPatch
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The tools changed tracked files only, nothing was deleted: the worktree against base
     is the patch, without a listing of the untracked files (one git process, not two).
-    A written file the diff does not show (put back as it was) brings the listing back."""
-    from swarm.run import _diff
-
-    listed: list[Path] = []
-    real = _diff._listed
-
-    async def counted(root: Path) -> object:
-        listed.append(root)
-        return await real(root)
-
-    monkeypatch.setattr(_diff, "_listed", counted)
+    A written file the diff does not show (put back as it was) brings the listing back.
+    Git's own trace (`GIT_TRACE2_EVENT`) counts the listings."""
+    trace = tmp_path / "git-trace.json"
+    monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
     async with Workspace.open(repo, name="w") as ws:
         ctx = ws.context()
         await TOOLS["write_file"].run({"path": "calc.py", "content": "x = 1\n"}, ctx)
         assert (await run_check(CHECK, ws.path, timeout_s=30)).passed  # outputs beside
         patch = await ws.patch()
         assert names(patch) == {"calc.py"} and "+x = 1" in patch
-        assert listed == []
+        assert _listings(trace) == 0
         old = (repo / "old.txt").read_text()
         await TOOLS["write_file"].run({"path": "old.txt", "content": old}, ctx)
         assert await ws.patch() == patch
-        assert listed == [ws.path]
+        assert _listings(trace) == 1
     assert_clean(repo)

@@ -2,9 +2,11 @@
 
 `Agent.iter` streams these events; `Agent.run(on_event=...)` hands them to a callback. The
 order for one step is `ModelRequestEvent`, any `ThinkingDelta`/`TextDelta` as the reply
-streams in, `ModelResponseEvent`, then a `ToolCallEvent` and its `ToolResultEvent` per
-tool call. `CompactionEvent` comes before the request it made room for; `ApprovalEvent`
-when the run pauses for a decision; `FinishEvent`, carrying the result, always last.
+streams in (a `ReplyRestart` between them when the call started over with another
+attempt: forget the step's text so far), `ModelResponseEvent`, then a `ToolCallEvent`
+and its `ToolResultEvent` per tool call. `CompactionEvent` comes before the request it
+made room for; `ApprovalEvent` when the run pauses for a decision; `FinishEvent`, carrying
+the result, always last.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ __all__ = [
     "FinishEvent",
     "ModelRequestEvent",
     "ModelResponseEvent",
+    "ReplyRestart",
     "StopReason",
     "TextDelta",
     "ThinkingDelta",
@@ -117,6 +120,8 @@ class TextDelta:
 
     step: int
     text: str
+    attempt: int = 1
+    """The call's attempt it came from (a `ReplyRestart` comes before a new one's)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +130,17 @@ class ThinkingDelta:
 
     step: int
     text: str
+    attempt: int = 1
+    """The call's attempt it came from (a `ReplyRestart` comes before a new one's)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyRestart:
+    """The step's model call started over with another attempt (a retry after a dropped
+    stream, a hedge that won): the text and reasoning streamed so far are void."""
+
+    step: int
+    attempt: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +197,7 @@ AgentEvent = (
     ModelRequestEvent
     | TextDelta
     | ThinkingDelta
+    | ReplyRestart
     | ModelResponseEvent
     | ToolCallEvent
     | ToolResultEvent

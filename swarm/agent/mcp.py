@@ -44,7 +44,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from pydantic import BaseModel, ConfigDict
 
 from swarm.agent.tool import Tool, command_env, environ
-from swarm.errors import McpError, ToolError
+from swarm.errors import McpError, ToolError, alone
 from swarm.sandbox import Launch, Sandbox, default_sandbox
 from swarm.sandbox._interpreter import prefixes
 
@@ -99,20 +99,10 @@ async def mcp_tools(*servers: McpServer) -> AsyncIterator[list[Tool]]:
                 tools.extend(await _list(client, server))
             yield tools
     except BaseExceptionGroup as group:
-        alone = _alone(group)
-        if alone is None:
+        one = alone(group)
+        if one is None:
             raise
-        raise alone from alone.__cause__
-
-
-def _alone(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
-    """The one exception inside `group`'s nesting, if there is just one."""
-    inner: BaseException = group
-    while isinstance(inner, BaseExceptionGroup):
-        if len(inner.exceptions) != 1:
-            return None
-        inner = inner.exceptions[0]
-    return inner
+        raise one from one.__cause__
 
 
 async def _connect(stack: AsyncExitStack, server: McpServer) -> Client:

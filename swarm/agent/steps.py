@@ -28,7 +28,7 @@ from swarm.agent.hooks import Approvals, StepInfo, Veto
 from swarm.agent.tool import Finish, Tool
 from swarm.errors import ContextWindowExceeded, ToolError
 from swarm.messages import ChatRequest, ChatResult, Message, ToolCall, Usage
-from swarm.model import stream_listener
+from swarm.model import Delta, Restart, closing, stream_of
 from swarm.providers._tool_text import call_format_hint
 from swarm.tracing import semconv as sc
 from swarm.tracing.setup import tracer
@@ -249,21 +249,16 @@ class Steps(Generic[T]):
         emit = self.emit
         if emit is None:
             return await self.model.chat(request)
-        heard = False
-
-        def listen(kind: str, text: str) -> None:
-            nonlocal heard
-            heard = True
-            emit(ev.TextDelta(step, text) if kind == "text" else ev.ThinkingDelta(step, text))
-
-        token = stream_listener.set(listen)
-        try:
-            reply = await self.model.chat(request)
-        finally:
-            stream_listener.reset(token)
-        if not heard and reply.text:  # a model that does not stream: the text in one piece
-            emit(ev.TextDelta(step, reply.text))
-        return reply
+        async with closing(stream_of(self.model, request)) as items:
+            async for item in items:
+                if isinstance(item, Delta):
+                    kind = ev.TextDelta if item.kind == "text" else ev.ThinkingDelta
+                    emit(kind(step, item.text, item.attempt))
+                elif isinstance(item, Restart):
+                    emit(ev.ReplyRestart(step, item.attempt))
+                else:
+                    return item.result
+        raise AssertionError("unreachable: a model's stream ends with its result")
 
     async def _tools(self, calls: Sequence[ToolCall], step: int) -> AgentResult[T] | None:
         """Run one reply's calls; the run's result if they end it (or pause it).

@@ -19,7 +19,6 @@ import inspect
 import json
 import re
 import threading
-import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -50,46 +49,19 @@ __all__ = [
     "truncate",
 ]
 
-_LOGS: weakref.WeakValueDictionary[Path, WriteLog] = weakref.WeakValueDictionary()
-"""Each directory's `WriteLog`, kept while a context or a workspace holds it."""
-_LOGS_LOCK = threading.Lock()
-
 
 class WriteLog:
     """The files tools wrote in one directory: workspace-relative posix paths; thread-safe.
 
-    One log per directory (`WriteLog.at`): every `ToolContext` rooted there shares it, so
-    a context built by hand from a workspace's path (as the coordinator builds its agents')
-    notes into the log the workspace's patch reads; a log that followed one context object
-    would silently leave that agent's new files out of the patch. Kept while a context or
-    a workspace holds it.
+    A `Workspace` owns one (`Workspace.written`, new with each checkout) and hands it to
+    every `ToolContext` it makes; whoever builds a context for a workspace's directory
+    passes the workspace's log (`ToolContext(..., written=ws.written)`), so its patch
+    takes the new files the agent wrote there. A context given none keeps a log of its own.
     """
 
     def __init__(self) -> None:
         self._paths: set[str] = set()
         self._lock = threading.Lock()
-
-    @classmethod
-    def at(cls, root: Path) -> WriteLog:
-        """The log of the files written under `root`, made on first use."""
-        with _LOGS_LOCK:  # the keys are resolved: `root` spelled as one is that directory
-            log = _LOGS.get(root)
-        if log is not None:
-            return log
-        key = root.resolve()
-        with _LOGS_LOCK:
-            log = _LOGS.get(key)
-            if log is None:
-                log = _LOGS[key] = cls()
-            return log
-
-    @classmethod
-    def fresh(cls, root: Path) -> WriteLog:
-        """A new, empty log for `root`, replacing an earlier one (a new workspace there)."""
-        log = cls()
-        with _LOGS_LOCK:
-            _LOGS[root.resolve()] = log
-        return log
 
     def note(self, path: str) -> None:
         """Record that a tool created or changed `path` (relative to the root, posix)."""
@@ -103,10 +75,6 @@ class WriteLog:
 
     def __repr__(self) -> str:
         return f"WriteLog({sorted(self.paths())!r})"
-
-
-_LOG_OF_ROOT = WriteLog()
-"""Marks `ToolContext.written` as not given: the context takes `WriteLog.at(root)`."""
 
 
 @dataclass(frozen=True)
@@ -126,8 +94,9 @@ class ToolContext:
     """Longer outputs are cut in the middle."""
     base: str | None = None
     """The commit `git_diff` compares against (`HEAD` when None)."""
-    written: WriteLog = field(default=_LOG_OF_ROOT, compare=False)
-    """Where the file tools note what they write; by default the log of `root`."""
+    written: WriteLog = field(default_factory=WriteLog, compare=False)
+    """Where the file tools note what they write: the workspace's log when the context is
+    for a workspace (`Workspace.context()` passes it), else one of this context's own."""
     check_slot: Callable[[], AbstractAsyncContextManager[None]] | None = field(
         default=None, compare=False
     )
@@ -144,8 +113,6 @@ class ToolContext:
     passes the configured one; `NoSandbox()` opts out (warned once)."""
 
     def __post_init__(self) -> None:
-        if self.written is _LOG_OF_ROOT:
-            object.__setattr__(self, "written", WriteLog.at(self.root))
         if self.sandbox is default_sandbox():  # it must show this context's interpreters
             python = on_path(self.env.get("PATH", ""))
             shown = [*(prefixes(python) if python else []), *interpreters_in(self.check)]

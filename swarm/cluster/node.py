@@ -84,7 +84,7 @@ class WorkspaceNode:
         self.environment, self.run_id, self.name = environment, run_id, name
         self.root = Path()
         self.base = ""
-        self._written: WriteLog | None = None
+        self._written = WriteLog()
         self._tools: dict[str, Tool] = {t.name: t for t in coding_tools()}
 
     async def ready(self) -> NodeInfo:
@@ -115,7 +115,7 @@ class WorkspaceNode:
     async def _fresh(self, base: str) -> NodeInfo:
         """The clone checked out at `base` is new work's: nothing written yet, `setup:`."""
         self.base = base
-        self._written = WriteLog.fresh(self.root)
+        self._written = WriteLog()
         if self.environment.include or self.environment.setup:
             await self.environment.prepare(self.root)
         return NodeInfo(socket.gethostname(), _node_id(), str(self.root))
@@ -130,6 +130,7 @@ class WorkspaceNode:
             self.environment.context(self.root, check=limits.check, timeout_s=limits.timeout_s),
             max_output_chars=limits.max_output_chars,
             base=self.base,
+            written=self._written,
         )
         try:
             text = await found.run(arguments, ctx)
@@ -171,8 +172,7 @@ class WorkspaceNode:
 
     async def patch(self) -> str:
         """What the agent changed since the base commit (as `Workspace.patch`)."""
-        written = self._written.paths() if self._written else frozenset()
-        return await worktree_diff(self.root, self.base, untracked=written)
+        return await worktree_diff(self.root, self.base, untracked=self._written.paths())
 
     async def apply(self, patch: str) -> None:
         """Apply `patch` to the clone; the files it makes count as written."""
@@ -181,8 +181,7 @@ class WorkspaceNode:
         data = patch.encode("utf-8", "surrogateescape")
         await git("apply", "--binary", "--whitespace=nowarn", "-", cwd=self.root, input=data)
         for path in await patch_paths(self.root, data):
-            if self._written is not None:
-                self._written.note(path)
+            self._written.note(path)
 
     async def close(self) -> None:
         """Remove the clone (the actor ends after this)."""

@@ -23,7 +23,7 @@ from typing import Any
 import anyio.to_thread
 from opentelemetry import trace
 
-from swarm.agent.tool import Finish, Tool, ToolContext
+from swarm.agent.tool import Finish, Tool, ToolContext, WriteLog
 from swarm.agent.toolbox import BUILTIN_TOOL_NAMES
 from swarm.cluster.node import CallLimits, NodeInfo, Reply
 from swarm.errors import ConfigError, NodeLost, SwarmError, ToolError, WorkspaceError
@@ -52,6 +52,8 @@ class RemoteWorkspace:
 
     def __init__(self, actor: Any, path: Path, info: NodeInfo) -> None:
         self.actor, self.info = actor, info
+        self.written = WriteLog()
+        """Empty: the node notes what the tools wrote there, and its patch reads that."""
         self._path = path
         self.reusable = True
         """False once a call failed to come back: its node lost, or the call cancelled (it

@@ -41,7 +41,7 @@ from swarm._secrets import scrub
 from swarm._tokens import estimate_input_tokens
 from swarm.errors import MalformedReply, ProviderError, ReplyShapeError, ReplyTooLarge
 from swarm.messages import ChatRequest, ChatResult, Message, RateLimitInfo, Timing, ToolCall, Usage
-from swarm.model import FirstTokenCallback, StreamListener, stream_listener
+from swarm.model import FirstTokenCallback, PieceSink
 from swarm.providers._bounds import aread_bounded
 from swarm.providers._call_deadline import CallDeadline
 from swarm.providers.exchange import SIMULATED_HEADER, Peer, Sender, malformed, rate_limit_info
@@ -88,6 +88,7 @@ class Reply:
         "finish",
         "first_at",
         "model",
+        "on_delta",
         "on_first",
         "reasoning",
         "text",
@@ -113,7 +114,9 @@ class Reply:
         self._seen = 0
         self.token_reads = 0
         """Network reads that brought tokens: two or more make a timed stream."""
-        self._told = (0, 0)  # text and reasoning pieces already given to the listener
+        self.on_delta: PieceSink | None = None
+        """Told the new text and reasoning after each network read that brought some."""
+        self._told = (0, 0)  # text and reasoning pieces already told to `on_delta`
 
     def progress(self) -> None:
         """After each network read: if tokens came, the inter-token clock starts again."""
@@ -124,11 +127,10 @@ class Reply:
             if self.watch is not None:
                 self.watch.tick()
             tell_progress()
-            listener = stream_listener.get()
-            if listener is not None:
-                self._tell(listener)
+            if self.on_delta is not None:
+                self._tell(self.on_delta)
 
-    def _tell(self, listener: StreamListener) -> None:
+    def _tell(self, listener: PieceSink) -> None:
         told_text, told_reasoning = self._told
         if len(self.reasoning) > told_reasoning:
             listener("thinking", "".join(self.reasoning[told_reasoning:]))
@@ -407,9 +409,11 @@ class Endpoint(ABC, Generic[R]):
         request: ChatRequest,
         *,
         on_first_token: FirstTokenCallback | None = None,
+        on_delta: PieceSink | None = None,
     ) -> ChatResult:
         body = self.payload(model, request)
         reply = self.new_reply(on_first_token)
+        reply.on_delta = on_delta
         # a whole reply sends nothing until it is done: only the total clock applies
         # the prompt's size matters only when the deadline follows the model's speed
         known = self.first_token.knows(model)

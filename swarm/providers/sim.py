@@ -2,7 +2,9 @@
 
 Each call sleeps for its TTFT, then streams its thinking and decode in pieces of 0.1 s
 (telling `swarm.providers.progress` after each), so it costs little CPU and runs on
-a virtual clock; faults raise the errors an HTTP client would. This module is also the
+a virtual clock. A caller that listens (`on_delta`) is told the reply word by word (at
+most 256 pieces); a stream that drops or stalls has told the words before the fault.
+Faults raise the errors an HTTP client would. This module is also the
 simulator's front door: it re-exports the engine, faults and replies
 (`from swarm.providers.sim import SimEngine, Faults, Reply`).
 """
@@ -10,6 +12,7 @@ simulator's front door: it re-exports the engine, faults and replies
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import anyio
@@ -17,7 +20,7 @@ import anyio
 from swarm.config import ProviderConfig
 from swarm.errors import ContextWindowExceeded, ProviderError, RateLimited
 from swarm.messages import ChatRequest, ChatResult, Message, Timing, Usage
-from swarm.model import FirstTokenCallback
+from swarm.model import FirstTokenCallback, PieceSink
 from swarm.providers.progress import tell_progress
 from swarm.providers.sim_context import Limits, context_error_message
 from swarm.providers.sim_engine import FAULT_CONTEXT, SimEngine, SimPlan
@@ -32,7 +35,7 @@ from swarm.providers.sim_faults import (
     Faults,
     Quota,
 )
-from swarm.providers.sim_reply import Reply, Script, count_tokens, default_script
+from swarm.providers.sim_reply import Reply, Script, count_tokens, default_script, split_words
 
 __all__ = [
     "Faults",
@@ -79,8 +82,10 @@ class SimProvider:
         request: ChatRequest,
         *,
         on_first_token: FirstTokenCallback | None = None,
+        on_delta: PieceSink | None = None,
     ) -> ChatResult:
-        """Answer `request` as `model` would, after the plan's simulated TTFT and decode.
+        """Answer `request` as `model` would, after the plan's simulated TTFT and decode;
+        `on_delta` hears its text word by word.
 
         Raises:
             ContextWindowExceeded: the request does not fit the model's window.
@@ -98,15 +103,17 @@ class SimProvider:
             on_first_token()
         if plan.think_s:
             await _stream(plan.think_s)
+        reply = plan.reply
+        words = split_words(reply.text) if on_delta is not None and reply.text else []
         if fault is not None:
-            await _stream(plan.decode_s * plan.fault_at)
+            told = words[: int(len(words) * plan.fault_at)]
+            await _stream(plan.decode_s * plan.fault_at, told, on_delta)
             if fault == FAULT_STALL:
                 await anyio.sleep(self.stall_timeout_s)
             self._raise_stream_fault(fault, model)
-        await _stream(plan.decode_s)
+        await _stream(plan.decode_s, words, on_delta)
         end = anyio.current_time()
 
-        reply = plan.reply
         return ChatResult.model_construct(
             message=Message.model_construct(
                 role="assistant", content=reply.text, tool_calls=list(reply.tool_calls)
@@ -187,15 +194,23 @@ class SimProvider:
         return None
 
 
-async def _stream(seconds: float) -> None:
+async def _stream(
+    seconds: float, words: Sequence[str] = (), on_delta: PieceSink | None = None
+) -> None:
     """Stream for `seconds`, telling the attempt's progress listener after each piece
-    (`_PIECE_S` of the stream), as network reads would."""
-    if seconds <= 0:
+    (`_PIECE_S` of the stream, or a word or a few when `words` are told), as network reads
+    would; `on_delta` hears the words due with each piece."""
+    if seconds <= 0 and not words:
         return
-    pieces = min(_MOST_PIECES, math.ceil(seconds / _PIECE_S))
-    for _ in range(pieces):
+    pieces = min(_MOST_PIECES, max(math.ceil(seconds / _PIECE_S), len(words)))
+    told = 0
+    for i in range(1, pieces + 1):
         await anyio.sleep(seconds / pieces)
         tell_progress()
+        due = len(words) * i // pieces
+        if on_delta is not None and due > told:
+            on_delta("text", "".join(words[told:due]))
+            told = due
 
 
 def _too_long(plan: SimPlan, provider: str, model: str) -> ContextWindowExceeded:

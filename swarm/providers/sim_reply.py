@@ -9,13 +9,22 @@ names.
 from __future__ import annotations
 
 import itertools
+import re
 import zlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from swarm.messages import ChatRequest, ToolCall
 
-__all__ = ["Reply", "Script", "count_tokens", "default_script", "natural_length", "prose"]
+__all__ = [
+    "Reply",
+    "Script",
+    "count_tokens",
+    "default_script",
+    "natural_length",
+    "prose",
+    "split_words",
+]
 
 
 @dataclass(frozen=True)
@@ -43,6 +52,12 @@ def count_tokens(text: str) -> int:
     `prose(n)` writes n of them.
     """
     return len(text.split())
+
+
+def split_words(text: str) -> list[str]:
+    """`text` as the simulator streams it: word by word, each with the whitespace before it
+    (joined, they are `text`)."""
+    return re.findall(r"\s*\S+\s*$|\s*\S+", text) or [text]
 
 
 _WORDS = (

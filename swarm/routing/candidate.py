@@ -25,6 +25,7 @@ from swarm.providers._tool_text import text_request
 from swarm.providers.endpoint import Endpoint, on_this_machine
 from swarm.routing.breaker import Breaker
 from swarm.routing.gate import Gate
+from swarm.routing.relay import Relay
 from swarm.routing.score import Score
 from swarm.tracing import semconv as sc
 
@@ -179,6 +180,7 @@ def build_target(
             rpm=mc.rpm,
             tpm=mc.tpm,
             recover_every=r.aimd_recover_every,
+            overload=provider_gate.overload,
         )
         gates = (*gates, g)
     target = Target(
@@ -291,6 +293,7 @@ class Call:
         "last_resort",
         "priority",
         "reason",
+        "relay",
         "request",
         "rng",
         "role",
@@ -320,6 +323,8 @@ class Call:
         """The scores the choice compared, `ref=score` best first."""
         self.deadline: Clock | None = None
         """The deadline of the tries on the current candidate (`Router._bounded`)."""
+        self.relay: Relay | None = None
+        """Who hears the attempts' pieces (a streamed call), one attempt at a time."""
         self.as_text_request: ChatRequest | None = None
         """The request with its tools written as text, made on first need (`as_text`)."""
 

@@ -9,7 +9,7 @@ configured, a bucket whose size and refill rate are learned from them), and AIMD
 headers, also AIMD on a tokens/min rate measured from what it admitted).
 
 A 429 pauses and cuts only once 429s have been at least `OVERLOAD_SHARE` of the calls
-admitted lately for `OVERLOAD_HOLD_S`, or when the provider's headers have shown a quota
+admitted lately for `Overload.hold_s`, or when the provider's headers have shown a quota
 (then a 429 says our estimate of it is off). A quota overrun shows as a high share (once
 the provider's bucket is empty, most calls bounce); 429s sent at random, whatever the
 load, keep the same share whatever we do, and cutting on them spirals: measured on
@@ -35,6 +35,7 @@ sleeps, no allocations beyond the permit. Only waits that really block make a
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from types import TracebackType
 
 import anyio
@@ -45,40 +46,48 @@ from swarm.routing.quota import BlindQuota, LearnedQuota
 from swarm.tracing import semconv as sc
 from swarm.tracing.waits import waiting
 
-__all__ = ["OVERLOAD_SHARE", "Gate", "Permit", "admit"]
+__all__ = ["OVERLOAD_SHARE", "Gate", "Overload", "Permit", "admit"]
 
 SCATTER_SAMPLE = 20
 """Recent calls needed before a 429 below `OVERLOAD_SHARE` counts as scattered (its retry
 then skips the Retry-After wait: `swarm.routing.retry`)."""
-OVERLOAD_HOLD_S = 1.0
-"""How long 429s must stay at `OVERLOAD_SHARE` or more before they cut and pause (for a
-provider whose headers show no quota). Calls made at once are admitted one after another,
-and a 429 that comes back at once is counted before the rest are: 10 of the first 20 of
-100 coders bouncing at a 30 % rate cut the slots to 5 (1.52x the fault-free makespan on
-seed 0). A real overload lasts; until it is judged, its 429s wait their Retry-After."""
 OVERLOAD_SHARE = 0.5
 """Share of 429s among the calls admitted in the last `_Recent.SECONDS` above which a 429
 pauses and cuts. Counted against calls admitted, not outcomes: 429s come back at once,
 successes only after the whole reply, so among outcomes the first 429s look like all."""
 
 
+@dataclass(frozen=True)
+class Overload:
+    """When 429s count as overload (`[routing] overload_sample`, `overload_hold_s`)."""
+
+    sample: int = SCATTER_SAMPLE
+    """Fewer recent calls than this count as this many: a verdict either way needs a
+    sample, so overload needs 10 429s at least. With 4, two random 429s in a row on the
+    planner's lone call (9 % at a 30 % rate) read as overload and cut the slots to the one
+    call then in flight; 50 coders then started one at a time, too few calls for their
+    429s to look scattered, and each cut again (11-24x the fault-free makespan on seeds 0
+    and 3). With 16, the coders' first calls did it: a simulated 429 comes back before the
+    next agent's call is admitted, and 8 of the first 16 bounced (6.4x on seed 0). Calls
+    made at once pile up a sample within a second, so a real overload is still cut."""
+    hold_s: float = 1.0
+    """How long 429s must stay at `OVERLOAD_SHARE` or more before they cut and pause (for
+    a provider whose headers show no quota). Calls made at once are admitted one after
+    another, and a 429 that comes back at once is counted before the rest are: 10 of the
+    first 20 of 100 coders bouncing at a 30 % rate cut the slots to 5 (1.52x the
+    fault-free makespan on seed 0). A real overload lasts; until it is judged, its 429s
+    wait their Retry-After."""
+
+
 class _Recent:
     """Calls admitted and 429s received over the last `SECONDS`, in one-second bins."""
 
     SECONDS = 10
-    MIN_CALLS = SCATTER_SAMPLE
-    """Fewer calls than this count as this many: a verdict either way needs a sample, so
-    overload needs 10 429s at least. With 4, two random 429s in a row on the planner's
-    lone call (9 % at a 30 % rate) read as overload and cut the slots to the one call
-    then in flight; 50 coders then started one at a time, too few calls for their 429s
-    to look scattered, and each cut again (11-24x the fault-free makespan on seeds 0 and
-    3). With 16, the coders' first calls did it: a simulated 429 comes back before the
-    next agent's call is admitted, and 8 of the first 16 bounced (6.4x on seed 0). Calls
-    made at once pile up a sample within a second, so a real overload is still cut."""
 
-    __slots__ = ("_admits", "_limits", "_stamps")
+    __slots__ = ("_admits", "_limits", "_min_calls", "_stamps")
 
-    def __init__(self) -> None:
+    def __init__(self, min_calls: int) -> None:
+        self._min_calls = min_calls
         self._admits = [0] * self.SECONDS
         self._limits = [0] * self.SECONDS
         self._stamps = [-1] * self.SECONDS
@@ -99,7 +108,7 @@ class _Recent:
         oldest = int(now) - self.SECONDS
         live = [i for i, stamp in enumerate(self._stamps) if stamp > oldest]
         calls = sum(self._admits[i] for i in live)
-        return sum(self._limits[i] for i in live) / max(calls, self.MIN_CALLS), calls
+        return sum(self._limits[i] for i in live) / max(calls, self._min_calls), calls
 
 
 class Gate:
@@ -113,8 +122,11 @@ class Gate:
         rpm: int | None = None,
         tpm: int | None = None,
         recover_every: int = 10,
+        overload: Overload = Overload(),
     ) -> None:
         self.name = name
+        self.overload = overload
+        """When 429s count as overload."""
         self.slots = ConcurrencyLimiter(
             math.inf if max_concurrency is None else max_concurrency, recover_every=recover_every
         )
@@ -127,7 +139,7 @@ class Gate:
         """Quotas inferred from the provider's rate-limit info, for unconfigured limits."""
         self.blind_tpm: BlindQuota | None = None if tpm else BlindQuota()
         """A tokens/min rate found by AIMD from 429s, for a provider that reports nothing."""
-        self._recent = _Recent()
+        self._recent = _Recent(overload.sample)
         """Calls admitted and 429s of the last seconds."""
         self._overloaded_since: float | None = None
         """When 429s last reached `OVERLOAD_SHARE` of recent calls (None: below it)."""
@@ -233,7 +245,7 @@ class Gate:
                 return calls >= SCATTER_SAMPLE
             if self._overloaded_since is None:
                 self._overloaded_since = now
-            if now - self._overloaded_since < OVERLOAD_HOLD_S:
+            if now - self._overloaded_since < self.overload.hold_s:
                 return False
         self.slots.on_rate_limited(now)
         if retry_after:

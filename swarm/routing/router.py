@@ -31,13 +31,14 @@ from swarm.budget import Budget
 from swarm.config import SwarmConfig, split_ref
 from swarm.errors import ConfigError, ProviderError, RateLimited
 from swarm.messages import ChatRequest, ChatResult
-from swarm.model import FirstTokenCallback, Provider
+from swarm.model import DeltaSink, FirstTokenCallback, Provider
 from swarm.providers._tool_text import read_calls
 from swarm.providers.registry import build_providers
 from swarm.routing.candidate import Call, Clock, Target, build_target
-from swarm.routing.gate import Gate, Permit, admit
+from swarm.routing.gate import Gate, Overload, Permit, admit
 from swarm.routing.hedge import Delays, race
 from swarm.routing.limits import clock
+from swarm.routing.relay import Relay
 from swarm.routing.retry import Retrier
 from swarm.routing.select import Need, Policy, apply_need
 from swarm.routing.tier_model import TierModel
@@ -84,6 +85,7 @@ class Router:
                 rpm=p.rpm,
                 tpm=p.tpm,
                 recover_every=r.aimd_recover_every,
+                overload=Overload(r.overload_sample, r.overload_hold_s),
             )
         self._targets: dict[str, Target] = {}
         self._tiers: dict[str, list[Target]] = {}
@@ -172,8 +174,12 @@ class Router:
         need: Need | None = None,
         priority: int = 0,
         role: str | None = None,
+        on_delta: DeltaSink | None = None,
     ) -> ChatResult:
-        """One call to `tier`: failover, retries, hedging, limits, span and price included."""
+        """One call to `tier`: failover, retries, hedging, limits, span and price included.
+
+        `on_delta` (when given) hears the reply's pieces as they arrive, one attempt at a
+        time, with a `Restart` when the call goes on with another attempt (`Relay`)."""
         tier = tier or (self.tier_for_role(role) if role else "speed")
         if tier not in self._tiers:
             raise ConfigError(f"unknown tier {tier!r}; configured: {', '.join(self._tiers)}")
@@ -197,10 +203,14 @@ class Router:
         est_tokens = est_in + est_out
         call = Call(request, tier, role, priority, est_tokens)
         call.reason, call.scores = reason, scores
+        if on_delta is not None:
+            call.relay = Relay(on_delta)
         with self.budget.reserve(tier=tier, usd=est_usd, tokens=est_tokens) as held:
             result = await self._failover(targets, call)
             held.settle(result)
         result.attempts = call.attempts
+        if call.relay is not None:
+            call.relay.close(result)
         return result
 
     async def aclose(self) -> None:
@@ -315,6 +325,7 @@ class Router:
         self, t: Target, call: Call, on_first: FirstTokenCallback | None
     ) -> ChatResult:
         call.attempts += 1
+        n, relay = call.attempts, call.relay
         async with admit(t.gates, call.est_tokens, call.priority) as permit:
             if call.deadline is not None:
                 call.deadline.admitted()
@@ -337,9 +348,16 @@ class Router:
             # `trace.use_span` does, without a generator context manager on every call
             token = context.attach(trace.set_span_in_context(span))
             try:
-                result = await t.provider.chat(t.model, request, on_first_token=first_token)
+                if relay is None:
+                    result = await t.provider.chat(t.model, request, on_first_token=first_token)
+                else:
+                    result = await t.provider.chat(
+                        t.model, request, on_first_token=first_token, on_delta=relay.attempt(n)
+                    )
             except BaseException as exc:
                 context.detach(token)
+                if relay is not None:
+                    relay.failed(n)
                 if not first and isinstance(exc, anyio.get_cancelled_exc_class()):
                     t.score.waited(clock() - started)
                 call.scattered_429 = self._failed(t, span, exc, permit)
@@ -349,6 +367,8 @@ class Router:
             permit.settle(usage.input_tokens + usage.output_tokens, result.rate_limit)
         read_calls(result, call.request, from_text=t.tool_calls != "native")
         self._succeeded(t, span, result)
+        if relay is not None:
+            relay.succeeded(n, result)
         return result
 
     def _start_span(self, t: Target, call: Call) -> trace.Span:

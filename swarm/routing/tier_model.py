@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Awaitable
 from typing import TYPE_CHECKING
 
 from swarm.messages import ChatRequest, ChatResult
+from swarm.model import DeltaSink, Streamed, streamed
 from swarm.routing.select import Need
 
 if TYPE_CHECKING:
@@ -38,3 +40,18 @@ class TierModel:
         return await self._router.chat(
             request, tier=self.tier, need=self._need, priority=self._priority, role=self._role
         )
+
+    def stream(self, request: ChatRequest) -> AsyncIterator[Streamed]:
+        """The call's pieces as they arrive, one attempt at a time (see `Relay`)."""
+
+        def call(sink: DeltaSink) -> Awaitable[ChatResult]:
+            return self._router.chat(
+                request,
+                tier=self.tier,
+                need=self._need,
+                priority=self._priority,
+                role=self._role,
+                on_delta=sink,
+            )
+
+        return streamed(call)

@@ -228,14 +228,17 @@ on the slots ahead, any of which may be red."""
 class Line:
     """The slots in flight, front first, and which builds each needs (module docstring)."""
 
-    ALTERNATE_ODDS: ClassVar[float] = 0.1
-    """Slots ahead are left out together only when they are at least this likely all red."""
     MOST_LEFT_OUT: ClassVar[int] = 3
 
-    def __init__(self, alternates: int) -> None:
+    def __init__(self, alternates: int, *, odds: float = 0.1, before_red: bool = False) -> None:
         self.slots: list[Slot] = []
         self.alternates = alternates
         """At most this many alternate builds at once."""
+        self.odds = odds
+        """Slots ahead are left out together only when they are at least this likely all
+        red (`[merge] alternate_odds`)."""
+        self.before_red = before_red
+        """Alternates before any batch turned red (`[merge] alternates_before_red`)."""
 
     def start(self, rate: RedRate) -> list[Build]:
         """The builds to start now, made and placed in their slots: every slot's main
@@ -248,7 +251,7 @@ class Line:
         still need the cores (in an all-green 300-subtask run, 1.5-3 s of the machine's
         CPU in its busiest seconds)."""
         new = [b for k in range(len(self.slots)) if (b := self._make(k, _NONE)) is not None]
-        if not rate.seen_red:
+        if not (rate.seen_red or self.before_red):
             return new
         room = self.alternates - sum(len(s.builds) - (s.main is not None) for s in self.slots)
         if room <= 0:  # this runs whenever a build ends: no cases to weigh
@@ -263,15 +266,15 @@ class Line:
 
     def _cases(self, rate: RedRate) -> list[tuple[float, int, frozenset[Slot]]]:
         """The alternates worth building, each with minus its odds (to sort): slot `k`
-        leaving out a set of slots ahead that are all red at least `ALTERNATE_ODDS`."""
+        leaving out a set of slots ahead that are all red at least `odds`."""
         odds = {s: s.red_odds(rate) for s in self.slots}
         out = []
         for k, slot in enumerate(self.slots):
-            likely = [s for s in self.slots[:k] if odds[s] >= self.ALTERNATE_ODDS]
+            likely = [s for s in self.slots[:k] if odds[s] >= self.odds]
             for n in range(1, min(self.MOST_LEFT_OUT, len(likely)) + 1):
                 for left_out in itertools.combinations(likely, n):
                     p = math.prod(odds[s] for s in left_out)
-                    if p >= self.ALTERNATE_ODDS and frozenset(left_out) not in slot.builds:
+                    if p >= self.odds and frozenset(left_out) not in slot.builds:
                         out.append((-p, k, frozenset(left_out)))
         return out
 

@@ -17,7 +17,7 @@ batches land strictly in order:
 
 Once some batch has been red, a red batch in the line costs every batch behind it, so
 the line takes only probed patches: the others are first checked alone on the head in
-probes (`Pipeline.PROBES` per batch in flight), outside the line, in batches capped by the
+probes (`[merge] probes` per batch in flight), outside the line, in batches capped by the
 red rate. A green probe lands if the head has not moved and the line is empty, else its
 patches join the line, in batches up to `batch_size.max`; a red one is split likewise.
 The line's front may still take unprobed patches (it is on the head, a probe that lands
@@ -45,7 +45,6 @@ import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
 
 import anyio
 import anyio.abc
@@ -83,13 +82,15 @@ class Rules:
 class Pipeline:
     """Owns the waiting patches and the line; `run` is its one task."""
 
-    PROBES: ClassVar[int] = 2
-    """Probes at once per batch the line checks at once."""
-
     def __init__(self, rules: Rules, trees: TreePool, head: str, stats: MergeStats) -> None:
         self.rules, self.trees, self.head, self.stats = rules, trees, head, stats
         self.pending: list[Request] = []
-        self.line = Line(alternates=4 * rules.config.parallel_checks)
+        config = rules.config
+        self.line = Line(
+            4 * config.parallel_checks,
+            odds=config.alternate_odds,
+            before_red=config.alternates_before_red,
+        )
         """Alternates: with one line's worth, 5 % red runs took 24.1 s, 22.0 s with 4x."""
         self._splits: list[Split] = []
         """Red batches being split: patches touching their files wait for the verdict."""
@@ -97,8 +98,7 @@ class Pipeline:
         self.rate = RedRate()
         self._wake = anyio.Event()
         self._probes: list[Build] = []
-        config = rules.config
-        self.probe_limit = 0 if config.one_at_a_time else self.PROBES * config.parallel_checks
+        self.probe_limit = 0 if config.one_at_a_time else config.probes * config.parallel_checks
         """Probes at once (none in the one-at-a-time queue, the baseline)."""
         self.landed_files: set[str] = set()
         """The files the patches landed so far changed (a split reads them)."""

@@ -26,7 +26,7 @@ import anyio
 
 from swarm.sandbox import _spawn_server, _spawner
 
-__all__ = ["Finished", "run", "which"]
+__all__ = ["Finished", "Spawning", "run", "which"]
 
 GRACE_S = 10.0
 """How long a command whose caller is cancelled may run on before it is killed. A git
@@ -51,6 +51,20 @@ def _fast_ok() -> bool:
 
 
 @dataclass(frozen=True)
+class Spawning:
+    """How `run` starts its commands (the default: the fastest way the system has)."""
+
+    grace_s: float = GRACE_S
+    """How long a command whose caller is cancelled may run on before it is killed."""
+    fast: bool = True
+    """posix_spawn, memfd and pidfd where the system has them; False: `anyio.run_process`,
+    the portable way."""
+    server: _spawner.Server | None = None
+    """The spawn server to start commands through; None: the one open for this task
+    (`swarm.sandbox._spawner.current`), if any."""
+
+
+@dataclass(frozen=True)
 class Finished:
     """How a command ended."""
 
@@ -67,20 +81,27 @@ def which(name: str, env: Mapping[str, str]) -> str | None:
     return _which[key]
 
 
+_DEFAULT = Spawning()
+
+
 async def run(
-    argv: Sequence[str], *, env: Mapping[str, str], input: bytes | None = None
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    input: bytes | None = None,
+    how: Spawning = _DEFAULT,
 ) -> Finished:
     """Run `argv` (its first item a path) to the end. If the caller is cancelled, the
-    command may run on for `GRACE_S` (shielded), then it is killed.
+    command may run on for `how.grace_s` (shielded), then it is killed.
 
     Raises OSError when it cannot be started."""
-    server = _spawner.current()
-    if server is not None:
+    server = how.server or _spawner.current()
+    if server is not None and server.alive:
         with contextlib.suppress(_spawner.ServerGone):  # not started: start it here instead
-            return await _run_served(server, argv, env, input)
-    if _fast_ok():
-        return await _run_spawned(argv, env, input)
-    return await _run_portable(argv, env, input)
+            return await _run_served(server, argv, env, input, how.grace_s)
+    if how.fast and _fast_ok():
+        return await _run_spawned(argv, env, input, how.grace_s)
+    return await _run_portable(argv, env, input, how.grace_s)
 
 
 def _memfd(name: str, data: bytes | None = None) -> int:
@@ -116,18 +137,22 @@ def _finished(status: int, fds: list[int]) -> Finished:
 
 
 async def _run_served(
-    server: _spawner.Server, argv: Sequence[str], env: Mapping[str, str], input: bytes | None
+    server: _spawner.Server,
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    input: bytes | None,
+    grace_s: float,
 ) -> Finished:
     with _streams(input) as fds:
         started = await server.start(argv, env, fds)
         try:
-            return _finished(await started.wait(grace=GRACE_S), fds)
+            return _finished(await started.wait(grace=grace_s), fds)
         finally:
             started.close()
 
 
 async def _run_spawned(
-    argv: Sequence[str], env: Mapping[str, str], input: bytes | None
+    argv: Sequence[str], env: Mapping[str, str], input: bytes | None, grace_s: float
 ) -> Finished:
     with _streams(input) as fds:
         pid = _spawn_server.posix_start(argv, env, fds)
@@ -139,7 +164,7 @@ async def _run_spawned(
         try:
             await anyio.wait_readable(pidfd)
         except BaseException:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(GRACE_S):
+            with anyio.CancelScope(shield=True), anyio.move_on_after(grace_s):
                 await anyio.wait_readable(pidfd)
             raise
         finally:
@@ -149,10 +174,10 @@ async def _run_spawned(
 
 
 async def _run_portable(
-    argv: Sequence[str], env: Mapping[str, str], input: bytes | None
+    argv: Sequence[str], env: Mapping[str, str], input: bytes | None, grace_s: float
 ) -> Finished:
     """`anyio.run_process`, in a task of its own, shielded: cancelling it kills the
-    command at once, so a cancelled caller first waits up to `GRACE_S` for it."""
+    command at once, so a cancelled caller first waits up to `grace_s` for it."""
     ended = anyio.Event()
     process = anyio.CancelScope(shield=True)
     outcome: list[Finished | OSError] = []  # an OSError is raised as itself, not grouped
@@ -171,7 +196,7 @@ async def _run_portable(
         try:
             await ended.wait()
         except BaseException:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(GRACE_S):
+            with anyio.CancelScope(shield=True), anyio.move_on_after(grace_s):
                 await ended.wait()
             process.cancel()
             raise

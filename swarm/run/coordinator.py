@@ -140,7 +140,7 @@ class Coordinator:
     async def make_plan(self, base: str) -> Plan:
         """Ask the planner, feeding validation errors back a bounded number of times."""
         async with self._workspaces.open(base, "planner") as ws:
-            return await self._staff.plan(ws.path)
+            return await self._staff.plan(ws.path, ws.written)
 
     # -- the run ----------------------------------------------------------------------
 
@@ -217,7 +217,7 @@ class Coordinator:
         for n in range(1, self.options.fix_rounds + 1):
             if result.passed:
                 break
-            await mender.fix(final, queue.worktree, result, round_=n, command=accept)
+            await mender.fix(final, queue.worktree, queue.written, result, round_=n, command=accept)
             result = await mender.timed(
                 "checks", self._check(queue.worktree, accept, excuse=excuse)
             )
@@ -391,7 +391,7 @@ class Coordinator:
         then the subtask fails."""
         agent_id, stuck_on = f"coder:{st.id}", ""
         for again in range(STUCK_RESTARTS + 1):
-            coder = self._staff.agent("coder", agent_id, CODER, ws.path, st)
+            coder = self._staff.agent("coder", agent_id, CODER, ws, st)
             coder.depends_on(self._dependency_spans(st))
             prompt = coder_prompt(self.task, st, await coder.shown(st.files))
             if stuck_on:
@@ -404,7 +404,7 @@ class Coordinator:
                 return result, patch  # to check (a stuck coder may have made it, then looped)
             if result.finished:  # finished without a change: asked once to make it
                 again_id = f"{agent_id}:unchanged"
-                coder = self._staff.agent("coder", again_id, CODER, ws.path, st)
+                coder = self._staff.agent("coder", again_id, CODER, ws, st)
                 asked = await coder.run(unchanged_prompt(st), history=result.messages)
                 patch = await ws.patch()
                 if asked.stop_reason == "stuck" and not patch:
@@ -514,7 +514,7 @@ class Coordinator:
                     if merged.kind == "red":  # after a conflict the fixer re-applies by hand
                         await ws.apply(patch)
                     agent_id = f"fixer:{st.id}:rebase{outcome.rebases}"
-                    fixer = self._staff.agent("fixer", agent_id, FIXER, ws.path, st)
+                    fixer = self._staff.agent("fixer", agent_id, FIXER, ws, st)
                     await fixer.run(rebase_prompt(st, patch, reason, await fixer.shown(st.files)))
                     rebased = await ws.patch()
                     if not rebased.strip() and patch.strip():

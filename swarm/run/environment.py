@@ -26,7 +26,7 @@ from pathlib import Path
 
 import anyio
 
-from swarm.agent.tool import ToolContext, command_env
+from swarm.agent.tool import ToolContext, WriteLog, command_env
 from swarm.agent.toolbox import run_command
 from swarm.errors import ConfigError, WorkspaceError
 from swarm.sandbox import Sandbox, default_sandbox
@@ -134,14 +134,23 @@ class CheckEnvironment:
         env.update(self.extra)
         return env
 
-    def context(self, worktree: Path, *, check: str | None = None, timeout_s: float) -> ToolContext:
-        """A ToolContext for commands in `worktree`: this environment, this sandbox."""
+    def context(
+        self,
+        worktree: Path,
+        *,
+        check: str | None = None,
+        timeout_s: float,
+        written: WriteLog | None = None,
+    ) -> ToolContext:
+        """A ToolContext for commands in `worktree`: this environment, this sandbox; its
+        file tools note what they write in `written` (the workspace's log)."""
         return ToolContext(
             root=worktree,
             check=check,
             env=self.env_for(worktree),
             timeout_s=timeout_s,
             sandbox=self.sandbox,
+            written=WriteLog() if written is None else written,
         )
 
     def describe(self) -> str:

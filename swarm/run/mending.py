@@ -23,11 +23,12 @@ from pathlib import Path
 
 import anyio
 
+from swarm.agent.tool import WriteLog
 from swarm.errors import GaveUp
 from swarm.run._impact import Selection, changed_files, select
 from swarm.run.check import NOTHING_TO_TEST, Checker, CheckFn, CheckResult, tree_key
 from swarm.run.outcome import PhaseTimes, SubtaskOutcome
-from swarm.run.parts import SolveOptions, WorkspaceLike, is_local
+from swarm.run.parts import Place, SolveOptions, WorkspaceLike, is_local
 from swarm.run.plan import Subtask
 from swarm.run.roles import FIXER, fix_prompt
 from swarm.run.staff import Staff
@@ -155,7 +156,7 @@ class Mender:
             rounds += 1
             outcome.fix_rounds += 1
             self._fixing(st.id)
-            await self.fix(st, ws.path, result, round_=rounds, tag=tag, command=command)
+            await self.fix(st, ws.path, ws.written, result, round_=rounds, tag=tag, command=command)
             patch = await ws.patch()
             if not patch.strip():
                 return patch
@@ -167,6 +168,7 @@ class Mender:
         self,
         st: Subtask,
         path: Path,
+        written: WriteLog,
         failed: CheckResult,
         *,
         round_: int,
@@ -175,7 +177,9 @@ class Mender:
     ) -> None:
         escalate = round_ > self.options.escalate_after
         agent_id = f"fixer:{st.id}:{tag}{round_}"
-        agent = self.staff.agent("fixer", agent_id, FIXER, path, st, escalate=escalate)
+        agent = self.staff.agent(
+            "fixer", agent_id, FIXER, Place(path, written), st, escalate=escalate
+        )
         await agent.run(fix_prompt(st, command, failed.output, await agent.shown(st.files)))
 
     async def timed(self, phase: str, work: Awaitable[CheckResult]) -> CheckResult:

@@ -56,6 +56,11 @@ class Merger(Protocol):
         ...
 
     @property
+    def written(self) -> WriteLog:
+        """The files the final verification's fixers wrote in `worktree`."""
+        ...
+
+    @property
     def stats(self) -> MergeStats:
         """What the queue has done so far."""
         ...
@@ -120,8 +125,8 @@ class MergeQueue:
         """The integration branch's own worktree."""
         self.branch = branch
         self.settings = settings
-        self.written = WriteLog.at(worktree)
-        """Files the final verification's fixers wrote here (held for the queue's life)."""
+        self.written = WriteLog()
+        """Files the final verification's fixers wrote here (their contexts note here)."""
         self.base = ""
         """The commit the run started from."""
         self.stats = MergeStats()

@@ -8,10 +8,12 @@ own calls).
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 from swarm.budget import Budget, Budgeted
 from swarm.config import SwarmConfig
 from swarm.messages import ChatRequest, ChatResult
-from swarm.model import Model, context_window
+from swarm.model import Model, Streamed, context_window, relay, stream_of, streamed
 from swarm.routing.router import Need, Router, TierModel
 from swarm.run.journal import Journal
 from swarm.run.parts import ModelSource
@@ -71,6 +73,13 @@ class _Shaped:
         tier, need = self._source.route(self._tier, self._sub)
         return await self._source.router.chat(request, tier=tier, need=need, role=self._role)
 
+    def stream(self, request: ChatRequest) -> AsyncIterator[Streamed]:
+        tier, need = self._source.route(self._tier, self._sub)
+        router, role = self._source.router, self._role
+        return streamed(
+            lambda sink: router.chat(request, tier=tier, need=need, role=role, on_delta=sink)
+        )
+
 
 class RunModels:
     """Wraps a model source: journaled (replayed on resume), timed, within the budget."""
@@ -112,6 +121,11 @@ class _Timed:
         self.context_window = context_window(inner)
 
     async def chat(self, request: ChatRequest) -> ChatResult:
-        result = await self._inner.chat(request)
+        return self._timed(await self._inner.chat(request))
+
+    def stream(self, request: ChatRequest) -> AsyncIterator[Streamed]:
+        return relay(stream_of(self._inner, request), self._timed)
+
+    def _timed(self, result: ChatResult) -> ChatResult:
         self._models.model_s += result.timing.duration_s
         return result

@@ -16,7 +16,7 @@ from typing import Protocol, runtime_checkable
 
 import anyio
 
-from swarm.agent.tool import Tool
+from swarm.agent.tool import Tool, WriteLog
 from swarm.budget import Budget
 from swarm.config import ClusterConfig, MergeConfig
 from swarm.messages import ModelSettings
@@ -65,11 +65,28 @@ def is_local(path: Path) -> bool:
     return os.path.isdir(path)
 
 
-class WorkspaceLike(Protocol):
-    """One agent's working copy: where its tools act, and its changes as a patch."""
+class Where(Protocol):
+    """Where an agent works: a directory, and the log its tools note new files in."""
 
     @property
     def path(self) -> Path: ...
+
+    @property
+    def written(self) -> WriteLog:
+        """The files its agents' tools wrote (the workspace's patch takes the new ones)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Place:
+    """A `Where` made of its two parts (the integration worktree and its log)."""
+
+    path: Path
+    written: WriteLog
+
+
+class WorkspaceLike(Where, Protocol):
+    """One agent's working copy: where its tools act, and its changes as a patch."""
 
     async def patch(self) -> str: ...
 
@@ -208,7 +225,8 @@ class SolveOptions:
     subtask_retries: int = 2
     """Times a subtask failed by its provider calls (not by red checks) starts again."""
     subtask_retry_after_s: float = 5.0
-    """Wait before such a retry, times the retry's number (breakers cool meanwhile)."""
+    """Wait before such a retry, times the retry's number (`[routing]
+    subtask_retry_after_s`)."""
     compaction: bool = True
     """Agents keep their history inside the model's window (False: never compact)."""
     merge: MergeConfig = field(default_factory=MergeConfig)

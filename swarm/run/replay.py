@@ -15,12 +15,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 import anyio.lowlevel
 
 from swarm.messages import ChatRequest, ChatResult, ToolSpec
-from swarm.model import Model, context_window
+from swarm.model import Delta, Done, Model, Streamed, closing, context_window, stream_of
 from swarm.run.journal import Journal
 from swarm.tracing import semconv as sc
 
@@ -114,19 +114,46 @@ class ReplayModel:
 
     async def chat(self, request: ChatRequest) -> ChatResult:
         """The journaled reply to this call, or the inner model's (journaled)."""
+        call_key, digest, stored = self._look_up(request)
+        if stored is not None:
+            await anyio.lowlevel.checkpoint()  # a replayed agent still yields and can be cancelled
+            return stored
+        result = await self.inner.chat(request)
+        return self._recorded(call_key, digest, result)
+
+    async def stream(self, request: ChatRequest) -> AsyncIterator[Streamed]:
+        """`chat`'s answer as a stream: a journaled reply in one piece, the inner model's
+        as it streams (journaled when it is done)."""
+        call_key, digest, stored = self._look_up(request)
+        if stored is not None:
+            await anyio.lowlevel.checkpoint()
+            if stored.text:
+                yield Delta("text", stored.text)
+            yield Done(stored)
+            return
+        async with closing(stream_of(self.inner, request)) as items:
+            async for item in items:
+                if isinstance(item, Done):
+                    item = Done(self._recorded(call_key, digest, item.result))
+                yield item
+
+    def _look_up(self, request: ChatRequest) -> tuple[str, str, ChatResult | None]:
+        """The call's journal key and digest, and its journaled result if there is one."""
         index = self._next_index  # taken before any await: call order decides the index
         self._next_index += 1
         call_key = f"{self.key}#{index}"
         digest = replay_hash(request)
         stored = self.journal.find_call(self.run_id, call_key, digest)
-        if stored is not None:
-            await anyio.lowlevel.checkpoint()  # a replayed agent still yields and can be cancelled
-            self.replayed += 1
-            result = ChatResult.model_validate_json(stored)
-            if self.on_replay is not None:
-                self.on_replay(result)
-            return result.model_copy(update={"extras": {**result.extras, sc.REPLAYED: True}})
-        result = await self.inner.chat(request)
+        if stored is None:
+            return call_key, digest, None
+        self.replayed += 1
+        result = ChatResult.model_validate_json(stored)
+        if self.on_replay is not None:
+            self.on_replay(result)
+        replayed = result.model_copy(update={"extras": {**result.extras, sc.REPLAYED: True}})
+        return call_key, digest, replayed
+
+    def _recorded(self, call_key: str, digest: str, result: ChatResult) -> ChatResult:
         self.journal.record_call(self.run_id, call_key, digest, result.model_dump_json())
         self.recorded += 1
         return result

@@ -247,7 +247,11 @@ async def solve(
             config=config,
             journal=journal,
             limits=config.budget.over(task.budget).over(req.budget),
-            options=SolveOptions(max_agents=req.max_agents or task.max_agents or 8, merge=merge),
+            options=SolveOptions(
+                max_agents=req.max_agents or task.max_agents or 8,
+                merge=merge,
+                subtask_retry_after_s=config.routing.subtask_retry_after_s,
+            ),
             state_dir=state,
             traces_dir=_traces_dir(req, state, repo),
             resuming=resuming,

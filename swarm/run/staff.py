@@ -11,7 +11,7 @@ oldest turns are dropped when that is not enough.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field, replace
 from functools import partial
@@ -24,15 +24,15 @@ from swarm.agent.compaction import ContextPolicy
 from swarm.agent.context import Chain, MaskToolOutputs, RecentWindow
 from swarm.agent.events import AgentResult
 from swarm.agent.loop import Agent
-from swarm.agent.tool import Tool, ToolContext
+from swarm.agent.tool import Tool, ToolContext, WriteLog
 from swarm.agent.toolbox import CommandResult
 from swarm.errors import ModelBehaviorError, WorkspaceError
 from swarm.messages import ChatRequest, ChatResult, Message
-from swarm.model import Model
+from swarm.model import Model, Streamed, stream_of
 from swarm.run._git import git
 from swarm.run.environment import CheckEnvironment
 from swarm.run.outcome import PhaseTimes
-from swarm.run.parts import Crew, SolveOptions, is_local
+from swarm.run.parts import Crew, SolveOptions, Where, is_local
 from swarm.run.plan import Plan, PlanError, Subtask, parse_plan_reply
 from swarm.run.roles import PLANNER, PLANNER_TOOLS, planner_prompt, shown_files
 from swarm.run.task import Task
@@ -73,11 +73,13 @@ class Staff:
         role: str,
         agent_id: str,
         instructions: str,
-        path: Path,
+        where: Where,
         st: Subtask,
         *,
         escalate: bool = False,
     ) -> TimedAgent:
+        """An agent working in `where` (a workspace: its path, and the log its tools note
+        their new files in)."""
         models = self.crew.models
         if again := self.restarts.get(st.id, 0):
             # Asked anew, not replayed: the replayed calls would send the lost attempt's
@@ -96,7 +98,7 @@ class Staff:
             fallback_model=fallback,
             instructions=instructions,
             tools=self.tools,
-            context=self.context(path, self.task.check_for(st.files)),
+            context=self.context(where.path, where.written, self.task.check_for(st.files)),
             max_steps=self.options.max_steps_per_agent,
             agent_id=agent_id,
             subtask_id=st.id,
@@ -105,7 +107,7 @@ class Staff:
         )
         return TimedAgent(agent, self.times, role, self.stuck)
 
-    async def plan(self, path: Path) -> Plan:
+    async def plan(self, path: Path, written: WriteLog) -> Plan:
         """Ask the planner (working in `path`), feeding validation errors back a bounded
         number of times."""
         tools = [t for t in self.tools if t.name in PLANNER_TOOLS]
@@ -117,7 +119,7 @@ class Staff:
                 model=self.crew.models.model("planner", agent_id=agent_id),
                 instructions=PLANNER,
                 tools=tools,
-                context=self.context(path, self.task.accept_command),
+                context=self.context(path, written, self.task.accept_command),
                 max_steps=self.options.max_steps_per_agent,
                 agent_id=agent_id,
                 settings=self.crew.settings.get("planner"),
@@ -144,8 +146,9 @@ class Staff:
             attempts=self.options.plan_retries + 1,
         )
 
-    def context(self, path: Path, check: str | None) -> ToolContext:
-        ctx = self.environment.context(path, check=check, timeout_s=self.options.check_timeout_s)
+    def context(self, path: Path, written: WriteLog, check: str | None) -> ToolContext:
+        timeout_s = self.options.check_timeout_s
+        ctx = self.environment.context(path, check=check, timeout_s=timeout_s, written=written)
         if self.check_slot:
             ctx = replace(ctx, check_slot=self.check_slot)
         if self.remember is not None:
@@ -206,6 +209,12 @@ class _MadeOnFirstCall:
         self._model: Model | None = None
 
     async def chat(self, request: ChatRequest) -> ChatResult:
+        return await self._made().chat(request)
+
+    def stream(self, request: ChatRequest) -> AsyncIterator[Streamed]:
+        return stream_of(self._made(), request)
+
+    def _made(self) -> Model:
         if self._model is None:
             self._model = self._make()
-        return await self._model.chat(request)
+        return self._model

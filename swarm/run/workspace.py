@@ -87,7 +87,7 @@ class Workspace:
         """The workspace's branch, `swarm-ws/<run_id>/<name>`."""
         self.base = base
         """The commit (full sha) the workspace started from."""
-        self.written = WriteLog.fresh(path)
+        self.written = WriteLog()
         """The files tools wrote here: shared by every ToolContext rooted at `path`."""
         self._common = common
         self._owner = path.with_name(f"{path.name}.owner")
@@ -172,7 +172,7 @@ class Workspace:
         excludes = [arg for pattern in keep for arg in ("-e", pattern)]
         await git("clean", "-ffdxq", *excludes, cwd=self.path)
         self.base = sha
-        self.written = WriteLog.fresh(self.path)
+        self.written = WriteLog()
 
     async def _create(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -50,16 +50,22 @@ PIDFD = _spawn_server.pidfd_ok()
 
 
 async def open_command(
-    argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], stdin: int | None = None
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    stdin: int | None = None,
+    pidfd: bool = True,
 ) -> Command:
     """Start `argv` in `cwd` in a new session, stdin from /dev/null (or the descriptor
     `stdin`, still the caller's to close; needs pidfds), stdout and stderr together in one
-    pipe; through the run's spawn server when one is open.
+    pipe; through the run's spawn server when one is open. `pidfd=False` (a sandbox
+    policy's) starts it through anyio even where pidfds work.
 
     A session, not only a process group: on Linux a session is a scheduling group of its
     own (autogroup), so a fork bomb's thousand processes share one command's part of the
     cores and the guard watching it still gets its turn."""
-    if not PIDFD:
+    if not (PIDFD and pidfd):
         return await anyio.open_process(list(argv), cwd=cwd, env=dict(env), **_STREAMS)
     server = _spawner.current()
     if server is not None:

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Self
 
 from swarm._run_config import SandboxNetwork
 
@@ -78,6 +78,17 @@ class SandboxPolicy:
     limits: Limits = field(default_factory=Limits)
     allow: tuple[str, ...] = ()
     """`HOST:PORT` entries a `loopback` or `allow` network reaches (`SandboxConfig.allow`)."""
+    cgroups: bool = True
+    """Put each command in pids (and memory) cgroups of its own where the machine lets
+    swarm make them (`swarm.sandbox._pids`); False: never, the guard alone keeps the
+    process limit and memory is limited per process."""
+    guard_in_cgroup: bool = True
+    """In a pids cgroup, where the kernel caps the tasks, the guard still counts the
+    processes now and then and ends a command spinning on failed forks; False: the
+    kernel's cap alone."""
+    pidfd: bool = True
+    """Start and wait for commands through pidfds where the system has them (Linux);
+    False: through anyio's `open_process`, the way they start elsewhere."""
 
     def with_read_only(self, paths: Sequence[Path]) -> SandboxPolicy:
         """This policy with `paths` also readable (kept in order, once each)."""
@@ -168,8 +179,12 @@ class Sandbox(ABC):
         """Short notes for the model on what the sandbox refused, read from `output`."""
         return []
 
-    def with_read_only(self, paths: Sequence[Path]) -> Sandbox:
+    def with_read_only(self, paths: Sequence[Path]) -> Self:
         """The same sandbox with `paths` also readable (a repository's interpreter)."""
+        return self.with_policy(self.policy.with_read_only(paths))
+
+    def with_policy(self, policy: SandboxPolicy) -> Self:
+        """The same sandbox under `policy` (its seats, proxy and binary shared)."""
         return self
 
 

@@ -45,6 +45,7 @@ import signal
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from pathlib import Path
+from typing import Self
 
 import anyio
 
@@ -156,15 +157,15 @@ class BwrapSandbox(Sandbox):
     def __repr__(self) -> str:
         return f"BwrapSandbox(network={self.policy.network!r})"
 
-    def with_read_only(self, paths: Sequence[Path]) -> BwrapSandbox:
-        policy = self.policy.with_read_only(paths)
-        return BwrapSandbox(policy, bwrap=self.bwrap, egress=self.egress, seats=self.seats)
+    def with_policy(self, policy: SandboxPolicy) -> Self:
+        return type(self)(policy, bwrap=self.bwrap, egress=self.egress, seats=self.seats)
 
     @asynccontextmanager
     async def session(self) -> AsyncIterator[object]:
         """The proxy of a proxied network, and launchers ready in their pids cgroups."""
         _say_what_is_enforced(self.policy)
-        async with self.seats.open(), self.egress.session() if self.egress else nullcontext():
+        seats = self.seats.open() if self._seated else nullcontext()
+        async with seats, self.egress.session() if self.egress else nullcontext():
             yield None
 
     def lane(self) -> AbstractAsyncContextManager[Lane | None]:
@@ -191,15 +192,22 @@ class BwrapSandbox(Sandbox):
         else:
             command = self._limited(argv)
         line = [*self._head, *worktree, *self._tail, *command]
-        if (seat := self.seats.take()) is not None:
+        if self._seated and (seat := self.seats.take()) is not None:
             return Launch(line, inner, root, seat.cgroup, seat)
         cgroup = self._new_cgroup()
         if cgroup is None:
             return Launch(line, inner, root)
         return Launch(_pids.joined(cgroup, line), inner, root, cgroup)
 
+    @property
+    def _seated(self) -> bool:
+        """Seats (launchers in cgroups, started through pidfds) fit the policy."""
+        return self.policy.cgroups and self.policy.pidfd
+
     def _new_cgroup(self) -> Path | None:
         """A command's own cgroup (and its memory twin): `swarm.sandbox._pids`."""
+        if not self.policy.cgroups:
+            return None
         return _pids.make(self.policy.limits.max_processes, self.policy.limits.memory_mb)
 
     def ended(self, launch: Launch) -> list[str]:
@@ -338,6 +346,8 @@ class BwrapSandbox(Sandbox):
         only counted once its tasks are more than the limit: one small file read."""
         limit = self.policy.limits.max_processes
         cgroup = launch.cgroup if launch is not None else None
+        if cgroup is not None and not self.policy.guard_in_cgroup:
+            return None  # the kernel's cap alone
         init: int | None = None
         intervals = _GUARD_INTERVALS_S if cgroup is None else _CAPPED_INTERVALS_S
         waits = iter(intervals)

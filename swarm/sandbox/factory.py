@@ -79,6 +79,9 @@ def make_sandbox(
             config.shm_mb,
         ),
         allow=tuple(config.allow),
+        cgroups=config.cgroups,
+        guard_in_cgroup=config.guard_in_cgroup,
+        pidfd=config.pidfd,
     )
     if chosen == "none":
         return NoSandbox(policy, why="sandbox kind 'none' was chosen")

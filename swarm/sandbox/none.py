@@ -16,6 +16,7 @@ import threading
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Self
 
 from swarm.errors import UnsandboxedWarning
 from swarm.sandbox.base import Lane, Launch, Sandbox, SandboxPolicy
@@ -60,8 +61,8 @@ class NoSandbox(Sandbox):
     ) -> Launch:
         return Launch(list(argv), dict(env), cwd)
 
-    def with_read_only(self, paths: Sequence[Path]) -> NoSandbox:
-        return NoSandbox(self.policy.with_read_only(paths), why="")
+    def with_policy(self, policy: SandboxPolicy) -> Self:
+        return type(self)(policy, why="")
 
     def __repr__(self) -> str:
         return "NoSandbox()"

@@ -221,7 +221,7 @@ async def run_confined(
         launch = sandbox.launch(argv, cwd=cwd, env=env, git_write=git_write, lane=lane)
         started = time.perf_counter()
         try:
-            process = await _start(launch)
+            process = await _start(launch, sandbox.policy.pidfd)
         except BaseException:
             sandbox.release(launch)  # nothing ran in what it made
             raise
@@ -250,9 +250,10 @@ async def run_confined(
     )
 
 
-def _start(launch: Launch) -> Awaitable[Command]:
-    start = launch.seat.start if launch.seat is not None else open_command
-    return start(launch.argv, cwd=launch.cwd, env=launch.env)
+def _start(launch: Launch, pidfd: bool) -> Awaitable[Command]:
+    if launch.seat is not None:
+        return launch.seat.start(launch.argv, cwd=launch.cwd, env=launch.env)
+    return open_command(launch.argv, cwd=launch.cwd, env=launch.env, pidfd=pidfd)
 
 
 async def _watch(

@@ -20,9 +20,18 @@ from typing import Literal
 
 import anyio
 
-from swarm.agent.tool import Finish, Tool, tool
+from swarm.agent.tool import Finish, Tool, WriteLog, tool
 from swarm.messages import ChatRequest, ChatResult, ToolCall
-from swarm.model import FirstTokenCallback, Model, Provider, context_window
+from swarm.model import (
+    FirstTokenCallback,
+    Model,
+    PieceSink,
+    Provider,
+    Streamed,
+    context_window,
+    relay,
+    stream_of,
+)
 from swarm.providers.sim import Reply
 from swarm.run.check import CheckResult
 from swarm.run.merge import MergeResult, MergeStats
@@ -154,6 +163,7 @@ def sim_tools(tool_s: float) -> list[Tool]:
 @dataclass
 class _Workspace:
     path: Path
+    written: WriteLog = field(default_factory=WriteLog)
 
     async def patch(self) -> str:
         return f"simulated patch of {self.path.name}\n"
@@ -219,6 +229,7 @@ class SimMerger:
     def __init__(self, merge_s: float, check: SimChecks) -> None:
         self.merge_s, self._check = merge_s, check
         self.worktree = _ROOT / "_integration"
+        self.written = WriteLog()
         self.head = "sim-0"
         self.merges = 0
         self.stats = MergeStats()
@@ -282,7 +293,12 @@ class _Recorded:
         self.context_window = context_window(inner)
 
     async def chat(self, request: ChatRequest) -> ChatResult:
-        result = await self._inner.chat(request)
+        return self._record(await self._inner.chat(request))
+
+    def stream(self, request: ChatRequest) -> AsyncIterator[Streamed]:
+        return relay(stream_of(self._inner, request), self._record)
+
+    def _record(self, result: ChatResult) -> ChatResult:
         u = result.usage
         self._log.append(
             CallRecord(
@@ -308,13 +324,22 @@ class CountingProvider:
         """Calls rejected (400) for being longer than the model's window."""
 
     async def chat(
-        self, model: str, request: ChatRequest, *, on_first_token: FirstTokenCallback | None = None
+        self,
+        model: str,
+        request: ChatRequest,
+        *,
+        on_first_token: FirstTokenCallback | None = None,
+        on_delta: PieceSink | None = None,
     ) -> ChatResult:
         from swarm.errors import ContextWindowExceeded, RateLimited
 
         self.attempts += 1
         try:
-            return await self.inner.chat(model, request, on_first_token=on_first_token)
+            if on_delta is None:  # a provider that does not stream need not take it
+                return await self.inner.chat(model, request, on_first_token=on_first_token)
+            return await self.inner.chat(
+                model, request, on_first_token=on_first_token, on_delta=on_delta
+            )
         except RateLimited:
             self.rate_limited += 1
             raise
