@@ -374,7 +374,7 @@ class Coordinator:
         removed = unasked_removals(patch, *asked)
         if removed:
             agent_id = f"coder:{st.id}:removed"
-            coder = self._staff.agent("coder", agent_id, CODER, ws.path, st)
+            coder = self._staff.agent("coder", agent_id, CODER, ws, st)
             await coder.run(removal_prompt(removed), history=result.messages)
             patch = await ws.patch()
             removed = unasked_removals(patch, *asked)
