@@ -9,6 +9,7 @@ provider key, and a loopback TCP server standing in for the internet.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socketserver
@@ -925,6 +926,63 @@ ATTACKS += [
         host_danger=True,
     ),
 ]
+# who a command is to the host's kernel (issue 34): never uid 0, even when swarm is root
+SLEEPER = "31.4159"
+"""The argument that finds the sandboxed `sleep` among the host's processes."""
+
+
+async def _host_uid_of_a_command(w: World) -> str:
+    """Start `sleep` through `run` and read its uids from the host's /proc (only the
+    command's: bubblewrap's own two processes, its monitor and the namespace's reaper, stay
+    root without effective capabilities and run nothing of the command's)."""
+    statuses: list[str] = []
+    async with anyio.create_task_group() as group:
+        group.start_soon(TOOLS["run"].run, {"command": f"sleep {SLEEPER}"}, w.ctx())
+        with anyio.move_on_after(15):
+            while not statuses:
+                await anyio.sleep(0.02)
+                for pid in _survivors(SLEEPER):
+                    with contextlib.suppress(OSError):
+                        if Path(f"/proc/{pid}/comm").read_text().strip() == "sleep":
+                            status = Path(f"/proc/{pid}/status").read_text().splitlines()
+                            statuses += [line for line in status if line.startswith("Uid:")]
+        group.cancel_scope.cancel()
+    return "\n".join(statuses) or "NOT-FOUND"
+
+
+def _runs_as_host_root(_w: World, out: str) -> bool:
+    uids = [line.split()[1:] for line in out.splitlines() if line.startswith("Uid:")]
+    return not uids or any("0" in ids for ids in uids)
+
+
+async def _root_owned(w: World, name: str, mode: int, command: str) -> str:
+    """A file of root's with `mode` and no ACL, made in the worktree after a first command
+    (which lets the command's uid write what is there), then `command` run on it."""
+    await TOOLS["run"].run({"command": "true"}, w.ctx())
+    path = w.wt / name
+    path.write_text("root's\n")
+    with contextlib.suppress(OSError):
+        os.removexattr(path, "system.posix_acl_access")
+    path.chmod(mode)
+    return await TOOLS["run"].run({"command": command}, w.ctx())
+
+
+ATTACKS += [
+    Attack("run-host-uid-0", _host_uid_of_a_command, _runs_as_host_root, ROOT),
+    Attack(
+        "run-write-root-owned-file",
+        lambda w: _root_owned(w, "owned.txt", 0o644, "echo pwned >> owned.txt"),
+        lambda w, _o: "pwned" in (w.wt / "owned.txt").read_text(),
+        True,  # unconfined it is swarm's own file
+    ),
+    Attack(
+        "run-read-root-only-file",
+        lambda w: _root_owned(w, "private.txt", 0o600, "cat private.txt && echo READ-IT"),
+        printed("READ-IT"),
+        True,
+    ),
+]
+
 ATTACKS.append(Attack("hooks-run-move-refs-and-head", *_hook_runs_worktree_file(), True))
 ATTACKS.append(
     Attack(

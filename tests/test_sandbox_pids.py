@@ -86,7 +86,7 @@ async def test_without_a_hierarchy_the_guard_alone_keeps_the_limit(
     monkeypatch.setattr(_pids, "_HIERARCHY", tmp_path / "no-cgroups")
     sandbox = BwrapSandbox(SandboxPolicy(limits=Limits(max_processes=16)))
     launch = sandbox.launch(["true"], cwd=tmp_path, env={})
-    assert launch.cgroup is None and launch.argv[0] == sandbox.bwrap
+    assert launch.cgroup is None and sandbox.bwrap in launch.argv[:5]  # not joining one
     many = "for i in $(seq 40); do sleep 5 & done; wait"
     output = await _run(sandbox, ["/bin/sh", "-c", many], tmp_path)
     assert "[sandbox: more than 16 processes at once; the command was killed]" in output
