@@ -273,3 +273,20 @@ async def test_the_limits_are_set_hard_in_bash_commands_and_argv_commands(repo: 
         )
     expected = f"LIMITS {(3000 << 20,) * 2} {(70 << 20,) * 2}"
     assert expected in script.output and expected in argv.output
+
+
+@needs_bwrap
+async def test_what_setup_exports_reaches_later_commands_and_the_check(repo: Path) -> None:
+    setup = (
+        "mkdir -p tools && printf '#!/bin/sh\\necho tool ran\\n' > tools/mytool && "
+        'chmod +x tools/mytool && export GREETING="hi there" && export PATH="$PWD/tools:$PATH"'
+    )
+    env = CheckEnvironment.resolve(repo, python=sys.executable, setup=setup)
+    async with Workspace.open(repo, name="w") as ws:
+        await env.prepare(ws.path)
+        ctx = env.context(ws.path, check='echo "check: $GREETING"', timeout_s=20)
+        out = await TOOLS["run"].run({"command": 'echo "$GREETING"; mytool; echo "[$HOME]"'}, ctx)
+        check = await TOOLS["run_tests"].run({}, ctx)
+    assert "hi there" in out and "tool ran" in out and "[/tmp]" in out, out
+    assert "check: hi there" in check, check
+    assert env.exports[ws.path].keys() == {"GREETING", "PATH"}
