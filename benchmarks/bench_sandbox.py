@@ -88,7 +88,20 @@ def _repo(root: Path) -> Path:
     return repo
 
 
-class _Before(BwrapSandbox):
+class _Undropped(BwrapSandbox):
+    """bubblewrap without the host uid drop and the seccomp filter (the `setpriv` step and
+    the `/bin/sh` that hands bwrap the filter)."""
+
+    def __init__(self, policy: SandboxPolicy | None = None, **kwargs: Any) -> None:
+        super().__init__(policy, **kwargs)
+        self._seccomp = None
+
+    @functools.cached_property
+    def _drop(self) -> list[str]:
+        return []
+
+
+class _Before(_Undropped):
     """bubblewrap as swarm set it up before issue 34 (its command line, its pids cgroup
     without a memory twin): the baseline of `layers_ms`."""
 
@@ -117,18 +130,10 @@ class _Before(BwrapSandbox):
         return _Before(self.policy.with_read_only(paths), bwrap=self.bwrap, seats=self.seats)
 
 
-class _Main(BwrapSandbox):
+class _Main(_Undropped):
     """bubblewrap as main had it before the unprivileged host uid and seccomp (a user
     namespace mapping the command to swarm's uid, root here; no filter): the baseline of
     `drop_ms`."""
-
-    def __init__(self, policy: SandboxPolicy | None = None, **kwargs: Any) -> None:
-        super().__init__(policy, **kwargs)
-        self._seccomp = None
-
-    @functools.cached_property
-    def _drop(self) -> list[str]:
-        return []
 
     @functools.cached_property
     def _tail(self) -> list[str]:

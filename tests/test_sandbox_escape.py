@@ -983,6 +983,24 @@ ATTACKS += [
     ),
 ]
 
+
+async def _others_unfinished_blobs(w: World) -> str:
+    """The other agent's patch is computed (its blobs made), then every object this agent's
+    git can reach is printed."""
+    w.other.written.note("notes.txt")
+    assert SECRETS["other"] in await w.other.patch()
+    command = "git cat-file --batch-all-objects --batch | grep -a -o 'OTHER-WORKTREE-[-A-Za-z0-9]*'"
+    return await TOOLS["run"].run({"command": command}, w.ctx())
+
+
+ATTACKS.append(
+    Attack(
+        "run-cat-file-others-unfinished-work",
+        _others_unfinished_blobs,
+        leaked("other"),
+        False,  # the blobs of a patch never enter the shared store, sandbox or not
+    )
+)
 ATTACKS.append(Attack("hooks-run-move-refs-and-head", *_hook_runs_worktree_file(), True))
 ATTACKS.append(
     Attack(
