@@ -157,6 +157,9 @@ class SandboxConfig(BaseModel):
     tmp_mb: int = Field(default=1024, ge=16)
     shm_mb: int = Field(default=256, ge=1)
     """Size of each command's `/dev/shm` (memory-backed)."""
+    disk_mb: int | None = Field(default=8192, ge=1)
+    """How much a worktree may grow past its size at its first command (its commands are
+    killed past it, and told so); None: no quota."""
 
     @field_validator("allow")
     @classmethod

@@ -71,6 +71,7 @@ UNNAMED_SECRETS = {
 """Secrets whose names hold none of the deny-list's words: only an allow-list stops them."""
 ROOT = os.geteuid() == 0
 SHM_MB = 32
+DISK_MB = 64
 MEMORY_MB = 256
 SYSCTL = Path("/proc/sys/kernel/core_uses_pid")
 
@@ -158,7 +159,9 @@ def _make_repo(tmp: Path) -> tuple[Path, Path, Path]:
 
 
 def _sandbox(kind: str) -> Sandbox:
-    limits = Limits(max_processes=MAX_PROCESSES, memory_mb=MEMORY_MB, shm_mb=SHM_MB)
+    limits = Limits(
+        max_processes=MAX_PROCESSES, memory_mb=MEMORY_MB, shm_mb=SHM_MB, disk_mb=DISK_MB
+    )
     policy = SandboxPolicy(limits=limits)
     return BwrapSandbox(policy) if kind == "bwrap" else NoSandbox(policy)
 
@@ -999,6 +1002,26 @@ ATTACKS.append(
         _others_unfinished_blobs,
         leaked("other"),
         False,  # the blobs of a patch never enter the shared store, sandbox or not
+    )
+)
+
+
+def _disk_bomb_stopped(w: World, out: str) -> bool:
+    grown = sum(p.stat().st_size for p in w.wt.glob("bomb-*")) / (1024 * 1024)
+    return "BOMB-DONE" in out or grown > 4 * DISK_MB or f"disk quota of {DISK_MB} MB" not in out
+
+
+ATTACKS.append(
+    Attack(
+        "run-disk-bomb",
+        run(
+            lambda _w: (
+                "for i in $(seq 100); do head -c 4M /dev/zero > bomb-$i; done; echo BOMB-DONE"
+            )
+        ),
+        _disk_bomb_stopped,
+        True,
+        host_danger=True,  # unconfined it writes 400 MB to the host's disk
     )
 )
 ATTACKS.append(Attack("hooks-run-move-refs-and-head", *_hook_runs_worktree_file(), True))

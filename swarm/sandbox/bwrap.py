@@ -34,10 +34,12 @@ Limits: RLIMIT_DATA and RLIMIT_FSIZE set by `ulimit` on the way in; the process 
 watched (`guard`), since RLIMIT_NPROC counts the user's processes machine-wide and does
 not bind root at all; where swarm may make cgroups, the kernel caps the processes and the
 whole command's memory too, each command in cgroups of its own (`swarm.sandbox._pids`).
+The guard also keeps the worktree's disk quota (`swarm.sandbox._disk`: a check).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -52,7 +54,7 @@ import anyio
 
 from swarm._run_config import PROXY_PORT
 from swarm.errors import ConfigError
-from swarm.sandbox import _identity, _pids, _seccomp
+from swarm.sandbox import _disk, _identity, _pids, _seccomp
 from swarm.sandbox._egress import Egress
 from swarm.sandbox._etc import etc_mounts, sandbox_ids
 from swarm.sandbox._gitconfig import shown_config
@@ -373,9 +375,14 @@ class BwrapSandbox(Sandbox):
         intervals = _GUARD_INTERVALS_S if cgroup is None else _CAPPED_INTERVALS_S
         waits = iter(intervals)
         count: _pids.TaskCount | None = None  # cgroup's count, read through one open file
+        disk = self._disk_watch(launch)
         try:
             while True:
                 await anyio.sleep(next(waits, intervals[-1]))
+                if disk is not None and (full := disk.over()) is not None:
+                    with contextlib.suppress(OSError):
+                        os.kill(init or pid, signal.SIGKILL)  # bwrap's: the namespace goes
+                    return full
                 try:
                     if init is None:
                         found = _children(pid)
@@ -407,6 +414,16 @@ class BwrapSandbox(Sandbox):
         finally:
             if count is not None:
                 count.close()
+
+    def _disk_watch(self, launch: Launch | None) -> _disk.DiskWatch | None:
+        """The quota of the command's worktree (`swarm.sandbox._disk`), if it has one."""
+        limit = self.policy.limits.disk_mb
+        if launch is None or limit is None:
+            return None
+        try:
+            return _disk.DiskWatch(launch.cwd, limit)
+        except OSError:
+            return None
 
     def denials(self, output: str) -> list[str]:
         notes: list[str] = []
