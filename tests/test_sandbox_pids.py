@@ -90,3 +90,31 @@ async def test_without_a_hierarchy_the_guard_alone_keeps_the_limit(
     many = "for i in $(seq 40); do sleep 5 & done; wait"
     output = await _run(sandbox, ["/bin/sh", "-c", many], tmp_path)
     assert "[sandbox: more than 16 processes at once; the command was killed]" in output
+
+
+UNIFIED = Path("/sys/fs/cgroup/unified")
+"""This machine's cgroup v2 mount, if it is hybrid (v1 holds the memory controller)."""
+
+
+@pytest.mark.skipif(
+    not (UNIFIED / "cgroup.controllers").is_file()
+    or "memory" in (UNIFIED / "cgroup.controllers").read_text().split(),
+    reason="no cgroup v2 mount without the memory controller here",
+)
+async def test_where_no_cgroup_can_be_made_the_run_says_so_once_with_what_is_enforced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(_pids, "_HIERARCHY", tmp_path / "no-v1")  # only v2 is looked at
+    monkeypatch.setattr(_pids, "_UNIFIED", UNIFIED)  # real, but its memory is v1's
+    _pids.memory_usable.cache_clear()
+    try:
+        assert _pids.make(16, 64) is None and not _pids.memory_usable()
+        sandbox = BwrapSandbox(SandboxPolicy(limits=Limits(memory_mb=321)))
+        for _ in range(2):  # two runs' sessions, one warning
+            async with sandbox.session():
+                assert "ok" in await _run(sandbox, ["/bin/sh", "-c", "echo ok"], tmp_path)
+    finally:
+        _pids.memory_usable.cache_clear()
+    (said,) = [r.getMessage() for r in caplog.records if "no memory cgroup" in r.getMessage()]
+    assert "cgroup v2's memory controller" in said and "RLIMIT_DATA, 321 MB" in said
+    assert "by swarm counting them (no pids cgroup)" in said

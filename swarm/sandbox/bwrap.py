@@ -452,12 +452,14 @@ def _say_what_is_enforced(policy: SandboxPolicy) -> None:
     if limits.memory_mb is None or _pids.memory_usable():
         return
     log.warning(
-        "no memory cgroup can be made here (it needs cgroup v1's memory hierarchy, "
-        "writable): a command's memory is limited per process (RLIMIT_DATA, %d MB) and "
-        "its /tmp and /dev/shm by their sizes (%d MB, %d MB), not as a whole",
+        "no memory cgroup can be made here (it needs cgroup v1's memory hierarchy "
+        "writable, or cgroup v2's memory controller delegated to the cgroup swarm runs "
+        "in): a command's memory is limited per process (RLIMIT_DATA, %d MB) and its /tmp "
+        "and /dev/shm by their sizes (%d MB, %d MB), not as a whole; its processes %s",
         limits.memory_mb,
         limits.tmp_mb,
         limits.shm_mb,
+        "by a pids cgroup" if _pids.usable() else "by swarm counting them (no pids cgroup)",
     )
 
 
