@@ -961,6 +961,8 @@ def _runs_as_host_root(_w: World, out: str) -> bool:
 async def _root_owned(w: World, name: str, mode: int, command: str) -> str:
     """A file of root's with `mode` and no ACL, made in the worktree after a first command
     (which lets the command's uid write what is there), then `command` run on it."""
+    if not ROOT:
+        pytest.skip("swarm is not root: the file would be the command's own user's")
     await TOOLS["run"].run({"command": "true"}, w.ctx())
     path = w.wt / name
     path.write_text("root's\n")
