@@ -3,6 +3,7 @@ what commands need still works."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import platform
 import re
@@ -11,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from swarm.sandbox import BwrapSandbox, SandboxPolicy, _seccomp, bwrap_problem
+from swarm.sandbox import BwrapSandbox, SandboxPolicy, _pids, _seccomp, bwrap_problem
 from swarm.sandbox.process import run_confined
+from tests.test_sandbox_seats import _seated
 
 UNISTD = Path("/usr/include/x86_64-linux-gnu/asm/unistd_64.h")
 pytestmark = pytest.mark.skipif(
@@ -46,30 +48,44 @@ out["ioctl-tiocsti"] = call(numbers["ioctl"], 0, 0x5412, 0)
 out["ioctl-fionread"] = call(numbers["ioctl"], 0, 0x541B, ctypes.addressof(ctypes.c_int()))
 out["fork"] = "ok" if os.waitpid(os.fork() or os._exit(0), 0) else "?"
 out["status"] = [l for l in open("/proc/self/status") if l.startswith("Seccomp:")][0].split()[1]
+out["variable"] = os.environ.get("SWARM_SECCOMP_FILTER", "unset")
 print("PROBE" + json.dumps(out))
 """
 
 
-async def _probe(tmp_path: Path) -> dict[str, str]:
+async def _probe(tmp_path: Path, start: str) -> dict[str, str]:
     numbers = _seccomp._NUMBERS[platform.machine()] | _seccomp._NEW_MOUNT_API
     policy = SandboxPolicy(read_only=(Path(sys.prefix), Path(sys.base_prefix)))
-    result = await run_confined(
-        BwrapSandbox(policy),
-        [sys.executable, "-c", PROBE, json.dumps(numbers), *_seccomp.DENIED],
-        cwd=tmp_path,
-        env={"PATH": "/usr/bin:/bin"},
-        timeout_s=30,
-        max_output_chars=20_000,
-    )
+    sandbox = BwrapSandbox(policy)
+    async with _seated(sandbox) if start == "seat" else contextlib.nullcontext() as taken:
+        result = await run_confined(
+            sandbox,
+            [sys.executable, "-c", PROBE, json.dumps(numbers), *_seccomp.DENIED],
+            cwd=tmp_path,
+            env={"PATH": "/usr/bin:/bin"},
+            timeout_s=30,
+            max_output_chars=20_000,
+        )
+    assert start != "seat" or (taken and taken[0] is not None)  # it ran in a seat
     line = next((x for x in result.output.splitlines() if x.startswith("PROBE")), None)
     assert line is not None, result.output
     found: dict[str, str] = json.loads(line.removeprefix("PROBE"))
     return found
 
 
-async def test_each_denied_call_fails_inside_and_the_rest_works(tmp_path: Path) -> None:
-    found = await _probe(tmp_path)
+@pytest.mark.parametrize("start", ["seat", "cgroup", "plain"])
+async def test_each_denied_call_fails_inside_and_the_rest_works(
+    tmp_path: Path, start: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """However the command starts: a seat (a run's session), a shell joining its cgroups,
+    or nothing before bwrap (no cgroups here: a /bin/sh of its own opens the filter)."""
+    if start != "plain" and not _pids.usable():
+        pytest.skip("no cgroups here: commands start plain")
+    if start == "plain":
+        monkeypatch.setattr(_pids, "_hierarchy", lambda: None)
+    found = await _probe(tmp_path, start)
     assert found.pop("status") == "2"  # a filter is loaded
+    assert found.pop("variable") == "unset"  # the launcher's, not the command's
     assert found.pop("fork") == "ok"
     assert found.pop("ioctl-fionread") == "ENOTTY"  # an ioctl the filter lets through
     assert found.pop("clone3") == "ENOSYS"  # C libraries fall back to clone, which is checked

@@ -38,10 +38,12 @@ import contextlib
 import functools
 import itertools
 import os
+import shlex
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from swarm.sandbox import _seccomp
 from swarm.sandbox.process import pid_alive
 
 __all__ = [
@@ -139,7 +141,10 @@ def joined(cgroup: Path, argv: Sequence[str]) -> list[str]:
     itself there, then execs it, so everything the command starts is counted from its
     first fork."""
     twin = memory_of(cgroup)
+    opened, argv = _seccomp.folded(argv)
     script = f'{JOIN}; shift; exec "$@"'
+    if opened is not None:
+        script += f" {_seccomp.FD}<{shlex.quote(opened)}"
     return ["/bin/sh", "-c", script, str(cgroup), str(twin or ""), *argv]
 
 

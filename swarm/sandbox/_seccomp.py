@@ -31,12 +31,20 @@ import shutil
 import struct
 import tempfile
 import weakref
+from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["DENIED", "FD", "opener", "path"]
+__all__ = ["DENIED", "FD", "OPEN", "VARIABLE", "folded", "opener", "path"]
 
 FD = 9
-"""The descriptor bubblewrap reads the program from (`opener` opens it)."""
+"""The descriptor bubblewrap reads the program from (`opener` or `OPEN` opens it)."""
+VARIABLE = "SWARM_SECCOMP_FILTER"
+"""Names the filter's file for a launcher shell that runs `OPEN` before it execs bwrap."""
+OPEN = f'[ -z "${{{VARIABLE}-}}" ] || exec {FD}<"${VARIABLE}"; unset {VARIABLE}'
+"""Shell steps that open the file `VARIABLE` names as `FD` (and take the variable out of
+what the command sees), for a seat (`swarm.sandbox._seats`), which gets its command's
+environment as data."""
+_OPENER_SCRIPT = f'exec "$@" {FD}<"$0"'
 DENIED = (
     *("ptrace", "process_vm_readv", "process_vm_writev", "keyctl", "add_key", "request_key"),
     *("mount", "umount2", "pivot_root", "chroot", "setns", "fsopen", "fsconfig", "fsmount"),
@@ -154,5 +162,15 @@ def path() -> Path | None:
 
 def opener(filter_file: Path) -> list[str]:
     """A `/bin/sh` that opens `filter_file` as `FD`, then execs the rest of its argv
-    (bubblewrap): how the descriptor reaches it through every way swarm starts commands."""
-    return ["/bin/sh", "-c", f'exec "$@" {FD}<"$0"', str(filter_file)]
+    (bubblewrap): how the descriptor reaches a command that no launcher shell starts."""
+    return ["/bin/sh", "-c", _OPENER_SCRIPT, str(filter_file)]
+
+
+def folded(argv: Sequence[str]) -> tuple[str | None, list[str]]:
+    """`argv` without its `opener`, and the file the opener would open (None: it has
+    none). The launchers that move a command into its cgroups (`swarm.sandbox._pids.joined`,
+    `swarm.sandbox._seats`) are shells already: they open the file themselves, which
+    spares the command the opener's exec (~0.8 ms of CPU)."""
+    if len(argv) > 4 and argv[0] == "/bin/sh" and argv[1:3] == ["-c", _OPENER_SCRIPT]:
+        return argv[3], list(argv[4:])
+    return None, list(argv)
