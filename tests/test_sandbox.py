@@ -290,3 +290,19 @@ async def test_what_setup_exports_reaches_later_commands_and_the_check(repo: Pat
     assert "hi there" in out and "tool ran" in out and "[/tmp]" in out, out
     assert "check: hi there" in check, check
     assert env.exports[ws.path].keys() == {"GREETING", "PATH"}
+
+
+@needs_bwrap
+async def test_files_swarm_writes_after_a_command_are_the_commands_to_change(repo: Path) -> None:
+    """As root, the command is another uid (`swarm.sandbox._identity`): what the file tools
+    and swarm's git write into the worktree later inherit its ACL."""
+    env = CheckEnvironment.resolve(repo, python=sys.executable)
+    async with Workspace.open(repo, name="w") as ws:
+        ctx = env.context(ws.path, timeout_s=20)
+        await TOOLS["run"].run({"command": "true"}, ctx)  # the worktree is granted here
+        await TOOLS["write_file"].run({"path": "sub/new.txt", "content": "one\n"}, ctx)
+        (ws.path / "app.py").unlink()
+        await git("checkout", "--", "app.py", cwd=ws.path)  # made again by git
+        edit = "echo two >> sub/new.txt && echo y >> app.py && mkdir sub/more && echo EDITED"
+        out = await TOOLS["run"].run({"command": edit}, ctx)
+    assert "EDITED" in out, out
