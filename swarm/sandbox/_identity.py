@@ -19,7 +19,10 @@ uid owns nothing on the host, so a root-owned file bound where it should not be 
 what its mode lets anyone do with it.
 
 When swarm is not root, the user namespace maps the command to swarm's own uid, which is
-not root either: nothing here applies.
+not root either: nothing here applies. Nor where a root swarm may not make namespaces
+without a user namespace (a container's root lacks CAP_SYS_ADMIN by default; probed once):
+commands then run as before, in a user namespace mapping them to uid 0, and the run says
+so at its start.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import os
 import shutil
 import stat
 import struct
+import subprocess
 from pathlib import Path
 
 __all__ = ["HOST_GID", "HOST_UID", "KEPT_CAPABILITIES", "dropping", "grant", "setpriv_argv"]
@@ -49,16 +53,35 @@ _RWX = 7
 @functools.cache
 def dropping() -> str | None:
     """The `setpriv` executable when commands drop to `HOST_UID` (swarm is root), else
-    None (swarm is not root, or there is no `setpriv`: see `problem`)."""
-    if os.geteuid() != 0:
-        return None
-    return shutil.which("setpriv")
+    None (swarm is not root, or it cannot be done here: see `problem`)."""
+    return None if os.geteuid() != 0 or _why_not() else shutil.which("setpriv")
 
 
 def problem() -> str | None:
-    """Why a root swarm's commands would keep uid 0 on the host, or None."""
-    if os.geteuid() == 0 and dropping() is None:
-        return "setpriv (util-linux) is not installed: commands would run as host uid 0"
+    """Why a root swarm's commands keep uid 0 on the host (in a user namespace of their
+    own, as a normal user's do), or None."""
+    return _why_not() if os.geteuid() == 0 else None
+
+
+@functools.cache
+def _why_not() -> str | None:
+    """Probed once: bubblewrap, as root and without a user namespace, runs `setpriv`. A
+    root without CAP_SYS_ADMIN (a container's, by default) may make no namespace so."""
+    setpriv, bwrap = shutil.which("setpriv"), shutil.which("bwrap")
+    if setpriv is None or bwrap is None:
+        return "setpriv (util-linux) is not installed: commands run as host uid 0"
+    line = [bwrap, "--ro-bind", "/", "/", "--unshare-pid", "--unshare-ipc", "--cap-drop", "ALL"]
+    for name in KEPT_CAPABILITIES:
+        line += ["--cap-add", name]
+    try:
+        done = subprocess.run(
+            [*line, "--", *_setpriv_argv(setpriv), "/bin/true"], capture_output=True, timeout=30
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bubblewrap could not drop to uid {HOST_UID} ({exc}): commands run as host uid 0"
+    if done.returncode != 0:
+        why = done.stderr.decode(errors="replace").strip()[-300:]
+        return f"bubblewrap could not drop to uid {HOST_UID} ({why}): commands run as host uid 0"
     return None
 
 
@@ -66,6 +89,10 @@ def setpriv_argv() -> list[str]:
     """The step that turns the sandbox's root into `HOST_UID` before the command."""
     setpriv = dropping()
     assert setpriv is not None
+    return _setpriv_argv(setpriv)
+
+
+def _setpriv_argv(setpriv: str) -> list[str]:
     return [
         setpriv,
         *("--reuid", str(HOST_UID), "--regid", str(HOST_GID), "--clear-groups"),
