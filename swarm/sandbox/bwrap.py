@@ -62,7 +62,7 @@ from swarm.sandbox._proxy import AllowList
 from swarm.sandbox._seats import Seats
 from swarm.sandbox.base import Lane, Launch, Sandbox, SandboxPolicy, admin_of, git_paths
 
-__all__ = ["BwrapSandbox", "bwrap_path"]
+__all__ = ["BwrapSandbox", "bwrap_path", "writable_for_commands"]
 
 log = logging.getLogger(__name__)
 
@@ -353,14 +353,14 @@ class BwrapSandbox(Sandbox):
                 # a hooked git command (`swarm.sandbox.hooks`): the worktree's own git
                 # directory writable, but where it says the repository is
                 args += ["--bind", str(admin), str(admin)]
-                _writable_for_command(admin)
+                writable_for_commands(admin)
                 for name in ("commondir", "gitdir"):
                     args += ["--ro-bind-try", str(admin / name), str(admin / name)]
         for path in self.policy.writable:
             args += [*_searchable_parents(path, made), "--bind-try", str(path), str(path)]
-            _writable_for_command(path)
+            writable_for_commands(path)
         args += [*_searchable_parents(cwd, made), "--bind", str(cwd), str(cwd)]
-        _writable_for_command(cwd)
+        writable_for_commands(cwd)
         if (cwd / ".git").is_file():  # where git finds its metadata: not the agent's to move
             args += ["--ro-bind", str(cwd / ".git"), str(cwd / ".git")]
         return [*args, "--chdir", str(cwd)]
@@ -477,8 +477,10 @@ def _searchable_parents(path: Path, made: set[Path]) -> list[str]:
     return args
 
 
-def _writable_for_command(path: Path) -> None:
-    """Let the command's unprivileged uid write `path` (`swarm.sandbox._identity`)."""
+def writable_for_commands(path: Path) -> None:
+    """Let sandboxed commands' unprivileged uid write `path` and what is made there later
+    (`swarm.sandbox._identity`; nothing when swarm is not root). A worktree made empty and
+    granted before its files are checked out is not walked at its first command."""
     if not _identity.dropping():
         return
     try:
