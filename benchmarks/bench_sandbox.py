@@ -9,7 +9,10 @@ for each sandbox, and the CPU time all its processes used; the overheads are the
 differences. Goal: <= 15 ms per command. `bwrap-before` is the sandbox as it was before
 issue 34's layers (the whole `/etc`, a writable `/proc/sys`, no user namespace of its own,
 no sized `/dev/shm`, no read-only root, no memory cgroup: `_Before`), in the same run, so
-`layers_ms` is what those layers cost. Where socat is installed, also `allow` (bwrap
+`layers_ms` is what those layers cost; `bwrap-main` is the sandbox before the host uid
+drop and the seccomp filter (`_Main`: a user namespace mapping the command to swarm's own
+uid, no filter), so `drop_ms` is what those two cost (the `setpriv` exec, the `/bin/sh`
+that hands bwrap the filter, the filter itself). Where socat is installed, also `allow` (bwrap
 with an allow-list network: the proxy lane and socat started before each command). On a
 loaded machine the wall figure grows with the load (bwrap's setup is CPU work waiting for
 a core); the CPU figure does not. To count the CPU of a sandbox's processes the benchmark
@@ -85,7 +88,20 @@ def _repo(root: Path) -> Path:
     return repo
 
 
-class _Before(BwrapSandbox):
+class _Undropped(BwrapSandbox):
+    """bubblewrap without the host uid drop and the seccomp filter (the `setpriv` step and
+    the `/bin/sh` that hands bwrap the filter)."""
+
+    def __init__(self, policy: SandboxPolicy | None = None, **kwargs: Any) -> None:
+        super().__init__(policy, **kwargs)
+        self._seccomp = None
+
+    @functools.cached_property
+    def _drop(self) -> list[str]:
+        return []
+
+
+class _Before(_Undropped):
     """bubblewrap as swarm set it up before issue 34 (its command line, its pids cgroup
     without a memory twin): the baseline of `layers_ms`."""
 
@@ -114,12 +130,29 @@ class _Before(BwrapSandbox):
         return _Before(self.policy.with_read_only(paths), bwrap=self.bwrap, seats=self.seats)
 
 
+class _Main(_Undropped):
+    """bubblewrap as main had it before the unprivileged host uid and seccomp (a user
+    namespace mapping the command to swarm's uid, root here; no filter): the baseline of
+    `drop_ms`."""
+
+    @functools.cached_property
+    def _tail(self) -> list[str]:
+        uid, gid = os.getuid() or 1000, os.getgid() or 1000
+        args = ["--unshare-all", "--unshare-user", "--uid", str(uid), "--gid", str(gid)]
+        args += ["--disable-userns", "--cap-drop", "ALL", "--new-session", "--die-with-parent"]
+        return [*args, "--remount-ro", "/", "--"]
+
+    def with_read_only(self, paths: Sequence[Path]) -> _Main:
+        return _Main(self.policy.with_read_only(paths), bwrap=self.bwrap, seats=self.seats)
+
+
 def _sandboxes() -> dict[str, Sandbox]:
     before = SandboxPolicy()
     found: dict[str, Sandbox] = {
         "none": NoSandbox(),
         "bwrap": BwrapSandbox(),
         "bwrap-before": _Before(before, seats=Seats(before.limits.max_processes)),
+        "bwrap-main": _Main(),
     }
     if socat_path():  # the allow-list network: a proxy lane and socat per command
         found["allow"] = BwrapSandbox(SandboxPolicy(network="allow", allow=("pypi.org:443",)))
@@ -161,6 +194,10 @@ async def per_command(n: int) -> dict[str, Any]:
                 stats["overhead_before_ms"] = round(over, 2)
                 layers = stats["bwrap"]["median_ms"] - stats["bwrap-before"]["median_ms"]
                 stats["layers_ms"] = round(layers, 2)
+                drop = stats["bwrap"]["median_ms"] - stats["bwrap-main"]["median_ms"]
+                stats["drop_ms"] = round(drop, 2)
+                drop_cpu = stats["bwrap"]["cpu_ms"] - stats["bwrap-main"]["cpu_ms"]
+                stats["drop_cpu_ms"] = round(drop_cpu, 2)
                 layers_cpu = stats["bwrap"]["cpu_ms"] - stats["bwrap-before"]["cpu_ms"]
                 stats["layers_cpu_ms"] = round(layers_cpu, 2)
                 cpu_over = stats["bwrap"]["cpu_ms"] - stats["none"]["cpu_ms"]
@@ -228,6 +265,7 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
                 f"{label:>7}: none {s['none']['median_ms']} ms, bwrap {s['bwrap']['median_ms']}"
                 f" ms: +{s['overhead_ms']} ms per command (CPU +{s['overhead_cpu_ms']} ms); "
                 f"before issue 34 +{s['overhead_before_ms']} ms: the layers {s['layers_ms']:+} ms"
+                f" (uid drop and seccomp {s['drop_ms']:+} ms)"
             )
         d = result["demo_solve"]
         if d is not None:

@@ -174,6 +174,9 @@ class SandboxConfig(BaseModel):
     pidfd: bool = True
     """Start commands through pidfds where the system has them (false: anyio's way)."""
     """Size of each command's `/dev/shm` (memory-backed)."""
+    disk_mb: int | None = Field(default=8192, ge=1)
+    """How much a worktree may grow past its size at its first command (its commands are
+    killed past it, and told so); None: no quota."""
 
     @field_validator("allow")
     @classmethod

@@ -273,3 +273,36 @@ async def test_the_limits_are_set_hard_in_bash_commands_and_argv_commands(repo: 
         )
     expected = f"LIMITS {(3000 << 20,) * 2} {(70 << 20,) * 2}"
     assert expected in script.output and expected in argv.output
+
+
+@needs_bwrap
+async def test_what_setup_exports_reaches_later_commands_and_the_check(repo: Path) -> None:
+    setup = (
+        "mkdir -p tools && printf '#!/bin/sh\\necho tool ran\\n' > tools/mytool && "
+        'chmod +x tools/mytool && export GREETING="hi there" && export PATH="$PWD/tools:$PATH"'
+    )
+    env = CheckEnvironment.resolve(repo, python=sys.executable, setup=setup)
+    async with Workspace.open(repo, name="w") as ws:
+        await env.prepare(ws.path)
+        ctx = env.context(ws.path, check='echo "check: $GREETING"', timeout_s=20)
+        out = await TOOLS["run"].run({"command": 'echo "$GREETING"; mytool; echo "[$HOME]"'}, ctx)
+        check = await TOOLS["run_tests"].run({}, ctx)
+    assert "hi there" in out and "tool ran" in out and "[/tmp]" in out, out
+    assert "check: hi there" in check, check
+    assert env.exports[ws.path].keys() == {"GREETING", "PATH"}
+
+
+@needs_bwrap
+async def test_files_swarm_writes_after_a_command_are_the_commands_to_change(repo: Path) -> None:
+    """As root, the command is another uid (`swarm.sandbox._identity`): what the file tools
+    and swarm's git write into the worktree later inherit its ACL."""
+    env = CheckEnvironment.resolve(repo, python=sys.executable)
+    async with Workspace.open(repo, name="w") as ws:
+        ctx = env.context(ws.path, timeout_s=20)
+        await TOOLS["run"].run({"command": "true"}, ctx)  # the worktree is granted here
+        await TOOLS["write_file"].run({"path": "sub/new.txt", "content": "one\n"}, ctx)
+        (ws.path / "app.py").unlink()
+        await git("checkout", "--", "app.py", cwd=ws.path)  # made again by git
+        edit = "echo two >> sub/new.txt && echo y >> app.py && mkdir sub/more && echo EDITED"
+        out = await TOOLS["run"].run({"command": edit}, ctx)
+    assert "EDITED" in out, out

@@ -3,6 +3,7 @@ machine offers, and `NoSandbox()` is an explicit opt-out that warns once."""
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -21,8 +22,8 @@ __all__ = ["repo"]
 
 TOOLS = {t.name: t for t in coding_tools()}
 SERVER = Path(__file__).parent / "agent_scripts" / "mcp_server.py"
-HOST_MAP = " ".join(Path("/proc/self/uid_map").read_text().split())
-"""This process's user namespace, as its uid map shows it."""
+HOST_MAP = os.readlink("/proc/self/ns/pid")
+"""This process's PID namespace (a sandboxed command has its own)."""
 needs_bwrap = pytest.mark.skipif(bwrap_problem() is not None, reason=f"{bwrap_problem()}")
 
 
@@ -30,7 +31,7 @@ needs_bwrap = pytest.mark.skipif(bwrap_problem() is not None, reason=f"{bwrap_pr
 async def test_a_tool_context_built_by_hand_runs_commands_in_bubblewrap(tmp_path: Path) -> None:
     ctx = ToolContext(root=tmp_path)
     assert ctx.sandbox.kind == "bwrap"
-    out = await TOOLS["run"].run({"command": "cat /proc/self/uid_map"}, ctx)
+    out = await TOOLS["run"].run({"command": "readlink /proc/self/ns/pid"}, ctx)
     assert HOST_MAP not in " ".join(out.split())
 
 
@@ -38,7 +39,8 @@ async def test_a_tool_context_built_by_hand_runs_commands_in_bubblewrap(tmp_path
 async def test_a_workspace_context_and_a_check_environment_run_in_bubblewrap(repo: Path) -> None:
     assert CheckEnvironment.resolve(repo).sandbox.kind == "bwrap"
     async with Workspace.open(repo, name="w") as ws:
-        ctx = ws.context(check=f"{sys.executable} -c 'print(open(\"/proc/self/uid_map\").read())'")
+        namespace = "import os; print(os.readlink('/proc/self/ns/pid'))"
+        ctx = ws.context(check=f'{sys.executable} -c "{namespace}"')
         assert ctx.sandbox.kind == "bwrap"
         out = await TOOLS["run_tests"].run({}, ctx)  # the interpreter is shown, and runs
         assert out.startswith("PASSED") and HOST_MAP not in " ".join(out.split()), out
@@ -69,8 +71,8 @@ async def test_an_mcp_stdio_server_runs_in_the_sandbox_without_secrets(
     command = [sys.executable, str(SERVER), "stdio"]
     async with mcp_tools(McpServer("calc", command=command)) as tools:
         where = await next(t for t in tools if t.name == "where").run({}, None)
-    uid_map, secret = where.split(" | ")
-    assert uid_map != HOST_MAP and secret == "MY_LLM_AUTH=-"
+    namespace, secret = where.split(" | ")
+    assert namespace != HOST_MAP and secret == "MY_LLM_AUTH=-"
     async with mcp_tools(McpServer("calc", command=command, sandbox=NoSandbox())) as tools:
         where = await next(t for t in tools if t.name == "where").run({}, None)
     assert where.split(" | ")[0] == HOST_MAP  # the explicit opt-out: on the host

@@ -9,6 +9,7 @@ provider key, and a loopback TCP server standing in for the internet.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socketserver
@@ -70,6 +71,7 @@ UNNAMED_SECRETS = {
 """Secrets whose names hold none of the deny-list's words: only an allow-list stops them."""
 ROOT = os.geteuid() == 0
 SHM_MB = 32
+DISK_MB = 64
 MEMORY_MB = 256
 SYSCTL = Path("/proc/sys/kernel/core_uses_pid")
 
@@ -157,7 +159,9 @@ def _make_repo(tmp: Path) -> tuple[Path, Path, Path]:
 
 
 def _sandbox(kind: str) -> Sandbox:
-    limits = Limits(max_processes=MAX_PROCESSES, memory_mb=MEMORY_MB, shm_mb=SHM_MB)
+    limits = Limits(
+        max_processes=MAX_PROCESSES, memory_mb=MEMORY_MB, shm_mb=SHM_MB, disk_mb=DISK_MB
+    )
     policy = SandboxPolicy(limits=limits)
     return BwrapSandbox(policy) if kind == "bwrap" else NoSandbox(policy)
 
@@ -925,6 +929,103 @@ ATTACKS += [
         host_danger=True,
     ),
 ]
+# who a command is to the host's kernel (issue 34): never uid 0, even when swarm is root
+SLEEPER = "31.4159"
+"""The argument that finds the sandboxed `sleep` among the host's processes."""
+
+
+async def _host_uid_of_a_command(w: World) -> str:
+    """Start `sleep` through `run` and read its uids from the host's /proc (only the
+    command's: bubblewrap's own two processes, its monitor and the namespace's reaper, stay
+    root without effective capabilities and run nothing of the command's)."""
+    statuses: list[str] = []
+    async with anyio.create_task_group() as group:
+        group.start_soon(TOOLS["run"].run, {"command": f"sleep {SLEEPER}"}, w.ctx())
+        with anyio.move_on_after(15):
+            while not statuses:
+                await anyio.sleep(0.02)
+                for pid in _survivors(SLEEPER):
+                    with contextlib.suppress(OSError):
+                        if Path(f"/proc/{pid}/comm").read_text().strip() == "sleep":
+                            status = Path(f"/proc/{pid}/status").read_text().splitlines()
+                            statuses += [line for line in status if line.startswith("Uid:")]
+        group.cancel_scope.cancel()
+    return "\n".join(statuses) or "NOT-FOUND"
+
+
+def _runs_as_host_root(_w: World, out: str) -> bool:
+    uids = [line.split()[1:] for line in out.splitlines() if line.startswith("Uid:")]
+    return not uids or any("0" in ids for ids in uids)
+
+
+async def _root_owned(w: World, name: str, mode: int, command: str) -> str:
+    """A file of root's with `mode` and no ACL, made in the worktree after a first command
+    (which lets the command's uid write what is there), then `command` run on it."""
+    if not ROOT:
+        pytest.skip("swarm is not root: the file would be the command's own user's")
+    await TOOLS["run"].run({"command": "true"}, w.ctx())
+    path = w.wt / name
+    path.write_text("root's\n")
+    with contextlib.suppress(OSError):
+        os.removexattr(path, "system.posix_acl_access")
+    path.chmod(mode)
+    return await TOOLS["run"].run({"command": command}, w.ctx())
+
+
+ATTACKS += [
+    Attack("run-host-uid-0", _host_uid_of_a_command, _runs_as_host_root, ROOT),
+    Attack(
+        "run-write-root-owned-file",
+        lambda w: _root_owned(w, "owned.txt", 0o644, "echo pwned >> owned.txt"),
+        lambda w, _o: "pwned" in (w.wt / "owned.txt").read_text(),
+        True,  # unconfined it is swarm's own file
+    ),
+    Attack(
+        "run-read-root-only-file",
+        lambda w: _root_owned(w, "private.txt", 0o600, "cat private.txt && echo READ-IT"),
+        printed("READ-IT"),
+        True,
+    ),
+]
+
+
+async def _others_unfinished_blobs(w: World) -> str:
+    """The other agent's patch is computed (its blobs made), then every object this agent's
+    git can reach is printed."""
+    w.other.written.note("notes.txt")
+    assert SECRETS["other"] in await w.other.patch()
+    command = "git cat-file --batch-all-objects --batch | grep -a -o 'OTHER-WORKTREE-[-A-Za-z0-9]*'"
+    return await TOOLS["run"].run({"command": command}, w.ctx())
+
+
+ATTACKS.append(
+    Attack(
+        "run-cat-file-others-unfinished-work",
+        _others_unfinished_blobs,
+        leaked("other"),
+        False,  # the blobs of a patch never enter the shared store, sandbox or not
+    )
+)
+
+
+def _disk_bomb_stopped(w: World, out: str) -> bool:
+    grown = sum(p.stat().st_size for p in w.wt.glob("bomb-*")) / (1024 * 1024)
+    return "BOMB-DONE" in out or grown > 4 * DISK_MB or f"disk quota of {DISK_MB} MB" not in out
+
+
+ATTACKS.append(
+    Attack(
+        "run-disk-bomb",
+        run(
+            lambda _w: (
+                "for i in $(seq 100); do head -c 4M /dev/zero > bomb-$i; done; echo BOMB-DONE"
+            )
+        ),
+        _disk_bomb_stopped,
+        True,
+        host_danger=True,  # unconfined it writes 400 MB to the host's disk
+    )
+)
 ATTACKS.append(Attack("hooks-run-move-refs-and-head", *_hook_runs_worktree_file(), True))
 ATTACKS.append(
     Attack(

@@ -14,6 +14,11 @@ index, from
 Gitignored files never enter. With `untracked=None` every untracked, unignored file does
 (what `git_diff` shows an agent).
 
+The blobs `git add` makes of the agent's files go to an object directory of the diff's own
+(`GIT_OBJECT_DIRECTORY`, the repository's store its alternate), removed with the scratch
+index: never to the shared store, which every agent's sandbox shows read-only (`git
+cat-file --batch-all-objects` in one agent's sandbox listed the others' unfinished files).
+
 A worktree is the agent's, not to be trusted: before any diff is built, the files that
 would enter are sized (`lstat`, nothing read), and one past `MAX_PATCH_FILE_BYTES` or all
 together past `MAX_PATCH_BYTES` refuse the patch with a `WorkspaceError` naming the file
@@ -31,6 +36,7 @@ from pathlib import Path
 
 from swarm.errors import WorkspaceError
 from swarm.run._git import _git_env, _git_raw, git
+from swarm.sandbox.base import git_paths
 
 __all__ = [
     "MAX_PATCH_BYTES",
@@ -92,7 +98,7 @@ async def worktree_diff(
             # index ("racily clean"); a fresh mtime would hide a same-size edit made within
             # the same second as the checkout, and the patch would come out empty
             shutil.copy2(index, scratch)
-        env = _git_env(GIT_INDEX_FILE=str(scratch))
+        env = _git_env(GIT_INDEX_FILE=str(scratch), **_own_objects(root, Path(tmp)))
         if untracked is None or listed is None:
             await git("add", "--all", cwd=root, env=env)
         else:
@@ -101,6 +107,20 @@ async def worktree_diff(
             await _add(root, env, chosen)
         await _drop_swarmignored(root, env, base)
         return await _diff(root, base, env, cached=True)
+
+
+def _own_objects(root: Path, scratch: Path) -> dict[str, str]:
+    """git's variables that write new objects to `scratch/objects`, reading the
+    repository's store of `root` through an alternate (none when it is not found)."""
+    common, _ = git_paths(root)
+    store = common / "objects" if common is not None else root / ".git" / "objects"
+    if not store.is_dir():
+        return {}
+    (scratch / "objects").mkdir()
+    return {
+        "GIT_OBJECT_DIRECTORY": str(scratch / "objects"),
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(store),
+    }
 
 
 async def _check_sizes(root: Path, base: str, untracked: Iterable[str] | None) -> None:

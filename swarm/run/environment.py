@@ -11,7 +11,8 @@ find swarm's packages instead of the repository's). Extra variables come from th
 A worktree is prepared before any agent works in it: the task's `include:` paths
 (untracked or ignored files the checks need: `_version.py`, `.env`, `node_modules`) are
 brought from the user's checkout — files copied, directories linked — and its `setup:`
-command runs.
+command runs. What `setup:` exports (`export DJANGO_SETTINGS_MODULE=...`, a `PATH` with
+the tools it installed) joins the environment of every later command in that worktree.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from swarm.agent.toolbox import run_command
 from swarm.errors import ConfigError, WorkspaceError
 from swarm.sandbox import Sandbox, default_sandbox
 from swarm.sandbox._interpreter import interpreters_in, on_path, prefixes
+from swarm.sandbox.process import COMMAND_TAG_VAR
 
 __all__ = ["CheckEnvironment", "interpreters_in"]
 
@@ -69,6 +71,9 @@ class CheckEnvironment:
     sandbox: Sandbox = field(default_factory=default_sandbox)
     """Where checks, `setup:` and agents' commands run; it sees the interpreter's prefix
     and the `include:` directories read-only (`visible_paths`)."""
+    exports: dict[Path, dict[str, str]] = field(default_factory=dict, compare=False)
+    """What `setup:` exported in each worktree it prepared (`prepare`): part of the
+    environment of that worktree's commands from then on."""
 
     @classmethod
     def resolve(
@@ -132,6 +137,7 @@ class CheckEnvironment:
         env["PYTHONPATH"] = os.pathsep.join(paths)  # the worktree's code, not the checkout's
         env["PYTHONDONTWRITEBYTECODE"] = "1"
         env.update(self.extra)
+        env.update(self.exports.get(cwd, {}))
         return env
 
     def context(
@@ -163,12 +169,15 @@ class CheckEnvironment:
             await anyio.to_thread.run_sync(self._bring, pattern, worktree)
         if self.setup:
             ctx = self.context(worktree, timeout_s=self.timeout_s)
-            result = await run_command(self.setup, ctx)
+            script = f'{self.setup}\n{_DUMP}; exit "$__swarm_status"'
+            result = await run_command(script, ctx)
+            output, _, dumped = result.output.partition(f"\n{_EXPORTS_MARK}\n")
             if result.exit_code != 0 or result.timed_out:
                 raise WorkspaceError(
                     f"setup `{self.setup}` failed in {worktree.name} "
-                    f"(exit {result.exit_code}):\n{result.output[-2000:]}"
+                    f"(exit {result.exit_code}):\n{output[-2000:]}"
                 )
+            self.exports[worktree] = _exported(dumped, ctx.env)
 
     def _bring(self, pattern: str, worktree: Path) -> None:
         matches = glob.glob(pattern, root_dir=self.repo, recursive=True, include_hidden=True)
@@ -181,3 +190,24 @@ class CheckEnvironment:
                 target.symlink_to(source.resolve(), target_is_directory=True)
             else:
                 shutil.copy2(source, target)
+
+
+_EXPORTS_MARK = "--- swarm: what setup exported ---"
+_DUMP = f"__swarm_status=$?; printf '\\n%s\\n' '{_EXPORTS_MARK}'; env -0"
+"""Shell steps after `setup:`: its status kept, then its environment, NUL-separated,
+after a line of its own (what a setup `export`s dies with its shell otherwise)."""
+_PROXY = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY")
+_SHELL_OWN = frozenset({"PWD", "OLDPWD", "SHLVL", "_", "__swarm_status", COMMAND_TAG_VAR})
+
+
+def _exported(dumped: str, before: Mapping[str, str]) -> dict[str, str]:
+    """The variables `setup:` set or changed: those of `dumped` (`env -0`) that differ from
+    `before`, but the shell's own and the sandbox's (`HOME`, `TMPDIR`, the proxy's)."""
+    found: dict[str, str] = {}
+    for entry in dumped.split("\0"):
+        name, eq, value = entry.partition("=")
+        if eq and name.isidentifier() and name not in _SHELL_OWN and before.get(name) != value:
+            found[name] = value
+    for name in ("HOME", "TMPDIR", *_PROXY, *(name.lower() for name in _PROXY)):
+        found.pop(name, None)
+    return found

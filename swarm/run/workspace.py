@@ -51,6 +51,7 @@ from swarm.run._git import (
     rmtree,
     unregister,
 )
+from swarm.sandbox.bwrap import writable_for_commands
 from swarm.sandbox.process import kill_processes_in
 from swarm.tracing import semconv as sc
 from swarm.tracing.setup import tracer
@@ -204,6 +205,8 @@ class Workspace:
                 )
                 self._added = True
                 self._admin = admin_dir(self.path)
+        # files checked out from here inherit the grant: no walk of the tree later
+        writable_for_commands(self.path)
         await git("read-tree", "-u", "--reset", self.base, cwd=self.path)
 
     async def _remove(self) -> None:

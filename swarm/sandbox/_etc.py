@@ -7,7 +7,8 @@ loader's cache and config, TLS certificates,
 `alternatives` (where Debian's `python3`, `java`, `editor` links point), locale and time
 zone data, name-service plumbing (`nsswitch.conf`, `hosts`, `services`, `protocols`), the
 OS release files and a few shell defaults. Made by swarm: `passwd` and `group` holding
-only `root`, `nobody` and the sandbox's own user (`SANDBOX_USER`), so `id`, `whoami`,
+only `root`, `nobody` and the sandbox's own user (`SANDBOX_USER`), and a `gitconfig`
+that lets git work in a worktree the command does not own, so `id`, `whoami`,
 `getpass.getuser()` and `~` work. Not shown: `shadow`, `gshadow`, `sudoers`, `ssh/`
 (host keys), `pip.conf`, `npmrc`, `gitconfig`, `environment` and everything else a host
 keeps there (credentials and index URLs with tokens live in such files). Of what is
@@ -26,6 +27,8 @@ import tempfile
 import weakref
 from pathlib import Path
 
+from swarm.sandbox import _identity
+
 __all__ = ["SANDBOX_USER", "etc_mounts", "sandbox_ids"]
 
 SANDBOX_USER = "swarm"
@@ -43,11 +46,17 @@ _SHOWN = (
 """Host `/etc` entries shown (those that exist), read-only. `resolv.conf` is added only
 where the command has the host's network (`etc_mounts`)."""
 _UNPRIVILEGED_UID = 1000
-"""The uid a command runs as when swarm runs as root (any other user keeps its own)."""
+"""The uid a command has inside its user namespace when swarm runs as root without
+`setpriv` (any other user keeps its own)."""
+_GITCONFIG = "[safe]\n\tdirectory = *\n"
+"""The sandbox's system git config: the worktree is root's while the command is not
+(`swarm.sandbox._identity`), and git refuses a repository another user owns."""
 
 
 def sandbox_ids() -> tuple[int, int]:
-    """The uid and gid a sandboxed command has inside its user namespace: never 0."""
+    """The uid and gid a sandboxed command runs as: never 0 (`swarm.sandbox._identity`)."""
+    if _identity.dropping():
+        return _identity.HOST_UID, _identity.HOST_GID
     uid, gid = os.getuid(), os.getgid()
     return (uid or _UNPRIVILEGED_UID, gid or _UNPRIVILEGED_UID)
 
@@ -72,6 +81,7 @@ def _made(resolver: bool) -> Path:
         "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
     )
     (where / "group").write_text(f"root:x:0:\n{SANDBOX_USER}:x:{gid}:\nnogroup:x:65534:\n")
+    (where / "gitconfig").write_text(_GITCONFIG)
     for path in (where, *where.rglob("*")):
         if not path.is_symlink():
             path.chmod(0o755 if path.is_dir() else 0o644)

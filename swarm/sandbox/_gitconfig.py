@@ -62,5 +62,6 @@ def shown_config(common: Path) -> Path | None:
         fd, name = tempfile.mkstemp(dir=_dir, suffix=".gitconfig")
         with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
             f.write(_filtered(text))
+            os.fchmod(fd, 0o644)  # the command's uid is not swarm's (`_identity`)
         _made[key] = Path(name)
         return _made[key]

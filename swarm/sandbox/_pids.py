@@ -19,9 +19,16 @@ memory-backed `/tmp` and `/dev/shm` (a tmpfs page is charged to its writer's cgr
 it the kernel kills the largest process; `oom_kills` tells the tool result. Where there is
 none, only RLIMIT_DATA (per process) holds: `memory_usable` says which, once per run.
 
-Cgroups are named `swarm-<pid>-<n>` at each hierarchy's root. One is removed once its
-command has ended; those left by processes that died are removed when the first is made.
-Where there is no pids hierarchy (cgroup v2 without delegation, no root), `make` returns
+Under cgroup v2 (one hierarchy, `/sys/fs/cgroup` a `cgroup2` mount) the same cgroup holds
+both caps, `pids.max` and `memory.max` (and `memory.swap.max` 0), made below the cgroup
+swarm runs in, where that cgroup delegates the `pids` (and `memory`) controllers to its
+children (its `cgroup.subtree_control`: swarm enables them there if it may); the kernel's
+`memory.events` tells the OOM kills. v1's hierarchies are used where they are writable
+(they are looked at first); where neither is, `make` returns None.
+
+Cgroups are named `swarm-<pid>-<n>` at each hierarchy's root (v2: in swarm's own). One is
+removed once its command has ended; those left by processes that died are removed when the
+first is made. Where swarm may make none (v2 without delegation, no root), `make` returns
 None and the guard alone keeps the limit.
 """
 
@@ -31,10 +38,12 @@ import contextlib
 import functools
 import itertools
 import os
+import shlex
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
+from swarm.sandbox import _seccomp
 from swarm.sandbox.process import pid_alive
 
 __all__ = [
@@ -52,6 +61,7 @@ __all__ = [
 TASKS_PER_PROCESS = 4
 _HIERARCHY = Path("/sys/fs/cgroup/pids")
 _MEMORY = Path("/sys/fs/cgroup/memory")
+_UNIFIED = Path("/sys/fs/cgroup")
 _PREFIX = "swarm-"
 _numbers = itertools.count()
 
@@ -69,7 +79,7 @@ def make(max_processes: int, memory_mb: int | None = None) -> Path | None:
         path.mkdir()
         (path / "pids.max").write_text(str(TASKS_PER_PROCESS * max_processes))
         if memory_mb is not None and memory_usable():
-            _cap_memory(_MEMORY / name, memory_mb)
+            _cap_memory(path if _unified(root) else _MEMORY / name, memory_mb)
     except OSError:
         remove(path)
         return None
@@ -77,15 +87,20 @@ def make(max_processes: int, memory_mb: int | None = None) -> Path | None:
 
 
 def _cap_memory(path: Path, memory_mb: int) -> None:
-    path.mkdir()
     limit = str(memory_mb * 1024 * 1024)
+    if (path / "memory.max").is_file():  # v2: the cgroup itself
+        (path / "memory.max").write_text(limit)
+        with contextlib.suppress(OSError):  # only where swap is accounted
+            (path / "memory.swap.max").write_text("0")
+        return
+    path.mkdir()
     (path / "memory.limit_in_bytes").write_text(limit)
     with contextlib.suppress(OSError):  # only where swap is accounted
         (path / "memory.memsw.limit_in_bytes").write_text(limit)
 
 
 def memory_of(cgroup: Path) -> Path | None:
-    """The memory twin of `cgroup`, if it has one."""
+    """The memory twin of `cgroup`, if it has one (v1; v2 caps memory in `cgroup`)."""
     twin = _MEMORY / cgroup.name
     return twin if twin.is_dir() else None
 
@@ -95,7 +110,10 @@ def oom_kills(cgroup: Path) -> int:
     limit (0 without one)."""
     twin = _MEMORY / cgroup.name
     try:
-        text = (twin / "memory.oom_control").read_text()
+        if (cgroup / "memory.events").is_file():  # v2
+            text = (cgroup / "memory.events").read_text()
+        else:
+            text = (twin / "memory.oom_control").read_text()
     except OSError:
         return 0
     for line in text.splitlines():
@@ -123,7 +141,10 @@ def joined(cgroup: Path, argv: Sequence[str]) -> list[str]:
     itself there, then execs it, so everything the command starts is counted from its
     first fork."""
     twin = memory_of(cgroup)
+    opened, argv = _seccomp.folded(argv)
     script = f'{JOIN}; shift; exec "$@"'
+    if opened is not None:
+        script += f" {_seccomp.FD}<{shlex.quote(opened)}"
     return ["/bin/sh", "-c", script, str(cgroup), str(twin or ""), *argv]
 
 
@@ -169,9 +190,12 @@ def _rmdir(path: Path) -> bool:
 
 @functools.cache
 def memory_usable() -> bool:
-    """Whether swarm may make memory cgroups here (cgroup v1's hierarchy, writable; probed
-    once)."""
-    if _hierarchy() is None or not (_MEMORY / "cgroup.procs").is_file():
+    """Whether swarm may make memory cgroups here (cgroup v1's hierarchy, writable, or v2's
+    memory controller delegated; probed once)."""
+    root = _hierarchy()
+    if root is not None and _unified(root):
+        return "memory" in _controllers(root / "cgroup.subtree_control")
+    if root is None or not (_MEMORY / "cgroup.procs").is_file():
         return False
     probe = _MEMORY / f"{_PREFIX}{os.getpid()}-probe"
     try:
@@ -186,10 +210,50 @@ def memory_usable() -> bool:
 
 @functools.cache
 def _hierarchy() -> Path | None:
-    """The pids hierarchy's root if swarm may make cgroups there (probed once, when the
-    cgroups dead processes left are removed)."""
-    root = _HIERARCHY
-    if not (root / "cgroup.procs").is_file() or not os.access(root, os.W_OK):
+    """Where swarm makes its cgroups: v1's pids hierarchy's root, else v2's cgroup swarm
+    runs in, if swarm may make cgroups there (probed once, when the cgroups dead processes
+    left are removed)."""
+    return _usable(_HIERARCHY) or _usable(_delegating(_UNIFIED))
+
+
+def _unified(root: Path) -> bool:
+    return root != _HIERARCHY
+
+
+def _controllers(path: Path) -> set[str]:
+    try:
+        return set(path.read_text().split())
+    except OSError:
+        return set()
+
+
+def _delegating(mount: Path) -> Path | None:
+    """Under cgroup v2 mounted at `mount`: the cgroup this process is in, once its children
+    get the `pids` controller (and `memory`, where it is there); None if they cannot."""
+    if not (mount / "cgroup.controllers").is_file():
+        return None
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    own = next((line[3:] for line in lines if line.startswith("0::")), None)
+    if own is None:
+        return None
+    base = mount / own.lstrip("/")
+    wanted = {"pids", "memory"} & _controllers(base / "cgroup.controllers")
+    missing = wanted - _controllers(base / "cgroup.subtree_control")
+    if missing:
+        # refused (EBUSY) when the cgroup holds processes and is not the root: v2's rule
+        # that only leaves hold processes; the pids controller alone is not worth moving
+        # swarm for
+        with contextlib.suppress(OSError):
+            (base / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in missing))
+    return base if "pids" in _controllers(base / "cgroup.subtree_control") else None
+
+
+def _usable(root: Path | None) -> Path | None:
+    """`root`, if swarm may make a pids cgroup there and move a process into it."""
+    if root is None or not (root / "cgroup.procs").is_file() or not os.access(root, os.W_OK):
         return None
     probe = root / f"{_PREFIX}{os.getpid()}-probe"
     try:

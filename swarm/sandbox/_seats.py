@@ -33,7 +33,7 @@ from pathlib import Path
 import anyio
 from anyio.abc import TaskGroup
 
-from swarm.sandbox import _pids
+from swarm.sandbox import _pids, _seccomp
 from swarm.sandbox._process import PIDFD, Command, open_command
 
 __all__ = ["IDLE", "Seat", "Seats"]
@@ -44,6 +44,7 @@ _SCRIPT = (
     f"{_pids.JOIN}; "
     'mapfile -d "" a || exit 125; [ ${#a[@]} -gt 2 ] || exit 0; '
     'cd -- "${a[0]}" || exit 126; unset OLDPWD; n=${a[1]}; export -- "${a[@]:2:n}"; '
+    f"{_seccomp.OPEN}; "
     'exec -- "${a[@]:n+2}" </dev/null'
 )
 
@@ -57,8 +58,10 @@ class Seat:
     async def start(self, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str]) -> Command:
         """Run `argv` in this seat; the command is the seat's process from then on. A seat
         that died while idle is replaced by a command that joins the cgroup itself."""
-        entries = [f"{k}={v}" for k, v in env.items()]
-        fields = [str(cwd), str(len(entries)), *entries, *argv]
+        opened, command = _seccomp.folded(argv)  # the seat opens the filter itself
+        told = env if opened is None else {**env, _seccomp.VARIABLE: opened}
+        entries = [f"{k}={v}" for k, v in told.items()]
+        fields = [str(cwd), str(len(entries)), *entries, *command]
         try:
             await self._write(b"".join(os.fsencode(f) + b"\0" for f in fields))
         except OSError:  # the seat died while idle: nothing of the command ran

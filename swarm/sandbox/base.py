@@ -64,6 +64,10 @@ class Limits:
     """Size of the command's own `/tmp` (memory-backed)."""
     shm_mb: int = 256
     """Size of the command's own `/dev/shm` (memory-backed)."""
+    disk_mb: int | None = 8192
+    """How much the command's worktree may grow past its size at its first command: past
+    it the command is killed (`swarm.sandbox._disk`: a check, not a kernel limit); None:
+    no quota."""
 
 
 @dataclass(frozen=True)

@@ -13,13 +13,15 @@ repository's interpreter prefix, `include:` targets). Not the user's home, the m
 checkout, the journal nor other worktrees: they are simply not mounted. `HOME` and
 `TMPDIR` point into the sandbox's `/tmp`.
 
-Who it runs as: an unprivileged uid (1000 when swarm is root, else swarm's own) in a user
-namespace of its own, in which it may make no other (`--disable-userns`: a nested one's
-root could mount a `/proc` of its own), with no capabilities (`--cap-drop ALL`, so root
-cannot remount) and in a session of its own (`--new-session`: no keystrokes pushed into
-a terminal). bubblewrap, unprivileged, maps that uid to the uid that started it: when
-swarm runs as root, the host's kernel still sees uid 0 without capabilities, which is
-why the kernel's files are covered and `/etc` reduced rather than left to permissions.
+Who it runs as: never root to the host's kernel. When swarm is root, bubblewrap makes no
+user namespace and builds the mounts as root; the command's first step, `setpriv`, drops
+to an unprivileged uid with no capabilities in any set and `no_new_privs`
+(`swarm.sandbox._identity`, which also lets that uid write the worktree). Otherwise, an
+unprivileged uid (swarm's own) in a user namespace of its own, in which it may make no
+other (`--disable-userns`), with no capabilities (`--cap-drop ALL`). Either way in a
+session of its own (`--new-session`: no keystrokes pushed into a terminal) and under a
+seccomp filter (`swarm.sandbox._seccomp`: no `ptrace`, keyrings, mounts, nested user
+namespaces, `TIOCSTI`, ...). The kernel's files stay covered and `/etc` reduced as well.
 Its own PID namespace (when the command ends or is killed, the kernel kills everything
 left in it, `setsid` children included) and `--die-with-parent` (a dying swarm takes its
 sandboxes along). The network namespace is its own unless `network = "host"`: only its
@@ -32,10 +34,12 @@ Limits: RLIMIT_DATA and RLIMIT_FSIZE set by `ulimit` on the way in; the process 
 watched (`guard`), since RLIMIT_NPROC counts the user's processes machine-wide and does
 not bind root at all; where swarm may make cgroups, the kernel caps the processes and the
 whole command's memory too, each command in cgroups of its own (`swarm.sandbox._pids`).
+The guard also keeps the worktree's disk quota (`swarm.sandbox._disk`: a check).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
@@ -51,7 +55,7 @@ import anyio
 
 from swarm._run_config import PROXY_PORT
 from swarm.errors import ConfigError
-from swarm.sandbox import _pids
+from swarm.sandbox import _disk, _identity, _pids, _seccomp
 from swarm.sandbox._egress import Egress
 from swarm.sandbox._etc import etc_mounts, sandbox_ids
 from swarm.sandbox._gitconfig import shown_config
@@ -59,7 +63,7 @@ from swarm.sandbox._proxy import AllowList
 from swarm.sandbox._seats import Seats
 from swarm.sandbox.base import Lane, Launch, Sandbox, SandboxPolicy, admin_of, git_paths
 
-__all__ = ["BwrapSandbox", "bwrap_path"]
+__all__ = ["BwrapSandbox", "bwrap_path", "writable_for_commands"]
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +104,7 @@ sandboxed command still is, to the host's kernel: see `swarm.sandbox._etc`):
 `/dev/null` instead, as Docker and Podman mask them (`kmsg` needs a capability the
 command lacks)."""
 _LANE_DIR = "/run/swarm-net"
+_MOUNTED = ("/usr", "/etc", "/proc", "/dev", "/tmp", "/bin", "/lib", "/lib64", "/sbin")
 _CACHED_WORKTREES = 4096
 _PROXIED = ("loopback", "allow")
 
@@ -144,6 +149,9 @@ class BwrapSandbox(Sandbox):
             self.egress = Egress(AllowList.parse(self.policy.allow, self.policy.network))
         self._seen: dict[tuple[Path, bool], tuple[Path | None, Path, list[str]]] = {}
         self._layouts: dict[Path, tuple[Path | None, Path | None]] = {}
+        self._seccomp = _seccomp.path()
+        self._made: set[Path] = set()
+        """Directories `_head` makes searchable (`_searchable_parents`)."""
         self._socat = ""
         if self.egress is not None:
             self._socat = socat_path() or ""
@@ -184,13 +192,15 @@ class BwrapSandbox(Sandbox):
         inner = dict(env)
         inner.update(HOME="/tmp", TMPDIR="/tmp")
         if lane is not None:
-            worktree = [*worktree, "--ro-bind", str(lane.directory), _LANE_DIR]
+            run_dir = _searchable_parents(Path(_LANE_DIR), set())
+            worktree = [*worktree, *run_dir, "--ro-bind", str(lane.directory), _LANE_DIR]
             inner.update(_proxy_env())
-            command = [*self._prelude(_forwarders(self._socat, lane.forwarded)), *argv]
+            prelude = self._prelude(_forwarders(self._socat, lane.forwarded))
+            command = [*self._drop, *prelude, *argv]
         elif self.egress is not None:
             raise RuntimeError("a proxied sandbox's command needs its lane (Sandbox.lane())")
         else:
-            command = self._limited(argv)
+            command = [*self._drop, *self._limited(argv)]
         line = [*self._head, *worktree, *self._tail, *command]
         if self._seated and (seat := self.seats.take()) is not None:
             return Launch(line, inner, root, seat.cgroup, seat)
@@ -225,7 +235,7 @@ class BwrapSandbox(Sandbox):
     def _head(self) -> list[str]:
         """bwrap and the mounts every command gets: the system, /proc, /dev, /tmp, the
         policy's read-only paths (built once: the policy does not change)."""
-        args = [self.bwrap]
+        args = [*(_seccomp.opener(self._seccomp) if self._seccomp else []), self.bwrap]
         for name in _SYSTEM_DIRS:
             args += ["--ro-bind-try", name, name]
         for name in _SYSTEM_LINKS:
@@ -245,26 +255,45 @@ class BwrapSandbox(Sandbox):
         shm, tmp = str(limits.shm_mb * _MB), str(limits.tmp_mb * _MB)
         # /dev is a tmpfs of half the machine's memory: its own /dev/shm, sized, and the
         # rest read-only (the device nodes still work), so neither fills the memory
-        args += ["--dev", "/dev", "--size", shm, "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]
-        args += ["--size", tmp, "--tmpfs", "/tmp"]
+        # (each everyone's to write, sticky: the command is not the root that mounts them)
+        args += ["--dev", "/dev", "--perms", "1777", "--size", shm, "--tmpfs", "/dev/shm"]
+        args += ["--remount-ro", "/dev", "--perms", "1777", "--size", tmp, "--tmpfs", "/tmp"]
         for path in self.policy.read_only:
-            args += ["--ro-bind-try", str(path), str(path)]
+            parents = _searchable_parents(path, self._made)
+            args += [*parents, "--ro-bind-try", str(path), str(path)]
         if self.policy.network == "host":
             args += ["--ro-bind-try", "/run/systemd/resolve", "/run/systemd/resolve"]
         return args
 
     @functools.cached_property
     def _tail(self) -> list[str]:
-        uid, gid = sandbox_ids()
-        args = ["--unshare-all", "--unshare-user", "--uid", str(uid), "--gid", str(gid)]
-        # no user namespace inside (its root could mount a /proc of its own), no
-        # capabilities, no terminal to push keystrokes into (TIOCSTI): its own session
-        args += ["--disable-userns", "--cap-drop", "ALL", "--new-session", "--die-with-parent"]
-        if self.policy.network == "host":
-            args.append("--share-net")
+        if _identity.dropping():  # swarm is root: no user namespace, `setpriv` drops
+            args = ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
+            if self.policy.network != "host":
+                args.append("--unshare-net")
+            args += ["--cap-drop", "ALL"]
+            for name in _identity.KEPT_CAPABILITIES:
+                args += ["--cap-add", name]
+        else:
+            uid, gid = sandbox_ids()
+            args = ["--unshare-all", "--unshare-user", "--uid", str(uid), "--gid", str(gid)]
+            # no user namespace inside (its root could mount a /proc of its own), no
+            # capabilities
+            args += ["--disable-userns", "--cap-drop", "ALL"]
+            if self.policy.network == "host":
+                args.append("--share-net")
+        # no terminal to push keystrokes into (TIOCSTI): its own session
+        args += ["--new-session", "--die-with-parent"]
+        if self._seccomp is not None:
+            args += ["--seccomp", str(_seccomp.FD)]
         # the root bwrap builds (and the /etc in it) is a tmpfs: read-only once every mount
         # point is made, or it would hold what a command writes, in memory, unbounded
         return [*args, "--remount-ro", "/", "--"]
+
+    @functools.cached_property
+    def _drop(self) -> list[str]:
+        """The command's first step when swarm is root (`swarm.sandbox._identity`)."""
+        return _identity.setpriv_argv() if _identity.dropping() else []
 
     def _ulimits(self, *, bash: bool = False) -> str:
         """The rlimits as one shell line. Units: KiB for -d; for -f, 512 B blocks in sh
@@ -320,8 +349,9 @@ class BwrapSandbox(Sandbox):
         config: Path | None,
     ) -> list[str]:
         args: list[str] = []
+        made = set(self._made)  # the parents `_head` made
         if common is not None and hidden is not None:
-            args += ["--ro-bind", str(common), str(common)]
+            args += [*_searchable_parents(common, made), "--ro-bind", str(common), str(common)]
             if config is not None:  # no remotes, no credentials
                 args += ["--ro-bind", str(config), str(common / "config")]
             if hidden.is_dir():
@@ -331,11 +361,14 @@ class BwrapSandbox(Sandbox):
                 # a hooked git command (`swarm.sandbox.hooks`): the worktree's own git
                 # directory writable, but where it says the repository is
                 args += ["--bind", str(admin), str(admin)]
+                writable_for_commands(admin)
                 for name in ("commondir", "gitdir"):
                     args += ["--ro-bind-try", str(admin / name), str(admin / name)]
         for path in self.policy.writable:
-            args += ["--bind-try", str(path), str(path)]
-        args += ["--bind", str(cwd), str(cwd)]
+            args += [*_searchable_parents(path, made), "--bind-try", str(path), str(path)]
+            writable_for_commands(path)
+        args += [*_searchable_parents(cwd, made), "--bind", str(cwd), str(cwd)]
+        writable_for_commands(cwd)
         if (cwd / ".git").is_file():  # where git finds its metadata: not the agent's to move
             args += ["--ro-bind", str(cwd / ".git"), str(cwd / ".git")]
         return [*args, "--chdir", str(cwd)]
@@ -352,9 +385,14 @@ class BwrapSandbox(Sandbox):
         intervals = _GUARD_INTERVALS_S if cgroup is None else _CAPPED_INTERVALS_S
         waits = iter(intervals)
         count: _pids.TaskCount | None = None  # cgroup's count, read through one open file
+        disk = self._disk_watch(launch)
         try:
             while True:
                 await anyio.sleep(next(waits, intervals[-1]))
+                if disk is not None and (full := disk.over()) is not None:
+                    with contextlib.suppress(OSError):
+                        os.kill(init or pid, signal.SIGKILL)  # bwrap's: the namespace goes
+                    return full
                 try:
                     if init is None:
                         found = _children(pid)
@@ -387,6 +425,16 @@ class BwrapSandbox(Sandbox):
             if count is not None:
                 count.close()
 
+    def _disk_watch(self, launch: Launch | None) -> _disk.DiskWatch | None:
+        """The quota of the command's worktree (`swarm.sandbox._disk`), if it has one."""
+        limit = self.policy.limits.disk_mb
+        if launch is None or limit is None:
+            return None
+        try:
+            return _disk.DiskWatch(launch.cwd, limit)
+        except OSError:
+            return None
+
     def denials(self, output: str) -> list[str]:
         notes: list[str] = []
         for line in output.splitlines():
@@ -406,18 +454,63 @@ class BwrapSandbox(Sandbox):
 
 @functools.cache
 def _say_what_is_enforced(policy: SandboxPolicy) -> None:
-    """Where swarm cannot make a memory cgroup, say once what limits memory instead."""
+    """Where swarm cannot make a memory cgroup, say once what limits memory instead; where
+    a root swarm's commands keep uid 0 on the host, say so."""
+    if (problem := _identity.problem()) is not None:
+        log.warning("%s", problem)
     limits = policy.limits
-    if limits.memory_mb is None or _pids.memory_usable():
+    if limits.memory_mb is None or (policy.cgroups and _pids.memory_usable()):
         return
+    why = (
+        "it needs cgroup v1's memory hierarchy writable, or cgroup v2's memory controller "
+        "delegated to the cgroup swarm runs in"
+        if policy.cgroups
+        else "[sandbox] cgroups = false"
+    )
     log.warning(
-        "no memory cgroup can be made here (it needs cgroup v1's memory hierarchy, "
-        "writable): a command's memory is limited per process (RLIMIT_DATA, %d MB) and "
-        "its /tmp and /dev/shm by their sizes (%d MB, %d MB), not as a whole",
+        "no memory cgroup can be made here (%s): a command's memory is limited per process "
+        "(RLIMIT_DATA, %d MB) and its /tmp and /dev/shm by their sizes (%d MB, %d MB), not "
+        "as a whole; its processes %s",
+        why,
         limits.memory_mb,
         limits.tmp_mb,
         limits.shm_mb,
+        "by a pids cgroup"
+        if policy.cgroups and _pids.usable()
+        else "by swarm counting them (no pids cgroup)",
     )
+
+
+def _searchable_parents(path: Path, made: set[Path]) -> list[str]:
+    """bwrap, as root, makes a mount point's missing parents 0700: they shut the
+    unprivileged command (`swarm.sandbox._identity`) out of what is bound below them. They
+    are made 0755 first; `made`: those already made (added to)."""
+    if not _identity.dropping():
+        return []
+    args: list[str] = []
+    for parent in reversed(path.parents[:-1]):
+        if parent not in made and str(parent) not in _MOUNTED:
+            made.add(parent)
+            args += ["--perms", "0755", "--dir", str(parent)]
+    return args
+
+
+def writable_for_commands(path: Path) -> None:
+    """Let sandboxed commands' unprivileged uid write `path` and what is made there later
+    (`swarm.sandbox._identity`; nothing when swarm is not root). A worktree made empty and
+    granted before its files are checked out is not walked at its first command."""
+    if not _identity.dropping():
+        return
+    try:
+        _identity.grant(path)
+    except OSError as exc:
+        log.warning(
+            "%s cannot be made writable for the sandbox's uid %d (no POSIX ACLs here? %s): "
+            "commands will fail to write there",
+            path,
+            _identity.HOST_UID,
+            exc,
+        )
 
 
 _NETWORK_NOTES = {
@@ -462,11 +555,20 @@ def _children(pid: int) -> list[int]:
 def _more_processes_than(init: int, limit: int) -> bool:
     """Whether the sandbox's PID namespace holds more than `limit` processes: the numeric
     entries of its own /proc, read only that far (listing 3,500 forking processes in full
-    took 0.9 s, while the bomb went on)."""
+    took 0.9 s, while the bomb went on). While bwrap is still setting up, `init`'s root is
+    the host's, whose /proc lists every process of the machine: not counted (a normal
+    user's command, whose processes no cgroup counts first, was killed for the host's)."""
     count = 0
+    if os.stat(f"/proc/{init}/root/proc").st_dev == _host_proc_device():
+        return False
     with os.scandir(f"/proc/{init}/root/proc") as entries:
         for entry in entries:
             count += entry.name.isdigit()
             if count > limit:
                 return True
     return False
+
+
+@functools.cache
+def _host_proc_device() -> int:
+    return os.stat("/proc").st_dev

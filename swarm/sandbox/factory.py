@@ -77,6 +77,7 @@ def make_sandbox(
             config.file_size_mb,
             config.tmp_mb,
             config.shm_mb,
+            config.disk_mb,
         ),
         allow=tuple(config.allow),
         cgroups=config.cgroups,

@@ -36,10 +36,8 @@ async def slow(seconds: float) -> str:
 
 @server.tool()
 def where() -> str:
-    """Where the server runs: its user namespace's uid map, and a secret it should not see."""
-    with open("/proc/self/uid_map") as f:
-        uid_map = " ".join(f.read().split())
-    return f"{uid_map} | MY_LLM_AUTH={os.environ.get('MY_LLM_AUTH', '-')}"
+    """Where the server runs: its PID namespace, and a secret it should not see."""
+    return f"{os.readlink('/proc/self/ns/pid')} | MY_LLM_AUTH={os.environ.get('MY_LLM_AUTH', '-')}"
 
 
 @server.tool()
