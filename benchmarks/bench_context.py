@@ -41,8 +41,8 @@ from swarm.errors import ContextWindowExceeded
 from swarm.messages import ChatRequest, ChatResult, ToolCall
 from swarm.model import Model, context_window
 from swarm.providers.sim import Reply, SimEngine, SimProvider
-from swarm.providers.sim_context import Limits
-from swarm.providers.sim_reply import prose
+from swarm.providers.sim._context import Limits
+from swarm.providers.sim._reply import prose
 from swarm.routing.router import Router
 
 OUTPUT_WORDS = 1_500

@@ -36,8 +36,8 @@ from typing import Any
 
 import anyio
 
-from swarm._sim_shifts import Shift
 from swarm.config import RoutingConfig, SwarmConfig, TierConfig
+from swarm.config._shifts import Shift
 from swarm.messages import ChatRequest, Message
 from swarm.model import Model
 from swarm.routing.router import Need, Router

@@ -59,9 +59,9 @@ import anyio
 
 from swarm.analysis.loader import load_trace
 from swarm.messages import ChatRequest, ToolCall
-from swarm.providers.sim_engine import SimEngine
-from swarm.providers.sim_reply import Reply
-from swarm.providers.sim_server import serve_sim
+from swarm.providers.sim._engine import SimEngine
+from swarm.providers.sim._reply import Reply
+from swarm.providers.sim._server import serve_sim
 from swarm.run.report import RunReport
 from swarm.run.solve import SolveRequest, solve
 from swarm.tracing import semconv as sc

@@ -4,9 +4,10 @@ A map for newcomers: a package per layer, lowest first; a module imports only fr
 own layer or the ones below (tests/test_layers.py checks it).
 
 - ground      `errors` (the one error tree), `messages` (what crosses every boundary),
-              `model` (the Model and Provider seams), `config`, `budget` (the one Budget),
-              `catalog` (providers, models, prices, latency profiles), and the private
-              helpers `_duration`, `_tokens`, `_secrets`, `_serve`
+              `model` (the Model and Provider seams), `config/` (every section, loading,
+              wire checks, durations, secrets), `budget` (the one Budget), `catalog`
+              (providers, models, prices, latency profiles), and the private helpers
+              `_tokens` and `_serve`
 - `tracing`   span names and attributes (`semconv`), the run's tracer and trace file,
               every wait as a span (`waits`)
 - `providers` one job per module: the HTTP exchange, SSE, the OpenAI-compatible and

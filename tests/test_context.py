@@ -31,9 +31,9 @@ from swarm.messages import ChatRequest, ChatResult, Message, ToolCall
 from swarm.providers.anthropic import AnthropicProvider
 from swarm.providers.openai import OpenAIProvider
 from swarm.providers.sim import Reply, SimEngine, SimProvider
-from swarm.providers.sim_context import Limits
-from swarm.providers.sim_reply import count_tokens, prose
-from swarm.providers.sim_server import serve_sim
+from swarm.providers.sim._context import Limits
+from swarm.providers.sim._reply import count_tokens, prose
+from swarm.providers.sim._server import serve_sim
 from swarm.routing.router import Router
 from swarm.tracing import semconv as sc
 

@@ -11,7 +11,7 @@ import pytest
 from swarm.config import Faults, ProviderConfig, RoutingConfig, SwarmConfig, TierConfig
 from swarm.messages import ChatRequest, Message
 from swarm.providers.sim import SimEngine
-from swarm.providers.sim_server import serve_sim
+from swarm.providers.sim._server import serve_sim
 from swarm.routing.router import Router
 from swarm.simulate.simulation import SimSpec, run_simulation
 

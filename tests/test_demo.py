@@ -25,7 +25,7 @@ from swarm.catalog import LatencyProfile
 from swarm.demo import DEMO_REPO, PLAN, create_demo_repo, demo_script, init_source
 from swarm.messages import ChatRequest, ChatResult, Message
 from swarm.providers.sim import SimProvider
-from swarm.providers.sim_reply import prose
+from swarm.providers.sim._reply import prose
 from swarm.run.plan import Plan, Subtask, parse_plan_reply, validate_plan
 from swarm.run.roles import (
     CODER,

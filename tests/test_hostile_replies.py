@@ -22,7 +22,7 @@ from swarm.errors import ProviderError
 from swarm.messages import ChatRequest, Message
 from swarm.providers.openai import OpenAIProvider
 from swarm.providers.sim import SimEngine
-from swarm.providers.sim_server import serve_sim
+from swarm.providers.sim._server import serve_sim
 from swarm.routing.router import Router
 
 

@@ -24,14 +24,14 @@ import trio
 from aiohttp import web
 from opentelemetry.sdk.trace import TracerProvider
 
-from swarm._duration import parse_duration_s
 from swarm._serve import serve_app
 from swarm.catalog import LatencyProfile
+from swarm.config._duration import parse_duration_s
 from swarm.errors import ProviderError, RateLimited
 from swarm.messages import ChatRequest, Message, ToolCall, ToolSpec
 from swarm.providers.openai import OpenAIProvider
 from swarm.providers.sim import Reply, SimEngine
-from swarm.providers.sim_server import serve_sim
+from swarm.providers.sim._server import serve_sim
 from swarm.providers.sse import iter_sse_batches
 
 SECRET = "sk-test-very-secret-0123456789"

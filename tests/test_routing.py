@@ -12,9 +12,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from swarm._secrets import CAPTURE_CONTENT_ENV
 from swarm.budget import BudgetLimits
 from swarm.config import SwarmConfig, load_config
+from swarm.config._secrets import CAPTURE_CONTENT_ENV
 from swarm.errors import BudgetExceeded, ProviderError, RateLimited
 from swarm.messages import ChatRequest, ChatResult, Message, Timing, Usage
 from swarm.model import FirstTokenCallback, Model, Provider

@@ -19,10 +19,10 @@ import anyio
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from swarm._sim_shifts import Shift, parse_shift
 from swarm.analysis.loader import load_trace
 from swarm.analysis.scorecard import scorecard
 from swarm.config import SwarmConfig, load_config
+from swarm.config._shifts import Shift, parse_shift
 from swarm.errors import ConfigError
 from swarm.messages import ChatRequest, Message
 from swarm.routing.router import Need, Router

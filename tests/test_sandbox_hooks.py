@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from swarm.errors import WorkspaceError
-from swarm.run._merge_trees import IDENTITY
+from swarm.run.merge._trees import IDENTITY
 from swarm.run.workspace import Workspace, git, hook_env
 from swarm.sandbox import BwrapSandbox, bwrap_problem, sandboxed_git
 from swarm.sandbox._objects import adopt

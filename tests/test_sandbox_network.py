@@ -21,11 +21,11 @@ from pathlib import Path
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from swarm._run_config import PROXY_PORT
 from swarm.agent.tool import ToolContext
 from swarm.agent.toolbox import coding_tools
 from swarm.cli import main
 from swarm.config import SandboxConfig, load_config
+from swarm.config._run import PROXY_PORT
 from swarm.errors import ConfigError
 from swarm.run.environment import CheckEnvironment
 from swarm.run.task import parse_task

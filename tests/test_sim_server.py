@@ -22,7 +22,7 @@ from openai.types.chat import ChatCompletionFunctionToolParam
 from swarm.catalog import LatencyProfile
 from swarm.errors import ConfigError
 from swarm.providers.sim import Faults, SimEngine, default_script
-from swarm.providers.sim_server import serve_sim
+from swarm.providers.sim._server import serve_sim
 
 FAST = LatencyProfile(ttft_s=0.0, output_tps=1e9, prefill_tps=1e12, jitter=0.0)
 # slow enough that a reply spans many 15 ms ticks

@@ -138,7 +138,7 @@ def _cluster(args: argparse.Namespace) -> Any:
 def _shifts(items: list[str]) -> tuple[Any, ...]:
     from pydantic import ValidationError
 
-    from swarm._sim_shifts import parse_shift
+    from swarm.config._shifts import parse_shift
     from swarm.errors import ConfigError
 
     out = []

@@ -37,8 +37,8 @@ import anyio
 import httpx
 import orjson
 
-from swarm._secrets import scrub
 from swarm._tokens import estimate_input_tokens
+from swarm.config._secrets import scrub
 from swarm.errors import MalformedReply, ProviderError, ReplyShapeError, ReplyTooLarge
 from swarm.messages import ChatRequest, ChatResult, Message, RateLimitInfo, Timing, ToolCall, Usage
 from swarm.model import FirstTokenCallback, StreamListener, stream_listener

@@ -26,8 +26,8 @@ import anyio
 import httpx
 from opentelemetry import baggage, propagate, trace
 
-from swarm._duration import parse_duration_s
-from swarm._secrets import scrub
+from swarm.config._duration import parse_duration_s
+from swarm.config._secrets import scrub
 from swarm.errors import (
     ContextWindowExceeded,
     MalformedReply,

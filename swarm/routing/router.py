@@ -25,10 +25,10 @@ from opentelemetry import context, trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
-from swarm._secrets import capture_content, scrub
 from swarm._tokens import estimate_input_tokens
 from swarm.budget import Budget
 from swarm.config import SwarmConfig, split_ref
+from swarm.config._secrets import capture_content, scrub
 from swarm.errors import ConfigError, ProviderError, RateLimited
 from swarm.messages import ChatRequest, ChatResult
 from swarm.model import FirstTokenCallback, Provider

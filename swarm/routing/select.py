@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from swarm._route_config import Constraints
+from swarm.config._routing import Constraints
 from swarm.errors import BudgetExceeded, ConfigError
 from swarm.routing.candidate import Target
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from swarm._route_config import Constraints, merge_constraints
 from swarm.config import ProviderConfig, SwarmConfig, config_key
+from swarm.config._routing import Constraints, merge_constraints
 from swarm.errors import ConfigError
 from swarm.routing.candidate import Target
 from swarm.routing.select import Policy

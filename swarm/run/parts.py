@@ -28,7 +28,7 @@ from swarm.run.merge import Merger
 from swarm.run.progress import Progress
 from swarm.run.slack import RouteHints
 from swarm.run.workspace import Workspace
-from swarm.run.workspace_pool import WorkspacePool
+from swarm.run.workspace._pool import WorkspacePool
 from swarm.tracing import semconv as sc
 from swarm.tracing.setup import tracer
 
@@ -86,7 +86,7 @@ class GitWorkspaces:
     """The real workspaces: a git worktree of `repo` per workspace, prepared for its checks.
 
     With `reuse`, a finished subtask's worktree is reset for the next one (see
-    `swarm.run.workspace_pool`) and the owner of this object calls `aclose()` at the end."""
+    `swarm.run.workspace._pool`) and the owner of this object calls `aclose()` at the end."""
 
     def __init__(
         self,

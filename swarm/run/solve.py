@@ -377,7 +377,7 @@ def _providers(config: SwarmConfig, demo: bool) -> dict[str, Provider] | None:
         return None
     from swarm.demo import demo_script
     from swarm.providers.sim import SimProvider
-    from swarm.providers.sim_real_model import real_model_script
+    from swarm.providers.sim._real_model import real_model_script
 
     return {
         name: SimProvider(

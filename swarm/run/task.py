@@ -30,9 +30,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from swarm._run_config import SandboxNetwork, parse_endpoint
 from swarm.budget import BudgetLimits
 from swarm.config import MergeConfig
+from swarm.config._run import SandboxNetwork, parse_endpoint
 from swarm.errors import ConfigError
 
 __all__ = ["Task", "load_task", "parse_task"]

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import anyio
 from anyio.abc import ByteStream
 
-from swarm._run_config import is_loopback_host, parse_endpoint
+from swarm.config._run import is_loopback_host, parse_endpoint
 
 __all__ = ["AllowList", "forward", "serve_proxy"]
 

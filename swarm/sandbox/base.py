@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from swarm._run_config import SandboxNetwork
+from swarm.config._run import SandboxNetwork
 
 if TYPE_CHECKING:
     from swarm.sandbox._seats import Seat

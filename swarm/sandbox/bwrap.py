@@ -48,7 +48,7 @@ from pathlib import Path
 
 import anyio
 
-from swarm._run_config import PROXY_PORT
+from swarm.config._run import PROXY_PORT
 from swarm.errors import ConfigError
 from swarm.sandbox import _pids
 from swarm.sandbox._egress import Egress

@@ -1,7 +1,7 @@
 """Several simulated providers serving the same weights, for routing experiments.
 
 A `Host` is one provider of the speed tier's weights with its own catalog profile, prices
-and shifts (`swarm._sim_shifts`): `SimSpec(hosts=(Host(...), ...), sort="latency")` makes
+and shifts (`swarm.config._shifts`): `SimSpec(hosts=(Host(...), ...), sort="latency")` makes
 the speed tier every host ranked by that sort, so a benchmark can set fixed
 order, latency, balanced and shape-aware routing side by side on one workload.
 `tell_shifts(router)` makes a router an oracle: each simulated candidate's score is what
@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from swarm._sim_shifts import Shift
 from swarm.config import ModelConfig, ProviderConfig
+from swarm.config._shifts import Shift
 from swarm.providers.sim import SimEngine, SimProvider
-from swarm.providers.sim_reply import Script
+from swarm.providers.sim._reply import Script
 from swarm.routing.router import Router
 from swarm.routing.score import Score
 from swarm.simulate.world import CountingProvider

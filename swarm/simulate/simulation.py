@@ -33,10 +33,10 @@ from typing import Any
 
 import anyio
 
-from swarm._route_config import Sort
-from swarm._sim_shifts import Shift
 from swarm.budget import BudgetLimits
 from swarm.config import ProviderConfig, RoutingConfig, SwarmConfig, TierConfig
+from swarm.config._routing import Sort
+from swarm.config._shifts import Shift
 from swarm.model import Provider
 from swarm.providers.sim import Faults, SimEngine, SimProvider
 from swarm.run.check import Baseline

@@ -162,7 +162,7 @@ WAIT_CLUSTER = "cluster"
 """A workspace waiting for room on the cluster (`swarm.cluster`)."""
 """A check waiting for one of the places that keep the machine from thrashing."""
 
-# The content capture switch (opt-in) and its one rule live in `swarm._secrets`.
+# The content capture switch (opt-in) and its one rule live in `swarm.config._secrets`.
 
 # swarm.sandbox.*: where a command ran, and what the sandbox refused (swarm.sandbox)
 SANDBOX_KIND = "swarm.sandbox.kind"

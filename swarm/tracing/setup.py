@@ -33,7 +33,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-from swarm._secrets import capture_content as content_capture_on
+from swarm.config._secrets import capture_content as content_capture_on
 from swarm.errors import UsageError
 from swarm.tracing import semconv as sc
 from swarm.tracing.metrics import GenAIMetricsProcessor, meter_provider

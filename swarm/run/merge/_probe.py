@@ -1,8 +1,8 @@
 """Probes: batches of unprobed patches checked on the head beside the merge queue's line,
-only to judge them (`swarm.run._merge_pipeline`).
+only to judge them (`swarm.run.merge._pipeline`).
 
 A probe holding exactly one patch that names a module a patch it is linked to changes
-(`swarm.run._merge_links.naming`: where a clash shows, most likely) is also built without
+(`swarm.run.merge._links.naming`: where a clash shows, most likely) is also built without
 that patch, and both are checked at once. Red with it and green without it, that patch is
 the culprit and the rest is green, found in one check's time instead of the probe's and a
 split round's. One patch only: with two, which one is red would take a round still.
@@ -10,9 +10,9 @@ split round's. One patch only: with two, which one is red would take a round sti
 
 from __future__ import annotations
 
-from swarm.run._merge_line import Build, Request, Slot
-from swarm.run._merge_links import naming
-from swarm.run._merge_split import Culprit, Verdict
+from swarm.run.merge._line import Build, Request, Slot
+from swarm.run.merge._links import naming
+from swarm.run.merge._split import Culprit, Verdict
 
 __all__ = ["build_probe", "found_alone", "judgeable"]
 

@@ -36,9 +36,9 @@ from opentelemetry.util.types import AttributeValue
 
 from swarm.errors import WorkspaceError
 from swarm.run._git import git
-from swarm.run._merge_line import Build, Request
-from swarm.run._merge_trees import Patch, Step, TreePool
 from swarm.run.check import CheckResult, plain
+from swarm.run.merge._line import Build, Request
+from swarm.run.merge._trees import Patch, Step, TreePool
 from swarm.tracing import semconv as sc
 from swarm.tracing.setup import tracer
 

@@ -26,10 +26,10 @@ from aiohttp import web
 from swarm.catalog import all_models
 from swarm.errors import WireError
 from swarm.providers.exchange import SIMULATED_HEADER
-from swarm.providers.sim_context import context_error_body
-from swarm.providers.sim_engine import FAULT_CONTEXT, SimEngine, SimPlan
-from swarm.providers.sim_reply import Reply
-from swarm.providers.sim_wire import to_request, usage_of
+from swarm.providers.sim._context import context_error_body
+from swarm.providers.sim._engine import FAULT_CONTEXT, SimEngine, SimPlan
+from swarm.providers.sim._reply import Reply
+from swarm.providers.sim._wire import to_request, usage_of
 
 __all__ = ["create_app", "serve_sim"]
 

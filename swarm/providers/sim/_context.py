@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from swarm.catalog import ModelInfo
 from swarm.messages import Message
-from swarm.providers.sim_reply import Reply, count_tokens
+from swarm.providers.sim._reply import Reply, count_tokens
 
 __all__ = [
     "Limits",

@@ -19,9 +19,9 @@ from swarm.errors import ContextWindowExceeded, ProviderError, RateLimited
 from swarm.messages import ChatRequest, ChatResult, Message, Timing, Usage
 from swarm.model import FirstTokenCallback
 from swarm.providers.progress import tell_progress
-from swarm.providers.sim_context import Limits, context_error_message
-from swarm.providers.sim_engine import FAULT_CONTEXT, SimEngine, SimPlan
-from swarm.providers.sim_faults import (
+from swarm.providers.sim._context import Limits, context_error_message
+from swarm.providers.sim._engine import FAULT_CONTEXT, SimEngine, SimPlan
+from swarm.providers.sim._faults import (
     FAULT_DROP,
     FAULT_ERROR,
     FAULT_HANG,
@@ -32,7 +32,7 @@ from swarm.providers.sim_faults import (
     Faults,
     Quota,
 )
-from swarm.providers.sim_reply import Reply, Script, count_tokens, default_script
+from swarm.providers.sim._reply import Reply, Script, count_tokens, default_script
 
 __all__ = [
     "Faults",
@@ -221,7 +221,7 @@ def from_config(name: str, config: ProviderConfig, api_key: str | None) -> SimPr
     }
     script = None
     if config.real_model is not None:
-        from swarm.providers.sim_real_model import real_model_script
+        from swarm.providers.sim._real_model import real_model_script
 
         script = real_model_script(default_script, config.real_model, config.seed)
     return SimProvider(

@@ -9,7 +9,7 @@ batches land strictly in order:
 
 - green: the integration branch fast-forwards to its tip, one commit per subtask;
 - red: the batches behind it (built on a red tip) go on with their alternates (built
-  without it, and without others likely red, `swarm.run._merge_line`) or start again on
+  without it, and without others likely red, `swarm.run.merge._line`) or start again on
   the head; the red batch is split (`Splitter`) beside the line, which goes on at once
   with the patches that touch none of its files. After each round of the split its green
   patches land if the head has not moved, else they wait again, as the ones it will not
@@ -22,7 +22,7 @@ red rate. A green probe lands if the head has not moved and the line is empty, e
 patches join the line, in batches up to `batch_size.max`; a red one is split likewise.
 The line's front may still take unprobed patches (it is on the head, a probe that lands
 when green), and a culprit's fixed patch counts as probed. Patches that may clash are
-batched together, and judged again when judged apart (`swarm.run._merge_links`); a
+batched together, and judged again when judged apart (`swarm.run.merge._links`); a
 probed one still apart from such a patch in flight takes a place in the line alone.
 
 While subtasks are still coding (`expect`: the coordinator's count of patches on their
@@ -54,12 +54,12 @@ from opentelemetry.util.types import AttributeValue
 
 from swarm.config import MergeConfig
 from swarm.errors import SwarmError
-from swarm.run._merge_line import Build, Line, RedRate, Request, Slot
-from swarm.run._merge_links import Links, alike, by_order
-from swarm.run._merge_probe import build_probe, found_alone, judgeable
-from swarm.run._merge_split import Split, Splitter, Verdict
-from swarm.run._merge_trees import Step, TreePool
 from swarm.run.check import CheckFn, CheckResult
+from swarm.run.merge._line import Build, Line, RedRate, Request, Slot
+from swarm.run.merge._links import Links, alike, by_order
+from swarm.run.merge._probe import build_probe, found_alone, judgeable
+from swarm.run.merge._split import Split, Splitter, Verdict
+from swarm.run.merge._trees import Step, TreePool
 from swarm.run.outcome import MergeKind, MergeResult
 from swarm.run.report import MergeStats
 from swarm.tracing import semconv as sc

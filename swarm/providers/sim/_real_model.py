@@ -26,9 +26,9 @@ import random
 import zlib
 from collections.abc import Sequence
 
-from swarm._faults import TEXT_FORMATS, RealModel
+from swarm.config._faults import TEXT_FORMATS, RealModel
 from swarm.messages import ChatRequest, Message, ToolCall
-from swarm.providers.sim_reply import Reply, Script
+from swarm.providers.sim._reply import Reply, Script
 
 __all__ = ["TEXT_FORMATS", "RealModel", "real_model_script"]
 

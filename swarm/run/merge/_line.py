@@ -22,8 +22,8 @@ from typing import ClassVar
 import anyio
 from opentelemetry.trace import SpanContext
 
-from swarm.run._merge_trees import Patch, Step
 from swarm.run.check import CheckResult, tree_key
+from swarm.run.merge._trees import Patch, Step
 from swarm.run.outcome import MergeResult
 
 __all__ = ["Build", "Line", "RedRate", "Request", "Slot"]
@@ -44,14 +44,14 @@ class Request:
     waits for the green ones it was fixed on top of."""
     waited_on: bool = False
     """Other subtasks wait for it: it is batched only with such patches, so that a red
-    patch no one waits for does not hold a chain back (`swarm.run._merge_links.alike`)."""
+    patch no one waits for does not hold a chain back (`swarm.run.merge._links.alike`)."""
     probed: bool = False
     """Checked green on a recent head (alone in a probe, or in a split's green part): a
     batch of such patches is likely green."""
     judged_with: frozenset[Request] = frozenset()
     """The patches it was last judged green with."""
     links: list[Request] = field(default_factory=list)
-    """Patches it may clash with, batched with it (`swarm.run._merge_links`)."""
+    """Patches it may clash with, batched with it (`swarm.run.merge._links`)."""
 
     @property
     def doubtful(self) -> bool:

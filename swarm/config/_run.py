@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from swarm._duration import parse_duration
+from swarm.config._duration import parse_duration
 
 __all__ = [
     "PROXY_PORT",

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from swarm.errors import WireError
 from swarm.messages import ChatRequest, Message, ToolCall, ToolSpec
-from swarm.providers.sim_engine import SimPlan
+from swarm.providers.sim._engine import SimPlan
 
 __all__ = ["WireError", "check_body", "to_request", "usage_of"]
 

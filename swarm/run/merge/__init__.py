@@ -3,7 +3,7 @@
 The integration branch `swarm/<run-id>` lives in its own worktree, so the user's checkout
 and current branch are never touched. Patches are built into batches and checked in check
 trees of their own, several at once and speculatively one on top of the other
-(`swarm.run._merge_pipeline`); the integration branch only ever fast-forwards to a green
+(`swarm.run.merge._pipeline`); the integration branch only ever fast-forwards to a green
 tip. A conflict or a red check goes back to the coordinator, which sends a fixer to rebase
 on the new head. `[merge] batch_size = {min = 1, max = 1}` with `max_parallel_checks = 1`
 is the one-at-a-time queue.
@@ -12,6 +12,26 @@ Every landed patch is one commit `swarm: <subtask>: <title>` on the branch, and 
 is the truth: `landed()` reads it back, so a run killed between a landing and its journal
 write resumes without merging anything twice. `Merger` is the protocol the coordinator
 needs, so a simulated queue can stand in for this one.
+
+The pipeline, and the words its modules use::
+
+    green patch --> waiting (ordered: what others wait for first)
+                      |  batch: the next waiting patches, sized by the backlog
+                      v
+    line: slot 1 [build on head] -> slot 2 [build on slot 1's tip] -> ...  (_line, _pipeline)
+                      |  each build is a chain of commits checked in a check tree (_trees)
+                      v
+           green at the front --> the integration branch fast-forwards (landed)
+           red --> split: prefixes checked at once to find the culprit (_split)
+                   probe: unjudged patches checked on the head beside the line (_probe)
+
+- *patch*: one subtask's green change, as a diff; *batch*: patches that land as one.
+- *slot*: a place in the line; *build*: a chain of commits for a slot, checked in a tree.
+- *speculation*: a slot's build sits on the build ahead, assuming it green; an *alternate*
+  leaves out slots ahead, as if they were red.
+- *linked* patches may clash (one's added lines name a module the other changes:
+  `_links`); they are batched together.
+- *culprit*: the patch a red batch's split blames; it goes back to a fixer, the others on.
 """
 
 from __future__ import annotations
@@ -29,10 +49,10 @@ from swarm.agent.tool import WriteLog
 from swarm.config import MergeConfig
 from swarm.errors import WorkspaceError
 from swarm.run._git import write_owner
-from swarm.run._merge_pipeline import Pipeline, Request, Rules
-from swarm.run._merge_trees import Patch, TreePool, commit, remove_trees
 from swarm.run.check import Checker, CheckFn, CheckResult
 from swarm.run.environment import CheckEnvironment
+from swarm.run.merge._pipeline import Pipeline, Request, Rules
+from swarm.run.merge._trees import Patch, TreePool, commit, remove_trees
 from swarm.run.outcome import MergeKind, MergeResult
 from swarm.run.report import MergeStats
 from swarm.run.workspace import git, repo_lock, worktree_diff

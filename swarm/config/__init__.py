@@ -5,6 +5,12 @@ Where it comes from, first found wins: an explicit path, `$SWARM_CONFIG`, `./swa
 key env var is set, else the simulator. Config holds only the *name* of each key's env var;
 keys are read when providers are built (`swarm.providers.registry.build_providers`, which
 also checks each `kind`), never stored here: they cannot leak through a repr, span or log.
+
+The sections live beside the loader: `_run` (`[merge]`, `[sandbox]`, `[cluster]`),
+`_routing` (constraints, the adaptive router), `_budget` (`[budget]`), `_faults` and
+`_shifts` (the simulator's), with the rules they share: `_toml` (reading a file),
+`_wire_checks` (what goes on the wire), `_duration` (`"15m"`), `_secrets` (what is kept out
+of records).
 """
 
 from __future__ import annotations
@@ -16,13 +22,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from swarm._faults import Faults, RealModel
-from swarm._route_config import AdaptiveRouting, Constraints
-from swarm._run_config import BatchSize, ClusterConfig, MergeConfig, SandboxConfig
-from swarm._sim_shifts import Shift
-from swarm._toml import read_toml as _read_toml
-from swarm._wire_checks import check_base_url, check_headers
-from swarm.budget import BudgetLimits
+from swarm.config._budget import BudgetLimits
+from swarm.config._faults import Faults, RealModel
+from swarm.config._routing import AdaptiveRouting, Constraints
+from swarm.config._run import BatchSize, ClusterConfig, MergeConfig, SandboxConfig
+from swarm.config._shifts import Shift
+from swarm.config._toml import read_toml as _read_toml
+from swarm.config._wire_checks import check_base_url, check_headers
 from swarm.errors import ConfigError
 from swarm.messages import ModelSettings
 

@@ -8,7 +8,7 @@ script runs, from a generator seeded by the engine's seed, the call's agent, rol
 moment draw the same numbers whatever order they reach the engine in (calls without an
 agent draw in call order). Tokens are the simulator's own unit, words
 (`sim_reply.count_tokens`), both for prompts and for replies. `SimProvider` (in-process)
-and `swarm.providers.sim_server` (over HTTP) both replay its plans.
+and `swarm.providers.sim._server` (over HTTP) both replay its plans.
 """
 
 from __future__ import annotations
@@ -22,19 +22,19 @@ from dataclasses import dataclass
 
 import anyio
 
-from swarm._sim_shifts import Shift
 from swarm.catalog import LatencyProfile, find_model, find_profile
+from swarm.config._shifts import Shift
 from swarm.errors import ConfigError
 from swarm.messages import ChatRequest, Message, RateLimitInfo
-from swarm.providers.sim_context import (
+from swarm.providers.sim._context import (
     Limits,
     PrefixCache,
     cap_reply,
     limits_of,
     message_tokens,
 )
-from swarm.providers.sim_faults import FAULT_ERROR, FAULT_KINDS, FAULT_RATE_LIMIT, Faults, Quota
-from swarm.providers.sim_reply import Reply, Script, default_script
+from swarm.providers.sim._faults import FAULT_ERROR, FAULT_KINDS, FAULT_RATE_LIMIT, Faults, Quota
+from swarm.providers.sim._reply import Reply, Script, default_script
 
 __all__ = ["FAULT_CONTEXT", "SimEngine", "SimPlan"]
 
@@ -129,7 +129,7 @@ class SimEngine:
         self.quota_rejections = 0
         """Calls answered 429 because they would overdraw a quota."""
         self.shifts = tuple(shifts)
-        """How this provider changes under the run (`swarm._sim_shifts`)."""
+        """How this provider changes under the run (`swarm.config._shifts`)."""
         self._calls = 0
         self._start: float | None = None
         self._keys: dict[str, int] = {}

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from swarm.run._merge_line import Request
+from swarm.run.merge._line import Request
 
 __all__ = ["Links", "alike", "by_order", "naming"]
 
