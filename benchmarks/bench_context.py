@@ -27,6 +27,7 @@ from typing import Any
 import anyio
 
 from swarm import Agent, Finish, tool
+from swarm._routing.router import Router
 from swarm.agent.compaction import ContextPolicy
 from swarm.agent.context import (
     Chain,
@@ -43,7 +44,6 @@ from swarm.model import Model, context_window
 from swarm.providers.sim import Reply, SimEngine, SimProvider
 from swarm.providers.sim._context import Limits
 from swarm.providers.sim._reply import prose
-from swarm.routing.router import Router
 
 OUTPUT_WORDS = 1_500
 THOUGHT_WORDS = 50

@@ -167,6 +167,7 @@ class Budget:
         return self._run.spent()
 
     def spent_by_tier(self) -> dict[str, Spent]:
+        """What each tier has spent so far."""
         return {t: s.spent() for t, s in self._tiers.items()}
 
     def _scopes(self, tier: str | None) -> list[_Scope]:
@@ -193,6 +194,7 @@ class Budgeted:
         self.context_window = context_window(self.inner)
 
     async def chat(self, request: ChatRequest) -> ChatResult:
+        """The inner model's reply, its cost reserved before and settled after."""
         with self.budget.reserve(tier=self.tier) as held:
             result = await self.inner.chat(request)
             held.settle(result)

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeAlias
 
-from swarm.analysis.assertions import (
+from swarm._analysis.assertions import (
     assert_critical_path_under,
     assert_p95_call_latency_under,
     assert_rate_limit_waits_under,

@@ -11,9 +11,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from swarm.analysis.loader import load_trace
-from swarm.analysis.synthetic import write_synthetic_trace
-from swarm.tracing.setup import use_tracer
+from swarm._analysis.loader import load_trace
+from swarm._analysis.synthetic import write_synthetic_trace
+from swarm._tracing.setup import use_tracer
 
 pytest_plugins = ["swarm.pytest_plugin"]
 

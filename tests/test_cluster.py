@@ -19,22 +19,22 @@ import anyio
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from swarm.agent.tool import ToolContext
-from swarm.agent.toolbox import coding_tools
-from swarm.analysis import summarize
-from swarm.analysis.loader import load_trace
+from swarm._analysis import summarize
+from swarm._analysis.loader import load_trace
+from swarm._sandbox import bwrap_problem, make_sandbox
+from swarm._tracing import semconv as sc
+from swarm.agent._tool import ToolContext
+from swarm.agent._toolbox import coding_tools
 from swarm.config import ClusterConfig
 from swarm.errors import ToolError, WorkspaceError
 from swarm.messages import ChatRequest
-from swarm.run.check import Checker
-from swarm.run.environment import CheckEnvironment
-from swarm.run.merge import MergeQueue, MergeResult, QueueSettings
-from swarm.run.parts import CoordinatorParts
-from swarm.run.solve import solve
-from swarm.run.workspace import Workspace
-from swarm.sandbox import bwrap_problem, make_sandbox
+from swarm.run._check import Checker
+from swarm.run._environment import CheckEnvironment
+from swarm.run._merge import MergeQueue, MergeResult, QueueSettings
+from swarm.run._parts import CoordinatorParts
+from swarm.run._solve import solve
+from swarm.run._workspace import Workspace
 from swarm.testing import FunctionModel, Scripted, ScriptedSource, call
-from swarm.tracing import semconv as sc
 from tests.test_merge_queue import BATCHES, CHECK, make_repo, merge_all, patch_setting
 from tests.test_solve import edit, request, subtask, write_plan
 from tests.trace_spans import attr
@@ -42,9 +42,9 @@ from tests.trace_spans import spans as trace_spans
 
 ray = pytest.importorskip("ray")
 
-from swarm.cluster import RayCluster, RayWorkspaces, RemoteWorkspace, remote_tools  # noqa: E402
-from swarm.cluster._bundle import make_bundle  # noqa: E402
-from swarm.cluster.local import (  # noqa: E402
+from swarm._cluster import RayCluster, RayWorkspaces, RemoteWorkspace, remote_tools  # noqa: E402
+from swarm._cluster._bundle import make_bundle  # noqa: E402
+from swarm._cluster.local import (  # noqa: E402
     LocalCluster,
     NodeSpec,
     add_node,

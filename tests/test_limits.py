@@ -13,11 +13,11 @@ from anyio import wait_all_tasks_blocked
 from anyio.lowlevel import checkpoint
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from swarm._routing import gate as gate_module
+from swarm._routing.gate import Gate, admit
+from swarm._routing.limits import ConcurrencyLimiter, TokenBucket
+from swarm._tracing import semconv as sc
 from swarm.messages import RateLimitInfo
-from swarm.routing import gate as gate_module
-from swarm.routing.gate import Gate, admit
-from swarm.routing.limits import ConcurrencyLimiter, TokenBucket
-from swarm.tracing import semconv as sc
 
 T = TypeVar("T")
 

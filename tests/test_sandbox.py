@@ -17,15 +17,7 @@ import anyio
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from swarm.agent.toolbox import coding_tools
-from swarm.cli import main
-from swarm.config import load_config
-from swarm.errors import ConfigError, WorkspaceError
-from swarm.run.environment import CheckEnvironment, interpreters_in
-from swarm.run.solve import GitWorld
-from swarm.run.task import parse_task
-from swarm.run.workspace import Workspace, git, hook_env
-from swarm.sandbox import (
+from swarm._sandbox import (
     BwrapSandbox,
     Limits,
     NoSandbox,
@@ -34,9 +26,17 @@ from swarm.sandbox import (
     make_sandbox,
     sandboxed_git,
 )
-from swarm.sandbox.process import run_confined
-from swarm.tracing import semconv as sc
-from swarm.tracing.setup import tracer
+from swarm._sandbox.process import run_confined
+from swarm._tracing import semconv as sc
+from swarm._tracing.setup import tracer
+from swarm.agent._toolbox import coding_tools
+from swarm.cli import main
+from swarm.config import load_config
+from swarm.errors import ConfigError, WorkspaceError
+from swarm.run._environment import CheckEnvironment, interpreters_in
+from swarm.run._solve import GitWorld
+from swarm.run._task import parse_task
+from swarm.run._workspace import Workspace, git, hook_env
 
 TOOLS = {t.name: t for t in coding_tools()}
 IDENTITY = ("-c", "user.name=swarm", "-c", "user.email=swarm@localhost")

@@ -25,13 +25,7 @@ from typing import Any
 import anyio
 import pytest
 
-from swarm.agent.tool import ToolContext
-from swarm.agent.toolbox import coding_tools
-from swarm.errors import ToolError, WorkspaceError
-from swarm.run.check import run_check
-from swarm.run.environment import CheckEnvironment
-from swarm.run.workspace import Workspace, git, hook_env
-from swarm.sandbox import (
+from swarm._sandbox import (
     BwrapSandbox,
     Limits,
     NoSandbox,
@@ -41,7 +35,13 @@ from swarm.sandbox import (
     _spawner,
     bwrap_problem,
 )
-from swarm.sandbox.hooks import sandboxed_git
+from swarm._sandbox.hooks import sandboxed_git
+from swarm.agent._tool import ToolContext
+from swarm.agent._toolbox import coding_tools
+from swarm.errors import ToolError, WorkspaceError
+from swarm.run._check import run_check
+from swarm.run._environment import CheckEnvironment
+from swarm.run._workspace import Workspace, git, hook_env
 
 TOOLS = {t.name: t for t in coding_tools()}
 NO_BWRAP = bwrap_problem()

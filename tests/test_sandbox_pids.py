@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from swarm.sandbox import BwrapSandbox, Limits, SandboxPolicy, _pids, bwrap_problem
-from swarm.sandbox import bwrap as bwrap_module
-from swarm.sandbox.process import run_confined
+from swarm._sandbox import BwrapSandbox, Limits, SandboxPolicy, _pids, bwrap_problem
+from swarm._sandbox import bwrap as bwrap_module
+from swarm._sandbox.process import run_confined
 
 pytestmark = [
     pytest.mark.anyio,

@@ -15,9 +15,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from swarm.sandbox import BwrapSandbox, Limits, SandboxPolicy, _pids, _spawner, bwrap_problem
-from swarm.sandbox._seats import IDLE, Seat, Seats
-from swarm.sandbox.process import pid_alive, run_confined
+from swarm._sandbox import BwrapSandbox, Limits, SandboxPolicy, _pids, _spawner, bwrap_problem
+from swarm._sandbox._seats import IDLE, Seat, Seats
+from swarm._sandbox.process import pid_alive, run_confined
 
 pytestmark = [
     pytest.mark.anyio,
@@ -115,7 +115,7 @@ async def test_a_command_in_a_seat_sees_what_it_would_without(way: str, tmp_path
 async def test_the_kernel_caps_a_command_in_a_seat(
     way: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from swarm.sandbox import bwrap as bwrap_module
+    from swarm._sandbox import bwrap as bwrap_module
 
     monkeypatch.setattr(bwrap_module, "_CAPPED_INTERVALS_S", (60.0,))  # no guard: the kernel
     sandbox = BwrapSandbox(SandboxPolicy(limits=Limits(max_processes=5)))

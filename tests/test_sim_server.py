@@ -354,7 +354,7 @@ async def test_empty_reply_still_streams_a_role_chunk() -> None:
 
 
 async def test_quota_sends_x_ratelimit_headers_then_429_with_retry_after() -> None:
-    from swarm.providers.exchange import rate_limit_info, retry_after_s
+    from swarm.providers._exchange import rate_limit_info, retry_after_s
 
     # 2 input + 100 output tokens a call; 240 tokens/min refill 4 tokens/s
     async with sim_client(faults=Faults(quota_tpm=240)) as client:

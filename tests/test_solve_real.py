@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from swarm.analysis.loader import load_trace
-from swarm.run.report import RunReport
-from swarm.run.solve import SolveRequest, solve
+from swarm._analysis.loader import load_trace
+from swarm._tracing import semconv as sc
+from swarm.run._report import RunReport
+from swarm.run._solve import SolveRequest, solve
 from swarm.testing import Scripted, ScriptedModel, ScriptedSource, call
-from swarm.tracing import semconv as sc
 
 PY = sys.executable
 PYTEST = "python -m pytest -q -p no:cacheprovider"

@@ -13,8 +13,8 @@ from pathlib import Path
 import anyio
 import pytest
 
+from swarm._sandbox import _spawner
 from swarm.run import _spawn
-from swarm.sandbox import _spawner
 
 pytestmark = pytest.mark.anyio
 

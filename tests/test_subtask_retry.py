@@ -10,9 +10,9 @@ import pytest
 
 from swarm.errors import ProviderError
 from swarm.messages import ChatRequest
-from swarm.run import solve as solve_module
-from swarm.run.parts import SolveOptions
-from swarm.run.solve import solve
+from swarm.run import _solve as solve_module
+from swarm.run._parts import SolveOptions
+from swarm.run._solve import solve
 from swarm.testing import FunctionModel, Scripted, ScriptedSource
 from tests.test_solve import done, edit, repo, request, subtask, write_plan
 

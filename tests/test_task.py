@@ -9,7 +9,7 @@ import pytest
 from swarm.budget import BudgetLimits
 from swarm.config._duration import format_duration, parse_duration
 from swarm.errors import ConfigError
-from swarm.run.task import Task, load_task, parse_task
+from swarm.run._task import Task, load_task, parse_task
 
 GOOD = """\
 ---

@@ -3,7 +3,7 @@
 Where it comes from, first found wins: an explicit path, `$SWARM_CONFIG`, `./swarm.toml`,
 `[tool.swarm]` in `./pyproject.toml`, else a default built from the catalog providers whose
 key env var is set, else the simulator. Config holds only the *name* of each key's env var;
-keys are read when providers are built (`swarm.providers.registry.build_providers`, which
+keys are read when providers are built (`swarm.providers._registry.build_providers`, which
 also checks each `kind`), never stored here: they cannot leak through a repr, span or log.
 
 The sections live beside the loader: `_run` (`[merge]`, `[sandbox]`, `[cluster]`),
@@ -95,7 +95,7 @@ class ProviderConfig(BaseModel):
     model_config = _STRICT
     kind: str | None = None
     """A provider kind (`openai`, `anthropic`, `sim`, ...: the keys of
-    `swarm.providers.registry.FACTORIES`), checked when providers are built."""
+    `swarm.providers._registry.FACTORIES`), checked when providers are built."""
     base_url: str | None = None
     api_key_env: str | None = None
     """Name of the env var holding the key (never the key itself)."""
@@ -250,6 +250,7 @@ class SwarmConfig(BaseModel):
 
 
 def split_ref(ref: str) -> tuple[str, str]:
+    """`"provider/model"` as (provider, model); a ValueError for anything else."""
     provider, sep, model = ref.partition("/")
     if not sep or not provider or not model:
         raise ValueError(f"expected 'provider/model', got {ref!r}")

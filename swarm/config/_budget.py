@@ -40,4 +40,5 @@ class BudgetLimits(BaseModel):
 
     @property
     def unlimited(self) -> bool:
+        """Whether no limit is set."""
         return all(v is None for v in self.model_dump().values())

@@ -75,14 +75,17 @@ class MergeConfig(BaseModel):
 
     @property
     def one_at_a_time(self) -> bool:
+        """Whether this is the one-at-a-time queue: one patch a batch, one check at once."""
         return self.batch_size.max == 1 and self.parallel_checks == 1
 
     @property
     def slots(self) -> int:
+        """Checks this machine runs at once (`check_slots`, else one per CPU)."""
         return self.check_slots or os.cpu_count() or 2
 
     @property
     def parallel_checks(self) -> int:
+        """Batches the merge queue checks at once (`max_parallel_checks`, else `slots`)."""
         return self.max_parallel_checks or self.slots
 
 
@@ -203,5 +206,5 @@ class ClusterConfig(BaseModel):
     resources: dict[str, float] = Field(default_factory=dict)
     """Custom Ray resources each workspace asks for (e.g. `{"checks" = 1}`)."""
     merge_checks: bool = True
-    """The merge queue's batch checks run on nodes too (`swarm.cluster.merge_checks`);
+    """The merge queue's batch checks run on nodes too (`swarm._cluster.merge_checks`);
     false: in check trees on this machine."""

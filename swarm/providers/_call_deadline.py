@@ -8,7 +8,7 @@ first-token deadline plus the reply's tokens (`max_tokens`, else 1,024 plus the 
 the catalog knows the model does) at its decode rate, times a margin for a server that
 shares its compute among requests. The router holds a candidate's retries, hedges and
 backoffs to the same deadline, from its first try (and, until a reply starts, to two
-first-token deadlines: `swarm.routing.candidate.Clock`).
+first-token deadlines: `swarm._routing.candidate.Clock`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """A solve run: from task file to branch, patch and report.
 
-The rooms: `run` (the `Run`: id, repository, journal, budget, tracing, progress, router),
-`task` and `plan` (the contracts), `coordinator` (dispatch, the fix loop), `roles`
-(prompts), `workspace/` (git worktrees and their pool), `check`, `merge/` (the merge
-queue), `journal` (SQLite state, replay), `report` (the typed report), `solve` (`swarm
+The rooms: `_run` (the `Run`: id, repository, journal, budget, tracing, progress, router),
+`_task` and `_plan` (the contracts), `_coordinator` (dispatch, the fix loop), `_roles`
+(prompts), `_workspace/` (git worktrees and their pool), `_check`, `_merge/` (the merge
+queue), `journal` (SQLite state, replay), `_report` (the typed report), `_solve` (`swarm
 solve` and `swarm resume`).
 
 A glossary of the run's nouns:
@@ -17,7 +17,7 @@ A glossary of the run's nouns:
   *accept*: the command that decides "done" at the end (final verification).
 - *coder*, *fixer*, *rebase fixer*: the agents' roles; a fixer gets a red check or a
   patch that no longer applies on the new head.
-- *merge queue*: lands green patches in checked batches (`merge/`); *landed*: on the
+- *merge queue*: lands green patches in checked batches (`_merge/`); *landed*: on the
   integration branch.
 - *board*: the coordinator's dispatch state; *staff*: who builds agents for a role;
   *crew*, *parts*: what the coordinator is given (workspaces, checker, merger, staff).

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import anyio
 
-from swarm.sandbox import _spawn_server, _spawner
+from swarm._sandbox import _spawn_server, _spawner
 
 __all__ = ["Finished", "run", "which"]
 

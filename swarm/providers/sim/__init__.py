@@ -1,7 +1,7 @@
 """The simulator as a `swarm.model.Provider`: replays `SimEngine` plans in-process.
 
 Each call sleeps for its TTFT, then streams its thinking and decode in pieces of 0.1 s
-(telling `swarm.providers.progress` after each), so it costs little CPU and runs on
+(telling `swarm.providers._progress` after each), so it costs little CPU and runs on
 a virtual clock; faults raise the errors an HTTP client would. This module is also the
 simulator's front door: it re-exports the engine, faults and replies
 (`from swarm.providers.sim import SimEngine, Faults, Reply`).
@@ -18,7 +18,7 @@ from swarm.config import ProviderConfig
 from swarm.errors import ContextWindowExceeded, ProviderError, RateLimited
 from swarm.messages import ChatRequest, ChatResult, Message, Timing, Usage
 from swarm.model import FirstTokenCallback
-from swarm.providers.progress import tell_progress
+from swarm.providers._progress import tell_progress
 from swarm.providers.sim._context import Limits, context_error_message
 from swarm.providers.sim._engine import FAULT_CONTEXT, SimEngine, SimPlan
 from swarm.providers.sim._faults import (

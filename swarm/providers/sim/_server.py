@@ -25,7 +25,7 @@ from aiohttp import web
 
 from swarm.catalog import all_models
 from swarm.errors import WireError
-from swarm.providers.exchange import SIMULATED_HEADER
+from swarm.providers._exchange import SIMULATED_HEADER
 from swarm.providers.sim._context import context_error_body
 from swarm.providers.sim._engine import FAULT_CONTEXT, SimEngine, SimPlan
 from swarm.providers.sim._reply import Reply
