@@ -976,7 +976,7 @@ async def test_attack(
 SERVED = ("run-fork-bomb", "run-too-many-processes", "run-setsid-survivor", "check-setsid-survivor")
 """The attacks on process containment, again as a solve runs commands: through its spawn
 server (the server, not swarm, is their parent), in the sandbox's session (each command in
-a launcher already in its pids cgroup, `swarm.sandbox._seats`)."""
+a launcher already in its pids cgroup, `swarm._sandbox._seats`)."""
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The kernel's cap on a sandboxed command's processes (`swarm.sandbox._pids`): a pids
+"""The kernel's cap on a sandboxed command's processes (`swarm._sandbox._pids`): a pids
 cgroup per command, removed once it has ended; without one, the guard alone."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Launchers already in their pids cgroups (`swarm.sandbox._seats`): inside a sandbox's
+"""Launchers already in their pids cgroups (`swarm._sandbox._seats`): inside a sandbox's
 session a command starts in one, sees what it would see without it, is capped and killed
 the same way, and nothing is left when the session ends. Each test runs with commands
 started here and through a spawn server (where a solve starts them)."""

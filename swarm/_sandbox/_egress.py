@@ -3,9 +3,9 @@ host, reached through unix sockets shown inside the sandbox.
 
 The sandbox keeps its own network namespace; nothing inside can open a connection to the
 outside by itself. What it can reach is a directory of unix sockets (a `Lane`): `proxy`
-(the HTTP CONNECT and plain HTTP proxy, `swarm.sandbox._proxy`) and one `port-N` per
+(the HTTP CONNECT and plain HTTP proxy, `swarm._sandbox._proxy`) and one `port-N` per
 forwarded host loopback port. Inside, `socat` listens on 127.0.0.1 for each and carries
-the bytes to the socket (`swarm.sandbox.bwrap`).
+the bytes to the socket (`swarm._sandbox.bwrap`).
 
 `Egress` is what a sandbox (and its `with_read_only` copies) share. `session()` opens the
 service: a private socket directory and a task group that owns every listener and every

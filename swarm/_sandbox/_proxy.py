@@ -1,7 +1,7 @@
 """swarm's egress proxy: what a sandboxed command's connections go through, and the rule
 that lets each one out or refuses it.
 
-One connection at a time, on a stream a lane accepted (`swarm.sandbox._egress`):
+One connection at a time, on a stream a lane accepted (`swarm._sandbox._egress`):
 
 - `CONNECT host:port` (HTTPS, and whatever else tunnels): checked, then a raw tunnel;
 - a plain HTTP request with an absolute URL (`GET http://host/path`): checked, sent on as

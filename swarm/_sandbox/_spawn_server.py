@@ -7,7 +7,7 @@ held the coordinator's event loop for 5.2 s in all (median 1.6 ms, the slowest t
 8 ms each), so every task of the run waited with them. This server takes that wait: the
 coordinator sends it a command and the command's descriptors over a socket and goes on;
 the server starts the command and reports its pid and, once it has exited, its exit
-status through a pipe the coordinator handed it (`swarm.sandbox._spawner` reads it).
+status through a pipe the coordinator handed it (`swarm._sandbox._spawner` reads it).
 
 It imports nothing but the standard library and runs as `python -I -S <this file> FD`
 (FD: its end of the socket). One message per command (SOCK_SEQPACKET keeps them whole): a

@@ -56,7 +56,7 @@ class Limits:
     (threads count there)."""
     memory_mb: int | None = 8192
     """Memory of the whole command (its processes, shared mappings, `/tmp` and `/dev/shm`)
-    where a memory cgroup can be made (`swarm.sandbox._pids`), and per process (RLIMIT_DATA)
+    where a memory cgroup can be made (`swarm._sandbox._pids`), and per process (RLIMIT_DATA)
     in any case; None: no limit."""
     file_size_mb: int | None = 4096
     """Largest file a process may write (RLIMIT_FSIZE); None: no limit."""
@@ -104,9 +104,9 @@ class Launch:
     env: dict[str, str]
     cwd: Path
     cgroup: Path | None = None
-    """The pids cgroup the command runs in (`swarm.sandbox._pids`), if it has one."""
+    """The pids cgroup the command runs in (`swarm._sandbox._pids`), if it has one."""
     seat: Seat | None = None
-    """A launcher already in `cgroup` that runs `argv` (`swarm.sandbox._seats`); None:
+    """A launcher already in `cgroup` that runs `argv` (`swarm._sandbox._seats`); None:
     `argv` joins its cgroup itself."""
 
 
@@ -118,7 +118,7 @@ class Sandbox(ABC):
     contains_processes: bool = False
     """True when nothing a command starts can outlive the command's own process (a pid
     namespace that dies with it); False makes every command end with a search of all
-    the host's processes for the ones it left (see `swarm.sandbox.process`)."""
+    the host's processes for the ones it left (see `swarm._sandbox.process`)."""
 
     @abstractmethod
     def launch(

@@ -1,7 +1,7 @@
 """`BwrapSandbox`: commands in bubblewrap namespaces, confined to their worktree.
 
 What a command sees: the system read-only (`/usr` and the `/bin`-style links), an `/etc`
-of what programs need (`swarm.sandbox._etc`: no `shadow`, a `passwd` of its own), its
+of what programs need (`swarm._sandbox._etc`: no `shadow`, a `passwd` of its own), its
 own `/proc` with the kernel's parts covered read-only (`/proc/sys`, `sysrq-trigger`,
 `fs`, ...) or masked, its own `/dev` (read-only but for the device nodes) with a sized
 `/dev/shm`, and a sized memory-backed `/tmp`; the root bwrap builds is read-only too
@@ -24,14 +24,14 @@ Its own PID namespace (when the command ends or is killed, the kernel kills ever
 left in it, `setsid` children included) and `--die-with-parent` (a dying swarm takes its
 sandboxes along). The network namespace is its own unless `network = "host"`: only its
 own loopback works. With `network = "loopback"` or `"allow"` the command's lane
-(`swarm.sandbox._egress`) is shown at `/run/swarm-net`, `socat` listens on 127.0.0.1 for
+(`swarm._sandbox._egress`) is shown at `/run/swarm-net`, `socat` listens on 127.0.0.1 for
 the proxy and each forwarded port before the command starts, and
 `HTTP_PROXY`/`HTTPS_PROXY`/`ALL_PROXY` (both cases) point at the proxy, `NO_PROXY` at the
 sandbox's own loopback.
 Limits: RLIMIT_DATA and RLIMIT_FSIZE set by `ulimit` on the way in; the process count is
 watched (`guard`), since RLIMIT_NPROC counts the user's processes machine-wide and does
 not bind root at all; where swarm may make cgroups, the kernel caps the processes and the
-whole command's memory too, each command in cgroups of its own (`swarm.sandbox._pids`).
+whole command's memory too, each command in cgroups of its own (`swarm._sandbox._pids`).
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ cover is a bind mount (about 1 ms of a command's start on a loaded machine): onl
 the host has."""
 _PROC_HIDDEN = ("kcore", "timer_list", "sched_debug")
 """Files of `/proc` that show the kernel's memory or state to their owner, root (whom a
-sandboxed command still is, to the host's kernel: see `swarm.sandbox._etc`):
+sandboxed command still is, to the host's kernel: see `swarm._sandbox._etc`):
 `/dev/null` instead, as Docker and Podman mask them (`kmsg` needs a capability the
 command lacks)."""
 _LANE_DIR = "/run/swarm-net"
@@ -199,7 +199,7 @@ class BwrapSandbox(Sandbox):
         return Launch(_pids.joined(cgroup, line), inner, root, cgroup)
 
     def _new_cgroup(self) -> Path | None:
-        """A command's own cgroup (and its memory twin): `swarm.sandbox._pids`."""
+        """A command's own cgroup (and its memory twin): `swarm._sandbox._pids`."""
         return _pids.make(self.policy.limits.max_processes, self.policy.limits.memory_mb)
 
     def ended(self, launch: Launch) -> list[str]:
@@ -320,7 +320,7 @@ class BwrapSandbox(Sandbox):
                 args += ["--tmpfs", str(hidden)]
             admin = admin_of(cwd)
             if git_write and admin is not None and admin.is_relative_to(common):
-                # a hooked git command (`swarm.sandbox.hooks`): the worktree's own git
+                # a hooked git command (`swarm._sandbox.hooks`): the worktree's own git
                 # directory writable, but where it says the repository is
                 args += ["--bind", str(admin), str(admin)]
                 for name in ("commondir", "gitdir"):
@@ -334,7 +334,7 @@ class BwrapSandbox(Sandbox):
 
     async def guard(self, pid: int, launch: Launch | None = None) -> str | None:
         """Kill the sandbox (its PID namespace's init) when it holds too many processes.
-        In a pids cgroup (`swarm.sandbox._pids`: the kernel caps it) its processes are
+        In a pids cgroup (`swarm._sandbox._pids`: the kernel caps it) its processes are
         only counted once its tasks are more than the limit: one small file read."""
         limit = self.policy.limits.max_processes
         cgroup = launch.cgroup if launch is not None else None

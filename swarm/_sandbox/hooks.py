@@ -13,7 +13,7 @@ repository where nothing a hook changes outlives it but what the patch holds:
   `commondir` and `gitdir`, which say where the repository is;
 - objects go to a directory of the command's own (`GIT_OBJECT_DIRECTORY`, the shared
   store its alternate), taken into the store afterwards only once each is checked
-  (`swarm.sandbox._objects`);
+  (`swarm._sandbox._objects`);
 - a worktree on a branch is detached for the command, and its branch moved to the new
   commit by swarm afterwards; a `HEAD` a hook attached to a branch is put back, refused.
 

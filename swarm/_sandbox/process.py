@@ -2,12 +2,12 @@
 whole process tree on exit, timeout or cancel.
 
 The command runs in its own process group (the sandbox's launcher at its head), started
-with as little of swarm's CPU as can be (`swarm.sandbox._process`); on timeout or
+with as little of swarm's CPU as can be (`swarm._sandbox._process`); on timeout or
 cancellation the group gets SIGTERM, a grace period, then SIGKILL, and leftovers are killed
 when the command exits. Under bubblewrap the command's PID namespace goes with it, so a
 child that left the group (`setsid`) dies too; without one, every process still carrying
 the command's tag (`SWARM_COMMAND_TAG` in its environment) is killed.
-`swarm.agent._toolbox.run_command` (tools, checks, `setup:`) and `swarm.sandbox.hooks` (git
+`swarm.agent._toolbox.run_command` (tools, checks, `setup:`) and `swarm._sandbox.hooks` (git
 hooks) are the callers.
 """
 

@@ -176,7 +176,7 @@ async def run_command(
     """Run `command` (a shell string or argv) in the workspace, through `ctx.sandbox`.
 
     On timeout or cancellation the whole process tree is killed; background processes the
-    command leaves behind are killed when it exits (see `swarm.sandbox.process`). What the
+    command leaves behind are killed when it exits (see `swarm._sandbox.process`). What the
     sandbox refused is noted after the output and on the current span.
     """
     result = await run_confined(

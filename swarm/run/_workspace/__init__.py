@@ -226,7 +226,7 @@ class Workspace:
         """A ToolContext confining tools to this workspace (git_diff compares with `base`).
 
         Subprocesses test the worktree's own code: see `swarm.check.check_env`. Commands
-        run in the best sandbox the machine offers (`swarm.sandbox.default_sandbox`)."""
+        run in the best sandbox the machine offers (`swarm._sandbox.default_sandbox`)."""
         from swarm.run._environment import CheckEnvironment, interpreters_in
 
         environment = CheckEnvironment.resolve(self.repo)  # the default sandbox, and what
