@@ -29,7 +29,7 @@ from benchmarks.bench_solve import Player, Source, make_repo, plan
 from swarm import Router, load_config
 from swarm.config import Faults
 from swarm.providers.sim import SimProvider
-from swarm.run.solve import SolveRequest, solve
+from swarm.run._solve import SolveRequest, solve
 
 PROFILE = "cerebras/llama-3.3-70b"
 

@@ -48,12 +48,12 @@ def _body(tokens: int, stream: bool) -> bytes:
 def _swarm_router(base_url: str) -> tuple[Any, Any]:
     """A Router whose speed tier is one OpenAI-compatible provider at `base_url`."""
     from swarm.config import load_config
-    from swarm.providers.openai import OpenAIProvider
+    from swarm.providers._openai import OpenAIProvider
 
     try:
-        from swarm.routing.router import Router
+        from swarm._routing.router import Router
     except ImportError:  # before routing became a package
-        from swarm.routing import Router
+        from swarm._routing import Router
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "swarm.toml"
@@ -68,9 +68,9 @@ def _swarm_router(base_url: str) -> tuple[Any, Any]:
 
 def _run_tracing(traces_dir: Path) -> AbstractContextManager[Any]:
     try:
-        from swarm.tracing.setup import run_tracing
+        from swarm._tracing.setup import run_tracing
     except ImportError:  # before tracing became a package
-        from swarm.tracing import run_tracing
+        from swarm._tracing import run_tracing
     return run_tracing("bench", traces_dir=traces_dir)
 
 
@@ -116,7 +116,7 @@ class Client:
                 metadata={},
             )
             if self.name == "provider":
-                from swarm.providers.openai import OpenAIProvider
+                from swarm.providers._openai import OpenAIProvider
 
                 self._provider = OpenAIProvider("bench", self.base_url)
             elif self.name == "router":

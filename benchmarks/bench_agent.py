@@ -20,11 +20,11 @@ from typing import Any
 import anyio
 
 from swarm import Agent, Hooks, Router, load_config, tool
+from swarm._tracing.setup import run_tracing
 from swarm.catalog import LatencyProfile
 from swarm.messages import ChatRequest, ChatResult
 from swarm.providers.sim import Reply, SimProvider
 from swarm.testing import call
-from swarm.tracing.setup import run_tracing
 
 ZERO_CONFIG = '[providers.sim]\nkind = "sim"\n[tiers.speed]\nmodels = ["sim/zero"]\n'
 ZERO = LatencyProfile(ttft_s=0.0, output_tps=1e12, prefill_tps=1e12, jitter=0.0)

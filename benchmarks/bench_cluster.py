@@ -28,17 +28,17 @@ from typing import Any
 
 import anyio
 
-from swarm.agent.tool import Tool, ToolContext
-from swarm.agent.toolbox import coding_tools
-from swarm.cluster import RayCluster, RayWorkspaces, remote_tools
-from swarm.cluster.local import NodeSpec, local_cluster, wait_for_nodes
-from swarm.cluster.loopback import off_loopback
-from swarm.cluster.remote import _await
+from swarm._cluster import RayCluster, RayWorkspaces, remote_tools
+from swarm._cluster.local import NodeSpec, local_cluster, wait_for_nodes
+from swarm._cluster.loopback import off_loopback
+from swarm._cluster.remote import _await
+from swarm._sandbox import make_sandbox
+from swarm.agent._tool import Tool, ToolContext
+from swarm.agent._toolbox import coding_tools
 from swarm.config import ClusterConfig
-from swarm.run.check import Checker
-from swarm.run.environment import CheckEnvironment
-from swarm.run.workspace import Workspace
-from swarm.sandbox import make_sandbox
+from swarm.run._check import Checker
+from swarm.run._environment import CheckEnvironment
+from swarm.run._workspace import Workspace
 
 
 def _repo(where: Path) -> Path:
@@ -120,9 +120,9 @@ def run_figures(trace: Path, subtasks: int) -> dict[str, Any]:
     """A cluster run's own costs, from its trace: waits for room on the cluster (actor
     starts included), workspace actors started and reused, and the remote calls' overhead
     (round trip minus the command's time on the node); per subtask where it says so."""
-    from swarm.analysis.loader import load_trace
-    from swarm.analysis.remote import remote_split
-    from swarm.tracing import semconv as sc
+    from swarm._analysis.loader import load_trace
+    from swarm._analysis.remote import remote_split
+    from swarm._tracing import semconv as sc
 
     tr = load_trace(trace)
     waits = {"subtasks": 0.0, "warm": 0.0, "checks": 0.0}

@@ -27,6 +27,7 @@ from typing import Any
 import anyio
 
 from swarm import Agent, Finish, tool
+from swarm._routing.router import Router
 from swarm.agent.compaction import ContextPolicy
 from swarm.agent.context import (
     Chain,
@@ -41,9 +42,8 @@ from swarm.errors import ContextWindowExceeded
 from swarm.messages import ChatRequest, ChatResult, ToolCall
 from swarm.model import ChatModel, Model, context_window
 from swarm.providers.sim import Reply, SimEngine, SimProvider
-from swarm.providers.sim_context import Limits
-from swarm.providers.sim_reply import prose
-from swarm.routing.router import Router
+from swarm.providers.sim._context import Limits
+from swarm.providers.sim._reply import prose
 
 OUTPUT_WORDS = 1_500
 THOUGHT_WORDS = 50

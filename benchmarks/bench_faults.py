@@ -7,7 +7,7 @@ hangs on every call (hang-first) or refuses every connection (dead-first) ahead 
 healthy one. Each cell is one `swarm simulate --virtual --json` command (printed with
 its figures, so any cell is reproducible alone); the fault-free run is measured in the
 same invocation with the same workload and seed. Virtual clock: the makespans are
-simulated seconds, the same every time for one seed (`swarm.simulate.vclock`).
+simulated seconds, the same every time for one seed (`swarm._simulate.vclock`).
 
 With `--seeds 0,1,2` every simulate cell runs once per seed (each against the fault-free
 run of its seed), since which calls draw the faults moves the figures by a few %.

@@ -37,7 +37,7 @@ Servers (`--server`), each in its own process:
            `swarm sim serve` itself only takes catalog profiles, hence this route
   builtin  a bare aiohttp server sending one SSE event per token (as OpenAI does), the
            tokens due every 20 ms: ~13x more events per call, so more parsing per call
-  auto     sim when swarm.providers.sim_server exists, else builtin
+  auto     sim when swarm.providers.sim._server exists, else builtin
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ async def _serve_sim(args: argparse.Namespace) -> None:
     refs, whose jitter and reasoning tokens would blur the ideal makespan."""
     from swarm.catalog import LatencyProfile
     from swarm.providers.sim import SimEngine
-    from swarm.providers.sim_server import serve_sim
+    from swarm.providers.sim._server import serve_sim
 
     zero = args.tps <= 0
     profile = LatencyProfile(
@@ -146,7 +146,7 @@ async def _serve_sim(args: argparse.Namespace) -> None:
 def server(kind: str, ttft: float, tps: float, tokens: int) -> Iterator[tuple[str, str, int]]:
     """Start a server process; yield (base_url, description, pid); stop it on exit."""
     if kind == "auto":
-        kind = "sim" if importlib.util.find_spec("swarm.providers.sim_server") else "builtin"
+        kind = "sim" if importlib.util.find_spec("swarm.providers.sim._server") else "builtin"
     label = "swarm sim server (SimEngine, fixed profile)" if kind == "sim" else "built-in server"
     cmd = [
         sys.executable,

@@ -48,10 +48,10 @@ import anyio
 
 from benchmarks._toolz_patches import EXISTING, HELPERS, LIMITS, Feature
 from swarm.config import BatchSize, MergeConfig
-from swarm.run.check import Checker, CheckResult
-from swarm.run.environment import CheckEnvironment
-from swarm.run.merge import MergeQueue, MergeResult, MergeStats, QueueSettings
-from swarm.run.workspace import worktree_diff
+from swarm.run._check import Checker, CheckResult
+from swarm.run._environment import CheckEnvironment
+from swarm.run._merge import MergeQueue, MergeResult, MergeStats, QueueSettings
+from swarm.run._workspace import worktree_diff
 
 REAL_REPO = Path(__file__).resolve().parents[2] / "shared" / "tools" / "real-repo"
 TESTS = "toolz/tests"

@@ -31,7 +31,7 @@ import anyio
 from benchmarks._gen_repo import edits, make_repo, module_path, plan
 from swarm.messages import ChatRequest
 from swarm.model import Model
-from swarm.run.solve import SolveRequest, solve
+from swarm.run._solve import SolveRequest, solve
 from swarm.testing import FunctionModel, Scripted, call
 
 CHECK = f"PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 {sys.executable} -m pytest -q -x -p no:cacheprovider"

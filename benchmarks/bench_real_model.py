@@ -49,8 +49,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import _llama
-from swarm.analysis.loader import load_trace
-from swarm.tracing import semconv as sc
+from swarm._analysis.loader import load_trace
+from swarm._tracing import semconv as sc
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ("ask", "demo", "add")

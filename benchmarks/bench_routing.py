@@ -36,16 +36,16 @@ from typing import Any
 
 import anyio
 
-from swarm._sim_shifts import Shift
+from swarm._routing.router import Need, Router
+from swarm._simulate.hosts import Host, host_configs
+from swarm._simulate.simulation import SimSpec, run_simulation
+from swarm._simulate.world import make_plan
 from swarm.config import RoutingConfig, SwarmConfig, TierConfig
+from swarm.config._shifts import Shift
 from swarm.messages import ChatRequest, Message
 from swarm.model import Model
-from swarm.routing.router import Need, Router
-from swarm.run.live_path import LivePath
-from swarm.run.models import RouterSource
-from swarm.simulate.hosts import Host, host_configs
-from swarm.simulate.simulation import SimSpec, run_simulation
-from swarm.simulate.world import make_plan
+from swarm.run._live_path import LivePath
+from swarm.run._models import RouterSource
 
 _HOSTS = (
     Host("fast", "cerebras/llama-3.3-70b", 3.0, 9.0),

@@ -44,13 +44,13 @@ from typing import Any
 
 import anyio
 
-from swarm.agent.toolbox import run_command
-from swarm.run.environment import CheckEnvironment
-from swarm.run.solve import SolveRequest, solve
-from swarm.run.workspace import Workspace
-from swarm.sandbox import BwrapSandbox, NoSandbox, Sandbox, SandboxPolicy, _pids
-from swarm.sandbox._seats import Seats
-from swarm.sandbox.bwrap import socat_path
+from swarm._sandbox import BwrapSandbox, NoSandbox, Sandbox, SandboxPolicy, _pids
+from swarm._sandbox._seats import Seats
+from swarm._sandbox.bwrap import socat_path
+from swarm.agent._toolbox import run_command
+from swarm.run._environment import CheckEnvironment
+from swarm.run._solve import SolveRequest, solve
+from swarm.run._workspace import Workspace
 
 TASK = Path(__file__).resolve().parents[1] / "tasks" / "refactor.md"
 COMMANDS = {"true": "true", "python": "python -c 'import sys; sys.exit(0)'"}

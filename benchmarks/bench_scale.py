@@ -24,7 +24,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from swarm.simulate.simulation import PRESETS, SimSpec, run_simulation
+from swarm._simulate.simulation import PRESETS, SimSpec, run_simulation
 
 _KEEP = (
     "agents",
@@ -180,11 +180,11 @@ def hedging(quick: bool) -> dict[str, Any]:
 async def _hedge_run(hedge: bool, n: int) -> list[float]:
     import anyio
 
+    from swarm._routing.router import Router
     from swarm.catalog import LatencyProfile
     from swarm.config import ProviderConfig, RoutingConfig, SwarmConfig, TierConfig
     from swarm.messages import ChatRequest, Message
     from swarm.providers.sim import SimProvider
-    from swarm.routing.router import Router
 
     # TTFT median 0.3 s, p95 3 s: a heavy tail; decode 200 tokens at 1,000 tok/s
     profile = LatencyProfile(ttft_s=0.3, ttft_p95_s=3.0, output_tps=1000, jitter=0.05)

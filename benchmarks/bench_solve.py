@@ -55,7 +55,7 @@ from swarm import Router, load_config
 from swarm.messages import ChatRequest
 from swarm.model import Model
 from swarm.providers.sim import Reply, SimProvider
-from swarm.run.solve import SolveRequest, solve
+from swarm.run._solve import SolveRequest, solve
 from swarm.testing import call
 
 CHECK = """\
@@ -283,7 +283,7 @@ def _children_cpu_s() -> float:
 
 
 def _open_cluster(config: Any) -> Any:
-    from swarm.cluster import RayCluster
+    from swarm._cluster import RayCluster
 
     return RayCluster.open(config)
 
@@ -333,7 +333,7 @@ def on_clusters(w: Workload, counts: list[int], cpus: int) -> dict[str, Any]:
 
     import ray
 
-    from swarm.cluster.local import NodeSpec, local_cluster, wait_for_nodes
+    from swarm._cluster.local import NodeSpec, local_cluster, wait_for_nodes
 
     out: dict[str, Any] = {}
     for k in counts:

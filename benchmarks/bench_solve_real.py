@@ -57,14 +57,14 @@ from typing import Any
 
 import anyio
 
-from swarm.analysis.loader import load_trace
+from swarm._analysis.loader import load_trace
+from swarm._tracing import semconv as sc
 from swarm.messages import ChatRequest, ToolCall
-from swarm.providers.sim_engine import SimEngine
-from swarm.providers.sim_reply import Reply
-from swarm.providers.sim_server import serve_sim
-from swarm.run.report import RunReport
-from swarm.run.solve import SolveRequest, solve
-from swarm.tracing import semconv as sc
+from swarm.providers.sim._engine import SimEngine
+from swarm.providers.sim._reply import Reply
+from swarm.providers.sim._server import serve_sim
+from swarm.run._report import RunReport
+from swarm.run._solve import SolveRequest, solve
 
 REAL_REPO = Path(__file__).resolve().parents[2] / "shared" / "tools" / "real-repo"
 _SUBTASK = re.compile(r"\(subtask id: ([^)\s]+)\)")

@@ -22,10 +22,10 @@ _SPANS_PER_AGENT = 25.6  # write_synthetic_trace with calls_per_agent=10, tools_
 
 
 def _one(spans: int, workdir: Path) -> dict[str, Any]:
-    from swarm.analysis import critical_path, ledger, load_trace, summarize, whatif
-    from swarm.analysis._colcache import cache_path
-    from swarm.analysis.loader import JSON_PARSER
-    from swarm.analysis.synthetic import write_synthetic_trace
+    from swarm._analysis import critical_path, ledger, load_trace, summarize, whatif
+    from swarm._analysis._colcache import cache_path
+    from swarm._analysis.loader import JSON_PARSER
+    from swarm._analysis.synthetic import write_synthetic_trace
 
     path = workdir / f"synthetic-{spans}.jsonl"
     t = time.perf_counter()

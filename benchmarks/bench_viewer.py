@@ -45,11 +45,11 @@ from typing import Any
 import anyio
 from playwright.async_api import async_playwright
 
-from swarm.analysis import load_trace
-from swarm.analysis.synthetic import write_synthetic_trace
-from swarm.viewer.chromium import CHROMIUM, CHROMIUM_ARGS
-from swarm.viewer.data import ViewerData
-from swarm.viewer.serve import serve_viewer
+from swarm._analysis import load_trace
+from swarm._analysis.synthetic import write_synthetic_trace
+from swarm._viewer.chromium import CHROMIUM, CHROMIUM_ARGS
+from swarm._viewer.data import ViewerData
+from swarm._viewer.serve import serve_viewer
 
 SPANS_PER_AGENT = 30.37
 """Spans per agent of the synthetic trace at 12 calls per agent (100,220 for 3,300)."""

@@ -21,7 +21,7 @@ from statistics import mean
 
 import anyio
 
-from swarm.run.workspace import Workspace, git
+from swarm.run._workspace import Workspace, git
 
 
 def _make_repo(root: Path, files: int) -> Path:

@@ -4,9 +4,10 @@ A map for newcomers: a package per layer, lowest first; a module imports only fr
 own layer or the ones below (tests/test_layers.py checks it).
 
 - ground      `errors` (the one error tree), `messages` (what crosses every boundary),
-              `model` (the Model and Provider seams), `config`, `budget` (the one Budget),
-              `catalog` (providers, models, prices, latency profiles), and the private
-              helpers `_duration`, `_tokens`, `_secrets`, `_serve`
+              `model` (the Model and Provider seams), `config/` (every section, loading,
+              wire checks, durations, secrets), `budget` (the one Budget), `catalog`
+              (providers, models, prices, latency profiles), and the private helpers
+              `_tokens` and `_serve`
 - `tracing`   span names and attributes (`semconv`), the run's tracer and trace file,
               every wait as a span (`waits`)
 - `providers` one job per module: the HTTP exchange, SSE, the OpenAI-compatible and
@@ -32,11 +33,15 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # what the names are, for type checkers and the API reference
+    from swarm._routing.router import Need, Router
+    from swarm._sandbox.base import Sandbox
+    from swarm._sandbox.none import NoSandbox
+    from swarm._tracing.setup import run_tracing
+    from swarm.agent._loop import Agent, AgentResult, AgentRun
+    from swarm.agent._tool import Finish, Tool, ToolContext, tool
+    from swarm.agent._toolbox import coding_tools
     from swarm.agent.events import AgentEvent
     from swarm.agent.hooks import Hooks, StepInfo, Veto
-    from swarm.agent.loop import Agent, AgentResult, AgentRun
-    from swarm.agent.tool import Finish, Tool, ToolContext, tool
-    from swarm.agent.toolbox import coding_tools
     from swarm.config import SwarmConfig, load_config
     from swarm.errors import (
         BudgetExceeded,
@@ -64,22 +69,20 @@ if TYPE_CHECKING:  # what the names are, for type checkers and the API reference
         Usage,
     )
     from swarm.model import Model, Provider
-    from swarm.routing.router import Need, Router
-    from swarm.run.replay import ReplayModel
-    from swarm.run.workspace import Workspace
-    from swarm.tracing.setup import run_tracing
+    from swarm.run._replay import ReplayModel
+    from swarm.run._workspace import Workspace
 
 _EXPORTS = {
-    "Agent": "swarm.agent.loop",
+    "Agent": "swarm.agent._loop",
     "AgentEvent": "swarm.agent.events",
-    "AgentResult": "swarm.agent.loop",
-    "AgentRun": "swarm.agent.loop",
+    "AgentResult": "swarm.agent._loop",
+    "AgentRun": "swarm.agent._loop",
     "BudgetExceeded": "swarm.errors",
     "ChatRequest": "swarm.messages",
     "ChatResult": "swarm.messages",
     "ConfigError": "swarm.errors",
     "ContextWindowExceeded": "swarm.errors",
-    "Finish": "swarm.agent.tool",
+    "Finish": "swarm.agent._tool",
     "Hooks": "swarm.agent.hooks",
     "MalformedReply": "swarm.errors",
     "McpError": "swarm.errors",
@@ -87,31 +90,33 @@ _EXPORTS = {
     "Model": "swarm.model",
     "ModelBehaviorError": "swarm.errors",
     "ModelSettings": "swarm.messages",
-    "Need": "swarm.routing.router",
+    "Need": "swarm._routing.router",
+    "NoSandbox": "swarm._sandbox.none",
     "Provider": "swarm.model",
     "ProviderError": "swarm.errors",
     "RateLimitInfo": "swarm.messages",
     "RateLimited": "swarm.errors",
-    "ReplayModel": "swarm.run.replay",
-    "Router": "swarm.routing.router",
+    "ReplayModel": "swarm.run._replay",
+    "Sandbox": "swarm._sandbox.base",
+    "Router": "swarm._routing.router",
     "StepInfo": "swarm.agent.hooks",
     "SwarmConfig": "swarm.config",
     "SwarmError": "swarm.errors",
     "Timing": "swarm.messages",
-    "Tool": "swarm.agent.tool",
+    "Tool": "swarm.agent._tool",
     "ToolCall": "swarm.messages",
-    "ToolContext": "swarm.agent.tool",
+    "ToolContext": "swarm.agent._tool",
     "ToolError": "swarm.errors",
     "ToolSpec": "swarm.messages",
     "Usage": "swarm.messages",
     "UsageError": "swarm.errors",
     "Veto": "swarm.agent.hooks",
-    "Workspace": "swarm.run.workspace",
+    "Workspace": "swarm.run._workspace",
     "WorkspaceError": "swarm.errors",
-    "coding_tools": "swarm.agent.toolbox",
+    "coding_tools": "swarm.agent._toolbox",
     "load_config": "swarm.config",
-    "run_tracing": "swarm.tracing.setup",
-    "tool": "swarm.agent.tool",
+    "run_tracing": "swarm._tracing.setup",
+    "tool": "swarm.agent._tool",
 }
 """Where each public name lives: imported on first use (PEP 562), so `import swarm` and
 `swarm --version` do not load the whole library (aiohttp, pydantic models, OTel, ...)."""
@@ -151,12 +156,14 @@ __all__ = [
     "ModelBehaviorError",
     "ModelSettings",
     "Need",
+    "NoSandbox",
     "Provider",
     "ProviderError",
     "RateLimitInfo",
     "RateLimited",
     "ReplayModel",
     "Router",
+    "Sandbox",
     "StepInfo",
     "SwarmConfig",
     "SwarmError",

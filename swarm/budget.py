@@ -25,45 +25,14 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 
 import anyio
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ValidationError
 
-from swarm._duration import parse_duration
+from swarm.config._budget import BudgetLimits
 from swarm.errors import BudgetExceeded, ConfigError
 from swarm.messages import ChatRequest, ChatResult
 from swarm.model import Done, Model, Streamed, closing, context_window, stream_of
 
 __all__ = ["Budget", "BudgetLimits", "Budgeted", "Reservation", "Spent", "parse_budget_flags"]
-
-
-class BudgetLimits(BaseModel):
-    """Limits for one scope; None means no limit."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-    usd: float | None = Field(default=None, gt=0)
-    """Money spent on model calls, from the catalog's prices."""
-    tokens: int | None = Field(default=None, gt=0)
-    """Input plus output tokens."""
-    steps: int | None = Field(default=None, gt=0)
-    """Model calls."""
-    deadline: float | None = Field(default=None, gt=0)
-    """Seconds from the start of the run (`"15m"`, `"1h30m"` or a number)."""
-
-    @field_validator("deadline", mode="before")
-    @classmethod
-    def _duration(cls, value: object) -> object:
-        if isinstance(value, str):
-            return parse_duration(value)
-        return value
-
-    def over(self, override: BudgetLimits | None) -> BudgetLimits:
-        """These limits with every limit `override` sets taking precedence."""
-        if override is None:
-            return self
-        return self.model_copy(update=override.model_dump(exclude_none=True))
-
-    @property
-    def unlimited(self) -> bool:
-        return all(v is None for v in self.model_dump().values())
 
 
 @dataclass(frozen=True)
@@ -198,6 +167,7 @@ class Budget:
         return self._run.spent()
 
     def spent_by_tier(self) -> dict[str, Spent]:
+        """What each tier has spent so far."""
         return {t: s.spent() for t, s in self._tiers.items()}
 
     def _scopes(self, tier: str | None) -> list[_Scope]:
@@ -224,12 +194,14 @@ class Budgeted:
         self.context_window = context_window(self.inner)
 
     async def chat(self, request: ChatRequest) -> ChatResult:
+        """The inner model's reply, its cost reserved before and settled after."""
         with self.budget.reserve(tier=self.tier) as held:
             result = await self.inner.chat(request)
             held.settle(result)
         return result
 
     async def stream(self, request: ChatRequest) -> AsyncIterator[Streamed]:
+        """The inner model's stream, its cost reserved before and settled after."""
         with self.budget.reserve(tier=self.tier) as held:
             async with closing(stream_of(self.inner, request)) as items:
                 async for item in items:

@@ -254,7 +254,7 @@ class BudgetExceeded(SwarmError):
 
 
 class UnsandboxedWarning(UserWarning):
-    """Agents' commands will run on the host, unconfined (`swarm.sandbox.NoSandbox`); said
+    """Agents' commands will run on the host, unconfined (`swarm._sandbox.NoSandbox`); said
     once per process."""
 
 

@@ -27,7 +27,7 @@ from typing import Any, TypeAlias
 
 import anyio.lowlevel
 
-from swarm.analysis.assertions import (
+from swarm._analysis.assertions import (
     assert_critical_path_under,
     assert_p95_call_latency_under,
     assert_rate_limit_waits_under,
@@ -35,7 +35,7 @@ from swarm.analysis.assertions import (
 from swarm.errors import NetworkBlocked
 from swarm.messages import ChatRequest, ChatResult, Message, Timing, ToolCall, Usage
 from swarm.model import Delta, Done, Model, Streamed
-from swarm.providers.sim_reply import split_words
+from swarm.providers.sim._reply import split_words
 
 __all__ = [
     "FunctionModel",

@@ -13,12 +13,12 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from swarm.analysis.loader import load_trace
-from swarm.analysis.synthetic import write_synthetic_trace
-from swarm.tracing.setup import use_tracer
+from swarm._analysis.loader import load_trace
+from swarm._analysis.synthetic import write_synthetic_trace
+from swarm._tracing.setup import use_tracer
 
 if TYPE_CHECKING:
-    from swarm.cluster.local import LocalCluster
+    from swarm._cluster.local import LocalCluster
 
 pytest_plugins = ["swarm.pytest_plugin"]
 
@@ -54,7 +54,7 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClust
     process connected to it: `head` (2 CPUs) and `second` (2 CPUs), with distinct custom
     resources. Skips the test when ray is not installed."""
     ray = pytest.importorskip("ray")
-    from swarm.cluster.local import NodeSpec, local_cluster, wait_for_nodes
+    from swarm._cluster.local import NodeSpec, local_cluster, wait_for_nodes
 
     nodes = [NodeSpec(2, {"head": 4}), NodeSpec(2, {"second": 4})]
     with local_cluster(nodes, tmp_path_factory.mktemp("ray")) as running:

@@ -5,10 +5,10 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import BaseModel, ValidationError
 
+from swarm.agent._loop import Agent
+from swarm.agent._tool import Finish, tool
+from swarm.agent._toolbox import coding_tools
 from swarm.agent.events import ToolResultEvent
-from swarm.agent.loop import Agent
-from swarm.agent.tool import Finish, tool
-from swarm.agent.toolbox import coding_tools
 from swarm.errors import ModelBehaviorError, ToolError
 from swarm.messages import ChatRequest
 from swarm.testing import FunctionModel, ScriptedModel, call

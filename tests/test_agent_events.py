@@ -22,8 +22,8 @@ from swarm.agent.events import (
 from swarm.agent.hooks import Hooks, StepInfo, Veto
 from swarm.messages import ModelSettings
 from swarm.model import Delta, DeltaSink, Model, Streamed, streamed
-from swarm.providers.anthropic import AnthropicProvider
-from swarm.providers.openai import OpenAIProvider
+from swarm.providers._anthropic import AnthropicProvider
+from swarm.providers._openai import OpenAIProvider
 from swarm.testing import ScriptedModel, call
 from tests.test_agent import add
 

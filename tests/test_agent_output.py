@@ -8,9 +8,9 @@ import pytest
 from pydantic import BaseModel
 
 from swarm import Agent, AgentResult, ModelBehaviorError, coding_tools
+from swarm._tracing.setup import run_tracing
 from swarm.errors import UsageError
 from swarm.testing import ScriptedModel, call
-from swarm.tracing.setup import run_tracing
 
 
 class Verdict(BaseModel):
@@ -82,7 +82,7 @@ def test_agent_misuse_is_a_usage_error() -> None:
 
 
 def test_a_reused_trace_run_id_is_refused_not_merged(tmp_path: Path) -> None:
-    from swarm.tracing.setup import tracer
+    from swarm._tracing.setup import tracer
 
     with run_tracing("r1", traces_dir=tmp_path):
         with tracer().start_as_current_span("first"):

@@ -9,20 +9,20 @@ from pathlib import Path
 
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from swarm._faults import RealModel
+from swarm._routing.router import Router
+from swarm._sandbox import NoSandbox
+from swarm._tracing import semconv as sc
+from swarm.agent._loop import Agent
+from swarm.agent._tool import ToolContext
+from swarm.agent._toolbox import coding_tools
 from swarm.agent.events import AgentResult
-from swarm.agent.loop import Agent
-from swarm.agent.tool import ToolContext
-from swarm.agent.toolbox import coding_tools
 from swarm.config import ProviderConfig, SwarmConfig, TierConfig
+from swarm.config._faults import RealModel
 from swarm.messages import ChatRequest, ChatResult, Message, Timing, ToolCall, Usage
 from swarm.providers.sim import SimProvider
-from swarm.providers.sim_real_model import real_model_script
-from swarm.providers.sim_reply import Reply, Script
-from swarm.routing.router import Router
-from swarm.sandbox import NoSandbox
+from swarm.providers.sim._real_model import real_model_script
+from swarm.providers.sim._reply import Reply, Script
 from swarm.testing import FunctionModel, ScriptedModel, call
-from swarm.tracing import semconv as sc
 from tests.test_agent import add, finish
 
 

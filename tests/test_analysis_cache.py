@@ -6,10 +6,10 @@ import json
 import os
 from pathlib import Path
 
-from swarm.analysis import Trace, load_trace
-from swarm.analysis._colcache import cache_path
-from swarm.analysis.known import build_fanout, span_id
-from swarm.analysis.synthetic import write_synthetic_trace
+from swarm._analysis import Trace, load_trace
+from swarm._analysis._colcache import cache_path
+from swarm._analysis.known import build_fanout, span_id
+from swarm._analysis.synthetic import write_synthetic_trace
 
 _COLUMNS = (
     "span_id",
@@ -126,7 +126,7 @@ def test_ids_that_are_not_plain_hex_survive_the_cache(tmp_path: Path) -> None:
 
 
 def test_a_span_reads_the_same_twice_events_and_links_too(tmp_path: Path) -> None:
-    from swarm.tracing.setup import run_tracing, tracer
+    from swarm._tracing.setup import run_tracing, tracer
 
     with run_tracing("twice", traces_dir=tmp_path) as run:
         with tracer().start_as_current_span("chat m") as span:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from swarm.analysis import critical_path, load_trace
-from swarm.analysis.known import SpanSpec, build_chain, build_fanout, write_spans
-from swarm.analysis.synthetic import write_synthetic_trace
+from swarm._analysis import critical_path, load_trace
+from swarm._analysis.known import SpanSpec, build_chain, build_fanout, write_spans
+from swarm._analysis.synthetic import write_synthetic_trace
 
 
 def test_chain_every_step_is_critical(tmp_path: Path) -> None:

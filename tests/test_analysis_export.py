@@ -12,13 +12,13 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from swarm.analysis.export import export_chrome
-from swarm.analysis.known import SpanSpec, write_spans
-from swarm.analysis.loader import load_trace
-from swarm.analysis.model import Trace
-from swarm.analysis.synthetic import write_synthetic_trace
-from swarm.simulate.simulation import SimSpec, run_simulation
-from swarm.tracing import semconv as sc
+from swarm._analysis.export import export_chrome
+from swarm._analysis.known import SpanSpec, write_spans
+from swarm._analysis.loader import load_trace
+from swarm._analysis.model import Trace
+from swarm._analysis.synthetic import write_synthetic_trace
+from swarm._simulate.simulation import SimSpec, run_simulation
+from swarm._tracing import semconv as sc
 
 DEMO = Path(__file__).parent.parent / "traces" / "examples" / "demo.jsonl"
 EPS_US = 1e-3  # a nanosecond: what float microseconds can round away

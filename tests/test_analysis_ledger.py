@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from swarm.analysis import critical_path, ledger, load_trace
-from swarm.analysis.known import SpanSpec, build_chain, build_fanout, write_spans
-from swarm.analysis.ledger import CATEGORIES
-from swarm.analysis.synthetic import write_synthetic_trace
+from swarm._analysis import critical_path, ledger, load_trace
+from swarm._analysis.known import SpanSpec, build_chain, build_fanout, write_spans
+from swarm._analysis.ledger import CATEGORIES
+from swarm._analysis.synthetic import write_synthetic_trace
 
 
 def _nonzero(d: dict[str, float]) -> dict[str, float]:

@@ -1,4 +1,4 @@
-"""The merge queue's breakdown (`swarm.analysis.merges`), on the trace of a real `solve()`
+"""The merge queue's breakdown (`swarm._analysis.merges`), on the trace of a real `solve()`
 on a real git repository whose merge queue batches patches, finds a culprit by splitting
 and speculates; and on a hand-built trace whose figures are known."""
 
@@ -12,16 +12,16 @@ from pathlib import Path
 import anyio
 import pytest
 
-from swarm.analysis import load_trace, summarize
-from swarm.analysis.known import SpanSpec, write_spans
-from swarm.analysis.merges import merge_batches, merge_breakdown
+from swarm._analysis import load_trace, summarize
+from swarm._analysis.known import SpanSpec, write_spans
+from swarm._analysis.merges import merge_batches, merge_breakdown
+from swarm._tracing import semconv as sc
 from swarm.cli import main
 from swarm.messages import ChatRequest
 from swarm.model import Model
-from swarm.run.report import RunReport
-from swarm.run.solve import SolveRequest, solve
+from swarm.run._report import RunReport
+from swarm.run._solve import SolveRequest, solve
 from swarm.testing import FunctionModel, Scripted, call
-from swarm.tracing import semconv as sc
 
 N = 6
 VALUES = [2, 2, 2, 2, 2, 3]

@@ -10,15 +10,15 @@ import pytest
 from aiohttp import web
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from swarm._serve import serve_app
-from swarm.analysis import diff, export_chrome, load_trace, send_otlp, summarize
-from swarm.analysis.assertions import (
+from swarm._analysis import diff, export_chrome, load_trace, send_otlp, summarize
+from swarm._analysis.assertions import (
     assert_critical_path_under,
     assert_p95_call_latency_under,
     assert_rate_limit_waits_under,
 )
-from swarm.analysis.known import build_chain, build_fanout
-from swarm.analysis.synthetic import write_synthetic_trace
+from swarm._analysis.known import build_chain, build_fanout
+from swarm._analysis.synthetic import write_synthetic_trace
+from swarm._serve import serve_app
 from swarm.catalog import find_profile
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from swarm.analysis import load_trace
-from swarm.analysis.synthetic import SyntheticRun, write_synthetic_trace
-from swarm.tracing import semconv as sc
+from swarm._analysis import load_trace
+from swarm._analysis.synthetic import SyntheticRun, write_synthetic_trace
+from swarm._tracing import semconv as sc
 
 
 def test_synthetic_run_is_valid_and_complete(tmp_path: Path) -> None:

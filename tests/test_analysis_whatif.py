@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from swarm.analysis import load_trace, whatif
-from swarm.analysis.known import build_chain, build_fanout
-from swarm.analysis.synthetic import write_synthetic_trace
+from swarm._analysis import load_trace, whatif
+from swarm._analysis.known import build_chain, build_fanout
+from swarm._analysis.synthetic import write_synthetic_trace
 from swarm.catalog import LatencyProfile
 
 _PROFILES = {
@@ -101,7 +101,7 @@ def test_synthetic_faster_speed_tier_is_faster(tmp_path: Path) -> None:
 
 
 def test_deep_nesting_does_not_recurse(tmp_path: Path) -> None:
-    from swarm.analysis.known import SpanSpec, write_spans
+    from swarm._analysis.known import SpanSpec, write_spans
 
     specs = [SpanSpec("invoke_workflow swarm", 0, 3)]
     specs += [SpanSpec(f"s{k}", 0, 3, parent=k) for k in range(3_000)]
@@ -112,7 +112,7 @@ def test_deep_nesting_does_not_recurse(tmp_path: Path) -> None:
 def test_unchanged_synthetic_run_reproduces_its_wall_clock(tmp_path: Path) -> None:
     # queue waits, dependency waits, fixers linked to their coders, merges: re-simulated
     # with nothing changed, the run must come out as recorded (it used to land 4-10% short)
-    from swarm.analysis.whatif import peak_agents
+    from swarm._analysis.whatif import peak_agents
 
     for seed, cap in ((0, 8), (1, 8), (2, 16)):
         path = tmp_path / f"s{seed}.jsonl"

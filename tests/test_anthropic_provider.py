@@ -16,7 +16,7 @@ from aiohttp import web
 from swarm._serve import serve_app as serve
 from swarm.errors import ProviderError, RateLimited
 from swarm.messages import ChatRequest, Message, ToolCall, ToolSpec
-from swarm.providers.anthropic import AnthropicProvider, to_anthropic
+from swarm.providers._anthropic import AnthropicProvider, to_anthropic
 
 SECRET = "sk-ant-test-very-secret-42"
 

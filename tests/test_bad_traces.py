@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from swarm._tracing import semconv as sc
 from swarm.cli import main
-from swarm.tracing import semconv as sc
 
 _RUN = "20260101-000000-abcd"
 _T0 = 1_700_000_000_000_000_000

@@ -8,7 +8,7 @@ import json
 
 from benchmarks.bench_solve_real import Bench, Policy, bound, groups
 from swarm.messages import ChatRequest, Message
-from swarm.run.roles import CODER, FIXER
+from swarm.run._roles import CODER, FIXER
 
 
 def test_files_are_split_into_balanced_groups_each_file_once() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from swarm.run.check import failures_in, rerun_command
+from swarm.run._check import failures_in, rerun_command
 
 
 def test_failed_ids_are_read_whole_spaces_and_all() -> None:

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from swarm._analysis.known import ChainSpec, build_chain, build_fanout
 from swarm._commands import trace as trace_cmd
-from swarm.analysis.known import ChainSpec, build_chain, build_fanout
 from swarm.cli import main
 
 

@@ -17,22 +17,22 @@ import anyio
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from swarm.agent.tool import ToolContext
-from swarm.agent.toolbox import coding_tools
-from swarm.analysis import summarize
-from swarm.analysis.loader import load_trace
+from swarm._analysis import summarize
+from swarm._analysis.loader import load_trace
+from swarm._sandbox import bwrap_problem, make_sandbox
+from swarm._tracing import semconv as sc
+from swarm.agent._tool import ToolContext
+from swarm.agent._toolbox import coding_tools
 from swarm.config import ClusterConfig
 from swarm.errors import NodeLost, ToolError, WorkspaceError
 from swarm.messages import ChatRequest
-from swarm.run.check import Checker
-from swarm.run.environment import CheckEnvironment
-from swarm.run.merge import MergeQueue, MergeResult, QueueSettings
-from swarm.run.parts import CoordinatorParts
-from swarm.run.solve import solve
-from swarm.run.workspace import Workspace
-from swarm.sandbox import bwrap_problem, make_sandbox
+from swarm.run._check import Checker
+from swarm.run._environment import CheckEnvironment
+from swarm.run._merge import MergeQueue, MergeResult, QueueSettings
+from swarm.run._parts import CoordinatorParts
+from swarm.run._solve import solve
+from swarm.run._workspace import Workspace
 from swarm.testing import FunctionModel, Scripted, ScriptedSource, call
-from swarm.tracing import semconv as sc
 from tests.test_merge_queue import BATCHES, CHECK, make_repo, merge_all, patch_setting
 from tests.test_solve import edit, request, subtask, write_plan
 from tests.trace_spans import attr
@@ -40,22 +40,22 @@ from tests.trace_spans import spans as trace_spans
 
 ray = pytest.importorskip("ray")
 
-from swarm.cluster import (  # noqa: E402
+from swarm._cluster import (  # noqa: E402
     RayCluster,
     RayWorkspaces,
     RemoteWorkspace,
     WorkspaceNode,
     remote_tools,
 )
-from swarm.cluster._bundle import make_bundle  # noqa: E402
-from swarm.cluster.local import (  # noqa: E402
+from swarm._cluster._bundle import make_bundle  # noqa: E402
+from swarm._cluster.local import (  # noqa: E402
     LocalCluster,
     NodeSpec,
     add_node,
     stop_node,
     wait_for_nodes,
 )
-from swarm.cluster.loopback import LOOPBACK_ENV, off_loopback, off_loopback_entry  # noqa: E402
+from swarm._cluster.loopback import LOOPBACK_ENV, off_loopback, off_loopback_entry  # noqa: E402
 
 
 @pytest.fixture
@@ -484,7 +484,7 @@ def test_every_socket_of_the_cluster_and_its_driver_is_on_loopback(
     running: LocalCluster,
 ) -> None:
     """Ray puts its nodes on the machine's interface address even when told 127.0.0.1
-    (`swarm.cluster.loopback`): none of the nodes' processes (GCS, raylets, agents,
+    (`swarm._cluster.loopback`): none of the nodes' processes (GCS, raylets, agents,
     workers) nor this driver holds a socket anywhere else, after a call on each node."""
     environment = CheckEnvironment.resolve(Path.cwd())
     actors = [

@@ -19,26 +19,26 @@ import anyio
 import anyio.to_thread
 import pytest
 
+from swarm._tracing import semconv as sc
 from swarm.messages import ChatRequest
 from swarm.model import Model
-from swarm.run.solve import solve
+from swarm.run._solve import solve
 from swarm.testing import FunctionModel, Scripted, call
-from swarm.tracing import semconv as sc
 from tests.test_cluster import git
 from tests.test_solve import request, subtask, write_plan, write_task
 from tests.trace_spans import spans as trace_spans
 
 ray = pytest.importorskip("ray")
 
-from swarm.cluster import RayCluster  # noqa: E402
-from swarm.cluster.local import (  # noqa: E402
+from swarm._cluster import RayCluster  # noqa: E402
+from swarm._cluster.local import (  # noqa: E402
     LocalCluster,
     NodeSpec,
     add_node,
     kill_node,
     wait_for_nodes,
 )
-from swarm.cluster.loopback import descendants  # noqa: E402
+from swarm._cluster.loopback import descendants  # noqa: E402
 
 DOOMED = "swarm-doomed"
 """In the doomed node's TMPDIR: where its clones are."""

@@ -13,9 +13,9 @@ from typing import Any
 
 import anyio
 
-from swarm.cluster._bundle import make_bundle
-from swarm.cluster.actor_pool import ActorPool, Held, Lifecycle
-from swarm.cluster.node import NodeInfo
+from swarm._cluster._bundle import make_bundle
+from swarm._cluster.actor_pool import ActorPool, Held, Lifecycle
+from swarm._cluster.node import NodeInfo
 
 
 class Cluster:

@@ -8,7 +8,7 @@ import pytest
 
 from swarm.config import ProviderConfig, SwarmConfig, load_config, split_ref
 from swarm.errors import ConfigError
-from swarm.providers.registry import build_providers
+from swarm.providers._registry import build_providers
 
 
 def write(tmp_path: Path, text: str, name: str = "swarm.toml") -> Path:
@@ -176,7 +176,7 @@ def test_unknown_kind_is_refused_when_providers_are_built(tmp_path: Path) -> Non
 
 
 def test_registry_builds_each_kind_from_its_module() -> None:
-    from swarm.providers.registry import build_provider, kinds
+    from swarm.providers._registry import build_provider, kinds
 
     for kind in kinds():
         config = ProviderConfig(kind=kind, base_url="http://127.0.0.1:1/v1")
@@ -246,7 +246,7 @@ def test_keyed_preset_without_tiers_gets_default_tiers(tmp_path: Path) -> None:
 
 
 def test_merge_section_and_a_tasks_merge_over_it(tmp_path: Path) -> None:
-    from swarm.run.task import parse_task
+    from swarm.run._task import parse_task
 
     path = write(
         tmp_path,

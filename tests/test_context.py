@@ -12,6 +12,10 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from swarm._routing.router import Router
+from swarm._tracing import semconv as sc
+from swarm.agent._loop import Agent
+from swarm.agent._tool import Finish, tool
 from swarm.agent.compaction import ContextPolicy
 from swarm.agent.context import (
     Chain,
@@ -22,21 +26,17 @@ from swarm.agent.context import (
     Summarize,
     split_turns,
 )
-from swarm.agent.loop import Agent
-from swarm.agent.tool import Finish, tool
 from swarm.catalog import LatencyProfile, find_model
 from swarm.config import ProviderConfig, SwarmConfig, TierConfig
 from swarm.errors import ContextWindowExceeded
 from swarm.messages import ChatRequest, ChatResult, Message, ToolCall
 from swarm.model import ChatModel
-from swarm.providers.anthropic import AnthropicProvider
-from swarm.providers.openai import OpenAIProvider
+from swarm.providers._anthropic import AnthropicProvider
+from swarm.providers._openai import OpenAIProvider
 from swarm.providers.sim import Reply, SimEngine, SimProvider
-from swarm.providers.sim_context import Limits
-from swarm.providers.sim_reply import count_tokens, prose
-from swarm.providers.sim_server import serve_sim
-from swarm.routing.router import Router
-from swarm.tracing import semconv as sc
+from swarm.providers.sim._context import Limits
+from swarm.providers.sim._reply import count_tokens, prose
+from swarm.providers.sim._server import serve_sim
 
 FAST = LatencyProfile(ttft_s=0.0, output_tps=1e9, prefill_tps=1e12, jitter=0.0)
 OUTPUT_WORDS = 1_500
@@ -345,9 +345,9 @@ async def test_providers_map_a_context_400_to_context_window_exceeded(
 
 
 async def test_trace_summary_shows_steps_and_savings(tmp_path: Path) -> None:
-    from swarm.analysis import summarize
-    from swarm.analysis.loader import load_trace
-    from swarm.tracing.setup import run_tracing
+    from swarm._analysis import summarize
+    from swarm._analysis.loader import load_trace
+    from swarm._tracing.setup import run_tracing
 
     script = LongLoop(120)
     path = tmp_path / "ctx-run.jsonl"

@@ -13,23 +13,23 @@ from pathlib import Path
 import anyio
 import pytest
 
-from swarm.agent.tool import Tool, WriteLog
-from swarm.agent.toolbox import coding_tools
+from swarm.agent._tool import Tool, WriteLog
+from swarm.agent._toolbox import coding_tools
 from swarm.budget import Budget, BudgetLimits
 from swarm.config import SwarmConfig
 from swarm.errors import NodeLost, WorkspaceError
 from swarm.messages import ChatRequest, ChatResult
 from swarm.model import Model
-from swarm.run.check import CheckResult
-from swarm.run.coordinator import Coordinator
+from swarm.run._check import CheckResult
+from swarm.run._coordinator import Coordinator
+from swarm.run._merge import MergeResult, MergeStats
+from swarm.run._models import RunModels
+from swarm.run._outcome import RunOutcome
+from swarm.run._parts import CoordinatorParts, Crew, SolveOptions, WorkspaceLike
+from swarm.run._plan import Plan, Subtask
+from swarm.run._progress import Progress
+from swarm.run._task import Task
 from swarm.run.journal import Journal
-from swarm.run.merge import MergeResult, MergeStats
-from swarm.run.models import RunModels
-from swarm.run.outcome import RunOutcome
-from swarm.run.parts import CoordinatorParts, Crew, SolveOptions, WorkspaceLike
-from swarm.run.plan import Plan, Subtask
-from swarm.run.progress import Progress
-from swarm.run.task import Task
 from swarm.testing import FunctionModel, call, reply
 
 

@@ -8,12 +8,12 @@ from dataclasses import replace
 import anyio
 import pytest
 
+from swarm._routing.router import Router
+from swarm._simulate.simulation import SimSpec, run_simulation
 from swarm.config import Faults, ProviderConfig, RoutingConfig, SwarmConfig, TierConfig
 from swarm.messages import ChatRequest, Message
 from swarm.providers.sim import SimEngine
-from swarm.providers.sim_server import serve_sim
-from swarm.routing.router import Router
-from swarm.simulate.simulation import SimSpec, run_simulation
+from swarm.providers.sim._server import serve_sim
 
 MODEL = "cerebras/llama-3.3-70b"  # a catalog ref: its profile gives the expected TTFT
 

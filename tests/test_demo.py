@@ -15,20 +15,21 @@ from pathlib import Path
 import anyio
 import pytest
 
-from swarm.agent.loop import Agent
-from swarm.agent.tool import ToolContext, scrub_env
-from swarm.agent.toolbox import coding_tools
-from swarm.analysis.critical_path import critical_path_method
-from swarm.analysis.loader import load_trace
-from swarm.analysis.model import Trace
+from swarm._analysis.critical_path import critical_path_method
+from swarm._analysis.loader import load_trace
+from swarm._analysis.model import Trace
+from swarm._demo import DEMO_REPO, PLAN, create_demo_repo, demo_script, init_source
+from swarm._tracing import semconv as sc
+from swarm.agent._loop import Agent
+from swarm.agent._tool import ToolContext, scrub_env
+from swarm.agent._toolbox import coding_tools
 from swarm.catalog import LatencyProfile
-from swarm.demo import DEMO_REPO, PLAN, create_demo_repo, demo_script, init_source
 from swarm.messages import ChatRequest, ChatResult, Message
 from swarm.model import ChatModel
 from swarm.providers.sim import SimProvider
-from swarm.providers.sim_reply import prose
-from swarm.run.plan import Plan, Subtask, parse_plan_reply, validate_plan
-from swarm.run.roles import (
+from swarm.providers.sim._reply import prose
+from swarm.run._plan import Plan, Subtask, parse_plan_reply, validate_plan
+from swarm.run._roles import (
     CODER,
     FIXER,
     PLANNER,
@@ -38,9 +39,8 @@ from swarm.run.roles import (
     planner_prompt,
     rebase_prompt,
 )
-from swarm.run.solve import SolveRequest, solve
-from swarm.run.task import Task, load_task
-from swarm.tracing import semconv as sc
+from swarm.run._solve import SolveRequest, solve
+from swarm.run._task import Task, load_task
 
 TASK_FILE = Path(__file__).resolve().parents[1] / "tasks" / "refactor.md"
 _FAST = LatencyProfile(ttft_s=0.0, output_tps=1e9, jitter=0.0)

@@ -15,12 +15,12 @@ import pytest
 from swarm._commands import sim as sim_command
 from swarm._commands import simulate as simulate_command
 from swarm._commands._faults import _COUNTS, _HELP, faults_from_args
+from swarm._simulate.simulation import SimSpec, run_simulation
 from swarm.config import Faults, load_config
 from swarm.errors import ConfigError, ProviderError
 from swarm.messages import ChatRequest, Message
-from swarm.providers.registry import build_providers
+from swarm.providers._registry import build_providers
 from swarm.providers.sim import SimProvider
-from swarm.simulate.simulation import SimSpec, run_simulation
 
 ASK = ChatRequest(messages=[Message(role="user", content="hi")], max_tokens=8)
 

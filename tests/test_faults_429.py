@@ -15,13 +15,13 @@ import anyio
 import pytest
 from aiohttp import web
 
+from swarm._routing.gate import Gate
+from swarm._routing.router import Router
 from swarm._serve import serve_app
+from swarm._simulate.simulation import SimSpec, run_simulation
 from swarm.config import Faults, ProviderConfig, RoutingConfig, SwarmConfig, TierConfig
 from swarm.errors import RateLimited
 from swarm.messages import ChatRequest, Message
-from swarm.routing.gate import Gate
-from swarm.routing.router import Router
-from swarm.simulate.simulation import SimSpec, run_simulation
 
 
 @asynccontextmanager

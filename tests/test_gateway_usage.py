@@ -18,8 +18,8 @@ from aiohttp import web
 
 from swarm._serve import serve_app
 from swarm.messages import ChatRequest, Message
-from swarm.providers.anthropic import AnthropicProvider
-from swarm.providers.openai import OpenAIProvider
+from swarm.providers._anthropic import AnthropicProvider
+from swarm.providers._openai import OpenAIProvider
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gateways"
 

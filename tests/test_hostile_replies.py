@@ -16,14 +16,14 @@ import anyio
 import pytest
 from aiohttp import web
 
+from swarm._routing.router import Router
 from swarm._serve import serve_app
 from swarm.config import ProviderConfig, RoutingConfig, SwarmConfig, TierConfig
 from swarm.errors import ProviderError
 from swarm.messages import ChatRequest, Message
-from swarm.providers.openai import OpenAIProvider
+from swarm.providers._openai import OpenAIProvider
 from swarm.providers.sim import SimEngine
-from swarm.providers.sim_server import serve_sim
-from swarm.routing.router import Router
+from swarm.providers.sim._server import serve_sim
 
 
 def _chunk(delta: Any = None, **fields: Any) -> bytes:
@@ -225,7 +225,7 @@ ANTHROPIC: dict[str, list[bytes]] = {
 
 @pytest.mark.parametrize("shape", list(ANTHROPIC))
 async def test_hostile_anthropic_events_are_malformed_provider_errors(shape: str) -> None:
-    from swarm.providers.anthropic import AnthropicProvider
+    from swarm.providers._anthropic import AnthropicProvider
 
     async def messages(request: web.Request) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})

@@ -49,7 +49,7 @@ def test_no_signature_or_help_shows_the_environment(monkeypatch: pytest.MonkeyPa
     assert secret not in pydoc.render_doc(swarm.load_config)
 
 
-SIGNALS = {"swarm.agent.tool.Finish"}
+SIGNALS = {"swarm.agent._tool.Finish"}
 """Exceptions that are not errors: `Finish` ends an agent's run with its summary."""
 
 

@@ -20,10 +20,10 @@ import pytest
 from swarm.errors import ConfigError
 from swarm.messages import ChatRequest, ChatResult, Message, ToolCall, ToolSpec, Usage
 from swarm.model import ChatModel, Model
+from swarm.run._plan import validate_plan
+from swarm.run._replay import ReplayModel, request_hash
+from swarm.run._task import parse_task
 from swarm.run.journal import Journal
-from swarm.run.plan import validate_plan
-from swarm.run.replay import ReplayModel, request_hash
-from swarm.run.task import parse_task
 
 
 class CountingModel(ChatModel):
@@ -291,7 +291,7 @@ WRITER = textwrap.dedent(
     import sys
     from pathlib import Path
     from swarm.run.journal import Journal
-    from swarm.run.plan import validate_plan
+    from swarm.run._plan import validate_plan
 
     j = Journal.open(Path(sys.argv[1]))
     j.create_run("crash", task={"title": "t"}, repo="/r", config={})

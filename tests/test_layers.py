@@ -15,32 +15,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "swarm"
 
-_GROUND = {"errors", "messages", "model", "config", "budget", "catalog"}
-_GROUND |= {
-    "_duration",
-    "_faults",
-    "_route_config",
-    "_sim_shifts",
-    "_run_config",
-    "_serve",
-    "_toml",
-    "_wire_checks",
-    "_tokens",
-    "_secrets",
-}
+_GROUND = {"errors", "messages", "model", "config", "budget", "catalog", "_serve", "_tokens"}
 _TOP = {"__init__", "__main__", "cli", "testing", "pytest_plugin", "_commands"}
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("ground", frozenset(_GROUND)),
-    ("tracing", frozenset({"tracing"})),
+    ("tracing", frozenset({"_tracing"})),
     ("providers", frozenset({"providers"})),
-    ("routing", frozenset({"routing"})),
-    ("sandbox", frozenset({"sandbox"})),
+    ("routing", frozenset({"_routing"})),
+    ("sandbox", frozenset({"_sandbox"})),
     ("agent", frozenset({"agent"})),
-    ("run", frozenset({"run", "demo"})),
-    ("cluster", frozenset({"cluster"})),
-    ("simulate", frozenset({"simulate"})),
-    ("analysis", frozenset({"analysis"})),
-    ("viewer", frozenset({"viewer"})),
+    ("run", frozenset({"run", "_demo"})),
+    ("cluster", frozenset({"_cluster"})),
+    ("simulate", frozenset({"_simulate"})),
+    ("analysis", frozenset({"_analysis"})),
+    ("viewer", frozenset({"_viewer"})),
     ("top", frozenset(_TOP)),
 )
 
@@ -54,7 +42,7 @@ def _modules() -> list[str]:
     for path in sorted(PACKAGE.rglob("*.py")):
         dirs = path.relative_to(PACKAGE).parents
         if not all((PACKAGE / d / "__init__.py").exists() for d in dirs):
-            continue  # data, not the package (swarm/demo/repo is a sample repository)
+            continue  # data, not the package (swarm/_demo/repo is a sample repository)
         parts = path.relative_to(ROOT).with_suffix("").parts
         if parts[-1] == "__init__" and len(parts) > 1:
             parts = parts[:-1]
@@ -131,16 +119,16 @@ def test_the_layer_check_sees_lazy_and_relative_imports() -> None:
     source = (
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n    import swarm.cli\n"
-        "def f():\n    from swarm.viewer import serve\n"
-        "from . import loader\nfrom ..tracing import semconv\n"
+        "def f():\n    from swarm._viewer import serve\n"
+        "from . import loader\nfrom .._tracing import semconv\n"
     )
-    assert _imports_in(source, "swarm.analysis") == {
+    assert _imports_in(source, "swarm._analysis") == {
         "swarm.cli",
-        "swarm.viewer.serve",
-        "swarm.analysis.loader",
-        "swarm.tracing.semconv",
+        "swarm._viewer.serve",
+        "swarm._analysis.loader",
+        "swarm._tracing.semconv",
     }
-    assert _layer("swarm") > _layer("swarm.viewer.serve") > _layer("swarm.analysis.loader")
+    assert _layer("swarm") > _layer("swarm._viewer.serve") > _layer("swarm._analysis.loader")
 
 
 _FORK_EACH = """

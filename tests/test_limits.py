@@ -13,10 +13,10 @@ from anyio import wait_all_tasks_blocked
 from anyio.lowlevel import checkpoint
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from swarm._routing.gate import Gate, Overload, admit
+from swarm._routing.limits import ConcurrencyLimiter, TokenBucket
+from swarm._tracing import semconv as sc
 from swarm.messages import RateLimitInfo
-from swarm.routing.gate import Gate, Overload, admit
-from swarm.routing.limits import ConcurrencyLimiter, TokenBucket
-from swarm.tracing import semconv as sc
 
 T = TypeVar("T")
 

@@ -22,7 +22,7 @@ import pytest
 from anyio.abc import Process
 
 from swarm.messages import ChatRequest, Message
-from swarm.providers.openai import OpenAIProvider
+from swarm.providers._openai import OpenAIProvider
 
 MASTER_KEY = "sk-swarm-test-master-0123456789abcdef"
 ROOT = Path(__file__).resolve().parents[1]

@@ -17,11 +17,11 @@ import anyio
 import pytest
 
 from swarm import Agent
+from swarm._tracing.setup import run_tracing
 from swarm.agent.events import ToolCallEvent
 from swarm.agent.mcp import MCP_SERVER, McpServer, mcp_tools
 from swarm.errors import McpError
 from swarm.testing import ScriptedModel, call
-from swarm.tracing.setup import run_tracing
 
 SERVER = Path(__file__).parent / "agent_scripts" / "mcp_server.py"
 

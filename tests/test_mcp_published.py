@@ -17,8 +17,8 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from swarm import Agent, AgentResult, Tool
+from swarm.agent._toolbox import coding_tools
 from swarm.agent.mcp import MCP_SERVER, McpServer, mcp_tools
-from swarm.agent.toolbox import coding_tools
 from swarm.errors import UsageError
 from swarm.testing import ScriptedModel, call
 from tests.test_readme import calc_repo

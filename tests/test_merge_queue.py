@@ -15,13 +15,13 @@ import anyio
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from swarm._tracing import semconv as sc
 from swarm.config import BatchSize, MergeConfig
-from swarm.run._merge_trees import Patch
-from swarm.run.check import Checker, CheckResult
-from swarm.run.environment import CheckEnvironment
-from swarm.run.merge import MergeQueue, MergeResult, MergeStats, QueueSettings
-from swarm.run.workspace import worktree_diff
-from swarm.tracing import semconv as sc
+from swarm.run._check import Checker, CheckResult
+from swarm.run._environment import CheckEnvironment
+from swarm.run._merge import MergeQueue, MergeResult, MergeStats, QueueSettings
+from swarm.run._merge._trees import Patch
+from swarm.run._workspace import worktree_diff
 
 CHECK = f"{sys.executable} check.py"
 MODULES = "abcdefgh"
@@ -301,7 +301,7 @@ async def test_the_batch_behind_two_red_ones_goes_on_with_the_build_that_left_bo
 
 
 async def test_the_likeliest_alternates_come_first_a_batch_shown_red_above_all() -> None:
-    from swarm.run._merge_line import Line, RedRate, Request, Slot
+    from swarm.run._merge._line import Line, RedRate, Request, Slot
 
     rate = RedRate(judged=64, culprits=4)
     line = Line(alternates=2)
@@ -404,7 +404,7 @@ async def test_alternates_wait_for_a_first_red() -> None:
     """Before any batch has turned red, the line builds only its main builds (the prior's
     odds would give big batches alternates, each a build and a check thrown away when the
     batch lands); once one has, the slots behind a likely red one get them."""
-    from swarm.run._merge_line import Line, RedRate, Request, Slot
+    from swarm.run._merge._line import Line, RedRate, Request, Slot
 
     def slot(k: int) -> Slot:
         names = [f"s{k}{j}" for j in range(32)]
@@ -422,7 +422,7 @@ async def test_alternates_wait_for_a_first_red() -> None:
 
 
 def test_batches_shrink_as_culprits_show_and_stay_big_while_none_do() -> None:
-    from swarm.run._merge_line import RedRate
+    from swarm.run._merge._line import RedRate
 
     assert RedRate().cap() >= 32  # before any verdict: as big as the config allows
     assert RedRate(judged=300, culprits=0).cap() > 100
@@ -476,7 +476,7 @@ async def test_a_culprit_is_red_at_once_and_fixed_on_top_of_what_it_was_red_on(
 
 def _pipeline(config: MergeConfig) -> Any:
     """A `Pipeline` that is never run: its bookkeeping, tested alone."""
-    from swarm.run._merge_pipeline import Pipeline, Rules
+    from swarm.run._merge._pipeline import Pipeline, Rules
 
     async def never(*_args: object, **_kwargs: object) -> CheckResult:
         raise AssertionError("not checked here")
@@ -488,7 +488,7 @@ def _pipeline(config: MergeConfig) -> Any:
 
 
 def _requests(n: int) -> list[Any]:
-    from swarm.run._merge_line import Request
+    from swarm.run._merge._line import Request
 
     diff = "diff --git a/f{0} b/f{0}\n"
     return [Request(Patch(f"s{i}", "t", diff.format(i)), None, (0, i)) for i in range(n)]
@@ -503,7 +503,7 @@ def test_a_fixed_culprit_waits_for_the_green_patches_it_was_fixed_on_top_of() ->
     pipeline.submit(culprit)
     pipeline.submit(other)
     assert [r.patch.name for r in pipeline._free()] == ["s0", "s2"]
-    from swarm.run._merge_line import Slot
+    from swarm.run._merge._line import Slot
 
     ahead = Slot([green])  # in the line: the fix may take a batch behind it, once final
     pipeline.pending = [culprit, other]
@@ -522,7 +522,7 @@ def test_a_fixed_culprit_waits_for_the_green_patches_it_was_fixed_on_top_of() ->
 async def test_a_batch_about_to_be_built_takes_the_patches_that_arrived_meanwhile() -> None:
     """As a wave of agents finishes, the batches formed from its first patches hold one or
     two: each takes the patches that queued while it waited for the one ahead (to its cap)."""
-    from swarm.run._merge_line import Slot
+    from swarm.run._merge._line import Slot
 
     pipeline = _pipeline(MergeConfig(batch_size=BatchSize(min=1, max=3), max_parallel_checks=2))
     first, *later = _requests(5)
@@ -561,7 +561,7 @@ async def test_the_queue_starts_no_garbage_collection_in_the_users_repository(
 def test_there_is_a_check_tree_for_every_check_slot() -> None:
     """A red batch's split checks its prefixes at once, each in a tree of its own: the
     pool must not hold them back while check slots are free."""
-    from swarm.run.merge import _trees_needed
+    from swarm.run._merge import _trees_needed
 
     assert _trees_needed(MergeConfig(check_slots=100, max_parallel_checks=4)) == 104
     assert _trees_needed(MergeConfig(check_slots=2, max_parallel_checks=2)) == 6
@@ -674,7 +674,7 @@ async def test_a_suspect_the_output_names_wrongly_does_not_hide_the_culprit(
 
 
 def test_a_check_output_names_a_file_by_its_path_alone_or_at_the_end_of_one() -> None:
-    from swarm.run._merge_split import _paths_in
+    from swarm.run._merge._split import _paths_in
 
     assert "src/pkg/mod.py" in _paths_in('  File "/tmp/w/_check-3/src/pkg/mod.py", line 3')
     assert "src/pkg/mod.py" in _paths_in("src/pkg/mod.py:12: AssertionError")
@@ -688,9 +688,9 @@ def test_a_check_output_names_a_file_by_its_path_alone_or_at_the_end_of_one() ->
 async def test_a_green_probe_lands_when_the_head_has_not_moved_and_the_line_is_empty() -> None:
     """Checked on the head, nothing ahead of it: it lands as it is, not checked again in
     the line; had the head moved, its patches join the line, probed."""
-    from swarm.run._merge_line import Build, Slot
-    from swarm.run._merge_pipeline import Pipeline, Rules
-    from swarm.run._merge_trees import Step
+    from swarm.run._merge._line import Build, Slot
+    from swarm.run._merge._pipeline import Pipeline, Rules
+    from swarm.run._merge._trees import Step
 
     landed: list[str] = []
 
@@ -719,7 +719,7 @@ async def test_the_queue_keeps_check_trees_ready_and_removes_them_all(repo: Path
     """Made in the background before a burst of checks asks for them (each made then
     waited for the lock the one before held), up to the pool's size; all removed when
     the queue closes."""
-    from swarm.run.merge import _spare_trees, _trees_needed
+    from swarm.run._merge import _spare_trees, _trees_needed
 
     config = MergeConfig(check_slots=4, max_parallel_checks=2)
     assert _spare_trees(config) == 16 and _trees_needed(config) == 6
@@ -758,7 +758,7 @@ async def test_patches_others_wait_for_are_batched_apart_from_the_rest() -> None
     """A red patch no one waits for must not hold the heads of chains back: the line and
     the probes take either kind, not both, and a batch about to be built tops up with
     its own kind only."""
-    from swarm.run._merge_line import Slot
+    from swarm.run._merge._line import Slot
 
     pipeline = _pipeline(MergeConfig(batch_size=BatchSize(min=1, max=32), max_parallel_checks=1))
     heads, leaves = _requests(2), _requests(5)[2:]
@@ -779,7 +779,7 @@ async def test_patches_others_wait_for_are_batched_apart_from_the_rest() -> None
 
 def _naming(name: str, path: str, added: str) -> Any:
     """A request whose patch changes `path`, adding `added`."""
-    from swarm.run._merge_line import Request
+    from swarm.run._merge._line import Request
 
     diff = (
         f"diff --git a/{path} b/{path}\n--- a/{path}\n+++ b/{path}\n@@ -1 +1 @@\n-X = 1\n+{added}\n"
@@ -810,7 +810,7 @@ async def test_linked_patches_are_batched_together() -> None:
         pipeline.submit(r)
     assert pipeline._probe(pipeline._free()).requests == [s0, s2]
     assert pipeline.pending == [s1]
-    from swarm.run._merge_links import Links
+    from swarm.run._merge._links import Links
 
     s3 = _naming("s3", "d.py", "import e, f")
     s4, s5 = _naming("s4", "e.py", "X = 2"), _naming("s5", "f.py", "X = 2")
@@ -903,8 +903,8 @@ async def test_a_probe_blames_its_likeliest_culprit_only_when_checked_red_and_gr
 ):
     """Green without `s0` and red with it: `s0` is the culprit. Not if the probe did not
     build (git failed), nor if the build without it is red, nor if a patch did not apply."""
-    from swarm.run._merge_probe import build_probe, found_alone
-    from swarm.run._merge_trees import Step
+    from swarm.run._merge._probe import build_probe, found_alone
+    from swarm.run._merge._trees import Step
 
     def probe(*, red: bool = True, rest_red: bool = False, failed: bool = False) -> Any:
         s0, s1 = _naming("s0", "a.py", "import c"), _naming("s1", "b.py", "X = 2")

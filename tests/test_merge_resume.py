@@ -12,14 +12,14 @@ from pathlib import Path
 
 from swarm.messages import ChatRequest
 from swarm.model import Model
+from swarm.run._solve import SolveRequest, solve
 from swarm.run.journal import Journal
-from swarm.run.solve import SolveRequest, solve
 from swarm.testing import FunctionModel, Scripted, call
 
 N = 6
 DRIVER = """\
 import sys, anyio
-from swarm.run.solve import SolveRequest, solve
+from swarm.run._solve import SolveRequest, solve
 from swarm.testing import FunctionModel, call
 
 

@@ -24,15 +24,15 @@ import trio
 from aiohttp import web
 from opentelemetry.sdk.trace import TracerProvider
 
-from swarm._duration import parse_duration_s
 from swarm._serve import serve_app
 from swarm.catalog import LatencyProfile
+from swarm.config._duration import parse_duration_s
 from swarm.errors import ProviderError, RateLimited
 from swarm.messages import ChatRequest, Message, ToolCall, ToolSpec
-from swarm.providers.openai import OpenAIProvider
+from swarm.providers._openai import OpenAIProvider
+from swarm.providers._sse import iter_sse_batches
 from swarm.providers.sim import Reply, SimEngine
-from swarm.providers.sim_server import serve_sim
-from swarm.providers.sse import iter_sse_batches
+from swarm.providers.sim._server import serve_sim
 
 SECRET = "sk-test-very-secret-0123456789"
 
@@ -602,7 +602,7 @@ def test_provider_made_client_works_under_trio() -> None:
 def test_a_slow_servers_deadlines_follow_its_speed() -> None:
     """A CPU server reads a 2,000-token prompt for over a minute, and every stream it
     serves waits while it reads another's: both deadlines grow with the prompt and speed."""
-    from swarm.providers.endpoint import FirstTokenDeadline
+    from swarm.providers._endpoint import FirstTokenDeadline
 
     deadlines = FirstTokenDeadline(None, 30.0)
     assert deadlines.seconds("m", 1000) == (30.0, "stall_timeout_s")  # speed unknown

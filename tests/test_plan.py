@@ -12,7 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from swarm.errors import ConfigError
-from swarm.run.plan import Plan, PlanError, Subtask, load_plan, parse_plan_reply, validate_plan
+from swarm.run._plan import Plan, PlanError, Subtask, load_plan, parse_plan_reply, validate_plan
 
 
 def st(id: str, files: list[str] | None = None, deps: list[str] | None = None) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import re
 import time
 
 from swarm.budget import Budget, BudgetLimits
-from swarm.run.progress import Progress
+from swarm.run._progress import Progress
 
 
 def _clocks(text: str) -> set[str]:

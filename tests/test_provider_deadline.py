@@ -21,13 +21,13 @@ import anyio
 import pytest
 from aiohttp import web
 
+from swarm._routing.router import Router
 from swarm._serve import serve_app
 from swarm.config import ProviderConfig, RoutingConfig, SwarmConfig, TierConfig
 from swarm.errors import MalformedReply, ProviderError
 from swarm.messages import ChatRequest, Message
 from swarm.providers._bounds import MAX_EVENT_BYTES
 from swarm.providers._call_deadline import MIN_DECODE_TPS, UNKNOWN_DECODE_TPS, CallDeadline
-from swarm.routing.router import Router
 
 ROOT = Path(__file__).resolve().parents[1]
 

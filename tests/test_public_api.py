@@ -31,11 +31,13 @@ def test_all_is_sorted_and_pinned() -> None:
         "ModelBehaviorError",
         "ModelSettings",
         "Need",
+        "NoSandbox",
         "Provider",
         "ProviderError",
         "RateLimitInfo",
         "RateLimited",
         "ReplayModel",
+        "Sandbox",
         "Router",
         "StepInfo",
         "SwarmConfig",
@@ -152,3 +154,29 @@ def test_every_module_the_docs_point_users_to_is_in_the_api_reference() -> None:
     named = {n for n in re.findall(r"`(swarm(?:\.\w+)+)", text) if _named_module(n)}
     assert {"swarm", "swarm.testing", "swarm.agent.mcp", "swarm.agent.context"} <= imported | named
     assert not (imported | named) - set(documented_modules())
+
+
+DOORS = {"swarm.agent", "swarm.run", "swarm.providers", "swarm.cli"}
+"""Public-looking modules that are not in the reference: packages' doors (a docstring that
+maps the room, and re-exports) and the console script's module."""
+
+
+def test_every_public_module_is_in_the_api_reference() -> None:
+    """The public line is drawn in the file tree: a module whose dotted name has no part
+    starting with `_` is one users may import, so the reference documents it; every other
+    module is private (`_`-named, or inside a `_`-package)."""
+    package = Path(swarm.__file__).parent
+    public = {
+        "swarm." + ".".join(p.relative_to(package).with_suffix("").parts).removesuffix(".__init__")
+        for p in package.rglob("*.py")
+        if "repo" not in p.relative_to(package).parts  # the demo's repository, data
+    }
+    public = {m for m in public if not any(part.startswith("_") for part in m.split("."))}
+    assert public == set(documented_modules()) - {"swarm"} | DOORS
+
+
+def test_the_docs_import_no_private_module() -> None:
+    """README, cookbook and reference reach swarm only through its public modules."""
+    text = "\n".join(p.read_text() for p in [DOCS.parent / "README.md", *DOCS.rglob("*.md")])
+    private = re.findall(r"(swarm(?:\.\w+)*\._\w+)", text)
+    assert not private, private

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from swarm._sandbox import bwrap_problem
+from swarm._tracing.semconv import SANDBOX_KIND
 from swarm.config import load_config
-from swarm.run.task import parse_task
-from swarm.sandbox import bwrap_problem
-from swarm.tracing.semconv import SANDBOX_KIND
+from swarm.run._task import parse_task
 
 README = Path(__file__).parent.parent / "README.md"
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from swarm.agent.tool import ToolContext
-from swarm.run.plan import Subtask
-from swarm.run.roles import coder_prompt, shown_files
-from swarm.run.task import Task
+from swarm.agent._tool import ToolContext
+from swarm.run._plan import Subtask
+from swarm.run._roles import coder_prompt, shown_files
+from swarm.run._task import Task
 
 
 def test_an_agent_is_shown_its_files_as_they_are(tmp_path: Path) -> None:

@@ -12,14 +12,14 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from swarm._secrets import CAPTURE_CONTENT_ENV
+from swarm._routing.router import Need, Router
+from swarm._tracing import semconv as sc
 from swarm.budget import BudgetLimits
 from swarm.config import SwarmConfig, load_config
+from swarm.config._secrets import CAPTURE_CONTENT_ENV
 from swarm.errors import BudgetExceeded, ProviderError, RateLimited
 from swarm.messages import ChatRequest, ChatResult, Message, Timing, Usage
 from swarm.model import FirstTokenCallback, Model, PieceSink, Provider
-from swarm.routing.router import Need, Router
-from swarm.tracing import semconv as sc
 
 SECRET = "sk-test-secret-0123456789"
 

@@ -19,19 +19,19 @@ import anyio
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from swarm._sim_shifts import Shift, parse_shift
-from swarm.analysis.loader import load_trace
-from swarm.analysis.scorecard import scorecard
+from swarm._analysis.loader import load_trace
+from swarm._analysis.scorecard import scorecard
+from swarm._routing.router import Need, Router
+from swarm._routing.tiers import tier_refs, with_task_tiers
+from swarm._tracing import semconv as sc
 from swarm.config import SwarmConfig, load_config
+from swarm.config._shifts import Shift, parse_shift
 from swarm.errors import ConfigError
 from swarm.messages import ChatRequest, Message
-from swarm.routing.router import Need, Router
-from swarm.routing.tiers import tier_refs, with_task_tiers
-from swarm.run.live_path import LivePath
-from swarm.run.models import RouterSource
-from swarm.run.plan import Plan, Subtask
-from swarm.run.slack import plan_slack
-from swarm.tracing import semconv as sc
+from swarm.run._live_path import LivePath
+from swarm.run._models import RouterSource
+from swarm.run._plan import Plan, Subtask
+from swarm.run._slack import plan_slack
 
 PROFILES = {
     "fast": ("cerebras/llama-3.3-70b", 3.0, 9.0),
@@ -285,7 +285,7 @@ def test_task_front_matter_constraints_over_the_tier(tmp_path: Path) -> None:
 
 
 def test_a_deadline_that_no_longer_fits_moves_work_to_the_speed_tier(tmp_path: Path) -> None:
-    from swarm.simulate.simulation import SimSpec, run_simulation
+    from swarm._simulate.simulation import SimSpec, run_simulation
 
     spec = SimSpec(agents=4, steps=40, shape="chain", virtual=True, traces_dir=None)
     assert run_simulation(spec)["notes"] == []  # ~39 s, no deadline

@@ -13,13 +13,13 @@ from pathlib import Path
 import anyio
 
 from benchmarks.bench_routing import _HOSTS
+from swarm._routing.router import Router
+from swarm._simulate.simulation import SimSpec, run_simulation
 from swarm.config import RoutingConfig
-from swarm.routing.router import Router
-from swarm.run.live_path import LivePath
-from swarm.run.models import RouterSource
-from swarm.run.plan import Plan, Subtask
-from swarm.run.slack import RouteHints
-from swarm.simulate.simulation import SimSpec, run_simulation
+from swarm.run._live_path import LivePath
+from swarm.run._models import RouterSource
+from swarm.run._plan import Plan, Subtask
+from swarm.run._slack import RouteHints
 from tests.test_routing_adaptive import req, virtual, world
 
 

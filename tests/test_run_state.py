@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from swarm.cli import main
+from swarm.run._lock import owner, run_lock
 from swarm.run.journal import Journal
-from swarm.run.lock import owner, run_lock
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = ROOT / "tasks" / "refactor.md"

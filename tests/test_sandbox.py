@@ -17,15 +17,7 @@ import anyio
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from swarm.agent.toolbox import coding_tools
-from swarm.cli import main
-from swarm.config import load_config
-from swarm.errors import ConfigError, WorkspaceError
-from swarm.run.environment import CheckEnvironment, interpreters_in
-from swarm.run.solve import GitWorld
-from swarm.run.task import parse_task
-from swarm.run.workspace import Workspace, git, hook_env
-from swarm.sandbox import (
+from swarm._sandbox import (
     BwrapSandbox,
     Limits,
     NoSandbox,
@@ -34,9 +26,17 @@ from swarm.sandbox import (
     make_sandbox,
     sandboxed_git,
 )
-from swarm.sandbox.process import run_confined
-from swarm.tracing import semconv as sc
-from swarm.tracing.setup import tracer
+from swarm._sandbox.process import run_confined
+from swarm._tracing import semconv as sc
+from swarm._tracing.setup import tracer
+from swarm.agent._toolbox import coding_tools
+from swarm.cli import main
+from swarm.config import load_config
+from swarm.errors import ConfigError, WorkspaceError
+from swarm.run._environment import CheckEnvironment, interpreters_in
+from swarm.run._solve import GitWorld
+from swarm.run._task import parse_task
+from swarm.run._workspace import Workspace, git, hook_env
 
 TOOLS = {t.name: t for t in coding_tools()}
 IDENTITY = ("-c", "user.name=swarm", "-c", "user.email=swarm@localhost")
@@ -294,7 +294,7 @@ async def test_what_setup_exports_reaches_later_commands_and_the_check(repo: Pat
 
 @needs_bwrap
 async def test_files_swarm_writes_after_a_command_are_the_commands_to_change(repo: Path) -> None:
-    """As root, the command is another uid (`swarm.sandbox._identity`): what the file tools
+    """As root, the command is another uid (`swarm._sandbox._identity`): what the file tools
     and swarm's git write into the worktree later inherit its ACL."""
     env = CheckEnvironment.resolve(repo, python=sys.executable)
     async with Workspace.open(repo, name="w") as ws:

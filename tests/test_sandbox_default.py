@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from swarm._sandbox import NoSandbox, UnsandboxedWarning, bwrap_problem, default_sandbox
+from swarm.agent._tool import ToolContext
+from swarm.agent._toolbox import coding_tools
 from swarm.agent.mcp import McpServer, mcp_tools
-from swarm.agent.tool import ToolContext
-from swarm.agent.toolbox import coding_tools
-from swarm.run.environment import CheckEnvironment
-from swarm.run.workspace import Workspace
-from swarm.sandbox import NoSandbox, UnsandboxedWarning, bwrap_problem, default_sandbox
+from swarm.run._environment import CheckEnvironment
+from swarm.run._workspace import Workspace
 from tests.test_sandbox import repo
 
 __all__ = ["repo"]

@@ -26,13 +26,7 @@ from typing import Any
 import anyio
 import pytest
 
-from swarm.agent.tool import ToolContext
-from swarm.agent.toolbox import coding_tools
-from swarm.errors import ToolError, WorkspaceError
-from swarm.run.check import run_check
-from swarm.run.environment import CheckEnvironment
-from swarm.run.workspace import Workspace, git, hook_env
-from swarm.sandbox import (
+from swarm._sandbox import (
     BwrapSandbox,
     Limits,
     NoSandbox,
@@ -42,7 +36,13 @@ from swarm.sandbox import (
     _spawner,
     bwrap_problem,
 )
-from swarm.sandbox.hooks import sandboxed_git
+from swarm._sandbox.hooks import sandboxed_git
+from swarm.agent._tool import ToolContext
+from swarm.agent._toolbox import coding_tools
+from swarm.errors import ToolError, WorkspaceError
+from swarm.run._check import run_check
+from swarm.run._environment import CheckEnvironment
+from swarm.run._workspace import Workspace, git, hook_env
 
 TOOLS = {t.name: t for t in coding_tools()}
 NO_BWRAP = bwrap_problem()
@@ -1077,7 +1077,7 @@ async def test_attack(
 SERVED = ("run-fork-bomb", "run-too-many-processes", "run-setsid-survivor", "check-setsid-survivor")
 """The attacks on process containment, again as a solve runs commands: through its spawn
 server (the server, not swarm, is their parent), in the sandbox's session (each command in
-a launcher already in its pids cgroup, `swarm.sandbox._seats`)."""
+a launcher already in its pids cgroup, `swarm._sandbox._seats`)."""
 
 
 @pytest.mark.parametrize(

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from swarm._sandbox import BwrapSandbox, bwrap_problem, sandboxed_git
+from swarm._sandbox._objects import adopt
 from swarm.errors import WorkspaceError
-from swarm.run._merge_trees import IDENTITY
-from swarm.run.workspace import Workspace, git, hook_env
-from swarm.sandbox import BwrapSandbox, bwrap_problem, sandboxed_git
-from swarm.sandbox._objects import adopt
+from swarm.run._merge._trees import IDENTITY
+from swarm.run._workspace import Workspace, git, hook_env
 from tests.test_sandbox import _plant, repo
 
 __all__ = ["repo"]

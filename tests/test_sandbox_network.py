@@ -21,20 +21,20 @@ from pathlib import Path
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from swarm._run_config import PROXY_PORT
-from swarm.agent.tool import ToolContext
-from swarm.agent.toolbox import coding_tools
+from swarm._sandbox import BwrapSandbox, SandboxPolicy, bwrap_problem, make_sandbox
+from swarm._sandbox._proxy import AllowList
+from swarm._sandbox.bwrap import socat_path
+from swarm._tracing import semconv as sc
+from swarm._tracing.setup import tracer
+from swarm.agent._tool import ToolContext
+from swarm.agent._toolbox import coding_tools
 from swarm.cli import main
 from swarm.config import SandboxConfig, load_config
+from swarm.config._run import PROXY_PORT
 from swarm.errors import ConfigError
-from swarm.run.environment import CheckEnvironment
-from swarm.run.task import parse_task
-from swarm.run.workspace import Workspace
-from swarm.sandbox import BwrapSandbox, SandboxPolicy, bwrap_problem, make_sandbox
-from swarm.sandbox._proxy import AllowList
-from swarm.sandbox.bwrap import socat_path
-from swarm.tracing import semconv as sc
-from swarm.tracing.setup import tracer
+from swarm.run._environment import CheckEnvironment
+from swarm.run._task import parse_task
+from swarm.run._workspace import Workspace
 
 TOOLS = {t.name: t for t in coding_tools()}
 needs_bwrap = pytest.mark.skipif(

@@ -1,4 +1,4 @@
-"""The kernel's cap on a sandboxed command's processes (`swarm.sandbox._pids`): a pids
+"""The kernel's cap on a sandboxed command's processes (`swarm._sandbox._pids`): a pids
 cgroup per command, removed once it has ended; without one, the guard alone."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from swarm.sandbox import BwrapSandbox, Limits, SandboxPolicy, _pids, bwrap_problem
-from swarm.sandbox.process import run_confined
+from swarm._sandbox import BwrapSandbox, Limits, SandboxPolicy, _pids, bwrap_problem
+from swarm._sandbox.process import run_confined
 
 pytestmark = [
     pytest.mark.anyio,

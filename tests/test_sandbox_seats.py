@@ -1,4 +1,4 @@
-"""Launchers already in their pids cgroups (`swarm.sandbox._seats`): inside a sandbox's
+"""Launchers already in their pids cgroups (`swarm._sandbox._seats`): inside a sandbox's
 session a command starts in one, sees what it would see without it, is capped and killed
 the same way, and nothing is left when the session ends. Each test runs with commands
 started here and through a spawn server (where a solve starts them)."""
@@ -15,9 +15,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from swarm.sandbox import BwrapSandbox, Limits, SandboxPolicy, _pids, _spawner, bwrap_problem
-from swarm.sandbox._seats import IDLE, Seat, Seats
-from swarm.sandbox.process import pid_alive, run_confined
+from swarm._sandbox import BwrapSandbox, Limits, SandboxPolicy, _pids, _spawner, bwrap_problem
+from swarm._sandbox._seats import IDLE, Seat, Seats
+from swarm._sandbox.process import pid_alive, run_confined
 
 pytestmark = [
     pytest.mark.anyio,

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from swarm.sandbox import BwrapSandbox, SandboxPolicy, _pids, _seccomp, bwrap_problem
-from swarm.sandbox.process import run_confined
+from swarm._sandbox import BwrapSandbox, SandboxPolicy, _pids, _seccomp, bwrap_problem
+from swarm._sandbox.process import run_confined
 from tests.test_sandbox_seats import _seated
 
 UNISTD = Path("/usr/include/x86_64-linux-gnu/asm/unistd_64.h")

@@ -1,10 +1,10 @@
-"""Secret scrubbing and the content-capture switch (`swarm._secrets`)."""
+"""Secret scrubbing and the content-capture switch (`swarm.config._secrets`)."""
 
 from __future__ import annotations
 
 import pytest
 
-from swarm._secrets import CAPTURE_CONTENT_ENV, capture_content, scrub
+from swarm.config._secrets import CAPTURE_CONTENT_ENV, capture_content, scrub
 
 
 def test_scrub_masks_every_secret_and_skips_empty_ones() -> None:

@@ -24,7 +24,7 @@ from swarm.providers.sim import (
     count_tokens,
     default_script,
 )
-from swarm.providers.sim_reply import prose
+from swarm.providers.sim._reply import prose
 
 FAST = LatencyProfile(ttft_s=0.0, output_tps=1e9, prefill_tps=1e12, jitter=0.0)
 

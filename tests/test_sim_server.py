@@ -22,7 +22,7 @@ from openai.types.chat import ChatCompletionFunctionToolParam
 from swarm.catalog import LatencyProfile
 from swarm.errors import ConfigError
 from swarm.providers.sim import Faults, SimEngine, default_script
-from swarm.providers.sim_server import serve_sim
+from swarm.providers.sim._server import serve_sim
 
 FAST = LatencyProfile(ttft_s=0.0, output_tps=1e9, prefill_tps=1e12, jitter=0.0)
 # slow enough that a reply spans many 15 ms ticks
@@ -354,7 +354,7 @@ async def test_empty_reply_still_streams_a_role_chunk() -> None:
 
 
 async def test_quota_sends_x_ratelimit_headers_then_429_with_retry_after() -> None:
-    from swarm.providers.exchange import rate_limit_info, retry_after_s
+    from swarm.providers._exchange import rate_limit_info, retry_after_s
 
     # 2 input + 100 output tokens a call; 240 tokens/min refill 4 tokens/s
     async with sim_client(faults=Faults(quota_tpm=240)) as client:

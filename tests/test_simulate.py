@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from swarm._analysis.loader import load_trace
 from swarm._commands import simulate as command
-from swarm.analysis.loader import load_trace
-from swarm.simulate.simulation import PRESETS, SimSpec, run_simulation
-from swarm.simulate.world import make_plan, step_shares
+from swarm._simulate.simulation import PRESETS, SimSpec, run_simulation
+from swarm._simulate.world import make_plan, step_shares
 
 FAST = SimSpec(
     agents=10,

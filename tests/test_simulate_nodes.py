@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from swarm._commands import simulate as command
+from swarm._simulate.capacity import plan_capacity, scaling
+from swarm._simulate.nodes import Nodes
+from swarm._simulate.simulation import run_simulation
 from swarm.errors import ConfigError
-from swarm.simulate.capacity import plan_capacity, scaling
-from swarm.simulate.nodes import Nodes
-from swarm.simulate.simulation import run_simulation
 from tests.test_simulate import FAST as SIM
 from tests.test_simulate import _cli
 from tests.trace_spans import attr, spans

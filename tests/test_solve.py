@@ -17,14 +17,14 @@ from typing import Any
 import anyio
 import pytest
 
-from swarm.analysis.loader import load_trace
+from swarm._analysis.loader import load_trace
+from swarm._tracing import semconv as sc
 from swarm.budget import BudgetLimits
 from swarm.messages import ChatRequest
-from swarm.run.plan import PlanError
-from swarm.run.report import RunReport
-from swarm.run.solve import SolveRequest, solve
+from swarm.run._plan import PlanError
+from swarm.run._report import RunReport
+from swarm.run._solve import SolveRequest, solve
 from swarm.testing import FunctionModel, Scripted, ScriptedModel, ScriptedSource, call, reply
-from swarm.tracing import semconv as sc
 
 CHECK = "python check.py"
 
@@ -320,7 +320,7 @@ RUNNER = textwrap.dedent(
     """
     import json, sys, anyio
     from pathlib import Path
-    from swarm.run.solve import SolveRequest, solve
+    from swarm.run._solve import SolveRequest, solve
     from swarm.testing import FunctionModel, call
 
     log = Path(sys.argv[1])

@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
-from swarm.analysis.loader import load_trace
+from swarm._analysis.loader import load_trace
+from swarm._tracing import semconv as sc
 from swarm.errors import ProviderError
 from swarm.messages import ChatRequest
-from swarm.run.report import RunReport
-from swarm.run.solve import SolveRequest, solve
+from swarm.run._report import RunReport
+from swarm.run._solve import SolveRequest, solve
 from swarm.testing import FunctionModel, Scripted, ScriptedModel, ScriptedSource, call
-from swarm.tracing import semconv as sc
 
 PY = sys.executable
 PYTEST = "python -m pytest -q -p no:cacheprovider"

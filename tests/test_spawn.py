@@ -1,6 +1,6 @@
 """swarm.run._spawn: short commands run to the end, their output, and on cancel let finish
 (for a while) then killed;
-started here, or through a run's spawn server (`swarm.sandbox._spawner`)."""
+started here, or through a run's spawn server (`swarm._sandbox._spawner`)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from pathlib import Path
 import anyio
 import pytest
 
+from swarm._sandbox import _spawner
 from swarm.run import _spawn
 from swarm.run._spawn import Spawning
-from swarm.sandbox import _spawner
 
 pytestmark = pytest.mark.anyio
 

@@ -11,13 +11,13 @@ import anyio
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from swarm._routing.router import Router
+from swarm._simulate.simulation import SimSpec, run_simulation
+from swarm._tracing import semconv as sc
 from swarm.config import Faults
 from swarm.messages import ChatRequest, ChatResult, Message, Timing, Usage
 from swarm.model import FirstTokenCallback, PieceSink
-from swarm.providers.progress import tell_progress
-from swarm.routing.router import Router
-from swarm.simulate.simulation import SimSpec, run_simulation
-from swarm.tracing import semconv as sc
+from swarm.providers._progress import tell_progress
 from tests.test_routing import config, req, waits
 
 

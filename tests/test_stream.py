@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from swarm import Agent, ChatRequest, ChatResult, Message, Router, load_config
+from swarm._routing.relay import Relay
 from swarm.agent.events import ReplyRestart, TextDelta
 from swarm.errors import ProviderError
 from swarm.model import Delta, Done, Restart, Streamed, closing, collect
 from swarm.providers.sim import Faults, Reply, SimProvider
-from swarm.providers.sim_reply import prose
-from swarm.routing.relay import Relay
+from swarm.providers.sim._reply import prose
 from swarm.testing import FunctionModel, ScriptedModel, reply
 from tests.test_sim_http_solve import sim_serve
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from swarm.errors import ProviderError
 from swarm.messages import ChatRequest
-from swarm.run.solve import SolveRequest, solve
+from swarm.run._solve import SolveRequest, solve
 from swarm.testing import FunctionModel, Scripted, ScriptedSource
 from tests.test_solve import done, edit, repo, request, subtask, write_plan
 

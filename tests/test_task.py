@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from swarm._duration import format_duration, parse_duration
 from swarm.budget import BudgetLimits
+from swarm.config._duration import format_duration, parse_duration
 from swarm.errors import ConfigError
-from swarm.run.task import Task, load_task, parse_task
+from swarm.run._task import Task, load_task, parse_task
 
 GOOD = """\
 ---

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from swarm.analysis.known import build_chain
+from swarm._analysis.known import build_chain
 from swarm.testing import (
     NetworkBlocked,
     assert_critical_path_under,

@@ -11,8 +11,8 @@ import anyio
 import pytest
 from pydantic import BaseModel, Field
 
-from swarm.agent.tool import Finish, Tool, ToolContext, environ, scrub_env, tool, truncate
-from swarm.agent.toolbox import BUILTIN_TOOL_NAMES, coding_tools, load_tools_from
+from swarm.agent._tool import Finish, Tool, ToolContext, environ, scrub_env, tool, truncate
+from swarm.agent._toolbox import BUILTIN_TOOL_NAMES, coding_tools, load_tools_from
 from swarm.errors import ConfigError, ToolError
 from swarm.messages import ToolSpec
 
@@ -273,7 +273,7 @@ def test_builtin_tools_never_import_as_top_level_tools() -> None:
 def test_load_tools_from_a_user_file(tmp_path: Path) -> None:
     source = tmp_path / "mytools.py"
     source.write_text(
-        "from swarm.agent.tool import tool\n"
+        "from swarm.agent._tool import tool\n"
         "@tool\n"
         "def shout(text: str) -> str:\n"
         '    """Shout."""\n'

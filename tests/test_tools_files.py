@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from swarm.agent.tool import Tool, ToolContext
-from swarm.agent.toolbox import coding_tools, resolve_path
+from swarm.agent._tool import Tool, ToolContext
+from swarm.agent._toolbox import coding_tools, resolve_path
 from swarm.errors import ToolError
 
 TOOLS = {t.name: t for t in coding_tools()}

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from swarm.agent.tool import ToolContext
-from swarm.agent.toolbox import coding_tools
+from swarm.agent._tool import ToolContext
+from swarm.agent._toolbox import coding_tools
 from swarm.errors import ToolError
 
 SECRET = "OUTSIDE-SECRET"

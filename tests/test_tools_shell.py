@@ -18,11 +18,11 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from swarm.agent.tool import Finish, ToolContext
-from swarm.agent.toolbox import coding_tools, run_command
+from swarm._sandbox import NoSandbox, _process, bwrap_problem
+from swarm._tracing.semconv import SANDBOX_KIND, TESTS_FAILED, TESTS_PASSED, TOOL_EXIT_CODE
+from swarm.agent._tool import Finish, ToolContext
+from swarm.agent._toolbox import coding_tools, run_command
 from swarm.errors import ToolError
-from swarm.sandbox import NoSandbox, _process, bwrap_problem
-from swarm.tracing.semconv import SANDBOX_KIND, TESTS_FAILED, TESTS_PASSED, TOOL_EXIT_CODE
 
 TOOLS = {t.name: t for t in coding_tools()}
 

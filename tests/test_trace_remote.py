@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from swarm.analysis import summarize
-from swarm.analysis.loader import load_trace
+from swarm._analysis import summarize
+from swarm._analysis.loader import load_trace
 from swarm.cli import main
 
 T0 = 1_700_000_000_000_000_000

@@ -17,10 +17,10 @@ from aiohttp import web
 from opentelemetry import trace as otel
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from swarm._analysis import load_trace
 from swarm._serve import serve_app
-from swarm.analysis import load_trace
-from swarm.tracing import semconv as sc
-from swarm.tracing.setup import current_run, run_tracing, tracer
+from swarm._tracing import semconv as sc
+from swarm._tracing.setup import current_run, run_tracing, tracer
 
 
 def _record_run(traces: Path, run_id: str = "r1", **kwargs: object) -> Path:
@@ -128,7 +128,7 @@ def test_crashed_run_keeps_its_trace(tmp_path: Path) -> None:
     script = textwrap.dedent(f"""
         import os, time
         from pathlib import Path
-        from swarm.tracing.setup import run_tracing, tracer
+        from swarm._tracing.setup import run_tracing, tracer
         with run_tracing("crash", traces_dir=Path({str(tmp_path)!r})):
             t = tracer()
             root = t.start_span("invoke_workflow swarm")  # never ends: the run dies

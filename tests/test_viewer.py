@@ -16,13 +16,13 @@ import httpx
 import pytest
 from anyio.streams.text import TextReceiveStream
 
-from swarm.analysis.known import build_fanout, span_id
-from swarm.analysis.synthetic import write_synthetic_trace
+from swarm._analysis.known import build_fanout, span_id
+from swarm._analysis.synthetic import write_synthetic_trace
+from swarm._tracing import semconv as sc
+from swarm._viewer.data import KINDS, ViewerData, histogram
+from swarm._viewer.payload import decode
+from swarm._viewer.serve import STATIC, main_view, serve_viewer
 from swarm.errors import ConfigError
-from swarm.tracing import semconv as sc
-from swarm.viewer.data import KINDS, ViewerData, histogram
-from swarm.viewer.payload import decode
-from swarm.viewer.serve import STATIC, main_view, serve_viewer
 from tests.test_analysis_merges import write_merge_trace
 
 
@@ -187,7 +187,7 @@ async def test_http_endpoints(big_trace: Path) -> None:
 
 async def test_main_view_serves_until_interrupted(big_trace: Path) -> None:
     code = (
-        "import sys, argparse; from swarm.viewer.serve import main_view; "
+        "import sys, argparse; from swarm._viewer.serve import main_view; "
         f"sys.exit(main_view(argparse.Namespace(trace={str(big_trace)!r}, port=0, "
         "no_browser=True)))"
     )

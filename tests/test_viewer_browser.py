@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 from playwright.async_api import Page, async_playwright
 
-from swarm.analysis.loader import load_trace
-from swarm.analysis.merges import merge_breakdown
-from swarm.analysis.synthetic import write_synthetic_trace
-from swarm.tracing import semconv as sc
-from swarm.viewer.chromium import CHROMIUM, CHROMIUM_ARGS
-from swarm.viewer.serve import serve_viewer
+from swarm._analysis.loader import load_trace
+from swarm._analysis.merges import merge_breakdown
+from swarm._analysis.synthetic import write_synthetic_trace
+from swarm._tracing import semconv as sc
+from swarm._viewer.chromium import CHROMIUM, CHROMIUM_ARGS
+from swarm._viewer.serve import serve_viewer
 from tests.test_analysis_merges import run_with_a_culprit
 
 pytestmark = pytest.mark.browser

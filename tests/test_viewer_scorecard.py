@@ -12,10 +12,10 @@ import pytest
 from playwright.async_api import Locator
 
 from benchmarks.bench_routing import _HOSTS
-from swarm._sim_shifts import Shift
-from swarm.analysis.loader import load_trace
-from swarm.analysis.scorecard import scorecard
-from swarm.simulate.simulation import SimSpec, run_simulation
+from swarm._analysis.loader import load_trace
+from swarm._analysis.scorecard import scorecard
+from swarm._simulate.simulation import SimSpec, run_simulation
+from swarm.config._shifts import Shift
 from tests.test_viewer_browser import open_page
 
 pytestmark = pytest.mark.browser

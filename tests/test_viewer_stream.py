@@ -13,12 +13,12 @@ import anyio
 import pytest
 from playwright.async_api import Page, async_playwright
 
-from swarm.analysis.synthetic import write_synthetic_trace
-from swarm.tracing import semconv as sc
-from swarm.viewer.chromium import CHROMIUM_ARGS
-from swarm.viewer.data import ViewerData
-from swarm.viewer.payload import decode, stream_spans
-from swarm.viewer.serve import serve_viewer
+from swarm._analysis.synthetic import write_synthetic_trace
+from swarm._tracing import semconv as sc
+from swarm._viewer.chromium import CHROMIUM_ARGS
+from swarm._viewer.data import ViewerData
+from swarm._viewer.payload import decode, stream_spans
+from swarm._viewer.serve import serve_viewer
 from tests.test_viewer_browser import require_chromium
 
 pytestmark = pytest.mark.browser

@@ -12,9 +12,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from swarm.agent.toolbox import coding_tools
+from swarm.agent._toolbox import coding_tools
 from swarm.errors import WorkspaceError
-from swarm.run.workspace import BRANCH_PREFIX, Workspace, cleanup_stale, git
+from swarm.run._workspace import BRANCH_PREFIX, Workspace, cleanup_stale, git
 
 GIT_ENV = {
     **os.environ,
@@ -221,7 +221,7 @@ async def test_a_name_in_use_is_refused_without_harming_the_owner(repo: Path) ->
 CRASH = """
 import os, sys, anyio
 from pathlib import Path
-from swarm.run.workspace import Workspace
+from swarm.run._workspace import Workspace
 
 async def main() -> None:
     async with Workspace.open(Path(sys.argv[1]), name=sys.argv[2], run_id="crashed") as ws:

@@ -10,11 +10,11 @@ from pathlib import Path
 import anyio
 import pytest
 
-from swarm.agent.tool import ToolContext, WriteLog
-from swarm.agent.toolbox import coding_tools
-from swarm.run.check import run_check
-from swarm.run.workspace import Workspace
-from swarm.sandbox import NoSandbox
+from swarm._sandbox import NoSandbox
+from swarm.agent._tool import ToolContext, WriteLog
+from swarm.agent._toolbox import coding_tools
+from swarm.run._check import run_check
+from swarm.run._workspace import Workspace
 from tests.test_workspace import assert_clean, repo, sh
 
 __all__ = ["repo"]  # the fixture

@@ -8,7 +8,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from swarm.run.workspace_pool import WARM_AT_ONCE, WorkspacePool
+from swarm.run._workspace._pool import WARM_AT_ONCE, WorkspacePool
 from tests.test_workspace import assert_clean, repo, sh
 
 __all__ = ["repo"]  # the fixture, used by name

@@ -17,9 +17,9 @@ import os
 import re
 from pathlib import Path
 
-from swarm.agent.confined import list_confined, read_confined, write_confined
-from swarm.agent.tool import ToolContext, tool, truncate
-from swarm.agent.toolbox import resolve_path
+from swarm.agent._confined import list_confined, read_confined, write_confined
+from swarm.agent._tool import ToolContext, tool, truncate
+from swarm.agent._toolbox import resolve_path
 from swarm.errors import ToolError
 
 MAX_FILE_BYTES = 20_000_000

@@ -5,7 +5,7 @@ It takes no `ToolContext`, so an agent without a workspace can still finish.
 
 from __future__ import annotations
 
-from swarm.agent.tool import Finish, tool
+from swarm.agent._tool import Finish, tool
 
 
 @tool

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from swarm.agent.tool import ToolContext, tool
+from swarm.agent._tool import ToolContext, tool
 from swarm.errors import ToolError, WorkspaceError
-from swarm.run.workspace import worktree_diff
+from swarm.run._workspace import worktree_diff
 
 
 @tool(read_only=True)

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import anyio.to_thread
 
-from swarm.agent.confined import read_regular
-from swarm.agent.tool import ToolContext, tool
-from swarm.agent.toolbox import resolve_path, run_command
+from swarm.agent._confined import read_regular
+from swarm.agent._tool import ToolContext, tool
+from swarm.agent._toolbox import resolve_path, run_command
 from swarm.errors import ToolError
 
 MAX_LINE_CHARS = 300

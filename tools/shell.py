@@ -14,10 +14,10 @@ from typing import Annotated
 from opentelemetry import trace
 from pydantic import Field
 
-from swarm.agent.tool import ToolContext, tool
-from swarm.agent.toolbox import CommandResult, run_command
+from swarm._tracing.semconv import TESTS_FAILED, TESTS_PASSED, TOOL_EXIT_CODE
+from swarm.agent._tool import ToolContext, tool
+from swarm.agent._toolbox import CommandResult, run_command
 from swarm.errors import ToolError
-from swarm.tracing.semconv import TESTS_FAILED, TESTS_PASSED, TOOL_EXIT_CODE
 
 MAX_TIMEOUT_S = 3600.0
 _HEADER_ROOM = 200

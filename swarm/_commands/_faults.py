@@ -87,7 +87,7 @@ def parse_first(spec: str | None) -> Any:
 
     from swarm.config import Faults
     from swarm.errors import ConfigError
-    from swarm.providers.sim_faults import FAULT_KINDS
+    from swarm.providers.sim._faults import FAULT_KINDS
 
     kind, sep, rate = spec.partition("=")
     if kind not in FAULT_KINDS:

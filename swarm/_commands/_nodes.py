@@ -1,5 +1,5 @@
 """`swarm simulate --nodes N[,N...] --cores-per-node C`: the options, and the printed
-comparison of cluster sizes (`swarm.simulate.capacity`)."""
+comparison of cluster sizes (`swarm._simulate.capacity`)."""
 
 from __future__ import annotations
 

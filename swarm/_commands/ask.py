@@ -31,9 +31,9 @@ def register(subparsers: Any) -> None:
 
 
 async def _ask(args: argparse.Namespace) -> int:
+    from swarm._routing.router import Router
     from swarm.config import load_config
     from swarm.messages import ChatRequest, Message
-    from swarm.routing.router import Router
 
     config = load_config(args.config, env=os.environ)
     if config.simulated:

@@ -68,11 +68,11 @@ def _load_script(spec: str) -> Any:
 async def _serve(args: argparse.Namespace) -> int:
     import anyio
 
-    from swarm._faults import RealModel
-    from swarm.demo import demo_script
+    from swarm._demo import demo_script
+    from swarm.config._faults import RealModel
     from swarm.providers.sim import SimEngine
-    from swarm.providers.sim_real_model import real_model_script
-    from swarm.providers.sim_server import serve_sim
+    from swarm.providers.sim._real_model import real_model_script
+    from swarm.providers.sim._server import serve_sim
 
     script = _load_script(args.script) if args.script else demo_script
     if args.real_model:

@@ -81,8 +81,8 @@ def register(subparsers: Any) -> None:
 
 def spec_from_args(args: argparse.Namespace) -> Any:
     """The `SimSpec` the options describe (preset first, explicit options over it)."""
+    from swarm._simulate.simulation import PRESETS, SimSpec
     from swarm.errors import ConfigError
-    from swarm.simulate.simulation import PRESETS, SimSpec
 
     values: dict[str, Any] = dict(PRESETS[args.preset]) if args.preset else {}
     for item in args.set:
@@ -130,7 +130,7 @@ def _cluster(args: argparse.Namespace) -> Any:
     """The simulated cluster of the first `--nodes` count, or None without `--nodes`."""
     if not getattr(args, "nodes", None):
         return None
-    from swarm.simulate.nodes import Nodes
+    from swarm._simulate.nodes import Nodes
 
     return Nodes(args.nodes[0], args.cores_per_node, args.cpus_per_workspace).validate()
 
@@ -138,7 +138,7 @@ def _cluster(args: argparse.Namespace) -> Any:
 def _shifts(items: list[str]) -> tuple[Any, ...]:
     from pydantic import ValidationError
 
-    from swarm._sim_shifts import parse_shift
+    from swarm.config._shifts import parse_shift
     from swarm.errors import ConfigError
 
     out = []
@@ -153,14 +153,14 @@ def _shifts(items: list[str]) -> tuple[Any, ...]:
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    from swarm.simulate.simulation import run_simulation
+    from swarm._simulate.simulation import run_simulation
 
     spec = spec_from_args(args)
     if args.nodes and len(set(args.nodes)) > 1:
         return _compare(args, spec)
     out = run_simulation(spec)
     if out["trace"]:  # the column cache, so `swarm trace view` starts fast
-        from swarm.analysis.loader import load_trace
+        from swarm._analysis.loader import load_trace
 
         load_trace(out["trace"])
     code = 1 if out["failed"] else 0  # a subtask that a real run would lose fails here too
@@ -205,8 +205,8 @@ def _simulate(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace, spec: Any) -> int:
     """`--nodes 1,4,16`: the workload on each cluster size, and where scaling stops."""
-    from swarm.simulate.capacity import plan_capacity
-    from swarm.simulate.simulation import run_simulation
+    from swarm._simulate.capacity import plan_capacity
+    from swarm._simulate.simulation import run_simulation
 
     plan = plan_capacity(spec, args.nodes, run_simulation)
     code = 1 if any(out["failed"] for out in plan["runs"]) else 0

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from swarm._commands._args import at_least
 
 if TYPE_CHECKING:
-    from swarm.run.report import RunReport
+    from swarm.run._report import RunReport
 
 
 def register(sub: Any) -> None:
@@ -82,7 +82,7 @@ def _run_options(p: argparse.ArgumentParser) -> None:
 
 def _request(args: argparse.Namespace, **extra: Any) -> Any:
     from swarm.budget import parse_budget_flags
-    from swarm.run.solve import SolveRequest
+    from swarm.run._solve import SolveRequest
 
     return SolveRequest(
         config_path=args.config,
@@ -101,8 +101,8 @@ def _request(args: argparse.Namespace, **extra: Any) -> Any:
 
 
 def _open_cluster(config: Any) -> Any:
-    """The Ray cluster a run asked for; `swarm.cluster` (and Ray) load only then."""
-    from swarm.cluster import RayCluster
+    """The Ray cluster a run asked for; `swarm._cluster` (and Ray) load only then."""
+    from swarm._cluster import RayCluster
 
     return RayCluster.open(config)
 
@@ -120,8 +120,8 @@ async def _solved(req: Any, as_json: bool) -> int:
     """Run `req` and print its report; with `--json`, one JSON object on every exit path,
     an error that ended the run (or kept it from starting) included."""
     from swarm.errors import ConfigError, SwarmError
-    from swarm.run.run import cause
-    from swarm.run.solve import solve
+    from swarm.run._run import cause
+    from swarm.run._solve import solve
 
     try:
         report = await solve(req, cluster=_open_cluster)
@@ -135,13 +135,13 @@ async def _solved(req: Any, as_json: bool) -> int:
 
 
 def _print(report: RunReport, as_json: bool) -> int:
-    from swarm.analysis.account import with_wall_clock
+    from swarm._analysis.account import with_wall_clock
 
     report = with_wall_clock(report)
     if as_json:
         print(report.model_dump_json(indent=2))
     else:
-        from swarm.run.report import render_markdown
+        from swarm.run._report import render_markdown
 
         print(render_markdown(report), end="")
     return 0 if report.ok else 1
@@ -176,7 +176,7 @@ def _true_state(row: Any, state: Any) -> Any:
     """`row` as it is: a run with a live process is `running` (a resumed one too), and
     one the journal says is `running` whose process is gone (killed before it could say
     so) is `interrupted`: `swarm resume` continues it."""
-    from swarm.run.lock import owner
+    from swarm.run._lock import owner
 
     alive = owner(state, row.run_id) is not None
     if alive and row.status != "running":

@@ -88,7 +88,7 @@ def register(subparsers: Any) -> None:
 
 
 def _load(path: Path) -> Any:
-    from swarm.analysis import load_trace
+    from swarm._analysis import load_trace
     from swarm.errors import ConfigError
 
     if not path.is_file():
@@ -102,7 +102,7 @@ def _load(path: Path) -> Any:
 
 def _incomplete(tr: Any) -> str | None:
     """Why the trace is incomplete (a run killed while writing it), or None."""
-    from swarm.tracing import semconv as sc
+    from swarm._tracing import semconv as sc
 
     covers = f"the figures cover the {len(tr):,} spans before the cut"
     if tr.truncated:
@@ -148,7 +148,7 @@ _SAVING_COLUMNS = {
 
 
 def _summary(args: argparse.Namespace) -> int:
-    from swarm.analysis import summarize
+    from swarm._analysis import summarize
 
     s = summarize(_load(args.trace))
     if args.json:
@@ -208,7 +208,7 @@ def _add_scorecard(sub: Any) -> None:
 
 
 def _scorecard(args: argparse.Namespace) -> int:
-    from swarm.analysis.scorecard import scorecard
+    from swarm._analysis.scorecard import scorecard
 
     card = scorecard(_load(args.trace))
     if args.json:
@@ -228,8 +228,8 @@ def _scorecard(args: argparse.Namespace) -> int:
 
 
 def _critical_path(args: argparse.Namespace) -> int:
-    from swarm.analysis import ledger
-    from swarm.analysis.critical_path import critical_path, critical_path_method
+    from swarm._analysis import ledger
+    from swarm._analysis.critical_path import critical_path, critical_path_method
 
     tr = _load(args.trace)
     path = critical_path(tr)
@@ -282,7 +282,7 @@ def _parse_sets(items: Sequence[str]) -> dict[str, str]:
 
 
 def _whatif(args: argparse.Namespace) -> int:
-    from swarm.analysis import whatif
+    from swarm._analysis import whatif
 
     result = whatif(_load(args.trace), set=_parse_sets(args.set), max_agents=args.max_agents)
     if args.json:
@@ -309,7 +309,7 @@ def _whatif(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from swarm.analysis import export_chrome
+    from swarm._analysis import export_chrome
 
     if args.format == "chrome":
         text = json.dumps(export_chrome(_load(args.trace)))
@@ -325,7 +325,7 @@ def _export(args: argparse.Namespace) -> int:
 async def _send(args: argparse.Namespace) -> int:
     import httpx
 
-    from swarm.analysis import send_otlp
+    from swarm._analysis import send_otlp
 
     _load(args.trace)  # a file that is not a trace is refused before anything is sent
     try:
@@ -344,7 +344,7 @@ def _not_sent(args: argparse.Namespace, why: str) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from swarm.analysis import diff
+    from swarm._analysis import diff
 
     d = diff(_load(args.a), _load(args.b))
     if args.json:
@@ -376,7 +376,7 @@ def _diff(args: argparse.Namespace) -> int:
 
 
 def _view(args: argparse.Namespace) -> int:
-    from swarm.viewer.serve import main_view
+    from swarm._viewer.serve import main_view
 
     _load(args.trace)  # a broken trace is refused here, before a server starts
     code: int = main_view(args)

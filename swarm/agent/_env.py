@@ -1,7 +1,7 @@
 """The environment of swarm's subprocesses: `os.environ` copied once until it changes
 (`environ`), what of it an agent's command may see (`command_env`: an allow-list), and
 without secrets by name (`scrub_env`: a deny-list, for swarm's own git and as a second
-layer). Re-exported by `swarm.agent.tool`."""
+layer). Re-exported by `swarm.agent._tool`."""
 
 from __future__ import annotations
 

@@ -28,12 +28,12 @@ from typing import Literal
 from opentelemetry.util.types import AttributeValue
 
 from swarm._tokens import estimate_messages_tokens
+from swarm._tracing import semconv as sc
+from swarm._tracing.setup import tracer
 from swarm.agent.context import ContextBudget, ContextStrategy, default_strategy
 from swarm.errors import ContextWindowExceeded
 from swarm.messages import Message, Usage
 from swarm.model import Model, context_window
-from swarm.tracing import semconv as sc
-from swarm.tracing.setup import tracer
 
 __all__ = ["Compactor", "ContextPolicy"]
 

@@ -43,10 +43,10 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from pydantic import BaseModel, ConfigDict
 
-from swarm.agent.tool import Tool, command_env, environ
+from swarm._sandbox import Launch, Sandbox, default_sandbox
+from swarm._sandbox._interpreter import prefixes
+from swarm.agent._tool import Tool, command_env, environ
 from swarm.errors import McpError, ToolError, alone
-from swarm.sandbox import Launch, Sandbox, default_sandbox
-from swarm.sandbox._interpreter import prefixes
 
 __all__ = ["MCP_SERVER", "McpServer", "mcp_tools"]
 

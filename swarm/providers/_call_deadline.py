@@ -11,7 +11,7 @@ the one measured on this endpoint's replies (a local server on a busy machine wr
 fraction of its quiet speed), but never under `MIN_DECODE_TPS`: slower than that is a
 drip, which the deadline is there to end. The router holds a candidate's retries, hedges and
 backoffs to the same deadline, from its first try (and, until a reply starts, to two
-first-token deadlines: `swarm.routing.candidate.Clock`).
+first-token deadlines: `swarm._routing.candidate.Clock`).
 """
 
 from __future__ import annotations

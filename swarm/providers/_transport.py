@@ -13,7 +13,7 @@ tests still pass clients and `MockTransport`s) and does the I/O with aiohttp.
   ever catch httpx's.
 - Under trio (no aiohttp there) requests go through httpx's default transport instead.
 
-`swarm.providers.exchange.Sender` is what the adapters post through.
+`swarm.providers._exchange.Sender` is what the adapters post through.
 """
 
 from __future__ import annotations

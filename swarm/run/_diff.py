@@ -34,9 +34,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from swarm._sandbox.base import git_paths
 from swarm.errors import WorkspaceError
 from swarm.run._git import _git_env, _git_raw, git
-from swarm.sandbox.base import git_paths
 
 __all__ = [
     "MAX_PATCH_BYTES",

@@ -6,7 +6,7 @@ changes that may meet another process's `.lock`), the per-repository, per-event-
 `anyio.Lock` (`repo_lock`, `repo_state`) with its batches of branches and trash to delete,
 owner files' liveness, and `unregister` (removing a worktree's files, git record and
 branch without a git process per worktree: renamed into the trash, deleted in batches by
-one `rm`). What enters a patch is `swarm.run._diff`'s; `swarm.run.workspace` builds
+one `rm`). What enters a patch is `swarm.run._diff`'s; `swarm.run._workspace` builds
 `Workspace` and `cleanup_stale` on these."""
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
-from swarm.agent.tool import command_env, environ
+from swarm._sandbox.process import pid_alive
+from swarm.agent._tool import command_env, environ
 from swarm.errors import WorkspaceError
 from swarm.run import _spawn
-from swarm.sandbox.process import pid_alive
 
 __all__ = [
     "TRASH_PREFIX",
@@ -52,7 +52,7 @@ __all__ = [
     "write_owner",
 ]
 
-log = logging.getLogger("swarm.run.workspace")  # the name operators already filter on
+log = logging.getLogger("swarm.run._workspace")  # the name operators already filter on
 
 _GIT_ENV_DROP = frozenset(
     {"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY"}
@@ -98,7 +98,7 @@ _env_cache: tuple[Mapping[str, str], dict[str, str]] | None = None
 
 def _base_env() -> dict[str, str]:
     """The environment of swarm's own git commands; made again only when `os.environ`
-    changes (making it costs more CPU than starting git: see `swarm.agent.tool.environ`)."""
+    changes (making it costs more CPU than starting git: see `swarm.agent._tool.environ`)."""
     global _env_cache
     current = environ()
     if _env_cache is not None and _env_cache[0] is current:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import anyio
 
-from swarm.sandbox import _spawn_server, _spawner
+from swarm._sandbox import _spawn_server, _spawner
 
 __all__ = ["Finished", "Spawning", "run", "which"]
 
@@ -61,7 +61,7 @@ class Spawning:
     the portable way."""
     server: _spawner.Server | None = None
     """The spawn server to start commands through; None: the one open for this task
-    (`swarm.sandbox._spawner.current`), if any."""
+    (`swarm._sandbox._spawner.current`), if any."""
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from swarm.errors import ConfigError
-from swarm.run.task import Task
+from swarm.run._task import Task
 
 __all__ = ["ensure_demo", "target_repo"]
 
@@ -33,7 +33,7 @@ def target_repo(repo: str | None, task: Task, demo: Path) -> tuple[Path, bool]:
 
 def ensure_demo(dest: Path) -> None:
     """A copy of the shipped demo at `dest`, unless one is there."""
-    from swarm.demo import create_demo_repo
+    from swarm._demo import create_demo_repo
 
     if not (dest / ".git").exists():
         create_demo_repo(dest)

@@ -3,7 +3,7 @@
 One file per project (default `.swarm/journal.db`) holds every run, its plan, each
 subtask's state and every completed model call. Each write is its own transaction,
 committed at once (WAL, `synchronous=NORMAL`), so a `kill -9` loses at most the call in
-flight. `swarm.run.replay.ReplayModel` answers an agent's calls from it on resume, so
+flight. `swarm.run._replay.ReplayModel` answers an agent's calls from it on resume, so
 finished work is neither redone nor paid for twice.
 
 One process, one connection, many tasks: writes are small and run inline on the event
@@ -25,8 +25,8 @@ from typing import Any, Self
 from pydantic import BaseModel
 
 from swarm.errors import ConfigError
-from swarm.run.plan import Plan
-from swarm.run.task import Task
+from swarm.run._plan import Plan
+from swarm.run._task import Task
 
 __all__ = [
     "DEFAULT_JOURNAL",

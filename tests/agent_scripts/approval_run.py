@@ -16,8 +16,8 @@ from pathlib import Path
 import anyio
 
 from swarm import Agent, Finish, tool
+from swarm.run._replay import ReplayModel
 from swarm.run.journal import Journal
-from swarm.run.replay import ReplayModel
 from swarm.testing import ScriptedModel, call
 
 DEPLOYED: list[str] = []

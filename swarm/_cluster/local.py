@@ -1,0 +1,165 @@
+"""A Ray cluster on this machine, for tests and benchmarks: a head and more nodes on
+loopback, each `ray start --block` in its own process group, stopped with it; every
+service of every node on 127.0.0.1 (`loopback`).
+
+Small by default (a 2-core machine shared with other work): 1 CPU a node, no dashboard,
+80 MB of object store. Nodes import `swarm` from `root` (PYTHONPATH), the checkout under
+test, as a real cluster's nodes would have it installed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from swarm._cluster.loopback import LOOPBACK, LOOPBACK_ENV, descendants, keep_loopback
+
+__all__ = [
+    "LocalCluster",
+    "NodeSpec",
+    "add_node",
+    "kill_node",
+    "local_cluster",
+    "stop_node",
+    "wait_for_nodes",
+]
+
+STARTUP_S = 90.0
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One node: its CPUs and custom resources."""
+
+    cpus: float = 1
+    resources: Mapping[str, float] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
+    """More environment for its processes (a `TMPDIR` of its own: its workspaces' clones
+    are then told apart by their paths)."""
+
+
+_HEALTH_ENV = {
+    "RAY_health_check_period_ms": "1000",
+    "RAY_health_check_failure_threshold": "5",
+}
+"""The GCS calls a node lost after 5 failed health checks a second apart (Ray's default:
+every 3 s, so a killed node's actors were reported dead only after 15 s or more); a check
+that times out (10 s) counts as failed, so a node slow on a loaded machine is not lost."""
+
+
+@dataclass
+class LocalCluster:
+    """A running local cluster: its address and its nodes' processes."""
+
+    address: str
+    processes: list[subprocess.Popen[bytes]]
+    logs: Path
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex((LOOPBACK, port)) == 0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind((LOOPBACK, 0))
+        return int(s.getsockname()[1])
+
+
+def _start(args: list[str], node: NodeSpec, log: Path, root: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, **LOOPBACK_ENV, **_HEALTH_ENV, **node.env}
+    env.update(PYTHONPATH=str(root), RAY_USAGE_STATS_ENABLED="0")
+    argv = [sys.executable, "-m", "swarm._cluster.loopback", "start", "--block"]
+    argv += [f"--node-ip-address={LOOPBACK}", "--disable-usage-stats"]
+    argv += [f"--num-cpus={node.cpus}", f"--resources={json.dumps(dict(node.resources))}"]
+    argv += ["--object-store-memory=80000000", *args]
+    with log.open("wb") as out:  # the child keeps its own descriptor
+        return subprocess.Popen(
+            argv, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+
+def stop_node(proc: subprocess.Popen[bytes]) -> None:
+    """Stop a node: its whole process group (`ray start --block` and what it started)."""
+    for sig, wait_s in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def kill_node(proc: subprocess.Popen[bytes]) -> None:
+    """Lose a node as a machine is lost: SIGKILL to every process it started, at once
+    (its process group, and what left it: a sandbox is a session of its own)."""
+    doomed = descendants([proc.pid])
+    for pid in doomed:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):  # any forked since in the group
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(STARTUP_S)
+
+
+@contextmanager
+def local_cluster(
+    nodes: Sequence[NodeSpec], logs: Path, *, root: Path | None = None
+) -> Iterator[LocalCluster]:
+    """Start `nodes` (the first is the head) for the block; stop them all at its end.
+
+    Returns once the head listens; the others join in the background (wait with
+    `ray.nodes()` after connecting)."""
+    root = root or _ROOT
+    keep_loopback()  # for the drivers this process connects
+    port = _free_port()
+    temp = Path(f"/tmp/swarm-ray-{os.getpid()}-{port}")  # short: Unix socket paths are
+    head_args = ["--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={temp}"]
+    cluster = LocalCluster(f"{LOOPBACK}:{port}", [], logs)
+    try:
+        cluster.processes.append(_start(head_args, nodes[0], logs / "node0.log", root))
+        deadline = time.monotonic() + STARTUP_S
+        while not _listening(port):
+            if cluster.processes[0].poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError((logs / "node0.log").read_text()[-3000:])
+            time.sleep(0.2)
+        for node in nodes[1:]:
+            add_node(cluster, node, root=root)
+        yield cluster
+    finally:
+        for proc in reversed(cluster.processes):
+            stop_node(proc)
+
+
+def add_node(
+    cluster: LocalCluster, node: NodeSpec, *, root: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """Start one more node joining `cluster` (stopped with it, or by `stop_node`)."""
+    log = cluster.logs / f"node{len(cluster.processes)}.log"
+    proc = _start([f"--address={cluster.address}"], node, log, root or _ROOT)
+    cluster.processes.append(proc)
+    return proc
+
+
+def wait_for_nodes(ray: object, count: int, timeout_s: float = STARTUP_S) -> None:
+    """Wait until `count` nodes are alive (`ray`: the connected `ray` module)."""
+    deadline = time.monotonic() + timeout_s
+    while sum(n["Alive"] for n in ray.nodes()) < count:  # type: ignore[attr-defined]
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the local Ray cluster did not reach {count} nodes")
+        time.sleep(0.2)

@@ -1,0 +1,360 @@
+"""A run's connection to a Ray cluster, and its workspaces there (`RayWorkspaces`).
+
+`RayCluster.open` connects the driver (`ray.init`) for the run and disconnects at its end
+(the run's actors end with it). Each workspace is one actor (`WorkspaceNode`) asking for
+`cpus_per_workspace` CPUs (its checks run on them), `memory_mb` and any custom resources,
+placed with Ray's SPREAD strategy so agents spread over the nodes. When no node has room,
+Ray holds the actor until one has: the driver's wait for it is a `swarm.wait cluster` span
+(it includes the actor's start, seconds for a fresh worker process on a busy node).
+
+Actors are handed on: a subtask that finishes leaves its actor, reset, to the next one
+(`actor_pool`), so a run starts about as many actors as it has agents. A new actor's base
+commit travels as a git bundle put once in the object store per base commit (the last few
+are kept), a reused one's as a bundle of only what it lacks; never through a shared
+filesystem.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import secrets
+import tempfile
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from dataclasses import replace
+from functools import partial
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+
+from swarm._cluster._bundle import make_bundle, missing_since
+from swarm._cluster.actor_pool import CLOSE_TIMEOUT_S, ActorPool, Held, Lifecycle
+from swarm._cluster.merge_checks import NodeChecks
+from swarm._cluster.node import NodeInfo, WorkspaceNode
+from swarm._cluster.remote import Remotes, RemoteWorkspace, _await, lost_lately, remote_tools
+from swarm._tracing import semconv as sc
+from swarm._tracing.waits import waiting
+from swarm.agent._toolbox import coding_tools
+from swarm.config import ClusterConfig
+from swarm.errors import ConfigError, WorkspaceError
+from swarm.run._environment import CheckEnvironment
+from swarm.run._git import git
+from swarm.run._parts import CoordinatorParts, WorkspaceLike
+
+__all__ = ["RayCluster", "RayWorkspaces", "ray_module"]
+
+_BUNDLES_KEPT = 4
+
+
+def ray_module() -> Any:
+    """The `ray` package, or a ConfigError saying how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(
+            "a Ray cluster was asked for, but ray is not installed: pip install 'swarm[ray]'",
+            key="cluster",
+        ) from None
+    return ray
+
+
+_actor_class: Any = None
+
+
+def _actor() -> Any:
+    global _actor_class
+    if _actor_class is None:
+        _actor_class = ray_module().remote(WorkspaceNode)
+    return _actor_class
+
+
+def ray_address(address: str) -> str:
+    """What `ray.init` takes for `[cluster] address` / `--cluster` (`ray://` kept)."""
+    return address.strip() or "auto"
+
+
+_REACH_TIMEOUT_S = 10.0
+
+
+async def _reachable(address: str) -> None:
+    """A WorkspaceError unless the cluster's `HOST:PORT` takes a TCP connection: `ray.init`
+    on an address where nothing listens retries for minutes before it gives up."""
+    address = ray_address(address)
+    if address == "auto":
+        return  # Ray reads the address of the cluster on this machine from its files
+    try:
+        parts = urlsplit(address if "://" in address else f"//{address}")
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return  # ray.init names what is wrong with it
+    if not host or port is None:
+        return
+    try:
+        with anyio.fail_after(_REACH_TIMEOUT_S):
+            stream = await anyio.connect_tcp(host, port)
+        await stream.aclose()
+    except (OSError, TimeoutError) as exc:
+        # anyio's "All connection attempts failed" holds the reason (refused) as its cause
+        detail = exc.__cause__ if isinstance(exc.__cause__, OSError) else exc
+        why = "no answer within 10 s" if isinstance(exc, TimeoutError) else str(detail)
+        raise WorkspaceError(f"cannot reach the Ray cluster at {address!r}: {why}") from None
+
+
+class RayCluster:
+    """One run's use of a Ray cluster; see the module's docstring."""
+
+    def __init__(self, config: ClusterConfig, stack: AsyncExitStack) -> None:
+        self.config = config
+        self.remotes = Remotes()
+        self.stack = stack
+        """Ends what lives as long as the connection (the merge queue's check actors)."""
+        self._placements = _Placements()
+
+    @property
+    def place(self) -> Remotes:
+        return self.remotes
+
+    @classmethod
+    @asynccontextmanager
+    async def open(cls, config: ClusterConfig) -> AsyncIterator[RayCluster]:
+        """Connect to the cluster `config` names for the block (already connected: kept)."""
+        ray = ray_module()
+        connected = ray.is_initialized()
+        if not connected:
+            await _reachable(config.address)
+            try:
+                ray.init(
+                    address=ray_address(config.address),
+                    logging_level=logging.ERROR,
+                    log_to_driver=False,
+                )
+            except ValueError as exc:
+                raise ConfigError(
+                    f"not a Ray cluster address: {config.address!r}: {exc}", key="cluster"
+                ) from None
+            except (ConnectionError, RuntimeError) as exc:
+                raise WorkspaceError(
+                    f"cannot reach the Ray cluster at {config.address!r}: {exc}"
+                ) from None
+        try:
+            async with AsyncExitStack() as stack:
+                yield cls(config, stack)
+        finally:
+            if not connected:
+                ray.shutdown()
+
+    def parts(self, local: CoordinatorParts, *, repo: Path, run_id: str) -> CoordinatorParts:
+        """`local` with its workspaces on the cluster and the tools acting there."""
+        environment = local.environment or CheckEnvironment.resolve(repo)
+        tools = local.tools if local.tools is not None else coding_tools()
+        if self.config.merge_checks:
+            place = partial(self.actor, environment, run_id, reserve=False)
+            checks = NodeChecks(place, self.stack, repo, run_id)
+            self.remotes.commits = checks.runner
+        return replace(
+            local,
+            workspaces=RayWorkspaces(self, repo, run_id, environment),
+            tools=remote_tools(tools, self.remotes),
+        )
+
+    @asynccontextmanager
+    async def actor(
+        self, environment: CheckEnvironment, run_id: str, name: str, *, reserve: bool = True
+    ) -> AsyncIterator[Any]:
+        """A `WorkspaceNode` actor placed on some node for the block (waiting for room as a
+        `swarm.wait cluster` span), ended after it, in bounded time even when cancelled;
+        `reserve=False`: it reserves nothing (see `merge_checks`)."""
+        with waiting(sc.WAIT_CLUSTER, attributes={sc.WORKSPACE_NAME: name}):
+            actor, _ = await self.start(environment, run_id, name, reserve=reserve)
+        try:
+            yield actor
+        finally:
+            await end_actor(actor)
+
+    async def start(
+        self, environment: CheckEnvironment, run_id: str, name: str, *, reserve: bool = True
+    ) -> tuple[Any, NodeInfo]:
+        """A new `WorkspaceNode` actor, once Ray has placed it and it runs (ended at once,
+        bounded, if this is cancelled or fails first), and where it runs."""
+        node, strategy = await self._spread() if reserve else ("", "SPREAD")
+        if reserve:
+            options = {**self.actor_options(), "scheduling_strategy": strategy}
+        else:
+            options = {"num_cpus": 0, "scheduling_strategy": "SPREAD", "max_restarts": 0}
+        with self._placements.placing(node):
+            actor = _actor().options(**options).remote(environment, run_id, name)
+            try:
+                where: NodeInfo = await _await(actor.ready.remote(), node=node, during="placing")
+            except BaseException:
+                ray_module().kill(actor, no_restart=True)  # never ran: nothing to remove
+                raise
+        return actor, where
+
+    async def room(self) -> bool:
+        """Whether some node has room for one more workspace actor now."""
+        return bool(await self._roomy())
+
+    async def _roomy(self) -> dict[str, float]:
+        """The nodes with room for one more workspace actor now: their free CPUs by id."""
+        options = self.actor_options()
+        need = {"CPU": options["num_cpus"], "memory": options.get("memory", 0)}
+        need.update(options.get("resources", {}))
+        nodes = await anyio.to_thread.run_sync(_available_per_node)
+        lost = lost_lately()
+        return {
+            node: free.get("CPU", 0.0)
+            for node, free in nodes.items()
+            if node not in lost and all(free.get(k, 0.0) >= v for k, v in need.items() if v)
+        }
+
+    async def _spread(self) -> tuple[str, Any]:
+        """Where a new workspace actor goes, and its node's id: the node with room and the
+        most free CPUs, less those of actors placed there that Ray's view does not show yet
+        (Ray's SPREAD alone placed actors started one after another on one node, and two
+        started at once both saw the same node freest), else SPREAD, waiting for room."""
+        roomy = await self._roomy()
+        if not roomy or "" in roomy:  # full, or no per-node view
+            return "", "SPREAD"
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        cpus, placed = self.config.cpus_per_workspace, self._placements.count
+        # On a tie, the node this run placed fewer actors on lately (its view may lag).
+        best = max(roomy, key=lambda node: (roomy[node] - cpus * placed(node), -placed(node)))
+        return best, NodeAffinitySchedulingStrategy(best, soft=True, _spill_on_unavailable=True)
+
+    def actor_options(self) -> dict[str, Any]:
+        c = self.config
+        options: dict[str, Any] = {
+            "num_cpus": c.cpus_per_workspace,
+            "scheduling_strategy": "SPREAD",
+            "max_restarts": 0,
+        }
+        if c.memory_mb is not None:
+            options["memory"] = c.memory_mb * 2**20
+        if c.resources:
+            options["resources"] = dict(c.resources)
+        return options
+
+
+class _Placements:
+    """Nodes chosen for workspace actors that Ray's per-node view may not show yet: those
+    still starting, and those started in the last `SETTLE_S` (the view follows the nodes'
+    periodic resource reports)."""
+
+    SETTLE_S = 2.0
+
+    def __init__(self) -> None:
+        self._until: dict[object, tuple[str, float]] = {}
+
+    def count(self, node: str) -> int:
+        now = time.monotonic()
+        return sum(1 for n, until in self._until.values() if n == node and until > now)
+
+    @contextlib.contextmanager
+    def placing(self, node: str) -> Iterator[None]:
+        key, now = object(), time.monotonic()
+        self._until = {k: v for k, v in self._until.items() if v[1] > now}
+        self._until[key] = (node, math.inf)
+        try:
+            yield
+        finally:
+            self._until[key] = (node, time.monotonic() + self.SETTLE_S)
+
+
+class RayWorkspaces:
+    """`Workspaces` on a Ray cluster: an actor holding a clone per workspace, handed on to
+    the next subtask when one finishes (`actor_pool`); `aclose`, or the end of the
+    cluster's block, ends them all."""
+
+    def __init__(
+        self, cluster: RayCluster, repo: Path, run_id: str, environment: CheckEnvironment
+    ) -> None:
+        self.cluster, self.repo, self.run_id = cluster, repo, run_id
+        self.environment = environment
+        start = partial(cluster.start, environment, run_id)
+        self.pool = ActorPool(Lifecycle(start, cluster.room, self._ready, end_actor))
+        cluster.stack.push_async_callback(self.aclose)  # a connection kept open ends them too
+        self.shipped: list[int] = []
+        """Bytes of each incremental bundle a reused actor was sent (0: it had the base)."""
+        self._bundles: OrderedDict[str, Any] = OrderedDict()
+        self._bundling = anyio.Lock()
+
+    def open(self, base: str, name: str) -> AbstractAsyncContextManager[WorkspaceLike]:
+        return self._open(base, name)
+
+    @asynccontextmanager
+    async def _open(self, base: str, name: str) -> AsyncIterator[WorkspaceLike]:
+        sha = await git("rev-parse", "--verify", f"{base}^{{commit}}", cwd=self.repo)
+        async with self.pool.lease(sha, name) as held:
+            assert held.info is not None
+            where = Path(tempfile.gettempdir(), "swarm-remote", self.run_id)
+            ws = RemoteWorkspace(held.actor, where / f"{name}-{secrets.token_hex(3)}", held.info)
+            self.cluster.remotes.add(ws)
+            try:
+                yield ws
+            finally:
+                self.cluster.remotes.remove(ws)
+                held.reusable = ws.reusable
+
+    async def _ready(self, held: Held, sha: str) -> None:
+        """Clone `sha` in a new actor, or reset a used one's clone to it."""
+        node = held.info.node if held.info is not None else ""
+        if not held.have:
+            bundle = await self._bundle(sha)
+            ref = held.actor.open.remote(bundle, sha)
+        else:
+            data = await missing_since(self.repo, sha, self.run_id, held.have)
+            self.shipped.append(len(data or b""))
+            ref = held.actor.reset.remote(data, sha)
+        held.info = await _await(ref, node=node, during="cloning")
+        held.have = sha
+
+    async def warm(self, base: str, count: int) -> None:
+        """Start `count` actors with clones of `base` ahead of need (the pool's bound too)."""
+        sha = await git("rev-parse", "--verify", f"{base}^{{commit}}", cwd=self.repo)
+        await self.pool.warm(sha, count)
+
+    async def aclose(self) -> None:
+        """End every actor kept for reuse now, and those in use as they are given back."""
+        await self.pool.aclose()
+
+    async def _bundle(self, sha: str) -> Any:
+        """The object-store ref of a bundle holding `sha` (made once per commit)."""
+        async with self._bundling:
+            if (ref := self._bundles.get(sha)) is not None:
+                self._bundles.move_to_end(sha)
+                return ref
+            data = await make_bundle(self.repo, sha, self.run_id)
+            ref = ray_module().put(data)
+            self._bundles[sha] = ref
+            while len(self._bundles) > _BUNDLES_KEPT:
+                self._bundles.popitem(last=False)
+            return ref
+
+
+def _available_per_node() -> dict[str, dict[str, float]]:
+    """Each live node's free resources by node id (Ray's own per-node view; else the
+    cluster's sum, as if one node)."""
+    ray = ray_module()
+    try:
+        from ray._private import state
+
+        per_node: Any = state.available_resources_per_node
+    except (ImportError, AttributeError):
+        return {"": ray.available_resources()}
+    return dict(per_node())
+
+
+async def end_actor(actor: Any) -> None:
+    """Remove the actor's clone, then end it; bounded, and done when cancelled too (an
+    actor whose node was lost has nothing to remove)."""
+    with anyio.move_on_after(CLOSE_TIMEOUT_S, shield=True):
+        with contextlib.suppress(Exception):
+            await _await(actor.close.remote())
+    ray_module().kill(actor, no_restart=True)

@@ -1,0 +1,562 @@
+"""The coordinator: code/test/fix every subtask of a plan in parallel, merge, verify.
+
+Ready subtasks run in one task group, at most `max_agents` at once, longest remaining
+chain first; each gets a coder in its own workspace from the current integration head,
+then the check, then bounded fixer rounds (escalating to the reasoning tier); green
+patches go through the merge queue (a rebase fixer's while its own check runs, as that
+check and the queue's were one after the other on a red run's critical path); a final
+verification (with a fix loop) closes the run. A subtask whose provider calls failed is
+tried again later (bounded); a failed subtask fails alone; a budget running out stops the
+dispatch and what did not run is reported as skipped. Subtask states are journaled, so a
+resumed run continues without redoing merged work.
+
+Traces carry the structure: a subtask that waited for its dependencies records a
+`swarm.wait dependency` span linked (`depends_on`) to the merge spans of the subtasks it
+waited for, and every wait (slot, merge) goes through `swarm._tracing.waits`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from functools import partial
+from pathlib import Path
+from typing import TypeVar
+
+import anyio
+from opentelemetry import trace
+from opentelemetry.trace import SpanContext
+
+from swarm._tracing import semconv as sc
+from swarm._tracing.waits import record_wait, waiting
+from swarm.agent._tool import Tool
+from swarm.agent._toolbox import CommandResult, coding_tools
+from swarm.agent.events import AgentResult
+from swarm.errors import (
+    BudgetExceeded,
+    GaveUp,
+    ProviderError,
+    SwarmError,
+    WorkspaceError,
+)
+from swarm.run._board import Board
+from swarm.run._check import (
+    Checker,
+    CheckFn,
+    CheckResult,
+    commit_key,
+    failing_part,
+    tree_key,
+)
+from swarm.run._environment import CheckEnvironment
+from swarm.run._live_path import LivePath
+from swarm.run._mending import Mender
+from swarm.run._merge import Merger, MergeResult
+from swarm.run._outcome import PhaseTimes, RunOutcome, SubtaskOutcome
+from swarm.run._parts import (
+    CoordinatorParts,
+    Crew,
+    GitWorkspaces,
+    SolveOptions,
+    WorkspaceLike,
+    Workspaces,
+    releasing,
+)
+from swarm.run._plan import Plan, Subtask
+from swarm.run._removals import removal_prompt, unasked_removals
+from swarm.run._roles import (
+    CODER,
+    FIXER,
+    coder_prompt,
+    rebase_prompt,
+    unchanged_prompt,
+)
+from swarm.run._staff import Staff
+from swarm.run._task import Task
+
+__all__ = ["Coordinator", "node_lost_in"]
+
+T = TypeVar("T")
+
+NODE_RESTARTS = 2
+"""Times a subtask starts again elsewhere after its workspace's cluster node was lost."""
+_REBASING = 1 << 62
+"""A rebase fixer's claim on an agent place: its subtask is late already."""
+
+
+STUCK_RESTARTS = 1
+"""Times a coder that got stuck without changing anything starts over, fresh."""
+
+
+class Coordinator:
+    def __init__(
+        self,
+        crew: Crew,
+        task: Task,
+        *,
+        options: SolveOptions,
+        repo: Path | None = None,
+        parts: CoordinatorParts | None = None,
+    ) -> None:
+        self.crew, self.task, self.options = crew, task, options
+        parts = parts or CoordinatorParts()
+        self.times = PhaseTimes()
+        self._tools: list[Tool] = list(parts.tools) if parts.tools is not None else coding_tools()
+        if parts.workspaces is None and repo is None:
+            raise ValueError("a Coordinator needs a repo or workspaces")
+        self._environment = parts.environment or CheckEnvironment.resolve(repo or Path())
+        self._workspaces: Workspaces = parts.workspaces or GitWorkspaces(
+            repo or Path(), crew.run_id, self._environment
+        )
+        checker = parts.check or Checker(
+            self._environment,
+            timeout_s=options.check_timeout_s,
+            max_concurrent=options.merge.check_slots,
+        )
+        self._check: CheckFn = checker
+        slot = parts.check_slot or (checker.slot if isinstance(checker, Checker) else None)
+        self._trees: dict[Path, tuple[WorkspaceLike, str]] = {}
+        """Each open workspace of a subtask by path, with its base: an agent's own full
+        check there counts as the tree's check (`_remember`)."""
+        remember = self._remember if isinstance(checker, Checker) else None
+        self._staff = Staff(
+            crew, task, options, self._tools, self._environment, self.times, slot, remember
+        )
+        self._changed = anyio.Event()
+        self._merge_spans: dict[str, SpanContext] = {}
+        self._mender = Mender(task, options, self._staff, checker, self.times, self._fixing)
+        self._plan_ready_ns = 0
+        self._order, self._waited_on = dict[str, int](), set[str]()
+        """Each subtask's place in the merge queue's line (`Plan.merge_rank`); the waited on."""
+        self._priority: dict[str, int] = {}
+        """Each subtask's claim on an agent place (`Plan.place_priority`)."""
+        self._live: LivePath | None = None
+        self._queued: set[str] = set()
+        """Subtasks whose patch is in the merge queue now."""
+
+    # -- planning ---------------------------------------------------------------------
+
+    async def make_plan(self, base: str) -> Plan:
+        """Ask the planner, feeding validation errors back a bounded number of times."""
+        async with self._workspaces.open(base, "planner") as ws:
+            return await self._staff.plan(ws.path, ws.written)
+
+    # -- the run ----------------------------------------------------------------------
+
+    async def run(
+        self, plan: Plan, queue: Merger, *, done: frozenset[str] = frozenset()
+    ) -> RunOutcome:
+        """Run every subtask not in `done` (merged by an earlier process), then verify.
+
+        A spent budget or the deadline is not an error here: the outcome says `stopped`,
+        what merged stays merged, and what did not run is `skipped`.
+        """
+        self._order = {st.id: plan.merge_rank(st.id) for st in plan.subtasks}
+        self._waited_on = {st.id for st in plan.subtasks if plan.chain_length(st.id) > 1}
+        self._priority = {st.id: plan.place_priority(st.id) for st in plan.subtasks}
+        board = Board.for_plan(plan, queue, done, self.options.max_agents)
+        final: CheckResult | None = None
+        with anyio.move_on_after(self.crew.budget.remaining_s()) as deadline:
+            stop = await self._dispatch(plan, board)
+            async with releasing(self._workspaces):  # no one needs them any more
+                if stop is None:
+                    try:
+                        final = await self._verify(queue)
+                    except BudgetExceeded as exc:
+                        stop = exc.kind
+        if deadline.cancelled_caught:
+            stop = "deadline"
+        for outcome in board.skip_rest(stop):
+            self.crew.journal.set_subtask(
+                self.crew.run_id, outcome.id, "skipped", error=outcome.error
+            )
+        outcomes = tuple(board.outcomes.values())
+        return RunOutcome(outcomes, stop, final, self.times, dict(self._staff.stuck))
+
+    async def _dispatch(self, plan: Plan, board: Board) -> str | None:
+        """Start subtasks as they become ready; returns the budget kind that stopped it. A
+        spent budget stops new starts; those in flight finish (their calls in flight
+        settle and count) or stop at their next call."""
+        self.crew.progress.start(total=len(plan.subtasks), merged=len(board.done))
+        self._plan_ready_ns = time.time_ns()
+        if self.crew.hints is not None:
+            note = self.crew.progress.note
+            self._live = LivePath(plan, self.crew.hints, limiter=board.limiter, note=note)
+            self._live.deadline(self.crew.budget.remaining_s)
+            self._live.done_before(board.done)
+        started = set(board.done)
+        async with anyio.create_task_group() as tg:
+            while True:
+                if board.stop is None:
+                    for st in plan.ready(board.done, started, board.finished):
+                        started.add(st.id)
+                        self.crew.progress.queued(st.id)
+                        tg.start_soon(self._subtask, st, board, name=st.id)
+                if started <= board.finished:
+                    break
+                await self._changed.wait()
+                self._changed = anyio.Event()
+        return board.stop
+
+    async def _verify(self, queue: Merger) -> CheckResult | None:
+        """`accept` on the integration branch, with a bounded fix loop; fixes are committed
+        only once green, and dropped otherwise: nothing red is committed."""
+        accept = self.task.accept_command
+        if not accept:
+            return None
+        mender = self._mender
+        # an explicit `accept` is judged by itself: no failure the base commit had is excused
+        excuse = not self.task.accept or accept == self.task.check_for(())
+        # the head's tree was checked already when its last batch was (same command)
+        key = commit_key(queue.head)
+        result = await mender.timed(
+            "checks", self._check(queue.worktree, accept, key=key, excuse=excuse)
+        )
+        final = Subtask(id="final", title="final verification", instructions=self.task.title)
+        for n in range(1, self.options.fix_rounds + 1):
+            if result.passed:
+                break
+            await mender.fix(final, queue.worktree, queue.written, result, round_=n, command=accept)
+            result = await mender.timed(
+                "checks", self._check(queue.worktree, accept, excuse=excuse)
+            )
+            if result.passed:
+                await queue.commit("swarm: final verification fixes", stage_edits=True)
+        if not result.passed:
+            await queue.reset()
+        return result
+
+    # -- one subtask ------------------------------------------------------------------
+
+    async def _subtask(self, st: Subtask, board: Board) -> None:
+        """One subtask; tried again later (`subtask_retries` times, waiting without its
+        place) when it failed because its provider calls did, not because it stayed red."""
+        outcome = board.outcomes[st.id]
+        self._record_dependency_wait(st)
+        started: list[float] = []  # when it first got a place (the virtual clock may start at 0)
+        try:
+            while True:
+                try:
+                    return await self._try_subtask(st, board, outcome, started)
+                except ProviderError as exc:
+                    board.note_failure(exc)
+                    if not board.retry_later(exc, outcome, self.options.subtask_retries):
+                        raise
+                with waiting(sc.WAIT_BACKOFF, attributes={sc.SUBTASK_ID: st.id}):
+                    await anyio.sleep(self.options.subtask_retry_after_s * outcome.retries)
+        except SwarmError as exc:  # a failed subtask does not cancel its siblings
+            self._ended_by(exc, outcome, board)
+        except BaseExceptionGroup as group:  # from a task group of the subtask's own
+            errors, rest = group.split(SwarmError)
+            if rest is not None or errors is None:
+                raise
+            self._ended_by(_first_leaf(errors), outcome, board)
+        finally:
+            outcome.wall_s = anyio.current_time() - started[0] if started else 0.0
+            self._settle(outcome, board)
+
+    def _ended_by(self, exc: BaseException, outcome: SubtaskOutcome, board: Board) -> None:
+        """A subtask's error ends that subtask, never the run: a spent budget leaves it
+        pending (reported skipped); anything else fails it, saying why."""
+        if isinstance(exc, BudgetExceeded):
+            outcome.status, outcome.error = "pending", None
+            board.stop = board.stop or exc.kind
+            return
+        kind = "" if isinstance(exc, GaveUp) else f"{type(exc).__name__}: "
+        outcome.status, outcome.error = "failed", f"{kind}{exc}"
+        if isinstance(exc, SwarmError) and not isinstance(exc, ProviderError):
+            board.note_failure(exc)
+
+    async def _try_subtask(
+        self, st: Subtask, board: Board, outcome: SubtaskOutcome, started: list[float]
+    ) -> None:
+        async with board.limiter.slot(self._priority.get(st.id, 0)):
+            if board.stop is not None:  # stopped while this one waited for a slot
+                return
+            started.append(anyio.current_time())
+            if self._live is not None:
+                self._live.started(st.id)
+            outcome.status = "running"
+            self.crew.progress.running(st.id)
+            self.crew.journal.set_subtask(self.crew.run_id, st.id, "running")
+            base = self.crew.journal.base_of(self.crew.run_id, st.id, board.queue.head)
+            patch = await self._code_and_test_anywhere(st, outcome, base)
+        # waiting for the merge queue holds no agent place: the next subtask codes
+        merged = await self._merge_or_rebase(st, outcome, patch, board)
+        outcome.status = {"merged": "merged", "empty": "empty"}.get(merged.kind, "failed")
+        board.provider_failures = 0
+        outcome.commit = merged.commit
+        if not merged.ok:
+            outcome.error = f"{merged.kind}: {merged.output[-500:]}"
+
+    def _settle(self, outcome: SubtaskOutcome, board: Board) -> None:
+        board.finished.add(outcome.id)
+        outcome.check = self._mender.scopes.get(outcome.id)
+        self._expect(board)
+        if outcome.status != "pending" and self._live is not None:
+            self._live.finished(outcome.id, outcome.wall_s)
+        if outcome.status in ("merged", "empty", "failed"):
+            if outcome.status != "failed":
+                board.done.add(outcome.id)
+            self.crew.journal.set_subtask(
+                self.crew.run_id,
+                outcome.id,
+                outcome.status,
+                commit=outcome.commit,
+                error=outcome.error,
+            )
+            self.crew.progress.finished(outcome.id, outcome.status)
+        self._changed.set()
+
+    def _fixing(self, subtask: str) -> None:
+        self.crew.progress.fixing(subtask)
+        if self._live is not None:
+            self._live.fixing(subtask)
+
+    def _dependency_spans(self, st: Subtask) -> list[SpanContext]:
+        """The merge spans of the subtasks `st` depends on (those merged by this process)."""
+        return [self._merge_spans[d] for d in st.depends_on if d in self._merge_spans]
+
+    def _record_dependency_wait(self, st: Subtask) -> None:
+        """The time a subtask waited for the ones it depends on, linked to their merges."""
+        if st.depends_on:
+            links = self._dependency_spans(st)
+            record_wait(sc.WAIT_DEPENDENCY, since_ns=self._plan_ready_ns, links=links)
+
+    def _expect(self, board: Board) -> None:
+        """Tell the queue how many patches are still on their way (none once stopped)."""
+        coming = len(board.outcomes) - len(board.finished) - len(self._queued)
+        board.queue.expect(0 if board.stop is not None else max(coming, 0))
+
+    async def _merge(self, st: Subtask, patch: str, board: Board) -> MergeResult:
+        queue = board.queue
+        with waiting(sc.WAIT_MERGE, attributes={sc.SUBTASK_ID: st.id}) as span:
+            started = anyio.current_time()
+            self._queued.add(st.id)
+            self._expect(board)
+            try:
+                merged = await queue.merge(
+                    st.id,
+                    st.title,
+                    patch,
+                    check=self._mender.commands.get(st.id),
+                    order=self._order.get(st.id, 0),
+                    waited_on=st.id in self._waited_on,
+                )
+            finally:
+                self._queued.discard(st.id)
+                self._expect(board)
+            self.times.add("merge", anyio.current_time() - started)
+            if merged.batch is not None:  # the batch that decided it: the wait's cause
+                span.add_link(merged.batch, {sc.LINK_TYPE: sc.LINK_DEPENDS_ON})
+        self._merge_spans[st.id] = span.get_span_context()
+        return merged
+
+    async def _code_and_test(self, st: Subtask, outcome: SubtaskOutcome, base: str) -> str:
+        """Code the subtask in a workspace at `base`; its patch once its check is green."""
+        async with self._workspaces.open(base, st.id) as ws:
+            with self._tree(ws, base):
+                patch = await self._code(st, ws, outcome)
+                checked = await self._mender.first_check(st, ws, base, patch)
+                return await self._mender.until_green(
+                    st, ws, base, outcome, tag="", checked=checked
+                )
+
+    async def _code(self, st: Subtask, ws: WorkspaceLike, outcome: SubtaskOutcome) -> str | None:
+        """The coder's turn, then its change's unasked removals (`_removals`) sent back
+        once; what is still removed is the subtask's warning. Returns the workspace's patch
+        when it read it last (None: not read since the last change)."""
+        result, patch = await self._coder_turn(st, ws)
+        if result is None or not result.finished or patch is None:
+            return patch
+        asked = (self.task.title, self.task.instructions, st.title, st.instructions)
+        removed = unasked_removals(patch, *asked)
+        if removed:
+            agent_id = f"coder:{st.id}:removed"
+            coder = self._staff.agent("coder", agent_id, CODER, ws, st)
+            await coder.run(removal_prompt(removed), history=result.messages)
+            patch = await ws.patch()
+            removed = unasked_removals(patch, *asked)
+        if removed:
+            outcome.warning = f"removes {', '.join(map(str, removed))}; no instruction names it"
+        return patch
+
+    async def _coder_turn(
+        self, st: Subtask, ws: WorkspaceLike
+    ) -> tuple[AgentResult[str] | None, str | None]:
+        """The coder's turn: its last result (None: it ended without a change) and the
+        patch as it read it after (None: not read); a coder that got stuck without
+        changing anything starts over with a fresh conversation (`STUCK_RESTARTS` times),
+        then the subtask fails."""
+        agent_id, stuck_on = f"coder:{st.id}", ""
+        for again in range(STUCK_RESTARTS + 1):
+            coder = self._staff.agent("coder", agent_id, CODER, ws, st)
+            coder.depends_on(self._dependency_spans(st))
+            prompt = coder_prompt(self.task, st, await coder.shown(st.files))
+            if stuck_on:
+                prompt += (
+                    f"\n\nAn earlier attempt got stuck sending this again and again: "
+                    f"{stuck_on}\nDo not repeat it."
+                )
+            result = await coder.run(prompt)
+            if patch := await ws.patch():
+                return result, patch  # to check (a stuck coder may have made it, then looped)
+            if result.finished:  # finished without a change: asked once to make it
+                again_id = f"{agent_id}:unchanged"
+                coder = self._staff.agent("coder", again_id, CODER, ws, st)
+                asked = await coder.run(unchanged_prompt(st), history=result.messages)
+                patch = await ws.patch()
+                if asked.stop_reason == "stuck" and not patch:
+                    # not "empty" (nothing needed): it never said so, it looped
+                    raise GaveUp(f"the coder got stuck, changing nothing: {asked.repeated[:300]}")
+                return asked, patch
+            if result.stop_reason != "stuck":
+                return None, None
+            if again == STUCK_RESTARTS:
+                raise GaveUp(f"the coder got stuck, changing nothing: {result.repeated[:300]}")
+            agent_id = f"coder:{st.id}:again{again + 1}"
+            stuck_on = result.repeated[:300]
+        raise AssertionError("unreachable: the last restart returns or raises")
+
+    @contextmanager
+    def _tree(self, ws: WorkspaceLike, base: str) -> Iterator[None]:
+        self._trees[ws.path] = (ws, base)
+        try:
+            yield
+        finally:
+            self._trees.pop(ws.path, None)
+
+    async def _remember(self, path: Path, command: str, result: CommandResult) -> None:
+        """An agent's green run of the whole check in its workspace: the tree's check, so
+        the coordinator and the merge queue do not run the suite on it again."""
+        tree = self._trees.get(path)
+        checker = self._check
+        if tree is None or result.exit_code != 0 or result.timed_out:
+            return
+        if not isinstance(checker, Checker):
+            return
+        ws, base = tree
+        patch = await ws.patch()
+        if patch.strip():
+            done = CheckResult(True, 0, result.output, result.duration_s)
+            checker.remember(command, tree_key(base, patch), done)
+
+    async def _code_and_test_anywhere(self, st: Subtask, outcome: SubtaskOutcome, base: str) -> str:
+        """`_code_and_test`, started again from `base` when the cluster node holding its
+        workspace is lost (`NODE_RESTARTS` times, then the subtask fails); nothing had
+        merged yet."""
+        return await self._anywhere(st, outcome, lambda: self._code_and_test(st, outcome, base))
+
+    async def _anywhere(
+        self, st: Subtask, outcome: SubtaskOutcome, work: Callable[[], Awaitable[T]]
+    ) -> T:
+        """`work`, started again from the start when the cluster node holding its workspace
+        is lost (at any moment: placing, cloning, a tool call, a check, the patch), at most
+        `NODE_RESTARTS` times; each loss is said in the report and on the current span."""
+        while True:
+            try:
+                return await work()
+            except (WorkspaceError, BaseExceptionGroup) as exc:
+                lost = node_lost_in(exc)
+                if lost is None or len(outcome.nodes_lost) >= NODE_RESTARTS:
+                    raise
+                self._note_lost(st, outcome, lost)
+
+    def _note_lost(self, st: Subtask, outcome: SubtaskOutcome, lost: WorkspaceError) -> None:
+        node = getattr(lost, "node", "") or "unknown"
+        during = getattr(lost, "during", "") or "a call"
+        at = (time.time_ns() - self._plan_ready_ns) / 1e9
+        outcome.nodes_lost.append(f"node {node[:12]} lost during {during} at {at:.1f}s")
+        self._staff.restarts[st.id] = len(outcome.nodes_lost)
+        attrs = {sc.SUBTASK_ID: st.id, sc.NODE_ID: node, sc.NODE_LOST_DURING: during}
+        trace.get_current_span().add_event(sc.NODE_LOST_EVENT, attrs)
+        self.crew.progress.note(f"{st.id}: cluster node {node[:12]} lost during {during}: again")
+
+    async def _merge_or_rebase(
+        self, st: Subtask, outcome: SubtaskOutcome, patch: str, board: Board
+    ) -> MergeResult:
+        """Merge; on a conflict or a red merge, a fixer rebases on the new head (a bounded
+        number of times), with an agent place again for the work."""
+        merged = await self._merge(st, patch, board)
+        while not merged.ok and outcome.rebases < self.options.rebase_rounds:
+            outcome.rebases += 1
+            merged, patch = await self._anywhere(
+                st, outcome, partial(self._rebase, st, outcome, patch, merged, board)
+            )
+        return merged
+
+    async def _rebase(
+        self, st: Subtask, outcome: SubtaskOutcome, patch: str, merged: MergeResult, board: Board
+    ) -> tuple[MergeResult, str]:
+        """A fixer rebases `patch`, and its patch goes to the queue at once, while its own
+        check runs: one after the other, the two checks were on a red run's critical path.
+        If its own check is red, the queue's verdict comes first: merged, it stands (the
+        queue's check passed); else fixer rounds make it green, and that patch merges."""
+        reason = (
+            "its patch no longer applies (merge conflict)"
+            if merged.kind == "conflict"
+            else f"the check fails after merging it:\n{failing_part(merged.output, 3000)}"
+        )
+        verdict: list[MergeResult] = []
+        decided = anyio.Event()
+
+        async def merge(rebased: str) -> None:
+            verdict.append(await self._merge(st, rebased, board))
+            decided.set()
+
+        async with anyio.create_task_group() as tg:
+            async with board.limiter.slot(_REBASING):  # late already: before any new start
+                name = f"{st.id}-rebase{outcome.rebases}"
+                on = merged.base or board.queue.head
+                base = self.crew.journal.base_of(self.crew.run_id, name, on)
+                async with self._workspaces.open(base, name) as ws:
+                    if merged.kind == "red":  # after a conflict the fixer re-applies by hand
+                        await ws.apply(patch)
+                    agent_id = f"fixer:{st.id}:rebase{outcome.rebases}"
+                    fixer = self._staff.agent("fixer", agent_id, FIXER, ws, st)
+                    await fixer.run(rebase_prompt(st, patch, reason, await fixer.shown(st.files)))
+                    rebased = await ws.patch()
+                    if not rebased.strip() and patch.strip():
+                        # nothing re-applied (a fixer that got stuck, or gave up): the
+                        # subtask's work would vanish as "empty"; another round, or failed
+                        lost = "the rebase left no change: the earlier patch was not re-applied"
+                        return MergeResult("conflict", output=lost), patch
+                    patch = rebased
+                    tg.start_soon(merge, patch)
+                    try:
+                        checked = await self._mender.first_check(st, ws, base, patch)
+                    except SwarmError:  # the queue holds the patch: its verdict stands
+                        await decided.wait()
+                        if not verdict[0].ok:
+                            raise
+                        checked = patch
+                    if not isinstance(checked, str) and not checked.result.passed:
+                        await decided.wait()
+                        if not verdict[0].ok:
+                            verdict.clear()
+                            patch = await self._mender.until_green(
+                                st, ws, base, outcome, tag=f"r{outcome.rebases}", checked=checked
+                            )
+        return (verdict[0] if verdict else await self._merge(st, patch, board)), patch
+
+
+def node_lost_in(exc: BaseException) -> WorkspaceError | None:
+    """The lost node `exc` reports: itself, or the first of a (nested) group whose errors
+    all say a node was lost; None for anything else."""
+    if isinstance(exc, WorkspaceError):
+        return exc if exc.node_lost else None
+    if isinstance(exc, BaseExceptionGroup):
+        found = [node_lost_in(e) for e in exc.exceptions]
+        if found and all(f is not None for f in found):
+            return found[0]
+    return None
+
+
+def _first_leaf(group: BaseExceptionGroup[SwarmError]) -> SwarmError:
+    """The first error inside a (nested) exception group."""
+    first: BaseException = group
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    assert isinstance(first, SwarmError)
+    return first

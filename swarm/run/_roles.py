@@ -1,0 +1,143 @@
+"""The swarm's roles: what each sub-agent is told, which tools it gets, and its prompts.
+
+Roles are low-cardinality names (`planner`, `coder`, `fixer`) that config maps to tiers;
+agent ids (`coder:<subtask>`, `fixer:<subtask>:<round>`) are stable across a resumed run
+so journaled model calls replay to the same agent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from swarm.agent._confined import read_confined
+from swarm.agent._tool import ToolContext
+from swarm.errors import ToolError
+from swarm.run._check import failing_part
+from swarm.run._plan import Subtask
+from swarm.run._task import Task
+
+__all__ = [
+    "CODER",
+    "FIXER",
+    "PLANNER",
+    "PLANNER_TOOLS",
+    "coder_prompt",
+    "fix_prompt",
+    "planner_prompt",
+    "rebase_prompt",
+    "shown_files",
+    "unchanged_prompt",
+]
+
+PLANNER_TOOLS = ("read_file", "list_dir", "search")
+
+PLANNER = """You are the planner of a swarm of coding agents. Explore the repository with
+the read-only tools, then answer with ONLY a JSON object listing the subtasks. Its shape,
+with made-up content (name your own subtasks after their work, with your own files):
+{"subtasks": [
+  {"id": "parse-config", "title": "Add parse_config", "instructions": "Write
+   parse_config(text) in app/config.py and test it in tests/test_config.py.",
+   "files": ["app/config.py", "tests/test_config.py"], "depends_on": []},
+  {"id": "use-config", "title": "Load the config at start", "instructions": "Call
+   parse_config from app/main.py.", "files": ["app/main.py"], "depends_on": ["parse-config"]}]}
+Make subtasks small and independent where possible: they run in parallel, each in its own
+copy of the repository, and are merged one by one. Subtasks whose files overlap run in
+order. Every subtask must leave the repository's check passing."""
+
+CODER = """You are a coder in a swarm. You work in your own git worktree of the repository.
+Make the change your subtask asks for, confined to its files where you can, using the
+tools (edit_file needs an exact, unique match of the old text). Run the tests with
+run_tests. When the change is complete and the tests pass, call finish(summary)."""
+
+FIXER = """You are a fixer in a swarm. A change in your worktree fails the repository's
+check, or no longer applies on the integration branch. Read the failure, find the cause,
+fix it with the tools, run run_tests, and call finish(summary) when the check passes."""
+
+
+def planner_prompt(task: Task, errors: list[str] | None = None) -> str:
+    text = f"# {task.title}\n\n{task.instructions}"
+    if task.check:
+        text += f"\n\nThe check that must pass: `{task.check}`"
+    if errors:
+        listed = "\n".join(f"- {e}" for e in errors)
+        text += f"\n\nYour previous plan was invalid:\n{listed}\nAnswer with a corrected plan."
+    return text
+
+
+def _id(subtask: Subtask) -> str:
+    # not in backticks: a small model took a backticked id for a tool's name and called it
+    return f"(subtask id: {subtask.id})"
+
+
+def coder_prompt(task: Task, subtask: Subtask, shown: str = "") -> str:
+    files = ", ".join(subtask.files) or "(not specified)"
+    return (
+        f"Overall task: {task.title}\n\nYour subtask: {subtask.title} {_id(subtask)}\n\n"
+        f"{subtask.instructions}\n\nFiles in scope: {files}{shown}"
+    )
+
+
+SHOWN_CHARS = 12_000
+"""How much of its files' text an agent is shown with its subtask (about 3k tokens)."""
+
+
+def shown_files(ctx: ToolContext, files: Sequence[str], budget: int = SHOWN_CHARS) -> str:
+    """The current text of a subtask's files, for its agent's first prompt.
+
+    An agent that has not read a file guesses its text: a small model's first edit_file
+    names an `old` that is not there, or it writes over a file it never saw. Shown the
+    files, it copies from them, and saves the read_file round trips. A file that does
+    not fit in what is left of `budget` is named, to read with read_file."""
+    parts: list[str] = []
+    for name in files:
+        try:
+            _, data = read_confined(ctx, name, budget)
+        except ToolError as exc:
+            if str(exc).startswith("no such file"):
+                parts.append(f"{name}: (not there yet: create it with write_file)")
+            elif "too large" in str(exc):
+                parts.append(f"{name}: (too long to show here: read it with read_file)")
+            continue
+        if b"\0" in data:
+            continue  # binary: nothing to copy from
+        if len(data) > budget:
+            parts.append(f"{name}: (too long to show here: read it with read_file)")
+            continue
+        text = data.decode("utf-8", errors="replace")
+        budget -= len(data)
+        ending = "" if text.endswith("\n") or not text else "\n"
+        parts.append(f"{name}:\n```\n{text}{ending}```")
+    if not parts:
+        return ""
+    return "\n\nThe files as they are now:\n\n" + "\n\n".join(parts)
+
+
+def unchanged_prompt(subtask: Subtask) -> str:
+    """What a coder that finished without changing anything is told, once."""
+    files = ", ".join(subtask.files) or "the files it needs"
+    return (
+        "Your worktree has no changes, but your subtask asks for one: "
+        f"{subtask.title} {_id(subtask)}. Make it in {files} with edit_file or write_file "
+        "(read_file shows a file's current text), run run_tests, then call finish. If no "
+        "change is needed, call finish and say why."
+    )
+
+
+def fix_prompt(subtask: Subtask, check: str, output: str, shown: str = "") -> str:
+    files = ", ".join(subtask.files) or "(not specified)"
+    return (
+        f"The check failed for your subtask: {subtask.title} {_id(subtask)}.\n"
+        f"Command: `{check}`\n\nWhat failed:\n{failing_part(output)}\n\n"
+        f"Your files: {files}. Fix the cause within them; change another file only if "
+        f"the failure is there, and say so in your summary.{shown}"
+    )
+
+
+def rebase_prompt(subtask: Subtask, patch: str, reason: str, shown: str = "") -> str:
+    return (
+        f"Your subtask, {subtask.title} {_id(subtask)}, was done on an older version of the "
+        f"integration branch and {reason}. Your worktree is at the new head.\n\n"
+        f"Instructions: {subtask.instructions}\n\nThe earlier patch:\n```diff\n{patch}\n```\n"
+        "Re-apply every part of the change on top of the current code (check each file "
+        f"the earlier patch touched), run the tests, and finish.{shown}"
+    )

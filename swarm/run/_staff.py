@@ -1,0 +1,220 @@
+"""The agents a coordinator puts to work: each role's model, tools and workspace context,
+and the planner's bounded rounds (`Staff.plan`).
+
+Every agent of a run is made here, so each gets its role's model (escalated to the
+reasoning tier when asked), the run's tools, a context confining them to their worktree
+with the repository's own environment, the subtask's check command for `run_tests`, and
+its role's context policy: coders keep their six newest tool outputs whole and fixers
+their four (a fixer's history is mostly test output), older ones become one line, and the
+oldest turns are dropped when that is not enough.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field, replace
+from functools import partial
+from pathlib import Path
+
+import anyio
+from opentelemetry.trace import SpanContext
+
+from swarm.agent._loop import Agent
+from swarm.agent._tool import Tool, ToolContext, WriteLog
+from swarm.agent._toolbox import CommandResult
+from swarm.agent.compaction import ContextPolicy
+from swarm.agent.context import Chain, MaskToolOutputs, RecentWindow
+from swarm.agent.events import AgentResult
+from swarm.errors import ModelBehaviorError, WorkspaceError
+from swarm.messages import ChatRequest, ChatResult, Message
+from swarm.model import Model, Streamed, stream_of
+from swarm.run._environment import CheckEnvironment
+from swarm.run._git import git
+from swarm.run._outcome import PhaseTimes
+from swarm.run._parts import Crew, SolveOptions, Where, is_local
+from swarm.run._plan import Plan, PlanError, Subtask, parse_plan_reply
+from swarm.run._roles import PLANNER, PLANNER_TOOLS, planner_prompt, shown_files
+from swarm.run._task import Task
+
+__all__ = ["Staff", "TimedAgent", "role_policy"]
+
+_KEEP_OUTPUTS = {"coder": 6, "fixer": 4}
+
+
+def role_policy(role: str) -> ContextPolicy:
+    """The context policy `swarm solve` gives a role's agents."""
+    keep = _KEEP_OUTPUTS.get(role, 4)
+    return ContextPolicy(Chain((MaskToolOutputs(keep_last=keep), RecentWindow())))
+
+
+@dataclass(frozen=True)
+class Staff:
+    """Makes a run's agents."""
+
+    crew: Crew
+    task: Task
+    options: SolveOptions
+    tools: Sequence[Tool]
+    environment: CheckEnvironment
+    times: PhaseTimes
+    check_slot: Callable[[], AbstractAsyncContextManager[None]] | None = None
+    """Where an agent's `run_tests` waits for its place among the checks."""
+    remember: Callable[[Path, str, CommandResult], Awaitable[None]] | None = None
+    """Told of an agent's run of the whole check in its workspace (by path)."""
+    stuck: dict[str, str] = field(default_factory=dict)
+    """Agents stopped for repeating themselves, by id: what they kept sending."""
+    restarts: dict[str, int] = field(default_factory=dict)
+    """Times each subtask started again after its cluster node was lost, by id: its
+    agents then take fresh journal keys (`agent`)."""
+
+    def agent(
+        self,
+        role: str,
+        agent_id: str,
+        instructions: str,
+        where: Where,
+        st: Subtask,
+        *,
+        escalate: bool = False,
+    ) -> TimedAgent:
+        """An agent working in `where` (a workspace: its path, and the log its tools note
+        their new files in)."""
+        models = self.crew.models
+        if again := self.restarts.get(st.id, 0):
+            # Asked anew, not replayed: the replayed calls would send the lost attempt's
+            # tool calls again, and the one its node was lost in may be why (a command
+            # that takes a node down, or holds it until it is lost).
+            agent_id = f"{agent_id}:node{again}"
+        # an agent that repeats itself moves to the reasoning tier once (its own journal key)
+        fallback = None
+        if not escalate:
+            fallback = _MadeOnFirstCall(
+                partial(models.model, role, agent_id=f"{agent_id}:up", escalate=True)
+            )
+        agent: Agent[str] = Agent(
+            role,
+            model=models.model(role, agent_id=agent_id, escalate=escalate),
+            fallback_model=fallback,
+            instructions=instructions,
+            tools=self.tools,
+            context=self.context(where.path, where.written, self.task.check_for(st.files)),
+            max_steps=self.options.max_steps_per_agent,
+            agent_id=agent_id,
+            subtask_id=st.id,
+            compaction=role_policy(role) if self.options.compaction else None,
+            settings=self.crew.settings.get(role),
+        )
+        return TimedAgent(agent, self.times, role, self.stuck)
+
+    async def plan(self, path: Path, written: WriteLog) -> Plan:
+        """Ask the planner (working in `path`), feeding validation errors back a bounded
+        number of times."""
+        tools = [t for t in self.tools if t.name in PLANNER_TOOLS]
+        errors: list[str] | None = None
+        for attempt in range(self.options.plan_retries + 1):
+            agent_id = "planner" if attempt == 0 else f"planner:{attempt}"
+            agent: Agent[str] = Agent(
+                "planner",
+                model=self.crew.models.model("planner", agent_id=agent_id),
+                instructions=PLANNER,
+                tools=tools,
+                context=self.context(path, written, self.task.accept_command),
+                max_steps=self.options.max_steps_per_agent,
+                agent_id=agent_id,
+                settings=self.crew.settings.get("planner"),
+            )
+            started = anyio.current_time()
+            result = await agent.run(planner_prompt(self.task, errors))
+            self.times.add("planning", anyio.current_time() - started)
+            if result.stop_reason == "stuck":
+                self.stuck[agent_id] = result.repeated
+            try:
+                return parse_plan_reply(str(result.output or ""), await _files_in(path))
+            except PlanError as exc:
+                errors = exc.problems or [str(exc)]
+                if result.calls.truncated:
+                    errors.append(
+                        f"the planner's reply was cut off by max_tokens {result.calls.truncated} "
+                        "times (finish_reason: length); raise `max_tokens` for the planner"
+                    )
+                if result.stop_reason not in ("final_answer", "finish"):
+                    errors.append(f"the planner ended with {result.stop_reason}, not an answer")
+        raise ModelBehaviorError(
+            "no valid plan: " + "; ".join(errors or ["no reply"]),
+            agent="planner",
+            attempts=self.options.plan_retries + 1,
+        )
+
+    def context(self, path: Path, written: WriteLog, check: str | None) -> ToolContext:
+        timeout_s = self.options.check_timeout_s
+        ctx = self.environment.context(path, check=check, timeout_s=timeout_s, written=written)
+        if self.check_slot:
+            ctx = replace(ctx, check_slot=self.check_slot)
+        if self.remember is not None:
+            ctx = replace(ctx, checked=partial(self.remember, path))
+        return ctx
+
+
+async def _files_in(path: Path) -> frozenset[str]:
+    """The files git tracks in `path` (none when it is not a local worktree)."""
+    if not is_local(path):
+        return frozenset()
+    try:
+        listed = await git("ls-files", "-z", cwd=path)
+    except WorkspaceError:
+        return frozenset()
+    return frozenset(name for name in listed.split("\0") if name)
+
+
+class TimedAgent:
+    """An agent whose run time is added to its phase; the check, not its word, decides."""
+
+    def __init__(
+        self, agent: Agent[str], times: PhaseTimes, phase: str, stuck: dict[str, str]
+    ) -> None:
+        self._agent, self._times, self._phase, self._stuck = agent, times, phase, stuck
+
+    def depends_on(self, spans: list[SpanContext]) -> None:
+        self._agent.depends_on = spans
+
+    async def shown(self, files: Sequence[str]) -> str:
+        """The current text of `files` in this agent's workspace, for its prompt ("" for
+        a workspace on another node: the agent reads its files there with its tools)."""
+        context = self._agent.context
+        if context is None or not files or not is_local(context.root):
+            return ""
+        return await anyio.to_thread.run_sync(shown_files, context, files)
+
+    async def run(self, prompt: str, history: Sequence[Message] = ()) -> AgentResult[str]:
+        """Run the agent (after `history`, to go on with a conversation); its result says
+        how it ended (the check, not its word, decides whether its work is good)."""
+        started = anyio.current_time()
+        try:
+            result = await self._agent.run(prompt, history=history)
+            if result.stop_reason == "stuck":
+                self._stuck[self._agent.agent_id or self._agent.name] = result.repeated
+            return result
+        finally:
+            self._times.add(self._phase, anyio.current_time() - started)
+
+
+class _MadeOnFirstCall:
+    """A model made when it is first called: an agent's fallback, rarely needed."""
+
+    name = "fallback"
+
+    def __init__(self, make: Callable[[], Model]) -> None:
+        self._make: Callable[[], Model] = make
+        self._model: Model | None = None
+
+    async def chat(self, request: ChatRequest) -> ChatResult:
+        return await self._made().chat(request)
+
+    def stream(self, request: ChatRequest) -> AsyncIterator[Streamed]:
+        return stream_of(self._made(), request)
+
+    def _made(self) -> Model:
+        if self._model is None:
+            self._model = self._make()
+        return self._model
