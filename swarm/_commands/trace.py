@@ -60,7 +60,13 @@ def register(subparsers: Any) -> None:
     s = sub.add_parser("export", help="convert for other viewers")
     s.add_argument("trace", type=Path)
     s.add_argument("--format", choices=("otlp-json", "chrome"), default="chrome")
-    s.add_argument("-o", "--output", type=Path, metavar="FILE", help="default: stdout")
+    s.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        metavar="FILE",
+        help="default: stdout; a directory gets <run-id>.trace.json (chrome) or .jsonl",
+    )
     s.set_defaults(func=_export)
 
     s = sub.add_parser("send", help="replay the trace into an OTLP/HTTP endpoint")
@@ -310,15 +316,27 @@ def _whatif(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace) -> int:
     from swarm.analysis import export_chrome
+    from swarm.analysis.export import CHROME_SUFFIX
 
+    tr = _load(args.trace)
     if args.format == "chrome":
-        text = json.dumps(export_chrome(_load(args.trace)))
+        text, suffix = json.dumps(export_chrome(tr)), CHROME_SUFFIX
     else:
-        text = args.trace.read_text(encoding="utf-8")
-    if args.output:
-        args.output.write_text(text, encoding="utf-8")
-    else:
+        text, suffix = args.trace.read_text(encoding="utf-8"), ".jsonl"
+    out: Path | None = args.output
+    if out is not None and out.is_dir():
+        out = out / f"{tr.run_id or args.trace.stem}{suffix}"
+    if out is not None and out.name.endswith(".chrome.json"):
+        print(
+            f"swarm: warning: {out}: speedscope reads *.chrome.json as a Chrome profile and "
+            f"rejects trace events; name it *{CHROME_SUFFIX} (Perfetto reads either)",
+            file=sys.stderr,
+        )
+    if out is None:
         sys.stdout.write(text)
+    else:
+        out.write_text(text, encoding="utf-8")
+        print(f"wrote {out}", file=sys.stderr)
     return 0
 
 
