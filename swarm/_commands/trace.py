@@ -173,7 +173,26 @@ def _summary(args: argparse.Namespace) -> int:
     summary_merges(s["merge_queue"])
     summary_remote(s["remote"])
     summary_context(s["context"])
+    _summary_estimate(s["estimate"])
     return 0
+
+
+def _summary_estimate(est: dict[str, Any] | None) -> None:
+    """How far the run's finish estimate was from its real end, at 25/50/75 % of it."""
+    if not est:
+        return
+    rows = []
+    for q in (25, 50, 75):
+        e = est[f"at_{q}"]
+        if e is None:
+            rows.append([f"{q} %", "-", "-", "-", "-"])
+            continue
+        span = f"{e['low_end_s']:.1f}-{e['high_end_s']:.1f}"
+        rows.append(
+            [f"{q} %", e["estimated_end_s"], span, e["error_s"], "yes" if e["in_range"] else "no"]
+        )
+    title = f"finish estimate against the real end ({est['estimates']} estimates recorded)"
+    table(title, ["at", "estimated end s", "range s", "error s", "in range"], rows)
 
 
 def _summary_ledgers(s: dict[str, Any]) -> None:

@@ -58,6 +58,7 @@ from swarm.run.parts import (
     releasing,
 )
 from swarm.run.plan import Plan, Subtask
+from swarm.run.pulse import pulsing, record
 from swarm.run.roles import (
     CODER,
     FIXER,
@@ -68,6 +69,8 @@ from swarm.run.roles import (
 from swarm.run.staff import Staff
 from swarm.run.task import Task
 from swarm.tracing import semconv as sc
+from swarm.tracing.pulse import PulseRecord
+from swarm.tracing.setup import current_run
 from swarm.tracing.waits import record_wait, waiting
 
 __all__ = ["Coordinator"]
@@ -150,14 +153,22 @@ class Coordinator:
         self._priority = {st.id: plan.place_priority(st.id) for st in plan.subtasks}
         board = Board.for_plan(plan, queue, done, self.options.max_agents)
         final: CheckResult | None = None
+        trace = current_run()
+        started = anyio.current_time()
+
+        def now() -> PulseRecord:
+            crew = self.crew
+            return record(started, self._live, crew.progress, crew.budget, len(self._queued))
+
         with anyio.move_on_after(self.crew.budget.remaining_s()) as deadline:
-            stop = await self._dispatch(plan, board)
-            async with releasing(self._workspaces):  # no one needs them any more
-                if stop is None:
-                    try:
-                        final = await self._verify(queue)
-                    except BudgetExceeded as exc:
-                        stop = exc.kind
+            async with pulsing(trace.path if trace is not None else None, now):
+                stop = await self._dispatch(plan, board)
+                async with releasing(self._workspaces):  # no one needs them any more
+                    if stop is None:
+                        try:
+                            final = await self._verify(queue)
+                        except BudgetExceeded as exc:
+                            stop = exc.kind
         if deadline.cancelled_caught:
             stop = "deadline"
         for outcome in board.skip_rest(stop):
