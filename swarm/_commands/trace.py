@@ -87,7 +87,12 @@ def register(subparsers: Any) -> None:
     s.set_defaults(func=_diff)
 
     s = sub.add_parser("view", help="open the latency viewer in a browser")
-    s.add_argument("trace", type=Path)
+    s.add_argument("trace", type=Path, help="a trace file (with --follow: or a run id)")
+    s.add_argument(
+        "--follow",
+        action="store_true",
+        help="the run is still going: show it live, then the viewer of its trace",
+    )
     s.add_argument("--port", type=port, default=0, help="0 picks a free port")
     s.add_argument("--no-browser", action="store_true", help="only print the URL")
     s.set_defaults(func=_view)
@@ -415,6 +420,21 @@ def _diff(args: argparse.Namespace) -> int:
 def _view(args: argparse.Namespace) -> int:
     from swarm.viewer.serve import main_view
 
-    _load(args.trace)  # a broken trace is refused here, before a server starts
+    if args.follow:
+        args.trace = _followed(args.trace)
+    else:
+        _load(args.trace)  # a broken trace is refused here, before a server starts
     code: int = main_view(args)
     return code
+
+
+def _followed(trace: Path) -> Path:
+    """The trace to follow: the path given, else a run id's trace where runs write them
+    (`traces/`, or `.swarm/traces` for a run inside its repository)."""
+    if trace.suffix or trace.exists():
+        return trace
+    for where in (Path("traces"), Path(".swarm") / "traces"):
+        candidate = where / f"{trace}.jsonl"
+        if candidate.exists():
+            return candidate
+    return Path("traces") / f"{trace}.jsonl"

@@ -12,6 +12,12 @@ Endpoints (what-if is computed per query and cached):
                           draws the spans first (this answer waits until it is ready)
 - `/api/whatif?speed=P/M&reasoning=P/M&max_agents=N`  predicted wall-clock and cost
 - `/api/scorecard`        per provider/model and per role: `swarm trace scorecard`'s rows
+- `/api/live?since=N`     following a run (`follow=True`): its live state, the bars after
+                          the N-th (see `swarm.viewer.live`); `{"live": false}` otherwise
+
+Following a run, the page polls `/api/live` (`static/live.js`) and draws the run as it
+goes; the trace is loaded only once the run has ended, and `/api/spans` answers then, so
+the same page becomes the ordinary viewer of the finished trace without a reload.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from aiohttp import web
 from swarm._serve import serve_app
 from swarm.errors import SwarmError
 from swarm.viewer.data import ViewerData
+from swarm.viewer.live import Follower
 from swarm.viewer.scorecard import scorecard_json
 
 __all__ = ["build_app", "main_view", "serve_viewer"]
@@ -40,6 +47,8 @@ _WHATIF_CACHE: web.AppKey[dict[tuple[str, str, int | None], bytes]] = web.AppKey
     "whatif_cache", dict
 )
 _SCORECARD: web.AppKey[dict[str, bytes]] = web.AppKey("scorecard", dict)
+_FOLLOWER: web.AppKey[list[Follower]] = web.AppKey("follower", list)
+_POLL_S = 0.25
 _JSON = "application/json"
 _NO_CACHE = {"Cache-Control": "no-store"}
 
@@ -102,8 +111,42 @@ class _Loading:
 _STATE: web.AppKey[_Loading] = web.AppKey("state", _Loading)
 
 
-async def _index(request: web.Request) -> web.FileResponse:
-    return web.FileResponse(STATIC / "index.html", headers=_NO_CACHE)
+_EARLY_FETCH = '<script>window.__spans = fetch("/api/spans");'
+
+
+async def _index(request: web.Request) -> web.StreamResponse:
+    if not request.app[_FOLLOWER]:
+        return web.FileResponse(STATIC / "index.html", headers=_NO_CACHE)
+    page = (STATIC / "index.html").read_text(encoding="utf-8")
+    # following: the spans are asked for once the run has ended (live.js says when)
+    page = page.replace(_EARLY_FETCH, '<script src="/static/live.js"></script><script>')
+    return web.Response(text=page, content_type="text/html", headers=_NO_CACHE)
+
+
+async def _live(request: web.Request) -> web.Response:
+    followers = request.app[_FOLLOWER]
+    if not followers:
+        return web.json_response({"live": False, "done": True})
+    try:
+        since = int(request.query.get("since", "0"))
+    except ValueError:
+        raise web.HTTPBadRequest(text="since must be an integer") from None
+    body = json.dumps(followers[0].snapshot(since), separators=(",", ":"))
+    return web.Response(text=body, content_type=_JSON, headers=_NO_CACHE)
+
+
+async def _follow(follower: Follower, state: _Loading, ended: anyio.Event | None) -> None:
+    """Read the run's files as they grow until it has ended, then load its trace."""
+    while not follower.done:
+        await anyio.to_thread.run_sync(follower.poll)
+        if ended is not None and ended.is_set():
+            follower.end()
+            await anyio.to_thread.run_sync(follower.poll)
+            if not follower.root_seen:  # a run that never wrote its root: draw what is there
+                follower.root_seen = True
+            break
+        await anyio.sleep(_POLL_S)
+    await state.build(follower.path)
 
 
 async def _spans(request: web.Request) -> web.StreamResponse:
@@ -195,7 +238,9 @@ def build_app(data: ViewerData | _Loading) -> web.Application:
     app[_STATE] = data
     app[_WHATIF_CACHE] = {}
     app[_SCORECARD] = {}
+    app[_FOLLOWER] = []
     app.router.add_get("/", _index)
+    app.router.add_get("/api/live", _live)
     app.router.add_get("/api/spans", _spans)
     app.router.add_get("/api/summary", _summary)
     app.router.add_get("/api/span/{i}", _span)
@@ -212,6 +257,8 @@ async def serve_viewer(
     host: str = "127.0.0.1",
     port: int = 0,
     hold: anyio.Event | None = None,
+    follow: bool = False,
+    ended: anyio.Event | None = None,
 ) -> AsyncIterator[str]:
     """Serve the viewer for `trace_path`; yields its URL (port 0 picks a free port).
 
@@ -219,18 +266,29 @@ async def serve_viewer(
     go out as they are built, and the summary after the spans went out (see `_Loading`,
     which also says what `hold` is for). Leaving while either runs waits for it (seconds:
     a computation cannot be interrupted midway). A trace that cannot be loaded raises
-    here, when leaving."""
+    here, when leaving.
+
+    `follow`: the run is still going (the file may not exist yet); the page shows it live
+    until it ends (`ended` set by a run in this process, else its root span written and
+    the files quiet), then becomes the ordinary viewer."""
     state = _Loading(hold=hold)
     app = build_app(state)
+    path = Path(trace_path)
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(state.build, Path(trace_path))
+            if follow:
+                follower = Follower(path)
+                app[_FOLLOWER].append(follower)
+                tg.start_soon(_follow, follower, state, ended)
+            else:
+                tg.start_soon(state.build, path)
             tg.start_soon(state.summarize)
             async with serve_app(
                 app, host=host, port=port, access_log=None, handle_signals=False
             ) as url:
                 yield f"{url}/"
-            await state.built.wait()  # a load error is raised, not swallowed by the cancel
+            if not follow:  # a followed run may never end while we serve it
+                await state.built.wait()  # a load error is raised, not swallowed by the cancel
             tg.cancel_scope.cancel()  # a summary nobody asked for is not computed
     except BaseExceptionGroup as group:  # the caller's own error, not wrapped by our group
         if len(group.exceptions) == 1:
@@ -239,7 +297,9 @@ async def serve_viewer(
 
 
 async def _serve_forever(args: argparse.Namespace) -> int:
-    async with serve_viewer(Path(args.trace), port=int(getattr(args, "port", 0) or 0)) as url:
+    port = int(getattr(args, "port", 0) or 0)
+    follow = bool(getattr(args, "follow", False))
+    async with serve_viewer(Path(args.trace), port=port, follow=follow) as url:
         print(f"swarm trace view: {url}", flush=True)
         if not getattr(args, "no_browser", False):
             await anyio.to_thread.run_sync(webbrowser.open, url)
@@ -250,7 +310,7 @@ async def _serve_forever(args: argparse.Namespace) -> int:
 def main_view(args: argparse.Namespace | Any) -> int:
     """`swarm trace view TRACE [--port N] [--no-browser]`: serve until Ctrl-C."""
     path = Path(args.trace)
-    if not path.is_file():
+    if not path.is_file() and not getattr(args, "follow", False):
         print(f"swarm trace view: no such trace file: {path}", file=sys.stderr)
         return 2
     try:
