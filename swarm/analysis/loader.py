@@ -72,6 +72,7 @@ def parse(path: Path) -> Trace:
     app_in, app_out = tr.input_tokens.append, tr.output_tokens.append
     app_reason, app_ttft, app_cost = tr.reasoning_tokens.append, tr.ttft.append, tr.cost.append
     app_att, app_failed = tr.attempts.append, tr.tests_failed.append
+    app_cached, app_route = tr.cached_input_tokens.append, tr.route_reason.append
     trace_ids = tr.trace_ids
     last_tid = None
     str_, dict_ = str, dict
@@ -121,7 +122,7 @@ def parse(path: Path) -> Trace:
                             st = sp.get("status")
                             code = int(st.get("code", 0)) if st else 0
                             app_status(code)
-                            vals: list[Any] = [None] * 18
+                            vals: list[Any] = [None] * 20
                             for a in sp.get("attributes", ()):
                                 c = want_get(a["key"])
                                 if c is not None:
@@ -172,6 +173,9 @@ def parse(path: Path) -> Trace:
                             app_att(int(vals[11] or 1))
                             x = vals[15]
                             app_failed(-1 if x is None else int(x))
+                            app_cached(int(vals[18] or 0))
+                            x = vals[19]
+                            app_route(sd(x, x) if x.__class__ is str_ else _as_str(x, intern))
                             if vals[16] and not tr.run_id:
                                 tr.run_id = str(vals[16])
                             if vals[9] is None and op == sc.OP_CHAT:

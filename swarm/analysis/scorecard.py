@@ -40,7 +40,7 @@ class _Card:
         self.ttfts: list[float] = []
         self.reasons: Counter[str] = Counter()
 
-    def add(self, tr: Trace, i: int, attrs: dict[str, Any]) -> None:
+    def add(self, tr: Trace, i: int) -> None:
         self.calls += 1
         error = tr.error[i]
         if error:
@@ -48,13 +48,13 @@ class _Card:
             self.limited += error == "429"
         self.inp += tr.input_tokens[i]
         self.out += tr.output_tokens[i]
-        self.cached += int(attrs.get(sc.CACHED_INPUT_TOKENS) or 0)
+        self.cached += tr.cached_input_tokens[i]
         self.cost += tr.cost[i]
         ttft = tr.ttft[i]
         if ttft >= 0 and not error:
             self.ttfts.append(ttft)
             self.decode_s += max(0.0, (tr.end[i] - tr.start[i]) / 1e9 - ttft)
-        reason = str(attrs.get(sc.ROUTE_REASON) or "")
+        reason = tr.route_reason[i]
         if reason:
             self.reasons[reason.split(";")[0].split(",")[0]] += 1
 
@@ -88,14 +88,13 @@ def scorecard(tr: Trace) -> dict[str, Any]:
     for i in range(len(tr)):
         if tr.op[i] != sc.OP_CHAT:
             continue
-        attrs = tr.attributes(i)
         ref = f"{tr.provider[i] or '?'}/{tr.model[i] or '?'}"
         for card in (
             by_ref.setdefault(ref, _Card()),
             by_role.setdefault(tr.role[i] or "-", _Card()),
             total,
         ):
-            card.add(tr, i, attrs)
+            card.add(tr, i)
     cost = total.cost
     return {
         "run_id": tr.run_id,
