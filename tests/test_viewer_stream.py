@@ -13,6 +13,8 @@ import anyio
 import pytest
 from playwright.async_api import Page, async_playwright
 
+from swarm.analysis import loader
+from swarm.analysis.spanfile import SPANS_PER_LINE
 from swarm.analysis.synthetic import write_synthetic_trace
 from swarm.tracing import semconv as sc
 from swarm.viewer.chromium import CHROMIUM_ARGS
@@ -111,3 +113,66 @@ def test_frames_decode_alone_and_together(tmp_path: Path) -> None:
     small: list[bytes] = []  # frames cut smaller: the same spans in the same order
     stream_spans(data.trace, small.append, first=10)
     assert len(small) > 3 and decode(b"".join(small)) == whole
+
+
+def _streams(frames: list[bytes]) -> list[list[bytes]]:
+    """The frames cut into streams: each starts with a frame whose header has `n`."""
+    out: list[list[bytes]] = []
+    for f in frames:
+        if "n" in decode(f):
+            out.append([])
+        out[-1].append(f)
+    return out
+
+
+@pytest.fixture
+def uncached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, int]:
+    """A trace copied from elsewhere (no column cache), whose head is its first line."""
+    monkeypatch.setattr(loader, "HEAD_BYTES", 1)
+    path = tmp_path / "copied.jsonl"
+    return path, write_synthetic_trace(path, agents=100, calls_per_agent=6, seed=7)
+
+
+def test_a_trace_without_its_cache_is_previewed_from_its_head(
+    uncached: tuple[Path, int],
+) -> None:
+    path, n = uncached
+    frames: list[bytes] = []
+    data = ViewerData.build(path, on_frame=frames.append)
+    preview, whole = _streams(frames)
+    head = decode(b"".join(preview))
+    assert head["preview"] and head["n"] == SPANS_PER_LINE < n and "crit" not in head
+    assert b"".join(whole) == data.spans_bytes and not decode(whole[0])["preview"]
+    again: list[bytes] = []  # the cache was written meanwhile: no preview next time
+    ViewerData.build(path, on_frame=again.append)
+    assert _streams(again) == [whole]
+
+
+async def test_page_draws_the_preview_then_the_whole_trace(uncached: tuple[Path, int]) -> None:
+    path, n = uncached
+    hold = anyio.Event()
+    async with serve_viewer(path, hold=hold) as url, async_playwright() as pw:
+        browser = await pw.chromium.launch(
+            executable_path=require_chromium(), headless=True, args=CHROMIUM_ARGS
+        )
+        try:
+            page = await browser.new_page(viewport={"width": 1400, "height": 1000})
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            await page.goto(url)
+            await page.wait_for_function("window.__viewer && __viewer.ready", timeout=60_000)
+            first = await page.evaluate("({p: __viewer.preview, n: __viewer.spanCount})")
+            assert first == {"p": True, "n": SPANS_PER_LINE}
+            hold.set()
+            await page.wait_for_function("__viewer.complete && __viewer.summaryReady")
+            assert not await page.evaluate("__viewer.preview")
+            after = await _picture(page)
+            assert after["n"] == n
+            fresh = await browser.new_page(viewport={"width": 1400, "height": 1000})
+            await fresh.goto(url)  # the payload is whole now: no preview
+            await fresh.wait_for_function("window.__viewer && __viewer.complete")
+            assert await fresh.evaluate("__viewer.firstDrawSpans") > SPANS_PER_LINE
+            assert await _picture(fresh) == after
+            assert errors == []
+        finally:
+            await browser.close()

@@ -4,7 +4,9 @@
 (from its column cache, written when the run ended), then build the span payload frame by
 frame, the first screen's lanes first, handing each frame on as it is done (the page draws
 from the first), then the critical path (`spans_bytes`, binary: see
-`swarm.viewer.payload`). `summarize()` then computes the rest while the page already draws:
+`swarm.viewer.payload`). A trace without a fresh cache (one copied from elsewhere) takes
+seconds to parse: its head is parsed first and handed on as a preview payload, which the
+page draws while the whole file is read (and its cache written). `summarize()` then computes the rest while the page already draws:
 the analysis summary, both latency ledgers, the critical-path list, per-tier TTFT/latency
 histograms and the catalog models offered to the what-if form (`summary_json`).
 
@@ -102,7 +104,12 @@ class ViewerData:
         """Load the trace and build the span payload, handing each frame to `on_frame` as
         soon as it is encoded; the summary waits for `summarize`."""
         started = time.perf_counter()
-        trace = load_trace(Path(path))
+
+        def preview(head: Trace) -> None:
+            if on_frame is not None:
+                stream_spans(head, on_frame, preview=True)
+
+        trace = load_trace(Path(path), on_head=preview if on_frame is not None else None)
         frames: list[bytes] = []
 
         def emit(frame: bytes) -> None:

@@ -5,7 +5,8 @@ Endpoints (what-if is computed per query and cached):
 - `/`, `/static/*`        the page (shipped in the package; nothing is fetched from outside)
                           (`/?whole`: the page draws only once every span has arrived)
 - `/api/spans`            binary span columns (see `swarm.viewer.payload`), streamed: each
-                          frame goes out as soon as it is built
+                          frame goes out as soon as it is built (a trace without a fresh
+                          column cache: a preview of its head first, then the whole)
 - `/api/span/{i}`         every detail of span i
 - `/api/summary`          summary, latency ledgers, critical path, per-tier histograms:
                           computed in a worker thread once the server is up, so the page
@@ -61,8 +62,8 @@ class _Loading:
     `/api/spans` went out, because computing it holds the GIL for seconds, which would
     delay the very payload the drawing waits for.
 
-    `hold`: a test seam; frames after the first wait for it (so a test can see the page
-    draw from the first frame alone)."""
+    `hold`: a test seam; frames after the first wait for it, in the build and in the
+    answer (so a test can see the page draw from the first frame alone)."""
 
     def __init__(self, data: ViewerData | None = None, hold: anyio.Event | None = None) -> None:
         self.data = data
@@ -92,9 +93,14 @@ class _Loading:
     async def build(self, path: Path) -> None:
         def on_frame(frame: bytes) -> None:  # in the worker thread
             anyio.from_thread.run_sync(self._changed, frame)
+            if self.hold is not None:  # the build waits too: the page sees this frame alone
+                anyio.from_thread.run(self.hold.wait)
 
         try:
             self.data = await anyio.to_thread.run_sync(ViewerData.build, path, on_frame)
+            # a request from now on gets the whole payload alone, without a preview first
+            # (one under way holds the list it started from)
+            self.frames = [self.data.spans_bytes]
         finally:
             self.built.set()  # on failure every endpoint answers 500 rather than hanging
             self._changed()
@@ -157,11 +163,11 @@ async def _spans(request: web.Request) -> web.StreamResponse:
         await state.get()  # the load failed: answers 500
     response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
     await response.prepare(request)
-    sent = 0
+    sent, frames = 0, state.frames
     while True:
         changed = state.changed
-        if sent < len(state.frames):
-            await response.write(state.frames[sent])
+        if sent < len(frames):
+            await response.write(frames[sent])
             sent += 1
             if sent == 1 and state.hold is not None:
                 await state.hold.wait()
