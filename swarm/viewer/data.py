@@ -6,9 +6,10 @@ frame, the first screen's lanes first, handing each frame on as it is done (the 
 from the first), then the critical path (`spans_bytes`, binary: see
 `swarm.viewer.payload`). A trace without a fresh cache (one copied from elsewhere) takes
 seconds to parse: its head is parsed first and handed on as a preview payload, which the
-page draws while the whole file is read (and its cache written). `summarize()` then computes the rest while the page already draws:
-the analysis summary, both latency ledgers, the critical-path list, per-tier TTFT/latency
-histograms and the catalog models offered to the what-if form (`summary_json`).
+page draws while the whole file is read (and its cache written). `summarize()` then
+computes the rest while the page already draws: the analysis summary, both latency
+ledgers, the critical-path list, per-tier TTFT/latency histograms and the catalog models
+offered to the what-if form (`summary_json`).
 
 `span_detail(i)` and `whatif(...)` answer on demand. The page's span index `i` is the
 position in the payload's order; `order[i]` is the index in the analysis `Trace`.

@@ -41,6 +41,7 @@
     laneVisible: (l) => { const top = laneTop[posOf[l]] - scrollY; return top >= 0 && top + ROW_STEP <= cssH - AXIS_H; },
     groupBy: (g) => setGroup(g), colorBy: (m) => setColor(m), jumpToCritical: () => jumpToCritical(),
     groups: () => groups.map((g) => g.label), laneLabel: (l) => D.lanes[l], laneOf: (i) => D.lane[i],
+    columns: () => D, // every span's columns and tables (slowest.js reads them)
   });
 
   let D = null; // columns as typed arrays plus tables
@@ -317,7 +318,10 @@
     }
     V.drawnCount = drawn; V.frames++;
     if (!V.ready) { V.firstDrawMs = performance.now(); V.firstDrawSpans = loaded; V.ready = true; }
-    if (finalSeen && !V.complete) { V.completeMs = performance.now(); V.complete = true; }
+    if (finalSeen && !V.complete) {
+      V.completeMs = performance.now(); V.complete = true;
+      window.dispatchEvent(new Event("viewer-complete"));
+    }
   }
   function fillBuckets(bs, alpha) {
     ctx.globalAlpha = alpha;
@@ -617,14 +621,14 @@
         `<span class="muted" title="seconds of the run's wall-clock spent on this cause along the critical path">critical path</span>` +
         `<span class="muted" title="this cause's part of the critical path">% of path</span>` +
         `<span class="muted" title="seconds of the whole run's wall-clock, each instant shared among the steps running then; not a sum of span durations">whole run (shared)</span>` +
-        cats.map((k, j) => `<span><i style="background:${ledgerColor(k, j)}"></i>${esc(k)}</span><span>${fmtMs((crit[k] || 0) * 1000)}</span>` +
+        cats.map((k, j) => `<span title="${esc(k)}"><i style="background:${ledgerColor(k, j)}"></i>${esc(k)}</span><span>${fmtMs((crit[k] || 0) * 1000)}</span>` +
           `<span class="muted">${ct > 0 ? ((100 * (crit[k] || 0)) / ct).toFixed(1) : "0.0"}%</span><span>${fmtMs((run[k] || 0) * 1000)}</span>`).join("") + "</div>"
       : '<p class="muted">No latency ledger in this trace.</p>';
     // critical path list
     const cp = s.critical_path || [];
     $("crit-total").textContent = `· ${cp.length} spans`;
     const rows = cp.filter((c) => c.kind !== "workflow" && c.kind !== "agent").slice(0, 400);
-    $("crit-list").innerHTML = rows.map((c) => `<div class="crit-row" data-span="${c.index}"><span>${esc(c.name)}</span><span class="d">${fmtMs(c.duration_ms)}</span></div>`).join("");
+    $("crit-list").innerHTML = rows.map((c) => `<div class="crit-row" data-span="${c.index}"><span title="${esc(c.name)}">${esc(c.name)}</span><span class="d">${fmtMs(c.duration_ms)}</span></div>`).join("");
     // histograms
     const hs = Object.entries(s.histograms || {});
     $("histograms").innerHTML = hs.length ? hs.map(([tier], j) =>
