@@ -25,6 +25,7 @@ from tests.test_viewer_browser import require_chromium
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).parent.parent
+_FAST = '[providers.sim]\nkind = "sim"\ntime_scale = 0.1\n'
 _FINGERPRINT = """() => ({
     spans: __viewer.spanCount,
     stats: document.getElementById('stats').textContent,
@@ -62,6 +63,8 @@ async def test_solve_view_shows_the_run_live_then_its_trace(tmp_path: Path) -> N
     cmd = [sys.executable, "-m", "swarm", "solve", str(ROOT / "tasks" / "refactor.md")]
     cmd += ["--view", "--no-browser", "--json", "--state-dir", str(tmp_path / "state")]
     cmd += ["--traces-dir", str(tmp_path / "traces")]
+    # the simulator at a tenth of its latencies: seconds of run, still several estimates
+    (tmp_path / "swarm.toml").write_text(_FAST)
     stderr: list[str] = []
     async with await anyio.open_process(cmd, cwd=tmp_path) as process:
         try:

@@ -19,11 +19,12 @@ to what is new. `done` once the root span is in the file and the run said it end
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections import deque
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from swarm.analysis.otlp import otlp_value
 from swarm.tracing import semconv as sc
@@ -63,6 +64,8 @@ class Follower:
         self.root_seen = False
         self._ended = False
         self._quiet_polls = 0
+        self.version = 0
+        """Counts the polls that brought something new (the page waits for a change)."""
 
     def end(self) -> None:
         """The run (in this process) has ended and its trace is complete."""
@@ -92,11 +95,13 @@ class Follower:
         records, self._pulse_offset = read_pulses(self.path, self._pulse_offset)
         self.pulses += [r.model_dump(exclude_defaults=True) for r in records]
         self._quiet_polls = 0 if grew or records else self._quiet_polls + 1
+        if grew or records or self.done:
+            self.version += 1
 
     def _line(self, line: bytes) -> None:
         try:
-            doc = json.loads(line)
-        except ValueError:
+            doc = orjson.loads(line)
+        except orjson.JSONDecodeError:
             return
         for rs in doc.get("resourceSpans", ()):
             for ss in rs.get("scopeSpans", ()):
@@ -169,6 +174,8 @@ class Follower:
         return {
             "live": True,
             "done": self.done,
+            "version": self.version,
+            "t0_ms": self.t0 / 1e6,
             "spans": self.spans,
             "now_s": (self.last_ns - self.t0) / 1e9 if self.t0 else 0.0,
             "labels": self.labels,

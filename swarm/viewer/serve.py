@@ -13,10 +13,11 @@ Endpoints (what-if is computed per query and cached):
                           draws the spans first (this answer waits until it is ready)
 - `/api/whatif?speed=P/M&reasoning=P/M&max_agents=N`  predicted wall-clock and cost
 - `/api/scorecard`        per provider/model and per role: `swarm trace scorecard`'s rows
-- `/api/live?since=N`     following a run (`follow=True`): its live state, the bars after
-                          the N-th (see `swarm.viewer.live`); `{"live": false}` otherwise
+- `/api/live?since=N&v=V` following a run (`follow=True`): its live state, the bars after
+                          the N-th (see `swarm.viewer.live`), once there is news after
+                          version V (a long poll: `_Following`); `{"live": false}` otherwise
 
-Following a run, the page polls `/api/live` (`static/live.js`) and draws the run as it
+Following a run, the page long-polls `/api/live` (`static/live.js`) and draws the run as it
 goes; the trace is loaded only once the run has ended, and `/api/spans` answers then, so
 the same page becomes the ordinary viewer of the finished trace without a reload.
 """
@@ -48,8 +49,10 @@ _WHATIF_CACHE: web.AppKey[dict[tuple[str, str, int | None], bytes]] = web.AppKey
     "whatif_cache", dict
 )
 _SCORECARD: web.AppKey[dict[str, bytes]] = web.AppKey("scorecard", dict)
-_FOLLOWER: web.AppKey[list[Follower]] = web.AppKey("follower", list)
-_POLL_S = 0.25
+_POLL_S = 0.1
+"""How often a followed run's files are read: a read finding nothing new costs two small
+`open`s, and this is most of the delay from a span's write to the page (see `_Following`)."""
+_LONG_POLL_S = 10.0
 _JSON = "application/json"
 _NO_CACHE = {"Cache-Control": "no-store"}
 
@@ -117,11 +120,36 @@ class _Loading:
 _STATE: web.AppKey[_Loading] = web.AppKey("state", _Loading)
 
 
+class _Following:
+    """A followed run and the news of it: `/api/live?v=V` waits (up to `_LONG_POLL_S`)
+    until the follower's `version` is past V, so the page hears of a span as soon as the
+    server has read it, not at its next poll. A span's delay to the page is then the run's
+    trace flush (every 0.5 s), this server's read (every `_POLL_S`) and one request."""
+
+    def __init__(self, follower: Follower) -> None:
+        self.follower = follower
+        self._news = anyio.Event()
+
+    def announce(self) -> None:
+        self._news.set()
+        self._news = anyio.Event()
+
+    async def after(self, version: int) -> Follower:
+        f = self.follower
+        with anyio.move_on_after(_LONG_POLL_S):
+            while f.version == version and not f.done:
+                await self._news.wait()
+        return f
+
+
+_FOLLOWING: web.AppKey[list[_Following]] = web.AppKey("following", list)
+
+
 _EARLY_FETCH = '<script>window.__spans = fetch("/api/spans");'
 
 
 async def _index(request: web.Request) -> web.StreamResponse:
-    if not request.app[_FOLLOWER]:
+    if not request.app[_FOLLOWING]:
         return web.FileResponse(STATIC / "index.html", headers=_NO_CACHE)
     page = (STATIC / "index.html").read_text(encoding="utf-8")
     # following: the spans are asked for once the run has ended (live.js says when)
@@ -130,27 +158,34 @@ async def _index(request: web.Request) -> web.StreamResponse:
 
 
 async def _live(request: web.Request) -> web.Response:
-    followers = request.app[_FOLLOWER]
-    if not followers:
+    following = request.app[_FOLLOWING]
+    if not following:
         return web.json_response({"live": False, "done": True})
     try:
         since = int(request.query.get("since", "0"))
+        version = int(request.query.get("v", "-1"))
     except ValueError:
-        raise web.HTTPBadRequest(text="since must be an integer") from None
-    body = json.dumps(followers[0].snapshot(since), separators=(",", ":"))
+        raise web.HTTPBadRequest(text="since and v must be integers") from None
+    follower = await following[0].after(version)
+    body = json.dumps(follower.snapshot(since), separators=(",", ":"))
     return web.Response(text=body, content_type=_JSON, headers=_NO_CACHE)
 
 
-async def _follow(follower: Follower, state: _Loading, ended: anyio.Event | None) -> None:
+async def _follow(following: _Following, state: _Loading, ended: anyio.Event | None) -> None:
     """Read the run's files as they grow until it has ended, then load its trace."""
+    follower = following.follower
     while not follower.done:
+        seen = follower.version
         await anyio.to_thread.run_sync(follower.poll)
         if ended is not None and ended.is_set():
             follower.end()
             await anyio.to_thread.run_sync(follower.poll)
             if not follower.root_seen:  # a run that never wrote its root: draw what is there
                 follower.root_seen = True
+            following.announce()
             break
+        if follower.version != seen:
+            following.announce()
         await anyio.sleep(_POLL_S)
     await state.build(follower.path)
 
@@ -244,7 +279,7 @@ def build_app(data: ViewerData | _Loading) -> web.Application:
     app[_STATE] = data
     app[_WHATIF_CACHE] = {}
     app[_SCORECARD] = {}
-    app[_FOLLOWER] = []
+    app[_FOLLOWING] = []
     app.router.add_get("/", _index)
     app.router.add_get("/api/live", _live)
     app.router.add_get("/api/spans", _spans)
@@ -283,9 +318,9 @@ async def serve_viewer(
     try:
         async with anyio.create_task_group() as tg:
             if follow:
-                follower = Follower(path)
-                app[_FOLLOWER].append(follower)
-                tg.start_soon(_follow, follower, state, ended)
+                following = _Following(Follower(path))
+                app[_FOLLOWING].append(following)
+                tg.start_soon(_follow, following, state, ended)
             else:
                 tg.start_soon(state.build, path)
             tg.start_soon(state.summarize)

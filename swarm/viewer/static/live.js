@@ -6,9 +6,12 @@
 // the run ends the section goes and the page loads the finished trace: no reload.
 (function () {
   "use strict";
-  const POLL_MS = 500;
+  const RETRY_MS = 500; // after a failed request; otherwise the server answers on news
+  const LAGS = 20000;
   const COLORS = { chat: "#5fb3d9", tool: "#3ecf8e", wait: "#d0a040", agent: "#2b3445", other: "#6b7280" };
-  const state = window.__live = { updates: 0, lanes: 0, estimates: [], done: false, bars: [] };
+  // lag_ms: per bar, the time from its span's end to the page having drawn it (meaningful
+  // for a run on the real clock: a simulated run's spans are on a virtual one)
+  const state = window.__live = { updates: 0, lanes: 0, estimates: [], done: false, bars: [], lag_ms: [] };
   let labels = [], last = null, resolveSpans;
   window.__spans = new Promise((resolve) => { resolveSpans = resolve; });
 
@@ -120,21 +123,23 @@
   }
 
   async function poll() {
-    let cursor = 0;
+    let cursor = 0, version = -1;
     for (;;) {
-      try {
-        const r = await fetch(`/api/live?since=${cursor}`, { cache: "no-store" });
+      try { // the server answers once it has read something new (a long poll)
+        const r = await fetch(`/api/live?since=${cursor}&v=${version}`, { cache: "no-store" });
         const d = await r.json();
         if (!d.live) break;
         for (const b of d.bars) state.bars.push(b);
-        cursor = d.cursor; labels = d.labels; last = d;
+        cursor = d.cursor; version = d.version; labels = d.labels; last = d;
         state.updates += 1; state.lanes = labels.length; state.estimates = d.estimates;
-        state.estimate = document.getElementById("live-estimate").textContent;
         show(d);
+        const now = Date.now();
+        for (const b of d.bars) if (state.lag_ms.length < LAGS) state.lag_ms.push(now - (d.t0_ms + b[2] * 1000));
         state.estimate = document.getElementById("live-estimate").textContent;
         if (d.done) break;
-      } catch (err) { /* the server is busy loading: try again */ }
-      await new Promise((res) => setTimeout(res, POLL_MS));
+      } catch (err) { // the server is busy loading: try again shortly
+        await new Promise((res) => setTimeout(res, RETRY_MS));
+      }
     }
     state.done = true;
     document.getElementById("live")?.remove();
