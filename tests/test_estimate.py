@@ -3,6 +3,9 @@ the real end at 25/50/75 % of the run (`trace summary`)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +15,7 @@ from swarm.analysis.estimate import estimate_accuracy
 from swarm.analysis.known import build_chain
 from swarm.run.pulse import every_s
 from swarm.simulate.simulation import SimSpec, run_simulation
-from swarm.tracing.pulse import PulseRecord, append_pulse, read_pulses
+from swarm.tracing.pulse import PulseRecord, append_pulse, pulse_path, read_pulses
 
 
 def test_a_run_records_its_estimates_and_the_summary_judges_them(tmp_path: Path) -> None:
@@ -25,7 +28,7 @@ def test_a_run_records_its_estimates_and_the_summary_judges_them(tmp_path: Path)
     assert estimated and all(p.low_s <= p.left_s <= p.high_s for p in estimated)  # type: ignore[operator]
     assert pulses[-1].subtasks["merged"] == pulses[-1].subtasks["total"]
     est = summarize(load_trace(trace))["estimate"]
-    assert est["estimates"] == len(estimated)
+    assert est["estimates"] == len(estimated) == out["estimates"]  # the report has them too
     for q in (50, 75):
         e = est[f"at_{q}"]
         assert e["error_s"] == pytest.approx(e["estimated_end_s"] - e["real_end_s"], abs=1e-3)
@@ -53,6 +56,38 @@ def test_the_quarters_take_the_last_estimate_made_by_then(tmp_path: Path) -> Non
     assert q25["error_s"] == pytest.approx(-0.3 * wall, abs=1e-3) and q25["in_range"]
     assert q50 == q25  # no newer estimate by half-way
     assert q75["error_s"] == pytest.approx(0.0, abs=1e-3)
+
+
+def test_a_trace_without_its_pulse_file_reads_the_estimates_from_the_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "traces").mkdir()
+    known = build_chain(tmp_path / "traces" / "chain.jsonl")
+    tr = load_trace(known.path)
+    made = PulseRecord(
+        at_ns=tr.start_ns + int(0.2e9 * tr.wall_s), elapsed_s=1.0, left_s=0.5, low_s=0.2, high_s=1
+    )
+    append_pulse(known.path, made)
+    from_pulse = estimate_accuracy(tr)
+    pulse_path(known.path).unlink()  # the trace travels alone; the report stays
+    assert tr.run_id and estimate_accuracy(tr) is None
+    report = tmp_path / ".swarm" / "runs" / tr.run_id / "report.json"
+    report.parent.mkdir(parents=True)
+    report.write_text(json.dumps({"run_id": tr.run_id, "estimates": [made.model_dump()]}))
+    from_report = estimate_accuracy(tr)
+    assert from_pulse is not None and from_report is not None
+    assert from_report.pop("source") == str(report) and from_pulse.pop("source") == "pulse"
+    assert from_report == from_pulse
+    code, out, err = _cli("trace", "summary", str(known.path), "--report", str(report))
+    assert code == 0 and f"1 estimates, from {report}" in out
+    code, out, err = _cli("trace", "summary", str(known.path), "--report", "nope.json")
+    assert code != 0 and "nope.json" in err and "Traceback" not in err
+
+
+def _cli(*args: str) -> tuple[int, str, str]:
+    done = subprocess.run([sys.executable, "-m", "swarm", *args], capture_output=True, text=True)
+    return done.returncode, done.stdout, done.stderr
 
 
 def test_no_pulse_file_means_no_estimate(tmp_path: Path) -> None:

@@ -42,6 +42,13 @@ def register(subparsers: Any) -> None:
         s.add_argument("trace", type=Path)
         s.add_argument("--json", action="store_true", help="print as JSON")
         s.set_defaults(func=func)
+        if name == "summary":
+            s.add_argument(
+                "--report",
+                type=Path,
+                help="the run's report.json, for its finish estimates when the trace has no "
+                "<trace>.pulse beside it (default: where the run wrote it, if there)",
+            )
     _add_scorecard(sub)
 
     s = sub.add_parser("whatif", help="re-simulate the run on other providers")
@@ -160,8 +167,12 @@ _SAVING_COLUMNS = {
 
 def _summary(args: argparse.Namespace) -> int:
     from swarm.analysis import summarize
+    from swarm.analysis.estimate import estimate_accuracy
 
-    s = summarize(_load(args.trace))
+    trace = _load(args.trace)
+    s = summarize(trace)
+    if args.report is not None:
+        s["estimate"] = estimate_accuracy(trace, args.report)
     if args.json:
         _dump(s)
         return 0
@@ -196,7 +207,8 @@ def _summary_estimate(est: dict[str, Any] | None) -> None:
         rows.append(
             [f"{q} %", e["estimated_end_s"], span, e["error_s"], "yes" if e["in_range"] else "no"]
         )
-    title = f"finish estimate against the real end ({est['estimates']} estimates recorded)"
+    source = "its pulse file" if est["source"] == "pulse" else est["source"]
+    title = f"finish estimate against the real end ({est['estimates']} estimates, from {source})"
     table(title, ["at", "estimated end s", "range s", "error s", "in range"], rows)
 
 

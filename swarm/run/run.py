@@ -49,9 +49,10 @@ from swarm.run.parts import (
 )
 from swarm.run.plan import Plan, load_plan
 from swarm.run.progress import Progress
-from swarm.run.report import MergeStats, Overhead, RunReport, RunStatus
+from swarm.run.report import FinishEstimate, MergeStats, Overhead, RunReport, RunStatus
 from swarm.run.task import Task
 from swarm.tracing import semconv as sc
+from swarm.tracing.pulse import read_pulses
 from swarm.tracing.setup import RunTrace, run_tracing, tracer
 
 __all__ = ["Run", "RunSpec", "World"]
@@ -335,6 +336,7 @@ class Run:
             merge=self.merge_stats,
             stuck=dict(outcome.stuck) if outcome else {},
             flaky=sorted(self.baseline.flaky),
+            estimates=_estimates(self._trace.path),
         )
         if run_dir is not None:
             report.write(run_dir)
@@ -383,6 +385,18 @@ class Run:
             cpu_ms_per_call=round(1000 * cpu_s / calls, 3),
             cpu_vs_model=round(cpu_s / model_s, 4) if model_s else 0.0,
         )
+
+
+def _estimates(trace_path: Path) -> list[FinishEstimate]:
+    """The finish estimates the run's pulse file holds (`swarm.run.pulse`)."""
+    records, _ = read_pulses(trace_path)
+    return [
+        FinishEstimate(
+            at_ns=r.at_ns, elapsed_s=r.elapsed_s, left_s=r.left_s, low_s=r.low_s, high_s=r.high_s
+        )
+        for r in records
+        if r.left_s is not None
+    ]
 
 
 def top_line(report: RunReport) -> str:
