@@ -53,12 +53,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import anyio
-from playwright.async_api import async_playwright
+from playwright.async_api import Page, async_playwright
 
 from benchmarks import bench_solve
 from swarm.analysis import load_trace, loader
@@ -213,9 +214,12 @@ def _print(r: dict[str, Any]) -> None:
         print(f"baseline start->draw  {b.get('first_draw_s', b)} s")
 
 
-async def _followed(w: bench_solve.Workload) -> dict[str, Any]:
+async def followed(
+    w: bench_solve.Workload, while_running: Callable[[Page], Awaitable[None]] | None = None
+) -> dict[str, Any]:
     """The workload's solve followed live by the viewer and a Chromium page: the solve's
-    figures and the page's lag from each span's end to its drawing."""
+    figures and the page's lag from each span's end to its drawing (`while_running`: what
+    else to do with the page while the run goes, such as a screenshot)."""
     where: list[Path] = []
     known, ended = anyio.Event(), anyio.Event()
     page_figures: dict[str, Any] = {}
@@ -236,6 +240,8 @@ async def _followed(w: bench_solve.Workload) -> dict[str, Any]:
             try:
                 page = await browser.new_page(viewport={"width": 1600, "height": 1000})
                 await page.goto(url)
+                if while_running is not None:
+                    await while_running(page)
                 await ended.wait()
                 await page.wait_for_function("__live.done", timeout=600_000, polling=100)
                 page_figures.update(
@@ -266,7 +272,7 @@ def live(agents: int) -> dict[str, Any]:
     w = bench_solve.Workload(subtasks=agents, max_agents=agents, merge=f"check_slots = {agents}")
     plain = anyio.run(bench_solve.run, w)
     with tempfile.TemporaryDirectory() as traces:  # the viewer loads it after the run
-        viewed = anyio.run(_followed, replace(w, traces=traces))
+        viewed = anyio.run(followed, replace(w, traces=traces))
     return {
         "agents": agents,
         "lag_ms": viewed["lag_ms"],

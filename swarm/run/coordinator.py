@@ -66,6 +66,7 @@ from swarm.run.roles import (
     rebase_prompt,
     unchanged_prompt,
 )
+from swarm.run.slack import RouteHints
 from swarm.run.staff import Staff
 from swarm.run.task import Task
 from swarm.tracing import semconv as sc
@@ -184,11 +185,14 @@ class Coordinator:
         settle and count) or stop at their next call."""
         self.crew.progress.start(total=len(plan.subtasks), merged=len(board.done))
         self._plan_ready_ns = time.time_ns()
-        if self.crew.hints is not None:
-            note = self.crew.progress.note
-            self._live = LivePath(plan, self.crew.hints, limiter=board.limiter, note=note)
+        # without the router's hints (a library's own model source) the live path only
+        # estimates the finish, for the pulse: no deadline to pace, no router to tell
+        hints = self.crew.hints
+        note = self.crew.progress.note
+        self._live = LivePath(plan, hints or RouteHints(), limiter=board.limiter, note=note)
+        if hints is not None:
             self._live.deadline(self.crew.budget.remaining_s)
-            self._live.done_before(board.done)
+        self._live.done_before(board.done)
         started = set(board.done)
         async with anyio.create_task_group() as tg:
             while True:
