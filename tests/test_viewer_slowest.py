@@ -8,13 +8,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from playwright.async_api import async_playwright
 
 from swarm.tracing import semconv as sc
-from swarm.viewer.chromium import CHROMIUM_ARGS
 from swarm.viewer.data import ViewerData
-from swarm.viewer.serve import serve_viewer
-from tests.test_viewer_browser import require_chromium
+from tests.test_viewer_browser import open_page
 
 pytestmark = pytest.mark.browser
 
@@ -37,47 +34,36 @@ async def test_slowest_table_sorts_filters_and_jumps(tmp_path: Path) -> None:
     timed = {sc.OP_CHAT, sc.OP_TOOL, "wait"}
     spans = [p for p, i in enumerate(data.order) if data.trace.op[i] in timed]
     providers = {data.trace.provider[data.order[p]] for p in spans} - {""}
-    async with serve_viewer(trace) as url, async_playwright() as pw:
-        browser = await pw.chromium.launch(
-            executable_path=require_chromium(), headless=True, args=CHROMIUM_ARGS
+    async with open_page(trace, width=400) as opened:
+        page = opened.page
+        await page.wait_for_function("__slowest.ready")
+        assert await page.evaluate("__slowest.matched") == len(spans)
+        rows = await page.evaluate(_SHOWN)
+        durations = [r["dur"] for r in rows]
+        assert durations == sorted(durations, reverse=True) and len(rows) > 5
+        # the longest of all: nothing longer among the spans the table covers
+        longest = max(data.trace.duration_s(data.order[p]) for p in spans) * 1e3
+        assert abs(durations[0] - longest) < 1e-3
+
+        await page.click("[data-testid=slowest] th[data-sort=start]")
+        starts = [r["start"] for r in await page.evaluate(_SHOWN)]
+        assert starts == sorted(starts, reverse=True)
+        await page.click("[data-testid=slowest] th[data-sort=start]")
+        starts = [r["start"] for r in await page.evaluate(_SHOWN)]
+        assert starts == sorted(starts)
+
+        provider = sorted(providers)[0]
+        await page.select_option("[data-testid=slowest-provider]", provider)
+        await page.select_option("[data-testid=slowest-kind]", "model call")
+        filtered = await page.evaluate(_SHOWN)
+        assert filtered and {(r["provider"], r["kind"]) for r in filtered} == {(provider, "chat")}
+
+        first = filtered[0]["i"]
+        await page.click(f"[data-testid=slowest] tr[data-span='{first}']")
+        await page.wait_for_function(f"__viewer.selected === {first}")
+        name = data.trace.name[data.order[first]]
+        await page.wait_for_function(
+            "(n) => document.getElementById('details').textContent.includes(n)", arg=name
         )
-        try:
-            page = await browser.new_page(viewport={"width": 400, "height": 900})
-            errors: list[str] = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            await page.goto(url)
-            await page.wait_for_function("__slowest.ready && __viewer.summaryReady")
-            assert await page.evaluate("__slowest.matched") == len(spans)
-            rows = await page.evaluate(_SHOWN)
-            durations = [r["dur"] for r in rows]
-            assert durations == sorted(durations, reverse=True) and len(rows) > 5
-            # the longest of all: nothing longer among the spans the table covers
-            longest = max(data.trace.duration_s(data.order[p]) for p in spans) * 1e3
-            assert abs(durations[0] - longest) < 1e-3
-
-            await page.click("[data-testid=slowest] th[data-sort=start]")
-            starts = [r["start"] for r in await page.evaluate(_SHOWN)]
-            assert starts == sorted(starts, reverse=True)
-            await page.click("[data-testid=slowest] th[data-sort=start]")
-            starts = [r["start"] for r in await page.evaluate(_SHOWN)]
-            assert starts == sorted(starts)
-
-            provider = sorted(providers)[0]
-            await page.select_option("[data-testid=slowest-provider]", provider)
-            await page.select_option("[data-testid=slowest-kind]", "model call")
-            filtered = await page.evaluate(_SHOWN)
-            assert filtered and {(r["provider"], r["kind"]) for r in filtered} == {
-                (provider, "chat")
-            }
-
-            first = filtered[0]["i"]
-            await page.click(f"[data-testid=slowest] tr[data-span='{first}']")
-            await page.wait_for_function(f"__viewer.selected === {first}")
-            name = data.trace.name[data.order[first]]
-            await page.wait_for_function(
-                "(n) => document.getElementById('details').textContent.includes(n)", arg=name
-            )
-            assert await page.evaluate(_WRAPPED) == []  # every label on one line, its own
-            assert errors == []
-        finally:
-            await browser.close()
+        assert await page.evaluate(_WRAPPED) == []  # every label on one line, its own
+        assert opened.errors == []

@@ -6,12 +6,14 @@ once everything had arrived (`?whole`)."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from playwright.async_api import Page, async_playwright
+from playwright.async_api import Browser, Page, async_playwright
 
 from swarm.analysis import loader
 from swarm.analysis.spanfile import SPANS_PER_LINE
@@ -55,9 +57,13 @@ async def _find_and_jump(page: Page) -> dict[str, Any]:
     return found
 
 
-async def test_first_draw_comes_before_the_payload_ends(huge_trace: tuple[Path, int]) -> None:
-    path, n = huge_trace
-    hold = anyio.Event()
+_Held = tuple[Browser, Page, str, list[str]]
+
+
+@asynccontextmanager
+async def _held(path: Path, hold: anyio.Event) -> AsyncIterator[_Held]:
+    """The viewer on `path`, its frames after the first held until `hold` (see
+    `serve_viewer`), and a Chromium page on it: browser, page, URL and the page's errors."""
     async with serve_viewer(path, hold=hold) as url, async_playwright() as pw:
         browser = await pw.chromium.launch(
             executable_path=require_chromium(), headless=True, args=CHROMIUM_ARGS
@@ -67,32 +73,39 @@ async def test_first_draw_comes_before_the_payload_ends(huge_trace: tuple[Path, 
             errors: list[str] = []
             page.on("pageerror", lambda e: errors.append(str(e)))
             await page.goto(url)
-            await page.wait_for_function("window.__viewer && __viewer.ready", timeout=60_000)
-            first = await page.evaluate(_PICTURE)
-            assert not first["complete"] and first["total"] == n
-            assert 0 < first["n"] < n  # drawn from the first frame alone
-            assert first["drawn"] > 100 and first["critLane"] == -1  # critical path: last
-            # every agent's lane is there at once, coarse (its agent's bar), in the overview too
-            agents = len(first["lanes"]) - 1
-            assert agents == await page.evaluate("__viewer.overviewLanes") > 3300
-
-            hold.set()
-            await page.wait_for_function("__viewer.complete && __viewer.summaryReady")
-            streamed = await _picture(page)
-            assert streamed["n"] == n and streamed["lanes"] == first["lanes"]
-            # the first screen's lanes were whole in the first frame: nothing more to draw
-            assert streamed["drawn"] == first["drawn"]
-            streamed_finds = await _find_and_jump(page)
-
-            whole = await browser.new_page(viewport={"width": 1400, "height": 1000})
-            await whole.goto(f"{url}?whole")
-            await whole.wait_for_function("window.__viewer && __viewer.complete", timeout=60_000)
-            assert await whole.evaluate("__viewer.firstDrawSpans") == n
-            assert await _picture(whole) == streamed
-            assert await _find_and_jump(whole) == streamed_finds
-            assert errors == []
+            yield browser, page, url, errors
         finally:
             await browser.close()
+
+
+async def test_first_draw_comes_before_the_payload_ends(huge_trace: tuple[Path, int]) -> None:
+    path, n = huge_trace
+    hold = anyio.Event()
+    async with _held(path, hold) as (browser, page, url, errors):
+        await page.wait_for_function("window.__viewer && __viewer.ready", timeout=60_000)
+        first = await page.evaluate(_PICTURE)
+        assert not first["complete"] and first["total"] == n
+        assert 0 < first["n"] < n  # drawn from the first frame alone
+        assert first["drawn"] > 100 and first["critLane"] == -1  # critical path: last
+        # every agent's lane is there at once, coarse (its agent's bar), in the overview too
+        agents = len(first["lanes"]) - 1
+        assert agents == await page.evaluate("__viewer.overviewLanes") > 3300
+
+        hold.set()
+        await page.wait_for_function("__viewer.complete && __viewer.summaryReady")
+        streamed = await _picture(page)
+        assert streamed["n"] == n and streamed["lanes"] == first["lanes"]
+        # the first screen's lanes were whole in the first frame: nothing more to draw
+        assert streamed["drawn"] == first["drawn"]
+        streamed_finds = await _find_and_jump(page)
+
+        whole = await browser.new_page(viewport={"width": 1400, "height": 1000})
+        await whole.goto(f"{url}?whole")
+        await whole.wait_for_function("window.__viewer && __viewer.complete", timeout=60_000)
+        assert await whole.evaluate("__viewer.firstDrawSpans") == n
+        assert await _picture(whole) == streamed
+        assert await _find_and_jump(whole) == streamed_finds
+        assert errors == []
 
 
 def test_frames_decode_alone_and_together(tmp_path: Path) -> None:
@@ -151,28 +164,18 @@ def test_a_trace_without_its_cache_is_previewed_from_its_head(
 async def test_page_draws_the_preview_then_the_whole_trace(uncached: tuple[Path, int]) -> None:
     path, n = uncached
     hold = anyio.Event()
-    async with serve_viewer(path, hold=hold) as url, async_playwright() as pw:
-        browser = await pw.chromium.launch(
-            executable_path=require_chromium(), headless=True, args=CHROMIUM_ARGS
-        )
-        try:
-            page = await browser.new_page(viewport={"width": 1400, "height": 1000})
-            errors: list[str] = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            await page.goto(url)
-            await page.wait_for_function("window.__viewer && __viewer.ready", timeout=60_000)
-            first = await page.evaluate("({p: __viewer.preview, n: __viewer.spanCount})")
-            assert first == {"p": True, "n": SPANS_PER_LINE}
-            hold.set()
-            await page.wait_for_function("__viewer.complete && __viewer.summaryReady")
-            assert not await page.evaluate("__viewer.preview")
-            after = await _picture(page)
-            assert after["n"] == n
-            fresh = await browser.new_page(viewport={"width": 1400, "height": 1000})
-            await fresh.goto(url)  # the payload is whole now: no preview
-            await fresh.wait_for_function("window.__viewer && __viewer.complete")
-            assert await fresh.evaluate("__viewer.firstDrawSpans") > SPANS_PER_LINE
-            assert await _picture(fresh) == after
-            assert errors == []
-        finally:
-            await browser.close()
+    async with _held(path, hold) as (browser, page, url, errors):
+        await page.wait_for_function("window.__viewer && __viewer.ready", timeout=60_000)
+        first = await page.evaluate("({p: __viewer.preview, n: __viewer.spanCount})")
+        assert first == {"p": True, "n": SPANS_PER_LINE}
+        hold.set()
+        await page.wait_for_function("__viewer.complete && __viewer.summaryReady")
+        assert not await page.evaluate("__viewer.preview")
+        after = await _picture(page)
+        assert after["n"] == n
+        fresh = await browser.new_page(viewport={"width": 1400, "height": 1000})
+        await fresh.goto(url)  # the payload is whole now: no preview
+        await fresh.wait_for_function("window.__viewer && __viewer.complete")
+        assert await fresh.evaluate("__viewer.firstDrawSpans") > SPANS_PER_LINE
+        assert await _picture(fresh) == after
+        assert errors == []
