@@ -1,9 +1,9 @@
-// The live view of a running swarm (served only when following a run: `solve --view`,
-// `trace view --follow`). Long-polls /api/live and draws, above the ordinary viewer: a
-// lane per agent filling in as spans end, the estimated finish with its range (and how it moved),
-// waits in progress by kind, the merge queue, spend against the budget, per-provider TTFT
-// and tok/s over the last minute, agents stuck or retrying, the live critical path. When
-// the run ends the section goes and the page loads the finished trace: no reload.
+// The live view of a running swarm (served only when following a run: `solve --view`, `trace view
+// --follow`). Long-polls /api/live and draws, above the ordinary viewer: a lane per agent filling
+// in as spans end, the estimated finish with its range (and how it moved), waits in progress by
+// kind, the merge queue, spend against the budget, per-provider TTFT and tok/s over the last
+// minute, agents stuck or retrying, the live critical path. When the run ends the section goes and
+// the page loads the finished trace: no reload.
 (function () {
   "use strict";
   const RETRY_MS = 500; // after a failed request; otherwise the server answers on news
