@@ -291,7 +291,9 @@ def live(agents: int) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--json", action="store_true", help="machine-readable output")
-    ap.add_argument("--sizes", default="100000", help="span counts, comma-separated")
+    ap.add_argument(
+        "--sizes", default="100000", help="span counts, comma-separated ('': the live view only)"
+    )
     ap.add_argument("--runs", type=int, default=3, help="browser runs (median reported)")
     ap.add_argument("--trace", type=Path, help="use this trace instead of synthetic ones")
     ap.add_argument("--baseline", type=Path, help="older checkout to measure alongside")
@@ -300,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     results = []
     with tempfile.TemporaryDirectory() as tmp:
-        sizes = [0] if args.trace else [int(float(s)) for s in args.sizes.split(",")]
+        sizes = [0] if args.trace else [int(float(s)) for s in args.sizes.split(",") if s]
         for size in sizes:
             load = [round(os.getloadavg()[0], 1)]
             path = args.trace or Path(tmp) / f"new-{size}" / "bench.jsonl"

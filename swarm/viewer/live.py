@@ -28,7 +28,7 @@ import orjson
 
 from swarm.analysis.otlp import otlp_value
 from swarm.tracing import semconv as sc
-from swarm.tracing.pulse import read_pulses
+from swarm.tracing.pulse import pulse_path, read_pulses
 
 __all__ = ["STUCK_S", "Follower"]
 
@@ -36,6 +36,13 @@ STUCK_S = 30.0
 """Seconds with nothing ended on a lane, while the run goes on, before its agent is stuck."""
 _WINDOW_NS = 60_000_000_000
 _KIND = {sc.OP_CHAT: "chat", sc.OP_TOOL: "tool", sc.OP_AGENT: "agent"}
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 def _attrs(span: dict[str, Any]) -> dict[str, Any]:
@@ -76,6 +83,17 @@ class Follower:
         return self.root_seen and (self._ended or self._quiet_polls >= 4)
 
     # -- reading --------------------------------------------------------------------
+
+    def grew(self) -> bool:
+        """Whether the trace or its pulse file holds more than was read: two `stat`s, so
+        a follower can look ten times a second for next to nothing."""
+        return _size(self.path) > self._offset or _size(pulse_path(self.path)) > self._pulse_offset
+
+    def idle(self) -> None:
+        """A look that found nothing new (`grew()` was False)."""
+        self._quiet_polls += 1
+        if self.done:
+            self.version += 1
 
     def poll(self) -> None:
         """Take in what the run wrote since the last poll."""

@@ -176,7 +176,10 @@ async def _follow(following: _Following, state: _Loading, ended: anyio.Event | N
     follower = following.follower
     while not follower.done:
         seen = follower.version
-        await anyio.to_thread.run_sync(follower.poll)
+        if follower.grew():  # decoding spans can take a while: not on the event loop
+            await anyio.to_thread.run_sync(follower.poll)
+        else:
+            follower.idle()
         if ended is not None and ended.is_set():
             follower.end()
             await anyio.to_thread.run_sync(follower.poll)
