@@ -45,6 +45,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -183,7 +184,8 @@ class Source:
         return self.router.model("speed", role=role)
 
 
-async def run(w: Workload) -> dict[str, Any]:
+async def run(w: Workload, on_trace: Callable[[Path], None] | None = None) -> dict[str, Any]:
+    """One solve of the workload (`on_trace`: `solve`'s, to follow the run's trace)."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         make_repo(root / "repo", w.subtasks)
@@ -213,7 +215,9 @@ async def run(w: Workload) -> dict[str, Any]:
                 cluster=w.cluster,
             )
             children, machine = _children_cpu_s(), _machine_busy_s()
-            report = await solve(request, source=Source(r), cluster=_open_cluster)
+            report = await solve(
+                request, source=Source(r), cluster=_open_cluster, on_trace=on_trace
+            )
             children, machine = _children_cpu_s() - children, _machine_busy_s() - machine
         on_cluster = _cluster_figures(report.trace, w) if w.cluster and report.trace else {}
     o, m = report.overhead, report.merge

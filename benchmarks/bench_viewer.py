@@ -1,7 +1,7 @@
 """How fast the trace viewer shows a large run, in headless Chromium.
 
     python -m benchmarks.bench_viewer [--json] [--sizes 10000,100000,1000000] [--runs 3]
-        [--trace PATH] [--baseline DIR]
+        [--trace PATH] [--baseline DIR] [--live-agents 300] [--no-live]
 
 For each size, writes a synthetic trace of about that many spans (or uses --trace), loads
 it once as a finished run does (which writes its column cache: `cache_s`), then measures:
@@ -20,6 +20,20 @@ it once as a finished run does (which writes its column cache: `cache_s`), then 
                  (`window.__viewer.complete`)
   page_draw_ms   time from navigation start to the first frame, as the page measures it
   redraw_ms      one full-view redraw, and one zoomed-in redraw (median of 10)
+  cold_first_draw_s  the same as first_draw_s for a trace copied from elsewhere (its
+                 column cache deleted): the page draws a preview of its head while the
+                 whole file is parsed; baseline in the same run: `cold_whole_first_draw_s`,
+                 the same with the preview turned off (the page waits for the parse)
+  scorecard_s    the scorecard panel's figures (`/api/scorecard`) from the loaded trace;
+                 baseline: `scorecard_attrs_s`, decoding every model call's attributes
+                 from the file, which is what the scorecard did before it read columns
+
+Then, unless --no-live, the live view (`solve --view`) on `benchmarks.bench_solve`'s
+simulated workload with --live-agents subtasks and agents, run twice in this process:
+plain, then followed by the viewer with a page open in Chromium. It reports
+`live.lag_ms` (p50/p95/p99/max over every span: from the span's end to the page having
+drawn it, measured by the page) and the coordinator's CPU per model call without and with
+the viewer (`cpu_ms_per_call`, `view_cpu_ms_per_call`, their ratio `view_cpu_ratio`).
 
 --baseline DIR runs DIR's own `benchmarks.bench_viewer` (a checkout of older code, with
 PYTHONPATH=DIR) on a copy of the same trace in the same run, and reports its figures under
@@ -39,16 +53,22 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import anyio
-from playwright.async_api import async_playwright
+from playwright.async_api import Page, async_playwright
 
-from swarm._analysis import load_trace
+from benchmarks import bench_solve
+from swarm._analysis import load_trace, loader
+from swarm._analysis._colcache import cache_path
 from swarm._analysis.synthetic import write_synthetic_trace
+from swarm._tracing import semconv as sc
 from swarm._viewer.chromium import CHROMIUM, CHROMIUM_ARGS
 from swarm._viewer.data import ViewerData
+from swarm._viewer.scorecard import scorecard_json
 from swarm._viewer.serve import serve_viewer
 
 SPANS_PER_AGENT = 30.37
@@ -131,8 +151,26 @@ def measure(path: Path, runs: int) -> dict[str, Any]:
     t = time.perf_counter()
     data.summarize()
     summary_s = time.perf_counter() - t
+    t, cpu = time.perf_counter(), time.process_time()
+    scorecard_json(data.trace)
+    scorecard_s, scorecard_cpu_s = time.perf_counter() - t, time.process_time() - cpu
+    t = time.perf_counter()
+    for i in range(len(data.trace)):
+        if data.trace.op[i] == sc.OP_CHAT:
+            data.trace.attributes(i)
+    scorecard_attrs_s = time.perf_counter() - t
     browser = [anyio.run(_browser_run, path) for _ in range(max(1, runs))]
     med = {k: statistics.median(r[k] for r in browser) for k in browser[0]}
+    cold = []
+    for _ in range(max(1, runs)):
+        cache_path(path).unlink()
+        cold.append(anyio.run(_browser_run, path)["first_draw_s"])
+    cache_path(path).unlink()
+    head, loader.HEAD_BYTES = loader.HEAD_BYTES, 1 << 62  # no preview: the old way
+    try:
+        whole = anyio.run(_browser_run, path)["first_draw_s"]
+    finally:
+        loader.HEAD_BYTES = head
     return {
         "spans": len(data),
         "trace_bytes": path.stat().st_size,
@@ -143,6 +181,11 @@ def measure(path: Path, runs: int) -> dict[str, Any]:
         "first_frame_cpu_s": round(frames[0][1], 3),
         "frames": len(frames),
         "summary_s": round(summary_s, 3),
+        "scorecard_s": round(scorecard_s, 3),
+        "scorecard_cpu_s": round(scorecard_cpu_s, 3),
+        "scorecard_attrs_s": round(scorecard_attrs_s, 3),
+        "cold_first_draw_s": round(statistics.median(cold), 3),
+        "cold_whole_first_draw_s": round(whole, 3),
         "payload_bytes": len(data.spans_bytes),
         "summary_bytes": len(data.summary_json),
         **{k: round(v, 3) if isinstance(v, float) else v for k, v in med.items()},
@@ -162,22 +205,104 @@ def _print(r: dict[str, Any]) -> None:
     print(f"start -> all drawn    {r['complete_draw_s']:.2f} s")
     print(f"page nav -> draw      {r['page_draw_ms']:.0f} ms")
     print(f"redraw full / zoomed  {r['redraw_full_ms']:.1f} / {r['redraw_zoom_ms']:.1f} ms")
+    print(f"cold (copied) -> draw {r['cold_first_draw_s']:.2f} s", end="")
+    print(f"   (without the preview: {r['cold_whole_first_draw_s']:.2f} s)")
+    print(f"scorecard             {r['scorecard_s']:.2f} s", end="")
+    print(f"   (from the file's attributes: {r['scorecard_attrs_s']:.2f} s)")
     if "baseline" in r:
         b = r["baseline"]
         print(f"baseline start->draw  {b.get('first_draw_s', b)} s")
 
 
+async def followed(
+    w: bench_solve.Workload, while_running: Callable[[Page], Awaitable[None]] | None = None
+) -> dict[str, Any]:
+    """The workload's solve followed live by the viewer and a Chromium page: the solve's
+    figures and the page's lag from each span's end to its drawing (`while_running`: what
+    else to do with the page while the run goes, such as a screenshot)."""
+    where: list[Path] = []
+    known, ended = anyio.Event(), anyio.Event()
+    page_figures: dict[str, Any] = {}
+
+    def on_trace(path: Path) -> None:
+        where.append(path)
+        known.set()
+
+    async def watch() -> None:
+        await known.wait()
+        async with (
+            serve_viewer(where[0], follow=True, ended=ended) as url,
+            async_playwright() as pw,
+        ):
+            browser = await pw.chromium.launch(
+                executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+            )
+            try:
+                page = await browser.new_page(viewport={"width": 1600, "height": 1000})
+                await page.goto(url)
+                if while_running is not None:
+                    await while_running(page)
+                await ended.wait()
+                await page.wait_for_function("__live.done", timeout=600_000, polling=100)
+                page_figures.update(
+                    await page.evaluate("({lags: __live.lag_ms, updates: __live.updates})")
+                )
+            finally:
+                await browser.close()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch)
+        try:
+            result = await bench_solve.run(w, on_trace)
+        finally:
+            ended.set()
+    lags = sorted(page_figures.get("lags", []))
+
+    def q(p: float) -> float | None:
+        return round(lags[min(len(lags) - 1, int(len(lags) * p))], 1) if lags else None
+
+    result["lag_ms"] = {"p50": q(0.5), "p95": q(0.95), "p99": q(0.99), "max": q(1.0)}
+    result["lag_spans"] = len(lags)
+    result["page_updates"] = page_figures.get("updates")
+    return result
+
+
+def live(agents: int) -> dict[str, Any]:
+    """The live view's delay and its cost to the run (see the module docstring)."""
+    w = bench_solve.Workload(subtasks=agents, max_agents=agents, merge=f"check_slots = {agents}")
+    plain = anyio.run(bench_solve.run, w)
+    with tempfile.TemporaryDirectory() as traces:  # the viewer loads it after the run
+        viewed = anyio.run(followed, replace(w, traces=traces))
+    return {
+        "agents": agents,
+        "lag_ms": viewed["lag_ms"],
+        "lag_spans": viewed["lag_spans"],
+        "page_updates": viewed["page_updates"],
+        "wall_s": plain["wall_s"],
+        "view_wall_s": viewed["wall_s"],
+        "calls": plain["calls"],
+        "cpu_ms_per_call": plain["cpu_ms_per_call"],
+        "view_cpu_ms_per_call": viewed["cpu_ms_per_call"],
+        "view_cpu_ratio": round(viewed["cpu_ms_per_call"] / plain["cpu_ms_per_call"], 3),
+        "status": [plain["status"], viewed["status"]],
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--json", action="store_true", help="machine-readable output")
-    ap.add_argument("--sizes", default="100000", help="span counts, comma-separated")
+    ap.add_argument(
+        "--sizes", default="100000", help="span counts, comma-separated ('': the live view only)"
+    )
     ap.add_argument("--runs", type=int, default=3, help="browser runs (median reported)")
     ap.add_argument("--trace", type=Path, help="use this trace instead of synthetic ones")
     ap.add_argument("--baseline", type=Path, help="older checkout to measure alongside")
+    ap.add_argument("--live-agents", type=int, default=300, help="the live view's run")
+    ap.add_argument("--no-live", action="store_true", help="skip the live view's runs")
     args = ap.parse_args(argv)
     results = []
     with tempfile.TemporaryDirectory() as tmp:
-        sizes = [0] if args.trace else [int(float(s)) for s in args.sizes.split(",")]
+        sizes = [0] if args.trace else [int(float(s)) for s in args.sizes.split(",") if s]
         for size in sizes:
             load = [round(os.getloadavg()[0], 1)]
             path = args.trace or Path(tmp) / f"new-{size}" / "bench.jsonl"
@@ -197,6 +322,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps(result), flush=True)
             else:
                 _print(result)
+    if not args.no_live:
+        load = [round(os.getloadavg()[0], 1)]
+        result = {"live": live(args.live_agents)}
+        result["load_avg"] = [*load, round(os.getloadavg()[0], 1)]
+        print(json.dumps(result) if args.json else json.dumps(result, indent=2), flush=True)
     return 0
 
 

@@ -35,6 +35,8 @@ _COLUMNS = (
     "cost",
     "attempts",
     "tests_failed",
+    "cached_input_tokens",
+    "route_reason",
     "children",
     "links",
     "roots",
@@ -89,10 +91,10 @@ def test_a_damaged_or_stale_cache_is_ignored_and_rewritten(tmp_path: Path) -> No
     known = build_fanout(tmp_path / "f.jsonl")
     good = load_trace(known.path, cache=False)
     cols = cache_path(known.path)
-    for damage in (b"", b"SWARMCOLS 2\n\x05", b"not a cache at all"):
+    for damage in (b"", b"SWARMCOLS 3\n\x05", b"not a cache at all"):
         cols.write_bytes(damage)
         _same(good, load_trace(known.path))
-        assert cols.read_bytes().startswith(b"SWARMCOLS 2\n")
+        assert cols.read_bytes().startswith(b"SWARMCOLS 3\n")
     # a cache cut short is refused too
     data = cols.read_bytes()
     cols.write_bytes(data[:-9])
@@ -135,3 +137,29 @@ def test_a_span_reads_the_same_twice_events_and_links_too(tmp_path: Path) -> Non
     first, second = trace.span_json(0), trace.span_json(0)  # the line is cached in between
     assert first == second
     assert first["events"][0]["attributes"] == {"attempt": 2}
+
+
+def test_scorecard_columns_match_the_spans_attributes(tmp_path: Path) -> None:
+    """The scorecard reads prompt-cache hits and route reasons from columns, not the file."""
+    from swarm._tracing import semconv as sc
+
+    path = tmp_path / "s.jsonl"
+    write_synthetic_trace(path, agents=20, calls_per_agent=3, seed=2)
+    first, *rest = path.read_text().splitlines(keepends=True)
+    doc = json.loads(first)
+    spans = doc["resourceSpans"][0]["scopeSpans"][0]["spans"]
+    chat = next(s for s in spans if s["name"].startswith("chat "))
+    chat["attributes"] += [
+        {"key": sc.CACHED_INPUT_TOKENS, "value": {"intValue": "321"}},
+        {"key": sc.ROUTE_REASON, "value": {"stringValue": "fastest; 2 candidates"}},
+    ]
+    path.write_text(json.dumps(doc) + "\n" + "".join(rest))
+    load_trace(path)
+    tr = load_trace(path)  # from the cache
+    chats = [i for i in range(len(tr)) if tr.op[i] == sc.OP_CHAT]
+    for i in chats:
+        attrs = tr.attributes(i)
+        assert tr.cached_input_tokens[i] == int(attrs.get(sc.CACHED_INPUT_TOKENS) or 0)
+        assert tr.route_reason[i] == str(attrs.get(sc.ROUTE_REASON) or "")
+    assert sum(tr.cached_input_tokens) == 321
+    assert [r for r in tr.route_reason if r] == ["fastest; 2 candidates"]

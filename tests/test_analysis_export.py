@@ -8,6 +8,7 @@ drawn on its parent's thread lies inside its parent.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -52,7 +53,7 @@ def _stack_errors(
 ) -> list[str]:
     """Slices of one thread as a stack: each contains the next or ends before it."""
     errors: list[str] = []
-    where = {s["args"]["span_id"]: s for s in slices}
+    where = {s["id"]: s for s in slices}
     stack: list[dict[str, Any]] = []
     for s in sorted(slices, key=lambda s: (s["ts"], -s["dur"])):
         end = s["ts"] + s["dur"]
@@ -60,7 +61,7 @@ def _stack_errors(
             stack.pop()
         if stack and end > stack[-1]["ts"] + stack[-1]["dur"] + EPS_US:
             errors.append(f"thread {key}: {s['name']} overlaps {stack[-1]['name']} partly")
-        parent = where.get(parent_of.get(s["args"]["span_id"], ""))
+        parent = where.get(parent_of.get(s["id"], ""))
         if parent is not None and not (
             parent["ts"] <= s["ts"] + EPS_US and end <= parent["ts"] + parent["dur"] + EPS_US
         ):
@@ -72,13 +73,13 @@ def _stack_errors(
 
 
 def test_the_validator_catches_a_partial_overlap() -> None:
-    slice_ = {"ph": "X", "pid": 1, "tid": 1, "args": {"span_id": "a"}}
+    slice_ = {"ph": "X", "pid": 1, "tid": 1, "id": "a"}
     doc = {
         "traceEvents": [
             {"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "p"}},
             {"name": "thread_name", "ph": "M", "pid": 1, "tid": 1, "args": {"name": "t"}},
             {**slice_, "name": "one", "ts": 0.0, "dur": 10.0},
-            {**slice_, "name": "two", "ts": 5.0, "dur": 10.0, "args": {"span_id": "b"}},
+            {**slice_, "name": "two", "ts": 5.0, "dur": 10.0, "id": "b"},
         ]
     }
     assert nesting_errors(doc)[0] == "thread (1, 1): two overlaps one partly"
@@ -92,6 +93,24 @@ def test_the_demo_trace_nests_on_every_thread() -> None:
     assert len(slices) == len(tr)
     agents = [e for e in slices if e["cat"] == sc.OP_AGENT]
     assert len({e["tid"] for e in agents}) == len(agents)  # one thread per agent
+
+
+def _speedscope_frame(event: dict[str, Any]) -> str:
+    """The frame a trace event becomes in speedscope: its name and its whole `args`."""
+    args = event.get("args")
+    return str(event["name"]) + (f" {json.dumps(args)}" if args is not None else "")
+
+
+def test_frames_aggregate_by_name_and_ids_ride_outside_args() -> None:
+    tr = load_trace(DEMO)
+    events = export_chrome(tr)["traceEvents"]
+    slices = [e for e in events if e["ph"] == "X"]
+    assert {_speedscope_frame(e) for e in slices} == set(tr.name)  # 101 spans, 15 frames
+    assert sorted(e["id"] for e in slices) == sorted(tr.span_id)
+    marks = [e for e in events if e["ph"] == "i"]
+    chats = {tr.span_id[i] for i in range(len(tr)) if tr.op[i] == sc.OP_CHAT}
+    assert marks and {m["args"]["span_id"] for m in marks} <= chats
+    assert all(m["args"]["provider"] and m["args"]["model"] for m in marks)
 
 
 def test_a_300_agent_run_nests_on_every_thread(tmp_path: Path) -> None:

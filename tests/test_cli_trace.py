@@ -130,6 +130,21 @@ def test_export_chrome_and_otlp_json(
     assert code == 0 and out == chain.read_text()
 
 
+def test_export_into_a_directory_names_the_file_for_speedscope_and_perfetto(
+    chain: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    code, _ = _run(["trace", "export", str(chain), "-o", str(out_dir)], capsys)
+    assert code == 0
+    [written] = out_dir.iterdir()
+    assert written.name.endswith(".trace.json")
+    assert json.loads(written.read_text())["traceEvents"]
+    args = _parse(["trace", "export", str(chain), "-o", str(tmp_path / "run.chrome.json")])
+    assert args.func(args) == 0
+    assert "name it *.trace.json" in capsys.readouterr().err
+
+
 def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
     from swarm.errors import ConfigError
 

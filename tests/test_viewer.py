@@ -247,3 +247,35 @@ async def test_a_file_that_is_no_trace_is_reported_not_hung(tmp_path: Path) -> N
     with pytest.raises(ConfigError, match="line 1: not a JSON line"):
         await view()
     assert answers in ([], [500])  # the error may end the wait before the answer
+
+
+async def test_live_answers_the_page_once_the_run_wrote_news(tmp_path: Path) -> None:
+    """`/api/live?v=V` is a long poll: it waits while nothing new was read, and answers as
+    soon as the followed trace grows."""
+    whole = tmp_path / "whole.jsonl"
+    write_synthetic_trace(whole, agents=80, calls_per_agent=6, seed=1)  # lines of 1,000 spans
+    first, *rest = whole.read_bytes().splitlines(keepends=True)
+    path = tmp_path / "run.jsonl"
+    path.write_bytes(first)
+    async with (
+        serve_viewer(path, follow=True) as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as client,
+    ):
+        now = (await client.get("/api/live", params={"v": -1})).json()
+        while not now["bars"]:  # the server has not read the file yet
+            now = (await client.get("/api/live", params={"v": now["version"]})).json()
+        seen = now["cursor"]
+        async with anyio.create_task_group() as tg:
+            answer: list[dict[str, Any]] = []
+
+            async def ask() -> None:
+                params = {"since": seen, "v": now["version"]}
+                answer.append((await client.get("/api/live", params=params)).json())
+
+            tg.start_soon(ask)
+            await anyio.sleep(0.3)
+            assert not answer  # nothing new: the page's request waits
+            with path.open("ab") as fh:
+                fh.write(b"".join(rest))
+        news = answer[0]
+        assert news["version"] > now["version"] and news["bars"] and news["cursor"] > seen

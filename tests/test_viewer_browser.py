@@ -62,15 +62,15 @@ class Opened:
 
 
 @asynccontextmanager
-async def open_page(trace: Path) -> AsyncIterator[Opened]:
-    """The viewer on `trace` in headless Chromium, loaded and drawn."""
+async def open_page(trace: Path, width: int = 1400) -> AsyncIterator[Opened]:
+    """The viewer on `trace` in headless Chromium, loaded and drawn (`width`: the window's)."""
     executable = require_chromium()
     async with serve_viewer(trace) as url, async_playwright() as pw:
         browser = await pw.chromium.launch(
             executable_path=executable, headless=True, args=CHROMIUM_ARGS
         )
         try:
-            page = await browser.new_page(viewport={"width": 1400, "height": 1000})
+            page = await browser.new_page(viewport={"width": width, "height": 1000})
             opened = Opened(page, url)
             page.on("pageerror", lambda e: opened.errors.append(str(e)))
             page.on(

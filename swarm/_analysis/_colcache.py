@@ -22,7 +22,7 @@ from swarm._analysis.model import Trace
 
 __all__ = ["cache_path", "read", "write"]
 
-_MAGIC = b"SWARMCOLS 2\n"
+_MAGIC = b"SWARMCOLS 3\n"
 _STRINGS = (
     "span_id",
     "name",
@@ -36,6 +36,7 @@ _STRINGS = (
     "wait_kind",
     "tool",
     "error",
+    "route_reason",
 )
 _ARRAYS = (
     "parent",
@@ -50,6 +51,7 @@ _ARRAYS = (
     "cost",
     "attempts",
     "tests_failed",
+    "cached_input_tokens",
     "_line_offsets",
     "_line_of",
     "_pos_in_line",
@@ -166,7 +168,7 @@ def read(trace_path: Path, tr: Trace) -> Trace | None:
         tr.run_id = str(header["run_id"])
         tr.trace_ids = set(header["trace_ids"])
         n = len(tr.span_id)
-        if any(len(getattr(tr, c)) != n for c in (*_STRINGS, *_ARRAYS[:12])):
+        if any(len(getattr(tr, c)) != n for c in (*_STRINGS, *_ARRAYS[:13])):
             return None
         return tr
     except (OSError, ValueError, KeyError, TypeError, IndexError, struct.error):

@@ -17,7 +17,7 @@ import httpx
 from swarm._analysis.model import Trace
 from swarm._tracing import semconv as sc
 
-__all__ = ["export_chrome", "otlp_requests", "send_otlp"]
+__all__ = ["CHROME_SUFFIX", "export_chrome", "otlp_requests", "send_otlp"]
 
 _RETRY_STATUS = {429, 502, 503, 504}
 
@@ -148,11 +148,22 @@ def _depths(tr: Trace) -> list[int]:
     return depth
 
 
+CHROME_SUFFIX = ".trace.json"
+"""What to name a Chrome export: Perfetto and speedscope both read it by its content.
+(speedscope takes `*.chrome.json` for a Chrome *profile* and rejects trace events.)"""
+
+
 def export_chrome(trace: Trace) -> dict[str, Any]:
     """Chrome trace-event JSON (Perfetto, speedscope, chrome://tracing), times in µs.
 
     One thread per agent and per parallel branch of an agent (see `_Tracks`): slices on a
-    thread nest as a stack, and a child is on its parent's thread only inside it."""
+    thread nest as a stack, and a child is on its parent's thread only inside it.
+
+    Frames aggregate: a slice is its span's name (`chat kimi-k2.6`, `execute_tool
+    run_tests`) and nothing else that varies per span, because speedscope folds a slice's
+    whole `args` into the frame's identity. The span id is the event's own `id` field,
+    which no tool folds into a frame; a model call's figures (provider, tokens, cost) ride
+    on its first-token mark, which speedscope ignores and Perfetto shows on the bar."""
     tr = trace
     t0 = tr.start_ns
     depth = _depths(tr)
@@ -162,19 +173,22 @@ def export_chrome(trace: Trace) -> dict[str, Any]:
     for i in order:
         tid = tracks.place(i).tid
         ts = (tr.start[i] - t0) / 1e3
-        args: dict[str, Any] = {"span_id": tr.span_id[i], "role": tr.role[i]}
-        if tr.op[i] == sc.OP_CHAT:
-            args.update(_chat_args(tr, i))
-            if tr.ttft[i] >= 0:
-                first = min(ts + tr.ttft[i] * 1e6, (tr.end[i] - t0) / 1e3)
-                mark = {"name": sc.FIRST_TOKEN_EVENT, "ph": "i", "s": "t", "ts": first}
-                events.append(mark | {"pid": 1, "tid": tid})
-        if tr.error[i]:
-            args["error"] = tr.error[i]
+        if tr.op[i] == sc.OP_CHAT and tr.ttft[i] >= 0:
+            first = min(ts + tr.ttft[i] * 1e6, (tr.end[i] - t0) / 1e3)
+            args = {"span_id": tr.span_id[i], "role": tr.role[i], **_chat_args(tr, i)}
+            mark = {"name": sc.FIRST_TOKEN_EVENT, "ph": "i", "s": "t", "ts": first}
+            events.append(mark | {"pid": 1, "tid": tid, "args": args})
         dur = (tr.end[i] - tr.start[i]) / 1e3
-        slice_ = {"name": tr.name[i], "cat": tr.op[i] or "span", "ph": "X", "ts": ts, "dur": dur}
-        events.append(slice_ | {"pid": 1, "tid": tid, "args": args})
+        slice_ = {"name": tr.name[i], "cat": _category(tr, i), "ph": "X", "ts": ts, "dur": dur}
+        events.append(slice_ | {"pid": 1, "tid": tid, "id": tr.span_id[i]})
     return {"traceEvents": _metadata(tr, tracks.tracks) + events, "displayTimeUnit": "ms"}
+
+
+def _category(tr: Trace, i: int) -> str:
+    """The slice's category: its operation, and `error` for a failed span (Perfetto
+    filters by category; speedscope ignores it, so frames still aggregate)."""
+    op = tr.op[i] or "span"
+    return f"{op},error" if tr.error[i] else op
 
 
 def _metadata(tr: Trace, tracks: list[_Track]) -> list[dict[str, Any]]:

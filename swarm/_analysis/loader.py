@@ -53,8 +53,9 @@ def _bad_line(path: Path, line_no: int, exc: Exception) -> ConfigError:
     )
 
 
-def parse(path: Path) -> Trace:
-    """Parse the whole file into a new `Trace`."""
+def parse(path: Path, *, head_bytes: int | None = None) -> Trace:
+    """Parse the whole file into a new `Trace`; with `head_bytes`, only its lines that
+    start within that many bytes (a span whose parent is further on is then a root)."""
     tr = Trace(path)
     intern: dict[str, str] = {"": ""}
     sd = intern.setdefault
@@ -72,6 +73,7 @@ def parse(path: Path) -> Trace:
     app_in, app_out = tr.input_tokens.append, tr.output_tokens.append
     app_reason, app_ttft, app_cost = tr.reasoning_tokens.append, tr.ttft.append, tr.cost.append
     app_att, app_failed = tr.attempts.append, tr.tests_failed.append
+    app_cached, app_route = tr.cached_input_tokens.append, tr.route_reason.append
     trace_ids = tr.trace_ids
     last_tid = None
     str_, dict_ = str, dict
@@ -79,6 +81,8 @@ def parse(path: Path) -> Trace:
     offset = 0
     with path.open("rb") as fh:
         for line_no, line in enumerate(fh):
+            if head_bytes is not None and offset >= head_bytes:
+                break
             tr._line_offsets.append(offset)
             offset += len(line)
             if not line.strip():
@@ -121,7 +125,7 @@ def parse(path: Path) -> Trace:
                             st = sp.get("status")
                             code = int(st.get("code", 0)) if st else 0
                             app_status(code)
-                            vals: list[Any] = [None] * 18
+                            vals: list[Any] = [None] * 20
                             for a in sp.get("attributes", ()):
                                 c = want_get(a["key"])
                                 if c is not None:
@@ -172,6 +176,9 @@ def parse(path: Path) -> Trace:
                             app_att(int(vals[11] or 1))
                             x = vals[15]
                             app_failed(-1 if x is None else int(x))
+                            app_cached(int(vals[18] or 0))
+                            x = vals[19]
+                            app_route(sd(x, x) if x.__class__ is str_ else _as_str(x, intern))
                             if vals[16] and not tr.run_id:
                                 tr.run_id = str(vals[16])
                             if vals[9] is None and op == sc.OP_CHAT:
@@ -268,11 +275,25 @@ def derive(tr: Trace) -> None:
     tr.role = [r or "" for r in role]
 
 
-def load_trace(path: Path | str, *, cache: bool = True) -> Trace:
+HEAD_BYTES = 4_000_000
+"""The head of a trace handed to `load_trace`'s `on_head`: about 4,500 spans, parsed in a
+quarter of a second, where the whole of a 100k-span trace takes five."""
+
+
+def load_trace(
+    path: Path | str,
+    *,
+    cache: bool = True,
+    on_head: Callable[[Trace], None] | None = None,
+    head_bytes: int = HEAD_BYTES,
+) -> Trace:
     """Read an OTLP JSON Lines trace file (one `TracesData` object per line).
 
     With `cache`, the columns are kept in `<path>.cols` after the first load (keyed by the
-    file's size and mtime, rewritten when either changes) and read from there next time."""
+    file's size and mtime, rewritten when either changes) and read from there next time.
+    `on_head`: when the file must be parsed (no cache, or one older than the trace) and is
+    larger than twice `head_bytes`, it first gets a `Trace` of the file's first
+    `head_bytes` alone, so a viewer can draw something while the whole file is read."""
     path = Path(path)
     # Parsing allocates millions of short-lived containers; the cyclic GC would rescan the
     # growing heap over and over (40% of the time at 1M spans), and nothing here is cyclic.
@@ -283,6 +304,8 @@ def load_trace(path: Path | str, *, cache: bool = True) -> Trace:
             tr = _colcache.read(path, Trace(path))
             if tr is not None:
                 return tr
+        if on_head is not None and path.stat().st_size > 2 * head_bytes:
+            on_head(parse(path, head_bytes=head_bytes))
         tr = parse(path)
         if cache and not tr.truncated:
             _colcache.write(tr)

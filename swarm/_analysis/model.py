@@ -89,6 +89,10 @@ class Trace:
         self.cost = array("d")
         self.attempts = array("i")
         self.tests_failed = array("i")
+        self.cached_input_tokens = array("q")
+        """Input tokens served from the provider's prompt cache (chat spans; else 0)."""
+        self.route_reason: list[str] = []
+        """Why the router chose the candidate (`swarm.route.reason`), else ""."""
         self.links: dict[int, list[int]] = {}
         """depends_on targets of each span that has any (indices)."""
         self.children: dict[int, list[int]] = {}

@@ -64,6 +64,8 @@ COLUMN_OF = {
     sc.TESTS_FAILED: 15,
     sc.RUN_ID: 16,
     sc.SUBTASK_ID: 17,
+    sc.CACHED_INPUT_TOKENS: 18,
+    sc.ROUTE_REASON: 19,
 }
 
 

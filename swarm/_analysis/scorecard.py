@@ -21,6 +21,9 @@ __all__ = ["scorecard"]
 
 
 class _Card:
+    """One row's figures, from the indices of its `chat` spans (columns only: a 100k-span
+    run's scorecard takes a fraction of a second)."""
+
     __slots__ = (
         "cached",
         "calls",
@@ -34,29 +37,20 @@ class _Card:
         "ttfts",
     )
 
-    def __init__(self) -> None:
-        self.calls = self.errors = self.limited = self.inp = self.out = self.cached = 0
-        self.cost = self.decode_s = 0.0
-        self.ttfts: list[float] = []
-        self.reasons: Counter[str] = Counter()
-
-    def add(self, tr: Trace, i: int, attrs: dict[str, Any]) -> None:
-        self.calls += 1
-        error = tr.error[i]
-        if error:
-            self.errors += 1
-            self.limited += error == "429"
-        self.inp += tr.input_tokens[i]
-        self.out += tr.output_tokens[i]
-        self.cached += int(attrs.get(sc.CACHED_INPUT_TOKENS) or 0)
-        self.cost += tr.cost[i]
-        ttft = tr.ttft[i]
-        if ttft >= 0 and not error:
-            self.ttfts.append(ttft)
-            self.decode_s += max(0.0, (tr.end[i] - tr.start[i]) / 1e9 - ttft)
-        reason = str(attrs.get(sc.ROUTE_REASON) or "")
-        if reason:
-            self.reasons[reason.split(";")[0].split(",")[0]] += 1
+    def __init__(self, tr: Trace, calls: list[int]) -> None:
+        error, ttft, start, end = tr.error, tr.ttft, tr.start, tr.end
+        self.calls = len(calls)
+        failed = [error[i] for i in calls if error[i]]
+        self.errors, self.limited = len(failed), failed.count("429")
+        self.inp = sum(map(tr.input_tokens.__getitem__, calls))
+        self.out = sum(map(tr.output_tokens.__getitem__, calls))
+        self.cached = sum(map(tr.cached_input_tokens.__getitem__, calls))
+        self.cost = sum(map(tr.cost.__getitem__, calls))
+        timed = [i for i in calls if ttft[i] >= 0 and not error[i]]
+        self.ttfts = [ttft[i] for i in timed]
+        self.decode_s = sum(max(0.0, (end[i] - start[i]) / 1e9 - ttft[i]) for i in timed)
+        reasons = (tr.route_reason[i] for i in calls)
+        self.reasons = Counter(r.split(";")[0].split(",")[0] for r in reasons if r)
 
     def row(self, total_cost: float) -> dict[str, Any]:
         ttfts = sorted(self.ttfts)
@@ -82,24 +76,18 @@ class _Card:
 
 def scorecard(tr: Trace) -> dict[str, Any]:
     """`by_candidate` (`provider/model`) and `by_role` rows, and the run's totals."""
-    by_ref: dict[str, _Card] = {}
-    by_role: dict[str, _Card] = {}
-    total = _Card()
-    for i in range(len(tr)):
-        if tr.op[i] != sc.OP_CHAT:
-            continue
-        attrs = tr.attributes(i)
-        ref = f"{tr.provider[i] or '?'}/{tr.model[i] or '?'}"
-        for card in (
-            by_ref.setdefault(ref, _Card()),
-            by_role.setdefault(tr.role[i] or "-", _Card()),
-            total,
-        ):
-            card.add(tr, i, attrs)
+    by_ref: dict[str, list[int]] = {}
+    by_role: dict[str, list[int]] = {}
+    provider, model, role, op = tr.provider, tr.model, tr.role, tr.op
+    calls = [i for i in range(len(tr)) if op[i] == sc.OP_CHAT]
+    for i in calls:
+        by_ref.setdefault(f"{provider[i] or '?'}/{model[i] or '?'}", []).append(i)
+        by_role.setdefault(role[i] or "-", []).append(i)
+    total = _Card(tr, calls)
     cost = total.cost
     return {
         "run_id": tr.run_id,
-        "by_candidate": {k: c.row(cost) for k, c in sorted(by_ref.items())},
-        "by_role": {k: c.row(cost) for k, c in sorted(by_role.items())},
+        "by_candidate": {k: _Card(tr, c).row(cost) for k, c in sorted(by_ref.items())},
+        "by_role": {k: _Card(tr, c).row(cost) for k, c in sorted(by_role.items())},
         "total": total.row(cost) if total.calls else {},
     }

@@ -1,6 +1,7 @@
 """The run summary: figures per tier, provider, model and role, the ledger, the critical
 path and the calls on it that a faster provider would shorten most, and the merge queue's
-batches and time (`merge_queue`, None for a run without merge spans)."""
+batches and time (`merge_queue`, None for a run without merge spans), and how far the
+run's finish estimate was from its real end (`estimate`, from its pulse file)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 from swarm._analysis.context import context_summary
 from swarm._analysis.critical_path import critical_path_indices
+from swarm._analysis.estimate import estimate_accuracy
 from swarm._analysis.ledger import ledger_indices
 from swarm._analysis.merges import merge_breakdown
 from swarm._analysis.model import Trace
@@ -212,4 +214,5 @@ def summarize(trace: Trace) -> dict[str, Any]:
         },
         "merge_queue": merges.as_dict() if merges is not None else None,
         "remote": remote_split(tr),
+        "estimate": estimate_accuracy(tr),
     }

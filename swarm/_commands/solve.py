@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from swarm._commands._args import at_least
@@ -76,6 +78,12 @@ def _run_options(p: argparse.ArgumentParser) -> None:
         help="run agents' workspaces, tools and checks on a Ray cluster: auto, HOST:PORT or "
         "ray://HOST:PORT (pip install 'swarm[ray]'); local: this machine (default: [cluster])",
     )
+    p.add_argument(
+        "--view",
+        action="store_true",
+        help="watch the run live in the viewer (its URL is printed; it stays until Ctrl-C)",
+    )
+    p.add_argument("--no-browser", action="store_true", help="with --view: only print the URL")
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
 
@@ -109,14 +117,57 @@ def _open_cluster(config: Any) -> Any:
 
 async def _solve(args: argparse.Namespace) -> int:
     req = _request(args, task_path=args.task, repo=args.repo, plan_path=args.plan)
-    return await _solved(req, args.json)
+    return await _viewed(req, args) if args.view else await _solved(req, args.json)
 
 
 async def _resume(args: argparse.Namespace) -> int:
-    return await _solved(_request(args, task_path="", run_id=args.run_id), args.json)
+    req = _request(args, task_path="", run_id=args.run_id)
+    return await _viewed(req, args) if args.view else await _solved(req, args.json)
 
 
-async def _solved(req: Any, as_json: bool) -> int:
+async def _viewed(req: Any, args: argparse.Namespace) -> int:
+    """`--view`: the run with the live viewer following its trace. The URL goes to stderr
+    as soon as the run knows where its trace goes; once the run has ended (its report
+    printed) the page is the viewer of its trace, served until Ctrl-C or SIGTERM."""
+    import signal
+    import sys
+    import webbrowser
+
+    import anyio
+
+    from swarm._viewer.serve import serve_viewer
+
+    where: list[Path] = []
+    known, ended = anyio.Event(), anyio.Event()
+
+    def on_trace(path: Path) -> None:
+        where.append(path)
+        known.set()
+
+    async def view() -> None:
+        await known.wait()
+        async with serve_viewer(where[0], follow=True, ended=ended) as url:
+            print(f"swarm: live view: {url}", file=sys.stderr, flush=True)
+            if not args.no_browser:
+                await anyio.to_thread.run_sync(webbrowser.open, url)
+            await anyio.sleep_forever()
+
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(view)
+            try:
+                code = await _solved(req, args.json, on_trace)
+            finally:
+                ended.set()
+            if where:
+                print("swarm: the run ended; the viewer stays (Ctrl-C to stop)", file=sys.stderr)
+                async for _ in signals:
+                    break
+            tg.cancel_scope.cancel()
+    return code
+
+
+async def _solved(req: Any, as_json: bool, on_trace: Callable[[Path], None] | None = None) -> int:
     """Run `req` and print its report; with `--json`, one JSON object on every exit path,
     an error that ended the run (or kept it from starting) included."""
     from swarm.errors import ConfigError, SwarmError
@@ -124,7 +175,7 @@ async def _solved(req: Any, as_json: bool) -> int:
     from swarm.run._solve import solve
 
     try:
-        report = await solve(req, cluster=_open_cluster)
+        report = await solve(req, cluster=_open_cluster, on_trace=on_trace)
     except (SwarmError, OSError, BaseExceptionGroup) as exc:
         if not as_json:
             raise

@@ -42,6 +42,13 @@ def register(subparsers: Any) -> None:
         s.add_argument("trace", type=Path)
         s.add_argument("--json", action="store_true", help="print as JSON")
         s.set_defaults(func=func)
+        if name == "summary":
+            s.add_argument(
+                "--report",
+                type=Path,
+                help="the run's report.json, for its finish estimates when the trace has no "
+                "<trace>.pulse beside it (default: where the run wrote it, if there)",
+            )
     _add_scorecard(sub)
 
     s = sub.add_parser("whatif", help="re-simulate the run on other providers")
@@ -60,7 +67,13 @@ def register(subparsers: Any) -> None:
     s = sub.add_parser("export", help="convert for other viewers")
     s.add_argument("trace", type=Path)
     s.add_argument("--format", choices=("otlp-json", "chrome"), default="chrome")
-    s.add_argument("-o", "--output", type=Path, metavar="FILE", help="default: stdout")
+    s.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        metavar="FILE",
+        help="default: stdout; a directory gets <run-id>.trace.json (chrome) or .jsonl",
+    )
     s.set_defaults(func=_export)
 
     s = sub.add_parser("send", help="replay the trace into an OTLP/HTTP endpoint")
@@ -81,7 +94,12 @@ def register(subparsers: Any) -> None:
     s.set_defaults(func=_diff)
 
     s = sub.add_parser("view", help="open the latency viewer in a browser")
-    s.add_argument("trace", type=Path)
+    s.add_argument("trace", type=Path, help="a trace file (with --follow: or a run id)")
+    s.add_argument(
+        "--follow",
+        action="store_true",
+        help="the run is still going: show it live, then the viewer of its trace",
+    )
     s.add_argument("--port", type=port, default=0, help="0 picks a free port")
     s.add_argument("--no-browser", action="store_true", help="only print the URL")
     s.set_defaults(func=_view)
@@ -149,8 +167,12 @@ _SAVING_COLUMNS = {
 
 def _summary(args: argparse.Namespace) -> int:
     from swarm._analysis import summarize
+    from swarm._analysis.estimate import estimate_accuracy
 
-    s = summarize(_load(args.trace))
+    trace = _load(args.trace)
+    s = summarize(trace)
+    if args.report is not None:
+        s["estimate"] = estimate_accuracy(trace, args.report)
     if args.json:
         _dump(s)
         return 0
@@ -167,7 +189,27 @@ def _summary(args: argparse.Namespace) -> int:
     summary_merges(s["merge_queue"])
     summary_remote(s["remote"])
     summary_context(s["context"])
+    _summary_estimate(s["estimate"])
     return 0
+
+
+def _summary_estimate(est: dict[str, Any] | None) -> None:
+    """How far the run's finish estimate was from its real end, at 25/50/75 % of it."""
+    if not est:
+        return
+    rows = []
+    for q in (25, 50, 75):
+        e = est[f"at_{q}"]
+        if e is None:
+            rows.append([f"{q} %", "-", "-", "-", "-"])
+            continue
+        span = f"{e['low_end_s']:.1f}-{e['high_end_s']:.1f}"
+        rows.append(
+            [f"{q} %", e["estimated_end_s"], span, e["error_s"], "yes" if e["in_range"] else "no"]
+        )
+    source = "its pulse file" if est["source"] == "pulse" else est["source"]
+    title = f"finish estimate against the real end ({est['estimates']} estimates, from {source})"
+    table(title, ["at", "estimated end s", "range s", "error s", "in range"], rows)
 
 
 def _summary_ledgers(s: dict[str, Any]) -> None:
@@ -310,15 +352,27 @@ def _whatif(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace) -> int:
     from swarm._analysis import export_chrome
+    from swarm._analysis.export import CHROME_SUFFIX
 
+    tr = _load(args.trace)
     if args.format == "chrome":
-        text = json.dumps(export_chrome(_load(args.trace)))
+        text, suffix = json.dumps(export_chrome(tr)), CHROME_SUFFIX
     else:
-        text = args.trace.read_text(encoding="utf-8")
-    if args.output:
-        args.output.write_text(text, encoding="utf-8")
-    else:
+        text, suffix = args.trace.read_text(encoding="utf-8"), ".jsonl"
+    out: Path | None = args.output
+    if out is not None and out.is_dir():
+        out = out / f"{tr.run_id or args.trace.stem}{suffix}"
+    if out is not None and out.name.endswith(".chrome.json"):
+        print(
+            f"swarm: warning: {out}: speedscope reads *.chrome.json as a Chrome profile and "
+            f"rejects trace events; name it *{CHROME_SUFFIX} (Perfetto reads either)",
+            file=sys.stderr,
+        )
+    if out is None:
         sys.stdout.write(text)
+    else:
+        out.write_text(text, encoding="utf-8")
+        print(f"wrote {out}", file=sys.stderr)
     return 0
 
 
@@ -378,6 +432,21 @@ def _diff(args: argparse.Namespace) -> int:
 def _view(args: argparse.Namespace) -> int:
     from swarm._viewer.serve import main_view
 
-    _load(args.trace)  # a broken trace is refused here, before a server starts
+    if args.follow:
+        args.trace = _followed(args.trace)
+    else:
+        _load(args.trace)  # a broken trace is refused here, before a server starts
     code: int = main_view(args)
     return code
+
+
+def _followed(trace: Path) -> Path:
+    """The trace to follow: the path given, else a run id's trace where runs write them
+    (`traces/`, or `.swarm/traces` for a run inside its repository)."""
+    if trace.suffix or trace.exists():
+        return trace
+    for where in (Path("traces"), Path(".swarm") / "traces"):
+        candidate = where / f"{trace}.jsonl"
+        if candidate.exists():
+            return candidate
+    return Path("traces") / f"{trace}.jsonl"

@@ -20,12 +20,18 @@ A `wait` span of kind `hedge` covers each contention, with the winner and why it
 failure on its breaker, so a provider that hangs stops being tried first after a few calls.
 The backup may be the primary itself (the tier's last resort): more calls to the same
 candidate. Errors leave the race as themselves, never wrapped in an exception group.
+
+A loser is not a failure: each racer's task carries `lost_race` (a context variable),
+which says whether the race cancelled it, so the attempt's `chat` span records
+`swarm.hedge.outcome = "lost"` with its status unset instead of an error. A real error
+of an arm (a 5xx, a reset) stays an error.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import anyio
@@ -38,10 +44,13 @@ from swarm.messages import ChatResult
 from swarm.model import FirstTokenCallback
 from swarm.providers._progress import stream_progress
 
-__all__ = ["Attempt", "Delays", "race"]
+__all__ = ["Attempt", "Delays", "lost_race", "race"]
 
 Attempt = Callable[[Target, Call, FirstTokenCallback | None], Awaitable[ChatResult]]
 """One attempt on one candidate; calls the callback on its first token."""
+
+lost_race: ContextVar[Callable[[], bool] | None] = ContextVar("lost_race", default=None)
+"""In a racer's task: whether the race has cancelled this racer because another won."""
 
 _GROWTH = 1.25  # each further backup for a hang waits a quarter longer again
 
@@ -181,6 +190,7 @@ async def race(
 
 async def _racer(attempt: Attempt, state: _Race, idx: int, call: Call) -> None:
     stream_progress.set(lambda: state.progress(idx))  # this task's context only
+    lost_race.set(lambda: state.scopes[idx].cancel_called)
     result: ChatResult | None = None
     error: Exception | None = None
     with state.scopes[idx]:

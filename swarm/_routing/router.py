@@ -27,7 +27,7 @@ from opentelemetry.util.types import AttributeValue
 
 from swarm._routing.candidate import Call, Clock, Target, build_target
 from swarm._routing.gate import Gate, Overload, Permit, admit
-from swarm._routing.hedge import Delays, race
+from swarm._routing.hedge import Delays, lost_race, race
 from swarm._routing.limits import clock
 from swarm._routing.relay import Relay
 from swarm._routing.retry import Retrier
@@ -49,6 +49,14 @@ from swarm.providers._tool_text import read_calls
 __all__ = ["Need", "Router", "TierModel"]
 
 _NO_FAILOVER = frozenset({400, 422})  # the request itself is wrong: no provider will take it
+
+
+def _lost() -> bool:
+    """Was this cancellation a hedged race cancelling a loser (not the run, a deadline)?"""
+    lost = lost_race.get()
+    return lost is not None and lost()
+
+
 _FIRST_TRIES_TEXT = "two tries"  # candidate.Clock's _FIRST_TRIES, in an error message
 
 
@@ -404,6 +412,9 @@ class Router:
                 t.breaker.success()  # it answered; the request was at fault
             else:
                 t.breaker.failure()
+        elif isinstance(exc, anyio.get_cancelled_exc_class()) and _lost():
+            span.set_attribute(sc.HEDGE_OUTCOME, sc.HEDGE_LOST)  # not an error: status unset
+            t.breaker.abandon()
         elif isinstance(exc, anyio.get_cancelled_exc_class()):
             span.set_attribute(sc.ERROR_TYPE, "cancelled")
             span.set_status(Status(StatusCode.ERROR, "cancelled"))

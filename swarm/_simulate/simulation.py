@@ -358,6 +358,7 @@ def _figures(
         "shifts": [s.model_dump(exclude_none=True) for s in spec.shifts],
         "notes": report.warnings,
         "stop_reason": report.stop_reason,
+        "estimates": len(report.estimates),
         "calls_per_host": {n: p.attempts for n, p in world.hosts.items()},
         "over_window": world.provider.over_window,
         "peak_input_tokens": max(

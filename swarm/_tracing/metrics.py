@@ -68,6 +68,8 @@ class GenAIMetricsProcessor(SpanProcessor):
         attrs = span.attributes or {}
         if attrs.get(sc.OPERATION) != sc.OP_CHAT or not span.end_time or not span.start_time:
             return
+        if attrs.get(sc.HEDGE_OUTCOME) == sc.HEDGE_LOST:
+            return  # a race's cancelled loser: neither a completed operation nor an error
         labels: dict[str, Any] = {
             k: attrs[k]
             for k in (sc.OPERATION, sc.PROVIDER, sc.REQUEST_MODEL, sc.TIER, sc.ERROR_TYPE)

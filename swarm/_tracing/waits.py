@@ -20,7 +20,7 @@ from opentelemetry.util.types import AttributeValue
 from swarm._tracing import semconv as sc
 from swarm._tracing.setup import tracer
 
-__all__ = ["depends_on", "holding", "record_wait", "start_wait", "waiting"]
+__all__ = ["depends_on", "holding", "open_waits", "record_wait", "start_wait", "waiting"]
 
 
 def depends_on(contexts: Sequence[SpanContext]) -> list[Link]:
@@ -39,15 +39,29 @@ def waiting(
     links: Sequence[SpanContext] = (),
     attributes: Mapping[str, AttributeValue] | None = None,
 ) -> Iterator[Span]:
-    """A span around a wait; an exception ending the wait (a cancel) is no span error."""
-    with tracer().start_as_current_span(
-        f"{sc.WAIT_SPAN} {kind}",
-        attributes=_attrs(kind, attributes),
-        links=depends_on(links),
-        record_exception=False,
-        set_status_on_exception=False,
-    ) as span:
-        yield span
+    """A span around a wait; an exception ending the wait (a cancel) is no span error.
+    While it lasts it counts in `open_waits` (what the live view shows as waiting now)."""
+    _open[kind] = _open.get(kind, 0) + 1
+    try:
+        with tracer().start_as_current_span(
+            f"{sc.WAIT_SPAN} {kind}",
+            attributes=_attrs(kind, attributes),
+            links=depends_on(links),
+            record_exception=False,
+            set_status_on_exception=False,
+        ) as span:
+            yield span
+    finally:
+        _open[kind] -= 1
+
+
+_open: dict[str, int] = {}
+"""Waits in progress in this process, by kind (an event loop's tasks, no lock needed)."""
+
+
+def open_waits() -> dict[str, int]:
+    """The waits in progress now, by kind (kinds with none left out)."""
+    return {k: n for k, n in _open.items() if n > 0}
 
 
 @asynccontextmanager

@@ -4,9 +4,12 @@
 (from its column cache, written when the run ended), then build the span payload frame by
 frame, the first screen's lanes first, handing each frame on as it is done (the page draws
 from the first), then the critical path (`spans_bytes`, binary: see
-`swarm._viewer.payload`). `summarize()` then computes the rest while the page already draws:
-the analysis summary, both latency ledgers, the critical-path list, per-tier TTFT/latency
-histograms and the catalog models offered to the what-if form (`summary_json`).
+`swarm._viewer.payload`). A trace without a fresh cache (one copied from elsewhere) takes
+seconds to parse: its head is parsed first and handed on as a preview payload, which the
+page draws while the whole file is read (and its cache written). `summarize()` then
+computes the rest while the page already draws: the analysis summary, both latency
+ledgers, the critical-path list, per-tier TTFT/latency histograms and the catalog models
+offered to the what-if form (`summary_json`).
 
 `span_detail(i)` and `whatif(...)` answer on demand. The page's span index `i` is the
 position in the payload's order; `order[i]` is the index in the analysis `Trace`.
@@ -23,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from swarm._analysis import Trace, ledger, load_trace, summarize, whatif
+from swarm._analysis.loader import HEAD_BYTES
 from swarm._tracing import semconv as sc
 from swarm._viewer.payload import KIND_OF_OP, KINDS, MAX_DEPTH, stream_spans
 
@@ -98,11 +102,24 @@ class ViewerData:
     """Empty until `summarize()` has run."""
 
     @classmethod
-    def build(cls, path: str | Path, on_frame: Callable[[bytes], None] | None = None) -> ViewerData:
+    def build(
+        cls,
+        path: str | Path,
+        on_frame: Callable[[bytes], None] | None = None,
+        *,
+        head_bytes: int = HEAD_BYTES,
+    ) -> ViewerData:
         """Load the trace and build the span payload, handing each frame to `on_frame` as
-        soon as it is encoded; the summary waits for `summarize`."""
+        soon as it is encoded (a trace without a fresh cache: a preview of its first
+        `head_bytes` first); the summary waits for `summarize`."""
         started = time.perf_counter()
-        trace = load_trace(Path(path))
+
+        def preview(head: Trace) -> None:
+            if on_frame is not None:
+                stream_spans(head, on_frame, preview=True)
+
+        on_head = preview if on_frame is not None else None
+        trace = load_trace(Path(path), on_head=on_head, head_bytes=head_bytes)
         frames: list[bytes] = []
 
         def emit(frame: bytes) -> None:

@@ -14,6 +14,10 @@ column in a typed array over the frame's buffer: no JSON parsing of 100k+ spans.
 - The last frame (`final`) holds what needs the whole trace: `crit` (on the critical path)
   and `parent` (page index of the parent, -1 for none), for all `n` spans.
 
+A preview (`preview=True`: a trace's head, drawn while the whole file is parsed) is a
+stream of its own without the last frame, its first header marked `"preview": true`; the
+whole trace's stream follows it, and its first frame (with `n`) starts the page afresh.
+
 Page order (`order[p]` is the trace index of page index `p`), which is also the stream's:
 first every lane's top row (agents, the run's roots, the merge queue's first row: a coarse
 picture of every lane), then each lane's remaining rows lane by lane, the first screen's
@@ -135,8 +139,10 @@ class _Frames:
         lanes: Lanes,
         marks: dict[int, dict[str, str]],
         emit: Callable[[bytes], None],
+        preview: bool,
     ) -> None:
         self.trace, self.lanes, self.marks, self.emit = trace, lanes, marks, emit
+        self.preview = preview
         self.t0 = trace.start_ns  # a min() over every span: once
         self.order: list[int] = []
         self.page = [-1] * len(trace)
@@ -167,6 +173,7 @@ class _Frames:
             "lane_subtask": [sub_code[s] for s in ln.subtask],
             "merge_lane": ln.queue_lane,
             "schema": [*schema, ["crit", "B"], ["parent", "i"]],
+            "preview": self.preview,
         }
 
     def send(self, spans: list[int]) -> None:
@@ -206,14 +213,15 @@ class _Frames:
 
 
 def stream_spans(
-    trace: Trace, emit: Callable[[bytes], None], first: int = FIRST_FRAME
+    trace: Trace, emit: Callable[[bytes], None], first: int = FIRST_FRAME, *, preview: bool = False
 ) -> tuple[list[int], list[int], list[int]]:
     """Build the payload frame by frame, handing each to `emit` as soon as it is encoded;
     returns the page order, its inverse (trace index -> page index) and the critical path
-    (trace indices, in time order), which is computed last."""
+    (trace indices, in time order), which is computed last (not for a `preview`: see the
+    module docstring)."""
     marks = merge_marks(trace)
     ln = plan_lanes(trace, list(marks))
-    out = _Frames(trace, ln, marks, emit)
+    out = _Frames(trace, ln, marks, emit, preview)
     by_start, depth = trace.start.__getitem__, ln.depth
     fixed = [walk(trace, ln, lane) for lane in range(2 if ln.queue_rows else 1)]
     batch = [i for spans in fixed for i in sorted(spans, key=by_start) if not depth[i]]
@@ -227,6 +235,8 @@ def stream_spans(
             batch, budget = [], min(_LAST_FRAME, int(budget * 2.5))
     if batch or not out.order:
         out.send(batch)
+    if preview:
+        return out.order, out.page, []
     crit = critical_path_indices(trace)
     out.finish(crit)
     return out.order, out.page, crit

@@ -29,6 +29,8 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanContext
 
 from swarm._tracing import semconv as sc
+from swarm._tracing.pulse import PulseRecord
+from swarm._tracing.setup import current_run
 from swarm._tracing.waits import record_wait, waiting
 from swarm.agent._tool import Tool
 from swarm.agent._toolbox import CommandResult, coding_tools
@@ -64,6 +66,7 @@ from swarm.run._parts import (
     releasing,
 )
 from swarm.run._plan import Plan, Subtask
+from swarm.run._pulse import pulsing, record
 from swarm.run._removals import removal_prompt, unasked_removals
 from swarm.run._roles import (
     CODER,
@@ -72,6 +75,7 @@ from swarm.run._roles import (
     rebase_prompt,
     unchanged_prompt,
 )
+from swarm.run._slack import RouteHints
 from swarm.run._staff import Staff
 from swarm.run._task import Task
 
@@ -157,14 +161,22 @@ class Coordinator:
         self._priority = {st.id: plan.place_priority(st.id) for st in plan.subtasks}
         board = Board.for_plan(plan, queue, done, self.options.max_agents)
         final: CheckResult | None = None
+        trace = current_run()
+        started = anyio.current_time()
+
+        def now() -> PulseRecord:
+            crew = self.crew
+            return record(started, self._live, crew.progress, crew.budget, len(self._queued))
+
         with anyio.move_on_after(self.crew.budget.remaining_s()) as deadline:
-            stop = await self._dispatch(plan, board)
-            async with releasing(self._workspaces):  # no one needs them any more
-                if stop is None:
-                    try:
-                        final = await self._verify(queue)
-                    except BudgetExceeded as exc:
-                        stop = exc.kind
+            async with pulsing(trace.path if trace is not None else None, now):
+                stop = await self._dispatch(plan, board)
+                async with releasing(self._workspaces):  # no one needs them any more
+                    if stop is None:
+                        try:
+                            final = await self._verify(queue)
+                        except BudgetExceeded as exc:
+                            stop = exc.kind
         if deadline.cancelled_caught:
             stop = "deadline"
         for outcome in board.skip_rest(stop):
@@ -180,11 +192,14 @@ class Coordinator:
         settle and count) or stop at their next call."""
         self.crew.progress.start(total=len(plan.subtasks), merged=len(board.done))
         self._plan_ready_ns = time.time_ns()
-        if self.crew.hints is not None:
-            note = self.crew.progress.note
-            self._live = LivePath(plan, self.crew.hints, limiter=board.limiter, note=note)
+        # without the router's hints (a library's own model source) the live path only
+        # estimates the finish, for the pulse: no deadline to pace, no router to tell
+        hints = self.crew.hints
+        note = self.crew.progress.note
+        self._live = LivePath(plan, hints or RouteHints(), limiter=board.limiter, note=note)
+        if hints is not None:
             self._live.deadline(self.crew.budget.remaining_s)
-            self._live.done_before(board.done)
+        self._live.done_before(board.done)
         started = set(board.done)
         async with anyio.create_task_group() as tg:
             while True:

@@ -25,7 +25,9 @@ move is noted in `RouteHints.changes`, with why, for the run's report.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import anyio
 
@@ -34,12 +36,23 @@ from swarm.run._plan import Plan
 from swarm.run._plan_graph import topo_order
 from swarm.run._slack import RouteHints
 
-__all__ = ["LivePath"]
+__all__ = ["Forecast", "LivePath"]
 
 _OVERRUN = 0.25
 """What is left of a subtask running past its estimate, in lengths."""
 _FIX_PRIOR = 0.5
 """A fix round's length, in subtask lengths, until one was measured."""
+
+
+@dataclass(frozen=True, slots=True)
+class Forecast:
+    """The time left to the last subtask's end, with its range (seconds from now)."""
+
+    left_s: float
+    low_s: float
+    high_s: float
+    critical: tuple[str, ...]
+    """The subtasks still ahead with no slack (the live critical path)."""
 
 
 class LivePath:
@@ -183,6 +196,24 @@ class LivePath:
         if unit > 0:  # only timed lengths are comparable with the deadline
             self.estimate_s = max(early, default=0.0)
             self._pace(left, early, late)
+
+    def forecast(self) -> Forecast | None:
+        """The finish as now estimated: the later of the critical path ahead and the work
+        ahead spread over the agents, with a range from the measured subtask lengths (their
+        quartiles over their mean; plus or minus half before two were measured). None
+        until a length could be timed."""
+        left, early, _late, unit = self._pass()
+        if unit <= 0:
+            return None
+        agents = self._limiter.limit if self._limiter is not None else math.inf
+        work = sum(left) / agents if agents != math.inf else 0.0
+        ahead = max(max(early, default=0.0), work)
+        low, high = 0.5, 1.5
+        if len(self._walls) >= 2:
+            q1, _, q3 = statistics.quantiles(self._walls, n=4)
+            low, high = min(1.0, q1 / unit), max(1.0, q3 / unit)
+        critical = tuple(x for x, s in self._hints.slack.items() if s == 0)
+        return Forecast(ahead, ahead * low, ahead * high, critical)
 
     # -- the deadline ---------------------------------------------------------------
 

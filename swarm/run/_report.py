@@ -11,7 +11,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["MergeStats", "Overhead", "RunReport", "RunStatus", "SubtaskReport", "render_markdown"]
+__all__ = [
+    "FinishEstimate",
+    "MergeStats",
+    "Overhead",
+    "RunReport",
+    "RunStatus",
+    "SubtaskReport",
+    "render_markdown",
+]
 
 RunStatus = Literal["done", "failed", "stopped", "interrupted"]
 
@@ -85,6 +93,21 @@ class MergeStats(BaseModel):
         return self.merged * self.check_s / self.checks_run if self.checks_run else 0.0
 
 
+class FinishEstimate(BaseModel):
+    """One estimate of the run's finish, as its pulse file recorded it (`swarm.run._pulse`)."""
+
+    model_config = ConfigDict(frozen=True)
+    at_ns: int
+    """When it was made (Unix ns, the spans' clock)."""
+    elapsed_s: float
+    """Seconds since the run's subtasks started."""
+    left_s: float
+    """Seconds to the last subtask's end, as then estimated."""
+    low_s: float | None = None
+    high_s: float | None = None
+    """The estimate's range."""
+
+
 class RunReport(BaseModel):
     """Everything a user (or a script, with `--json`) needs to know about a finished run."""
 
@@ -124,6 +147,9 @@ class RunReport(BaseModel):
     """Tests seen to fail and pass on the same tree: excused, never blamed on a change."""
     stuck: dict[str, str] = {}
     """Agents stopped for repeating themselves, by agent id: the reply they kept sending."""
+    estimates: list[FinishEstimate] = []
+    """Each estimate of the finish the run made (also in its trace's pulse file), so
+    `swarm trace summary` can judge them when the trace travels without that file."""
 
     @property
     def ok(self) -> bool:

@@ -30,6 +30,7 @@ from opentelemetry.trace import Span, Status, StatusCode
 
 from swarm._routing.router import Router
 from swarm._tracing import semconv as sc
+from swarm._tracing.pulse import read_pulses
 from swarm._tracing.setup import RunTrace, run_tracing, tracer
 from swarm.budget import Budget, BudgetLimits
 from swarm.config import SwarmConfig, config_key
@@ -51,7 +52,7 @@ from swarm.run._parts import (
 )
 from swarm.run._plan import Plan, load_plan
 from swarm.run._progress import Progress
-from swarm.run._report import MergeStats, Overhead, RunReport, RunStatus
+from swarm.run._report import FinishEstimate, MergeStats, Overhead, RunReport, RunStatus
 from swarm.run._task import Task
 from swarm.run.journal import Journal
 
@@ -344,6 +345,7 @@ class Run:
             merge=self.merge_stats,
             stuck=dict(outcome.stuck) if outcome else {},
             flaky=sorted(self.baseline.flaky),
+            estimates=_estimates(self._trace.path),
         )
         if run_dir is not None:
             report.write(run_dir)
@@ -392,6 +394,18 @@ class Run:
             cpu_ms_per_call=round(1000 * cpu_s / calls, 3),
             cpu_vs_model=round(cpu_s / model_s, 4) if model_s else 0.0,
         )
+
+
+def _estimates(trace_path: Path) -> list[FinishEstimate]:
+    """The finish estimates the run's pulse file holds (`swarm.run._pulse`)."""
+    records, _ = read_pulses(trace_path)
+    return [
+        FinishEstimate(
+            at_ns=r.at_ns, elapsed_s=r.elapsed_s, left_s=r.left_s, low_s=r.low_s, high_s=r.high_s
+        )
+        for r in records
+        if r.left_s is not None
+    ]
 
 
 def top_line(report: RunReport) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import glob
 import secrets
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, ExitStack, asynccontextmanager
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
@@ -208,13 +208,19 @@ class GitWorld:
 
 
 async def solve(
-    req: SolveRequest, *, source: ModelSource | None = None, cluster: ClusterOpener | None = None
+    req: SolveRequest,
+    *,
+    source: ModelSource | None = None,
+    cluster: ClusterOpener | None = None,
+    on_trace: Callable[[Path], None] | None = None,
 ) -> RunReport:
     """Run (or resume) a task; returns the report (also written to disk).
 
     `source` replaces the router as the origin of every agent's model (library users,
     tests); journaling, replay and budgets apply either way. `cluster` connects to the
-    cluster `[cluster]` or `--cluster` asks for (`swarm._cluster.RayCluster.open`)."""
+    cluster `[cluster]` or `--cluster` asks for (`swarm._cluster.RayCluster.open`);
+    `on_trace` hears where the run's trace will be written before the run starts (the live
+    view follows it)."""
     state = Path(req.state_dir)
     await anyio.Path(state).mkdir(parents=True, exist_ok=True)
     (state / ".gitignore").write_text("# swarm's run state: never part of a repository\n*\n")
@@ -260,6 +266,8 @@ async def solve(
             live=req.live,
             source=source,
         )
+        if on_trace is not None:
+            on_trace(spec.traces_dir / f"{run_id}.jsonl")
         run: Run | None = None
         try:
             # git and the checks start through a spawn server: the coordinator never forks

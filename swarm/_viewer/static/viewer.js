@@ -41,6 +41,7 @@
     laneVisible: (l) => { const top = laneTop[posOf[l]] - scrollY; return top >= 0 && top + ROW_STEP <= cssH - AXIS_H; },
     groupBy: (g) => setGroup(g), colorBy: (m) => setColor(m), jumpToCritical: () => jumpToCritical(),
     groups: () => groups.map((g) => g.label), laneLabel: (l) => D.lanes[l], laneOf: (i) => D.lane[i],
+    columns: () => D, // every span's columns and tables (slowest.js reads them)
   });
 
   let D = null; // columns as typed arrays plus tables
@@ -54,9 +55,11 @@
   // lane's top row plus the first screen's lanes; each further frame more lanes; the last
   // one the critical path. After each batch of frames the row index is rebuilt over the
   // spans received so far (`loaded`) and the view redrawn; `?whole` draws only at the end.
+  // A trace the server must parse first sends a preview of its head (`preview` in its first
+  // header, no last frame), then the whole trace's stream: its first frame starts afresh.
   const TYPED = { d: Float64Array, f: Float32Array, i: Int32Array, I: Uint32Array, H: Uint16Array, B: Uint8Array };
   const PROGRESSIVE = !new URLSearchParams(location.search).has("whole");
-  let loaded = 0, colored = 0, finalSeen = false;
+  let loaded = 0, colored = 0, finalSeen = false, fresh = false;
   function frameOf(buf) { // header length, JSON header, 8-aligned columns
     const hlen = new DataView(buf).getUint32(0, true);
     const f = JSON.parse(new TextDecoder().decode(new Uint8Array(buf, 4, hlen)));
@@ -75,16 +78,19 @@
     };
     for (const [name, tc] of p.schema) D[name] = new TYPED[tc](p.n);
     runEnd = Math.max(1, p.run_end_ms); V.total = p.n; colorOf = new Uint16Array(p.n);
+    if (V.preview && !p.preview) $("stats").textContent = "loading…";
+    loaded = 0; colored = 0; finalSeen = false; V.preview = !!p.preview; fresh = true;
+    if (V.preview) $("stats").textContent = "drawing the trace's head while the whole file is read…";
   }
   function receive(f) {
-    if (!D) begin(f);
+    if (f.n !== undefined) begin(f);
     for (const name in f.cols) D[name].set(f.cols[name], f.first);
     Object.assign(D.merges, f.merges || {});
     if (f.final) finalSeen = true; else loaded = Math.max(loaded, f.first + f.count);
   }
   async function load(response) {
     const reader = response.body.getReader(), st = { parts: [], have: 0 };
-    let need = -1, started = false, got = false;
+    let need = -1, got = false;
     for (;;) {
       const { done, value } = await reader.read();
       if (value) { st.parts.push(value); st.have += value.length; }
@@ -94,7 +100,7 @@
         receive(frameOf(take(st, need).buffer)); need = -1; got = true;
       }
       if (got && (PROGRESSIVE || done)) {
-        got = false; index(); if (!started) { started = true; renderLegend(); resize(); fit(); draw(); } else requestDraw(); }
+        got = false; index(); if (fresh) { fresh = false; renderLegend(); resize(); fit(); draw(); } else requestDraw(); }
       if (done) break;
     }
     V.streamEndMs = performance.now();
@@ -312,7 +318,10 @@
     }
     V.drawnCount = drawn; V.frames++;
     if (!V.ready) { V.firstDrawMs = performance.now(); V.firstDrawSpans = loaded; V.ready = true; }
-    if (finalSeen && !V.complete) { V.completeMs = performance.now(); V.complete = true; }
+    if (finalSeen && !V.complete) {
+      V.completeMs = performance.now(); V.complete = true;
+      window.dispatchEvent(new Event("viewer-complete"));
+    }
   }
   function fillBuckets(bs, alpha) {
     ctx.globalAlpha = alpha;
@@ -487,6 +496,7 @@
   function select(i) {
     V.selected = i; requestDraw();
     if (i < 0) { $("details").innerHTML = '<p class="muted">Click a span in the timeline.</p>'; return; }
+    if (V.preview) { $("details").innerHTML = '<p class="muted">Details once the whole trace is read.</p>'; return; }
     fetch(`/api/span/${i}`).then((r) => r.json()).then(renderDetails);
   }
 
@@ -611,14 +621,14 @@
         `<span class="muted" title="seconds of the run's wall-clock spent on this cause along the critical path">critical path</span>` +
         `<span class="muted" title="this cause's part of the critical path">% of path</span>` +
         `<span class="muted" title="seconds of the whole run's wall-clock, each instant shared among the steps running then; not a sum of span durations">whole run (shared)</span>` +
-        cats.map((k, j) => `<span><i style="background:${ledgerColor(k, j)}"></i>${esc(k)}</span><span>${fmtMs((crit[k] || 0) * 1000)}</span>` +
+        cats.map((k, j) => `<span title="${esc(k)}"><i style="background:${ledgerColor(k, j)}"></i>${esc(k)}</span><span>${fmtMs((crit[k] || 0) * 1000)}</span>` +
           `<span class="muted">${ct > 0 ? ((100 * (crit[k] || 0)) / ct).toFixed(1) : "0.0"}%</span><span>${fmtMs((run[k] || 0) * 1000)}</span>`).join("") + "</div>"
       : '<p class="muted">No latency ledger in this trace.</p>';
     // critical path list
     const cp = s.critical_path || [];
     $("crit-total").textContent = `· ${cp.length} spans`;
     const rows = cp.filter((c) => c.kind !== "workflow" && c.kind !== "agent").slice(0, 400);
-    $("crit-list").innerHTML = rows.map((c) => `<div class="crit-row" data-span="${c.index}"><span>${esc(c.name)}</span><span class="d">${fmtMs(c.duration_ms)}</span></div>`).join("");
+    $("crit-list").innerHTML = rows.map((c) => `<div class="crit-row" data-span="${c.index}"><span title="${esc(c.name)}">${esc(c.name)}</span><span class="d">${fmtMs(c.duration_ms)}</span></div>`).join("");
     // histograms
     const hs = Object.entries(s.histograms || {});
     $("histograms").innerHTML = hs.length ? hs.map(([tier], j) =>
