@@ -30,9 +30,10 @@ def test_readme_starts_with_install_and_test_commands() -> None:
     first_block = re.search(r"```bash\n(.*?)```", README.read_text(), re.DOTALL)
     assert first_block
     lines = [line.split("#")[0].strip() for line in first_block.group(1).splitlines()]
-    assert lines[:2] == ["bash .ci/install", ".venv/bin/python -m pytest"]
+    test = ".venv/bin/python -m pytest -n 2 --dist loadfile"
+    assert lines[:2] == ["bash .ci/install", test]
     ci = (README.parent / ".ci" / "run").read_text()
-    assert ".venv/bin/python -m pytest\n" in ci
+    assert f"{test}\n" in ci  # CI runs exactly the README's command
 
 
 def calc_repo(tmp_path: Path) -> Path:
