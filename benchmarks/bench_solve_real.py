@@ -67,7 +67,7 @@ from swarm.run._report import RunReport
 from swarm.run._solve import SolveRequest, solve
 
 REAL_REPO = Path(__file__).resolve().parents[2] / "shared" / "tools" / "real-repo"
-_SUBTASK = re.compile(r"\(subtask id: ([^)\s]+)\)")
+_SCOPE = re.compile(r"^Files in scope: (.+)$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -182,20 +182,21 @@ def plan(parts: list[list[str]]) -> dict[str, Any]:
 class Policy:
     """Coders write their files' ruff-clean text, then finish; every other agent finishes."""
 
-    def __init__(self, work: dict[str, list[str]], changes: dict[str, str]) -> None:
-        self.work, self.changes = work, changes
+    def __init__(self, changes: dict[str, str]) -> None:
+        self.changes = changes
 
     def __call__(self, request: ChatRequest) -> Reply:
         system = next((m.content or "" for m in request.messages if m.role == "system"), "")
         text = "\n".join(m.content or "" for m in request.messages if m.role == "user")
-        found = _SUBTASK.search(text)
+        found = _SCOPE.search(text)
         wrote = any(
             c.name == "write_file"
             for m in request.messages
             if m.role == "assistant"
             for c in m.tool_calls
         )
-        files = self.work.get(found.group(1), []) if found else []
+        scope = found.group(1).split(", ") if found else []
+        files = [f for f in scope if f in self.changes]
         if not files or wrote or not system.startswith("You are a coder"):
             return Reply(tool_calls=[_call("finish", summary="done")])
         return Reply(
@@ -346,13 +347,12 @@ async def run(bench: Bench, repo: Path, venv: Path, root: Path) -> dict[str, Any
     python = ensure_repo(bench, repo, venv)
     changes = ruff_changes(bench, repo, python, root)
     parts = groups(changes, bench.subtasks)
-    work = {f"r{i:02d}": files for i, files in enumerate(parts)}
     check, accept = commands(bench, python)
     check_s, final_s = timed(check, repo), timed(accept, repo)
     cores = (
         len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     )
-    engine = SimEngine(profile=bench.profile, script=Policy(work, changes), seed=1)
+    engine = SimEngine(profile=bench.profile, script=Policy(changes), seed=1)
     runs: dict[str, dict[str, Any]] = {}
     async with serve_sim(engine) as url:
         for agents in bench.agents:

@@ -20,9 +20,9 @@ def test_files_are_split_into_balanced_groups_each_file_once() -> None:
 
 
 def test_a_coder_writes_its_files_once_and_everyone_else_finishes() -> None:
-    policy = Policy({"r01": ["pkg/a.py"]}, {"pkg/a.py": "A = 1  # noqa: E501\n"})
+    policy = Policy({"pkg/a.py": "A = 1  # noqa: E501\n"})
     prompt = Message.user(
-        "Overall task: t\n\nYour subtask: ruff-clean pkg/a.py (subtask id: r01)\n"
+        "Overall task: t\n\nYour subtask: ruff-clean pkg/a.py\n\nr\n\nFiles in scope: pkg/a.py"
     )
     first = policy(ChatRequest(messages=[Message.system(CODER), prompt]))
     assert [(c.name, json.loads(c.arguments)) for c in first.tool_calls] == [

@@ -260,19 +260,17 @@ def _request(role: str, first: str, *turns: Message) -> ChatRequest:
 
 
 def test_script_is_stateless_and_plays_unplanned_agents_safely() -> None:
-    request = _request("coder", "Your subtask: Rename calc_total (subtask id: pricing)")
+    request = _request("coder", "Your subtask: Rename calc_total to order_total and price Items")
     assert demo_script(request) == demo_script(request)
     names = [c.name for c in demo_script(request).tool_calls]
     assert names == ["read_file"] * 5
 
-    stranger = _request(
-        "fixer", "The check failed for your subtask: all of it (subtask id: final)."
-    )
+    stranger = _request("fixer", "The check failed for your subtask: all of it.")
     first = demo_script(stranger)
     assert [c.name for c in first.tool_calls] == ["run_tests"]
     later = _request(
         "fixer",
-        "The check failed for your subtask: x (subtask id: final).",
+        "The check failed for your subtask: x.",
         Message.assistant("x", []),
     )
     later.messages.append(Message.assistant("y", []))
@@ -284,13 +282,11 @@ def test_script_reads_its_role_from_the_conversation_alone() -> None:
     anything else gets the plain simulator's prose."""
     plan = demo_script(_request("planner", "# Refactor", Message.assistant("look", [])))
     assert '"subtasks"' in (plan.text or "")
-    rebase = _request(
-        "fixer", "Your subtask, x (subtask id: stock), was done on an older version of the ..."
-    )
+    stock, pricing = "Type-hint stock.py and add low_stock", "Rename calc_total to order_total"
+    rebase = _request("fixer", f"Your subtask, {stock}, was done on an older version of the ...")
     assert [c.name for c in demo_script(rebase).tool_calls] == ["read_file"] * 3
-    fixer = demo_script(
-        _request("fixer", "The check failed for your subtask: x (subtask id: pricing).")
-    )
+    told = f"The check failed for your subtask: {pricing} and price Items."
+    fixer = demo_script(_request("fixer", told))
     assert [c.name for c in fixer.tool_calls] == ["read_file"]
     chat = ChatRequest(messages=[Message.user("hello")], metadata={"sim.tokens": "5"})
     assert demo_script(chat).text == prose(5)

@@ -16,7 +16,6 @@ second to merge conflicts and a rebase fixer re-applies it on the new integratio
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -336,7 +335,8 @@ def _fallback() -> list[Step]:
     return [test, finish]
 
 
-_SUBTASK = re.compile(r"\(subtask id: ([^)\s]+)\)")
+_BY_TITLE = sorted(((str(s["title"]), str(s["id"])) for s in PLAN["subtasks"]), reverse=True)
+"""The plan's subtasks by title (the prompts name a subtask by its title alone)."""
 
 
 def _place(request: ChatRequest) -> tuple[str, str, bool]:
@@ -346,9 +346,10 @@ def _place(request: ChatRequest) -> tuple[str, str, bool]:
     system = next((m.content or "" for m in request.messages if m.role == "system"), "")
     user = next((m.content or "" for m in request.messages if m.role == "user"), "")
     role = next((r for r, mark in _ROLE_MARKS.items() if system.startswith(mark)), "")
-    found = _SUBTASK.search(user)
+    found = next((id_ for title, id_ in _BY_TITLE if f"subtask: {title}" in user), "")
+    found = found or next((id_ for title, id_ in _BY_TITLE if f"subtask, {title}," in user), "")
     rebase = role == "fixer" and "was done on an older version" in user
-    return role, found.group(1) if found else "", rebase
+    return role, found, rebase
 
 
 _ROLE_MARKS = {

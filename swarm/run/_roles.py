@@ -64,15 +64,11 @@ def planner_prompt(task: Task, errors: list[str] | None = None) -> str:
     return text
 
 
-def _id(subtask: Subtask) -> str:
-    # not in backticks: a small model took a backticked id for a tool's name and called it
-    return f"(subtask id: {subtask.id})"
-
-
 def coder_prompt(task: Task, subtask: Subtask, shown: str = "") -> str:
     files = ", ".join(subtask.files) or "(not specified)"
     return (
-        f"Overall task: {task.title}\n\nYour subtask: {subtask.title} {_id(subtask)}\n\n"
+        # no subtask id: a small model took one (`create-item-class`) for a tool and called it
+        f"Overall task: {task.title}\n\nYour subtask: {subtask.title}\n\n"
         f"{subtask.instructions}\n\nFiles in scope: {files}{shown}"
     )
 
@@ -117,7 +113,7 @@ def unchanged_prompt(subtask: Subtask) -> str:
     files = ", ".join(subtask.files) or "the files it needs"
     return (
         "Your worktree has no changes, but your subtask asks for one: "
-        f"{subtask.title} {_id(subtask)}. Make it in {files} with edit_file or write_file "
+        f"{subtask.title}. Make it in {files} with edit_file or write_file "
         "(read_file shows a file's current text), run run_tests, then call finish. If no "
         "change is needed, call finish and say why."
     )
@@ -126,7 +122,7 @@ def unchanged_prompt(subtask: Subtask) -> str:
 def fix_prompt(subtask: Subtask, check: str, output: str, shown: str = "") -> str:
     files = ", ".join(subtask.files) or "(not specified)"
     return (
-        f"The check failed for your subtask: {subtask.title} {_id(subtask)}.\n"
+        f"The check failed for your subtask: {subtask.title}.\n"
         f"Command: `{check}`\n\nWhat failed:\n{failing_part(output)}\n\n"
         f"Your files: {files}. Fix the cause within them; change another file only if "
         f"the failure is there, and say so in your summary.{shown}"
@@ -135,7 +131,7 @@ def fix_prompt(subtask: Subtask, check: str, output: str, shown: str = "") -> st
 
 def rebase_prompt(subtask: Subtask, patch: str, reason: str, shown: str = "") -> str:
     return (
-        f"Your subtask, {subtask.title} {_id(subtask)}, was done on an older version of the "
+        f"Your subtask, {subtask.title}, was done on an older version of the "
         f"integration branch and {reason}. Your worktree is at the new head.\n\n"
         f"Instructions: {subtask.instructions}\n\nThe earlier patch:\n```diff\n{patch}\n```\n"
         "Re-apply every part of the change on top of the current code (check each file "
