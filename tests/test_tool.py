@@ -249,7 +249,7 @@ def test_coding_tools_are_the_contract() -> None:
     props = {t.name: t.parameters["properties"] for t in tools}
     assert list(props["read_file"]) == ["path", "start", "end"]
     assert list(props["search"]) == ["pattern", "path", "glob"]
-    assert list(props["edit_file"]) == ["path", "old", "new"]
+    assert list(props["edit_file"]) == ["path", "old", "new", "replace_all"]  # optional last
     assert list(props["run"]) == ["command", "timeout"]
     assert list(props["run_tests"]) == ["args"]
     assert props["git_diff"] == {}

@@ -118,8 +118,18 @@ async def test_edit_file_replaces_a_unique_match(ws: Path) -> None:
 
 
 async def test_edit_file_reports_every_place_when_ambiguous(ws: Path) -> None:
-    with pytest.raises(ToolError, match=r"occurs 2 times .* \(at lines 2, 6\)"):
+    with pytest.raises(ToolError, match=r"occurs 2 times .* \(at lines 2, 6\).*replace_all"):
         await call("edit_file", ws, path="src/calc.py", old="return a - b", new="return 0")
+
+
+async def test_edit_file_replaces_every_occurrence_when_asked(ws: Path) -> None:
+    """A rename: the real 1.5B model's `edit_file(old="calc_total", ...)` met several."""
+    before = (ws / "src" / "calc.py").read_text()
+    out = await call(
+        "edit_file", ws, path="src/calc.py", old="return a - b", new="return 0", replace_all=True
+    )
+    assert out == "replaced 2 occurrences in src/calc.py (lines 2, 6)"
+    assert (ws / "src" / "calc.py").read_text() == before.replace("return a - b", "return 0")
 
 
 async def test_edit_file_shows_closest_candidates_when_missing(ws: Path) -> None:

@@ -150,7 +150,8 @@ def _locate(text: str, path: str, old: str, new: str) -> tuple[int, int, str, st
             index = text.find(old, index + 1)
         raise ToolError(
             f"old text occurs {count} times in {path!r} (at lines {', '.join(at)}); "
-            "include more surrounding lines to make it unique"
+            "include more surrounding lines to make it unique, or pass replace_all=true "
+            "to replace every one (a rename)"
         )
     bare = _without_numbers(old)
     if bare is not None:
@@ -197,13 +198,15 @@ def _loose(text: str, old: str, new: str) -> tuple[int, int, str] | None:
 
 
 @tool
-def edit_file(ctx: ToolContext, path: str, old: str, new: str) -> str:
+def edit_file(ctx: ToolContext, path: str, old: str, new: str, replace_all: bool = False) -> str:
     """Replace an exact, unique snippet of a file with new text.
 
     Args:
         path: File path relative to the workspace root.
-        old: The exact text to replace, including indentation; must occur exactly once.
+        old: The exact text to replace, including indentation; must occur exactly once
+            (unless replace_all).
         new: The text to put in its place.
+        replace_all: Replace every occurrence of `old` (a rename), not just a unique one.
     """
     if not old:
         raise ToolError("old is empty; to create or overwrite a file use write_file")
@@ -216,6 +219,8 @@ def edit_file(ctx: ToolContext, path: str, old: str, new: str) -> str:
         raise _elsewhere(ctx, path, exc) from None
     if old not in text and "\r\n" in text:  # the model writes \n; the file uses \r\n
         old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
+    if replace_all and text.count(old) > 1:
+        return _replace_every(ctx, path, text, old, new)
     index, end, new, how = _locate(text, path, old, new)
     updated = text[:index] + new + text[end:]
     target = write_confined(ctx, path, updated.encode("utf-8"))
@@ -226,12 +231,29 @@ def edit_file(ctx: ToolContext, path: str, old: str, new: str) -> str:
     shown_to = min(len(lines), first + new.count("\n") + _CONTEXT_LINES)
     excerpt = _numbered(lines[shown_from - 1 : shown_to], shown_from)
     done = f"edited {_rel(ctx, target)} at line {first}{how}:\n{excerpt}"
-    if lost := _lost_definitions(path, text, updated):
-        done += (
-            f"\nNote: {', '.join(lost)} {'is' if len(lost) == 1 else 'are'} no longer defined "
-            "in it. To add code beside a definition, keep the definition's lines in `new`."
-        )
-    return done
+    return done + _lost_note(path, text, updated)
+
+
+def _replace_every(ctx: ToolContext, path: str, text: str, old: str, new: str) -> str:
+    """`edit_file` with `replace_all`: every occurrence of `old`, the lines they were on."""
+    at, index = [], text.find(old)
+    while index != -1:
+        at.append(str(_line_of(text, index)))
+        index = text.find(old, index + len(old))
+    updated = text.replace(old, new)
+    target = write_confined(ctx, path, updated.encode("utf-8"))
+    ctx.written.note(_rel(ctx, target))
+    return f"replaced {len(at)} occurrences in {_rel(ctx, target)} (lines {', '.join(at)})"
+
+
+def _lost_note(path: str, before: str, after: str) -> str:
+    lost = _lost_definitions(path, before, after)
+    if not lost:
+        return ""
+    return (
+        f"\nNote: {', '.join(lost)} {'is' if len(lost) == 1 else 'are'} no longer defined "
+        "in it. To add code beside a definition, keep the definition's lines in `new`."
+    )
 
 
 @tool
