@@ -1,7 +1,7 @@
 """Node 2 of a real 2-node loopback Ray cluster killed during a run, again and again: the
 `--kills N` mode of `bench_cluster`.
 
-One cluster for the whole benchmark: a head (2 CPUs) and node 2 (4 CPUs: the most free,
+One cluster for the whole benchmark: a head (2 CPUs) and node 2 (8 CPUs: the most free,
 so the run's workspaces go there first), started again after each kill. A run without
 kills comes first (the baseline tree); then one run per kill, its moment drawn with the
 seed from `MOMENTS`. Each node 2 has a `TMPDIR` naming the moment it is to die at, so the
@@ -57,7 +57,7 @@ SCRIPTS = {
     f"exec {HOLDS['cloning']};; esac\nexit 0\n",
 }
 RUN_TIMEOUT_S = 300.0
-NODE_CPUS = 4
+NODE_CPUS = 8
 
 
 def _git(repo: Path, *args: str) -> str:
