@@ -58,7 +58,8 @@ def test_a_lost_head_interrupts_the_run_and_resume_continues_it_on_another_clust
 ) -> None:
     pytest.importorskip("ray")
     (tmp_path / "swarm.toml").write_text(SLOW_SIM)  # minutes: the head dies mid-run
-    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    for logs in ("a", "b"):
+        (tmp_path / logs).mkdir()
     with (
         local_cluster([NodeSpec(2)], tmp_path / "a") as first,
         local_cluster([NodeSpec(2)], tmp_path / "b") as second,
