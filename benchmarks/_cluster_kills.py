@@ -223,6 +223,9 @@ async def _one_run(
         "error": report.error,
         "wall_s": round(time.monotonic() - t0, 1),
         "nodes_lost": {s.id: s.nodes_lost for s in report.subtasks if s.nodes_lost},
+        "not_merged": {
+            s.id: f"{s.status}: {s.error}" for s in report.subtasks if s.status != "merged"
+        },
         **_tree_figures(repo, report),
     }
 

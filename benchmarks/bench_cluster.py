@@ -173,6 +173,13 @@ def main() -> None:
         p.error(f"--kills must be 0 or more, not {a.kills}")
     import ray
 
+    if a.kills and a.json:  # Ray prints a lost node's raylet dump to stdout: to stderr
+        from swarm._commands._json_out import JsonOut
+
+        with JsonOut() as out:
+            _kills_main(ray, a)
+            out.finish(0, None)
+        return
     if a.kills:
         _kills_main(ray, a)
         return
