@@ -21,8 +21,10 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -206,7 +208,7 @@ async def _one_run(
         found["killed_at_s"] = round(time.monotonic() - t0, 1)
 
     report: RunReport | None = None
-    with anyio.fail_after(RUN_TIMEOUT_S):
+    with anyio.move_on_after(RUN_TIMEOUT_S):
         async with anyio.create_task_group() as tg:
             if moment is not None:
                 tg.start_soon(kill_at_moment)
@@ -214,8 +216,21 @@ async def _one_run(
                 _request(where, repo, cluster.address), source=_Coders(), cluster=RayCluster.open
             )
             tg.cancel_scope.cancel()
-    assert report is not None
     found["sockets_off_loopback"] += off_loopback(_pids(cluster))
+    if report is None:  # a hang: said, its trace kept, and the next run goes on
+        return {
+            **found,
+            "status": "hung",
+            "done": False,
+            "error": f"not over in {RUN_TIMEOUT_S:.0f} s",
+            "wall_s": round(time.monotonic() - t0, 1),
+            "nodes_lost": {},
+            "not_merged": {},
+            "tree": None,
+            "merged_once": False,
+            "commits_per_subtask": {},
+            "kept": _keep(where),
+        }
     return {
         **found,
         "status": report.status,
@@ -227,7 +242,17 @@ async def _one_run(
             s.id: f"{s.status}: {s.error}" for s in report.subtasks if s.status != "merged"
         },
         **_tree_figures(repo, report),
+        **({} if report.status == "done" else {"kept": _keep(where)}),
     }
+
+
+def _keep(where: Path) -> str:
+    """A run's traces and state copied where they outlive the benchmark (to see why)."""
+    kept = Path(tempfile.mkdtemp(prefix="bench-cluster-kills-"))
+    for part in ("traces", "state"):
+        if (where / part).exists():
+            shutil.copytree(where / part, kept / part)
+    return str(kept)
 
 
 async def kill_runs(
