@@ -9,6 +9,14 @@ how many remote agents one driver serves).
 Overhead = remote - local. Goal: <= 5 ms per tool call.
 
     python -m benchmarks.bench_cluster [--calls 200] [--checks 20] [--address HOST:PORT] [--json]
+
+`--kills N [--seed S]`: instead, node loss on a real 2-node loopback cluster (this script
+starts it): a run without kills, then N runs each killing node 2 at a seeded moment
+(`benchmarks/_cluster_kills.py`); per run and in total: done, every subtask merged once,
+the same tree as without kills, the report's nodes_lost, sockets off 127.0.0.1.
+Goal: every run done, merged once, same tree; no socket off loopback.
+
+    python -m benchmarks.bench_cluster --kills 20 [--seed 38] [--json]
 """
 
 from __future__ import annotations
@@ -83,6 +91,8 @@ class Args(argparse.Namespace):
     checks: int
     address: str | None
     json: bool
+    kills: int
+    seed: int
 
 
 async def _measure(a: Args, repo: Path, address: str) -> dict[str, Any]:
@@ -156,8 +166,23 @@ def main() -> None:
     p.add_argument("--checks", type=int, default=20)
     p.add_argument("--address", help="a running cluster (default: start a local one-node one)")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--kills", type=int, default=0, help="node-loss runs instead (see above)")
+    p.add_argument("--seed", type=int, default=38)
     a = p.parse_args(namespace=Args())
+    if a.kills < 0:
+        p.error(f"--kills must be 0 or more, not {a.kills}")
     import ray
+
+    if a.kills and a.json:  # Ray prints a lost node's raylet dump to stdout: to stderr
+        from swarm._commands._json_out import JsonOut
+
+        with JsonOut() as out:
+            _kills_main(ray, a)
+            out.finish(0, None)
+        return
+    if a.kills:
+        _kills_main(ray, a)
+        return
 
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         repo = _repo(Path(tmp))
@@ -185,6 +210,36 @@ def main() -> None:
     bare = result["bare_actor_call"]
     print(f"bare actor call: {bare['median_ms']:.2f} ms, driver CPU {bare['driver_cpu_ms']:.2f} ms")
     print(f"goal <= 5 ms per tool call: {'met' if result['meets_goal'] else 'NOT met'}")
+
+
+def _kills_main(ray: Any, a: Args) -> None:
+    from benchmarks._cluster_kills import kill_runs
+
+    with tempfile.TemporaryDirectory(dir="/tmp") as tmp, ExitStack() as stack:
+        running = stack.enter_context(local_cluster([NodeSpec(2)], Path(tmp)))
+        ray.init(address=running.address, logging_level=logging.ERROR, log_to_driver=False)
+        stack.callback(ray.shutdown)
+        wait_for_nodes(ray, 1)
+        result = anyio.run(kill_runs, ray, running, Path(tmp), a.kills, a.seed)
+    totals = result["totals"]
+    result["meets_goal"] = totals["sockets_off_loopback"] == 0 and all(
+        totals[k] == totals["runs"] for k in ("killed", "done", "merged_once", "same_tree")
+    )
+    if a.json:
+        print(json.dumps(result, indent=2))
+        return
+    for i, r in enumerate(result["runs"], 1):
+        lost = sum(len(v) for v in r["nodes_lost"].values())
+        print(
+            f"kill {i:>2} at {r['moment']:<8} killed={r['killed']!s:<5} {r['status']:<11} "
+            f"merged once={r['merged_once']!s:<5} same tree={r['same_tree']!s:<5} "
+            f"nodes lost={lost} off loopback={len(r['sockets_off_loopback'])} {r['wall_s']} s"
+        )
+    print(f"totals: {totals}")
+    print(
+        f"goal (every run killed, done, merged once, same tree; 0 off loopback): "
+        f"{'met' if result['meets_goal'] else 'NOT met'}"
+    )
 
 
 if __name__ == "__main__":

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 from swarm.run._check import failures_in, rerun_command
+from swarm.run.check import Checker, failures_in, rerun_command
+from swarm.run.environment import CheckEnvironment
 
 
 def test_failed_ids_are_read_whole_spaces_and_all() -> None:
@@ -35,3 +40,18 @@ def test_failed_ids_are_read_whole_spaces_and_all() -> None:
 )
 def test_a_rerun_runs_only_the_failed_ids(command: str, rerun: str | None) -> None:
     assert rerun_command(command, ["tests/t.py::test_x[a b]"]) == rerun
+
+
+async def test_a_check_killed_by_sigkill_is_not_remembered_for_its_tree(tmp_path: Path) -> None:
+    """A node lost under a check kills it: the next check of that tree runs again, and a
+    result that is a verdict (here, the pass) is then remembered."""
+    runs = tmp_path / "runs"
+    command = f'echo x >> {runs}; [ "$(wc -l < {runs})" -gt 1 ] || kill -9 $$'
+    checker = Checker(CheckEnvironment.resolve(tmp_path, python=sys.executable))
+    first = await checker(tmp_path, command, key="tree")
+    assert first.exit_code in (-9, 137) and not first.passed
+    second = await checker(tmp_path, command, key="tree")
+    assert second.passed and not second.reused
+    third = await checker(tmp_path, command, key="tree")
+    assert third.passed and third.reused
+    assert runs.read_text().count("x") == 2

@@ -16,6 +16,10 @@ import anyio
 from swarm._cluster._bundle import make_bundle
 from swarm._cluster.actor_pool import ActorPool, Held, Lifecycle
 from swarm._cluster.node import NodeInfo
+from swarm.cluster._bundle import make_bundle
+from swarm.cluster.actor_pool import ActorPool, Held, Lifecycle
+from swarm.cluster.node import NodeInfo
+from swarm.cluster.remote import note_lost
 
 
 class Cluster:
@@ -182,3 +186,14 @@ async def test_bundles_of_one_commit_made_at_once_are_all_whole(tmp_path: Path) 
             tg.start_soon(one)
     assert len(bundles) == 40 and all(b.startswith(b"# v2 git bundle") for b in bundles)
     assert not _git(repo, "for-each-ref", "refs/swarm-bundle")  # none left behind
+
+
+async def test_an_idle_actor_on_a_node_seen_lost_is_not_handed_out_and_ends_at_close() -> None:
+    cluster, pool, _, _ = _running(capacity=3)
+    async with pool.lease("c1", "s1") as held:
+        held.info = NodeInfo("host", "node-lost-in-this-test", "/clone/a1")
+    note_lost("node-lost-in-this-test")
+    async with pool.lease("c1", "s1") as again:  # started again after losing that node
+        assert again.actor == "a2"
+    await pool.aclose()
+    assert sorted(cluster.ended) == ["a1", "a2"]

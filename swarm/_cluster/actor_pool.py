@@ -39,6 +39,8 @@ from swarm._cluster.node import NodeInfo
 from swarm._tracing import semconv as sc
 from swarm._tracing.setup import tracer
 from swarm._tracing.waits import waiting
+from swarm.cluster.node import NodeInfo
+from swarm.cluster.remote import lost_lately
 from swarm.errors import WorkspaceError
 
 __all__ = ["CLOSE_TIMEOUT_S", "ActorPool", "Held", "Lifecycle"]
@@ -103,6 +105,7 @@ class ActorPool:
         self._live = 0
         self._idle: list[Held] = []
         self._waiters: deque[_Waiter] = deque()
+        self._lost: list[Held] = []
         self._closed = False
 
     @asynccontextmanager
@@ -133,8 +136,8 @@ class ActorPool:
 
     async def _acquire(self, name: str) -> Held:
         """An idle actor, or a new one once placed, or one given back while waiting."""
-        if self._idle:
-            return self._idle.pop()
+        if (idle := self._pop_idle()) is not None:
+            return idle
         waiter = _Waiter()
         self._waiters.append(waiter)
         try:
@@ -144,9 +147,10 @@ class ActorPool:
                     while not waiter.given.is_set():
                         with anyio.move_on_after(STUCK_S):
                             await waiter.given.wait()
-                        if not waiter.given.is_set() and self._idle:
-                            waiter.held = self._idle.pop()
-                            waiter.given.set()
+                        if not waiter.given.is_set():
+                            if (idle := self._pop_idle()) is not None:
+                                waiter.held = idle
+                                waiter.given.set()
                     tg.cancel_scope.cancel()
         except BaseException:
             if waiter.held is not None:  # given one, then cancelled: for the next
@@ -159,6 +163,21 @@ class ActorPool:
             raise waiter.failed
         assert waiter.held is not None
         return waiter.held
+
+    def _pop_idle(self) -> Held | None:
+        """An idle actor on a node this driver has not seen lost lately. One on a lost
+        node is set aside, ended at `aclose` (Ray knows its node dead by then; ending it
+        now could wait on it, and a subtask started again after losing that node was
+        handed the lost node's idle actor, and lost it at once)."""
+        lost = lost_lately()
+        while self._idle:
+            held = self._idle.pop()
+            if held.info is None or held.info.node not in lost:
+                return held
+            self._live -= 1
+            self.dropped += 1
+            self._lost.append(held)
+        return None
 
     async def _place_for(self, waiter: _Waiter, name: str) -> None:
         self._live += 1
@@ -205,6 +224,9 @@ class ActorPool:
         self.dropped += 1
         await self._drop(held)
 
+    async def _end_lost(self, held: Held) -> None:
+        await self.life.end(held.actor)
+
     async def _drop(self, held: Held) -> None:
         self._live -= 1
         await self.life.end(held.actor)
@@ -239,7 +261,10 @@ class ActorPool:
         """End every idle actor now and every one in use when given back; bounded."""
         self._closed = True
         idle, self._idle = self._idle, []
+        lost, self._lost = self._lost, []
         with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_TIMEOUT_S):
             async with anyio.create_task_group() as tg:
                 for held in idle:
                     tg.start_soon(self._drop, held)
+                for held in lost:
+                    tg.start_soon(self._end_lost, held)

@@ -21,17 +21,20 @@ import logging
 import math
 import secrets
 import tempfile
+import threading
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 from urllib.parse import urlsplit
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 
 from swarm._cluster._bundle import make_bundle, missing_since
 from swarm._cluster.actor_pool import CLOSE_TIMEOUT_S, ActorPool, Held, Lifecycle
@@ -79,7 +82,24 @@ def ray_address(address: str) -> str:
     return address.strip() or "auto"
 
 
+_T = TypeVar("_T")
 _REACH_TIMEOUT_S = 10.0
+HEAD_POLL_S = 1.0
+HEAD_LOST_AFTER_S = 10.0
+"""A head that takes no TCP connection for this long is lost: well within the 60 s after
+which Ray ends a driver whose GCS is gone (`gcs_rpc_server_reconnect_timeout_s`), and
+long past a busy machine's slow accept."""
+
+
+def _gcs_address(ray: Any) -> tuple[str, int] | None:
+    """The connected cluster's GCS `(host, port)`; None where there is none to watch (Ray
+    Client: `ray://`)."""
+    try:
+        address = str(ray.get_runtime_context().gcs_address)
+    except Exception:  # Ray Client's context has no GCS address
+        return None
+    host, _, port = address.rpartition(":")
+    return (host, int(port)) if host and port.isdigit() else None
 
 
 async def _reachable(address: str) -> None:
@@ -114,6 +134,8 @@ class RayCluster:
         self.remotes = Remotes()
         self.stack = stack
         """Ends what lives as long as the connection (the merge queue's check actors)."""
+        self.head_lost: str | None = None
+        """Why the run was cancelled: the head was lost (see `_watching_head`)."""
         self._placements = _Placements()
 
     @property
@@ -144,10 +166,58 @@ class RayCluster:
                 ) from None
         try:
             async with AsyncExitStack() as stack:
-                yield cls(config, stack)
+                opened = cls(config, stack)
+                async with opened._watching_head(_gcs_address(ray)):
+                    yield opened
         finally:
             if not connected:
                 ray.shutdown()
+
+    @asynccontextmanager
+    async def _watching_head(self, address: tuple[str, int] | None) -> AsyncIterator[None]:
+        """Cancel the block when the head at `address` stops taking TCP connections for
+        `HEAD_LOST_AFTER_S` (`head_lost` then says so): a lost head is an interrupted run,
+        to resume, and Ray itself would end this process once its GCS is gone for
+        60 s, before any report. An error of the block passes through as it is (not in a
+        task group's ExceptionGroup)."""
+        if address is None:
+            yield
+            return
+        raised: BaseException | None = None
+        with anyio.CancelScope() as run_scope:
+            async with anyio.create_task_group() as watch:
+                watch.start_soon(self._watch_head, address, run_scope)
+                try:
+                    yield
+                except anyio.get_cancelled_exc_class():
+                    raise
+                except BaseException as exc:
+                    raised = exc
+                finally:
+                    watch.cancel_scope.cancel()
+        if raised is not None:
+            raise raised
+
+    async def _watch_head(self, address: tuple[str, int], run_scope: anyio.CancelScope) -> None:
+        host, port = address
+        since: float | None = None
+        while True:
+            try:
+                with anyio.fail_after(HEAD_POLL_S):
+                    stream = await anyio.connect_tcp(host, port)
+                await stream.aclose()
+                since = None
+            except (OSError, TimeoutError):
+                since = since if since is not None else time.monotonic()
+                if time.monotonic() - since >= HEAD_LOST_AFTER_S:
+                    self.head_lost = (
+                        f"the Ray cluster's head at {host}:{port} was lost (no connection "
+                        f"for {HEAD_LOST_AFTER_S:.0f} s): the run is interrupted; "
+                        "`swarm resume RUN_ID --cluster ADDRESS` continues it"
+                    )
+                    run_scope.cancel()
+                    return
+            await anyio.sleep(HEAD_POLL_S)
 
     def parts(self, local: CoordinatorParts, *, repo: Path, run_id: str) -> CoordinatorParts:
         """`local` with its workspaces on the cluster and the tools acting there."""
@@ -205,7 +275,7 @@ class RayCluster:
         options = self.actor_options()
         need = {"CPU": options["num_cpus"], "memory": options.get("memory", 0)}
         need.update(options.get("resources", {}))
-        nodes = await anyio.to_thread.run_sync(_available_per_node)
+        nodes = await _off_loop(_available_per_node)
         lost = lost_lately()
         return {
             node: free.get("CPU", 0.0)
@@ -336,6 +406,31 @@ class RayWorkspaces:
             while len(self._bundles) > _BUNDLES_KEPT:
                 self._bundles.popitem(last=False)
             return ref
+
+
+async def _off_loop(call: Callable[[], _T]) -> _T:
+    """`call()` in a daemon thread of its own, abandoned when cancelled. For Ray's calls to
+    its GCS, which take no timeout: one in flight when the head is lost waits 60 s, and in
+    an anyio worker thread (not a daemon) it would hold this process's exit as long, after
+    the run had ended `interrupted`."""
+    token = anyio.lowlevel.current_token()
+    done = anyio.Event()
+    outcome: list[tuple[bool, Any]] = []
+
+    def work() -> None:
+        try:
+            outcome.append((True, call()))
+        except BaseException as exc:
+            outcome.append((False, exc))
+        with contextlib.suppress(Exception):  # the caller's loop has ended: nobody waits
+            anyio.from_thread.run_sync(done.set, token=token)
+
+    threading.Thread(target=work, name="swarm-ray-gcs", daemon=True).start()
+    await done.wait()
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return cast(_T, value)
 
 
 def _available_per_node() -> dict[str, dict[str, float]]:

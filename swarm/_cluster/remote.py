@@ -31,11 +31,16 @@ from swarm.agent._toolbox import BUILTIN_TOOL_NAMES
 from swarm.errors import ConfigError, NodeLost, SwarmError, ToolError, WorkspaceError
 from swarm.run._check import CheckResult
 
-__all__ = ["LOST_FOR_S", "RemoteWorkspace", "Remotes", "lost_lately", "remote_tools"]
+__all__ = ["LOST_FOR_S", "RemoteWorkspace", "Remotes", "lost_lately", "note_lost", "remote_tools"]
 
 LOST_FOR_S = 120.0
 """How long a node this driver saw lost is passed over when placing workspaces."""
 _lost_at: dict[str, float] = {}
+
+
+def note_lost(node: str) -> None:
+    """Say that a call of this driver found `node` lost now (see `lost_lately`)."""
+    _lost_at[node] = time.monotonic()
 
 
 def lost_lately() -> frozenset[str]:
@@ -150,7 +155,7 @@ def cluster_error(exc: BaseException, *, node: str = "", during: str = "") -> Ba
         where = f"cluster node {node[:12]}" if node else "the workspace's cluster node"
         message = f"{where} was lost during {during or 'a call'} ({_reason(exc)})"
         if node:
-            _lost_at[node] = time.monotonic()
+            note_lost(node)
         return NodeLost(message, node=node, during=during)
     return WorkspaceError(f"the cluster failed during {during or 'a call'}: {_reason(exc)}")
 

@@ -195,7 +195,7 @@ def _print(report: RunReport, as_json: bool) -> int:
         from swarm.run._report import render_markdown
 
         print(render_markdown(report), end="")
-    return 0 if report.ok else 1
+    return 0 if report.ok else 130 if report.status == "interrupted" else 1
 
 
 def _runs(args: argparse.Namespace) -> int:

@@ -128,6 +128,17 @@ def tree_key(base: str, patch: str) -> str:
     return f"{base}:{hashlib.sha256(patch.encode('utf-8', 'surrogateescape')).hexdigest()}"
 
 
+_SIGKILLED = frozenset({-9, 128 + 9})
+
+
+def _killed(result: CheckResult) -> bool:
+    """Whether the check's process was killed by SIGKILL (its cluster node lost, the
+    machine's OOM killer): no verdict on the tree, so not remembered for it. A subtask
+    started again after its node was lost met the dying node's 137 as its tree's result,
+    and its fixers could not make it pass."""
+    return result.exit_code in _SIGKILLED
+
+
 class Checker:
     """Runs a repository's checks: its environment, a few at once, identical trees once.
 
@@ -184,6 +195,8 @@ class Checker:
         result = self.known.judge(await self._run(path, command, priority, commit))
         if not result.passed:
             result = await self._unless_flaky(path, command, result, priority, commit)
+        if _killed(result):  # no verdict on the tree: checked again next time
+            return result
         if key is not None:
             self._results[(command, key)] = result
         if commit:  # the same tree, once that commit lands: the final check reuses it
@@ -210,7 +223,8 @@ class Checker:
     def remember(self, command: str, key: str, result: CheckResult) -> None:
         """`result` of `command` on the tree `key`, run by someone else (an agent's own
         `run_tests`): a later check of that tree reuses it."""
-        self._results.setdefault((command, key), result)
+        if not _killed(result):
+            self._results.setdefault((command, key), result)
 
     async def _unless_flaky(
         self, path: Path, command: str, result: CheckResult, priority: bool, commit: str | None

@@ -207,6 +207,12 @@ class Cluster(Protocol):
 
     def parts(self, local: CoordinatorParts, *, repo: Path, run_id: str) -> CoordinatorParts: ...
 
+    @property
+    def head_lost(self) -> str | None:
+        """Why the run was cancelled, when it was for the cluster's head lost: the run is
+        then `interrupted` with this as its error; None: it was not."""
+        ...
+
 
 ClusterOpener = Callable[[ClusterConfig], AbstractAsyncContextManager[Cluster]]
 """Connects to the cluster `[cluster]` names for a run (`swarm._cluster.RayCluster.open`)."""

@@ -284,6 +284,10 @@ async def solve(
                 _never_started(journal, run_id, exc)
             raise
         assert run.report is not None
+        lost = remote.head_lost if remote is not None else None
+        if lost is not None and run.report.status == "interrupted":
+            journal.set_run_status(run_id, "interrupted", detail=lost)
+            return run.report.model_copy(update={"error": lost})
         return run.report
 
 
