@@ -33,13 +33,13 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from swarm.cluster import RayCluster
-from swarm.cluster.local import LocalCluster, NodeSpec, add_node, kill_node, stop_node
-from swarm.cluster.loopback import descendants, off_loopback
+from swarm._cluster import RayCluster
+from swarm._cluster.local import LocalCluster, NodeSpec, add_node, kill_node, stop_node
+from swarm._cluster.loopback import descendants, off_loopback
 from swarm.messages import ChatRequest
 from swarm.model import Model
-from swarm.run.report import RunReport
-from swarm.run.solve import SolveRequest, solve
+from swarm.run._report import RunReport
+from swarm.run._solve import SolveRequest, solve
 from swarm.testing import FunctionModel, Scripted, call
 
 __all__ = ["MOMENTS", "kill_runs"]

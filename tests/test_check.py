@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from swarm.run._check import failures_in, rerun_command
-from swarm.run.check import Checker, failures_in, rerun_command
-from swarm.run.environment import CheckEnvironment
+from swarm.run._check import Checker, failures_in, rerun_command
+from swarm.run._environment import CheckEnvironment
 
 
 def test_failed_ids_are_read_whole_spaces_and_all() -> None:

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from swarm.cluster.local import LocalCluster, NodeSpec, kill_node, local_cluster
-from swarm.cluster.loopback import LOOPBACK_ENV, descendants
+from swarm._cluster.local import LocalCluster, NodeSpec, kill_node, local_cluster
+from swarm._cluster.loopback import LOOPBACK_ENV, descendants
 from tests.test_run_state import SLOW_SIM, TASK, _env
 
 FAST_SIM = '[providers.sim]\nkind = "sim"\ntime_scale = 0.01\n'

@@ -16,10 +16,7 @@ import anyio
 from swarm._cluster._bundle import make_bundle
 from swarm._cluster.actor_pool import ActorPool, Held, Lifecycle
 from swarm._cluster.node import NodeInfo
-from swarm.cluster._bundle import make_bundle
-from swarm.cluster.actor_pool import ActorPool, Held, Lifecycle
-from swarm.cluster.node import NodeInfo
-from swarm.cluster.remote import note_lost
+from swarm._cluster.remote import note_lost
 
 
 class Cluster:

@@ -36,11 +36,10 @@ import anyio
 import anyio.lowlevel
 
 from swarm._cluster.node import NodeInfo
+from swarm._cluster.remote import lost_lately
 from swarm._tracing import semconv as sc
 from swarm._tracing.setup import tracer
 from swarm._tracing.waits import waiting
-from swarm.cluster.node import NodeInfo
-from swarm.cluster.remote import lost_lately
 from swarm.errors import WorkspaceError
 
 __all__ = ["CLOSE_TIMEOUT_S", "ActorPool", "Held", "Lifecycle"]

@@ -148,8 +148,10 @@ class RayCluster:
         """Connect to the cluster `config` names for the block (already connected: kept)."""
         ray = ray_module()
         connected = ray.is_initialized()
+        # checked even when connected: a driver already on one cluster (a test's, a
+        # library user's) asked for another that is down hears so, not "done" elsewhere
+        await _reachable(config.address)
         if not connected:
-            await _reachable(config.address)
             try:
                 ray.init(
                     address=ray_address(config.address),
