@@ -257,8 +257,10 @@ async def test_the_batch_behind_a_red_one_goes_on_with_its_alternate(
     assert (merged.stats.rebuilds, merged.stats.alternates) == (0, 1)
     batches = [s for s in spans.get_finished_spans() if s.name == f"{sc.MERGE_SPAN} batch"]
     attrs = [dict(s.attributes or {}) for s in batches]
-    used = [a for a in attrs if a.get(sc.MERGE_ALTERNATE) and a[sc.MERGE_OUTCOME] == "green"]
-    assert [a[sc.MERGE_SUBTASKS] for a in used] == [tuple("efgh")]
+    green = [a for a in attrs if a.get(sc.MERGE_ALTERNATE) and a[sc.MERGE_OUTCOME] == "green"]
+    # the one that landed; under load the split of [a b c d] may also have built `d` alone
+    # as an alternate by the time it was judged (a build checked, not landed: stats say 1)
+    assert tuple("efgh") in [a[sc.MERGE_SUBTASKS] for a in green]
     alone = make_repo(repo.parent / "alone")
     one = await merge_all(alone, values, ONE_AT_A_TIME)
     assert merged.tree == one.tree

@@ -186,12 +186,10 @@ async def test_http_endpoints(big_trace: Path) -> None:
 
 
 async def test_main_view_serves_until_interrupted(big_trace: Path) -> None:
-    code = (
-        "import sys, argparse; from swarm._viewer.serve import main_view; "
-        f"sys.exit(main_view(argparse.Namespace(trace={str(big_trace)!r}, port=0, "
-        "no_browser=True)))"
-    )
-    async with await anyio.open_process([sys.executable, "-c", code]) as proc:
+    """`swarm trace view` as a user starts it, Ctrl-C'd: through the CLI, which takes
+    SIGINT back where a shell started it ignored (`... &`, as a background pytest is)."""
+    command = [sys.executable, "-m", "swarm", "trace", "view", str(big_trace), "--no-browser"]
+    async with await anyio.open_process(command) as proc:
         assert proc.stdout is not None
         line = ""
         with anyio.fail_after(30):
