@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import json
 import os
 import sys
@@ -45,16 +46,26 @@ def _body(tokens: int, stream: bool) -> bytes:
     return json.dumps(body).encode()
 
 
+def _from(attr: str, *modules: str) -> Any:
+    """`attr` of the first of `modules` that has it: `--tree` runs this client against
+    older checkouts, whose modules had other names (before the public line: no `_`)."""
+    for name in modules:
+        try:
+            return getattr(importlib.import_module(name), attr)
+        except (ImportError, AttributeError):
+            continue
+    raise ImportError(f"no {attr} in any of {modules}")
+
+
+def _openai_provider() -> Any:
+    return _from("OpenAIProvider", "swarm.providers._openai", "swarm.providers.openai")
+
+
 def _swarm_router(base_url: str) -> tuple[Any, Any]:
     """A Router whose speed tier is one OpenAI-compatible provider at `base_url`."""
     from swarm.config import load_config
-    from swarm.providers._openai import OpenAIProvider
 
-    try:
-        from swarm._routing.router import Router
-    except ImportError:  # before routing became a package
-        from swarm._routing import Router
-
+    router = _from("Router", "swarm", "swarm._routing", "swarm.routing.router", "swarm.routing")
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "swarm.toml"
         path.write_text(
@@ -62,16 +73,16 @@ def _swarm_router(base_url: str) -> tuple[Any, Any]:
             '[tiers.speed]\nmodels = ["bench/bench"]\n'
         )
         config = load_config(path, env={})
-    provider = OpenAIProvider("bench", base_url)
-    return Router(config, providers={"bench": provider}, env={}), provider
+    provider = _openai_provider()("bench", base_url)
+    return router(config, providers={"bench": provider}, env={}), provider
 
 
 def _run_tracing(traces_dir: Path) -> AbstractContextManager[Any]:
-    try:
-        from swarm._tracing.setup import run_tracing
-    except ImportError:  # before tracing became a package
-        from swarm._tracing import run_tracing
-    return run_tracing("bench", traces_dir=traces_dir)
+    run_tracing = _from(
+        "run_tracing", "swarm", "swarm._tracing", "swarm.tracing.setup", "swarm.tracing"
+    )
+    context: AbstractContextManager[Any] = run_tracing("bench", traces_dir=traces_dir)
+    return context
 
 
 class Client:
@@ -116,9 +127,7 @@ class Client:
                 metadata={},
             )
             if self.name == "provider":
-                from swarm.providers._openai import OpenAIProvider
-
-                self._provider = OpenAIProvider("bench", self.base_url)
+                self._provider = _openai_provider()("bench", self.base_url)
             elif self.name == "router":
                 self._router, self._provider = _swarm_router(self.base_url)
             else:

@@ -94,6 +94,15 @@ def _line_of(text: str, index: int) -> int:
     return text.count("\n", 0, index) + 1
 
 
+def _lines_of(text: str, old: str) -> str:
+    """The lines where `old`'s occurrences (as `str.count` counts them) start: "2, 6"."""
+    at, index = [], text.find(old)
+    while index != -1:
+        at.append(str(_line_of(text, index)))
+        index = text.find(old, index + len(old))
+    return ", ".join(at)
+
+
 def _candidates(text: str, old: str) -> str:
     """The places in `text` that look most like `old`, numbered, for a failed edit."""
     lines = text.splitlines()
@@ -144,12 +153,8 @@ def _locate(text: str, path: str, old: str, new: str) -> tuple[int, int, str, st
         index = text.index(old)
         return index, index + len(old), new, ""
     if count > 1:
-        at, index = [], text.find(old)
-        while index != -1:
-            at.append(str(_line_of(text, index)))
-            index = text.find(old, index + 1)
         raise ToolError(
-            f"old text occurs {count} times in {path!r} (at lines {', '.join(at)}); "
+            f"old text occurs {count} times in {path!r} (at lines {_lines_of(text, old)}); "
             "include more surrounding lines to make it unique, or pass replace_all=true "
             "to replace every one (a rename)"
         )
@@ -236,14 +241,11 @@ def edit_file(ctx: ToolContext, path: str, old: str, new: str, replace_all: bool
 
 def _replace_every(ctx: ToolContext, path: str, text: str, old: str, new: str) -> str:
     """`edit_file` with `replace_all`: every occurrence of `old`, the lines they were on."""
-    at, index = [], text.find(old)
-    while index != -1:
-        at.append(str(_line_of(text, index)))
-        index = text.find(old, index + len(old))
     updated = text.replace(old, new)
     target = write_confined(ctx, path, updated.encode("utf-8"))
     ctx.written.note(_rel(ctx, target))
-    return f"replaced {len(at)} occurrences in {_rel(ctx, target)} (lines {', '.join(at)})"
+    count, lines = text.count(old), _lines_of(text, old)
+    return f"replaced {count} occurrences in {_rel(ctx, target)} (lines {lines})"
 
 
 def _lost_note(path: str, before: str, after: str) -> str:

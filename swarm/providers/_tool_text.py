@@ -35,7 +35,7 @@ import functools
 import hashlib
 import json
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -395,7 +395,7 @@ def _pythonic(text: str, tool_names: Collection[str]) -> TextCalls | None:
     b = _Builder()
     kept: list[str] = []
     cursor = 0
-    bindings = _literal_bindings(text)
+    bindings = functools.cache(lambda: _literal_bindings(text))  # read only if a call needs it
     for m in pattern.finditer(text):
         if m.start() < cursor:
             continue
@@ -414,6 +414,10 @@ def _pythonic(text: str, tool_names: Collection[str]) -> TextCalls | None:
 
 _FENCE_LEFT = re.compile(r"```[\w-]*\s*```")
 """A fence the calls were taken out of, left empty."""
+
+
+_Bindings = Callable[[], Mapping[str, Any]]
+"""A reply's `_literal_bindings`, read on first use (most calls name no variable)."""
 
 
 def _literal_bindings(text: str) -> dict[str, Any]:
@@ -444,7 +448,7 @@ def _literal_bindings(text: str) -> dict[str, Any]:
 
 
 def _python_call(
-    text: str, start: int, tool_names: Collection[str], bindings: Mapping[str, Any]
+    text: str, start: int, tool_names: Collection[str], bindings: _Bindings
 ) -> tuple[str, dict[str, Any], int] | None:
     """(tool, arguments, end) of the Python call written at `start`, if it is one."""
     end = text.find(")", start)
@@ -464,15 +468,15 @@ def _python_call(
 
 
 def _literal_arguments(
-    node: ast.Call, name: str, tool_names: Collection[str], bindings: Mapping[str, Any]
+    node: ast.Call, name: str, tool_names: Collection[str], bindings: _Bindings
 ) -> dict[str, Any] | None:
     params = list(tool_names[name]) if isinstance(tool_names, Mapping) else []
     if len(node.args) > len(params) or any(isinstance(a, ast.Starred) for a in node.args):
         return None
 
     def value(arg: ast.expr) -> Any:
-        if isinstance(arg, ast.Name) and arg.id in bindings:
-            return bindings[arg.id]
+        if isinstance(arg, ast.Name) and arg.id in (known := bindings()):
+            return known[arg.id]
         return ast.literal_eval(arg)
 
     try:

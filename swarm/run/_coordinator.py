@@ -428,11 +428,9 @@ class Coordinator:
                 return asked, patch
             if result.stop_reason != "stuck":
                 return None, None
-            if again == STUCK_RESTARTS:
-                raise GaveUp(f"the coder got stuck, changing nothing: {result.repeated[:300]}")
             agent_id = f"coder:{st.id}:again{again + 1}"
             stuck_on = result.repeated[:300]
-        raise AssertionError("unreachable: the last restart returns or raises")
+        raise GaveUp(f"the coder got stuck, changing nothing: {stuck_on}")
 
     @contextmanager
     def _tree(self, ws: WorkspaceLike, base: str) -> Iterator[None]:

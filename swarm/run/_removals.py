@@ -51,13 +51,7 @@ def removed_definitions(patch: str) -> list[Removal]:
         elif line.startswith("+"):
             if m := _DEFINITION.match(line, 1):
                 added.add(m.group(1))
-    seen: set[Removal] = set()
-    out = []
-    for r in removed:
-        if r.name not in added and r not in seen:
-            seen.add(r)
-            out.append(r)
-    return out
+    return list(dict.fromkeys(r for r in removed if r.name not in added))
 
 
 def unasked_removals(patch: str, *asked: str) -> list[Removal]:

@@ -198,8 +198,7 @@ def render_markdown(r: RunReport) -> str:
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for s in r.subtasks:
-        extra = [s.error] if s.error else ([s.warning] if s.warning else [])
-        note = "; ".join([*s.nodes_lost, *extra])
+        note = "; ".join([*s.nodes_lost, *filter(None, [s.error or s.warning])])
         note = note.replace("\n", " ").replace("|", "\\|")[:240]
         check = _one_line(s.check, 80) if s.check else ""
         lines.append(
