@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import anyio
 import pytest
@@ -165,6 +166,7 @@ class World:
     workspaces: Workspaces = field(default_factory=Workspaces)
     limits: BudgetLimits = field(default_factory=BudgetLimits)
     options: SolveOptions = field(default_factory=lambda: SolveOptions(max_agents=4))
+    dependencies: Literal["order", "need"] = "order"
 
     async def run(
         self, p: Plan, *, done: frozenset[str] = frozenset()
@@ -184,7 +186,7 @@ class World:
             crew = Crew("r1", models, journal, budget, Progress(budget, quiet=True))
             tools: list[Tool] = [t for t in coding_tools() if t.name == "finish"]
             parts = CoordinatorParts(workspaces=self.workspaces, check=self.checks, tools=tools)
-            task = Task(title="t", instructions="i", check="check")
+            task = Task(title="t", instructions="i", check="check", dependencies=self.dependencies)
             coordinator = Coordinator(crew, task, options=self.options, parts=parts)
             return await coordinator.run(p, self.merger, done=done), budget
 
@@ -212,9 +214,19 @@ async def test_a_red_check_gets_fixers_that_escalate_then_give_up(world: World) 
     by_id = {s.id: s for s in outcome.subtasks}
     assert by_id["a"].status == "failed" and by_id["a"].fix_rounds == 3
     assert "fix rounds" in (by_id["a"].error or "")
-    assert by_id["b"].status == "skipped" and "dependency failed" in (by_id["b"].error or "")
+    assert by_id["b"].status == "merged" and by_id["b"].warning == "ran without a (failed)"
     fixers = [(a, e) for a, e in world.source.asked if a.startswith("fixer:a")]
     assert fixers == [("fixer:a:1", False), ("fixer:a:2", True), ("fixer:a:3", True)]
+
+
+async def test_a_dependency_that_is_a_need_skips_its_dependents_when_it_fails(
+    world: World,
+) -> None:
+    world.checks, world.dependencies = Checks({"a": 99}), "need"
+    outcome, _ = await world.run(plan(("a", ()), ("b", ("a",)), ("c", ())))
+    by_id = {s.id: s for s in outcome.subtasks}
+    assert by_id["a"].status == "failed" and by_id["c"].status == "merged"
+    assert by_id["b"].status == "skipped" and "dependency failed" in (by_id["b"].error or "")
 
 
 async def test_a_fix_round_that_turns_the_check_green_merges(world: World) -> None:

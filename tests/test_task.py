@@ -117,7 +117,7 @@ def test_unknown_key_lists_the_allowed_keys() -> None:
     with pytest.raises(
         ConfigError,
         match=(
-            "allowed: accept, allow, baseline, budget, check, env, hooks, impact, include, "
+            "allowed: accept, allow, baseline, budget, check, dependencies, env, hooks, impact, include, "
             "max_agents"
         ),
     ):

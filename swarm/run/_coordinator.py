@@ -204,7 +204,9 @@ class Coordinator:
         async with anyio.create_task_group() as tg:
             while True:
                 if board.stop is None:
-                    for st in plan.ready(board.done, started, board.finished):
+                    orders_only = self.task.dependencies == "order"
+                    ready = plan.ready(board.done, started, board.finished, orders_only=orders_only)
+                    for st in ready:
                         started.add(st.id)
                         self.crew.progress.queued(st.id)
                         tg.start_soon(self._subtask, st, board, name=st.id)
@@ -293,6 +295,8 @@ class Coordinator:
             if self._live is not None:
                 self._live.started(st.id)
             outcome.status = "running"
+            if missing := [d for d in st.depends_on if d not in board.done]:
+                outcome.warning = f"ran without {', '.join(missing)} (failed)"
             self.crew.progress.running(st.id)
             self.crew.journal.set_subtask(self.crew.run_id, st.id, "running")
             base = self.crew.journal.base_of(self.crew.run_id, st.id, board.queue.head)
@@ -394,7 +398,8 @@ class Coordinator:
             patch = await ws.patch()
             removed = unasked_removals(patch, *asked)
         if removed:
-            outcome.warning = f"removes {', '.join(map(str, removed))}; no instruction names it"
+            removes = f"removes {', '.join(map(str, removed))}; no instruction names it"
+            outcome.warning = "; ".join(filter(None, [outcome.warning, removes]))
         return patch
 
     async def _coder_turn(

@@ -117,17 +117,23 @@ class Plan(BaseModel, frozen=True):
         return (self._longest - self._chain[id]) * len(self.subtasks) + self._index[id]
 
     def ready(
-        self, done: Set[str], running: Set[str] = frozenset(), finished: Set[str] = frozenset()
+        self,
+        done: Set[str],
+        running: Set[str] = frozenset(),
+        finished: Set[str] = frozenset(),
+        *,
+        orders_only: bool = False,
     ) -> list[Subtask]:
         """Subtasks whose dependencies are all done, not done or running themselves;
         longest remaining chain first, ties by id.
 
         A dependency added only because file scopes overlap orders the work, it is not a
-        need: it is met once that subtask has `finished`, merged or not."""
+        need: it is met once that subtask has `finished`, merged or not. With
+        `orders_only` (a task's `dependencies: order`), every dependency is met so."""
         added = self._added
 
         def met(s: Subtask, d: str) -> bool:
-            return d in done or ((s.id, d) in added and d in finished)
+            return d in done or ((orders_only or (s.id, d) in added) and d in finished)
 
         out = [
             s

@@ -198,7 +198,7 @@ def render_markdown(r: RunReport) -> str:
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for s in r.subtasks:
-        note = "; ".join([*s.nodes_lost, *filter(None, [s.error or s.warning])])
+        note = "; ".join([*s.nodes_lost, *filter(None, [s.error, s.warning])])
         note = note.replace("\n", " ").replace("|", "\\|")[:240]
         check = _one_line(s.check, 80) if s.check else ""
         lines.append(

@@ -78,6 +78,11 @@ class Task(BaseModel, frozen=True, extra="forbid"):
     False: the whole check in every worktree."""
     max_agents: int | None = None
     """Sub-agents allowed to run at once."""
+    dependencies: Literal["order", "need"] = "order"
+    """What a plan's `depends_on` means when the subtask it names fails: `order` (default)
+    runs the dependent anyway, on what has merged, and its own check decides whether it
+    lands (a planner model declares most of its dependencies for order, not need);
+    `need` skips it."""
     budget: BudgetLimits | None = None
     """The run's limits (`budget: {usd: 2, steps: 300, deadline: 15m}`)."""
     merge: MergeConfig | None = None
@@ -118,6 +123,7 @@ class _FrontMatter(BaseModel):
     baseline: Literal["record", "stop"] = "record"
     impact: bool = True
     max_agents: int | None = Field(default=None, ge=1)
+    dependencies: Literal["order", "need"] = "order"
     budget: BudgetLimits | None = None
     merge: MergeConfig | None = None
     roles: dict[str, str] = Field(default_factory=dict)
@@ -157,6 +163,7 @@ _SHAPES = {
     "baseline": "`record` or `stop`",
     "impact": "`true` or `false`",
     "max_agents": "a whole number",
+    "dependencies": "`order` or `need`",
     "budget": "a mapping of limits, e.g. {usd: 2, steps: 300, deadline: 15m}",
     "merge": "a mapping of merge queue settings, e.g. {batch_size: {max: 8}, check_timeout: 5m}",
     "roles": "a mapping of role to tier, e.g. {fixer: reasoning}",
@@ -302,6 +309,7 @@ def _validate_front(front: dict[str, Any], node: yaml.Node | None, source: str) 
         "baseline": fm.baseline,
         "impact": fm.impact,
         "max_agents": fm.max_agents,
+        "dependencies": fm.dependencies,
         "budget": fm.budget,
         "merge": fm.merge,
         "roles": fm.roles,
