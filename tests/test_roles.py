@@ -7,7 +7,7 @@ from pathlib import Path
 
 from swarm.agent._tool import ToolContext
 from swarm.run._plan import Subtask
-from swarm.run._roles import coder_prompt, shown_files
+from swarm.run._roles import coder_prompt, mentions_text, named_symbols, shown_files
 from swarm.run._task import Task
 
 
@@ -34,3 +34,18 @@ def test_an_agent_is_shown_its_files_as_they_are(tmp_path: Path) -> None:
     prompt = coder_prompt(task, st, shown_files(ctx, st.files))
     assert prompt.startswith("Overall task: Sum\n\nYour subtask: Fix add\n")
     assert prompt.endswith("return a + b\n```")
+
+
+def test_the_code_names_a_subtask_uses_are_the_ones_looked_up() -> None:
+    st = Subtask(
+        id="r",
+        title="Rename calc_total to order_total",
+        instructions="Use `Item.from_dict` in `report.py` and `summary(items)`; keep `str`. "
+        "Export it from `inventory/__init__.py` with low_stock.",
+        files=["report.py"],
+    )
+    names = named_symbols(st)
+    assert names == ["Item", "from_dict", "summary", "calc_total", "order_total", "low_stock"]
+    text = mentions_text(["a.py:3:calc_total(x)", "b.py:1:" + "y" * 200], names[:1])
+    assert text.startswith("\n\nWhere `Item` appear in other files now:\n```\na.py:3:")
+    assert "y" * 150 + "..." in text and mentions_text([], names) == ""

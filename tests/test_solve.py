@@ -168,6 +168,22 @@ async def test_overlapping_scopes_run_in_order_not_at_once(tmp_path: Path, repo:
     assert "# typed" in git(repo, "show", f"{report.branch}:a.py")
 
 
+async def test_a_coder_is_told_where_the_names_its_subtask_uses_appear(
+    tmp_path: Path, repo: Path
+) -> None:
+    rename = subtask("s1", ["a.py"]) | {"instructions": "Rename `one` to `first`."}
+    scripts = ScriptedSource(
+        {"coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()]}
+    )
+    await solve(request(tmp_path, repo, write_plan(tmp_path, [rename])), source=scripts)
+    coder = scripts.models["coder:s1"]
+    assert isinstance(coder, ScriptedModel)
+    prompt = coder.requests[0].messages[-1].content or ""
+    assert "Where `one`, `first` appear in other files now:" in prompt
+    assert "check.py:2:assert a.one() == 1, 'one is wrong'" in prompt
+    assert "shared.py:1:" in prompt and "a.py:1:" not in prompt.split("appear in")[1]
+
+
 async def test_a_failing_check_is_fixed_by_a_fixer(tmp_path: Path, repo: Path) -> None:
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
     scripts = ScriptedSource(

@@ -72,6 +72,7 @@ from swarm.run._roles import (
     CODER,
     FIXER,
     coder_prompt,
+    named_symbols,
     rebase_prompt,
     unchanged_prompt,
 )
@@ -413,7 +414,7 @@ class Coordinator:
         for again in range(STUCK_RESTARTS + 1):
             coder = self._staff.agent("coder", agent_id, CODER, ws, st)
             coder.depends_on(self._dependency_spans(st))
-            prompt = coder_prompt(self.task, st, await coder.shown(st.files))
+            prompt = coder_prompt(self.task, st, await coder.shown(st.files, named_symbols(st)))
             if stuck_on:
                 prompt += (
                     f"\n\nAn earlier attempt got stuck sending this again and again: "

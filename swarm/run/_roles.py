@@ -7,6 +7,9 @@ so journaled model calls replay to the same agent.
 
 from __future__ import annotations
 
+import builtins
+import keyword
+import re
 from collections.abc import Sequence
 
 from swarm.agent._confined import read_confined
@@ -23,6 +26,8 @@ __all__ = [
     "PLANNER_TOOLS",
     "coder_prompt",
     "fix_prompt",
+    "mentions_text",
+    "named_symbols",
     "planner_prompt",
     "rebase_prompt",
     "shown_files",
@@ -106,6 +111,39 @@ def shown_files(ctx: ToolContext, files: Sequence[str], budget: int = SHOWN_CHAR
     if not parts:
         return ""
     return "\n\nThe files as they are now:\n\n" + "\n\n".join(parts)
+
+
+_BACKTICKED = re.compile(r"`([A-Za-z_][\w.]*)(?:\([^`]*\))?`")
+_SNAKE = re.compile(r"\b[A-Za-z][a-z0-9]*(?:_[A-Za-z0-9]+)+\b")
+_COMMON = frozenset(dir(builtins)) | {"self", "cls", "None", "True", "False"}
+MENTIONED_NAMES = 6
+MENTION_LINES = 40
+
+
+def named_symbols(subtask: Subtask) -> list[str]:
+    """The code names a subtask's title and instructions use (in backticks, or
+    snake_case): where they appear in the repository tells its agent which files a
+    rename or a new call reaches, beyond the ones the planner listed."""
+    text = f"{subtask.title}\n{subtask.instructions}"
+    found: list[str] = []
+    for token in [*_BACKTICKED.findall(text), *_SNAKE.findall(text)]:
+        if "/" in token or re.search(r"\.(py|md|txt|toml|json|cfg|ini|ya?ml|js|ts)$", token):
+            continue  # a file, shown with the files
+        found += [p for p in token.split(".") if len(p) > 2 and p not in _COMMON]
+    named = [n for n in dict.fromkeys(found) if not keyword.iskeyword(n)]
+    return named[:MENTIONED_NAMES]
+
+
+def mentions_text(lines: Sequence[str], names: Sequence[str]) -> str:
+    """`git grep` hits (`path:line:text`) of `names`, for an agent's first prompt."""
+    if not lines:
+        return ""
+    shown = [line if len(line) < 160 else line[:157] + "..." for line in lines[:MENTION_LINES]]
+    more = len(lines) - len(shown)
+    tail = f"\n... and {more} more (use search)" if more > 0 else ""
+    listed = ", ".join(f"`{n}`" for n in names)
+    body = "\n".join(shown) + tail
+    return f"\n\nWhere {listed} appear in other files now:\n```\n{body}\n```"
 
 
 def unchanged_prompt(subtask: Subtask) -> str:

@@ -34,7 +34,7 @@ from swarm.run._git import git
 from swarm.run._outcome import PhaseTimes
 from swarm.run._parts import Crew, SolveOptions, Where, is_local
 from swarm.run._plan import Plan, PlanError, Subtask, parse_plan_reply
-from swarm.run._roles import PLANNER, PLANNER_TOOLS, planner_prompt, shown_files
+from swarm.run._roles import PLANNER, PLANNER_TOOLS, mentions_text, planner_prompt, shown_files
 from swarm.run._task import Task
 
 __all__ = ["Staff", "TimedAgent", "role_policy"]
@@ -156,6 +156,20 @@ class Staff:
         return ctx
 
 
+async def _mentions(path: Path, names: Sequence[str], skip: Sequence[str]) -> list[str]:
+    """`path:line:text` for each tracked line of `path` outside `skip` naming one of
+    `names` as a whole word."""
+    if not names:
+        return []
+    patterns = [arg for name in names for arg in ("-e", name)]
+    try:
+        found = await git("grep", "-n", "-I", "-w", "-F", "--no-color", *patterns, cwd=path)
+    except WorkspaceError:
+        return []  # no match (git grep exits 1), or no git: nothing to add
+    skipped = set(skip)
+    return [line for line in found.splitlines() if line.split(":", 1)[0] not in skipped]
+
+
 async def _files_in(path: Path) -> frozenset[str]:
     """The files git tracks in `path` (none when it is not a local worktree)."""
     if not is_local(path):
@@ -178,13 +192,15 @@ class TimedAgent:
     def depends_on(self, spans: list[SpanContext]) -> None:
         self._agent.depends_on = spans
 
-    async def shown(self, files: Sequence[str]) -> str:
-        """The current text of `files` in this agent's workspace, for its prompt ("" for
-        a workspace on another node: the agent reads its files there with its tools)."""
+    async def shown(self, files: Sequence[str], names: Sequence[str] = ()) -> str:
+        """The current text of `files` in this agent's workspace, then where `names`
+        appear in its other files, for its prompt ("" for a workspace on another node:
+        the agent reads its files there with its tools)."""
         context = self._agent.context
-        if context is None or not files or not is_local(context.root):
+        if context is None or not is_local(context.root):
             return ""
-        return await anyio.to_thread.run_sync(shown_files, context, files)
+        text = await anyio.to_thread.run_sync(shown_files, context, files) if files else ""
+        return text + mentions_text(await _mentions(context.root, names, files), names)
 
     async def run(self, prompt: str, history: Sequence[Message] = ()) -> AgentResult[str]:
         """Run the agent (after `history`, to go on with a conversation); its result says
