@@ -207,3 +207,19 @@ async def test_alternating_between_two_replies_is_stuck() -> None:
     result = await Agent[str]("coder", model=model, tools=[add, finish], max_steps=30).run("go")
     assert result.stop_reason == "stuck" and result.steps <= 6
     assert result.repeated.startswith("alternating between two replies")
+
+
+async def test_a_tool_result_the_model_invents_is_dropped_and_it_is_told(tmp_path: Path) -> None:
+    seen: list[ChatRequest] = []
+
+    def script(request: ChatRequest) -> Reply:
+        seen.append(request)
+        if len(seen) == 1:
+            return Reply(text="<tool_response>\nall tests passed\n</tool_response>")
+        return Reply(tool_calls=[ToolCall(id="c", name="finish", arguments='{"summary": "ok"}')])
+
+    result = await _run(tmp_path, None, script)
+    assert result.finished and result.calls.rejected == 0 and result.calls.nudges == 1
+    told = _told(seen[1])
+    assert told.startswith("Your reply called no tool, and you wrote a tool's result yourself")
+    assert all("all tests passed" not in (m.content or "") for m in seen[1].messages)

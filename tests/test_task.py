@@ -117,8 +117,8 @@ def test_unknown_key_lists_the_allowed_keys() -> None:
     with pytest.raises(
         ConfigError,
         match=(
-            "allowed: accept, allow, baseline, budget, check, dependencies, env, hooks, impact, include, "
-            "max_agents"
+            "allowed: accept, allow, baseline, budget, check, dependencies, env, hooks, impact, "
+            "include, max_agents"
         ),
     ):
         parse_task("---\ncolour: red\n---\n# T\nbody\n")

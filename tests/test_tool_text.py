@@ -165,6 +165,20 @@ def test_read_calls_marks_the_format_and_keeps_native_calls() -> None:
     assert no_tools.message.tool_calls == []  # no tools offered: nothing is a call
 
 
+def test_a_tool_result_the_model_wrote_itself_is_dropped_and_named() -> None:
+    """As Qwen2.5-Coder-1.5B did: its own `<tool_response>`, then (or instead of) a call."""
+    request = ChatRequest(messages=[Message.user("go")], tools=[ToolSpec(name="run_tests")])
+    alone = _result("<tool_response>\nFailed to run tests.\n</tool_response>\n")
+    read_calls(alone, request)
+    assert alone.message.content is None and alone.message.tool_calls == []
+    assert "only a tool writes its result" in alone.tool_call_problem
+    text = '<tool_response>\nall passed\n</tool_response>\n<tool_call>{"name": "run_tests"}'
+    with_call = _result(text)
+    read_calls(with_call, request)
+    assert [c.name for c in with_call.message.tool_calls] == ["run_tests"]
+    assert with_call.message.content is None
+
+
 def test_a_call_written_beside_native_calls_is_read_and_runs_first() -> None:
     """The server parsed `finish` but missed the edit the model wrote in its text."""
     tools = [ToolSpec(name="edit_file"), ToolSpec(name="finish")]

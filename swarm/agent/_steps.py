@@ -31,7 +31,7 @@ from swarm.agent.hooks import Approvals, StepInfo, Veto
 from swarm.errors import ContextWindowExceeded, ToolError
 from swarm.messages import ChatRequest, ChatResult, Message, ToolCall, Usage
 from swarm.model import Delta, Restart, closing, stream_of
-from swarm.providers._tool_text import call_format_hint
+from swarm.providers._tool_text import INVENTED_RESULT_PROBLEM, call_format_hint
 
 if TYPE_CHECKING:
     from swarm.agent._loop import Agent
@@ -175,7 +175,9 @@ class Steps(Generic[T]):
         if agent.requires_finish:
             self.calls.nudges += 1
             hint = call_format_hint([t.name for t in agent.tools])
-            if reply.tool_call_problem:
+            if reply.tool_call_problem == INVENTED_RESULT_PROBLEM:
+                problem = f"Your reply called no tool, and {INVENTED_RESULT_PROBLEM}."
+            elif reply.tool_call_problem:
                 self.calls.rejected += 1
                 problem = f"Your tool call could not be read: {reply.tool_call_problem}."
             else:

@@ -60,6 +60,13 @@ _LOOKS_LIKE_CALL = re.compile(
 )
 
 
+_INVENTED_RESULT = re.compile(r"<tool_response>.*?(?:</tool_response>|$)", re.DOTALL)
+INVENTED_RESULT_PROBLEM = (
+    "you wrote a tool's result yourself (<tool_response>); only a tool writes its result, "
+    "in the next message, after you call it"
+)
+
+
 @dataclass(slots=True)
 class TextCalls:
     """What a reply's text held: the calls found in it, and the text around them."""
@@ -103,6 +110,10 @@ def read_calls(result: ChatResult, request: ChatRequest, *, from_text: bool = Tr
     text = result.message.content
     if not from_text or not request.tools or not text:
         return
+    if "<tool_response>" in text:  # kept in the history, it teaches the model to go on
+        text = _INVENTED_RESULT.sub("", text).strip()
+        result.message = Message.assistant(text or None, native)
+        result.tool_call_problem = INVENTED_RESULT_PROBLEM
     names = {t.name: tuple(t.parameters.get("properties", {})) for t in request.tools}
     found = calls_from_text(text, names)
     if native:
@@ -116,7 +127,7 @@ def read_calls(result: ChatResult, request: ChatRequest, *, from_text: bool = Tr
             return
         calls, label = [*extra, *native], f"native+{found.format}"
     else:
-        result.tool_call_problem = found.problem
+        result.tool_call_problem = found.problem or result.tool_call_problem
         if not found.calls:
             return
         extra, calls, label = found.calls, found.calls, found.format
