@@ -32,7 +32,10 @@ def test_an_agent_is_shown_its_files_as_they_are(tmp_path: Path) -> None:
     task = Task(title="Sum", instructions="Make add add.", check="pytest")
     st = Subtask(id="add", title="Fix add", instructions="Fix it.", files=["pkg/calc.py"])
     prompt = coder_prompt(task, st, shown_files(ctx, st.files))
-    assert prompt.startswith("Overall task: Sum\n\nYour subtask: Fix add\n")
+    assert prompt.startswith(
+        "Overall task: Sum\n\nThe whole task (other agents do the parts that are not yours):\n"
+        "> Make add add.\n\nYour subtask: Fix add\n"
+    )
     assert prompt.endswith("return a + b\n```")
 
 

@@ -69,11 +69,26 @@ def planner_prompt(task: Task, errors: list[str] | None = None) -> str:
     return text
 
 
+TASK_CHARS = 2_000
+"""How much of the task's own text a coder is shown beside its subtask."""
+
+
 def coder_prompt(task: Task, subtask: Subtask, shown: str = "") -> str:
     files = ", ".join(subtask.files) or "(not specified)"
+    # the task's words beside the planner's: a small planner's subtask said "Write
+    # clamp(x, lo, hi)" and lost what clamp must return
+    body = task.instructions.strip()
+    if len(body) > TASK_CHARS:
+        body = body[:TASK_CHARS].rsplit("\n", 1)[0] + "\n..."
+    quoted = "\n".join(f"> {line}" if line else ">" for line in body.splitlines())
+    whole = (
+        f"\n\nThe whole task (other agents do the parts that are not yours):\n{quoted}"
+        if body
+        else ""
+    )
     return (
         # no subtask id: a small model took one (`create-item-class`) for a tool and called it
-        f"Overall task: {task.title}\n\nYour subtask: {subtask.title}\n\n"
+        f"Overall task: {task.title}{whole}\n\nYour subtask: {subtask.title}\n\n"
         f"{subtask.instructions}\n\nFiles in scope: {files}{shown}"
     )
 
