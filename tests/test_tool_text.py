@@ -112,6 +112,35 @@ def test_arguments_are_repaired_and_counted(text: str) -> None:
     assert json.loads(found.calls[0].arguments) == {"path": "a.py", "content": "x = 1\ny = 2"}
 
 
+def test_code_with_its_own_quotes_left_unescaped_in_a_value_is_repaired() -> None:
+    """As Qwen2.5-Coder-1.5B wrote an edit: a docstring's quotes and a dict's, unescaped."""
+    text = (
+        '```json\n{\n  "name": "write_file",\n  "arguments": {\n    "path": "a.py",\n'
+        '    "content": "def f(d):\\n    """Say "hi", twice."""\\n    return d["k"]"\n  }\n}\n```'
+    )
+    found = calls_from_text(text, NAMES)
+    assert found.repaired == 1 and found.problem == ""
+    content = 'def f(d):\n    """Say "hi", twice."""\n    return d["k"]'
+    assert json.loads(found.calls[0].arguments) == {"path": "a.py", "content": content}
+
+
+def test_a_fenced_call_whose_value_holds_a_fence_is_read_whole() -> None:
+    """An edit of a README's code block, as Qwen2.5-Coder-1.5B wrote it."""
+    old, new = "```python\nf(1)\n```", "```python\nf(2)\n```"
+    args = {"path": "README.md", "old": old, "new": new}
+    text = f"Here:\n```json\n{json.dumps({'name': 'edit_file', 'arguments': args})}\n```\nDone."
+    found = calls_from_text(text, NAMES | {"edit_file"})
+    assert [json.loads(c.arguments) for c in found.calls] == [args]
+    assert found.text == "Here:\n\nDone." and found.problem == ""
+
+
+def test_a_quote_before_a_closing_bracket_in_code_does_not_end_the_value() -> None:
+    code = 'x = {"k": 1}\ny = d["k"]'
+    text = '{"name": "write_file", "arguments": {"path": "a.py", "content": "' + code + '"}}'
+    (found,) = calls_from_text(text, NAMES).calls
+    assert json.loads(found.arguments)["content"] == code
+
+
 @pytest.mark.parametrize(
     "text",
     [

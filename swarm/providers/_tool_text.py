@@ -319,14 +319,17 @@ def _json(text: str, tool_names: Collection[str]) -> TextCalls | None:
     b = _Builder()
     kept: list[str] = []
     cursor = 0
-    fences = list(_FENCE.finditer(text)) if "```" in text else []
-    for m in fences:
-        body = m.group(1).strip()
+    at = 0
+    while "```" in text and (m := _FENCE.search(text, at)) is not None:
+        body, at = m.group(1).strip(), m.end()
         if not body.startswith(("{", "[")):
             continue
         if _add_all(b, body, tool_names):
             kept.append(text[cursor : m.start()])
             cursor = m.end()
+        elif (whole := _fenced_json(text, m.start(1))) and _add_all(b, whole[0], tool_names):
+            kept.append(text[cursor : m.start()])
+            cursor = at = whole[1]
         elif _starts_call(body, tool_names):
             b.problem = _unreadable("```json", body)
     if b.calls or b.problem:
@@ -350,6 +353,18 @@ def _json(text: str, tool_names: Collection[str]) -> TextCalls | None:
             i = start + 1
     kept.append(text[cursor:])
     return b.result("".join(kept))
+
+
+def _fenced_json(text: str, start: int) -> tuple[str, int] | None:
+    """The JSON value a fence's body at `start` holds when a string in it holds a fence
+    of its own (an edit of a README's code block), and where the outer fence ends."""
+    begin = _next_open(text, start)
+    piece = _balanced(text[begin:]) if begin >= 0 else None
+    if piece is None:
+        return None
+    close = text.find("```", begin + len(piece))
+    between = text[begin + len(piece) : close] if close >= 0 else "x"
+    return (piece, close + 3) if not between.strip() else None
 
 
 def _add_all(b: _Builder, body: str, tool_names: Collection[str]) -> bool:
@@ -536,6 +551,11 @@ def _loads(text: str) -> tuple[Any, bool | None]:
             return json.loads(quoted, strict=False), True
         except ValueError:
             pass
+    if text.count('"') > 4:  # code with its own quotes in a value, left unescaped
+        try:
+            return json.loads(_escape_stray_quotes(text), strict=False), True
+        except ValueError:
+            pass
     try:  # a Python literal: single quotes, True/False/None
         return ast.literal_eval(text), True
     except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
@@ -544,6 +564,60 @@ def _loads(text: str) -> tuple[Any, bool | None]:
 
 # `"key": """..."""`: a JSON value written as a Python triple-quoted string
 _TRIPLE = re.compile(r'(?<=:)\s*"""(.*?)"""(?=\s*[,}\]])', re.DOTALL)
+
+
+_NEXT_KEY = re.compile(r'\s*,\s*"[^"\\\n]{1,64}"\s*:')
+_NEXT_ITEM = re.compile(r'\s*,\s*["{\[\d\-tfn]')
+_BLANK = re.compile(r"\s*")
+
+
+def _escape_stray_quotes(text: str) -> str:
+    """`text` with each `"` inside a string that does not end it escaped: a quote ends a
+    string only where JSON could go on after it (a key's colon; the close of the object
+    or list the string is in; a comma, then the next key or item; the end), so
+    `"new": "def f(d):\n    \"""Doc.\"""\n    return d["k"]"` keeps its quotes as text."""
+    out: list[str] = []
+    opened: list[str] = []  # the objects and lists the scan is in
+    in_string = escaped = is_key = False
+    last = ""  # the last character outside strings that was not blank
+    for i, ch in enumerate(text):
+        if not in_string:
+            if ch == '"':
+                in_string, is_key = True, last in "{," and opened[-1:] == ["{"]
+            elif ch in "{[":
+                opened.append(ch)
+            elif ch in "}]" and opened:
+                opened.pop()
+            if not ch.isspace():
+                last = ch
+            out.append(ch)
+            continue
+        if escaped:
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch == '"':
+            if _ends_string(text, i + 1, is_key, opened[-1] if opened else ""):
+                in_string, last = False, '"'
+            else:
+                out.append("\\")
+        out.append(ch)
+    return "".join(out)
+
+
+def _ends_string(text: str, at: int, is_key: bool, inside: str) -> bool:
+    """Can a string end just before `at`: is what follows what JSON allows there?"""
+    blank = _BLANK.match(text, at)
+    rest = blank.end() if blank else at
+    if is_key:
+        return text.startswith(":", rest)
+    if rest == len(text):
+        return True
+    if text[rest] in "}]":  # and after the close, what may follow a value (`d["k"]`)
+        after = _BLANK.match(text, rest + 1)
+        follows = text[after.end() : after.end() + 1] if after else ""
+        return text[rest] == {"{": "}", "[": "]"}.get(inside) and follows in ("", ",", "}", "]")
+    return bool((_NEXT_KEY if inside == "{" else _NEXT_ITEM).match(text, at))
 
 
 def _unfence(body: str) -> str:
