@@ -57,6 +57,12 @@ async def test_a_reply_without_a_call_gets_the_format_to_use() -> None:
     assert result.calls.nudges == 1
 
 
+async def test_code_shown_in_a_reply_without_a_call_is_named() -> None:
+    model = ScriptedModel(["The fix:\n```python\nx = 2\n```", call("finish", summary="ok")])
+    await Agent[str]("coder", model=model, tools=[add, finish]).run("go")
+    assert _told(model.requests[1]).startswith("Your reply shows code but called no tool")
+
+
 def _cut(text: str, tokens: int) -> ChatResult:
     return ChatResult(
         message=Message.assistant(text),

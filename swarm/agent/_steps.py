@@ -180,6 +180,11 @@ class Steps(Generic[T]):
             elif reply.tool_call_problem:
                 self.calls.rejected += 1
                 problem = f"Your tool call could not be read: {reply.tool_call_problem}."
+            elif "```" in (text or ""):
+                problem = (
+                    "Your reply shows code but called no tool: code in a reply changes no "
+                    "file. To put it in one, call write_file or edit_file with it."
+                )
             else:
                 problem = "Your reply called no tool."
             self.messages.append(Message.user(f"{problem} {hint} Call `finish` when done."))
