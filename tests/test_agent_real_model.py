@@ -19,6 +19,7 @@ from swarm.agent.events import AgentResult
 from swarm.config import ProviderConfig, SwarmConfig, TierConfig
 from swarm.config._faults import RealModel
 from swarm.messages import ChatRequest, ChatResult, Message, Timing, ToolCall, Usage
+from swarm.providers._tool_text import calls_from_text
 from swarm.providers.sim import SimProvider
 from swarm.providers.sim._real_model import real_model_script
 from swarm.providers.sim._reply import Reply, Script
@@ -229,3 +230,27 @@ async def test_a_tool_result_the_model_invents_is_dropped_and_it_is_told(tmp_pat
     told = _told(seen[1])
     assert told.startswith("Your reply called no tool, and you wrote a tool's result yourself")
     assert all("all tests passed" not in (m.content or "") for m in seen[1].messages)
+
+
+async def test_the_simulator_writes_raw_quotes_and_invented_results_that_are_read() -> None:
+    code = 'def f(d):\n    """Doc."""\n    return d["k"]\n'
+    wrote = ToolCall(
+        id="c", name="write_file", arguments=json.dumps({"path": "a.py", "content": code})
+    )
+    spoilt = RealModel(
+        text_calls=1.0,
+        formats=["fenced"],
+        raw_quotes=1.0,
+        invented_results=1.0,
+        wrong_names=0,
+        repeats=0,
+        truncated=0,
+        no_call=0,
+    )
+    script = real_model_script(lambda request: Reply(tool_calls=[wrote]), spoilt)
+    pending = script(ChatRequest(messages=[Message.user("go")]))
+    assert not isinstance(pending, Reply)
+    text = (await pending).text or ""
+    assert text.startswith("<tool_response>") and '"""Doc."""' in text
+    found = calls_from_text(text, {"write_file"})
+    assert found.repaired == 1 and json.loads(found.calls[0].arguments)["content"] == code

@@ -331,12 +331,13 @@ async def test_demo_run_traces_its_structure_for_the_exact_critical_path(tmp_pat
 
 
 async def test_the_demo_merges_on_a_simulated_real_model(tmp_path: Path) -> None:
-    """Calls written as text in every format, wrong tool names, repeats, cut-off JSON and
-    chatter around the plan (the real-model mode's default rates): still all four merge."""
+    """Calls written as text in every format, wrong tool names, repeats, cut-off JSON,
+    chatter around the plan, code's quotes left unescaped in JSON and invented tool
+    results: still all four merge."""
     trace = await _solved_demo(
         tmp_path,
         '[providers.sim]\nkind = "sim"\ntime_scale = 0\nseed = 1\n'
-        "[providers.sim.real_model]\nchatter = 1.0\n",
+        "[providers.sim.real_model]\nchatter = 1.0\nraw_quotes = 0.5\ninvented_results = 0.2\n",
     )
     agents = [trace.attributes(i) for i in range(len(trace)) if trace.op[i] == sc.OP_AGENT]
     parsed = sum(a.get(sc.TOOL_CALLS_PARSED, 0) for a in agents)

@@ -87,6 +87,12 @@ class RealModel(BaseModel):
     """Share of replies that only talk ("I will now read the file.") and call nothing."""
     chatter: float = _Rate
     """Share of text answers (a plan) wrapped in prose, with no fence around the JSON."""
+    raw_quotes: float = Field(default=0.05, ge=0.0, le=1.0)
+    """Share of calls written as JSON whose string values keep their own quotes
+    unescaped, as code with a docstring or a dict in it does."""
+    invented_results: float = Field(default=0.05, ge=0.0, le=1.0)
+    """Share of text calls that come after a tool result the model wrote itself
+    (`<tool_response>...</tool_response>`)."""
 
     def model_post_init(self, context: object) -> None:
         unknown = sorted(set(self.formats) - set(TEXT_FORMATS))

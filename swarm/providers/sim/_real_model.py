@@ -10,7 +10,9 @@ wraps any script (the demo's included) with it:
 - a call to a tool that does not exist;
 - the previous reply sent again, word for word;
 - a call cut off mid-JSON (`finish_reason: length`);
-- chatter around an answer (a plan in prose, unfenced).
+- chatter around an answer (a plan in prose, unfenced);
+- a call in JSON whose string values keep their own quotes unescaped (code), and a call
+  after a tool result the model wrote itself (`<tool_response>`).
 
 It is stateless like the scripts it wraps: every draw is seeded by the seed and the
 conversation so far, and the turns that went wrong (a call to an unknown tool, a repeat, a
@@ -77,7 +79,12 @@ def _spoil(reply: Reply, request: ChatRequest, mode: RealModel, rng: random.Rand
         if draw < edge:
             return Reply(text=f"I will now use {calls[0].name} to go on with the task.")
         if rng.random() < mode.text_calls:
-            written = _write(calls, rng.choice(mode.formats))
+            fmt = rng.choice(mode.formats)
+            written = _write(calls, fmt)
+            if fmt in ("fenced", "bare") and rng.random() < mode.raw_quotes:
+                written = written.replace('\\"', '"')
+            if rng.random() < mode.invented_results:
+                written = f"<tool_response>\nDone: all tests pass.\n</tool_response>\n{written}"
             prose = (reply.text or "").strip()
             return Reply(
                 text=f"{prose}\n\n{written}".strip(), reasoning_tokens=reply.reasoning_tokens
