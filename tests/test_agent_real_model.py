@@ -88,6 +88,16 @@ async def test_a_cut_reply_is_asked_again_with_a_larger_cap() -> None:
     assert result.finished and result.calls.truncated == 2
 
 
+async def test_a_reply_that_looped_is_not_asked_again_but_told_so() -> None:
+    looped = _cut('<tool_call>{"name": "add", "arguments": {"a": 1, "b', 900)
+    looped.finish_reason = "repetition"
+    model = ScriptedModel([looped, call("finish", summary="ok")])
+    result = await Agent[str]("coder", model=model, tools=[add, finish], max_tokens=100).run("go")
+    assert [r.max_tokens for r in model.requests] == [100, 100]  # no larger cap for a loop
+    assert _told(model.requests[1]).startswith("Your reply kept repeating the same text")
+    assert result.finished and result.calls.truncated == 1
+
+
 async def test_a_reply_still_cut_is_named_and_nothing_in_it_runs() -> None:
     cut = _cut('<tool_call>{"name": "add", "arguments": {"a": 1, "b', 50)
     model = ScriptedModel([cut, call("finish", summary="ok")])

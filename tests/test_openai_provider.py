@@ -168,6 +168,23 @@ def make_app(state: State) -> web.Application:
         elif scenario == "error-event":
             await resp.write(chunk({"content": "a"}))
             await resp.write(b'data: {"error": {"message": "overloaded", "type": "server"}}\n\n')
+        elif scenario in ("looping", "looping-call"):  # as a small model's sampling loops
+            try:
+                if scenario == "looping":
+                    await resp.write(chunk({"content": "Here is the file:\n"}))
+                    piece: dict[str, Any] = {"content": "    total += line\n"}
+                else:
+                    call = {"index": 0, "id": "c1", "function": {"name": "write_file"}}
+                    await resp.write(chunk({"tool_calls": [call]}))
+                    start = '{"path": "a.py", "content": "'
+                    await resp.write(
+                        chunk({"tool_calls": [{"index": 0, "function": {"arguments": start}}]})
+                    )
+                    piece = {"tool_calls": [{"index": 0, "function": {"arguments": "x = 1\\n"}}]}
+                for _ in range(100_000):
+                    await resp.write(chunk(piece))
+            except (ConnectionError, OSError):
+                state.released.set()
         elif scenario == "endless":
             try:
                 await resp.write(chunk({"content": "first"}))
@@ -439,6 +456,23 @@ async def test_cancellation_mid_stream_releases_the_connection(
         await server[1].released.wait()
     # the provider still works afterwards
     assert (await provider.chat("text", ask())).text == "Hello, world"
+
+
+async def test_a_reply_that_loops_is_stopped_and_says_so(
+    provider: OpenAIProvider, server: tuple[str, State]
+) -> None:
+    reply = await provider.chat("looping", ask())
+    assert reply.finish_reason == "repetition"
+    assert reply.text == "Here is the file:\n    total += line\n"  # one round kept
+    with anyio.fail_after(5):
+        await server[1].released.wait()  # the server was told to stop writing
+
+
+async def test_a_tool_call_whose_arguments_loop_is_stopped_too(provider: OpenAIProvider) -> None:
+    reply = await provider.chat("looping-call", ask(tools=[ToolSpec(name="write_file")]))
+    assert reply.finish_reason == "repetition"
+    (call,) = reply.message.tool_calls
+    assert call.arguments == '{"path": "a.py", "content": "x = 1\\n'
 
 
 async def test_secret_never_in_errors_or_repr(provider: OpenAIProvider) -> None:

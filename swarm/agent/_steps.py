@@ -31,6 +31,7 @@ from swarm.agent.hooks import Approvals, StepInfo, Veto
 from swarm.errors import ContextWindowExceeded, ToolError
 from swarm.messages import ChatRequest, ChatResult, Message, ToolCall, Usage
 from swarm.model import Delta, Restart, closing, stream_of
+from swarm.providers._repetition import REPETITION
 from swarm.providers._tool_text import INVENTED_RESULT_PROBLEM, call_format_hint
 
 if TYPE_CHECKING:
@@ -128,7 +129,8 @@ class Steps(Generic[T]):
             self.messages.append(reply.message)
             self.calls.count(reply)
             calls = reply.message.tool_calls
-            cut = reply.finish_reason == "length"
+            cut = reply.finish_reason in ("length", REPETITION)
+            self.calls.truncated += reply.finish_reason == REPETITION  # (length: in _ask)
             if cut and (reply.tool_call_problem or not calls):
                 self.messages.append(Message.user(_cut_note(reply)))
                 ended = None
@@ -433,6 +435,11 @@ def _larger_cap(cap: int | None) -> int | None:
 def _cut_note(reply: ChatResult) -> str:
     """What a model is told when its reply was cut off and could not be used."""
     tokens = reply.usage.output_tokens
+    if reply.finish_reason == REPETITION:
+        return (
+            "Your reply kept repeating the same text over and over, so it was stopped and "
+            "nothing in it was run. Write one short tool call, then stop."
+        )
     return (
         f"Your reply was cut off at {tokens:,} tokens (max_tokens; finish_reason: length), so "
         "nothing in it was run. Answer in fewer tokens: one tool call per reply, and smaller "

@@ -59,7 +59,7 @@ class CallCounts:
     nudges: int = 0
     """Replies with no call, answered with the format to use."""
     truncated: int = 0
-    """Replies cut by `max_tokens`."""
+    """Replies cut by `max_tokens`, or stopped because they looped on themselves."""
     escalated: bool = False
     """The agent repeated itself and was moved to its fallback model."""
 

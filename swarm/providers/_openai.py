@@ -23,6 +23,7 @@ from swarm.messages import ChatRequest, Message, ToolCall, Usage
 from swarm.model import FirstTokenCallback
 from swarm.providers._endpoint import Endpoint, Reply, loads
 from swarm.providers._exchange import error_from_response
+from swarm.providers._repetition import REPETITION, LoopWatch
 from swarm.providers._sse import iter_sse_batches
 
 __all__ = ["OpenAIProvider", "from_config", "usage_from_openai"]
@@ -48,6 +49,23 @@ def _add_settings(body: dict[str, Any], request: ChatRequest) -> None:
         body["reasoning_effort"] = request.reasoning_effort
     if request.parallel_tool_calls is not None and request.tools:
         body["parallel_tool_calls"] = request.parallel_tool_calls
+
+
+def _looped(reply: Reply, text_loop: LoopWatch, arguments_loop: LoopWatch) -> bool:
+    """Does the reply's text, or its last tool call's arguments, loop on itself? If so,
+    it is cut after the loop's first round and ends as `finish_reason: "repetition"`."""
+    kept = text_loop.cut(reply.text)
+    if kept is not None:
+        reply.text[:] = [kept]
+    elif reply.calls:
+        parts = reply.calls[max(reply.calls)]  # [id, name, argument pieces...]
+        kept = arguments_loop.cut(parts, skip=2)
+        if kept is not None:
+            parts[2:] = [kept]
+    if kept is None:
+        return False
+    reply.finish = REPETITION
+    return True
 
 
 class _Stream(Reply):
@@ -219,6 +237,7 @@ class OpenAIProvider(Endpoint[_Stream]):
         return orjson.dumps(body)  # compact UTF-8, as json.dumps(separators, ensure_ascii=False)
 
     async def read_stream(self, response: httpx.Response, reply: _Stream, model: str) -> None:
+        text_loop, arguments_loop = LoopWatch(), LoopWatch()
         async for batch in iter_sse_batches(response):
             if b"[DONE]" in batch:
                 reply.done = True
@@ -226,6 +245,8 @@ class OpenAIProvider(Endpoint[_Stream]):
             if error is not None:
                 raise error_from_response(response, self._peer, model, body=error)
             reply.progress()
+            if _looped(reply, text_loop, arguments_loop):
+                return  # closing the stream stops the server's generation too
 
     def _decode(self, batch: list[bytes], response: httpx.Response, model: str) -> list[Any]:
         """The JSON chunks of one network read (`[DONE]` dropped), parsed in one go."""
