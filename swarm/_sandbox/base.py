@@ -66,8 +66,16 @@ class Limits:
     """Size of the command's own `/dev/shm` (memory-backed)."""
     disk_mb: int | None = 8192
     """How much the command's worktree may grow past its size at its first command: past
-    it the command is killed (`swarm._sandbox._disk`: a check, not a kernel limit); None:
-    no quota."""
+    it the command is killed (`swarm._sandbox._disk`: a check, not a kernel limit; no single
+    file may be larger, which the kernel enforces: `largest_file_mb`); None: no quota."""
+
+    @property
+    def largest_file_mb(self) -> int | None:
+        """The RLIMIT_FSIZE a command gets: `file_size_mb`, or the disk quota where that is
+        smaller (a file larger than the quota would pass it: the kernel stops it exactly
+        at the quota, where the quota's check alone overshot)."""
+        sizes = [mb for mb in (self.file_size_mb, self.disk_mb) if mb is not None]
+        return min(sizes) if sizes else None
 
 
 @dataclass(frozen=True)
