@@ -59,7 +59,8 @@ class Limits:
     where a memory cgroup can be made (`swarm._sandbox._pids`), and per process (RLIMIT_DATA)
     in any case; None: no limit."""
     file_size_mb: int | None = 4096
-    """Largest file a process may write (RLIMIT_FSIZE); None: no limit."""
+    """Largest file a process may write (RLIMIT_FSIZE; `disk_mb` where that is smaller:
+    `largest_file_mb`); None: no limit."""
     tmp_mb: int = 1024
     """Size of the command's own `/tmp` (memory-backed)."""
     shm_mb: int = 256

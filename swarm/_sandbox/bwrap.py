@@ -518,8 +518,8 @@ def writable_for_commands(path: Path) -> None:
 def _file_size_note(largest_mb: int, disk_mb: int | None) -> str:
     if largest_mb == disk_mb:
         return (
-            f"a file grew past the worktree's disk quota of {disk_mb} MB (no one file may be "
-            "larger); the write was refused"
+            f"a file grew past {disk_mb} MB, the most any file may hold (the worktree's disk "
+            "quota); the write was refused"
         )
     return f"a file grew past the sandbox's limit of {largest_mb} MB"
 
