@@ -49,6 +49,8 @@ _UNPRIVILEGED_UID = 1000
 """The uid a command has inside its user namespace when swarm runs as root without
 `setpriv` (any other user keeps its own)."""
 _GITCONFIG = "[safe]\n\tdirectory = *\n"
+"""The sandbox's system git config: the worktree is root's while the command is not
+(`swarm._sandbox._identity`), and git refuses a repository another user owns."""
 _NSSWITCH = (
     "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\n"
     "protocols: files\nservices: files\nethers: files\nrpc: files\n"
@@ -58,8 +60,7 @@ _NSSWITCH = (
 loaded their libraries and tried their sockets (4 failed connects, ~0.3 ms of each
 `setpriv`), and could only have answered with the host's accounts."""
 _MADE = ("passwd", "group", "gitconfig", "nsswitch.conf")
-"""The sandbox's system git config: the worktree is root's while the command is not
-(`swarm._sandbox._identity`), and git refuses a repository another user owns."""
+"""What swarm writes itself: never copied from the host."""
 
 
 def sandbox_ids() -> tuple[int, int]:
