@@ -252,10 +252,13 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     _become_subreaper()
+    load_before = os.getloadavg()
     result: dict[str, Any] = {
         "per_command": await per_command(args.commands),
         "demo_solve": await demo_solves(args.solves) if args.solves else None,
         "goals": {"per_command_overhead_ms": 15, "demo_slower_pct": 10},
+        # the machine is shared: wall figures grow with the load, CPU figures far less
+        "load": {"before": load_before, "after": os.getloadavg()},
     }
     if args.json:
         print(json.dumps(result, indent=2))
@@ -267,6 +270,7 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
                 f"before issue 34 +{s['overhead_before_ms']} ms: the layers {s['layers_ms']:+} ms"
                 f" (uid drop and seccomp {s['drop_ms']:+} ms)"
             )
+        print(f"load average (1, 5, 15 min): before {load_before}, after {os.getloadavg()}")
         d = result["demo_solve"]
         if d is not None:
             print(

@@ -37,13 +37,11 @@ from swarm.run._environment import CheckEnvironment, interpreters_in
 from swarm.run._solve import GitWorld
 from swarm.run._task import parse_task
 from swarm.run._workspace import Workspace, git, hook_env
+from tests.sandboxing import needs_bwrap
 
 TOOLS = {t.name: t for t in coding_tools()}
 IDENTITY = ("-c", "user.name=swarm", "-c", "user.email=swarm@localhost")
 """The merge queue passes its identity: the user's ~/.gitconfig is not in the sandbox."""
-needs_bwrap = pytest.mark.skipif(
-    bwrap_problem() is not None, reason=f"bubblewrap cannot run here: {bwrap_problem()}"
-)
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from swarm.agent._toolbox import coding_tools
 from swarm.agent.mcp import McpServer, mcp_tools
 from swarm.run._environment import CheckEnvironment
 from swarm.run._workspace import Workspace
+from tests.sandboxing import needs_bwrap
 from tests.test_sandbox import repo
 
 __all__ = ["repo"]
@@ -24,7 +25,6 @@ TOOLS = {t.name: t for t in coding_tools()}
 SERVER = Path(__file__).parent / "agent_scripts" / "mcp_server.py"
 HOST_MAP = os.readlink("/proc/self/ns/pid")
 """This process's PID namespace (a sandboxed command has its own)."""
-needs_bwrap = pytest.mark.skipif(bwrap_problem() is not None, reason=f"{bwrap_problem()}")
 
 
 @needs_bwrap

@@ -920,8 +920,9 @@ ATTACKS += [
         "run-memory-dev-shm-and-tmp",
         run(
             lambda _w: (
-                "head -c 240M /dev/zero > /tmp/a; head -c 30M /dev/zero > /dev/shm/b; "
-                "du -cm /tmp/a /dev/shm/b | tail -1"
+                # files under the disk quota (no one file may pass it, /tmp's included)
+                "for i in 1 2 3 4; do head -c 60M /dev/zero > /tmp/a$i; done; "
+                "head -c 30M /dev/zero > /dev/shm/b; du -cm /tmp/a* /dev/shm/b | tail -1"
             )
         ),
         _stopped_for_memory(lambda out: "270\ttotal" in out),

@@ -10,16 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from swarm._sandbox import BwrapSandbox, bwrap_problem, sandboxed_git
+from swarm._sandbox import BwrapSandbox, sandboxed_git
 from swarm._sandbox._objects import adopt
 from swarm.errors import WorkspaceError
 from swarm.run._merge._trees import IDENTITY
 from swarm.run._workspace import Workspace, git, hook_env
+from tests.sandboxing import needs_bwrap
 from tests.test_sandbox import _plant, repo
 
 __all__ = ["repo"]
-
-needs_bwrap = pytest.mark.skipif(bwrap_problem() is not None, reason=f"{bwrap_problem()}")
 
 
 def _loose(repo: Path, store: Path, data: bytes) -> str:

@@ -21,9 +21,8 @@ from pathlib import Path
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from swarm._sandbox import BwrapSandbox, SandboxPolicy, bwrap_problem, make_sandbox
+from swarm._sandbox import BwrapSandbox, SandboxPolicy, make_sandbox
 from swarm._sandbox._proxy import AllowList
-from swarm._sandbox.bwrap import socat_path
 from swarm._tracing import semconv as sc
 from swarm._tracing.setup import tracer
 from swarm.agent._tool import ToolContext
@@ -35,12 +34,9 @@ from swarm.errors import ConfigError
 from swarm.run._environment import CheckEnvironment
 from swarm.run._task import parse_task
 from swarm.run._workspace import Workspace
+from tests.sandboxing import needs_bwrap, needs_socat
 
 TOOLS = {t.name: t for t in coding_tools()}
-needs_bwrap = pytest.mark.skipif(
-    bwrap_problem() is not None or socat_path() is None,
-    reason=f"bubblewrap or socat cannot run here: {bwrap_problem() or 'no socat'}",
-)
 PROXY = "127.0.0.1:39281"
 
 
@@ -237,6 +233,7 @@ def test_the_allow_list_matches_hosts_ports_and_wildcards() -> None:
 
 
 @needs_bwrap
+@needs_socat
 async def test_an_allowed_host_is_reached_through_the_proxy_and_a_forwarded_port(
     repo: Path, allowed: Site
 ) -> None:
@@ -253,6 +250,7 @@ async def test_an_allowed_host_is_reached_through_the_proxy_and_a_forwarded_port
 
 
 @needs_bwrap
+@needs_socat
 async def test_a_host_not_on_the_list_is_refused_and_the_refusal_is_visible(
     repo: Path, allowed: Site, spans: InMemorySpanExporter
 ) -> None:
@@ -271,6 +269,7 @@ async def test_a_host_not_on_the_list_is_refused_and_the_refusal_is_visible(
 
 
 @needs_bwrap
+@needs_socat
 async def test_raw_tcp_to_a_port_not_allowed_fails(
     repo: Path, allowed: Site, forbidden: Site
 ) -> None:
@@ -286,6 +285,7 @@ async def test_raw_tcp_to_a_port_not_allowed_fails(
 
 
 @needs_bwrap
+@needs_socat
 async def test_loopback_reaches_the_hosts_services_and_nothing_else(
     repo: Path, allowed: Site
 ) -> None:
@@ -298,6 +298,7 @@ async def test_loopback_reaches_the_hosts_services_and_nothing_else(
 
 
 @needs_bwrap
+@needs_socat
 async def test_one_proxy_per_session_shared_by_copies_and_gone_after(repo: Path) -> None:
     sandbox = BwrapSandbox(SandboxPolicy(network="allow", allow=("pypi.org:443",)))
     copy = sandbox.with_read_only([Path("/opt")])
@@ -313,6 +314,7 @@ async def test_one_proxy_per_session_shared_by_copies_and_gone_after(repo: Path)
 
 
 @needs_bwrap
+@needs_socat
 async def test_off_still_blocks_everything(repo: Path, allowed: Site) -> None:
     async with sandboxed(repo, "off", ()) as ctx:
         raw = await run(ctx, _raw(allowed.port))
@@ -357,6 +359,7 @@ ATTACKS: dict[str, Callable[[Site], str]] = {
 
 
 @needs_bwrap
+@needs_socat
 @pytest.mark.parametrize("network", ["allow", "loopback"])
 @pytest.mark.parametrize("attack", list(ATTACKS), ids=list(ATTACKS))
 async def test_network_attack(

@@ -3,18 +3,17 @@ only (what git needs to read the repository), never remotes, credentials, includ
 aliases. A `.git/config` often holds `url = https://user:token@host/...`; an agent that
 prints it sends the token to its model provider.
 
-The filtered copy is written once per config version into a private temporary directory
-(removed when swarm exits) and bound read-only over the real one.
+The filtered copy is a file named by its content in the directory of files a user's
+sandboxes share (`swarm._sandbox._store`: the worktrees of a repository, and of most
+repositories, share one), bound read-only over the real one.
 """
 
 from __future__ import annotations
 
-import atexit
-import os
-import shutil
-import tempfile
 import threading
 from pathlib import Path
+
+from swarm._sandbox import _store
 
 __all__ = ["shown_config"]
 
@@ -24,7 +23,6 @@ _DROPPED_KEYS = frozenset({"sshcommand", "askpass", "fsmonitor", "editor", "page
 
 _lock = threading.Lock()
 _made: dict[tuple[Path, int, int], Path] = {}
-_dir: Path | None = None
 
 
 def _filtered(text: str) -> str:
@@ -45,7 +43,6 @@ def _filtered(text: str) -> str:
 
 def shown_config(common: Path) -> Path | None:
     """A filtered copy of `common/config`, or None when there is no config to filter."""
-    global _dir
     config = common / "config"
     try:
         stat = config.stat()
@@ -55,13 +52,7 @@ def shown_config(common: Path) -> Path | None:
     with _lock:
         if key in _made:
             return _made[key]
-        if _dir is None:
-            _dir = Path(tempfile.mkdtemp(prefix="swarm-sandbox-"))
-            atexit.register(shutil.rmtree, _dir, True)
         text = config.read_text(encoding="utf-8", errors="surrogateescape")
-        fd, name = tempfile.mkstemp(dir=_dir, suffix=".gitconfig")
-        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
-            f.write(_filtered(text))
-            os.fchmod(fd, 0o644)  # the command's uid is not swarm's (`_identity`)
-        _made[key] = Path(name)
+        shown = _filtered(text).encode("utf-8", errors="surrogateescape")
+        _made[key] = _store.file("gitconfig", shown)  # the command's uid reads it (0644)
         return _made[key]

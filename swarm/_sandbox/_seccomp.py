@@ -15,11 +15,11 @@ filter cannot read, and C libraries fall back to `clone`, which is checked (as F
 does). System calls of another ABI (i386's `int 0x80`, x32) fail with ENOSYS: the numbers
 above are the machine's own.
 
-The program is written here in classic BPF (a few dozen instructions, assembled once per
-process into a file bubblewrap reads through `--seccomp FD`): libseccomp's Python bindings
-are not on PyPI and `pyseccomp` (ctypes over libseccomp) has had no release since 2021,
-while the program is short and fixed. x86_64 and aarch64; elsewhere `path()` is None and
-commands run without the filter.
+The program is written here in classic BPF (a few dozen instructions, assembled into a
+file a user's processes share, which bubblewrap reads through `--seccomp FD`): libseccomp's
+Python bindings are not on PyPI and `pyseccomp` (ctypes over libseccomp) has had no release
+since 2021, while the program is short and fixed. x86_64 and aarch64; elsewhere `path()` is
+None and commands run without the filter.
 """
 
 from __future__ import annotations
@@ -27,12 +27,11 @@ from __future__ import annotations
 import errno
 import functools
 import platform
-import shutil
 import struct
-import tempfile
-import weakref
 from collections.abc import Sequence
 from pathlib import Path
+
+from swarm._sandbox import _store
 
 __all__ = ["DENIED", "FD", "OPEN", "VARIABLE", "folded", "opener", "path"]
 
@@ -146,18 +145,12 @@ def _assembled(steps: list[Step | str]) -> bytes:
 
 @functools.cache
 def path() -> Path | None:
-    """The filter of this machine in a file (written once per process), or None where
-    swarm has none for its architecture."""
+    """The filter of this machine in a file (`swarm._sandbox._store`: one per machine and
+    user, shared by its processes), or None where swarm has none for its architecture."""
     machine = platform.machine()
     if machine not in _NUMBERS:
         return None
-    where = Path(tempfile.mkdtemp(prefix="swarm-seccomp-"))
-    weakref.finalize(program, shutil.rmtree, where, ignore_errors=True)
-    filter_file = where / "filter.bpf"
-    filter_file.write_bytes(program(machine))
-    where.chmod(0o755)
-    filter_file.chmod(0o644)
-    return filter_file
+    return _store.file("seccomp", program(machine))
 
 
 def opener(filter_file: Path) -> list[str]:

@@ -59,15 +59,24 @@ class Limits:
     where a memory cgroup can be made (`swarm._sandbox._pids`), and per process (RLIMIT_DATA)
     in any case; None: no limit."""
     file_size_mb: int | None = 4096
-    """Largest file a process may write (RLIMIT_FSIZE); None: no limit."""
+    """Largest file a process may write (RLIMIT_FSIZE; `disk_mb` where that is smaller:
+    `largest_file_mb`); None: no limit."""
     tmp_mb: int = 1024
     """Size of the command's own `/tmp` (memory-backed)."""
     shm_mb: int = 256
     """Size of the command's own `/dev/shm` (memory-backed)."""
     disk_mb: int | None = 8192
     """How much the command's worktree may grow past its size at its first command: past
-    it the command is killed (`swarm._sandbox._disk`: a check, not a kernel limit); None:
-    no quota."""
+    it the command is killed (`swarm._sandbox._disk`: a check, not a kernel limit; no single
+    file may be larger, which the kernel enforces: `largest_file_mb`); None: no quota."""
+
+    @property
+    def largest_file_mb(self) -> int | None:
+        """The RLIMIT_FSIZE a command gets: `file_size_mb`, or the disk quota where that is
+        smaller (a file larger than the quota would pass it: the kernel stops it exactly
+        at the quota, where the quota's check alone overshot)."""
+        sizes = [mb for mb in (self.file_size_mb, self.disk_mb) if mb is not None]
+        return min(sizes) if sizes else None
 
 
 @dataclass(frozen=True)

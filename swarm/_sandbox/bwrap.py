@@ -30,10 +30,11 @@ own loopback works. With `network = "loopback"` or `"allow"` the command's lane
 the proxy and each forwarded port before the command starts, and
 `HTTP_PROXY`/`HTTPS_PROXY`/`ALL_PROXY` (both cases) point at the proxy, `NO_PROXY` at the
 sandbox's own loopback.
-Limits: RLIMIT_DATA and RLIMIT_FSIZE set by `ulimit` on the way in; the process count is
-watched (`guard`), since RLIMIT_NPROC counts the user's processes machine-wide and does
-not bind root at all; where swarm may make cgroups, the kernel caps the processes and the
-whole command's memory too, each command in cgroups of its own (`swarm._sandbox._pids`).
+Limits: RLIMIT_DATA and RLIMIT_FSIZE (`Limits.largest_file_mb`) set by `ulimit` on the
+way in; the process count is watched (`guard`), since RLIMIT_NPROC counts the user's
+processes machine-wide and does not bind root at all; where swarm may make cgroups, the
+kernel caps the processes and the whole command's memory too, each command in cgroups of
+its own (`swarm._sandbox._pids`).
 The guard also keeps the worktree's disk quota (`swarm._sandbox._disk`: a check).
 """
 
@@ -301,8 +302,8 @@ class BwrapSandbox(Sandbox):
         limits, steps = self.policy.limits, []
         if limits.memory_mb is not None:
             steps.append(f"ulimit -d {limits.memory_mb * 1024} || exit 126;")
-        if limits.file_size_mb is not None:
-            blocks = limits.file_size_mb * (1024 if bash else 2048)
+        if limits.largest_file_mb is not None:
+            blocks = limits.largest_file_mb * (1024 if bash else 2048)
             steps.append(f"ulimit -f {blocks} || exit 126;")
         return " ".join(steps)
 
@@ -388,7 +389,8 @@ class BwrapSandbox(Sandbox):
         disk = self._disk_watch(launch)
         try:
             while True:
-                await anyio.sleep(next(waits, intervals[-1]))
+                wait = next(waits, intervals[-1])
+                await anyio.sleep(wait if disk is None else disk.next_look_s(wait))
                 if disk is not None and (full := disk.over()) is not None:
                     with contextlib.suppress(OSError):
                         os.kill(init or pid, signal.SIGKILL)  # bwrap's: the namespace goes
@@ -444,9 +446,9 @@ class BwrapSandbox(Sandbox):
                 note = f"write outside the worktree denied (read-only file system){where}"
                 if note not in notes:
                     notes.append(note)
-        size = self.policy.limits.file_size_mb
-        if size is not None and "File size limit exceeded" in output:
-            notes.append(f"a file grew past the sandbox's limit of {size} MB")
+        limits = self.policy.limits
+        if limits.largest_file_mb is not None and "File size limit exceeded" in output:
+            notes.append(_file_size_note(limits.largest_file_mb, limits.disk_mb))
         if self.policy.network != "host" and any(s in output for s in _NO_NETWORK):
             notes.append(_NETWORK_NOTES[self.policy.network])
         return notes[:5]
@@ -511,6 +513,15 @@ def writable_for_commands(path: Path) -> None:
             _identity.HOST_UID,
             exc,
         )
+
+
+def _file_size_note(largest_mb: int, disk_mb: int | None) -> str:
+    if largest_mb == disk_mb:
+        return (
+            f"a file grew past {disk_mb} MB, the most any file may hold (the worktree's disk "
+            "quota); the write was refused"
+        )
+    return f"a file grew past the sandbox's limit of {largest_mb} MB"
 
 
 _NETWORK_NOTES = {

@@ -179,7 +179,8 @@ class SandboxConfig(BaseModel):
     """Size of each command's `/dev/shm` (memory-backed)."""
     disk_mb: int | None = Field(default=8192, ge=1)
     """How much a worktree may grow past its size at its first command (its commands are
-    killed past it, and told so); None: no quota."""
+    killed near it, and told so; no one file, in the worktree or `/tmp`, may be larger,
+    which the kernel enforces exactly); None: no quota."""
 
     @field_validator("allow")
     @classmethod
