@@ -29,7 +29,7 @@ from swarm.agent._tool import WriteLog
 from swarm.errors import GaveUp
 from swarm.run._agent_factory import AgentFactory
 from swarm.run._check import NOTHING_TO_TEST, Checker, CheckFn, CheckResult, tree_key
-from swarm.run._impact import Selection, changed_files, select
+from swarm.run._impact import Selection, changed_files, select, unselectable
 from swarm.run._outcome import PhaseTimes, SubtaskOutcome
 from swarm.run._plan import Subtask
 from swarm.run._roles import FIXER, fix_prompt
@@ -130,6 +130,9 @@ class FixLoop:
         if not is_local(path):
             return "the worktree is not on this machine"
         changed = changed_files(patch)
+        # what the command and the patch alone decide, without a worker thread's round trip
+        if (why := unselectable(command, changed)) is not None:
+            return why
         return await anyio.to_thread.run_sync(select, path, command, changed)
 
     async def until_green(
