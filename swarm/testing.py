@@ -9,7 +9,8 @@
   `assert_rate_limit_waits_under` check latency budgets on a recorded trace.
 - `block_network()` refuses every network connection that is not to loopback, so a test
   that would reach a real provider fails loudly instead of spending money. The pytest
-  plugin (`pytest_plugins = ["swarm.pytest_plugin"]`) wraps every test in it.
+  plugin `swarm.pytest_plugin` wraps every test in it when asked (`swarm_block_network =
+  true` in the pytest settings) and gives it as the `block_network` fixture.
 
 Importing this module does not import pytest.
 """
@@ -212,7 +213,7 @@ def _is_loopback(host: Any) -> bool:
 def block_network() -> Iterator[None]:
     """Within the block, fail any DNS lookup or connection not to loopback (or a Unix socket).
 
-    The pytest plugin `swarm.pytest_plugin` wraps every test in this."""
+    The pytest plugin `swarm.pytest_plugin` wraps every test in this when asked."""
     real_getaddrinfo = socket.getaddrinfo
     real_connect = socket.socket.connect
     real_connect_ex = socket.socket.connect_ex

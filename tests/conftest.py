@@ -1,5 +1,6 @@
-"""Shared fixtures. swarm's pytest plugin (loaded below) blocks every non-loopback
-connection, so no test can reach a real provider."""
+"""Shared fixtures. swarm's pytest plugin (a `pytest11` entry point, turned on by
+`swarm_block_network = true` in pyproject.toml) blocks every non-loopback connection, so
+no test can reach a real provider."""
 
 from __future__ import annotations
 
@@ -19,8 +20,6 @@ from swarm._tracing.setup import use_tracer
 
 if TYPE_CHECKING:
     from swarm._cluster.local import LocalCluster
-
-pytest_plugins = ["swarm.pytest_plugin"]
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from swarm.messages import ChatRequest
 from swarm.run._check import Checker
 from swarm.run._environment import CheckEnvironment
 from swarm.run._merge import MergeQueue, MergeResult, QueueSettings
-from swarm.run._parts import CoordinatorParts
+from swarm.run._seams import Seams
 from swarm.run._solve import solve
 from swarm.run._workspace import Workspace
 from swarm.testing import FunctionModel, Scripted, ScriptedSource, call
@@ -377,7 +377,7 @@ async def test_the_merge_queues_batch_checks_run_on_the_nodes(
     patches = {n: await patch_setting(remote, n, v) for n, v in values.items()}
     environment = CheckEnvironment.resolve(remote, python=sys.executable)
     async with RayCluster.open(ClusterConfig(kind="ray", address=cluster)) as rc:
-        rc.parts(CoordinatorParts(environment=environment), repo=remote, run_id="r1")
+        rc.seams(Seams(environment=environment), repo=remote, run_id="r1")
         assert rc.remotes.commits is not None
         node_checks = rc.remotes.commits.__self__  # type: ignore[attr-defined]
         checker = Checker(environment, timeout_s=60, max_concurrent=2, place=rc.place)

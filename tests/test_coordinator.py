@@ -5,7 +5,7 @@ The same behaviour is tested once end to end on real git repositories in test_so
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,16 +19,17 @@ from swarm.agent._toolbox import coding_tools
 from swarm.budget import Budget, BudgetLimits
 from swarm.config import SwarmConfig
 from swarm.errors import NodeLost, WorkspaceError
-from swarm.messages import ChatRequest, ChatResult
+from swarm.messages import ChatRequest, ChatResult, ModelSettings
 from swarm.model import Model
 from swarm.run._check import CheckResult
 from swarm.run._coordinator import Coordinator
 from swarm.run._merge import MergeResult, MergeStats
 from swarm.run._models import RunModels
 from swarm.run._outcome import RunOutcome
-from swarm.run._parts import CoordinatorParts, Crew, SolveOptions, WorkspaceLike
 from swarm.run._plan import Plan, Subtask
 from swarm.run._progress import Progress
+from swarm.run._seams import ModelSource, RunOptions, Seams, WorkspaceLike
+from swarm.run._slack import RouteHints
 from swarm.run._task import Task
 from swarm.run.journal import Journal
 from swarm.testing import FunctionModel, call, reply
@@ -157,6 +158,19 @@ def plan(*subtasks: tuple[str, tuple[str, ...]]) -> Plan:
     )
 
 
+@dataclass(frozen=True)
+class InMemoryRun:
+    """What a coordinator uses of its run (`RunLike`), without a router or a trace."""
+
+    id: str
+    models: ModelSource
+    journal: Journal
+    budget: Budget
+    progress: Progress
+    settings: Mapping[str, ModelSettings] = field(default_factory=dict)
+    hints: RouteHints | None = None
+
+
 @dataclass
 class World:
     tmp_path: Path
@@ -165,7 +179,7 @@ class World:
     merger: Merger = field(default_factory=Merger)
     workspaces: Workspaces = field(default_factory=Workspaces)
     limits: BudgetLimits = field(default_factory=BudgetLimits)
-    options: SolveOptions = field(default_factory=lambda: SolveOptions(max_agents=4))
+    options: RunOptions = field(default_factory=lambda: RunOptions(max_agents=4))
     dependencies: Literal["order", "need"] = "order"
 
     async def run(
@@ -183,11 +197,11 @@ class World:
                 config=SwarmConfig(),
                 reserves=True,
             )
-            crew = Crew("r1", models, journal, budget, Progress(budget, quiet=True))
+            run = InMemoryRun("r1", models, journal, budget, Progress(budget, quiet=True))
             tools: list[Tool] = [t for t in coding_tools() if t.name == "finish"]
-            parts = CoordinatorParts(workspaces=self.workspaces, check=self.checks, tools=tools)
+            seams = Seams(workspaces=self.workspaces, check=self.checks, tools=tools)
             task = Task(title="t", instructions="i", check="check", dependencies=self.dependencies)
-            coordinator = Coordinator(crew, task, options=self.options, parts=parts)
+            coordinator = Coordinator(run, task, options=self.options, seams=seams)
             return await coordinator.run(p, self.merger, done=done), budget
 
 
@@ -324,7 +338,7 @@ async def test_a_step_budget_is_never_overshot_by_concurrent_agents(
     """The old budget checked then added: a 12-step cap spent 18 and 20 steps."""
     world.source = Source(delay_s=0.01)
     world.limits = BudgetLimits(steps=12)
-    world.options = SolveOptions(max_agents=agents)
+    world.options = RunOptions(max_agents=agents)
     ids = [(f"s{i:03d}", ()) for i in range(agents)]
     outcome, budget = await world.run(plan(*ids))
     assert outcome.status == "stopped" and outcome.stop_reason == "steps"
@@ -338,7 +352,7 @@ async def test_the_deadline_stops_the_run_and_keeps_what_merged(world: World) ->
     # one agent, a 1 s call per subtask: a merges at about 1 s, c could not before 3 s
     world.source = Source(delay_s=1.0)
     world.limits = BudgetLimits(deadline=2.5)
-    world.options = SolveOptions(max_agents=1)
+    world.options = RunOptions(max_agents=1)
     outcome, _ = await world.run(plan(("a", ()), ("b", ()), ("c", ())))
     assert outcome.stop_reason == "deadline"
     statuses = {s.id: s.status for s in outcome.subtasks}
@@ -372,7 +386,7 @@ async def test_a_lost_node_restarts_the_subtask_and_merges_it_once(tmp_path: Pat
 
 
 async def test_a_node_lost_too_often_fails_only_its_subtask(tmp_path: Path) -> None:
-    one_at_a_time = SolveOptions(max_agents=1)
+    one_at_a_time = RunOptions(max_agents=1)
     world = World(tmp_path, workspaces=LosingNodes(losses=3), options=one_at_a_time)
     outcome, _ = await world.run(plan(("a", ()), ("b", ())))
     by_id = {s.id: s for s in outcome.subtasks}
@@ -419,7 +433,7 @@ async def test_a_subtask_started_again_says_each_loss_and_asks_its_model_anew(
 
 async def test_the_queue_hears_how_many_patches_are_still_coming(world: World) -> None:
     """So it can gather them: two more while the first merges at one agent, none at the end."""
-    world.options = SolveOptions(max_agents=1)
+    world.options = RunOptions(max_agents=1)
     outcome, _ = await world.run(plan(("a", ()), ("b", ()), ("c", ())))
     assert outcome.status == "done"
     assert world.merger.expected[0] == 2 and world.merger.expected[-1] == 0

@@ -12,6 +12,7 @@ import importlib
 import inspect
 import pkgutil
 import pydoc
+import re
 from pathlib import Path
 
 import pytest
@@ -83,3 +84,28 @@ def test_no_test_patches_swarm_with_monkeypatch() -> None:
         if "monkeypatch.setattr(" in line and path.name != "test_house_rules.py"
     ]
     assert patched == []
+
+
+def test_the_run_glossary_names_what_exists() -> None:
+    """`swarm/run/__init__.py` draws the run's rooms and defines its nouns: every room it
+    names is a module of `swarm.run`, and every class it names is defined in one (a
+    renamed or folded class, `Crew` once, must leave the glossary too)."""
+    import swarm.run
+
+    text = swarm.run.__doc__ or ""
+    named = set(re.findall(r"`([A-Za-z_][\w/]*)`", text))
+    rooms = {n.rstrip("/") for n in named if n.startswith("_") or n == "journal"}
+    classes = {n for n in named if n[0].isupper()}
+    run_dir = PACKAGE / "run"
+    missing_rooms = sorted(
+        r for r in rooms if not (run_dir / f"{r}.py").exists() and not (run_dir / r).is_dir()
+    )
+    defined = {
+        value.__name__
+        for info in pkgutil.walk_packages([str(run_dir)], prefix="swarm.run.")
+        for value in vars(importlib.import_module(info.name)).values()
+        if inspect.isclass(value) and value.__module__.startswith("swarm.run")
+    }
+    assert rooms and classes
+    assert missing_rooms == []
+    assert sorted(classes - defined) == []

@@ -62,4 +62,4 @@ async def test_retries_are_bounded(tmp_path: Path, repo: Path) -> None:
     report = await solve(quick(tmp_path, repo, plan), source=scripts)
     status = {s.id: s.status for s in report.subtasks}
     assert status == {"s1": "failed", "s2": "merged"}
-    assert len(coder.requests) == 3  # the first try and two retries (SolveOptions.subtask_retries)
+    assert len(coder.requests) == 3  # the first try and two retries (RunOptions.subtask_retries)

@@ -48,7 +48,7 @@ from swarm.config import ClusterConfig
 from swarm.errors import ConfigError, WorkspaceError
 from swarm.run._environment import CheckEnvironment
 from swarm.run._git import git
-from swarm.run._parts import CoordinatorParts, WorkspaceLike
+from swarm.run._seams import Seams, WorkspaceLike
 
 __all__ = ["RayCluster", "RayWorkspaces", "ray_module"]
 
@@ -221,7 +221,7 @@ class RayCluster:
                     return
             await anyio.sleep(HEAD_POLL_S)
 
-    def parts(self, local: CoordinatorParts, *, repo: Path, run_id: str) -> CoordinatorParts:
+    def seams(self, local: Seams, *, repo: Path, run_id: str) -> Seams:
         """`local` with its workspaces on the cluster and the tools acting there."""
         environment = local.environment or CheckEnvironment.resolve(repo)
         tools = local.tools if local.tools is not None else coding_tools()

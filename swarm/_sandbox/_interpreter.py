@@ -2,8 +2,11 @@
 
 A sandbox shows `/usr` and little else; a Python in a virtual environment or under
 `/opt` needs its venv's prefix and the base interpreter's it points to (never the checkout
-around a venv). `swarm.run._environment` (checks), `swarm.agent._tool` (a `ToolContext` on
-the default sandbox) and `swarm.agent.mcp` (stdio servers) ask here.
+around a venv), and swarm's own package where the venv imports it from a checkout (an
+editable install): the venv's pytest loads swarm's plugin, a `pytest11` entry point, and
+cannot start when that import fails. `swarm.run._environment` (checks),
+`swarm.agent._tool` (a `ToolContext` on the default sandbox) and `swarm.agent.mcp` (stdio
+servers) ask here.
 """
 
 from __future__ import annotations
@@ -33,7 +36,21 @@ def prefixes(python: Path) -> list[Path]:
             if key.strip() == "home" and value.strip():
                 out.append(Path(value.strip()).resolve().parent)
     out.append(python.resolve().parent.parent)
-    return out
+    return out + [found for prefix in out for found in _swarm_checkout(prefix)]
+
+
+def _swarm_checkout(prefix: Path) -> list[Path]:
+    """swarm's package directory in a checkout the venv at `prefix` imports it from (a
+    `.pth` file of its site-packages names the checkout): only the package, read-only."""
+    found = []
+    for pth in prefix.glob("lib/python*/site-packages/*.pth"):
+        for line in pth.read_text(errors="replace").splitlines():
+            line = line.strip()
+            if line and not line.startswith(("#", "import")):
+                package = Path(line) / "swarm"
+                if (package / "pytest_plugin.py").is_file():
+                    found.append(package.resolve())
+    return found
 
 
 def interpreters_in(*commands: str | None) -> list[Path]:

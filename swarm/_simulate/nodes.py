@@ -25,7 +25,7 @@ from swarm._simulate.world import SimWorkspaces
 from swarm._tracing import semconv as sc
 from swarm._tracing.waits import holding
 from swarm.errors import ConfigError
-from swarm.run._parts import WorkspaceLike
+from swarm.run._seams import WorkspaceLike
 
 __all__ = ["NodeStats", "Nodes", "SimNodeWorkspaces", "SimNodes", "node_figures"]
 

@@ -60,10 +60,10 @@ from swarm.providers.sim import Faults, SimEngine, SimProvider
 from swarm.run._check import Baseline
 from swarm.run._merge import Merger
 from swarm.run._models import RouterSource
-from swarm.run._parts import CoordinatorParts, ModelSource, SolveOptions, Workspaces
 from swarm.run._plan import Plan
 from swarm.run._report import RunReport, RunStatus
 from swarm.run._run import Run, RunSpec
+from swarm.run._seams import ModelSource, RunOptions, Seams, Workspaces
 from swarm.run._solve import new_run_id
 from swarm.run._task import Task
 from swarm.run.journal import Journal
@@ -195,11 +195,11 @@ class SimWorld:
         if self.nodes is not None:
             self.checks.on_node = self.nodes.checked
 
-    def parts(self, run_id: str) -> CoordinatorParts:
+    def seams(self, run_id: str) -> Seams:
         workspaces: Workspaces = SimWorkspaces()
         if self.nodes is not None:
             workspaces = SimNodeWorkspaces(self.nodes, SimWorkspaces())
-        return CoordinatorParts(workspaces=workspaces, check=self.checks, tools=self._tools)
+        return Seams(workspaces=workspaces, check=self.checks, tools=self._tools)
 
     async def base(self) -> str:
         return self.merger_.head
@@ -208,7 +208,7 @@ class SimWorld:
         return None
 
     def merger(
-        self, run_id: str, base: str, task: Task, options: SolveOptions
+        self, run_id: str, base: str, task: Task, options: RunOptions
     ) -> AbstractAsyncContextManager[Merger]:
         return nullcontext(self.merger_)
 
@@ -257,7 +257,7 @@ async def simulate(spec: SimSpec) -> dict[str, Any]:
     world.hosts = host_providers(spec.hosts, script, spec.seed, spec.time_scale)
     world.providers = {**world.hosts, **(world.providers or {})}
     task = Task(title="simulated swarm", instructions="a synthetic workload", check="sim-check")
-    options = SolveOptions(
+    options = RunOptions(
         max_agents=spec.max_agents or spec.agents,
         max_steps_per_agent=max(shares.values()) + spec.fix_steps + 2,
         compaction=spec.compaction,

@@ -37,8 +37,8 @@ from swarm.model import (
 from swarm.providers.sim import Reply
 from swarm.run._check import CheckResult
 from swarm.run._merge import MergeResult, MergeStats
-from swarm.run._parts import ModelSource, WorkspaceLike
 from swarm.run._plan import Plan, Subtask
+from swarm.run._seams import ModelSource, WorkspaceLike
 
 __all__ = [
     "CallRecord",

@@ -42,7 +42,7 @@ from swarm.errors import (
     SwarmError,
     WorkspaceError,
 )
-from swarm.run._board import Board
+from swarm.run._agent_factory import AgentFactory
 from swarm.run._check import (
     Checker,
     CheckFn,
@@ -51,20 +51,12 @@ from swarm.run._check import (
     failing_part,
     tree_key,
 )
+from swarm.run._dispatch import Dispatch
 from swarm.run._environment import CheckEnvironment
+from swarm.run._fix_loop import FixLoop
 from swarm.run._live_path import LivePath
-from swarm.run._mending import Mender
 from swarm.run._merge import Merger, MergeResult
 from swarm.run._outcome import PhaseTimes, RunOutcome, SubtaskOutcome
-from swarm.run._parts import (
-    CoordinatorParts,
-    Crew,
-    GitWorkspaces,
-    SolveOptions,
-    WorkspaceLike,
-    Workspaces,
-    releasing,
-)
 from swarm.run._plan import Plan, Subtask
 from swarm.run._pulse import pulsing, record
 from swarm.run._removals import removal_prompt, unasked_removals
@@ -76,8 +68,16 @@ from swarm.run._roles import (
     rebase_prompt,
     unchanged_prompt,
 )
+from swarm.run._seams import (
+    GitWorkspaces,
+    RunLike,
+    RunOptions,
+    Seams,
+    WorkspaceLike,
+    Workspaces,
+    releasing,
+)
 from swarm.run._slack import RouteHints
-from swarm.run._staff import Staff
 from swarm.run._task import Task
 
 __all__ = ["Coordinator", "node_lost_in"]
@@ -97,40 +97,40 @@ STUCK_RESTARTS = 1
 class Coordinator:
     def __init__(
         self,
-        crew: Crew,
+        run: RunLike,
         task: Task,
         *,
-        options: SolveOptions,
+        options: RunOptions,
         repo: Path | None = None,
-        parts: CoordinatorParts | None = None,
+        seams: Seams | None = None,
     ) -> None:
-        self.crew, self.task, self.options = crew, task, options
-        parts = parts or CoordinatorParts()
+        self._run, self.task, self.options = run, task, options
+        seams = seams or Seams()
         self.times = PhaseTimes()
-        self._tools: list[Tool] = list(parts.tools) if parts.tools is not None else coding_tools()
-        if parts.workspaces is None and repo is None:
+        self._tools: list[Tool] = list(seams.tools) if seams.tools is not None else coding_tools()
+        if seams.workspaces is None and repo is None:
             raise ValueError("a Coordinator needs a repo or workspaces")
-        self._environment = parts.environment or CheckEnvironment.resolve(repo or Path())
-        self._workspaces: Workspaces = parts.workspaces or GitWorkspaces(
-            repo or Path(), crew.run_id, self._environment
+        self._environment = seams.environment or CheckEnvironment.resolve(repo or Path())
+        self._workspaces: Workspaces = seams.workspaces or GitWorkspaces(
+            repo or Path(), run.id, self._environment
         )
-        checker = parts.check or Checker(
+        checker = seams.check or Checker(
             self._environment,
             timeout_s=options.check_timeout_s,
             max_concurrent=options.merge.check_slots,
         )
         self._check: CheckFn = checker
-        slot = parts.check_slot or (checker.slot if isinstance(checker, Checker) else None)
+        slot = seams.check_slot or (checker.slot if isinstance(checker, Checker) else None)
         self._trees: dict[Path, tuple[WorkspaceLike, str]] = {}
         """Each open workspace of a subtask by path, with its base: an agent's own full
         check there counts as the tree's check (`_remember`)."""
         remember = self._remember if isinstance(checker, Checker) else None
-        self._staff = Staff(
-            crew, task, options, self._tools, self._environment, self.times, slot, remember
+        self._agents = AgentFactory(
+            run, task, options, self._tools, self._environment, self.times, slot, remember
         )
         self._changed = anyio.Event()
         self._merge_spans: dict[str, SpanContext] = {}
-        self._mender = Mender(task, options, self._staff, checker, self.times, self._fixing)
+        self._fix_loop = FixLoop(task, options, self._agents, checker, self.times, self._fixing)
         self._plan_ready_ns = 0
         self._order, self._waited_on = dict[str, int](), set[str]()
         """Each subtask's place in the merge queue's line (`Plan.merge_rank`); the waited on."""
@@ -145,7 +145,7 @@ class Coordinator:
     async def make_plan(self, base: str) -> Plan:
         """Ask the planner, feeding validation errors back a bounded number of times."""
         async with self._workspaces.open(base, "planner") as ws:
-            return await self._staff.plan(ws.path, ws.written)
+            return await self._agents.plan(ws.path, ws.written)
 
     # -- the run ----------------------------------------------------------------------
 
@@ -160,18 +160,18 @@ class Coordinator:
         self._order = {st.id: plan.merge_rank(st.id) for st in plan.subtasks}
         self._waited_on = {st.id for st in plan.subtasks if plan.chain_length(st.id) > 1}
         self._priority = {st.id: plan.place_priority(st.id) for st in plan.subtasks}
-        board = Board.for_plan(plan, queue, done, self.options.max_agents)
+        dispatch = Dispatch.for_plan(plan, queue, done, self.options.max_agents)
         final: CheckResult | None = None
         trace = current_run()
         started = anyio.current_time()
 
         def now() -> PulseRecord:
-            crew = self.crew
-            return record(started, self._live, crew.progress, crew.budget, len(self._queued))
+            run = self._run
+            return record(started, self._live, run.progress, run.budget, len(self._queued))
 
-        with anyio.move_on_after(self.crew.budget.remaining_s()) as deadline:
+        with anyio.move_on_after(self._run.budget.remaining_s()) as deadline:
             async with pulsing(trace.path if trace is not None else None, now):
-                stop = await self._dispatch(plan, board)
+                stop = await self._dispatch_all(plan, dispatch)
                 async with releasing(self._workspaces):  # no one needs them any more
                     if stop is None:
                         try:
@@ -180,42 +180,42 @@ class Coordinator:
                             stop = exc.kind
         if deadline.cancelled_caught:
             stop = "deadline"
-        for outcome in board.skip_rest(stop):
-            self.crew.journal.set_subtask(
-                self.crew.run_id, outcome.id, "skipped", error=outcome.error
-            )
-        outcomes = tuple(board.outcomes.values())
-        return RunOutcome(outcomes, stop, final, self.times, dict(self._staff.stuck))
+        for outcome in dispatch.skip_rest(stop):
+            self._run.journal.set_subtask(self._run.id, outcome.id, "skipped", error=outcome.error)
+        outcomes = tuple(dispatch.outcomes.values())
+        return RunOutcome(outcomes, stop, final, self.times, dict(self._agents.stuck))
 
-    async def _dispatch(self, plan: Plan, board: Board) -> str | None:
+    async def _dispatch_all(self, plan: Plan, dispatch: Dispatch) -> str | None:
         """Start subtasks as they become ready; returns the budget kind that stopped it. A
         spent budget stops new starts; those in flight finish (their calls in flight
         settle and count) or stop at their next call."""
-        self.crew.progress.start(total=len(plan.subtasks), merged=len(board.done))
+        self._run.progress.start(total=len(plan.subtasks), merged=len(dispatch.done))
         self._plan_ready_ns = time.time_ns()
         # without the router's hints (a library's own model source) the live path only
         # estimates the finish, for the pulse: no deadline to pace, no router to tell
-        hints = self.crew.hints
-        note = self.crew.progress.note
-        self._live = LivePath(plan, hints or RouteHints(), limiter=board.limiter, note=note)
+        hints = self._run.hints
+        note = self._run.progress.note
+        self._live = LivePath(plan, hints or RouteHints(), limiter=dispatch.limiter, note=note)
         if hints is not None:
-            self._live.deadline(self.crew.budget.remaining_s)
-        self._live.done_before(board.done)
-        started = set(board.done)
+            self._live.deadline(self._run.budget.remaining_s)
+        self._live.done_before(dispatch.done)
+        started = set(dispatch.done)
         async with anyio.create_task_group() as tg:
             while True:
-                if board.stop is None:
+                if dispatch.stop is None:
                     orders_only = self.task.dependencies == "order"
-                    ready = plan.ready(board.done, started, board.finished, orders_only=orders_only)
+                    ready = plan.ready(
+                        dispatch.done, started, dispatch.finished, orders_only=orders_only
+                    )
                     for st in ready:
                         started.add(st.id)
-                        self.crew.progress.queued(st.id)
-                        tg.start_soon(self._subtask, st, board, name=st.id)
-                if started <= board.finished:
+                        self._run.progress.queued(st.id)
+                        tg.start_soon(self._subtask, st, dispatch, name=st.id)
+                if started <= dispatch.finished:
                     break
                 await self._changed.wait()
                 self._changed = anyio.Event()
-        return board.stop
+        return dispatch.stop
 
     async def _verify(self, queue: Merger) -> CheckResult | None:
         """`accept` on the integration branch, with a bounded fix loop; fixes are committed
@@ -223,20 +223,22 @@ class Coordinator:
         accept = self.task.accept_command
         if not accept:
             return None
-        mender = self._mender
+        fix_loop = self._fix_loop
         # an explicit `accept` is judged by itself: no failure the base commit had is excused
         excuse = not self.task.accept or accept == self.task.check_for(())
         # the head's tree was checked already when its last batch was (same command)
         key = commit_key(queue.head)
-        result = await mender.timed(
+        result = await fix_loop.timed(
             "checks", self._check(queue.worktree, accept, key=key, excuse=excuse)
         )
         final = Subtask(id="final", title="final verification", instructions=self.task.title)
         for n in range(1, self.options.fix_rounds + 1):
             if result.passed:
                 break
-            await mender.fix(final, queue.worktree, queue.written, result, round_=n, command=accept)
-            result = await mender.timed(
+            await fix_loop.fix(
+                final, queue.worktree, queue.written, result, round_=n, command=accept
+            )
+            result = await fix_loop.timed(
                 "checks", self._check(queue.worktree, accept, excuse=excuse)
             )
             if result.passed:
@@ -247,90 +249,90 @@ class Coordinator:
 
     # -- one subtask ------------------------------------------------------------------
 
-    async def _subtask(self, st: Subtask, board: Board) -> None:
+    async def _subtask(self, st: Subtask, dispatch: Dispatch) -> None:
         """One subtask; tried again later (`subtask_retries` times, waiting without its
         place) when it failed because its provider calls did, not because it stayed red."""
-        outcome = board.outcomes[st.id]
+        outcome = dispatch.outcomes[st.id]
         self._record_dependency_wait(st)
         started: list[float] = []  # when it first got a place (the virtual clock may start at 0)
         try:
             while True:
                 try:
-                    return await self._try_subtask(st, board, outcome, started)
+                    return await self._try_subtask(st, dispatch, outcome, started)
                 except ProviderError as exc:
-                    board.note_failure(exc)
-                    if not board.retry_later(exc, outcome, self.options.subtask_retries):
+                    dispatch.note_failure(exc)
+                    if not dispatch.retry_later(exc, outcome, self.options.subtask_retries):
                         raise
                 with waiting(sc.WAIT_BACKOFF, attributes={sc.SUBTASK_ID: st.id}):
                     await anyio.sleep(self.options.subtask_retry_after_s * outcome.retries)
         except SwarmError as exc:  # a failed subtask does not cancel its siblings
-            self._ended_by(exc, outcome, board)
+            self._ended_by(exc, outcome, dispatch)
         except BaseExceptionGroup as group:  # from a task group of the subtask's own
             errors, rest = group.split(SwarmError)
             if rest is not None or errors is None:
                 raise
-            self._ended_by(_first_leaf(errors), outcome, board)
+            self._ended_by(_first_leaf(errors), outcome, dispatch)
         finally:
             outcome.wall_s = anyio.current_time() - started[0] if started else 0.0
-            self._settle(outcome, board)
+            self._settle(outcome, dispatch)
 
-    def _ended_by(self, exc: BaseException, outcome: SubtaskOutcome, board: Board) -> None:
+    def _ended_by(self, exc: BaseException, outcome: SubtaskOutcome, dispatch: Dispatch) -> None:
         """A subtask's error ends that subtask, never the run: a spent budget leaves it
         pending (reported skipped); anything else fails it, saying why."""
         if isinstance(exc, BudgetExceeded):
             outcome.status, outcome.error = "pending", None
-            board.stop = board.stop or exc.kind
+            dispatch.stop = dispatch.stop or exc.kind
             return
         kind = "" if isinstance(exc, GaveUp) else f"{type(exc).__name__}: "
         outcome.status, outcome.error = "failed", f"{kind}{exc}"
         if isinstance(exc, SwarmError) and not isinstance(exc, ProviderError):
-            board.note_failure(exc)
+            dispatch.note_failure(exc)
 
     async def _try_subtask(
-        self, st: Subtask, board: Board, outcome: SubtaskOutcome, started: list[float]
+        self, st: Subtask, dispatch: Dispatch, outcome: SubtaskOutcome, started: list[float]
     ) -> None:
-        async with board.limiter.slot(self._priority.get(st.id, 0)):
-            if board.stop is not None:  # stopped while this one waited for a slot
+        async with dispatch.limiter.slot(self._priority.get(st.id, 0)):
+            if dispatch.stop is not None:  # stopped while this one waited for a slot
                 return
             started.append(anyio.current_time())
             if self._live is not None:
                 self._live.started(st.id)
             outcome.status = "running"
-            if missing := [d for d in st.depends_on if d not in board.done]:
+            if missing := [d for d in st.depends_on if d not in dispatch.done]:
                 outcome.warning = f"ran without {', '.join(missing)} (failed)"
-            self.crew.progress.running(st.id)
-            self.crew.journal.set_subtask(self.crew.run_id, st.id, "running")
-            base = self.crew.journal.base_of(self.crew.run_id, st.id, board.queue.head)
+            self._run.progress.running(st.id)
+            self._run.journal.set_subtask(self._run.id, st.id, "running")
+            base = self._run.journal.base_of(self._run.id, st.id, dispatch.queue.head)
             patch = await self._code_and_test_anywhere(st, outcome, base)
         # waiting for the merge queue holds no agent place: the next subtask codes
-        merged = await self._merge_or_rebase(st, outcome, patch, board)
+        merged = await self._merge_or_rebase(st, outcome, patch, dispatch)
         outcome.status = {"merged": "merged", "empty": "empty"}.get(merged.kind, "failed")
-        board.provider_failures = 0
+        dispatch.provider_failures = 0
         outcome.commit = merged.commit
         if not merged.ok:
             outcome.error = f"{merged.kind}: {merged.output[-500:]}"
 
-    def _settle(self, outcome: SubtaskOutcome, board: Board) -> None:
-        board.finished.add(outcome.id)
-        outcome.check = self._mender.scopes.get(outcome.id)
-        self._expect(board)
+    def _settle(self, outcome: SubtaskOutcome, dispatch: Dispatch) -> None:
+        dispatch.finished.add(outcome.id)
+        outcome.check = self._fix_loop.scopes.get(outcome.id)
+        self._expect(dispatch)
         if outcome.status != "pending" and self._live is not None:
             self._live.finished(outcome.id, outcome.wall_s)
         if outcome.status in ("merged", "empty", "failed"):
             if outcome.status != "failed":
-                board.done.add(outcome.id)
-            self.crew.journal.set_subtask(
-                self.crew.run_id,
+                dispatch.done.add(outcome.id)
+            self._run.journal.set_subtask(
+                self._run.id,
                 outcome.id,
                 outcome.status,
                 commit=outcome.commit,
                 error=outcome.error,
             )
-            self.crew.progress.finished(outcome.id, outcome.status)
+            self._run.progress.finished(outcome.id, outcome.status)
         self._changed.set()
 
     def _fixing(self, subtask: str) -> None:
-        self.crew.progress.fixing(subtask)
+        self._run.progress.fixing(subtask)
         if self._live is not None:
             self._live.fixing(subtask)
 
@@ -344,29 +346,29 @@ class Coordinator:
             links = self._dependency_spans(st)
             record_wait(sc.WAIT_DEPENDENCY, since_ns=self._plan_ready_ns, links=links)
 
-    def _expect(self, board: Board) -> None:
+    def _expect(self, dispatch: Dispatch) -> None:
         """Tell the queue how many patches are still on their way (none once stopped)."""
-        coming = len(board.outcomes) - len(board.finished) - len(self._queued)
-        board.queue.expect(0 if board.stop is not None else max(coming, 0))
+        coming = len(dispatch.outcomes) - len(dispatch.finished) - len(self._queued)
+        dispatch.queue.expect(0 if dispatch.stop is not None else max(coming, 0))
 
-    async def _merge(self, st: Subtask, patch: str, board: Board) -> MergeResult:
-        queue = board.queue
+    async def _merge(self, st: Subtask, patch: str, dispatch: Dispatch) -> MergeResult:
+        queue = dispatch.queue
         with waiting(sc.WAIT_MERGE, attributes={sc.SUBTASK_ID: st.id}) as span:
             started = anyio.current_time()
             self._queued.add(st.id)
-            self._expect(board)
+            self._expect(dispatch)
             try:
                 merged = await queue.merge(
                     st.id,
                     st.title,
                     patch,
-                    check=self._mender.commands.get(st.id),
+                    check=self._fix_loop.commands.get(st.id),
                     order=self._order.get(st.id, 0),
                     waited_on=st.id in self._waited_on,
                 )
             finally:
                 self._queued.discard(st.id)
-                self._expect(board)
+                self._expect(dispatch)
             self.times.add("merge", anyio.current_time() - started)
             if merged.batch is not None:  # the batch that decided it: the wait's cause
                 span.add_link(merged.batch, {sc.LINK_TYPE: sc.LINK_DEPENDS_ON})
@@ -378,8 +380,8 @@ class Coordinator:
         async with self._workspaces.open(base, st.id) as ws:
             with self._tree(ws, base):
                 patch = await self._code(st, ws, outcome)
-                checked = await self._mender.first_check(st, ws, base, patch)
-                return await self._mender.until_green(
+                checked = await self._fix_loop.first_check(st, ws, base, patch)
+                return await self._fix_loop.until_green(
                     st, ws, base, outcome, tag="", checked=checked
                 )
 
@@ -394,7 +396,7 @@ class Coordinator:
         removed = unasked_removals(patch, *asked)
         if removed:
             agent_id = f"coder:{st.id}:removed"
-            coder = self._staff.agent("coder", agent_id, CODER, ws, st)
+            coder = self._agents.agent("coder", agent_id, CODER, ws, st)
             await coder.run(removal_prompt(removed), history=result.messages)
             patch = await ws.patch()
             removed = unasked_removals(patch, *asked)
@@ -412,7 +414,7 @@ class Coordinator:
         then the subtask fails."""
         agent_id, stuck_on = f"coder:{st.id}", ""
         for again in range(STUCK_RESTARTS + 1):
-            coder = self._staff.agent("coder", agent_id, CODER, ws, st)
+            coder = self._agents.agent("coder", agent_id, CODER, ws, st)
             coder.depends_on(self._dependency_spans(st))
             prompt = coder_prompt(self.task, st, await coder.shown(st.files, named_symbols(st)))
             if stuck_on:
@@ -425,7 +427,7 @@ class Coordinator:
                 return result, patch  # to check (a stuck coder may have made it, then looped)
             if result.finished:  # finished without a change: asked once to make it
                 again_id = f"{agent_id}:unchanged"
-                coder = self._staff.agent("coder", again_id, CODER, ws, st)
+                coder = self._agents.agent("coder", again_id, CODER, ws, st)
                 asked = await coder.run(unchanged_prompt(st), history=result.messages)
                 patch = await ws.patch()
                 if asked.stop_reason == "stuck" and not patch:
@@ -487,26 +489,31 @@ class Coordinator:
         during = getattr(lost, "during", "") or "a call"
         at = (time.time_ns() - self._plan_ready_ns) / 1e9
         outcome.nodes_lost.append(f"node {node[:12]} lost during {during} at {at:.1f}s")
-        self._staff.restarts[st.id] = len(outcome.nodes_lost)
+        self._agents.restarts[st.id] = len(outcome.nodes_lost)
         attrs = {sc.SUBTASK_ID: st.id, sc.NODE_ID: node, sc.NODE_LOST_DURING: during}
         trace.get_current_span().add_event(sc.NODE_LOST_EVENT, attrs)
-        self.crew.progress.note(f"{st.id}: cluster node {node[:12]} lost during {during}: again")
+        self._run.progress.note(f"{st.id}: cluster node {node[:12]} lost during {during}: again")
 
     async def _merge_or_rebase(
-        self, st: Subtask, outcome: SubtaskOutcome, patch: str, board: Board
+        self, st: Subtask, outcome: SubtaskOutcome, patch: str, dispatch: Dispatch
     ) -> MergeResult:
         """Merge; on a conflict or a red merge, a fixer rebases on the new head (a bounded
         number of times), with an agent place again for the work."""
-        merged = await self._merge(st, patch, board)
+        merged = await self._merge(st, patch, dispatch)
         while not merged.ok and outcome.rebases < self.options.rebase_rounds:
             outcome.rebases += 1
             merged, patch = await self._anywhere(
-                st, outcome, partial(self._rebase, st, outcome, patch, merged, board)
+                st, outcome, partial(self._rebase, st, outcome, patch, merged, dispatch)
             )
         return merged
 
     async def _rebase(
-        self, st: Subtask, outcome: SubtaskOutcome, patch: str, merged: MergeResult, board: Board
+        self,
+        st: Subtask,
+        outcome: SubtaskOutcome,
+        patch: str,
+        merged: MergeResult,
+        dispatch: Dispatch,
     ) -> tuple[MergeResult, str]:
         """A fixer rebases `patch`, and its patch goes to the queue at once, while its own
         check runs: one after the other, the two checks were on a red run's critical path.
@@ -521,19 +528,19 @@ class Coordinator:
         decided = anyio.Event()
 
         async def merge(rebased: str) -> None:
-            verdict.append(await self._merge(st, rebased, board))
+            verdict.append(await self._merge(st, rebased, dispatch))
             decided.set()
 
         async with anyio.create_task_group() as tg:
-            async with board.limiter.slot(_REBASING):  # late already: before any new start
+            async with dispatch.limiter.slot(_REBASING):  # late already: before any new start
                 name = f"{st.id}-rebase{outcome.rebases}"
-                on = merged.base or board.queue.head
-                base = self.crew.journal.base_of(self.crew.run_id, name, on)
+                on = merged.base or dispatch.queue.head
+                base = self._run.journal.base_of(self._run.id, name, on)
                 async with self._workspaces.open(base, name) as ws:
                     if merged.kind == "red":  # after a conflict the fixer re-applies by hand
                         await ws.apply(patch)
                     agent_id = f"fixer:{st.id}:rebase{outcome.rebases}"
-                    fixer = self._staff.agent("fixer", agent_id, FIXER, ws, st)
+                    fixer = self._agents.agent("fixer", agent_id, FIXER, ws, st)
                     await fixer.run(rebase_prompt(st, patch, reason, await fixer.shown(st.files)))
                     rebased = await ws.patch()
                     if not rebased.strip() and patch.strip():
@@ -544,7 +551,7 @@ class Coordinator:
                     patch = rebased
                     tg.start_soon(merge, patch)
                     try:
-                        checked = await self._mender.first_check(st, ws, base, patch)
+                        checked = await self._fix_loop.first_check(st, ws, base, patch)
                     except SwarmError:  # the queue holds the patch: its verdict stands
                         await decided.wait()
                         if not verdict[0].ok:
@@ -554,10 +561,10 @@ class Coordinator:
                         await decided.wait()
                         if not verdict[0].ok:
                             verdict.clear()
-                            patch = await self._mender.until_green(
+                            patch = await self._fix_loop.until_green(
                                 st, ws, base, outcome, tag=f"r{outcome.rebases}", checked=checked
                             )
-        return (verdict[0] if verdict else await self._merge(st, patch, board)), patch
+        return (verdict[0] if verdict else await self._merge(st, patch, dispatch)), patch
 
 
 def node_lost_in(exc: BaseException) -> WorkspaceError | None:

@@ -30,7 +30,7 @@ import anyio
 from swarm._sandbox import Sandbox, default_sandbox
 from swarm._sandbox._interpreter import interpreters_in, on_path, prefixes
 from swarm._sandbox.process import COMMAND_TAG_VAR
-from swarm.agent._tool import ToolContext, WriteLog, command_env
+from swarm.agent._tool import ToolContext, WriteLog, command_env, environ
 from swarm.agent._toolbox import run_command
 from swarm.errors import ConfigError, WorkspaceError
 
@@ -119,7 +119,7 @@ class CheckEnvironment:
 
     def env_for(self, cwd: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
         """Environment for a check or an agent's command in worktree `cwd`."""
-        env = command_env(os.environ if base is None else base)
+        env = command_env(environ() if base is None else base)  # os.environ, decoded once
         path = [p for p in env.get("PATH", "").split(os.pathsep) if p]
         own = _swarm_venv_bin()
         if own is not None and (self.python is None or own != self.python.parent):

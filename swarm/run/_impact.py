@@ -34,7 +34,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Selection", "changed_files", "select"]
+__all__ = ["Selection", "changed_files", "select", "unselectable"]
 
 
 @dataclass(frozen=True)
@@ -62,20 +62,30 @@ def changed_files(patch: str) -> frozenset[str]:
     return frozenset(p for m in _DIFF_PATHS.finditer(patch) for p in m.groups())
 
 
-def select(root: Path, command: str, changed: Iterable[str]) -> Selection | str:
-    """The test files of `command`'s suite in `root` that the `changed` paths reach, as a
-    command running only those; or why the selection cannot be trusted (run it all)."""
-    changed = sorted(set(changed))
-    if not changed:
+def unselectable(command: str, changed: Iterable[str]) -> str | None:
+    """Why no selection of `command`'s tests can be trusted for the `changed` paths, as far
+    as the command and the paths alone tell (no file is read); None: `select` may find one."""
+    if not any(True for _ in changed):
         return "no file changed"
     split = _split_pytest(command)
     if isinstance(split, str):
         return split
-    head, words = split
+    _, words = split
     if any("$" in w or w.startswith("~") for w in words):
         return "the check's pytest arguments use shell expansion"
     if "--pyargs" in words:
         return "the check names packages (--pyargs)"
+    return None
+
+
+def select(root: Path, command: str, changed: Iterable[str]) -> Selection | str:
+    """The test files of `command`'s suite in `root` that the `changed` paths reach, as a
+    command running only those; or why the selection cannot be trusted (run it all)."""
+    changed = sorted(set(changed))
+    split = _split_pytest(command)
+    if (why := unselectable(command, changed)) is not None or isinstance(split, str):
+        return why or "the check is not a pytest run"
+    head, words = split
     scope = _paths_in(root, words)
     if any("::" in w for w in scope):
         return "the check names single tests"

@@ -148,32 +148,40 @@ class LivePath:
         now = self._now()
         return max((now - t for t in self._started.values()), default=0.0)
 
-    def _left_of(self, i: int, unit: float, now: float | None) -> float:
-        """Estimated time left of subtask `i` (`now` None: in plan lengths, nothing timed)."""
-        if i in self._done:
-            return 0.0
+    def _lefts(self, unit: float, now: float | None) -> list[float]:
+        """Every subtask's estimated time left (`now` None: in plan lengths, nothing timed),
+        in one pass over what started, was fixed or is done: a refresh runs it every few
+        events over the whole plan."""
         walls = self._fix_walls
         fix = sum(walls) / len(walls) if walls else _FIX_PRIOR * unit
-        extra = self._fixes.get(i, 0) * fix
-        if i not in self._started:
-            return unit + extra
-        elapsed = now - self._started[i] if now is not None else 0.0
-        return max(unit + extra - elapsed, _OVERRUN * unit)
+        left = [unit] * len(self._ids)
+        for i, n in self._fixes.items():
+            left[i] += n * fix
+        least = _OVERRUN * unit
+        for i, at in self._started.items():
+            elapsed = now - at if now is not None else 0.0
+            left[i] = max(left[i] - elapsed, least)
+        for i in self._done:
+            left[i] = 0.0
+        return left
 
     def _pass(self) -> tuple[list[float], list[float], list[float], float]:
         """Per subtask: time left, earliest and latest finish (from now); the unit (0 when
         nothing could be timed yet: then every length is the plan's, one)."""
         unit = self._length()
         now = self._now() if unit > 0 else None
-        left = [self._left_of(i, unit or 1.0, now) for i in range(len(self._ids))]
-        early = [0.0] * len(left)
+        left = self._lefts(unit or 1.0, now)
+        early = left.copy()
+        deps = self._deps
         for i in self._order:
-            early[i] = max((early[d] for d in self._deps[i]), default=0.0) + left[i]
+            if deps[i]:
+                early[i] += max([early[d] for d in deps[i]])
         end = max(early, default=0.0)
         late = [end] * len(left)
+        after = self._after
         for i in reversed(self._order):
-            for j in self._after[i]:
-                late[i] = min(late[i], late[j] - left[j])
+            if after[i]:
+                late[i] = min(end, min([late[j] - left[j] for j in after[i]]))
         return left, early, late, unit
 
     def tick(self) -> None:

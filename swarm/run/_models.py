@@ -15,8 +15,8 @@ from swarm.budget import Budget, Budgeted
 from swarm.config import SwarmConfig
 from swarm.messages import ChatRequest, ChatResult
 from swarm.model import Model, Streamed, context_window, relay, stream_of, streamed
-from swarm.run._parts import ModelSource
 from swarm.run._replay import ReplayModel
+from swarm.run._seams import ModelSource
 from swarm.run._slack import RouteHints
 from swarm.run.journal import Journal
 

@@ -35,24 +35,25 @@ from swarm._tracing.setup import RunTrace, run_tracing, tracer
 from swarm.budget import Budget, BudgetLimits
 from swarm.config import SwarmConfig, config_key
 from swarm.errors import BudgetExceeded, SwarmError
+from swarm.messages import ModelSettings
 from swarm.model import Provider
 from swarm.run._check import Baseline, plain
 from swarm.run._coordinator import Coordinator
 from swarm.run._merge import Merger
 from swarm.run._models import RouterSource, RunModels
 from swarm.run._outcome import RunOutcome
-from swarm.run._parts import (
-    CoordinatorParts,
-    Crew,
-    ModelSource,
-    Pooled,
-    SolveOptions,
-    Workspaces,
-    warming,
-)
 from swarm.run._plan import Plan, load_plan
 from swarm.run._progress import Progress
 from swarm.run._report import FinishEstimate, MergeStats, Overhead, RunReport, RunStatus
+from swarm.run._seams import (
+    ModelSource,
+    Pooled,
+    RunOptions,
+    Seams,
+    Workspaces,
+    warming,
+)
+from swarm.run._slack import RouteHints
 from swarm.run._task import Task
 from swarm.run.journal import Journal
 
@@ -75,7 +76,7 @@ class World(Protocol):
         """Providers by name instead of those the config builds (the simulator's)."""
         ...
 
-    def parts(self, run_id: str) -> CoordinatorParts:
+    def seams(self, run_id: str) -> Seams:
         """Where workspaces, checks and tools come from."""
         ...
 
@@ -88,7 +89,7 @@ class World(Protocol):
         ...
 
     def merger(
-        self, run_id: str, base: str, task: Task, options: SolveOptions
+        self, run_id: str, base: str, task: Task, options: RunOptions
     ) -> AbstractAsyncContextManager[Merger]: ...
 
     async def result(
@@ -120,7 +121,7 @@ class RunSpec:
     config: SwarmConfig
     journal: Journal
     limits: BudgetLimits
-    options: SolveOptions
+    options: RunOptions
     state_dir: Path | None = None
     """Where runs/<id>/ (patch, report) go; None writes no files."""
     traces_dir: Path = Path("traces")
@@ -144,8 +145,7 @@ class Run:
         self.report: RunReport | None = None
         """Set when the run has ended, whatever ended it."""
         self.outcome: RunOutcome | None = None
-        self.models: RunModels | None = None
-        """Where agents get their models (set once the router is open)."""
+        self._models: RunModels | None = None
         self._source: ModelSource | None = None
         self._stack = AsyncExitStack()
         self._t0 = self._cpu0 = 0.0
@@ -153,6 +153,28 @@ class Run:
         self.baseline = Baseline()
         self.merge_stats: MergeStats | None = None
         self.warnings: list[str] = []
+
+    @property
+    def models(self) -> RunModels:
+        """Where agents get their models (the router's, journaled), once the run is open."""
+        if self._models is None:
+            raise RuntimeError("a Run's models need the run open: `async with Run(...) as run`")
+        return self._models
+
+    @property
+    def journal(self) -> Journal:
+        return self.spec.journal
+
+    @property
+    def settings(self) -> Mapping[str, ModelSettings]:
+        """Model settings by role (`[settings.<role>]` in the config)."""
+        return self.spec.config.settings
+
+    @property
+    def hints(self) -> RouteHints | None:
+        """Where the coordinator tells the router the run's shape (None: a model source of
+        the caller's own, no router to tell)."""
+        return self._source.hints if isinstance(self._source, RouterSource) else None
 
     async def __aenter__(self) -> Run:
         self._t0, self._cpu0 = time.perf_counter(), time.process_time()
@@ -175,7 +197,7 @@ class Run:
             router = Router(spec.config, providers=self.world.providers, budget=self.budget)
             self.router = await self._stack.enter_async_context(router)
             source = self._source = spec.source or RouterSource(self.router, spec.config)
-            self.models = RunModels(
+            self._models = RunModels(
                 self.world.models(source),
                 spec.journal,
                 run_id=self.id,
@@ -202,27 +224,17 @@ class Run:
     async def execute(self) -> RunOutcome:
         """Plan (or load the plan), then code, test, fix and merge every subtask."""
         spec = self.spec
-        if self.models is None:
+        if self._models is None:
             raise RuntimeError("Run.execute() needs the run open: `async with Run(...) as run`")
-        hints = self._source.hints if isinstance(self._source, RouterSource) else None
-        crew = Crew(
-            self.id,
-            self.models,
-            spec.journal,
-            self.budget,
-            self.progress,
-            spec.config.settings,
-            hints,
-        )
         options = replace(spec.options, escalate_after=spec.config.routing.escalate_after)
-        parts = self.world.parts(self.id)
-        coordinator = Coordinator(crew, spec.task, options=options, parts=parts)
+        seams = self.world.seams(self.id)
+        coordinator = Coordinator(self, spec.task, options=options, seams=seams)
         await self.world.prepare(self.id)
         try:
-            return await self._execute(coordinator, parts.workspaces)
+            return await self._execute(coordinator, seams.workspaces)
         finally:
-            if isinstance(parts.workspaces, Pooled):
-                await parts.workspaces.aclose()
+            if isinstance(seams.workspaces, Pooled):
+                await seams.workspaces.aclose()
 
     async def _execute(self, coordinator: Coordinator, workspaces: Workspaces | None) -> RunOutcome:
         spec = self.spec
@@ -372,8 +384,7 @@ class Run:
         return f"the done condition still fails on the final tree: `{command}` {how}: {last}"
 
     def _hurried(self) -> list[str]:
-        source = self._source
-        return list(source.hints.changes) if isinstance(source, RouterSource) else []
+        return list(self.hints.changes) if self.hints is not None else []
 
     def _spending(self) -> dict[str, float | int]:
         spent = self.budget.spent
@@ -386,7 +397,7 @@ class Run:
 
     def _overhead(self) -> Overhead:
         cpu_s = time.process_time() - self._cpu0
-        model_s = self.models.model_s if self.models else 0.0
+        model_s = self._models.model_s if self._models else 0.0
         calls = max(1, self.budget.spent.steps)
         return Overhead(
             cpu_s=round(cpu_s, 3),

@@ -32,17 +32,17 @@ from swarm.run._environment import CheckEnvironment, interpreters_in
 from swarm.run._git import common_dir, rmdir_if_empty, stale_ref_lock
 from swarm.run._lock import run_lock
 from swarm.run._merge import MergeQueue, Merger, QueueSettings
-from swarm.run._parts import (
-    Cluster,
-    ClusterOpener,
-    CoordinatorParts,
-    GitWorkspaces,
-    ModelSource,
-    SolveOptions,
-)
 from swarm.run._plan import load_plan
 from swarm.run._report import RunReport, RunStatus
 from swarm.run._run import Run, RunSpec, cause
+from swarm.run._seams import (
+    Cluster,
+    ClusterOpener,
+    GitWorkspaces,
+    ModelSource,
+    RunOptions,
+    Seams,
+)
 from swarm.run._target import ensure_demo, target_repo
 from swarm.run._task import Task, load_task
 from swarm.run._workspace import cleanup_stale, git
@@ -124,8 +124,8 @@ class GitWorld:
             place=cluster.place if cluster else None,
         )
 
-    def parts(self, run_id: str) -> CoordinatorParts:
-        local = CoordinatorParts(
+    def seams(self, run_id: str) -> Seams:
+        local = Seams(
             workspaces=GitWorkspaces(self.repo, run_id, self.environment, reuse=True),
             check=self.checker,
             environment=self.environment,
@@ -133,7 +133,7 @@ class GitWorld:
         )
         if self.cluster is None:
             return local
-        return self.cluster.parts(local, repo=self.repo, run_id=run_id)
+        return self.cluster.seams(local, repo=self.repo, run_id=run_id)
 
     async def base(self) -> str:
         return await git("rev-parse", "HEAD", cwd=self.repo)
@@ -144,7 +144,7 @@ class GitWorld:
         await cleanup_stale(self.repo)
 
     def merger(
-        self, run_id: str, base: str, task: Task, options: SolveOptions
+        self, run_id: str, base: str, task: Task, options: RunOptions
     ) -> AbstractAsyncContextManager[Merger]:
         settings = QueueSettings(
             self.checker,
@@ -253,7 +253,7 @@ async def solve(
             config=config,
             journal=journal,
             limits=config.budget.over(task.budget).over(req.budget),
-            options=SolveOptions(
+            options=RunOptions(
                 max_agents=req.max_agents or task.max_agents or 8,
                 merge=merge,
                 subtask_retry_after_s=config.routing.subtask_retry_after_s,

@@ -180,10 +180,12 @@ class CheckTree:
         tree is ours alone, and a batch cancelled mid-build kills its git."""
         admin = admin_dir(self.path)
         if admin is not None:
-            async for lock in anyio.Path(admin).glob("*.lock"):  # index.lock, HEAD.lock
+            # a few entries of a local directory: looked at here, not with a worker thread's
+            # round trip per entry (anyio.Path's), as this runs before every batch
+            for lock in admin.glob("*.lock"):  # index.lock, HEAD.lock
                 with contextlib.suppress(FileNotFoundError):
-                    await lock.unlink()
-            if await anyio.Path(admin / "rebase-apply").exists():
+                    lock.unlink()
+            if (admin / "rebase-apply").exists():
                 await anyio.to_thread.run_sync(rmtree, admin / "rebase-apply")
 
 

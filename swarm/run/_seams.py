@@ -36,13 +36,13 @@ __all__ = [
     "CheckFn",
     "Cluster",
     "ClusterOpener",
-    "CoordinatorParts",
-    "Crew",
     "GitWorkspaces",
     "Merger",
     "ModelSource",
     "Pooled",
-    "SolveOptions",
+    "RunLike",
+    "RunOptions",
+    "Seams",
     "WorkspaceLike",
     "Workspaces",
     "is_local",
@@ -182,8 +182,10 @@ async def warming(workspaces: object, base: str, count: int) -> AsyncIterator[No
 
 
 @dataclass(frozen=True)
-class CoordinatorParts:
-    """The coordinator's seams; None means the real implementation."""
+class Seams:
+    """Where a run's agents work and how their work is checked: the workspaces, the check,
+    the environment and tools agents get. A `World` gives them (the real repository's, a
+    simulated world's); tests give in-memory ones. None means the real implementation."""
 
     workspaces: Workspaces | None = None
     """Where workspaces come from (default: git worktrees of the repository)."""
@@ -199,13 +201,13 @@ class CoordinatorParts:
 
 
 class Cluster(Protocol):
-    """Workspaces on other machines (`swarm._cluster`): a run's parts with its workspaces,
+    """Workspaces on other machines (`swarm._cluster`): a run's seams with its workspaces,
     tools and checks sent there; `place` is where the checks of those workspaces run."""
 
     @property
     def place(self) -> CheckPlace: ...
 
-    def parts(self, local: CoordinatorParts, *, repo: Path, run_id: str) -> CoordinatorParts: ...
+    def seams(self, local: Seams, *, repo: Path, run_id: str) -> Seams: ...
 
     @property
     def head_lost(self) -> str | None:
@@ -219,7 +221,10 @@ ClusterOpener = Callable[[ClusterConfig], AbstractAsyncContextManager[Cluster]]
 
 
 @dataclass(frozen=True)
-class SolveOptions:
+class RunOptions:
+    """A run's knobs: agents at once, their steps, the rounds of fixing, rebasing,
+    planning and retrying, compaction, and the merge queue (`[merge]`)."""
+
     max_agents: int = 8
     max_steps_per_agent: int = 40
     fix_rounds: int = 3
@@ -243,16 +248,33 @@ class SolveOptions:
         return self.merge.check_timeout
 
 
-@dataclass(frozen=True)
-class Crew:
-    """What the coordinator uses of its run: models, journal, budget, progress."""
+class RunLike(Protocol):
+    """What the coordinator and the agents it makes use of their `Run`
+    (`swarm.run._run`): a `Run` is one; tests give an in-memory one."""
 
-    run_id: str
-    models: ModelSource
-    journal: Journal
-    budget: Budget
-    progress: Progress
-    settings: Mapping[str, ModelSettings] = field(default_factory=dict)
-    """Model settings by role (`[settings.<role>]` in the config)."""
-    hints: RouteHints | None = None
-    """Where the coordinator tells the router the run's shape (None: unused)."""
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def models(self) -> ModelSource:
+        """Where each agent gets its model."""
+        ...
+
+    @property
+    def journal(self) -> Journal: ...
+
+    @property
+    def budget(self) -> Budget: ...
+
+    @property
+    def progress(self) -> Progress: ...
+
+    @property
+    def settings(self) -> Mapping[str, ModelSettings]:
+        """Model settings by role (`[settings.<role>]` in the config)."""
+        ...
+
+    @property
+    def hints(self) -> RouteHints | None:
+        """Where the coordinator tells the router the run's shape (None: no router)."""
+        ...

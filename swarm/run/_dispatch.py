@@ -1,4 +1,4 @@
-"""The coordinator's dispatch board: every subtask's outcome, what merged and finished,
+"""The coordinator's dispatch: every subtask's outcome, what merged and finished,
 the agents' places, and what stopped the run."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from swarm.run._merge import Merger
 from swarm.run._outcome import SubtaskOutcome
 from swarm.run._plan import Plan
 
-__all__ = ["Board", "GaveUp"]
+__all__ = ["Dispatch", "GaveUp"]
 
 
 @dataclass
-class Board:
+class Dispatch:
     """The dispatch's state: every outcome, what merged, what finished, the slots."""
 
     queue: Merger
@@ -33,8 +33,8 @@ class Board:
     """Subtasks failed in a row by provider errors; 3 stop the run (resumable)."""
 
     @classmethod
-    def for_plan(cls, plan: Plan, queue: Merger, done: Iterable[str], max_agents: int) -> Board:
-        """A board for `plan`, `done` merged by an earlier process."""
+    def for_plan(cls, plan: Plan, queue: Merger, done: Iterable[str], max_agents: int) -> Dispatch:
+        """A dispatch for `plan`, `done` merged by an earlier process."""
         merged = set(done)
         outcomes = {
             st.id: SubtaskOutcome(st.id, st.title, "merged" if st.id in merged else "pending")

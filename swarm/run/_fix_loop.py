@@ -1,6 +1,6 @@
 """A subtask's own check in its workspace, and the fixer rounds that make it green.
 
-`Mender` owns the check command each subtask gets (its files' tests, or the whole check
+`FixLoop` owns the check command each subtask gets (its files' tests, or the whole check
 when pytest finds none there), runs it keyed by the tree so an identical tree is not
 checked twice, and sends fixers, a bounded number of rounds (escalating to the reasoning
 tier after `escalate_after`), until it passes.
@@ -27,16 +27,16 @@ from swarm._tracing import semconv as sc
 from swarm._tracing.setup import tracer
 from swarm.agent._tool import WriteLog
 from swarm.errors import GaveUp
+from swarm.run._agent_factory import AgentFactory
 from swarm.run._check import NOTHING_TO_TEST, Checker, CheckFn, CheckResult, tree_key
-from swarm.run._impact import Selection, changed_files, select
+from swarm.run._impact import Selection, changed_files, select, unselectable
 from swarm.run._outcome import PhaseTimes, SubtaskOutcome
-from swarm.run._parts import Place, SolveOptions, WorkspaceLike, is_local
 from swarm.run._plan import Subtask
 from swarm.run._roles import FIXER, fix_prompt
-from swarm.run._staff import Staff
+from swarm.run._seams import Place, RunOptions, WorkspaceLike, is_local
 from swarm.run._task import Task
 
-__all__ = ["Checked", "Mender"]
+__all__ = ["Checked", "FixLoop"]
 
 
 @dataclass(frozen=True)
@@ -50,19 +50,19 @@ class Checked:
     result: CheckResult
 
 
-class Mender:
+class FixLoop:
     """Checks subtasks' workspaces and sends fixers until they are green."""
 
     def __init__(
         self,
         task: Task,
-        options: SolveOptions,
-        staff: Staff,
+        options: RunOptions,
+        agents: AgentFactory,
         check: CheckFn,
         times: PhaseTimes,
         fixing: Callable[[str], None],
     ) -> None:
-        self.task, self.options, self.staff, self.check = task, options, staff, check
+        self.task, self.options, self.agents, self.check = task, options, agents, check
         self.times, self._fixing = times, fixing
         self.commands: dict[str, str] = {}
         """Each subtask's check command for the merge queue (the whole check when its
@@ -130,6 +130,9 @@ class Mender:
         if not is_local(path):
             return "the worktree is not on this machine"
         changed = changed_files(patch)
+        # what the command and the patch alone decide, without a worker thread's round trip
+        if (why := unselectable(command, changed)) is not None:
+            return why
         return await anyio.to_thread.run_sync(select, path, command, changed)
 
     async def until_green(
@@ -177,7 +180,7 @@ class Mender:
     ) -> None:
         escalate = round_ > self.options.escalate_after
         agent_id = f"fixer:{st.id}:{tag}{round_}"
-        agent = self.staff.agent(
+        agent = self.agents.agent(
             "fixer", agent_id, FIXER, Place(path, written), st, escalate=escalate
         )
         await agent.run(fix_prompt(st, command, failed.output, await agent.shown(st.files)))
