@@ -37,15 +37,22 @@ import anyio.from_thread
 import anyio.lowlevel
 
 from swarm._cluster._bundle import make_bundle, missing_since
-from swarm._cluster.actor_pool import CLOSE_TIMEOUT_S, ActorPool, Held, Lifecycle
+from swarm._cluster.actor_pool import CLOSE_TIMEOUT_S, ROOM_TIMEOUT_S, ActorPool, Held, Lifecycle
 from swarm._cluster.merge_checks import NodeChecks
 from swarm._cluster.node import NodeInfo, WorkspaceNode
-from swarm._cluster.remote import Remotes, RemoteWorkspace, _await, lost_lately, remote_tools
+from swarm._cluster.remote import (
+    Remotes,
+    RemoteWorkspace,
+    _await,
+    lost_lately,
+    note_lost,
+    remote_tools,
+)
 from swarm._tracing import semconv as sc
 from swarm._tracing.waits import waiting
 from swarm.agent._toolbox import coding_tools
 from swarm.config import ClusterConfig
-from swarm.errors import ConfigError, WorkspaceError
+from swarm.errors import ConfigError, NodeLost, WorkspaceError
 from swarm.run._environment import CheckEnvironment
 from swarm.run._git import git
 from swarm.run._parts import CoordinatorParts, WorkspaceLike
@@ -262,9 +269,12 @@ class RayCluster:
         with self._placements.placing(node):
             actor = _actor().options(**options).remote(environment, run_id, name)
             try:
-                where: NodeInfo = await _await(actor.ready.remote(), node=node, during="placing")
-            except BaseException:
+                where: NodeInfo = await _await(actor.ready.remote(), during="placing")
+            except NodeLost as exc:
                 ray_module().kill(actor, no_restart=True)  # never ran: nothing to remove
+                raise await _lost_where_placed(actor, exc) from None
+            except BaseException:
+                ray_module().kill(actor, no_restart=True)
                 raise
         return actor, where
 
@@ -350,7 +360,7 @@ class RayWorkspaces:
         self.cluster, self.repo, self.run_id = cluster, repo, run_id
         self.environment = environment
         start = partial(cluster.start, environment, run_id)
-        self.pool = ActorPool(Lifecycle(start, cluster.room, self._ready, end_actor))
+        self.pool = ActorPool(Lifecycle(start, cluster.room, self._ready, end_actor, kill_actor))
         cluster.stack.push_async_callback(self.aclose)  # a connection kept open ends them too
         self.shipped: list[int] = []
         """Bytes of each incremental bundle a reused actor was sent (0: it had the base)."""
@@ -410,6 +420,28 @@ class RayWorkspaces:
             return ref
 
 
+async def _lost_where_placed(actor: Any, lost: NodeLost) -> NodeLost:
+    """`lost` (an actor lost while being placed) naming the node Ray had placed it on, as
+    its actor table says, and that node noted lost (`note_lost`); as it is when Ray had
+    placed it nowhere yet. Never the node asked for: a soft affinity spills elsewhere when
+    that one looks full, and a head blamed so for its actor's spill to a dying node was
+    passed over for `LOST_FOR_S` with its idle actors set aside holding its CPUs
+    (`bench_cluster --kills 8`: the run after one that blamed the head waited for room for
+    ever)."""
+    from ray._private import state
+
+    actor_id = actor._actor_id.hex()
+    info: dict[str, Any] = {}
+    with anyio.move_on_after(ROOM_TIMEOUT_S), contextlib.suppress(Exception):
+        info = await _off_loop(lambda: dict(state.actors(actor_id)))
+    node = str(info.get("Address", {}).get("NodeID", ""))
+    if set(node) <= {"f"} or set(node) <= {"0"}:  # '' or Ray's nil id: placed nowhere
+        return lost
+    note_lost(node)
+    message = str(lost).replace("the workspace's cluster node", f"cluster node {node[:12]}", 1)
+    return NodeLost(message, node=node, during=lost.during)
+
+
 async def _off_loop(call: Callable[[], _T]) -> _T:
     """`call()` in a daemon thread of its own, abandoned when cancelled. For Ray's calls to
     its GCS, which take no timeout: one in flight when the head is lost waits 60 s, and in
@@ -446,6 +478,11 @@ def _available_per_node() -> dict[str, dict[str, float]]:
     except (ImportError, AttributeError):
         return {"": ray.available_resources()}
     return dict(per_node())
+
+
+def kill_actor(actor: Any) -> None:
+    """End the actor at once; its node (thought lost) is asked nothing."""
+    ray_module().kill(actor, no_restart=True)
 
 
 async def end_actor(actor: Any) -> None:
