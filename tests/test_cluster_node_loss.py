@@ -12,7 +12,10 @@ process of the doomed node while Ray still sees the node alive."""
 from __future__ import annotations
 
 import subprocess
+import sys
+import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -30,12 +33,13 @@ from tests.trace_spans import spans as trace_spans
 
 ray = pytest.importorskip("ray")
 
-from swarm._cluster import RayCluster  # noqa: E402
+from swarm._cluster import RayCluster, WorkspaceNode  # noqa: E402
 from swarm._cluster.local import (  # noqa: E402
     LocalCluster,
     NodeSpec,
     add_node,
     kill_node,
+    stop_node,
     wait_for_nodes,
 )
 from swarm._cluster.loopback import descendants  # noqa: E402
@@ -166,3 +170,81 @@ async def test_a_node_lost_mid_subtask_restarts_each_of_its_subtasks_on_a_live_n
     assert sorted(tree) == sorted([*SCRIPTS, "s0.txt", "s1.txt", "s2.txt", "s3.txt"])
     events = [e for s in trace_spans(Path(str(report.trace))) for e in s.get("events", [])]
     assert [e["name"] for e in events].count(sc.NODE_LOST_EVENT) == 3
+
+
+LOST_AT_PATCH = "swarm-lost-at-patch"
+"""In the TMPDIR of the node lost while returning a patch (no script holds there)."""
+PATCH_HELD = "patch-held"
+
+
+class _PatchHeldThere(WorkspaceNode):
+    """A workspace actor that, on the node whose TMPDIR names `LOST_AT_PATCH`, says in a
+    file there that it is returning a patch, and holds: the test kills the node then."""
+
+    async def patch(self) -> str:
+        here = Path(tempfile.gettempdir())
+        if LOST_AT_PATCH in here.name:
+            (here / PATCH_HELD).write_text(self.name)
+            await anyio.sleep_forever()
+        return await super().patch()
+
+
+# the actors unpickle it by value: the workers cannot import this test module by name
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def _kill_when_a_patch_holds(node: subprocess.Popen[bytes], node_id: str, held: Path) -> None:
+    deadline = time.monotonic() + 120
+    while not (held.exists() and any(n["NodeID"] == node_id and n["Alive"] for n in ray.nodes())):
+        if time.monotonic() > deadline or node.poll() is not None:
+            raise TimeoutError("no patch held on the doomed node")
+        time.sleep(0.05)  # polling
+    kill_node(node)
+
+
+async def test_a_node_lost_while_returning_a_patch_restarts_the_subtask_merged_once(
+    ray_cluster: LocalCluster, repo: Path, tmp_path: Path
+) -> None:
+    tmp = Path(f"/tmp/{LOST_AT_PATCH}-{tmp_path.name}")  # short: Ray's socket paths too
+    tmp.mkdir(exist_ok=True)
+    doomed = add_node(ray_cluster, NodeSpec(8, {"doomed": 1}, env={"TMPDIR": str(tmp)}))
+    try:
+        await anyio.to_thread.run_sync(wait_for_nodes, ray, 3)
+        doomed_id = next(
+            n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("doomed")
+        )
+        await anyio.to_thread.run_sync(_placeable, doomed_id)
+        plan = write_plan(tmp_path, [subtask("s0", ["s0.txt"]), subtask("s2", ["s2.txt"])])
+        task = write_task(tmp_path, check="sh check.sh")
+        req = request(tmp_path, repo, plan, task=task, max_agents=2, cluster=ray_cluster.address)
+        coders = _Coders()
+        opener = partial(RayCluster.open, node_class=_PatchHeldThere)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(
+                anyio.to_thread.run_sync,
+                _kill_when_a_patch_holds,
+                doomed,
+                doomed_id,
+                tmp / PATCH_HELD,
+            )
+            report = await solve(req, source=coders, cluster=opener)
+    finally:
+        await anyio.to_thread.run_sync(stop_node, doomed)
+    assert report.status == "done", report
+    assert all(s.status == "merged" for s in report.subtasks), report.subtasks
+    lost = [said for s in report.subtasks for said in s.nodes_lost]
+    assert any(
+        said.startswith(f"node {doomed_id[:12]} lost during returning the patch at ")
+        for said in lost
+    ), lost
+    for sub in ("s0", "s2"):  # merged once: one commit adds its file
+        assert (
+            len(
+                git(
+                    repo, "log", "--format=%H", f"main..{report.branch}", "--", f"{sub}.txt"
+                ).split()
+            )
+            == 1
+        )
+    tree = git(repo, "ls-tree", "--name-only", str(report.branch)).split()
+    assert sorted(tree) == sorted([*SCRIPTS, "s0.txt", "s2.txt"])

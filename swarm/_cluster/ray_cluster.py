@@ -74,14 +74,14 @@ def ray_module() -> Any:
     return ray
 
 
-_actor_class: Any = None
+_actor_classes: dict[type[WorkspaceNode], Any] = {}
 
 
-def _actor() -> Any:
-    global _actor_class
-    if _actor_class is None:
-        _actor_class = ray_module().remote(WorkspaceNode)
-    return _actor_class
+def _actor(node_class: type[WorkspaceNode]) -> Any:
+    """`node_class` as a Ray actor class (made once)."""
+    if (made := _actor_classes.get(node_class)) is None:
+        made = _actor_classes[node_class] = ray_module().remote(node_class)
+    return made
 
 
 def ray_address(address: str) -> str:
@@ -136,8 +136,15 @@ async def _reachable(address: str) -> None:
 class RayCluster:
     """One run's use of a Ray cluster; see the module's docstring."""
 
-    def __init__(self, config: ClusterConfig, stack: AsyncExitStack) -> None:
+    def __init__(
+        self,
+        config: ClusterConfig,
+        stack: AsyncExitStack,
+        node_class: type[WorkspaceNode] = WorkspaceNode,
+    ) -> None:
         self.config = config
+        self.node_class = node_class
+        """What each workspace actor runs (a test's subclass holds one at a moment)."""
         self.remotes = Remotes()
         self.stack = stack
         """Ends what lives as long as the connection (the merge queue's check actors)."""
@@ -151,8 +158,11 @@ class RayCluster:
 
     @classmethod
     @asynccontextmanager
-    async def open(cls, config: ClusterConfig) -> AsyncIterator[RayCluster]:
-        """Connect to the cluster `config` names for the block (already connected: kept)."""
+    async def open(
+        cls, config: ClusterConfig, *, node_class: type[WorkspaceNode] = WorkspaceNode
+    ) -> AsyncIterator[RayCluster]:
+        """Connect to the cluster `config` names for the block (already connected: kept);
+        each workspace's actor runs `node_class`."""
         ray = ray_module()
         connected = ray.is_initialized()
         # checked even when connected: a driver already on one cluster (a test's, a
@@ -175,7 +185,7 @@ class RayCluster:
                 ) from None
         try:
             async with AsyncExitStack() as stack:
-                opened = cls(config, stack)
+                opened = cls(config, stack, node_class)
                 async with opened._watching_head(_gcs_address(ray)):
                     yield opened
         finally:
@@ -267,7 +277,7 @@ class RayCluster:
         else:
             options = {"num_cpus": 0, "scheduling_strategy": "SPREAD", "max_restarts": 0}
         with self._placements.placing(node):
-            actor = _actor().options(**options).remote(environment, run_id, name)
+            actor = _actor(self.node_class).options(**options).remote(environment, run_id, name)
             try:
                 where: NodeInfo = await _await(actor.ready.remote(), during="placing")
             except NodeLost as exc:
