@@ -404,7 +404,12 @@ class RayWorkspaces:
             data = await missing_since(self.repo, sha, self.run_id, held.have)
             self.shipped.append(len(data or b""))
             ref = held.actor.reset.remote(data, sha)
-        held.info = await _await(ref, node=node, during="cloning")
+        try:
+            held.info = await _await(ref, node=node, during="cloning")
+        except WorkspaceError as exc:
+            if exc.sigkilled and not exc.node_lost:
+                raise await _lost_under(held.actor, node, exc) from None
+            raise
         held.have = sha
 
     async def warm(self, base: str, count: int) -> None:
@@ -428,6 +433,29 @@ class RayWorkspaces:
             while len(self._bundles) > _BUNDLES_KEPT:
                 self._bundles.popitem(last=False)
             return ref
+
+
+async def _lost_under(actor: Any, node: str, killed: WorkspaceError) -> WorkspaceError:
+    """What a `setup:` killed by SIGKILL on `node` is: a `NodeLost` when its actor is gone
+    too, or does not answer (the node was lost under the setup: its processes die in some
+    order, and the setup's reply can come back before the actor's death), else `killed`
+    as it is (the OOM killer, say). `bench_cluster --kills 20` failed a run so, its
+    subtask's setup on the dying node 'failed (exit -9)'."""
+    try:
+        with anyio.fail_after(ROOM_TIMEOUT_S):
+            await _await(actor.ready.remote(), node=node, during="cloning")
+    except NodeLost as lost:
+        return lost
+    except TimeoutError:
+        if node:
+            note_lost(node)
+        where = f"cluster node {node[:12]}" if node else "the workspace's cluster node"
+        return NodeLost(
+            f"{where} was lost during cloning (its setup killed, then no answer)",
+            node=node,
+            during="cloning",
+        )
+    return killed
 
 
 async def _lost_where_placed(actor: Any, lost: NodeLost) -> NodeLost:
