@@ -11,6 +11,7 @@ process of the doomed node while Ray still sees the node alive."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -205,8 +206,8 @@ def _kill_when_a_patch_holds(node: subprocess.Popen[bytes], node_id: str, held: 
 async def test_a_node_lost_while_returning_a_patch_restarts_the_subtask_merged_once(
     ray_cluster: LocalCluster, repo: Path, tmp_path: Path
 ) -> None:
-    tmp = Path(f"/tmp/{LOST_AT_PATCH}-{tmp_path.name}")  # short: Ray's socket paths too
-    tmp.mkdir(exist_ok=True)
+    # fresh (a marker left by an earlier session would kill at once), short (Ray's sockets)
+    tmp = Path(tempfile.mkdtemp(prefix=f"{LOST_AT_PATCH}-", dir="/tmp"))
     doomed = add_node(ray_cluster, NodeSpec(8, {"doomed": 1}, env={"TMPDIR": str(tmp)}))
     try:
         await anyio.to_thread.run_sync(wait_for_nodes, ray, 3)
@@ -230,6 +231,7 @@ async def test_a_node_lost_while_returning_a_patch_restarts_the_subtask_merged_o
             report = await solve(req, source=coders, cluster=opener)
     finally:
         await anyio.to_thread.run_sync(stop_node, doomed)
+        shutil.rmtree(tmp, ignore_errors=True)
     assert report.status == "done", report
     assert all(s.status == "merged" for s in report.subtasks), report.subtasks
     lost = [said for s in report.subtasks for said in s.nodes_lost]
