@@ -11,6 +11,7 @@ process of the doomed node while Ray still sees the node alive."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -43,7 +44,7 @@ from swarm._cluster.local import (  # noqa: E402
     stop_node,
     wait_for_nodes,
 )
-from swarm._cluster.loopback import descendants  # noqa: E402
+from swarm._cluster.loopback import descendants, off_loopback  # noqa: E402
 
 DOOMED = "swarm-doomed"
 """In the doomed node's TMPDIR: where its clones are."""
@@ -194,13 +195,19 @@ class _PatchHeldThere(WorkspaceNode):
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
-def _kill_when_a_patch_holds(node: subprocess.Popen[bytes], node_id: str, held: Path) -> None:
+def _kill_when_a_patch_holds(
+    cluster: LocalCluster, node: subprocess.Popen[bytes], node_id: str, held: Path
+) -> list[str]:
+    """Kill `node` once a patch holds there; the sockets off 127.0.0.1 of this driver and
+    every node's processes just before (none, on a loopback cluster)."""
     deadline = time.monotonic() + 120
     while not (held.exists() and any(n["NodeID"] == node_id and n["Alive"] for n in ray.nodes())):
         if time.monotonic() > deadline or node.poll() is not None:
             raise TimeoutError("no patch held on the doomed node")
         time.sleep(0.05)  # polling
+    off = off_loopback([os.getpid(), *(p.pid for p in cluster.processes)])
     kill_node(node)
+    return off
 
 
 async def test_a_node_lost_while_returning_a_patch_restarts_the_subtask_merged_once(
@@ -220,18 +227,21 @@ async def test_a_node_lost_while_returning_a_patch_restarts_the_subtask_merged_o
         req = request(tmp_path, repo, plan, task=task, max_agents=2, cluster=ray_cluster.address)
         coders = _Coders()
         opener = partial(RayCluster.open, node_class=_PatchHeldThere)
+        off: list[str] = []
+
+        async def kill() -> None:
+            held = tmp / PATCH_HELD
+            args = (ray_cluster, doomed, doomed_id, held)
+            off.extend(await anyio.to_thread.run_sync(_kill_when_a_patch_holds, *args))
+
         async with anyio.create_task_group() as tg:
-            tg.start_soon(
-                anyio.to_thread.run_sync,
-                _kill_when_a_patch_holds,
-                doomed,
-                doomed_id,
-                tmp / PATCH_HELD,
-            )
+            tg.start_soon(kill)
             report = await solve(req, source=coders, cluster=opener)
+        off += off_loopback([os.getpid(), *(p.pid for p in ray_cluster.processes)])
     finally:
         await anyio.to_thread.run_sync(stop_node, doomed)
         shutil.rmtree(tmp, ignore_errors=True)
+    assert off == []  # every socket of the driver and the nodes on 127.0.0.1
     assert report.status == "done", report
     assert all(s.status == "merged" for s in report.subtasks), report.subtasks
     lost = [said for s in report.subtasks for said in s.nodes_lost]
