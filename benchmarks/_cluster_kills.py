@@ -175,7 +175,7 @@ def _at_moment(ray: Any, node: _Node2, moment: str) -> bool:
         return any(
             a["State"] == "ALIVE"
             and a["Address"]["NodeID"] == node.node_id
-            and a["ActorClassName"].endswith("WorkspaceNode")
+            and a["ActorClassName"].endswith(("WorkspaceNode", PatchHeld.__name__))
             for a in state.actors().values()
         )
     hold = HOLDS[moment].encode()
