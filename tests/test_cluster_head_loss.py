@@ -11,7 +11,8 @@ simulator resumed to its end): run only with SWARM_SLOW_CLUSTER_TESTS=1. Measure
 actor runs 29 s (the CLI and a Ray worker each importing swarm and Ray, the baseline
 check); the kill until the CLI exits 17-32 s (10 s of `HEAD_LOST_AFTER_S`, then
 `ray.shutdown` with its GCS gone); the resume of the demo to done on the second cluster
-56 s; the clusters stopped 10 s. No part of it comes near 30 s by itself."""
+56 s; the clusters stopped 10 s. The resume alone takes more than 30 s, the run up to
+its first actor about as much."""
 
 from __future__ import annotations
 
