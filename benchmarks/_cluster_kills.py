@@ -9,11 +9,14 @@ repository's scripts (the same in every run: the same tree) hold at that moment 
 node only, and a subtask started again on the head never holds. The moment is found by
 polling, never by sleeping: the hold running in a process of node 2 while Ray sees the
 node alive, or (`placing`) a workspace actor of the run alive on node 2 in Ray's actor
-table. Then node 2 is killed as a machine is lost (SIGKILL to all its processes).
+table, or (`patch`) the file a workspace actor on node 2 writes as it holds while
+returning its patch (`PatchHeld`: what every run's actors run). Then node 2 is killed as
+a machine is lost (SIGKILL to all its processes).
 
 Per run: done, every subtask merged once (one commit adding its file on the run's
-branch), the same tree as the baseline, the report's `nodes_lost`, and the sockets of the
-driver and the cluster off 127.0.0.1 (snapshots at the kill and at the run's end).
+branch), the same tree as the baseline, the report's `nodes_lost` (and how many of them
+blame the head, which is never lost here), and the sockets of the driver and the cluster
+off 127.0.0.1 (snapshots at the kill and at the run's end).
 """
 
 from __future__ import annotations
@@ -27,13 +30,14 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.to_thread
 
-from swarm._cluster import RayCluster
+from swarm._cluster import RayCluster, WorkspaceNode
 from swarm._cluster.local import LocalCluster, NodeSpec, add_node, kill_node, stop_node
 from swarm._cluster.loopback import descendants, off_loopback
 from swarm.messages import ChatRequest
@@ -42,12 +46,13 @@ from swarm.run._report import RunReport
 from swarm.run._solve import SolveRequest, solve
 from swarm.testing import FunctionModel, Scripted, call
 
-__all__ = ["MOMENTS", "kill_runs"]
+__all__ = ["MOMENTS", "PatchHeld", "kill_runs"]
 
 DOOMED = "swarm-kill"
 HOLDS = {"tool": "sleep 441", "check": "sleep 442", "cloning": "sleep 444"}
 """What holds each moment on node 2 (commands nothing else runs)."""
-MOMENTS = ("placing", *HOLDS)
+PATCH_HELD = "patch-held"
+MOMENTS = ("placing", *HOLDS, "patch")
 SUBTASKS = {"s0": [], "s1": [], "s2": [], "s3": ["s0"]}
 """s1's coder runs hold.sh (a tool call); s2's check holds; s3's setup holds (its base
 has s0.txt): each at its moment only, and on node 2 only."""
@@ -116,10 +121,23 @@ class _Coders:
         return FunctionModel(reply, name=agent_id)
 
 
+class PatchHeld(WorkspaceNode):
+    """A workspace actor that, on a node 2 doomed at `patch`, writes `PATCH_HELD` in its
+    TMPDIR as it returns a patch, and holds there (the kill comes)."""
+
+    async def patch(self) -> str:
+        here = Path(tempfile.gettempdir())
+        if here.name.startswith(f"{DOOMED}-patch-"):
+            (here / PATCH_HELD).write_text(self.name)
+            await anyio.sleep_forever()
+        return await super().patch()
+
+
 @dataclass
 class _Node2:
     proc: subprocess.Popen[bytes]
     node_id: str
+    tmp: Path
 
 
 def _alive(ray: Any, node_id: str) -> bool:
@@ -139,7 +157,7 @@ def _start_node2(ray: Any, cluster: LocalCluster, tmp: Path) -> _Node2:
         fresh = [n["NodeID"] for n in ray.nodes() if n["Alive"] and n["NodeID"] not in known]
         view = state.available_resources_per_node()  # type: ignore[no-untyped-call]
         if fresh and view.get(fresh[0], {}).get("CPU", 0) >= NODE_CPUS:
-            return _Node2(proc, fresh[0])
+            return _Node2(proc, fresh[0], tmp)
         if time.monotonic() > deadline or proc.poll() is not None:
             raise TimeoutError(f"node 2 never came up free: {view}")
         time.sleep(0.1)  # polling Ray's view
@@ -149,13 +167,15 @@ def _at_moment(ray: Any, node: _Node2, moment: str) -> bool:
     """Whether node 2, alive in Ray's view, is at `moment` now."""
     if not _alive(ray, node.node_id):
         return False
+    if moment == "patch":
+        return (node.tmp / PATCH_HELD).exists()
     if moment == "placing":
         from ray._private import state
 
         return any(
             a["State"] == "ALIVE"
             and a["Address"]["NodeID"] == node.node_id
-            and a["ActorClassName"].endswith("WorkspaceNode")
+            and a["ActorClassName"].endswith(("WorkspaceNode", PatchHeld.__name__))
             for a in state.actors().values()
         )
     hold = HOLDS[moment].encode()
@@ -213,7 +233,9 @@ async def _one_run(
             if moment is not None:
                 tg.start_soon(kill_at_moment)
             report = await solve(
-                _request(where, repo, cluster.address), source=_Coders(), cluster=RayCluster.open
+                _request(where, repo, cluster.address),
+                source=_Coders(),
+                cluster=partial(RayCluster.open, node_class=PatchHeld),
             )
             tg.cancel_scope.cancel()
     found["sockets_off_loopback"] += off_loopback(_pids(cluster))
@@ -262,6 +284,7 @@ async def kill_runs(
     rng = random.Random(seed)
     moments = [MOMENTS[i % len(MOMENTS)] for i in range(kills)]
     rng.shuffle(moments)
+    head = next(n["NodeID"] for n in ray.nodes() if "node:__internal_head__" in n["Resources"])
     node = await anyio.to_thread.run_sync(_start_node2, ray, cluster, tmp / f"{DOOMED}-none-0")
     baseline = await _one_run(ray, cluster, tmp / "run0", node, None)
     runs = []
@@ -272,6 +295,9 @@ async def kill_runs(
         node = await anyio.to_thread.run_sync(_start_node2, ray, cluster, fresh)
         run = await _one_run(ray, cluster, tmp / f"run{i}", node, moment)
         run["same_tree"] = run["tree"] is not None and run["tree"] == baseline["tree"]
+        run["head_blamed"] = sum(  # the head is never lost here: a loss naming it is wrong
+            f"node {head[:12]} " in said for losses in run["nodes_lost"].values() for said in losses
+        )
         runs.append(run)
         print(f"kill run {i}: {json.dumps(run)}", file=sys.stderr, flush=True)  # progress
     return {"seed": seed, "baseline": baseline, "runs": runs, "totals": _totals(runs)}
@@ -285,6 +311,7 @@ def _totals(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "merged_once": sum(r["merged_once"] for r in runs),
         "same_tree": sum(r["same_tree"] for r in runs),
         "nodes_lost": sum(len(v) for r in runs for v in r["nodes_lost"].values()),
+        "head_blamed": sum(r["head_blamed"] for r in runs),
         "sockets_off_loopback": sum(len(r["sockets_off_loopback"]) for r in runs),
         "by_moment": {m: sum(r["killed"] for r in runs if r["moment"] == m) for m in MOMENTS},
     }

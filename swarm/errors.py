@@ -220,10 +220,13 @@ class WorkspaceError(SwarmError):
     """A git worktree could not be created, patched or removed; the cluster node holding
     a remote workspace was lost (`node_lost`); or the cluster could not be reached."""
 
-    def __init__(self, message: str, *, node_lost: bool = False) -> None:
+    def __init__(self, message: str, *, node_lost: bool = False, sigkilled: bool = False) -> None:
         super().__init__(message)
         self.node_lost = node_lost
         """The workspace's node went away: its subtask may start again from its base."""
+        self.sigkilled = sigkilled
+        """Its `setup:` was killed by SIGKILL: on a cluster node, most often the node
+        being lost under it (else the OOM killer)."""
 
 
 class NodeLost(WorkspaceError):

@@ -11,8 +11,13 @@ process of the doomed node while Ray still sees the node alive."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
+import sys
+import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 import anyio
@@ -30,15 +35,16 @@ from tests.trace_spans import spans as trace_spans
 
 ray = pytest.importorskip("ray")
 
-from swarm._cluster import RayCluster  # noqa: E402
+from swarm._cluster import RayCluster, WorkspaceNode  # noqa: E402
 from swarm._cluster.local import (  # noqa: E402
     LocalCluster,
     NodeSpec,
     add_node,
     kill_node,
+    stop_node,
     wait_for_nodes,
 )
-from swarm._cluster.loopback import descendants  # noqa: E402
+from swarm._cluster.loopback import descendants, off_loopback  # noqa: E402
 
 DOOMED = "swarm-doomed"
 """In the doomed node's TMPDIR: where its clones are."""
@@ -166,3 +172,91 @@ async def test_a_node_lost_mid_subtask_restarts_each_of_its_subtasks_on_a_live_n
     assert sorted(tree) == sorted([*SCRIPTS, "s0.txt", "s1.txt", "s2.txt", "s3.txt"])
     events = [e for s in trace_spans(Path(str(report.trace))) for e in s.get("events", [])]
     assert [e["name"] for e in events].count(sc.NODE_LOST_EVENT) == 3
+
+
+LOST_AT_PATCH = "swarm-lost-at-patch"
+"""In the TMPDIR of the node lost while returning a patch (no script holds there)."""
+PATCH_HELD = "patch-held"
+
+
+class _PatchHeldThere(WorkspaceNode):
+    """A workspace actor that, on the node whose TMPDIR names `LOST_AT_PATCH`, says in a
+    file there that it is returning a patch, and holds: the test kills the node then."""
+
+    async def patch(self) -> str:
+        here = Path(tempfile.gettempdir())
+        if LOST_AT_PATCH in here.name:
+            (here / PATCH_HELD).write_text(self.name)
+            await anyio.sleep_forever()
+        return await super().patch()
+
+
+# the actors unpickle it by value: the workers cannot import this test module by name
+ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def _kill_when_a_patch_holds(
+    cluster: LocalCluster, node: subprocess.Popen[bytes], node_id: str, held: Path
+) -> list[str]:
+    """Kill `node` once a patch holds there; the sockets off 127.0.0.1 of this driver and
+    every node's processes just before (none, on a loopback cluster)."""
+    deadline = time.monotonic() + 120
+    while not (held.exists() and any(n["NodeID"] == node_id and n["Alive"] for n in ray.nodes())):
+        if time.monotonic() > deadline or node.poll() is not None:
+            raise TimeoutError("no patch held on the doomed node")
+        time.sleep(0.05)  # polling
+    off = off_loopback([os.getpid(), *(p.pid for p in cluster.processes)])
+    kill_node(node)
+    return off
+
+
+async def test_a_node_lost_while_returning_a_patch_restarts_the_subtask_merged_once(
+    ray_cluster: LocalCluster, repo: Path, tmp_path: Path
+) -> None:
+    # fresh (a marker left by an earlier session would kill at once), short (Ray's sockets)
+    tmp = Path(tempfile.mkdtemp(prefix=f"{LOST_AT_PATCH}-", dir="/tmp"))
+    doomed = add_node(ray_cluster, NodeSpec(8, {"doomed": 1}, env={"TMPDIR": str(tmp)}))
+    try:
+        await anyio.to_thread.run_sync(wait_for_nodes, ray, 3)
+        doomed_id = next(
+            n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("doomed")
+        )
+        await anyio.to_thread.run_sync(_placeable, doomed_id)
+        plan = write_plan(tmp_path, [subtask("s0", ["s0.txt"]), subtask("s2", ["s2.txt"])])
+        task = write_task(tmp_path, check="sh check.sh")
+        req = request(tmp_path, repo, plan, task=task, max_agents=2, cluster=ray_cluster.address)
+        coders = _Coders()
+        opener = partial(RayCluster.open, node_class=_PatchHeldThere)
+        off: list[str] = []
+
+        async def kill() -> None:
+            held = tmp / PATCH_HELD
+            args = (ray_cluster, doomed, doomed_id, held)
+            off.extend(await anyio.to_thread.run_sync(_kill_when_a_patch_holds, *args))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(kill)
+            report = await solve(req, source=coders, cluster=opener)
+        off += off_loopback([os.getpid(), *(p.pid for p in ray_cluster.processes)])
+    finally:
+        await anyio.to_thread.run_sync(stop_node, doomed)
+        shutil.rmtree(tmp, ignore_errors=True)
+    assert off == []  # every socket of the driver and the nodes on 127.0.0.1
+    assert report.status == "done", report
+    assert all(s.status == "merged" for s in report.subtasks), report.subtasks
+    lost = [said for s in report.subtasks for said in s.nodes_lost]
+    assert any(
+        said.startswith(f"node {doomed_id[:12]} lost during returning the patch at ")
+        for said in lost
+    ), lost
+    for sub in ("s0", "s2"):  # merged once: one commit adds its file
+        assert (
+            len(
+                git(
+                    repo, "log", "--format=%H", f"main..{report.branch}", "--", f"{sub}.txt"
+                ).split()
+            )
+            == 1
+        )
+    tree = git(repo, "ls-tree", "--name-only", str(report.branch)).split()
+    assert sorted(tree) == sorted([*SCRIPTS, "s0.txt", "s2.txt"])

@@ -291,6 +291,19 @@ async def test_what_setup_exports_reaches_later_commands_and_the_check(repo: Pat
 
 
 @needs_bwrap
+async def test_a_setup_killed_by_sigkill_says_so_and_a_failing_one_does_not(repo: Path) -> None:
+    """A cluster node lost under a setup kills it first: the driver then asks whether the
+    node is gone (`ray_cluster._lost_under`) rather than failing the subtask."""
+    async with Workspace.open(repo, name="w") as ws:
+        for setup, killed in (("kill -9 $$", True), ("exit 3", False)):
+            env = CheckEnvironment.resolve(repo, python=sys.executable, setup=setup)
+            with pytest.raises(WorkspaceError) as failed:
+                await env.prepare(ws.path)
+            assert failed.value.sigkilled is killed, failed.value
+            assert f"setup `{setup}` failed" in str(failed.value)
+
+
+@needs_bwrap
 async def test_files_swarm_writes_after_a_command_are_the_commands_to_change(repo: Path) -> None:
     """As root, the command is another uid (`swarm._sandbox._identity`): what the file tools
     and swarm's git write into the worktree later inherit its ACL."""

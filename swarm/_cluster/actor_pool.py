@@ -79,6 +79,8 @@ class Lifecycle:
     """Clone (or reset) the held actor's workspace at commit `sha`."""
     end: Callable[[Any], Awaitable[None]]
     """End an actor, bounded in time even when cancelled."""
+    abandon: Callable[[Any], None]
+    """End an actor at once, asking nothing of its node (thought lost): its clone stays."""
 
 
 @dataclass(eq=False)
@@ -104,7 +106,6 @@ class ActorPool:
         self._live = 0
         self._idle: list[Held] = []
         self._waiters: deque[_Waiter] = deque()
-        self._lost: list[Held] = []
         self._closed = False
 
     @asynccontextmanager
@@ -165,9 +166,11 @@ class ActorPool:
 
     def _pop_idle(self) -> Held | None:
         """An idle actor on a node this driver has not seen lost lately. One on a lost
-        node is set aside, ended at `aclose` (Ray knows its node dead by then; ending it
-        now could wait on it, and a subtask started again after losing that node was
-        handed the lost node's idle actor, and lost it at once)."""
+        node is never handed out (a subtask started again after losing that node was
+        handed its idle actor, and lost it at once) and is abandoned at once: ending it
+        the usual way could wait on its node, and one kept until `aclose` held its CPUs
+        when the node was not lost after all, so that a subtask waiting for room there
+        waited for ever."""
         lost = lost_lately()
         while self._idle:
             held = self._idle.pop()
@@ -175,7 +178,7 @@ class ActorPool:
                 return held
             self._live -= 1
             self.dropped += 1
-            self._lost.append(held)
+            self.life.abandon(held.actor)
         return None
 
     async def _place_for(self, waiter: _Waiter, name: str) -> None:
@@ -223,9 +226,6 @@ class ActorPool:
         self.dropped += 1
         await self._drop(held)
 
-    async def _end_lost(self, held: Held) -> None:
-        await self.life.end(held.actor)
-
     async def _drop(self, held: Held) -> None:
         self._live -= 1
         await self.life.end(held.actor)
@@ -260,10 +260,7 @@ class ActorPool:
         """End every idle actor now and every one in use when given back; bounded."""
         self._closed = True
         idle, self._idle = self._idle, []
-        lost, self._lost = self._lost, []
         with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_TIMEOUT_S):
             async with anyio.create_task_group() as tg:
                 for held in idle:
                     tg.start_soon(self._drop, held)
-                for held in lost:
-                    tg.start_soon(self._end_lost, held)

@@ -37,15 +37,22 @@ import anyio.from_thread
 import anyio.lowlevel
 
 from swarm._cluster._bundle import make_bundle, missing_since
-from swarm._cluster.actor_pool import CLOSE_TIMEOUT_S, ActorPool, Held, Lifecycle
+from swarm._cluster.actor_pool import CLOSE_TIMEOUT_S, ROOM_TIMEOUT_S, ActorPool, Held, Lifecycle
 from swarm._cluster.merge_checks import NodeChecks
 from swarm._cluster.node import NodeInfo, WorkspaceNode
-from swarm._cluster.remote import Remotes, RemoteWorkspace, _await, lost_lately, remote_tools
+from swarm._cluster.remote import (
+    Remotes,
+    RemoteWorkspace,
+    _await,
+    lost_lately,
+    note_lost,
+    remote_tools,
+)
 from swarm._tracing import semconv as sc
 from swarm._tracing.waits import waiting
 from swarm.agent._toolbox import coding_tools
 from swarm.config import ClusterConfig
-from swarm.errors import ConfigError, WorkspaceError
+from swarm.errors import ConfigError, NodeLost, WorkspaceError
 from swarm.run._environment import CheckEnvironment
 from swarm.run._git import git
 from swarm.run._seams import Seams, WorkspaceLike
@@ -67,14 +74,14 @@ def ray_module() -> Any:
     return ray
 
 
-_actor_class: Any = None
+_actor_classes: dict[type[WorkspaceNode], Any] = {}
 
 
-def _actor() -> Any:
-    global _actor_class
-    if _actor_class is None:
-        _actor_class = ray_module().remote(WorkspaceNode)
-    return _actor_class
+def _actor(node_class: type[WorkspaceNode]) -> Any:
+    """`node_class` as a Ray actor class (made once)."""
+    if (made := _actor_classes.get(node_class)) is None:
+        made = _actor_classes[node_class] = ray_module().remote(node_class)
+    return made
 
 
 def ray_address(address: str) -> str:
@@ -129,8 +136,15 @@ async def _reachable(address: str) -> None:
 class RayCluster:
     """One run's use of a Ray cluster; see the module's docstring."""
 
-    def __init__(self, config: ClusterConfig, stack: AsyncExitStack) -> None:
+    def __init__(
+        self,
+        config: ClusterConfig,
+        stack: AsyncExitStack,
+        node_class: type[WorkspaceNode] = WorkspaceNode,
+    ) -> None:
         self.config = config
+        self.node_class = node_class
+        """What each workspace actor runs (a test's subclass holds one at a moment)."""
         self.remotes = Remotes()
         self.stack = stack
         """Ends what lives as long as the connection (the merge queue's check actors)."""
@@ -144,8 +158,11 @@ class RayCluster:
 
     @classmethod
     @asynccontextmanager
-    async def open(cls, config: ClusterConfig) -> AsyncIterator[RayCluster]:
-        """Connect to the cluster `config` names for the block (already connected: kept)."""
+    async def open(
+        cls, config: ClusterConfig, *, node_class: type[WorkspaceNode] = WorkspaceNode
+    ) -> AsyncIterator[RayCluster]:
+        """Connect to the cluster `config` names for the block (already connected: kept);
+        each workspace's actor runs `node_class`."""
         ray = ray_module()
         connected = ray.is_initialized()
         # checked even when connected: a driver already on one cluster (a test's, a
@@ -168,7 +185,7 @@ class RayCluster:
                 ) from None
         try:
             async with AsyncExitStack() as stack:
-                opened = cls(config, stack)
+                opened = cls(config, stack, node_class)
                 async with opened._watching_head(_gcs_address(ray)):
                     yield opened
         finally:
@@ -260,11 +277,14 @@ class RayCluster:
         else:
             options = {"num_cpus": 0, "scheduling_strategy": "SPREAD", "max_restarts": 0}
         with self._placements.placing(node):
-            actor = _actor().options(**options).remote(environment, run_id, name)
+            actor = _actor(self.node_class).options(**options).remote(environment, run_id, name)
             try:
-                where: NodeInfo = await _await(actor.ready.remote(), node=node, during="placing")
-            except BaseException:
+                where: NodeInfo = await _await(actor.ready.remote(), during="placing")
+            except NodeLost as exc:
                 ray_module().kill(actor, no_restart=True)  # never ran: nothing to remove
+                raise await _lost_where_placed(actor, exc) from None
+            except BaseException:
+                ray_module().kill(actor, no_restart=True)
                 raise
         return actor, where
 
@@ -350,7 +370,7 @@ class RayWorkspaces:
         self.cluster, self.repo, self.run_id = cluster, repo, run_id
         self.environment = environment
         start = partial(cluster.start, environment, run_id)
-        self.pool = ActorPool(Lifecycle(start, cluster.room, self._ready, end_actor))
+        self.pool = ActorPool(Lifecycle(start, cluster.room, self._ready, end_actor, kill_actor))
         cluster.stack.push_async_callback(self.aclose)  # a connection kept open ends them too
         self.shipped: list[int] = []
         """Bytes of each incremental bundle a reused actor was sent (0: it had the base)."""
@@ -384,7 +404,12 @@ class RayWorkspaces:
             data = await missing_since(self.repo, sha, self.run_id, held.have)
             self.shipped.append(len(data or b""))
             ref = held.actor.reset.remote(data, sha)
-        held.info = await _await(ref, node=node, during="cloning")
+        try:
+            held.info = await _await(ref, node=node, during="cloning")
+        except WorkspaceError as exc:
+            if exc.sigkilled and not exc.node_lost:
+                raise await _lost_under(held.actor, node, exc) from None
+            raise
         held.have = sha
 
     async def warm(self, base: str, count: int) -> None:
@@ -408,6 +433,51 @@ class RayWorkspaces:
             while len(self._bundles) > _BUNDLES_KEPT:
                 self._bundles.popitem(last=False)
             return ref
+
+
+async def _lost_under(actor: Any, node: str, killed: WorkspaceError) -> WorkspaceError:
+    """What a `setup:` killed by SIGKILL on `node` is: a `NodeLost` when its actor is gone
+    too, or does not answer (the node was lost under the setup: its processes die in some
+    order, and the setup's reply can come back before the actor's death), else `killed`
+    as it is (the OOM killer, say). `bench_cluster --kills 20` failed a run so, its
+    subtask's setup on the dying node 'failed (exit -9)'."""
+    try:
+        with anyio.fail_after(ROOM_TIMEOUT_S):
+            await _await(actor.ready.remote(), node=node, during="cloning")
+    except NodeLost as lost:
+        return lost
+    except TimeoutError:
+        if node:
+            note_lost(node)
+        where = f"cluster node {node[:12]}" if node else "the workspace's cluster node"
+        return NodeLost(
+            f"{where} was lost during cloning (its setup killed, then no answer)",
+            node=node,
+            during="cloning",
+        )
+    return killed
+
+
+async def _lost_where_placed(actor: Any, lost: NodeLost) -> NodeLost:
+    """`lost` (an actor lost while being placed) naming the node Ray had placed it on, as
+    its actor table says, and that node noted lost (`note_lost`); as it is when Ray had
+    placed it nowhere yet. Never the node asked for: a soft affinity spills elsewhere when
+    that one looks full, and a head blamed so for its actor's spill to a dying node was
+    passed over for `LOST_FOR_S` with its idle actors set aside holding its CPUs
+    (`bench_cluster --kills 8`: the run after one that blamed the head waited for room for
+    ever)."""
+    from ray._private import state
+
+    actor_id = actor._actor_id.hex()
+    info: dict[str, Any] = {}
+    with anyio.move_on_after(ROOM_TIMEOUT_S), contextlib.suppress(Exception):
+        info = await _off_loop(lambda: dict(state.actors(actor_id)))
+    node = str(info.get("Address", {}).get("NodeID", ""))
+    if set(node) <= {"f"} or set(node) <= {"0"}:  # '' or Ray's nil id: placed nowhere
+        return lost
+    note_lost(node)
+    message = str(lost).replace("the workspace's cluster node", f"cluster node {node[:12]}", 1)
+    return NodeLost(message, node=node, during=lost.during)
 
 
 async def _off_loop(call: Callable[[], _T]) -> _T:
@@ -446,6 +516,11 @@ def _available_per_node() -> dict[str, dict[str, float]]:
     except (ImportError, AttributeError):
         return {"": ray.available_resources()}
     return dict(per_node())
+
+
+def kill_actor(actor: Any) -> None:
+    """End the actor at once; its node (thought lost) is asked nothing."""
+    ray_module().kill(actor, no_restart=True)
 
 
 async def end_actor(actor: Any) -> None:

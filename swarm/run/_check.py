@@ -28,7 +28,7 @@ from swarm._routing.limits import ConcurrencyLimiter
 from swarm._tracing import semconv as sc
 from swarm._tracing.setup import tracer
 from swarm.agent._toolbox import run_command
-from swarm.run._environment import CheckEnvironment
+from swarm.run._environment import SIGKILLED, CheckEnvironment
 from swarm.run._task import Task
 
 __all__ = [
@@ -128,15 +128,12 @@ def tree_key(base: str, patch: str) -> str:
     return f"{base}:{hashlib.sha256(patch.encode('utf-8', 'surrogateescape')).hexdigest()}"
 
 
-_SIGKILLED = frozenset({-9, 128 + 9})
-
-
 def _killed(result: CheckResult) -> bool:
     """Whether the check's process was killed by SIGKILL (its cluster node lost, the
     machine's OOM killer): no verdict on the tree, so not remembered for it. A subtask
     started again after its node was lost met the dying node's 137 as its tree's result,
     and its fixers could not make it pass."""
-    return result.exit_code in _SIGKILLED
+    return result.exit_code in SIGKILLED
 
 
 class Checker:

@@ -34,7 +34,10 @@ from swarm.agent._tool import ToolContext, WriteLog, command_env, environ
 from swarm.agent._toolbox import run_command
 from swarm.errors import ConfigError, WorkspaceError
 
-__all__ = ["CheckEnvironment", "interpreters_in"]
+__all__ = ["SIGKILLED", "CheckEnvironment", "interpreters_in"]
+
+SIGKILLED = frozenset({-9, 128 + 9})
+"""Exit codes of a command killed by SIGKILL (its own, or its shell's 128 + 9)."""
 
 _VENV_DIRS = (".venv", "venv", "env")
 
@@ -175,7 +178,8 @@ class CheckEnvironment:
             if result.exit_code != 0 or result.timed_out:
                 raise WorkspaceError(
                     f"setup `{self.setup}` failed in {worktree.name} "
-                    f"(exit {result.exit_code}):\n{output[-2000:]}"
+                    f"(exit {result.exit_code}):\n{output[-2000:]}",
+                    sigkilled=result.exit_code in SIGKILLED,
                 )
             self.exports[worktree] = _exported(dumped, ctx.env)
 
