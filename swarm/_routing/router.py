@@ -437,8 +437,9 @@ class Router:
         if t.simulated:
             result.simulated = True
         ttft = result.timing.ttft_s
+        tps = result.tokens_per_s
         t.observe_ttft(ttft)
-        t.score.success(ttft, result.tokens_per_s)
+        t.score.success(ttft, tps)
         attrs: dict[str, AttributeValue] = {
             sc.RESPONSE_MODEL: result.model or t.model,
             sc.FINISH_REASONS: (result.finish_reason,),
@@ -449,7 +450,6 @@ class Router:
             sc.CACHED_INPUT_TOKENS: usage.cached_input_tokens,
             sc.COST_USD: cost,
         }
-        tps = result.tokens_per_s
         if tps > 0:  # only a stream timed over its tokens has a rate
             attrs[sc.DECODE_TPS] = tps
         if result.tool_call_format:
