@@ -210,6 +210,7 @@ class Router:
         est_usd = targets[0].cost(est_in, est_out)
         est_tokens = est_in + est_out
         call = Call(request, tier, role, priority, est_tokens)
+        call.est_in = est_in
         call.reason, call.scores = reason, scores
         if on_delta is not None:
             call.relay = Relay(on_delta)
@@ -290,7 +291,7 @@ class Router:
         would take as long again."""
         if t.deadline is None:
             return await self._retry.run(self._hedged, t, backup, call)
-        total_s, how, first_s = t.deadline(t.model, call.request)
+        total_s, how, first_s = t.deadline(t.model, call.request, call.est_in)
         attempts = call.attempts
         with anyio.CancelScope() as scope:
             clock = call.deadline = Clock(scope, total_s, first_s)

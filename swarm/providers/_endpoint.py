@@ -492,13 +492,18 @@ class Endpoint(ABC, Generic[R]):
         was too large)."""
         return malformed(what, self._peer, model, response, retryable=retryable)
 
-    def call_deadline(self, model: str, request: ChatRequest) -> tuple[float, object, float]:
+    def call_deadline(
+        self, model: str, request: ChatRequest, prompt_tokens: int | None = None
+    ) -> tuple[float, object, float]:
         """How long a call may take in all, how that was set, and its first-token deadline
-        (the router holds a candidate's retries to them too)."""
-        limits = self._limits(model, request)
+        (the router holds a candidate's retries to them too). `prompt_tokens`: the
+        prompt's estimate, when the caller has made it (`estimate_input_tokens`)."""
+        limits = self._limits(model, request, prompt_tokens)
         return limits.total[0], limits.total[1], limits.first[0]
 
-    def _limits(self, model: str, request: ChatRequest) -> _Limits:
+    def _limits(
+        self, model: str, request: ChatRequest, prompt_tokens: int | None = None
+    ) -> _Limits:
         """The clocks of a call of `request` to `model`, worked out once for the router's
         first try: the router asks for them first (`call_deadline`), and that try's `chat`
         finds them here, unless another call came in between (then they are worked out
@@ -508,7 +513,10 @@ class Endpoint(ABC, Generic[R]):
             return last
         # the prompt's size matters only when the deadline follows the model's speed
         known = self.first_token.knows(model)
-        prompt_tokens = estimate_input_tokens(request) if known else 0
+        if not known:
+            prompt_tokens = 0
+        elif prompt_tokens is None:
+            prompt_tokens = estimate_input_tokens(request)
         first = self.first_token.seconds(model, prompt_tokens)
         total = self.deadline.seconds(model, request.max_tokens, first[0])
         if request.stream:
