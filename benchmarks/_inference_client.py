@@ -238,8 +238,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--start", choices=("staggered", "lockstep"), required=True)
     parser.add_argument("--server-pid", type=int, required=True)
     parser.add_argument("--no-tracing", action="store_true")
+    parser.add_argument(
+        "--gc-young",
+        type=int,
+        default=0,
+        help="the youngest generation's collection threshold (0: Python's default, 700); "
+        "`swarm`'s commands run with 10000 (swarm.cli)",
+    )
     args = parser.parse_args(argv)
     args.stream = bool(args.stream)
+    if args.gc_young:
+        gc.set_threshold(args.gc_young, *gc.get_threshold()[1:])
     print(json.dumps(anyio.run(run, args)), flush=True)
 
 

@@ -4,7 +4,7 @@
         [--tokens 200] [--ttft 0.2] [--tps 1000] [--modes latency,zero]
         [--variants aiohttp,httpx,httpx+aiohttp,provider,router] [--stream on,off]
         [--start staggered|lockstep] [--rounds 1] [--tree NAME=PATH ...]
-        [--server auto|builtin|sim] [--baseline FILE] [--write-baseline FILE]
+        [--server auto|builtin|sim] [--gc-young N] [--baseline FILE] [--write-baseline FILE]
 
 N agents each make M sequential calls, all agents at once, against an OpenAI-compatible
 server in another process (so its CPU is not counted here). Each variant runs in a client
@@ -17,8 +17,9 @@ ideal makespan (calls x (ttft + tokens/tps), plus the start spread) and their ra
 how busy the client and server processes were (CPU seconds / wall seconds; near 1.0 means
 that process is the bottleneck). Mode `zero` reruns with no server latency at all, which
 shows pure CPU cost per call. `--start lockstep` starts every agent at once, so every call
-is in the same wave. `--rounds N` repeats every variant N times, interleaved, and reports
-the median.
+is in the same wave. `--gc-young N` runs every client with the garbage collector's
+youngest generation collected every N allocations, as the `swarm` command runs (10000).
+`--rounds N` repeats every variant N times, interleaved, and reports the median.
 
 The guard: `summary` gives, per mode, start, agent count and stream, each swarm variant's
 CPU per call as a ratio to the floor's in the same run (`cpu_ratio` of the medians,
@@ -321,6 +322,7 @@ def _bench(args: argparse.Namespace) -> dict[str, Any]:
                                 "call_s": call_s,
                                 "stream": int(stream),
                                 "start": args.start,
+                                "gc_young": args.gc_young,
                             }
                             row = run_client(name.partition("@")[0], tree, shape, base_url, pid)
                             row.update(variant=name, mode=mode, agents=agents)
@@ -383,6 +385,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--stream", default="on", help="on, off or on,off: streamed replies")
     parser.add_argument("--rounds", type=int, default=1, help="runs per variant (median)")
     parser.add_argument(
+        "--gc-young",
+        type=int,
+        default=0,
+        help="every client's youngest-generation GC threshold (0: Python's 700; the swarm "
+        "command runs with 10000): what the call path costs in a process set up as swarm's",
+    )
+    parser.add_argument(
         "--tree",
         action="append",
         default=[],
@@ -403,6 +412,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     if (args.baseline or args.write_baseline) and "aiohttp" not in args.variants.split(","):
         parser.error("--baseline and --write-baseline need the aiohttp floor in --variants")
+    if (args.baseline or args.write_baseline) and args.gc_young:
+        parser.error("the baseline is measured with Python's default collector: no --gc-young")
     result = _bench(args)
     failures: list[str] = []
     if args.baseline is not None:

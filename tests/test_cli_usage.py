@@ -217,3 +217,23 @@ def test_solve_json_prints_one_object_when_the_run_cannot_start(
     out = json.loads(capsys.readouterr().out)
     assert code == 2 == out["exit_code"]
     assert out["status"] == "failed" and "max_agents must be at least 1" in out["error"]
+
+
+def test_a_command_runs_with_fewer_collections_and_gives_the_thresholds_back(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A run raises the youngest generation's threshold (hundreds of calls in flight
+    make the default collect every few calls, for nothing); `main` called in a process
+    of its own (a test, a script) finds its thresholds as they were."""
+    import gc
+
+    from swarm.cli import _collector_for_swarms
+
+    before = gc.get_threshold()
+    with _collector_for_swarms():
+        assert gc.get_threshold()[0] >= 10_000
+        assert gc.get_threshold()[1:] == before[1:]
+    assert gc.get_threshold() == before
+    assert main(["trace", "summary", "nosuch.jsonl"]) == 2
+    assert gc.get_threshold() == before
+    capsys.readouterr()

@@ -72,7 +72,7 @@ class Target:
         self._next_gap = 0
         self.p99_gap: float | None = None
         """The 99th percentile of silences between a healthy stream's token reads."""
-        self.deadline: Callable[[str, ChatRequest], tuple[float, object, float]] | None = None
+        self.deadline: Callable[[str, ChatRequest, int], tuple[float, object, float]] | None = None
         """How long a call may take on this candidate, retries included, how that was set,
         and its first-token deadline (`Endpoint.call_deadline`); None: no deadline of its
         own (an in-process model)."""
@@ -289,6 +289,7 @@ class Call:
         "as_text_request",
         "attempts",
         "deadline",
+        "est_in",
         "est_tokens",
         "last_resort",
         "priority",
@@ -310,6 +311,9 @@ class Call:
         self.role = role
         self.priority = priority
         self.est_tokens = est_tokens
+        """The call's tokens as estimated up front, prompt and reply (its gates' share)."""
+        self.est_in = 0
+        """The prompt's tokens as estimated up front (the candidates' deadlines read it)."""
         self.attempts = 0
         self.last_resort = False
         self.scattered_429 = False

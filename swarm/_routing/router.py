@@ -210,6 +210,7 @@ class Router:
         est_usd = targets[0].cost(est_in, est_out)
         est_tokens = est_in + est_out
         call = Call(request, tier, role, priority, est_tokens)
+        call.est_in = est_in
         call.reason, call.scores = reason, scores
         if on_delta is not None:
             call.relay = Relay(on_delta)
@@ -290,7 +291,7 @@ class Router:
         would take as long again."""
         if t.deadline is None:
             return await self._retry.run(self._hedged, t, backup, call)
-        total_s, how, first_s = t.deadline(t.model, call.request)
+        total_s, how, first_s = t.deadline(t.model, call.request, call.est_in)
         attempts = call.attempts
         with anyio.CancelScope() as scope:
             clock = call.deadline = Clock(scope, total_s, first_s)
@@ -437,8 +438,9 @@ class Router:
         if t.simulated:
             result.simulated = True
         ttft = result.timing.ttft_s
+        tps = result.tokens_per_s
         t.observe_ttft(ttft)
-        t.score.success(ttft, result.tokens_per_s)
+        t.score.success(ttft, tps)
         attrs: dict[str, AttributeValue] = {
             sc.RESPONSE_MODEL: result.model or t.model,
             sc.FINISH_REASONS: (result.finish_reason,),
@@ -449,7 +451,6 @@ class Router:
             sc.CACHED_INPUT_TOKENS: usage.cached_input_tokens,
             sc.COST_USD: cost,
         }
-        tps = result.tokens_per_s
         if tps > 0:  # only a stream timed over its tokens has a rate
             attrs[sc.DECODE_TPS] = tps
         if result.tool_call_format:

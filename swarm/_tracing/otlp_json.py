@@ -12,7 +12,7 @@ synthetic-trace writer encode up to millions of spans.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 __all__ = [
@@ -37,6 +37,8 @@ STATUS_OK = 1
 STATUS_ERROR = 2
 
 _dumps = json.dumps
+_string: Callable[[str], str] = getattr(json.encoder, "c_encode_basestring_ascii", None) or _dumps
+"""A str as JSON text: what `json.dumps(text)` writes, without its two Python layers."""
 
 
 def encode_value(value: Any) -> str:
@@ -50,35 +52,55 @@ def encode_value(value: Any) -> str:
             return f'{{"stringValue":"{value}"}}'
         return f'{{"doubleValue":{value!r}}}'
     if isinstance(value, str):
-        return f'{{"stringValue":{_dumps(value)}}}'
+        return f'{{"stringValue":{_string(value)}}}'
     if isinstance(value, (list, tuple)):
         inner = ",".join(encode_value(v) for v in value)
         return f'{{"arrayValue":{{"values":[{inner}]}}}}'
     if isinstance(value, bytes):
-        return f'{{"stringValue":{_dumps(value.hex())}}}'
-    return f'{{"stringValue":{_dumps(str(value))}}}'
+        return f'{{"stringValue":{_string(value.hex())}}}'
+    return f'{{"stringValue":{_string(str(value))}}}'
 
 
 _KEYS: dict[str, str] = {}
 """Each attribute key's `{"key":...,"value":` prefix: a run has a few dozen keys, and every
 span writes most of them."""
+_PAIRS: dict[tuple[str, str | bool], str] = {}
+"""Whole encoded `KeyValue`s of string and boolean attributes: most repeat on every span
+of their kind (operation, provider, model, tier, route reason), so each is encoded once."""
+_MOST_CACHED = 4096  # keys and pairs come from code and config, but stay bounded anyway
 
 
 def _key(k: str) -> str:
     head = _KEYS.get(k)
     if head is None:
-        head = f'{{"key":{_dumps(k)},"value":'
-        if len(_KEYS) < 4096:  # keys come from code, but stay bounded whatever comes
+        head = f'{{"key":{_string(k)},"value":'
+        if len(_KEYS) < _MOST_CACHED:
             _KEYS[k] = head
     return head
+
+
+def _pair(k: str, v: Any) -> str:
+    """One `KeyValue` as JSON text (the numbers inline: they seldom repeat)."""
+    kind = type(v)
+    if kind is int:
+        return f'{_key(k)}{{"intValue":"{v}"}}}}'
+    if kind is float and v - v == 0.0:  # finite
+        return f'{_key(k)}{{"doubleValue":{v!r}}}}}'
+    if kind is str or kind is bool:
+        pair = _PAIRS.get((k, v))
+        if pair is None:
+            pair = f"{_key(k)}{encode_value(v)}}}"
+            if len(_PAIRS) < _MOST_CACHED and (kind is bool or len(v) <= 256):
+                _PAIRS[(k, v)] = pair
+        return pair
+    return f"{_key(k)}{encode_value(v)}}}"
 
 
 def encode_attributes(attrs: Mapping[str, Any] | None) -> str:
     """A JSON array of OTLP `KeyValue`s (without the surrounding key)."""
     if not attrs:
         return "[]"
-    parts = [f"{_key(k)}{encode_value(v)}}}" for k, v in attrs.items()]
-    return "[" + ",".join(parts) + "]"
+    return "[" + ",".join([_pair(k, v) for k, v in attrs.items()]) + "]"
 
 
 class OtlpSpan(NamedTuple):
@@ -133,7 +155,7 @@ def encode_span(span: OtlpSpan) -> str:
     if parent_span_id:
         out.append(f',"parentSpanId":"{parent_span_id}"')
     out.append(
-        f',"name":{_dumps(name)},"kind":{kind},'
+        f',"name":{_string(name)},"kind":{kind},'
         f'"startTimeUnixNano":"{start_ns}","endTimeUnixNano":"{end_ns}",'
         f'"attributes":{raw_attributes or encode_attributes(attributes)}'
     )
@@ -141,7 +163,7 @@ def encode_span(span: OtlpSpan) -> str:
         out.append(f',"droppedAttributesCount":{dropped_attributes}')
     if events:
         evs = ",".join(
-            f'{{"timeUnixNano":"{t}","name":{_dumps(n)},"attributes":{encode_attributes(a)}}}'
+            f'{{"timeUnixNano":"{t}","name":{_string(n)},"attributes":{encode_attributes(a)}}}'
             for n, t, a in events
         )
         out.append(f',"events":[{evs}]')
@@ -156,7 +178,7 @@ def encode_span(span: OtlpSpan) -> str:
     if dropped_links:
         out.append(f',"droppedLinksCount":{dropped_links}')
     if status_code:
-        msg = f',"message":{_dumps(status_message)}' if status_message else ""
+        msg = f',"message":{_string(status_message)}' if status_message else ""
         out.append(f',"status":{{"code":{status_code}{msg}}}')
     else:
         out.append(',"status":{}')
@@ -171,9 +193,9 @@ def traces_data_line(
     scope_version: str = "",
 ) -> str:
     """One JSON Lines record (no trailing newline) holding already-encoded spans."""
-    version = f',"version":{_dumps(scope_version)}' if scope_version else ""
+    version = f',"version":{_string(scope_version)}' if scope_version else ""
     return (
         f'{{"resourceSpans":[{{"resource":{{"attributes":{encode_attributes(resource_attrs)}}},'
-        f'"scopeSpans":[{{"scope":{{"name":{_dumps(scope_name)}{version}}},'
+        f'"scopeSpans":[{{"scope":{{"name":{_string(scope_name)}{version}}},'
         f'"spans":[{",".join(spans_json)}]}}]}}]}}'
     )

@@ -249,8 +249,9 @@ class FirstTokenDeadline:
         rate = prompt_tokens / (ttft_s - speed[0])
         speed[2] = rate if not speed[2] else 0.7 * speed[2] + 0.3 * rate
 
-    def seconds(self, model: str, prompt_tokens: int) -> tuple[float, str]:
-        """The deadline for a prompt, and how it was set (for the error message)."""
+    def seconds(self, model: str, prompt_tokens: int) -> tuple[float, object]:
+        """The deadline for a prompt, and how it was set (its `str` is the error
+        message's words)."""
         if self._fixed is not None:
             return self._fixed, "first_token_timeout_s"
         speed = self._speeds.get(model)
@@ -259,9 +260,22 @@ class FirstTokenDeadline:
         rate = _prefill_rate(speed)
         expected = speed[0] + prompt_tokens / rate
         deadline = max(self._floor, _FIRST_TOKEN_MARGIN * expected)
-        return deadline, (
-            f"first_token_timeout_s unset: {_FIRST_TOKEN_MARGIN:g} x ~{expected:.0f} s expected "
-            f"for {prompt_tokens:,} prompt tokens at {rate:.0f} tok/s prefill"
+        return deadline, _FirstWhy(expected, prompt_tokens, rate)
+
+
+class _FirstWhy:
+    """How a first-token deadline from the model's speed was set, as the error message
+    says it (written only when one is shown, off the path of every call)."""
+
+    __slots__ = ("expected", "prompt_tokens", "rate")
+
+    def __init__(self, expected: float, prompt_tokens: int, rate: float) -> None:
+        self.expected, self.prompt_tokens, self.rate = expected, prompt_tokens, rate
+
+    def __str__(self) -> str:
+        return (
+            f"first_token_timeout_s unset: {_FIRST_TOKEN_MARGIN:g} x ~{self.expected:.0f} s "
+            f"expected for {self.prompt_tokens:,} prompt tokens at {self.rate:.0f} tok/s prefill"
         )
 
 
@@ -289,6 +303,22 @@ def _check(result: ChatResult) -> ChatResult:
         if not isinstance(c.arguments, str):
             raise TypeError("tool call arguments must be a string")
     return result
+
+
+class _Limits:
+    """One call's clocks (`Endpoint._limits`): its first-token deadline, its whole
+    deadline, each with how it was set, and the longest silence between tokens."""
+
+    __slots__ = ("first", "known", "model", "prompt_tokens", "request", "token_s", "total")
+
+    def __init__(self, request: ChatRequest, model: str, known: bool, prompt_tokens: int) -> None:
+        self.request, self.model = request, model
+        self.known = known
+        """Does the first-token deadline follow the model's speed (and the prompt's size)?"""
+        self.prompt_tokens = prompt_tokens
+        self.first: tuple[float, object] = (0.0, "")
+        self.total: tuple[float, object] = (0.0, "")
+        self.token_s = 0.0
 
 
 R = TypeVar("R", bound=Reply)
@@ -353,6 +383,7 @@ class Endpoint(ABC, Generic[R]):
         """The first-token deadline per model; the router tells it each model's speed."""
         self.deadline = CallDeadline(total_timeout_s)
         """The whole call's deadline per model; the router tells it each model's speed."""
+        self._last_limits: _Limits | None = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, base_url={self.base_url!r})"
@@ -414,17 +445,10 @@ class Endpoint(ABC, Generic[R]):
         body = self.payload(model, request)
         reply = self.new_reply(on_first_token)
         reply.on_delta = on_delta
-        # a whole reply sends nothing until it is done: only the total clock applies
-        # the prompt's size matters only when the deadline follows the model's speed
-        known = self.first_token.knows(model)
-        prompt_tokens = estimate_input_tokens(request) if known else 0
-        first: tuple[float, object] = self.first_token.seconds(model, prompt_tokens)
-        total = self.deadline.seconds(model, request.max_tokens, first[0])
-        if request.stream:
-            token_s = self.first_token.gap(model, self._token_s) if known else self._token_s
-        else:
-            token_s, first = total[0], total
-        watch = reply.watch = _Watch(token_s, total, first)
+        limits = self._limits(model, request)
+        self._last_limits = None  # a later try works them out again (rates are measured)
+        known, prompt_tokens = limits.known, limits.prompt_tokens
+        watch = reply.watch = _Watch(limits.token_s, limits.total, limits.first)
         secrets = (self._peer.secret,)
         started = time.perf_counter()
         with watch.scope:
@@ -468,13 +492,40 @@ class Endpoint(ABC, Generic[R]):
         was too large)."""
         return malformed(what, self._peer, model, response, retryable=retryable)
 
-    def call_deadline(self, model: str, request: ChatRequest) -> tuple[float, object, float]:
+    def call_deadline(
+        self, model: str, request: ChatRequest, prompt_tokens: int | None = None
+    ) -> tuple[float, object, float]:
         """How long a call may take in all, how that was set, and its first-token deadline
-        (the router holds a candidate's retries to them too)."""
+        (the router holds a candidate's retries to them too). `prompt_tokens`: the
+        prompt's estimate, when the caller has made it (`estimate_input_tokens`)."""
+        limits = self._limits(model, request, prompt_tokens)
+        return limits.total[0], limits.total[1], limits.first[0]
+
+    def _limits(
+        self, model: str, request: ChatRequest, prompt_tokens: int | None = None
+    ) -> _Limits:
+        """The clocks of a call of `request` to `model`, worked out once for the router's
+        first try: the router asks for them first (`call_deadline`), and that try's `chat`
+        finds them here, unless another call came in between (then they are worked out
+        again, by the same rules, as they are for every later try)."""
+        last = self._last_limits
+        if last is not None and last.request is request and last.model == model:
+            return last
+        # the prompt's size matters only when the deadline follows the model's speed
         known = self.first_token.knows(model)
-        first = self.first_token.seconds(model, estimate_input_tokens(request) if known else 0)
-        total, how = self.deadline.seconds(model, request.max_tokens, first[0])
-        return total, how, first[0] if request.stream else total  # a whole reply: no token
+        if not known:
+            prompt_tokens = 0
+        elif prompt_tokens is None:
+            prompt_tokens = estimate_input_tokens(request)
+        first = self.first_token.seconds(model, prompt_tokens)
+        total = self.deadline.seconds(model, request.max_tokens, first[0])
+        if request.stream:
+            token_s = self.first_token.gap(model, self._token_s) if known else self._token_s
+        else:  # a whole reply sends nothing until it is done: only the total clock applies
+            token_s, first = total[0], total
+        limits = self._last_limits = _Limits(request, model, known, prompt_tokens)
+        limits.first, limits.total, limits.token_s = first, total, token_s
+        return limits
 
     def _result(
         self,
@@ -489,17 +540,14 @@ class Endpoint(ABC, Generic[R]):
         calls = reply.tool_calls() if reply.calls else []
         if reply.reasoning:
             reply.extras["reasoning"] = "".join(reply.reasoning)
-        return ChatResult.model_construct(
-            message=Message.model_construct(
-                role="assistant",
-                content=text or None,
-                tool_calls=calls,
-                tool_call_id=None,
-                name=None,
-            ),
+        # validated, not `model_construct`: pydantic-core builds these in half the time of
+        # model_construct's Python loop; what came from the server (`usage` and the tool
+        # calls) stays unvalidated here, `_check` reads it
+        return ChatResult(
+            message=Message(role="assistant", content=text or None, tool_calls=calls),
             finish_reason=self.finish_reason(reply, calls),
             usage=self.usage(request, reply, text, calls),
-            timing=Timing.model_construct(
+            timing=Timing(
                 ttft_s=(reply.first_at or ended) - started,
                 duration_s=ended - started,
                 timed=reply.token_reads > 1,

@@ -10,13 +10,14 @@ are bounded in size (`swarm.providers._bounds`).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator
+from collections.abc import AsyncIterator
 
 import httpx
 
 from swarm.providers._bounds import (
     MAX_EVENT_BYTES,
     MAX_REPLY_BYTES,
+    body_chunks,
     event_too_large,
     reply_too_large,
 )
@@ -32,7 +33,7 @@ async def iter_sse_batches(response: httpx.Response) -> AsyncIterator[list[bytes
     """
     pending = b""
     total = 0
-    async for chunk in _body(response):
+    async for chunk in body_chunks(response):
         total += len(chunk)
         if total > MAX_REPLY_BYTES:
             raise reply_too_large()
@@ -57,16 +58,6 @@ async def iter_sse_batches(response: httpx.Response) -> AsyncIterator[list[bytes
     data = _event_data(pending.rstrip(b"\r\n"))
     if data is not None:
         yield [data]
-
-
-def _body(response: httpx.Response) -> AsyncIterable[bytes]:
-    """The body's chunks as they arrive: straight from the transport's stream when there
-    is no Content-Encoding to undo, which skips two generator layers per network read."""
-    if response.headers.get("content-encoding", "identity") == "identity":
-        stream = response.stream
-        if isinstance(stream, httpx.AsyncByteStream):
-            return stream
-    return response.aiter_bytes()
 
 
 def _normalise_newlines(chunk: bytes) -> bytes:

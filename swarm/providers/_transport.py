@@ -116,6 +116,7 @@ class _Response(httpx.Response):
 
 _AUTO_HEADERS = ("accept", "accept-encoding", "user-agent", "content-type")
 """What aiohttp adds to a request that lacks them (its own values); httpx's are sent."""
+_AUTO_HEADER_SET = frozenset(_AUTO_HEADERS)
 
 
 def _skipped(headers: Mapping[str, str] | list[tuple[str, str]]) -> tuple[str, ...] | None:
@@ -123,7 +124,7 @@ def _skipped(headers: Mapping[str, str] | list[tuple[str, str]]) -> tuple[str, .
     (None when it has them all, as every provider's POST does: aiohttp's skip list costs
     a sort, a multidict and a copy of the headers per request, ~7 % of a call's CPU)."""
     names = headers.keys() if isinstance(headers, Mapping) else {k.lower() for k, _ in headers}
-    return None if all(h in names for h in _AUTO_HEADERS) else _AUTO_HEADERS
+    return None if names >= _AUTO_HEADER_SET else _AUTO_HEADERS  # a set comparison, in C
 
 
 def closes_at_once(response: httpx.Response) -> bool:
