@@ -63,6 +63,19 @@ def test_a_guessed_path_is_taken_as_the_one_file_it_means() -> None:
     assert plan.added_dependencies == (("new", "clamp"),)  # overlap seen on the real paths
 
 
+def test_a_path_under_a_directory_the_repository_lacks_is_placed_where_it_fits() -> None:
+    """As the real 1.5B planner wrote them, copying its prompt's `app/` example."""
+    known = {"inventory/pricing.py", "inventory/__init__.py", "README.md"}
+    wrote = ["app/pricing.py", "app/inventory/item.py", "app/x.py", "docs/README.md"]
+    plan = validate_plan({"subtasks": [st("a", wrote)]}, known_files=known)
+    assert plan.subtasks[0].files == (
+        "inventory/pricing.py",
+        "inventory/item.py",
+        "app/x.py",
+        "README.md",
+    )
+
+
 def test_plan_error_is_a_config_error_listing_all_problems() -> None:
     data = {
         "subtasks": [

@@ -184,6 +184,27 @@ async def test_a_coder_is_told_where_the_names_its_subtask_uses_appear(
     assert "shared.py:1:" in prompt and "a.py:1:" not in prompt.split("appear in")[1]
 
 
+async def test_the_planner_is_shown_the_files_and_its_guessed_paths_are_placed(
+    tmp_path: Path, repo: Path
+) -> None:
+    guessed = subtask("s1", ["app/a.py"])  # a directory the repository does not have
+    scripts = ScriptedSource(
+        {
+            "planner": [json.dumps({"subtasks": [guessed]})],
+            "coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()],
+        }
+    )
+    report = await solve(request(tmp_path, repo, None), source=scripts)
+    assert report.status == "done", report
+    planner = scripts.models["planner"]
+    assert isinstance(planner, ScriptedModel)
+    prompt = planner.requests[0].messages[-1].content or ""
+    assert "The repository's files (use these paths):\n```\na.py\nb.py\ncheck.py\n" in prompt
+    coder = scripts.models["coder:s1"]
+    assert isinstance(coder, ScriptedModel)
+    assert "Files in scope: a.py" in (coder.requests[0].messages[-1].content or "")
+
+
 async def test_a_failing_check_is_fixed_by_a_fixer(tmp_path: Path, repo: Path) -> None:
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
     scripts = ScriptedSource(

@@ -111,6 +111,7 @@ class AgentFactory:
         """Ask the planner (working in `path`), feeding validation errors back a bounded
         number of times."""
         tools = [t for t in self.tools if t.name in PLANNER_TOOLS]
+        known = await _files_in(path)
         errors: list[str] | None = None
         for attempt in range(self.options.plan_retries + 1):
             agent_id = "planner" if attempt == 0 else f"planner:{attempt}"
@@ -125,12 +126,12 @@ class AgentFactory:
                 settings=self.run.settings.get("planner"),
             )
             started = anyio.current_time()
-            result = await agent.run(planner_prompt(self.task, errors))
+            result = await agent.run(planner_prompt(self.task, errors, sorted(known)))
             self.times.add("planning", anyio.current_time() - started)
             if result.stop_reason == "stuck":
                 self.stuck[agent_id] = result.repeated
             try:
-                return parse_plan_reply(str(result.output or ""), await _files_in(path))
+                return parse_plan_reply(str(result.output or ""), known)
             except PlanError as exc:
                 errors = exc.problems or [str(exc)]
                 if result.calls.truncated:

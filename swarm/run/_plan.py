@@ -18,6 +18,7 @@ critical-path list-scheduling rule, so the makespan is not set by a chain starte
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import posixpath
@@ -327,11 +328,39 @@ def _read_subtask(
 
 
 def _located(path: str, known: Set[str]) -> str:
-    """The one known file `path` means when it names none (else `path` as it is)."""
+    """The one known file `path` means when it names none (else `path` as it is): with
+    directories added or left out; or, when its directory is none of the repository's
+    (`app/pricing.py`, a planner copying its prompt's example), the one file of its name,
+    or for a new file the path from the first directory the repository has."""
     if not known or path in known or path.endswith("/") or any(c in path for c in "*?["):
         return path
     fits = [f for f in known if path.endswith("/" + f) or f.endswith("/" + path)]
-    return fits[0] if len(fits) == 1 else path
+    if len(fits) == 1:
+        return fits[0]
+    folder, name = posixpath.split(path)
+    dirs = _directories(frozenset(known))
+    if fits or not folder or folder in dirs:
+        return path
+    named = [f for f in known if posixpath.basename(f) == name]
+    if len(named) == 1:
+        return named[0]
+    parts = folder.split("/")
+    for i in range(1, len(parts)):
+        if "/".join(parts[i:]) in dirs:
+            return "/".join([*parts[i:], name])
+    return path
+
+
+@functools.lru_cache(maxsize=4)
+def _directories(known: frozenset[str]) -> frozenset[str]:
+    """Every directory that holds one of `known`'s files, at any depth."""
+    out: set[str] = set()
+    for f in known:
+        folder = posixpath.dirname(f)
+        while folder and folder not in out:
+            out.add(folder)
+            folder = posixpath.dirname(folder)
+    return frozenset(out)
 
 
 def _id_problem(id: str) -> str | None:

@@ -59,10 +59,23 @@ check, or no longer applies on the integration branch. Read the failure, find th
 fix it with the tools, run run_tests, and call finish(summary) when the check passes."""
 
 
-def planner_prompt(task: Task, errors: list[str] | None = None) -> str:
+LISTED_FILES = 200
+"""How many of the repository's files the planner is shown by name."""
+
+
+def planner_prompt(task: Task, errors: list[str] | None = None, files: Sequence[str] = ()) -> str:
     text = f"# {task.title}\n\n{task.instructions}"
     if task.check:
         text += f"\n\nThe check that must pass: `{task.check}`"
+    if files:  # a small planner that lists nothing guesses paths (`app/pricing.py`)
+        shown = sorted(files)[:LISTED_FILES]
+        more = (
+            f"\n... and {len(files) - len(shown)} more (list_dir)"
+            if len(files) > len(shown)
+            else ""
+        )
+        listing = "\n".join(shown) + more
+        text += f"\n\nThe repository's files (use these paths):\n```\n{listing}\n```"
     if errors:
         listed = "\n".join(f"- {e}" for e in errors)
         text += f"\n\nYour previous plan was invalid:\n{listed}\nAnswer with a corrected plan."
