@@ -124,6 +124,22 @@ def test_code_with_its_own_quotes_left_unescaped_in_a_value_is_repaired() -> Non
     assert json.loads(found.calls[0].arguments) == {"path": "a.py", "content": content}
 
 
+def test_python_quotes_with_json_names_are_read() -> None:
+    """As the real 1.5B model wrote an edit: Python's quotes, JSON's `false`."""
+    text = (
+        '```json\n{\n  "name": "write_file",\n  "arguments": {\n    "path": \'a.py\',\n'
+        '    "content": \'x = {"on": "true"}\\nnull_value = None\',\n'
+        '    "append": false\n  }\n}\n```'
+    )
+    found = calls_from_text(text, NAMES)
+    assert found.repaired == 1
+    assert json.loads(found.calls[0].arguments) == {
+        "path": "a.py",
+        "content": 'x = {"on": "true"}\nnull_value = None',
+        "append": False,
+    }
+
+
 def test_a_fenced_call_whose_value_holds_a_fence_is_read_whole() -> None:
     """An edit of a README's code block, as Qwen2.5-Coder-1.5B wrote it."""
     old, new = "```python\nf(1)\n```", "```python\nf(2)\n```"

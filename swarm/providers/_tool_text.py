@@ -33,8 +33,11 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import io
+import itertools
 import json
 import re
+import tokenize
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -556,10 +559,31 @@ def _loads(text: str) -> tuple[Any, bool | None]:
             return json.loads(_escape_stray_quotes(text), strict=False), True
         except ValueError:
             pass
-    try:  # a Python literal: single quotes, True/False/None
-        return ast.literal_eval(text), True
+    try:  # a Python literal: single quotes, True/False/None (or JSON's true/false/null)
+        return ast.literal_eval(_python_names(text)), True
     except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
         return None, None
+
+
+_PYTHON_NAMES = {"true": "True", "false": "False", "null": "None"}
+
+
+def _python_names(text: str) -> str:
+    """`text` with JSON's `true`, `false` and `null` outside strings as Python names: a
+    model that quotes its strings Python's way keeps JSON's names (`'new': 'x', "replace_all":
+    false`). Each is as long as its replacement, so nothing else moves."""
+    if not any(name in text for name in _PYTHON_NAMES):
+        return text
+    out = list(text)
+    starts = list(itertools.accumulate(map(len, io.StringIO(text)), initial=0))
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.NAME and tok.string in _PYTHON_NAMES:
+                at = starts[tok.start[0] - 1] + tok.start[1]
+                out[at : at + len(tok.string)] = _PYTHON_NAMES[tok.string]
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return text
+    return "".join(out)
 
 
 # `"key": """..."""`: a JSON value written as a Python triple-quoted string
