@@ -124,6 +124,19 @@ def test_code_with_its_own_quotes_left_unescaped_in_a_value_is_repaired() -> Non
     assert json.loads(found.calls[0].arguments) == {"path": "a.py", "content": content}
 
 
+def test_a_path_left_unquoted_in_a_pythonic_call_is_read() -> None:
+    """As the real 1.5B model wrote it; a bare name stays prose ("call read_file(path)")."""
+    names = {"edit_file": ("path", "old", "new"), "read_file": ("path",)}
+    text = '```\nedit_file(inventory/pricing.py, "calc_total", "order_total")\n```'
+    (found,) = calls_from_text(text, names).calls
+    assert json.loads(found.arguments) == {
+        "path": "inventory/pricing.py",
+        "old": "calc_total",
+        "new": "order_total",
+    }
+    assert calls_from_text("Then call read_file(path) to see it.", names).calls == []
+
+
 def test_python_quotes_with_json_names_are_read() -> None:
     """As the real 1.5B model wrote an edit: Python's quotes, JSON's `false`."""
     text = (

@@ -496,6 +496,10 @@ def _python_call(
     return None
 
 
+_UNQUOTED_PATH = re.compile(r"[\w-]+(?:[./][\w-]+)+")
+"""A path a model left unquoted, which Python reads as a division or an attribute."""
+
+
 def _literal_arguments(
     node: ast.Call, name: str, tool_names: Collection[str], bindings: _Bindings
 ) -> dict[str, Any] | None:
@@ -503,17 +507,21 @@ def _literal_arguments(
     if len(node.args) > len(params) or any(isinstance(a, ast.Starred) for a in node.args):
         return None
 
-    def value(arg: ast.expr) -> Any:
+    def value(arg: ast.expr, param: str) -> Any:
         if isinstance(arg, ast.Name) and arg.id in (known := bindings()):
             return known[arg.id]
+        if param.endswith("path") and isinstance(arg, ast.BinOp | ast.Attribute):
+            written = ast.unparse(arg).replace(" ", "")  # `edit_file(pkg/a.py, ...)`
+            if _UNQUOTED_PATH.fullmatch(written):
+                return written
         return ast.literal_eval(arg)
 
     try:
-        out = {params[i]: value(a) for i, a in enumerate(node.args)}
+        out = {params[i]: value(a, params[i]) for i, a in enumerate(node.args)}
         for k in node.keywords:
             if k.arg is None:
                 return None
-            out[k.arg] = value(k.value)
+            out[k.arg] = value(k.value, k.arg)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return None
     return out
