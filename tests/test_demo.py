@@ -191,8 +191,11 @@ async def test_the_whole_story(repo: Path, task: Task) -> None:
 
     # item: a coder on main, merged
     wt = await _worktree(repo, "item")
-    await _agent("coder", "coder:item", wt, task, st["item"]).run(coder_prompt(task, st["item"]))
-    assert await _merge(repo, await _patch(wt), "item")
+    coder = _agent("coder", "coder:item", wt, task, st["item"])
+    result = await coder.run(coder_prompt(task, st["item"]))
+    patch = await _patch(wt)  # (a failure under load once: say which step went wrong)
+    assert patch.strip(), (result.stop_reason, [m.content for m in result.messages[-4:]])
+    assert await _merge(repo, patch, "item"), patch
 
     # pricing and stock in parallel, both from the new head
     paths = {name: await _worktree(repo, name) for name in ("pricing", "stock")}
