@@ -137,6 +137,20 @@ def test_a_path_left_unquoted_in_a_pythonic_call_is_read() -> None:
     assert calls_from_text("Then call read_file(path) to see it.", names).calls == []
 
 
+def test_a_pythonic_call_inside_tool_call_tags_is_read() -> None:
+    """As the real 1.5B model wrote one: Hermes' tags around a Python call, JSON's `false`."""
+    names = {"edit_file": ("path", "old", "new", "replace_all")}
+    text = '<tool_call>edit_file("a.py", "x = 1", "x = 2", replace_all=false)</tool_call>'
+    found = calls_from_text(text, names)
+    assert found.format == "hermes" and found.repaired == 1 and found.problem == ""
+    assert json.loads(found.calls[0].arguments) == {
+        "path": "a.py",
+        "old": "x = 1",
+        "new": "x = 2",
+        "replace_all": False,
+    }
+
+
 def test_python_quotes_with_json_names_are_read() -> None:
     """As the real 1.5B model wrote an edit: Python's quotes, JSON's `false`."""
     text = (

@@ -230,9 +230,14 @@ def _hermes(text: str, tool_names: Collection[str]) -> TextCalls | None:
     for m in _HERMES.finditer(text):
         body = _unfence(m.group(1))
         value, repaired = _loads(body)
-        if repaired is None or not b.add_object(value, repaired, tool_names):
+        if repaired is not None and b.add_object(value, repaired, tool_names):
+            continue
+        written = _pythonic(body, tool_names)  # `<tool_call>edit_file("a.py", ...)</tool_call>`
+        if written is None or written.text:
             b.problem = _unreadable("<tool_call>", body)
             return b.result(text)
+        for call in written.calls:
+            b.add(call.name, json.loads(call.arguments), True)
     return b.result(_HERMES.sub("", text))
 
 
@@ -510,6 +515,8 @@ def _literal_arguments(
     def value(arg: ast.expr, param: str) -> Any:
         if isinstance(arg, ast.Name) and arg.id in (known := bindings()):
             return known[arg.id]
+        if isinstance(arg, ast.Name) and arg.id in _PYTHON_NAMES:  # JSON's `false`
+            return json.loads(arg.id)
         if param.endswith("path") and isinstance(arg, ast.BinOp | ast.Attribute):
             written = ast.unparse(arg).replace(" ", "")  # `edit_file(pkg/a.py, ...)`
             if _UNQUOTED_PATH.fullmatch(written):
