@@ -289,12 +289,13 @@ async def test_the_batch_behind_two_red_ones_goes_on_with_the_build_that_left_bo
     batches = [s for s in spans.get_finished_spans() if s.name == f"{sc.MERGE_SPAN} batch"]
     attrs = [dict(s.attributes or {}) for s in batches]
     used = [a for a in attrs if a.get(sc.MERGE_ALTERNATE) and a[sc.MERGE_OUTCOME] == "green"]
-    assert [(a[sc.MERGE_SUBTASKS], a[sc.MERGE_SPECULATIVE_DEPTH]) for a in used] == [
-        (tuple("gh"), 0)  # on the head: both batches ahead left out
-    ]
+    # on the head, both batches ahead left out; the split of [d e f] may also have built
+    # `f` alone as an alternate by the time it was judged (it failed so once, quiet or not)
+    built = [(a[sc.MERGE_SUBTASKS], a[sc.MERGE_SPECULATIVE_DEPTH]) for a in used]
+    assert (tuple("gh"), 0) in built
     first_red = batches[0]
     assert attrs[0][sc.MERGE_SUBTASKS] == tuple("abc") and attrs[0][sc.MERGE_OUTCOME] == "red"
-    left_both = batches[attrs.index(used[0])]
+    left_both = batches[attrs.index(used[built.index((tuple("gh"), 0))])]
     assert left_both.start_time and first_red.end_time
     assert left_both.start_time < first_red.end_time  # built before any red was known
     one = await merge_all(alone, values, ONE_AT_A_TIME)
