@@ -54,7 +54,7 @@ def _dead(pid: int) -> bool:
     """Exited (a zombie not reaped yet, or gone)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # gone between the open and the read
         return True
     return stat.rsplit(")", 1)[1].split()[0] in "ZX"
 
