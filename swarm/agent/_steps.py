@@ -130,7 +130,6 @@ class Steps(Generic[T]):
             self.calls.count(reply)
             calls = reply.message.tool_calls
             cut = reply.finish_reason in ("length", REPETITION)
-            self.calls.truncated += reply.finish_reason == REPETITION  # (length: in _ask)
             if cut and (reply.tool_call_problem or not calls):
                 self.messages.append(Message.user(_cut_note(reply)))
                 ended = None
@@ -220,6 +219,7 @@ class Steps(Generic[T]):
             self._spend(reply)
             request = request.model_copy(update={"max_tokens": cap})
             reply = await self._call(request, step)
+        self.calls.truncated += reply.finish_reason == REPETITION  # a loop: no larger cap
         self._spend(reply)
         for hook in self.agent.hooks:
             reply = await hook.after_model(self.info(step), reply) or reply
