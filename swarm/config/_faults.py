@@ -93,6 +93,9 @@ class RealModel(BaseModel):
     invented_results: float = Field(default=0.05, ge=0.0, le=1.0)
     """Share of text calls that come after a tool result the model wrote itself
     (`<tool_response>...</tool_response>`)."""
+    whole_files: float = Field(default=0.05, ge=0.0, le=1.0)
+    """Share of `write_file` calls written as the file itself in a fence, its path on the
+    line above, calling no tool (what aider calls the "whole" format)."""
 
     def model_post_init(self, context: object) -> None:
         unknown = sorted(set(self.formats) - set(TEXT_FORMATS))

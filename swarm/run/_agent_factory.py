@@ -20,12 +20,14 @@ from pathlib import Path
 import anyio
 from opentelemetry.trace import SpanContext
 
+from swarm.agent._fenced_files import FencedFileWrites
 from swarm.agent._loop import Agent
 from swarm.agent._tool import Tool, ToolContext, WriteLog
 from swarm.agent._toolbox import CommandResult
 from swarm.agent.compaction import ContextPolicy
 from swarm.agent.context import Chain, MaskToolOutputs, RecentWindow
 from swarm.agent.events import AgentResult
+from swarm.agent.hooks import Hooks
 from swarm.errors import ModelBehaviorError, WorkspaceError
 from swarm.messages import ChatRequest, ChatResult, Message
 from swarm.model import Model, Streamed, stream_of
@@ -98,6 +100,7 @@ class AgentFactory:
             fallback_model=fallback,
             instructions=instructions,
             tools=self.tools,
+            hooks=self._hooks(where.path, st),
             context=self.context(where.path, where.written, self.task.check_for(st.files)),
             max_steps=self.options.max_steps_per_agent,
             agent_id=agent_id,
@@ -106,6 +109,14 @@ class AgentFactory:
             settings=self.run.settings.get(role),
         )
         return TimedAgent(agent, self.times, role, self.stuck)
+
+    def _hooks(self, path: Path, st: Subtask) -> tuple[Hooks, ...]:
+        """A coder's or fixer's reply that shows its files whole in fences, calling no
+        tool, writes them (`swarm.agent._fenced_files`; not on another node's files)."""
+        if not is_local(path) or not any(t.name == "write_file" for t in self.tools):
+            return ()
+        asked = f"{st.title}\n{st.instructions}"
+        return (FencedFileWrites(path, st.files, asked=asked),)
 
     async def plan(self, path: Path, written: WriteLog) -> Plan:
         """Ask the planner (working in `path`), feeding validation errors back a bounded

@@ -12,7 +12,8 @@ wraps any script (the demo's included) with it:
 - a call cut off mid-JSON (`finish_reason: length`);
 - chatter around an answer (a plan in prose, unfenced);
 - a call in JSON whose string values keep their own quotes unescaped (code), and a call
-  after a tool result the model wrote itself (`<tool_response>`).
+  after a tool result the model wrote itself (`<tool_response>`);
+- a `write_file` call shown as the file itself in a fence under its path, no call made.
 
 It is stateless like the scripts it wraps: every draw is seeded by the seed and the
 conversation so far, and the turns that went wrong (a call to an unknown tool, a repeat, a
@@ -78,6 +79,9 @@ def _spoil(reply: Reply, request: ChatRequest, mode: RealModel, rng: random.Rand
         edge += mode.no_call
         if draw < edge:
             return Reply(text=f"I will now use {calls[0].name} to go on with the task.")
+        writes = all(c.name == "write_file" for c in calls)
+        if writes and rng.random() < mode.whole_files:
+            return Reply(text="\n\n".join(_whole_file(c, rng) for c in calls))
         if rng.random() < mode.text_calls:
             fmt = rng.choice(mode.formats)
             written = _write(calls, fmt)
@@ -122,6 +126,15 @@ def _write(calls: Sequence[ToolCall], fmt: str) -> str:
         )
         return "```python\n" + "\n".join(written) + "\n```"
     return "\n".join(f"<function={o['name']}>{json.dumps(o['arguments'])}</function>" for o in objs)
+
+
+def _whole_file(write: ToolCall, rng: random.Random) -> str:
+    """A `write_file` call as the file it writes, shown in a fence under its path."""
+    arguments = json.loads(write.arguments or "{}")
+    path, content = str(arguments.get("path", "")), str(arguments.get("content", ""))
+    label = rng.choice([f"Here is the updated `{path}`:", f"### {path}", f"**{path}**"])
+    language = "python" if path.endswith(".py") else ""
+    return f"{label}\n\n```{language}\n{content.rstrip()}\n```"
 
 
 def _chatter(text: str) -> str:

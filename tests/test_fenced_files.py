@@ -1,0 +1,219 @@
+"""A whole file shown in a fence, where a tool call was wanted, written as `write_file`:
+only when it is plainly the whole file, and the model is told why when it is not."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from swarm._routing.router import Router
+from swarm._sandbox import NoSandbox
+from swarm.agent._fenced_files import FencedFileWrites
+from swarm.agent._loop import Agent
+from swarm.agent._tool import ToolContext
+from swarm.agent._toolbox import coding_tools
+from swarm.agent.hooks import StepInfo
+from swarm.config import ProviderConfig, SwarmConfig, TierConfig
+from swarm.config._faults import RealModel
+from swarm.messages import ChatRequest, ChatResult, ToolCall
+from swarm.providers.sim import SimProvider
+from swarm.providers.sim._real_model import real_model_script
+from swarm.providers.sim._reply import Reply
+from swarm.testing import ScriptedModel, call, reply
+
+PRICING = '''"""Prices."""
+
+
+def apply_discount(price, percent):
+    return round(price * (100 - percent) / 100, 2)
+
+
+def calc_total(items):
+    return round(sum(i["price"] * i["qty"] for i in items), 2)
+'''
+RENAMED = PRICING.replace("calc_total", "order_total")
+TYPED = PRICING.replace("(price, percent)", "(price: float, percent: float) -> float")
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    (tmp_path / "shop").mkdir()
+    (tmp_path / "shop" / "pricing.py").write_text(PRICING)
+    return tmp_path
+
+
+async def _read(hook: FencedFileWrites, text: str, finish: str = "stop") -> ChatResult | None:
+    result = reply(text).model_copy(update={"finish_reason": finish})
+    return await hook.after_model(StepInfo("coder", 3, []), result)
+
+
+def _writes(result: ChatResult | None) -> dict[str, str]:
+    assert result is not None and result.tool_call_format == "fenced-file"
+    assert result.text_tool_calls == len(result.message.tool_calls)
+    out = {}
+    for c in result.message.tool_calls:
+        assert c.name == "write_file"
+        args = json.loads(c.arguments)
+        out[args["path"]] = args["content"]
+    return out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"Here is the updated `shop/pricing.py`:\n\n```python\n{TYPED}```\nDone.",
+        f"### shop/pricing.py\n```python\n{TYPED}```",
+        f"**shop/pricing.py**\n```\n{TYPED}```",
+        f"```python shop/pricing.py\n{TYPED}```",
+        f"```python\n# shop/pricing.py\n{TYPED}```",
+        f"The whole file, typed:\n```python\n{TYPED}\n\n\n```",  # the one file in scope
+    ],
+)
+async def test_a_whole_file_however_its_path_is_written_becomes_a_write(
+    workspace: Path, text: str
+) -> None:
+    hook = FencedFileWrites(workspace, ("shop/pricing.py",))
+    content = _writes(await _read(hook, text))["shop/pricing.py"]
+    assert content.rstrip("\n").endswith(
+        'return round(sum(i["price"] * i["qty"] for i in items), 2)'
+    )
+    assert "def apply_discount(price: float, percent: float) -> float:" in content
+    assert content.endswith(")\n")
+
+
+async def test_a_snippet_of_one_function_is_not_the_file_and_the_model_is_told(
+    workspace: Path,
+) -> None:
+    snippet = "def calc_total(items: list) -> float:\n    return 0.0\n"
+    result = await _read(
+        FencedFileWrites(workspace, ("shop/",)), f"`shop/pricing.py`:\n```python\n{snippet}```"
+    )
+    assert result is not None and not result.message.tool_calls
+    assert "shop/pricing.py without apply_discount" in result.tool_call_problem
+    assert "edit_file" in result.tool_call_problem
+
+
+async def test_a_name_the_task_asks_to_rename_may_leave_the_file(workspace: Path) -> None:
+    text = f"### shop/pricing.py\n```python\n{RENAMED}```"
+    assert (await _read(FencedFileWrites(workspace, ("shop/*.py",)), text)).tool_call_problem
+    asked = "Rename calc_total to order_total everywhere."
+    hook = FencedFileWrites(workspace, ("shop/*.py",), asked=asked)
+    assert _writes(await _read(hook, text)) == {"shop/pricing.py": RENAMED}
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("### shop/pricing.py\n```python\ndef calc_total(:\n```", "not valid Python"),
+        (
+            f"### shop/pricing.py\n```python\n{TYPED}\n# ... rest of the file unchanged\n```",
+            "a part left out",
+        ),
+        ("### shop/other.py\n```python\nX = 1\n```", "not one of its files"),
+        ("### ../outside.py\n```python\nX = 1\n```", "not a path inside the workspace"),
+        (f"### shop/pricing.py\n```python\n{PRICING}```", "as it already is"),
+        ("### shop/new.py\n```python\nprint('hi')\n```", "defines nothing"),
+    ],
+)
+async def test_what_is_not_plainly_a_whole_file_is_refused_with_the_reason(
+    workspace: Path, text: str, problem: str
+) -> None:
+    result = await _read(FencedFileWrites(workspace, ("shop/pricing.py", "shop/new.py")), text)
+    assert result is not None and not result.message.tool_calls
+    assert problem in result.tool_call_problem
+
+
+async def test_nothing_changes_for_calls_cut_replies_unnamed_code_or_prose(workspace: Path) -> None:
+    hook = FencedFileWrites(workspace, ("shop/pricing.py", "shop/new.py"))
+    fenced = f"### shop/pricing.py\n```python\n{TYPED}```"
+    assert await _read(hook, fenced, finish="length") is None  # cut: asked again instead
+    called = reply(call("read_file", path="shop/pricing.py"))
+    assert await hook.after_model(StepInfo("coder", 1, []), called) is None
+    assert await _read(hook, "```python\nX = 1\n```") is None  # two files in scope, no path
+    assert await _read(hook, "I will now edit `shop/pricing.py`.") is None
+    twice = f"### shop/pricing.py\n```python\n{TYPED}```\n`shop/pricing.py`:\n```\n{RENAMED}```"
+    assert await _read(hook, twice) is None  # which one?
+
+
+async def test_a_new_file_and_a_file_that_only_grows(workspace: Path) -> None:
+    (workspace / "README.md").write_text("# Shop\n\nSells things.\n")
+    hook = FencedFileWrites(workspace, ("shop/", "README.md"))
+    text = (
+        "`shop/stock.py`:\n```python\ndef low_stock(stock, threshold=5):\n    return []\n```\n"
+        "README.md:\n```markdown\n# Shop\n\nSells things.\n\nSee `low_stock`.\n```\n"
+    )
+    written = _writes(await _read(hook, text))
+    assert written["shop/stock.py"].startswith("def low_stock(")
+    assert written["README.md"].endswith("See `low_stock`.\n")
+    shrunk = await _read(hook, "README.md:\n```markdown\n# Shop\n```")
+    assert shrunk is not None and "without 1 of its lines" in shrunk.tool_call_problem
+
+
+async def test_an_agent_whose_model_shows_the_file_writes_it(workspace: Path) -> None:
+    """The loop end to end: the fenced file is written by the real `write_file`, counted
+    as a call read from text, and the model reads the tool's result."""
+    model = ScriptedModel(
+        [f"Here is `shop/pricing.py`:\n```python\n{TYPED}```", call("finish", summary="typed")]
+    )
+    agent = Agent[str](
+        "coder",
+        model=model,
+        tools=coding_tools(include=["read_file", "write_file", "edit_file", "finish"]),
+        context=ToolContext(root=workspace, sandbox=NoSandbox()),
+        hooks=[FencedFileWrites(workspace, ("shop/pricing.py",))],
+    )
+    result = await agent.run("Type shop/pricing.py's functions.")
+    assert result.finished and (workspace / "shop" / "pricing.py").read_text() == TYPED
+    assert result.calls.parsed == 1 and result.calls.nudges == 0
+    told = [m for m in model.requests[1].messages if m.role == "tool"]
+    assert len(told) == 1 and "shop/pricing.py" in (told[0].content or "")
+
+
+async def test_an_agent_is_told_what_its_fenced_file_would_delete(workspace: Path) -> None:
+    snippet = "`shop/pricing.py`:\n```python\ndef calc_total(items):\n    return 0\n```"
+    model = ScriptedModel([snippet, call("finish", summary="no")])
+    agent = Agent[str](
+        "coder",
+        model=model,
+        tools=coding_tools(include=["write_file", "finish"]),
+        context=ToolContext(root=workspace, sandbox=NoSandbox()),
+        hooks=[FencedFileWrites(workspace, ("shop/pricing.py",))],
+    )
+    result = await agent.run("Type it.")
+    told = model.requests[1].messages[-1]
+    assert told.role == "user" and "without apply_discount" in (told.content or "")
+    assert result.calls.rejected == 1 and (workspace / "shop" / "pricing.py").read_text() == PRICING
+
+
+async def test_the_simulator_shows_whole_files_that_an_agent_writes(workspace: Path) -> None:
+    """`[providers.sim.real_model] whole_files`: the simulator shows the files its script
+    writes, under their paths, and calls nothing; through the router, the agent's hook
+    writes them."""
+    spoilt = RealModel(whole_files=1.0, wrong_names=0, repeats=0, truncated=0, no_call=0)
+
+    def script(request: ChatRequest) -> Reply:
+        if any(m.role == "tool" for m in request.messages):
+            done = ToolCall(id="f", name="finish", arguments='{"summary": "ok"}')
+            return Reply(tool_calls=[done])
+        arguments = json.dumps({"path": "shop/pricing.py", "content": TYPED})
+        return Reply(tool_calls=[ToolCall(id="w", name="write_file", arguments=arguments)])
+
+    config = SwarmConfig(
+        providers={"sim": ProviderConfig(kind="sim", time_scale=0)},
+        tiers={"speed": TierConfig(models=["sim/kimi-k2.6"])},
+    )
+    provider = SimProvider("sim", script=real_model_script(script, spoilt), time_scale=0)
+    async with Router(config, providers={"sim": provider}, env={}) as router:
+        agent = Agent[str](
+            "coder",
+            model=router.model("speed"),
+            tools=coding_tools(include=["write_file", "finish"]),
+            context=ToolContext(root=workspace, sandbox=NoSandbox()),
+            hooks=[FencedFileWrites(workspace, ("shop/pricing.py",))],
+            max_steps=4,
+        )
+        result = await agent.run("Type shop/pricing.py.")
+    assert result.finished and result.calls.parsed >= 1
+    assert (workspace / "shop" / "pricing.py").read_text() == TYPED
