@@ -251,6 +251,28 @@ def test_a_tool_result_the_model_wrote_itself_is_dropped_and_named() -> None:
     assert with_call.message.content is None
 
 
+def test_the_tool_list_written_back_is_dropped_and_not_read_as_a_call() -> None:
+    """As Qwen2.5-Coder-1.5B did: the prompt's `<tools>` list (tool specs, each with a
+    name and parameters) copied into its reply, before its call or alone."""
+    request = ChatRequest(messages=[Message.user("go")], tools=[ToolSpec(name="edit_file")])
+    spec = (
+        '{"type": "function", "function": {"name": "edit_file", "description": "Edit.", '
+        '"parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}'
+    )
+    call = '<tool_call>{"name": "edit_file", "arguments": {"path": "a.py"}}</tool_call>'
+    with_call = _result(f"<tools>\n{spec}\n</tools>\n{call}")
+    read_calls(with_call, request)
+    assert [c.arguments for c in with_call.message.tool_calls] == ['{"path": "a.py"}']
+    assert with_call.message.content is None
+    alone = _result(f"<tools>\n{spec}\n</tools>")
+    read_calls(alone, request)
+    assert alone.message.content is None and alone.message.tool_calls == []
+    native = ToolCall(id="c", name="edit_file", arguments='{"path": "a.py"}')
+    beside = ChatResult(message=Message.assistant("<tools>\n\n</tools>", [native]))
+    read_calls(beside, request)
+    assert beside.message.content is None and beside.message.tool_calls == [native]
+
+
 def test_a_call_written_beside_native_calls_is_read_and_runs_first() -> None:
     """The server parsed `finish` but missed the edit the model wrote in its text."""
     tools = [ToolSpec(name="edit_file"), ToolSpec(name="finish")]
