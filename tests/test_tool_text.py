@@ -367,3 +367,17 @@ def test_prose_naming_a_tool_is_not_a_pythonic_call() -> None:
     ):
         found = calls_from_text(text, PARAMS)
         assert found.calls == [], text
+
+
+def test_a_content_written_as_javascript_lines_joined_is_read() -> None:
+    """As Qwen2.5-Coder-1.5B wrote a new file: its lines in a list, `.join('\\n')`."""
+    text = (
+        '```json\n{\n  "name": "write_file",\n  "arguments": {\n    "path": "app/item.py",\n'
+        '    "content": [\n      "from dataclasses import dataclass",\n      "",\n'
+        '      "@dataclass",\n      "class Item:",\n      "    name: str"\n'
+        "    ].join('\\n')\n  }\n}\n```"
+    )
+    found = calls_from_text(text, NAMES)
+    assert found.repaired == 1 and found.calls[0].name == "write_file"
+    content = json.loads(found.calls[0].arguments)["content"]
+    assert content == "from dataclasses import dataclass\n\n@dataclass\nclass Item:\n    name: str"

@@ -566,6 +566,8 @@ def _loads(text: str) -> tuple[Any, bool | None]:
         return json.loads(text, strict=False), True
     except ValueError:
         pass
+    if ".join(" in text:  # a value written as JavaScript: `["line 1", "line 2"].join('\n')`
+        text = _JOINED.sub(_joined, text)
     cleaned = re.sub(r",\s*([}\]])", r"\1", text)
     try:
         return json.loads(cleaned, strict=False), True
@@ -586,6 +588,24 @@ def _loads(text: str) -> tuple[Any, bool | None]:
         return ast.literal_eval(_python_names(text)), True
     except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
         return None, None
+
+
+_JOINED = re.compile(
+    r'\[((?:\s*"(?:[^"\\\n]|\\.)*"\s*,)*\s*"(?:[^"\\\n]|\\.)*"\s*,?\s*)\]'
+    r"\s*\.join\(\s*(['\"])((?:[^'\"\\]|\\.)*)\2\s*\)"
+)
+"""A list of JSON strings joined the JavaScript way (one file's lines, as the 1.5B model
+wrote a `write_file` content)."""
+
+
+def _joined(m: re.Match[str]) -> str:
+    """`_JOINED`'s list as the one JSON string it makes (unchanged if it is not JSON)."""
+    try:
+        lines = json.loads(f"[{m.group(1).rstrip().rstrip(',')}]")
+        separator = json.loads(f'"{m.group(3)}"')
+    except ValueError:
+        return m.group(0)
+    return json.dumps(separator.join(lines))
 
 
 _PYTHON_NAMES = {"true": "True", "false": "False", "null": "None"}
