@@ -33,6 +33,7 @@ def apply_discount(price, percent):
 def calc_total(items):
     return round(sum(i["price"] * i["qty"] for i in items), 2)
 '''
+TOOLS = frozenset({"write_file", "finish"})
 RENAMED = PRICING.replace("calc_total", "order_total")
 TYPED = PRICING.replace("(price, percent)", "(price: float, percent: float) -> float")
 
@@ -83,16 +84,52 @@ async def test_a_whole_file_however_its_path_is_written_becomes_a_write(
     assert content.endswith(")\n")
 
 
-async def test_a_snippet_of_one_function_is_not_the_file_and_the_model_is_told(
+async def test_a_snippet_of_definitions_is_put_into_the_file(workspace: Path) -> None:
+    """Functions shown alone replace theirs in place, new ones go at the end, and a new
+    import goes after the file's imports (or its docstring)."""
+    text = (
+        "Add this to `shop/pricing.py`:\n```python\nimport math\n\n\n"
+        "def calc_total(items: list) -> float:\n    return 0.0\n\n\n"
+        "@functools.cache\ndef clamp(x, lo, hi):\n    return max(lo, min(hi, x))\n```"
+    )
+    merged = _writes(await _read(FencedFileWrites(workspace, ("shop/",)), text))["shop/pricing.py"]
+    assert merged == (
+        '"""Prices."""\nimport math\n\n\ndef apply_discount(price, percent):\n'
+        "    return round(price * (100 - percent) / 100, 2)\n\n\n"
+        "def calc_total(items: list) -> float:\n    return 0.0\n\n\n"
+        "@functools.cache\ndef clamp(x, lo, hi):\n    return max(lo, min(hi, x))\n"
+    )
+
+
+async def test_a_snippet_that_is_a_script_is_refused_and_the_model_is_told(
     workspace: Path,
 ) -> None:
-    snippet = "def calc_total(items: list) -> float:\n    return 0.0\n"
+    snippet = "def calc_total(items):\n    return 0\n\n\nprint(calc_total([]))\n"
     result = await _read(
         FencedFileWrites(workspace, ("shop/",)), f"`shop/pricing.py`:\n```python\n{snippet}```"
     )
     assert result is not None and not result.message.tool_calls
     assert "shop/pricing.py without apply_discount" in result.tool_call_problem
     assert "edit_file" in result.tool_call_problem
+
+
+async def test_a_test_shown_alone_goes_to_the_one_file_the_reply_names(workspace: Path) -> None:
+    """As the 1.5B model answered: a test and its import, "add this to tests/..."."""
+    (workspace / "tests").mkdir()
+    test = "from shop.pricing import calc_total\n\n\ndef test_total():\n    assert calc_total\n"
+    (workspace / "tests" / "test_pricing.py").write_text(test)
+    text = (
+        "Here's the test:\n\n```python\nfrom shop.pricing import apply_discount\n\n"
+        "def test_discount() -> None:\n    assert apply_discount(10, 50) == 5\n```\n\n"
+        "Add it to `tests/test_pricing.py`, then run the tests."
+    )
+    hook = FencedFileWrites(workspace, ("shop/pricing.py", "tests/test_pricing.py"))
+    merged = _writes(await _read(hook, text))["tests/test_pricing.py"]
+    assert merged.startswith(
+        "from shop.pricing import calc_total\nfrom shop.pricing import apply_discount\n"
+    )
+    assert merged.endswith("def test_discount() -> None:\n    assert apply_discount(10, 50) == 5\n")
+    assert "def test_total():" in merged
 
 
 async def test_a_name_the_task_asks_to_rename_may_leave_the_file(workspace: Path) -> None:
@@ -115,12 +152,14 @@ async def test_a_name_the_task_asks_to_rename_may_leave_the_file(workspace: Path
         ("### ../outside.py\n```python\nX = 1\n```", "not a path inside the workspace"),
         (f"### shop/pricing.py\n```python\n{PRICING}```", "as it already is"),
         ("### shop/new.py\n```python\nprint('hi')\n```", "defines nothing"),
+        ("### shop/new.py\n```python\ndef finish(summary):\n    print(summary)\n```", "a tool"),
     ],
 )
 async def test_what_is_not_plainly_a_whole_file_is_refused_with_the_reason(
     workspace: Path, text: str, problem: str
 ) -> None:
-    result = await _read(FencedFileWrites(workspace, ("shop/pricing.py", "shop/new.py")), text)
+    hook = FencedFileWrites(workspace, ("shop/pricing.py", "shop/new.py"), tools=TOOLS)
+    result = await _read(hook, text)
     assert result is not None and not result.message.tool_calls
     assert problem in result.tool_call_problem
 
@@ -133,7 +172,8 @@ async def test_nothing_changes_for_calls_cut_replies_unnamed_code_or_prose(works
     assert await hook.after_model(StepInfo("coder", 1, []), called) is None
     assert await _read(hook, "```python\nX = 1\n```") is None  # two files in scope, no path
     assert await _read(hook, "I will now edit `shop/pricing.py`.") is None
-    twice = f"### shop/pricing.py\n```python\n{TYPED}```\n`shop/pricing.py`:\n```\n{RENAMED}```"
+    other = TYPED.replace("100 - percent", "100.0 - percent")
+    twice = f"### shop/pricing.py\n```python\n{TYPED}```\n`shop/pricing.py`:\n```\n{other}```"
     assert await _read(hook, twice) is None  # which one?
 
 
@@ -172,8 +212,8 @@ async def test_an_agent_whose_model_shows_the_file_writes_it(workspace: Path) ->
 
 
 async def test_an_agent_is_told_what_its_fenced_file_would_delete(workspace: Path) -> None:
-    snippet = "`shop/pricing.py`:\n```python\ndef calc_total(items):\n    return 0\n```"
-    model = ScriptedModel([snippet, call("finish", summary="no")])
+    script = "`shop/pricing.py`:\n```python\ndef calc_total(items):\n    return 0\n\nprint(1)\n```"
+    model = ScriptedModel([script, call("finish", summary="no")])
     agent = Agent[str](
         "coder",
         model=model,

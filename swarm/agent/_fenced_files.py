@@ -1,29 +1,36 @@
-"""A whole file shown in a fence, where a tool call was wanted, read as `write_file`.
+"""Code shown in a fence, where a tool call was wanted, read as a `write_file` of it.
 
-Small open models asked to change a file often answer with the file itself: a path on
-the line above a fenced block (`### app/pricing.py`, `` `app/pricing.py`: ``), in the
-fence's info string (```` ```python app/pricing.py ````), or nothing at all when the
-subtask has one file. That reply changes nothing, and telling the model to call a tool
-rarely helps a model of that size. `FencedFileWrites` (an `after_model` hook) reads such a
-reply, when it calls no tool and was not cut off, as one `write_file` call per file shown
-(the format aider calls "whole"), so the check judges the change like any other.
+Small open models asked to change a file often answer with code instead of a call: the
+whole file, or the functions they changed or added, under a path (`### app/pricing.py`,
+`` `app/pricing.py`: ``), with the path in the fence's info string (```` ```python
+app/pricing.py ````) or in a first-line comment, or with no path at all when the subtask
+has one file or the reply's prose names one ("add this test to `tests/test_x.py`"). That
+reply changes nothing, and telling the model to call a tool rarely helps a model of that
+size. `FencedFileWrites` (an `after_model` hook) reads such a reply, when it calls no
+tool and was not cut off, as one `write_file` call per file shown, so the check judges
+the change like any other.
 
-Only what is plainly a whole file is taken:
+What a block becomes, and when it is refused:
 
-- its path is in the agent's scope (a subtask's files: paths, directories or globs), or,
-  with no scope, a file the workspace already has; a block whose path is only inferred
-  (one file in scope, no path written) must be in that file's language;
-- Python must parse, hold no elision (`# ... rest unchanged`, a lone `...`), and keep
-  every top-level definition of the file it replaces and every method of its classes,
-  except names the task itself mentions (a rename or a removal it asks for): a snippet
-  of the one function the model changed is not the file;
+- its path must be in the agent's scope (a subtask's files: paths, directories or
+  globs), or, with no scope, a file the workspace already has; a block whose path is
+  only inferred must be in that file's language;
+- Python must parse, hold no elision (`# ... rest unchanged`, a lone `...`) and define
+  something, but no function named as one of the agent's tools (`def finish(summary)`:
+  how the model thinks a tool works). When it keeps every top-level definition of the file it replaces (and every
+  method of its classes), bar names the task mentions (a rename or a removal it asks
+  for), it is the whole file (what aider calls the "whole" format). Otherwise, when it
+  holds only imports, functions and classes, they are put into the file: each replaces
+  the definition of its name or is added at the end, each new import goes after the
+  file's imports; the result must keep every definition too. A block with anything else
+  (a script, example calls) is refused;
 - another existing file must keep all of its lines (it may only grow); a new file is
   taken as written;
-- a path shown twice is ambiguous and taken from neither block.
+- two blocks that would make a file two different ways: neither is taken.
 
-A block that names a path but fails a rule becomes the reply's `tool_call_problem`, which
-the agent tells the model (what was left out, and that `edit_file` changes a part). Calls
-made so are counted as read from text (`tool_call_format` `fenced-file`).
+A block that names its path but is refused becomes the reply's `tool_call_problem`,
+which the agent tells the model (what would be lost, and that `edit_file` changes a part).
+Calls made so are counted as read from text (`tool_call_format` `fenced-file`).
 """
 
 from __future__ import annotations
@@ -74,6 +81,9 @@ class FencedFileWrites(Hooks):
     asked: str = ""
     """What the agent was asked to do: names it mentions may leave a file."""
     tool: str = "write_file"
+    tools: frozenset[str] = frozenset()
+    """The agent's tool names: code defining one (`def finish(summary): ...`) shows how the
+    model thinks a tool works, not code for a file."""
 
     async def after_model(self, info: StepInfo, result: ChatResult) -> ChatResult | None:
         message = result.message
@@ -103,26 +113,22 @@ class FencedFileWrites(Hooks):
         )
 
     def _read(self, text: str) -> tuple[dict[str, str], str]:
-        """{path: content} of the whole files `text` shows, and why a block that named
-        its path was not taken ("" when none failed)."""
-        blocks = list(_blocks(text))
-        inferred = self._only_file()
-        shown: dict[str, list[_Block]] = {}
-        for block in blocks:
-            path = block.path or inferred
-            if path is not None and (block.path is not None or _fits(path, block.language)):
-                shown.setdefault(path, []).append(block)
-        writes: dict[str, str] = {}
+        """{path: new content} of the files `text` shows, and why a block that named its
+        path was not taken ("" when none failed)."""
+        inferred = self._only_file() or self._only_mentioned(text)
+        taken: dict[str, set[str]] = {}
         problem = ""
-        for path, versions in shown.items():
-            if len(versions) > 1:
-                continue  # which one?
-            why = self._refusal(path, versions[0])
-            if why is None:
-                writes[path] = _ended(versions[0].body)
-            elif versions[0].path is not None and not problem:
+        for block in _blocks(text):
+            path = block.path or inferred
+            if path is None or (block.path is None and not _fits(path, block.language)):
+                continue
+            content, why = self._content(path, block)
+            if content is not None:
+                taken.setdefault(path, set()).add(content)
+            elif block.path is not None and not problem:
                 problem = why
-        return writes, problem
+        # a path shown two ways is ambiguous: neither is taken
+        return {path: got.pop() for path, got in taken.items() if len(got) == 1}, problem
 
     def _only_file(self) -> str | None:
         """The scope's one file, when it is a single plain path."""
@@ -132,30 +138,42 @@ class FencedFileWrites(Hooks):
         plain = not only.endswith("/") and not any(c in only for c in "*?[")
         return only if plain and _normal(only) is not None else None
 
-    def _refusal(self, path: str, block: _Block) -> str | None:
-        """Why `block` is not taken as the whole of `path` (None: it is)."""
+    def _only_mentioned(self, text: str) -> str | None:
+        """The one file of the scope the reply's prose names, if it names only one ("add
+        this test to `tests/test_x.py`")."""
+        named = {
+            relative
+            for m in _PATH.finditer(text)
+            if (relative := _normal(m.group(1))) is not None
+            and self._in_scope(relative, (self.root / relative).is_file())
+        }
+        return named.pop() if len(named) == 1 else None
+
+    def _content(self, path: str, block: _Block) -> tuple[str | None, str]:
+        """What `path` becomes with `block`, or None and why not."""
         relative = _normal(path)
         if relative is None:
-            return f"the reply shows {path}, which is not a path inside the workspace"
+            return None, f"the reply shows {path}, which is not a path inside the workspace"
         target = self.root / relative
         exists = target.is_file()
         if not self._in_scope(relative, exists):
-            return None if block.path is None else f"the reply shows {path}, not one of its files"
+            return None, f"the reply shows {path}, not one of its files"
         old = target.read_text(errors="replace") if exists else None
-        if old is not None and _ended(block.body) == old:
-            return None if block.path is None else f"the reply shows {path} as it already is"
+        body = _ended(block.body)
+        if old is not None and body == old:
+            return None, f"the reply shows {path} as it already is"
         if path.endswith(".py"):
-            return _python_refusal(path, block.body, old, self.asked)
+            return _python_content(path, body, old, self.asked, self.tools)
         if old is not None:
-            kept = set(block.body.splitlines())
+            kept = set(body.splitlines())
             lost = [line for line in old.splitlines() if line.strip() and line not in kept]
             if lost:
-                return (
+                return None, (
                     f"the reply shows {path} without {len(lost)} of its lines "
                     f"(first: {lost[0].strip()[:60]!r}); show the whole file, or change a part "
                     "of it with edit_file"
                 )
-        return None
+        return body, ""
 
     def _in_scope(self, relative: str, exists: bool) -> bool:
         if not self.scope:
@@ -244,34 +262,131 @@ def _ended(body: str) -> str:
     return body.rstrip("\n") + "\n"
 
 
-def _python_refusal(path: str, body: str, old: str | None, asked: str) -> str | None:
+def _python_content(
+    path: str, body: str, old: str | None, asked: str, tools: frozenset[str]
+) -> tuple[str | None, str]:
+    """`path`'s new text from a Python block: the block itself when it is the whole file,
+    else the file with the block's definitions put in (`_merged`); None and why when
+    neither is plainly meant."""
     try:
         tree = ast.parse(body)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-        return f"the reply shows {path}, but it is not valid Python ({exc})"
+        return None, f"the reply shows {path}, but it is not valid Python ({exc})"
     if elided := _ELIDED.search(body):
-        return (
+        return None, (
             f"the reply shows {path} with a part left out ({elided.group(0).strip()!r}): "
             "show the whole file, or change a part of it with edit_file"
         )
     now = _defined(tree)
     if not now:
-        return f"the reply shows {path} as code that defines nothing (a file defines names)"
+        return None, f"the reply shows {path} as code that defines nothing (a file defines names)"
+    if named := sorted(now & tools):
+        return None, (
+            f"the reply's code for {path} defines {', '.join(named)}, a tool: call a tool "
+            "as the format above says, do not write it"
+        )
     if old is None:
-        return None
+        return body, ""
     try:
         before = ast.parse(old)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None  # the file as it is does not parse: any parsing whole is better
+        return body, ""  # the file as it is does not parse: any parsing whole is better
     mentioned = set(re.findall(r"\w+", asked))
-    lost = sorted(n for n in _defined(before) - now if n.rpartition(".")[2] not in mentioned)
-    if lost:
-        shown = ", ".join(lost[:5]) + (" ..." if len(lost) > 5 else "")
-        return (
-            f"the reply shows {path} without {shown}, which the file defines now (writing "
-            "it would delete them): show the whole file, or change a part of it with edit_file"
-        )
-    return None
+    lost = _lost(before, tree, mentioned)
+    if not lost:
+        return body, ""
+    merged = _merged(old, before, body, tree)
+    if merged is not None and not _lost(before, ast.parse(merged), mentioned):
+        return merged, ""
+    shown = ", ".join(lost[:5]) + (" ..." if len(lost) > 5 else "")
+    return None, (
+        f"the reply shows {path} without {shown}, which the file defines now (writing "
+        "it would delete them): show the whole file, or change a part of it with edit_file"
+    )
+
+
+def _lost(before: ast.Module, after: ast.Module, mentioned: set[str]) -> list[str]:
+    """What `before` defines that `after` does not, bar names the task mentions."""
+    gone = _defined(before) - _defined(after)
+    return sorted(n for n in gone if n.rpartition(".")[2] not in mentioned)
+
+
+_MERGEABLE = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _merged(old: str, before: ast.Module, body: str, snippet: ast.Module) -> str | None:
+    """`old` with `snippet`'s definitions put in: each function or class replaces the one
+    of its name, or is added at the end; each import not already there goes after the
+    file's imports. None when the snippet holds anything else (a script, example calls):
+    then it is not code for the file."""
+    if not all(isinstance(node, _MERGEABLE) for node in snippet.body):
+        return None
+    lines = old.splitlines(keepends=True)
+    spans = {
+        node.name: (_first_line(node), node.end_lineno or node.lineno)
+        for node in before.body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+    }
+    have = {line.strip() for line in lines}
+    imports: list[str] = []
+    added: list[str] = []
+    replaced: dict[int, tuple[int, str]] = {}
+    for node in snippet.body:
+        source = _source(body, node)
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            if source.strip() not in have:
+                imports.append(source)
+        elif not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            return None
+        elif node.name in spans:
+            first, last = spans[node.name]
+            replaced[first] = (last, source)
+        else:
+            added.append(source)
+    out: list[str] = []
+    skip_to = 0
+    after_imports = _after_imports(before)
+    for number, line in enumerate(lines, start=1):
+        if number == after_imports and imports:
+            out.extend(imports)
+        if number <= skip_to:
+            continue
+        if number in replaced:
+            skip_to, source = replaced[number]
+            out.append(source)
+            continue
+        out.append(line)
+    if after_imports > len(lines) and imports:
+        out.extend(imports)
+    text = "".join(out).rstrip("\n") + "\n"
+    for source in added:
+        text += "\n\n" + source
+    return text
+
+
+def _first_line(node: ast.stmt) -> int:
+    decorators: list[ast.expr] = getattr(node, "decorator_list", [])
+    return min([node.lineno, *(d.lineno for d in decorators)])
+
+
+def _source(text: str, node: ast.stmt) -> str:
+    """`node`'s lines in `text`, decorators included, ending with a newline."""
+    lines = text.splitlines(keepends=True)
+    chunk = "".join(lines[_first_line(node) - 1 : node.end_lineno or node.lineno])
+    return chunk.rstrip("\n") + "\n"
+
+
+def _after_imports(tree: ast.Module) -> int:
+    """The line new imports go before: after the file's last top-level import (or its
+    docstring), so they come before the code that uses them."""
+    last = 0
+    for i, node in enumerate(tree.body):
+        docstring = i == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+        if isinstance(node, ast.Import | ast.ImportFrom) or docstring:
+            last = node.end_lineno or node.lineno
+        elif last or i > 0:
+            break
+    return last + 1
 
 
 def _defined(tree: ast.Module) -> set[str]:

@@ -116,7 +116,8 @@ class AgentFactory:
         if not is_local(path) or not any(t.name == "write_file" for t in self.tools):
             return ()
         asked = f"{st.title}\n{st.instructions}"
-        return (FencedFileWrites(path, st.files, asked=asked),)
+        tools = frozenset(t.name for t in self.tools)
+        return (FencedFileWrites(path, st.files, asked=asked, tools=tools),)
 
     async def plan(self, path: Path, written: WriteLog) -> Plan:
         """Ask the planner (working in `path`), feeding validation errors back a bounded
