@@ -92,6 +92,27 @@ async def test_a_path_missing_its_directory_names_the_file_it_means(ws: Path) ->
     assert out == "wrote 6 bytes to calc.py (a new file; src/calc.py exists: did you mean that?)"
 
 
+async def test_write_file_unindents_python_written_all_indented_and_names_what_it_drops(
+    ws: Path,
+) -> None:
+    """As the 1.5B model wrote a module inside a JSON string: every line indented."""
+    indented = "\n    import math\n\n    def add(a, b):\n        return a + b\n    "
+    out = await call("write_file", ws, path="src/calc.py", content=indented)
+    assert "(every line was indented: written without that indent)" in out
+    assert "sub is no longer in it" in out
+    assert (
+        ws / "src" / "calc.py"
+    ).read_text() == "import math\n\ndef add(a, b):\n    return a + b\n"
+
+
+async def test_write_file_says_where_python_does_not_parse(ws: Path) -> None:
+    out = await call("write_file", ws, path="src/new.py", content="def f(:\n    pass\n")
+    assert "It is not valid Python (line 1: " in out
+    assert (ws / "src" / "new.py").read_text() == "def f(:\n    pass\n"  # written as given
+    text = await call("write_file", ws, path="notes.txt", content="    indented\n")
+    assert text == "wrote 13 bytes to notes.txt"
+
+
 async def test_write_file_over_a_module_says_which_definitions_it_dropped(ws: Path) -> None:
     out = await call("write_file", ws, path="src/calc.py", content="def add(a, b):\n    pass\n")
     assert out == (

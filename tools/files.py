@@ -15,6 +15,7 @@ import ast
 import difflib
 import os
 import re
+import textwrap
 from pathlib import Path
 
 from swarm.agent._confined import list_confined, read_confined, write_confined
@@ -266,6 +267,7 @@ def write_file(ctx: ToolContext, path: str, content: str) -> str:
         path: File path relative to the workspace root.
         content: The whole new content of the file.
     """
+    content, note = _python_checked(path, content)
     data = content.encode("utf-8")
     try:
         before: str | None = _read_text(ctx, path)[1]
@@ -273,7 +275,7 @@ def write_file(ctx: ToolContext, path: str, content: str) -> str:
         before = None
     target = write_confined(ctx, path, data)
     ctx.written.note(_rel(ctx, target))
-    done = f"wrote {len(data)} bytes to {_rel(ctx, target)}"
+    done = f"wrote {len(data)} bytes to {_rel(ctx, target)}{note}"
     if before is None:
         others = _same_name(ctx, path)
         if others:
@@ -286,6 +288,32 @@ def write_file(ctx: ToolContext, path: str, content: str) -> str:
             "put back what is missing (edit_file changes part of a file)"
         )
     return done
+
+
+def _python_checked(path: str, content: str) -> tuple[str, str]:
+    """`content` for a Python file, unindented when every line of it was indented (as a
+    small model writes code inside a JSON string) and only so it parses, and a note for
+    the tool's result: that, or where it does not parse."""
+    if not path.endswith(".py"):
+        return content, ""
+    try:
+        ast.parse(content)
+        return content, ""
+    except (SyntaxError, ValueError) as exc:
+        problem = exc
+    unindented = textwrap.dedent(content).strip("\n").rstrip() + "\n"
+    if unindented.strip() and unindented != content.strip("\n").rstrip() + "\n":
+        try:
+            ast.parse(unindented)
+        except (SyntaxError, ValueError):
+            pass
+        else:
+            return unindented, " (every line was indented: written without that indent)"
+    where = (
+        f"line {problem.lineno}: " if isinstance(problem, SyntaxError) and problem.lineno else ""
+    )
+    message = problem.msg if isinstance(problem, SyntaxError) else str(problem)
+    return content, f". It is not valid Python ({where}{message}): fix it before running tests"
 
 
 _SCAN_LIMIT = 5000
