@@ -381,3 +381,18 @@ def test_a_content_written_as_javascript_lines_joined_is_read() -> None:
     assert found.repaired == 1 and found.calls[0].name == "write_file"
     content = json.loads(found.calls[0].arguments)["content"]
     assert content == "from dataclasses import dataclass\n\n@dataclass\nclass Item:\n    name: str"
+
+
+def test_a_triple_quoted_value_with_a_docstring_inside_and_no_comma_after_is_read() -> None:
+    """As Qwen2.5-Coder-1.5B wrote an edit: `new` as a Python triple-quoted string holding a
+    function with its own docstring, and no comma before the next key."""
+    text = (
+        '```json\n{\n  "name": "edit_file",\n  "arguments": {\n    "path": "m.py",\n'
+        '    "old": "def clamp(x):",\n    "new": """\ndef clamp(x):\n'
+        '    """Clamp x."""\n    return x\n"""\n    "replace_all": false\n  }\n}\n```'
+    )
+    found = calls_from_text(text, {"edit_file"})
+    assert found.repaired == 1 and found.calls[0].name == "edit_file"
+    arguments = json.loads(found.calls[0].arguments)
+    assert arguments["new"] == '\ndef clamp(x):\n    """Clamp x."""\n    return x\n'
+    assert arguments["replace_all"] is False

@@ -17,13 +17,13 @@ What a block becomes, and when it is refused:
   only inferred must be in that file's language;
 - Python must parse, hold no elision (`# ... rest unchanged`, a lone `...`) and define
   something, but no function named as one of the agent's tools (`def finish(summary)`:
-  how the model thinks a tool works). When it keeps every top-level definition of the file it replaces (and every
-  method of its classes), bar names the task mentions (a rename or a removal it asks
-  for), it is the whole file (what aider calls the "whole" format). Otherwise, when it
-  holds only imports, functions and classes, they are put into the file: each replaces
-  the definition of its name or is added at the end, each new import goes after the
-  file's imports; the result must keep every definition too. A block with anything else
-  (a script, example calls) is refused;
+  how the model thinks a tool works). When it keeps every top-level definition of the
+  file it replaces (and every method of its classes), bar names the task mentions (a
+  rename or a removal it asks for), it is the whole file (what aider calls the "whole"
+  format). Otherwise, when it holds only imports, functions and classes, they are put
+  into the file: each replaces the definition of its name or is added at the end, each
+  new import goes after the file's imports; the result must keep every definition too.
+  A block with anything else (a script, example calls) is refused;
 - another existing file must keep all of its lines (it may only grow); a new file is
   taken as written;
 - two blocks that would make a file two different ways: neither is taken.

@@ -574,7 +574,7 @@ def _loads(text: str) -> tuple[Any, bool | None]:
     except ValueError:
         pass
     if '"""' in text:  # a value written as a Python triple-quoted string (code, mostly)
-        quoted = _TRIPLE.sub(lambda m: json.dumps(m.group(1)), text)
+        quoted = _TRIPLE.sub(_triple_quoted, text)
         try:
             return json.loads(quoted, strict=False), True
         except ValueError:
@@ -630,7 +630,15 @@ def _python_names(text: str) -> str:
 
 
 # `"key": """..."""`: a JSON value written as a Python triple-quoted string
-_TRIPLE = re.compile(r'(?<=:)\s*"""(.*?)"""(?=\s*[,}\]])', re.DOTALL)
+# ends where JSON goes on: a comma, a close, or the next key with its comma left out (the
+# value's own docstring quotes are inside it then, as the 1.5B model wrote one)
+_TRIPLE = re.compile(r'(?<=:)\s*"""(.*?)"""(?=\s*(?:([,}\]])|"[\w-]{1,64}"\s*:))', re.DOTALL)
+
+
+def _triple_quoted(m: re.Match[str]) -> str:
+    """`_TRIPLE`'s value as a JSON string, and the comma before the next key if it was
+    left out."""
+    return json.dumps(m.group(1)) + ("" if m.group(2) else ",")
 
 
 _NEXT_KEY = re.compile(r'\s*,\s*"[^"\\\n]{1,64}"\s*:')
