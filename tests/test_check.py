@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -54,3 +55,24 @@ async def test_a_check_killed_by_sigkill_is_not_remembered_for_its_tree(tmp_path
     third = await checker(tmp_path, command, key="tree")
     assert third.passed and third.reused
     assert runs.read_text().count("x") == 2
+
+
+def test_a_worktrees_environment_follows_os_environ_and_its_own_src(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The part of a check's environment that no worktree changes is made once (`env_for`
+    runs at every check and agent), yet a changed `os.environ` is seen at the next call, a
+    worktree's `src/` made meanwhile is on its PYTHONPATH, and a caller changing what it
+    got changes nothing for the next."""
+    environment = CheckEnvironment.resolve(tmp_path, python=sys.executable)
+    first = environment.env_for(tmp_path)
+    first["PATH"] = "/nowhere"
+    assert environment.env_for(tmp_path)["PATH"] != "/nowhere"
+    assert environment.env_for(tmp_path)["PATH"].startswith(str(Path(sys.executable).parent))
+    monkeypatch.setenv("LC_SWARM_TEST", "one")
+    assert environment.env_for(tmp_path)["LC_SWARM_TEST"] == "one"
+    monkeypatch.setenv("LC_SWARM_TEST", "two")
+    assert environment.env_for(tmp_path)["LC_SWARM_TEST"] == "two"
+    assert environment.env_for(tmp_path)["PYTHONPATH"].split(os.pathsep)[0] == str(tmp_path)
+    (tmp_path / "src").mkdir()
+    assert environment.env_for(tmp_path)["PYTHONPATH"].split(os.pathsep)[0] == str(tmp_path / "src")

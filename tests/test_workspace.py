@@ -287,6 +287,32 @@ async def test_git_helper_raises_with_gits_message(tmp_path: Path) -> None:
     assert await git("--version", cwd=tmp_path) == sh(tmp_path, "--version").rstrip("\n")
 
 
+async def test_a_chain_of_gits_runs_in_order_and_stops_at_the_first_failure(
+    tmp_path: Path,
+) -> None:
+    """`git_chain`: the commands run one after the other in one process start, in a path
+    a shell would split or expand (space, quote, `$`); the first failure stops the rest
+    and raises with git's message."""
+    from swarm.run._git import git_chain
+
+    odd = tmp_path / "a b'$HOME"
+    odd.mkdir()
+    sh(odd, "init", "-q", "-b", "main")
+    (odd / "f.txt").write_text("one\n")
+    sh(odd, "add", "f.txt")
+    sh(odd, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    (odd / "f.txt").write_text("edited\n")
+    (odd / "junk.txt").write_text("untracked\n")
+    (odd / "keep.txt").write_text("kept\n")
+    await git_chain(("reset", "--hard", "--quiet"), ("clean", "-ffdxq", "-e", "keep.txt"), cwd=odd)
+    assert (odd / "f.txt").read_text() == "one\n"
+    assert not (odd / "junk.txt").exists() and (odd / "keep.txt").exists()
+    (odd / "junk.txt").write_text("untracked\n")
+    with pytest.raises(WorkspaceError, match=r"git reset --hard / clean -ffdxq failed.*bad-rev"):
+        await git_chain(("reset", "--hard", "bad-rev"), ("clean", "-ffdxq"), cwd=odd)
+    assert (odd / "junk.txt").exists()  # the clean after the failed reset did not run
+
+
 def test_a_stale_packed_refs_lock_is_told(repo: Path) -> None:
     """A git killed mid-way leaves `packed-refs.lock`: every later ref deletion waits on it,
     then fails. A run says so at its start (`solve`'s warnings); a fresh one is some git at

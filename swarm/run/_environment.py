@@ -77,6 +77,10 @@ class CheckEnvironment:
     exports: dict[Path, dict[str, str]] = field(default_factory=dict, compare=False)
     """What `setup:` exported in each worktree it prepared (`prepare`): part of the
     environment of that worktree's commands from then on."""
+    _made: list[tuple[Mapping[str, str], dict[str, str]]] = field(
+        default_factory=list, init=False, compare=False, repr=False
+    )
+    """The environment `_interpreter_env` made last, with the base it was made from."""
 
     @classmethod
     def resolve(
@@ -122,7 +126,26 @@ class CheckEnvironment:
 
     def env_for(self, cwd: Path, base: Mapping[str, str] | None = None) -> dict[str, str]:
         """Environment for a check or an agent's command in worktree `cwd`."""
-        env = command_env(environ() if base is None else base)  # os.environ, decoded once
+        env = dict(self._interpreter_env(environ() if base is None else base))
+        paths = [str(cwd / "src")] if (cwd / "src").is_dir() else []
+        paths.append(str(cwd))
+        if env.get("PYTHONPATH"):
+            paths.append(env["PYTHONPATH"])
+        env["PYTHONPATH"] = os.pathsep.join(paths)  # the worktree's code, not the checkout's
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        env.update(self.extra)
+        env.update(self.exports.get(cwd, {}))
+        return env
+
+    def _interpreter_env(self, base: Mapping[str, str]) -> Mapping[str, str]:
+        """What of `base` every worktree's commands get, with the interpreter's `PATH` and
+        `VIRTUAL_ENV`: made again only when `base` is another object (`environ()` is the
+        same one until `os.environ` changes). A solve asks for an environment at every
+        check and agent (600 times in 300 subtasks), and this part never depends on the
+        worktree."""
+        if self._made and self._made[0][0] is base:
+            return self._made[0][1]
+        env = command_env(base)
         path = [p for p in env.get("PATH", "").split(os.pathsep) if p]
         own = _swarm_venv_bin()
         if own is not None and (self.python is None or own != self.python.parent):
@@ -133,14 +156,7 @@ class CheckEnvironment:
             if (self.python.parent.parent / "pyvenv.cfg").is_file():
                 env["VIRTUAL_ENV"] = str(self.python.parent.parent)
         env["PATH"] = os.pathsep.join(path)
-        paths = [str(cwd / "src")] if (cwd / "src").is_dir() else []
-        paths.append(str(cwd))
-        if env.get("PYTHONPATH"):
-            paths.append(env["PYTHONPATH"])
-        env["PYTHONPATH"] = os.pathsep.join(paths)  # the worktree's code, not the checkout's
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
-        env.update(self.extra)
-        env.update(self.exports.get(cwd, {}))
+        self._made[:] = [(base, env)]  # holds `base`: no other object takes its place
         return env
 
     def context(

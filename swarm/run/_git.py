@@ -1,7 +1,8 @@
 """Git plumbing for workspaces: running git, the per-repository lock, removal.
 
 Owns `git` (run git, stdout or a WorkspaceError; started through `swarm.run._spawn`, its
-environment built once until `os.environ` changes), `git_retry` (for ref and worktree
+environment built once until `os.environ` changes), `git_chain` (several git commands
+for one process start), `git_retry` (for ref and worktree
 changes that may meet another process's `.lock`), the per-repository, per-event-loop
 `anyio.Lock` (`repo_lock`, `repo_state`) with its batches of branches and trash to delete,
 owner files' liveness, and `unregister` (removing a worktree's files, git record and
@@ -13,13 +14,14 @@ from __future__ import annotations
 
 import logging
 import os
+import shlex
 import shutil
 import socket
 import stat
 import sys
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +42,7 @@ __all__ = [
     "common_dir",
     "delete_branch",
     "git",
+    "git_chain",
     "git_retry",
     "owner_alive",
     "repo_lock",
@@ -172,6 +175,30 @@ async def _git_raw(
         detail = (done.stderr or done.stdout).decode(errors="replace").strip()
         raise WorkspaceError(f"git {' '.join(args[:2])} failed in {cwd}: {detail}")
     return done.stdout.decode("utf-8", "surrogateescape")
+
+
+async def git_chain(*commands: Sequence[str], cwd: Path) -> None:
+    """Run git `commands` in `cwd` one after the other, stopping at the first that fails
+    (WorkspaceError, as `git`), for one process start: a shell running them, the last in
+    its place (`exec`). Each start costs the coordinator about 0.3 ms of CPU (see
+    `swarm.run._spawn`), a git's own work in its child is not the coordinator's. Without
+    a shell on PATH they run one by one."""
+    env = _base_env()
+    executable, shell = _spawn.which("git", env), _spawn.which("sh", env)
+    if executable is None or shell is None:
+        for command in commands:
+            await git(*command, cwd=cwd)
+        return
+    steps = [shlex.join([executable, "-C", str(cwd), *command]) for command in commands]
+    script = " && ".join([*steps[:-1], f"exec {steps[-1]}"])
+    try:
+        done = await _spawn.run([shell, "-c", script], env=env)
+    except OSError as exc:
+        raise WorkspaceError(f"could not run git in {cwd}: {exc}") from exc
+    if done.returncode:
+        detail = (done.stderr or done.stdout).decode(errors="replace").strip()
+        names = " / ".join(" ".join(command[:2]) for command in commands)
+        raise WorkspaceError(f"git {names} failed in {cwd}: {detail}")
 
 
 async def git_retry(*args: str, cwd: Path, input: bytes | None = None) -> str:

@@ -42,6 +42,11 @@ _OVERRUN = 0.25
 """What is left of a subtask running past its estimate, in lengths."""
 _FIX_PRIOR = 0.5
 """A fix round's length, in subtask lengths, until one was measured."""
+REFRESHES_PER_PASS = 25
+"""Refreshes on events per pass over the plan (each subtask starting and finishing): a
+refresh of a 300-subtask plan takes 0.3 ms of CPU; every 3 events (100 per pass), they
+were 0.1 ms per model call of a 300-subtask solve. Between them `tick` still refreshes
+before a call once a tenth of a subtask's length has passed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,9 +74,10 @@ class LivePath:
     ) -> None:
         self._ids = [s.id for s in plan.subtasks]
         self._index = index = {x: i for i, x in enumerate(self._ids)}
-        self._every = max(1, len(self._ids) // 100)
-        """Events between refreshes: a refresh is linear in the plan, so a plan of 10,000
-        subtasks is re-estimated every 100 events (and on calls as time passes)."""
+        self._every = max(1, len(self._ids) // REFRESHES_PER_PASS)
+        """Events between refreshes: a refresh is linear in the plan, so a plan of 300
+        subtasks is re-estimated every 12 events, one of 10,000 every 400 (and on calls as
+        time passes: `tick`)."""
         self._events = 0
         self._deps = [[index[d] for d in s.depends_on] for s in plan.subtasks]
         self._after: list[list[int]] = [[] for _ in self._ids]

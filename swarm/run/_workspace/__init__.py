@@ -45,6 +45,7 @@ from swarm.run._git import (
     admin_dir,
     common_dir,
     git,
+    git_chain,
     git_retry,
     hook_env,
     owner_alive,
@@ -167,11 +168,13 @@ class Workspace:
         """Make this worktree a fresh one at `base` for new work: its branch and files at
         `base`, every untracked file gone but those matching `keep` (what `include:`
         brought), its write log empty. Much cheaper than a new worktree: no repository
-        lock, and only the files that differ are written."""
+        lock, only the files that differ are written, and one process start for both
+        gits (`git_chain`)."""
         sha = await _commit_of(self.repo, base)
-        await git("reset", "--hard", "--quiet", sha, cwd=self.path)
         excludes = [arg for pattern in keep for arg in ("-e", pattern)]
-        await git("clean", "-ffdxq", *excludes, cwd=self.path)
+        await git_chain(
+            ("reset", "--hard", "--quiet", sha), ("clean", "-ffdxq", *excludes), cwd=self.path
+        )
         self.base = sha
         self.written = WriteLog()
 
