@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -107,13 +107,26 @@ def _encode(span: ReadableSpan) -> str | None:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Group:
+    """Where a span's JSON text goes in the file: the resource and scope of its line."""
+
+    resource: Mapping[str, Any]
+    scope: str
+    version: str
+
+
 class JsonlSpanProcessor(SpanProcessor):
     """Appends every finished span to an OTLP JSON Lines file; never drops one.
 
-    `on_end` only appends to an unbounded deque; a writer thread owned by the processor
-    encodes and writes whole lines every `flush_interval_s` or `flush_spans` spans, and
-    flushes the file each time, so a crashed run keeps all but its last instant.
-    `shutdown` stops and joins the thread and writes whatever is left.
+    `on_end` encodes the span to its JSON text at once and queues only that text: a queued
+    SDK span would keep a dozen objects alive (its attributes, events, context, lock) until
+    the writer ran, and at hundreds of calls in flight those survivors made the collector's
+    older generations several times costlier than the spans themselves (measured: 0.1 ms of
+    GC per model call). A writer thread owned by the processor writes whole lines every
+    `flush_interval_s` or `flush_spans` spans, and flushes the file each time, so a crashed
+    run keeps all but its last instant. `shutdown` stops and joins the thread and writes
+    whatever is left.
     """
 
     def __init__(
@@ -127,7 +140,8 @@ class JsonlSpanProcessor(SpanProcessor):
         self.spans_written = 0
         self._interval = flush_interval_s
         self._batch = flush_spans
-        self._pending: deque[ReadableSpan] = deque()
+        self._pending: deque[tuple[_Group, str]] = deque()
+        self._groups: dict[tuple[int, str, str], _Group] = {}
         self._wake = threading.Event()
         self._stop = False
         self._write_lock = threading.Lock()
@@ -140,7 +154,23 @@ class JsonlSpanProcessor(SpanProcessor):
         return None
 
     def on_end(self, span: ReadableSpan) -> None:
-        self._pending.append(span)
+        encoded = _encode(span)
+        if encoded is not None:
+            self.append(self._group(span), encoded)
+
+    def _group(self, span: ReadableSpan) -> _Group:
+        """The (resource, scope) line a span of this origin is written on."""
+        scope = span.instrumentation_scope
+        name, version = (scope.name, scope.version or "") if scope else ("", "")
+        key = (id(span.resource), name, version)
+        group = self._groups.get(key)
+        if group is None:
+            group = self._groups[key] = _Group(span.resource.attributes, name, version)
+        return group
+
+    def append(self, group: _Group, encoded: str) -> None:
+        """Queue one span's JSON text for the line of `group`."""
+        self._pending.append((group, encoded))
         if len(self._pending) >= self._batch:
             self._wake.set()
 
@@ -157,26 +187,15 @@ class JsonlSpanProcessor(SpanProcessor):
             pending = self._pending
             while pending:
                 n = min(len(pending), self._batch)
-                batch = [pending.popleft() for _ in range(n)]
-                self._write(batch)
+                self._write([pending.popleft() for _ in range(n)])
             self._fh.flush()
 
-    def _write(self, batch: list[ReadableSpan]) -> None:
-        groups: dict[tuple[int, str, str], list[str]] = {}
-        resources: dict[int, Any] = {}
-        for span in batch:
-            scope = span.instrumentation_scope
-            key = (
-                id(span.resource),
-                scope.name if scope else "",
-                (scope.version or "") if scope else "",
-            )
-            resources[id(span.resource)] = span.resource.attributes
-            encoded = _encode(span)
-            if encoded is not None:
-                groups.setdefault(key, []).append(encoded)
-        for (rid, scope_name, version), spans in groups.items():
-            line = traces_data_line(resources[rid], scope_name, spans, version)
+    def _write(self, batch: list[tuple[_Group, str]]) -> None:
+        lines: dict[int, tuple[_Group, list[str]]] = {}
+        for group, encoded in batch:
+            lines.setdefault(id(group), (group, []))[1].append(encoded)
+        for group, spans in lines.values():
+            line = traces_data_line(group.resource, group.scope, spans, group.version)
             self._fh.write(line + "\n")
             self.spans_written += len(spans)
 
