@@ -36,7 +36,7 @@ from swarm._routing.tier_model import TierModel
 from swarm._routing.tiers import make_policy, tier_refs
 from swarm._tokens import estimate_input_tokens
 from swarm._tracing import semconv as sc
-from swarm._tracing.setup import tracer
+from swarm._tracing.setup import start_span
 from swarm.budget import Budget
 from swarm.config import SwarmConfig, split_ref
 from swarm.config._secrets import capture_content, scrub
@@ -396,7 +396,7 @@ class Router:
             attrs[sc.INPUT_MESSAGES] = json.dumps(
                 [m.model_dump(exclude_defaults=True) for m in request.messages]
             )
-        return tracer().start_span(t.span_name, kind=SpanKind.CLIENT, attributes=attrs)
+        return start_span(t.span_name, attrs, SpanKind.CLIENT)
 
     def _failed(self, t: Target, span: trace.Span, exc: BaseException, permit: Permit) -> bool:
         """Record why the attempt failed, on its span, breaker and (for a 429) gates;
