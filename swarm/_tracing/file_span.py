@@ -154,6 +154,11 @@ class FileSpan(trace.Span):
                 )
             )
         )
+        # an ended span may be kept a while (a cancelled timer keeps the context it was made
+        # in, this span current in it): keep it small
+        self._attributes.clear()
+        self._events.clear()
+        self._links.clear()
 
     def __repr__(self) -> str:
         return f"FileSpan(name={self._name!r}, context={self._context!r})"
