@@ -36,6 +36,7 @@ from swarm._routing.tier_model import TierModel
 from swarm._routing.tiers import make_policy, tier_refs
 from swarm._tokens import estimate_input_tokens
 from swarm._tracing import semconv as sc
+from swarm._tracing.file_span import SharedAttributes
 from swarm._tracing.setup import start_span
 from swarm.budget import Budget
 from swarm.config import SwarmConfig, split_ref
@@ -122,7 +123,7 @@ class Router:
         }
         if t.provider.address:
             attrs[sc.SERVER_ADDRESS] = t.provider.address
-        t.attrs[tier] = attrs
+        t.attrs[tier] = SharedAttributes(attrs)
         return t
 
     def _policy(self, tier: str, role: str | None) -> Policy:
@@ -384,8 +385,7 @@ class Router:
         """The attempt's `chat` span, every attribute known at its start given at once (the
         SDK takes a lock and checks the value on each `set_attribute`)."""
         request = call.request
-        attrs = t.attrs[call.tier].copy()
-        attrs[sc.ATTEMPTS] = call.attempts
+        attrs: dict[str, AttributeValue] = {sc.ATTEMPTS: call.attempts}
         attrs[sc.ROUTE_REASON] = call.reason
         if call.scores:
             attrs[sc.ROUTE_SCORES] = call.scores
@@ -396,7 +396,7 @@ class Router:
             attrs[sc.INPUT_MESSAGES] = json.dumps(
                 [m.model_dump(exclude_defaults=True) for m in request.messages]
             )
-        return start_span(t.span_name, attrs, SpanKind.CLIENT)
+        return start_span(t.span_name, attrs, SpanKind.CLIENT, t.attrs[call.tier])
 
     def _failed(self, t: Target, span: trace.Span, exc: BaseException, permit: Permit) -> bool:
         """Record why the attempt failed, on its span, breaker and (for a 429) gates;

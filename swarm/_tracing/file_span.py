@@ -23,9 +23,21 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanContext, Status, StatusCode
 from opentelemetry.util.types import Attributes, AttributeValue
 
-from swarm._tracing.otlp_json import OtlpSpan, encode_span
+from swarm._tracing.otlp_json import OtlpSpan, encode_pairs, encode_span
 
-__all__ = ["FileSpan"]
+__all__ = ["FileSpan", "SharedAttributes"]
+
+
+class SharedAttributes:
+    """Attributes every span of one kind carries (a chat span's operation, provider, model,
+    tier, server): a `FileSpan` writes their JSON text, encoded once here, instead of
+    encoding them again on every span."""
+
+    __slots__ = ("attributes", "encoded")
+
+    def __init__(self, attributes: Mapping[str, AttributeValue]) -> None:
+        self.attributes: Mapping[str, AttributeValue] = dict(attributes)
+        self.encoded = encode_pairs(self.attributes)
 
 
 def _now() -> int:
@@ -46,6 +58,7 @@ class FileSpan(trace.Span):
         "_links",
         "_name",
         "_parent",
+        "_shared",
         "_start",
         "_status",
         "_write",
@@ -59,8 +72,12 @@ class FileSpan(trace.Span):
         kind: trace.SpanKind,
         attributes: dict[str, AttributeValue],
         write: Callable[[str], None],
+        shared: SharedAttributes | None = None,
     ) -> None:
+        """`attributes` are the span's own (the dict is the span's from here), `shared`
+        those it has in common with others of its kind (`attributes` may override one)."""
         self._name = name
+        self._shared = shared
         self._context = context
         self._parent = parent
         self._kind = kind
@@ -136,6 +153,14 @@ class FileSpan(trace.Span):
             return
         self._end = end = _now() if end_time is None else end_time
         ctx, parent, status = self._context, self._parent, self._status
+        own, shared = self._attributes, self._shared
+        if shared is None:
+            raw = None
+        elif own.keys().isdisjoint(shared.attributes):
+            raw = f"[{shared.encoded},{encode_pairs(own)}]" if own else f"[{shared.encoded}]"
+        else:  # a shared attribute set again on this span: written once, with its new value
+            own = {**shared.attributes, **own}
+            raw = None
         self._write(
             encode_span(
                 OtlpSpan(
@@ -146,11 +171,12 @@ class FileSpan(trace.Span):
                     kind=self._kind.value + 1,  # the SDK counts from INTERNAL=0, OTLP from 1
                     start_ns=self._start,
                     end_ns=end,
-                    attributes=self._attributes,
+                    attributes=own,
                     events=self._events,
                     links=self._links,
                     status_code=status.status_code.value if status is not None else 0,
                     status_message=(status.description or "") if status is not None else "",
+                    raw_attributes=raw,
                 )
             )
         )

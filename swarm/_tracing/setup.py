@@ -37,7 +37,7 @@ from opentelemetry.trace import SpanKind
 from opentelemetry.util.types import AttributeValue
 
 from swarm._tracing import semconv as sc
-from swarm._tracing.file_span import FileSpan
+from swarm._tracing.file_span import FileSpan, SharedAttributes
 from swarm._tracing.metrics import GenAIMetricsProcessor, meter_provider
 from swarm._tracing.otlp_json import OtlpSpan, encode_span, traces_data_line
 from swarm.config._secrets import capture_content as content_capture_on
@@ -64,17 +64,22 @@ def tracer() -> trace.Tracer:
 
 
 def start_span(
-    name: str, attributes: dict[str, AttributeValue], kind: SpanKind = SpanKind.INTERNAL
+    name: str,
+    attributes: dict[str, AttributeValue],
+    kind: SpanKind = SpanKind.INTERNAL,
+    shared: SharedAttributes | None = None,
 ) -> trace.Span:
-    """`tracer().start_span(name, kind=kind, attributes=attributes)`, for spans made on
-    every model call: when the active run's trace file is the only place its spans go, a
-    `FileSpan` (the same span at a fraction of the SDK's cost) written straight to it.
-    `attributes` then belongs to the span: pass a dict of your own."""
+    """`tracer().start_span(name, kind=kind, attributes=shared + attributes)`, for spans
+    made on every model call: when the active run's trace file is the only place its spans
+    go, a `FileSpan` (the same span at a fraction of the SDK's cost) written straight to
+    it. `attributes` then belongs to the span: pass a dict of your own."""
     run = _current_run.get()
     if run is not None and run._file_only():
         parent = trace.get_current_span().get_span_context()
         if not parent.is_valid or parent.trace_flags.sampled:
-            return run._file_span(name, parent, kind, attributes)
+            return run._file_span(name, parent, kind, attributes, shared)
+    if shared is not None:
+        attributes = {**shared.attributes, **attributes}
     return tracer().start_span(name, kind=kind, attributes=attributes)
 
 
@@ -351,6 +356,7 @@ class RunTrace:
         parent: trace.SpanContext,
         kind: SpanKind,
         attributes: dict[str, AttributeValue],
+        shared: SharedAttributes | None,
     ) -> FileSpan:
         ids = self.provider.id_generator
         if parent.is_valid:
@@ -372,7 +378,7 @@ class RunTrace:
             trace_state=state,
         )
         assert self._write is not None  # set with _jsonl
-        return FileSpan(name, context, up, kind, attributes, self._write)
+        return FileSpan(name, context, up, kind, attributes, self._write, shared)
 
     @property
     def spans_written(self) -> int:
