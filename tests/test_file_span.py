@@ -15,7 +15,7 @@ from opentelemetry.util.types import AttributeValue
 
 from swarm._routing.router import Router
 from swarm._tracing import semconv as sc
-from swarm._tracing.file_span import FileSpan
+from swarm._tracing.file_span import FileSpan, SharedAttributes
 from swarm._tracing.setup import run_tracing, span_clock, start_span, tracer
 from swarm.config import load_config
 from swarm.messages import ChatRequest, ChatResult, Message, Timing, Usage
@@ -73,6 +73,33 @@ def test_a_file_span_is_written_as_the_sdk_writes_its_span(tmp_path: Path) -> No
     assert ours["parentSpanId"] == f"{parent.get_span_context().span_id:016x}"
     assert fast.get_span_context().trace_flags == sdk.get_span_context().trace_flags
     assert run.spans_written == 3
+
+
+def test_shared_attributes_are_written_once_and_a_span_may_set_one_again(
+    tmp_path: Path,
+) -> None:
+    shared = SharedAttributes({sc.OPERATION: sc.OP_CHAT, sc.TIER: "speed", sc.SIMULATED: True})
+    with run_tracing("r", traces_dir=tmp_path) as run:
+        plain = start_span("chat a", {sc.ATTEMPTS: 1}, otel.SpanKind.CLIENT, shared)
+        plain.end()
+        again = start_span("chat b", {sc.ATTEMPTS: 2}, otel.SpanKind.CLIENT, shared)
+        again.set_attribute(sc.TIER, "reasoning")
+        again.end()
+        run.provider.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
+        sdk = start_span("chat c", {sc.ATTEMPTS: 3}, otel.SpanKind.CLIENT, shared)
+        sdk.set_attribute(sc.TIER, "reasoning")
+        sdk.end()
+    assert isinstance(plain, FileSpan) and isinstance(again, FileSpan)
+    assert not isinstance(sdk, FileSpan)
+    attrs = {s["name"]: {a["key"]: a["value"] for a in s["attributes"]} for s in _spans(run.path)}
+    assert attrs["chat a"] == {
+        sc.OPERATION: {"stringValue": sc.OP_CHAT},
+        sc.TIER: {"stringValue": "speed"},
+        sc.SIMULATED: {"boolValue": True},
+        sc.ATTEMPTS: {"intValue": "1"},
+    }
+    assert attrs["chat b"][sc.TIER] == attrs["chat c"][sc.TIER] == {"stringValue": "reasoning"}
+    assert len(_spans(run.path)[1]["attributes"]) == 4  # the tier once, with its new value
 
 
 def test_a_file_span_is_the_parent_of_spans_started_under_it(tmp_path: Path) -> None:
