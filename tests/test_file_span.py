@@ -48,6 +48,10 @@ def _use(span: otel.Span, link_to: otel.SpanContext) -> None:
     span.set_attributes({sc.OUTPUT_TOKENS: 7, sc.FINISH_REASONS: ("stop",), sc.COST_USD: 0.5})
     span.add_link(link_to, {sc.LINK_TYPE: sc.LINK_DEPENDS_ON})
     span.update_name("chat renamed")
+    try:
+        raise ValueError("bad reply")
+    except ValueError as exc:
+        span.record_exception(exc, {"where": "here"})
     span.set_status(otel.Status(otel.StatusCode.ERROR, "HTTP 500: down"))
     span.end()
     span.set_attribute(sc.INPUT_TOKENS, 1)  # after the end: ignored, as by the SDK

@@ -15,6 +15,7 @@ It is a real `opentelemetry.trace.Span`: made current, its context goes out as t
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -140,9 +141,12 @@ class FileSpan(trace.Span):
         timestamp: int | None = None,
         escaped: bool = False,
     ) -> None:
+        """As the SDK records one: an `exception` event with its type, message, stack trace."""
+        module, name = type(exception).__module__, type(exception).__qualname__
         event: dict[str, AttributeValue] = {
-            "exception.type": type(exception).__qualname__,
+            "exception.type": f"{module}.{name}" if module and module != "builtins" else name,
             "exception.message": str(exception),
+            "exception.stacktrace": "".join(traceback.format_exception(exception)),
             "exception.escaped": str(escaped),
         }
         event.update(attributes or {})
