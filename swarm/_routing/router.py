@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 
 import anyio
 from opentelemetry import context, trace
@@ -59,6 +59,27 @@ def _lost() -> bool:
 
 
 _FIRST_TRIES_TEXT = "two tries"  # candidate.Clock's _FIRST_TRIES, in an error message
+
+
+class _FirstToken:
+    """An attempt's first-token callback: marks its span, restarts the call's clock, tells
+    the hedged race. An object, not a closure: four cells fewer per call in flight."""
+
+    __slots__ = ("came", "clock", "on_first", "span")
+
+    def __init__(
+        self, span: trace.Span, clock: Clock | None, on_first: FirstTokenCallback | None
+    ) -> None:
+        self.span, self.clock, self.on_first = span, clock, on_first
+        self.came = False
+
+    def __call__(self) -> None:
+        self.came = True
+        if self.clock is not None:
+            self.clock.first_token()
+        self.span.add_event(sc.FIRST_TOKEN_EVENT)
+        if self.on_first is not None:
+            self.on_first()
 
 
 class Router:
@@ -316,15 +337,17 @@ class Router:
 
     # -- hedging ------------------------------------------------------------------------
 
-    async def _hedged(self, t: Target, backup: Target | None, call: Call) -> ChatResult:
+    def _hedged(self, t: Target, backup: Target | None, call: Call) -> Awaitable[ChatResult]:
+        """One try on `t`, raced by `backup` when it is late (a plain function giving the
+        awaitable: one coroutine less held by every call in flight)."""
         if backup is None:
-            return await self._attempt(t, call, None)
+            return self._attempt(t, call, None)
         r = self._routing
         delay = t.hedge_delay(r.hedge_after_s, r.hedge_min_s)
         if delay is None:
-            return await self._attempt(t, call, None)
+            return self._attempt(t, call, None)
         delays = Delays(delay, t.stall_delay(r.stall_hedge_min_s), r.hedge_most)
-        return await race(self._attempt, t, backup, call, delays)
+        return race(self._attempt, t, backup, call, delays)
 
     # -- one attempt --------------------------------------------------------------------
 
@@ -340,16 +363,8 @@ class Router:
             if call.deadline is not None:
                 call.deadline.admitted()
             span = self._start_span(t, call)
-            started, first = clock(), False
-
-            def first_token() -> None:
-                nonlocal first
-                first = True
-                if call.deadline is not None:
-                    call.deadline.first_token()
-                span.add_event(sc.FIRST_TOKEN_EVENT)
-                if on_first is not None:
-                    on_first()
+            started = clock()
+            first = _FirstToken(span, call.deadline, on_first)
 
             request = call.request
             if t.tool_calls == "text" and request.tools:
@@ -359,16 +374,16 @@ class Router:
             token = context.attach(trace.set_span_in_context(span))
             try:
                 if relay is None:
-                    result = await t.provider.chat(t.model, request, on_first_token=first_token)
+                    result = await t.provider.chat(t.model, request, on_first_token=first)
                 else:
                     result = await t.provider.chat(
-                        t.model, request, on_first_token=first_token, on_delta=relay.attempt(n)
+                        t.model, request, on_first_token=first, on_delta=relay.attempt(n)
                     )
             except BaseException as exc:
                 context.detach(token)
                 if relay is not None:
                     relay.failed(n)
-                if not first and isinstance(exc, anyio.get_cancelled_exc_class()):
+                if not first.came and isinstance(exc, anyio.get_cancelled_exc_class()):
                     t.score.waited(clock() - started)
                 call.scattered_429 = self._failed(t, span, exc, permit)
                 raise
