@@ -101,6 +101,9 @@ def _using(t: trace.Tracer) -> Iterator[trace.Tracer]:
 
 # -- recording a run -------------------------------------------------------------------
 
+_SAMPLED = trace.TraceFlags(trace.TraceFlags.SAMPLED)
+_SAMPLED_RANDOM = trace.TraceFlags(trace.TraceFlags.SAMPLED | trace.TraceFlags.RANDOM_TRACE_ID)
+"""A `FileSpan`'s flags, made once (each `TraceFlags` is an object the collector tracks)."""
 _FLUSH_INTERVAL_S = 0.5
 _FLUSH_SPANS = 1000
 _OTLP_QUEUE = 1_000_000
@@ -369,12 +372,11 @@ class RunTrace:
         else:
             trace_id, random_id, state = ids.generate_trace_id(), ids.is_trace_id_random(), None
             up = None
-        flags = trace.TraceFlags.SAMPLED | (trace.TraceFlags.RANDOM_TRACE_ID if random_id else 0)
         context = trace.SpanContext(
             trace_id,
             ids.generate_span_id(),
             is_remote=False,
-            trace_flags=trace.TraceFlags(flags),
+            trace_flags=_SAMPLED_RANDOM if random_id else _SAMPLED,
             trace_state=state,
         )
         assert self._write is not None  # set with _jsonl
