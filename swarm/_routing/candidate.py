@@ -15,13 +15,13 @@ from collections.abc import Callable
 from typing import Any
 
 import anyio
-from opentelemetry.util.types import AttributeValue
 
 from swarm._routing.breaker import Breaker
 from swarm._routing.gate import Gate
 from swarm._routing.relay import Relay
 from swarm._routing.score import Score
 from swarm._tracing import semconv as sc
+from swarm._tracing.file_span import SharedAttributes
 from swarm.config import ProviderConfig, SwarmConfig, ToolCallMode, split_ref
 from swarm.errors import ConfigError
 from swarm.messages import ChatRequest
@@ -64,7 +64,7 @@ class Target:
         """Tokens one request may hold, when known (catalog or config)."""
         self.simulated = provider.kind == "sim"
         self.span_name = f"{sc.OP_CHAT} {model}"
-        self.attrs: dict[str, dict[str, AttributeValue]] = {}
+        self.attrs: dict[str, SharedAttributes] = {}
         self._ttfts: list[float] = []
         self._next = 0
         self.p95_ttft: float | None = None

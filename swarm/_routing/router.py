@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 
 import anyio
 from opentelemetry import context, trace
@@ -36,7 +36,8 @@ from swarm._routing.tier_model import TierModel
 from swarm._routing.tiers import make_policy, tier_refs
 from swarm._tokens import estimate_input_tokens
 from swarm._tracing import semconv as sc
-from swarm._tracing.setup import tracer
+from swarm._tracing.file_span import SharedAttributes
+from swarm._tracing.setup import start_span
 from swarm.budget import Budget
 from swarm.config import SwarmConfig, split_ref
 from swarm.config._secrets import capture_content, scrub
@@ -58,6 +59,27 @@ def _lost() -> bool:
 
 
 _FIRST_TRIES_TEXT = "two tries"  # candidate.Clock's _FIRST_TRIES, in an error message
+
+
+class _FirstToken:
+    """An attempt's first-token callback: marks its span, restarts the call's clock, tells
+    the hedged race. An object, not a closure: four cells fewer per call in flight."""
+
+    __slots__ = ("came", "clock", "on_first", "span")
+
+    def __init__(
+        self, span: trace.Span, clock: Clock | None, on_first: FirstTokenCallback | None
+    ) -> None:
+        self.span, self.clock, self.on_first = span, clock, on_first
+        self.came = False
+
+    def __call__(self) -> None:
+        self.came = True
+        if self.clock is not None:
+            self.clock.first_token()
+        self.span.add_event(sc.FIRST_TOKEN_EVENT)
+        if self.on_first is not None:
+            self.on_first()
 
 
 class Router:
@@ -122,7 +144,7 @@ class Router:
         }
         if t.provider.address:
             attrs[sc.SERVER_ADDRESS] = t.provider.address
-        t.attrs[tier] = attrs
+        t.attrs[tier] = SharedAttributes(attrs)
         return t
 
     def _policy(self, tier: str, role: str | None) -> Policy:
@@ -315,15 +337,17 @@ class Router:
 
     # -- hedging ------------------------------------------------------------------------
 
-    async def _hedged(self, t: Target, backup: Target | None, call: Call) -> ChatResult:
+    def _hedged(self, t: Target, backup: Target | None, call: Call) -> Awaitable[ChatResult]:
+        """One try on `t`, raced by `backup` when it is late (a plain function giving the
+        awaitable: one coroutine less held by every call in flight)."""
         if backup is None:
-            return await self._attempt(t, call, None)
+            return self._attempt(t, call, None)
         r = self._routing
         delay = t.hedge_delay(r.hedge_after_s, r.hedge_min_s)
         if delay is None:
-            return await self._attempt(t, call, None)
+            return self._attempt(t, call, None)
         delays = Delays(delay, t.stall_delay(r.stall_hedge_min_s), r.hedge_most)
-        return await race(self._attempt, t, backup, call, delays)
+        return race(self._attempt, t, backup, call, delays)
 
     # -- one attempt --------------------------------------------------------------------
 
@@ -339,16 +363,8 @@ class Router:
             if call.deadline is not None:
                 call.deadline.admitted()
             span = self._start_span(t, call)
-            started, first = clock(), False
-
-            def first_token() -> None:
-                nonlocal first
-                first = True
-                if call.deadline is not None:
-                    call.deadline.first_token()
-                span.add_event(sc.FIRST_TOKEN_EVENT)
-                if on_first is not None:
-                    on_first()
+            started = clock()
+            first = _FirstToken(span, call.deadline, on_first)
 
             request = call.request
             if t.tool_calls == "text" and request.tools:
@@ -358,16 +374,16 @@ class Router:
             token = context.attach(trace.set_span_in_context(span))
             try:
                 if relay is None:
-                    result = await t.provider.chat(t.model, request, on_first_token=first_token)
+                    result = await t.provider.chat(t.model, request, on_first_token=first)
                 else:
                     result = await t.provider.chat(
-                        t.model, request, on_first_token=first_token, on_delta=relay.attempt(n)
+                        t.model, request, on_first_token=first, on_delta=relay.attempt(n)
                     )
             except BaseException as exc:
                 context.detach(token)
                 if relay is not None:
                     relay.failed(n)
-                if not first and isinstance(exc, anyio.get_cancelled_exc_class()):
+                if not first.came and isinstance(exc, anyio.get_cancelled_exc_class()):
                     t.score.waited(clock() - started)
                 call.scattered_429 = self._failed(t, span, exc, permit)
                 raise
@@ -384,8 +400,7 @@ class Router:
         """The attempt's `chat` span, every attribute known at its start given at once (the
         SDK takes a lock and checks the value on each `set_attribute`)."""
         request = call.request
-        attrs = t.attrs[call.tier].copy()
-        attrs[sc.ATTEMPTS] = call.attempts
+        attrs: dict[str, AttributeValue] = {sc.ATTEMPTS: call.attempts}
         attrs[sc.ROUTE_REASON] = call.reason
         if call.scores:
             attrs[sc.ROUTE_SCORES] = call.scores
@@ -396,7 +411,7 @@ class Router:
             attrs[sc.INPUT_MESSAGES] = json.dumps(
                 [m.model_dump(exclude_defaults=True) for m in request.messages]
             )
-        return tracer().start_span(t.span_name, kind=SpanKind.CLIENT, attributes=attrs)
+        return start_span(t.span_name, attrs, SpanKind.CLIENT, t.attrs[call.tier])
 
     def _failed(self, t: Target, span: trace.Span, exc: BaseException, permit: Permit) -> bool:
         """Record why the attempt failed, on its span, breaker and (for a 429) gates;

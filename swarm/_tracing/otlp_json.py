@@ -24,6 +24,7 @@ __all__ = [
     "STATUS_UNSET",
     "OtlpSpan",
     "encode_attributes",
+    "encode_pairs",
     "encode_span",
     "encode_value",
     "traces_data_line",
@@ -101,6 +102,12 @@ def encode_attributes(attrs: Mapping[str, Any] | None) -> str:
     if not attrs:
         return "[]"
     return "[" + ",".join([_pair(k, v) for k, v in attrs.items()]) + "]"
+
+
+def encode_pairs(attrs: Mapping[str, Any]) -> str:
+    """The OTLP `KeyValue`s of `attrs` as JSON text without the array's brackets ("" for
+    none): a piece of an attribute array, to join with others."""
+    return ",".join([_pair(k, v) for k, v in attrs.items()])
 
 
 class OtlpSpan(NamedTuple):
