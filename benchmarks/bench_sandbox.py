@@ -11,7 +11,7 @@ issue 34's layers (the whole `/etc`, a writable `/proc/sys`, no user namespace o
 no sized `/dev/shm`, no read-only root, no memory cgroup: `_Before`), in the same run, so
 `layers_ms` is what those layers cost; `bwrap-main` is the sandbox before the host uid
 drop and the seccomp filter (`_Main`: a user namespace mapping the command to swarm's own
-uid, no filter), so `drop_ms` is what those two cost (the `setpriv` exec, the `/bin/sh`
+uid, no filter), so `drop_ms` is what those two cost (the drop step's exec, the `/bin/sh`
 that hands bwrap the filter, the filter itself). Where socat is installed, also `allow` (bwrap
 with an allow-list network: the proxy lane and socat started before each command). On a
 loaded machine the wall figure grows with the load (bwrap's setup is CPU work waiting for
@@ -50,7 +50,7 @@ from typing import Any
 
 import anyio
 
-from swarm._sandbox import BwrapSandbox, NoSandbox, Sandbox, SandboxPolicy, _pids
+from swarm._sandbox import BwrapSandbox, NoSandbox, Sandbox, SandboxPolicy, _identity, _pids
 from swarm._sandbox._seats import Seats
 from swarm._sandbox.bwrap import socat_path
 from swarm.agent._toolbox import run_command
@@ -95,7 +95,7 @@ def _repo(root: Path) -> Path:
 
 
 class _Undropped(BwrapSandbox):
-    """bubblewrap without the host uid drop and the seccomp filter (the `setpriv` step and
+    """bubblewrap without the host uid drop and the seccomp filter (the drop step and
     the `/bin/sh` that hands bwrap the filter)."""
 
     def __init__(self, policy: SandboxPolicy | None = None, **kwargs: Any) -> None:
@@ -103,8 +103,8 @@ class _Undropped(BwrapSandbox):
         self._seccomp = None
 
     @functools.cached_property
-    def _drop(self) -> list[str]:
-        return []
+    def _dropper(self) -> _identity.Drop | None:
+        return None
 
 
 class _Before(_Undropped):

@@ -259,7 +259,7 @@ class BwrapSandbox(Sandbox):
         # (each everyone's to write, sticky: the command is not the root that mounts them)
         args += ["--dev", "/dev", "--perms", "1777", "--size", shm, "--tmpfs", "/dev/shm"]
         args += ["--remount-ro", "/dev", "--perms", "1777", "--size", tmp, "--tmpfs", "/tmp"]
-        if (drop := _identity.dropping()) and drop.mounts:  # the drop step, shown read-only
+        if (drop := self._dropper) and drop.mounts:  # the drop step, shown read-only
             args += [*_searchable_parents(Path(drop.argv[0]), self._made), *drop.mounts]
         for path in self.policy.read_only:
             parents = _searchable_parents(path, self._made)
@@ -294,10 +294,14 @@ class BwrapSandbox(Sandbox):
         return [*args, "--remount-ro", "/", "--"]
 
     @functools.cached_property
+    def _dropper(self) -> _identity.Drop | None:
+        """How the command sheds root when swarm is root (`swarm._sandbox._identity`)."""
+        return _identity.dropping()
+
+    @functools.cached_property
     def _drop(self) -> list[str]:
-        """The command's first step when swarm is root (`swarm._sandbox._identity`)."""
-        drop = _identity.dropping()
-        return list(drop.argv) if drop else []
+        """The command's first step when swarm is root."""
+        return list(self._dropper.argv) if self._dropper else []
 
     def _ulimits(self, *, bash: bool = False) -> str:
         """The rlimits as one shell line. Units: KiB for -d; for -f, 512 B blocks in sh
