@@ -23,7 +23,6 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="only a root swarm drops its commands' uid"),
 ]
 
-_STATUS = ("Uid:", "Gid:", "Groups:", "CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:")
 _SHOW = "grep -E '^(Uid|Gid|Groups|Cap[A-Za-z]+|NoNewPrivs):' /proc/self/status"
 
 
@@ -42,14 +41,21 @@ def _unprivileged(status: dict[str, list[str]]) -> None:
     assert status["NoNewPrivs:"] == ["1"], status
 
 
+def _helper_step() -> _identity.Drop:
+    helper = _drop.helper()
+    if helper is None:
+        pytest.skip("no helper here")
+    argv = (_drop.INSIDE, str(_identity.HOST_UID), str(_identity.HOST_GID))
+    return _identity.Drop(argv, ("--ro-bind", str(helper), _drop.INSIDE), "helper")
+
+
 def _in_bwrap(drop: _identity.Drop, argv: list[str], *, kept: bool = True) -> subprocess.Popen[str]:
     line = [shutil.which("bwrap") or "bwrap", "--ro-bind", "/", "/", "--tmpfs", "/run"]
     line += [*drop.mounts, "--unshare-pid", "--cap-drop", "ALL"]
     for name in _identity.KEPT_CAPABILITIES if kept else ():
         line += ["--cap-add", name]
-    return subprocess.Popen(
-        [*line, "--", *drop.argv, *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
+    line += ["--", *drop.argv, *argv]
+    return subprocess.Popen(line, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 async def test_a_command_runs_as_an_unprivileged_uid_with_no_capabilities(tmp_path: Path) -> None:
@@ -83,15 +89,10 @@ def test_the_helper_is_built_here_and_is_the_step_commands_take() -> None:
 def test_the_helper_leaves_a_command_as_setpriv_did() -> None:
     """The helper and `setpriv` with the options swarm gave it, each as the first step in
     bubblewrap as root: the command's ids, groups, capabilities and no_new_privs match."""
-    helper = _drop.helper()
     setpriv = shutil.which("setpriv")
-    if helper is None or setpriv is None:
-        pytest.skip("needs both the helper and setpriv")
-    ours = _identity.Drop(
-        (_drop.INSIDE, str(_identity.HOST_UID), str(_identity.HOST_GID)),
-        ("--ro-bind", str(helper), _drop.INSIDE),
-        "helper",
-    )
+    if setpriv is None:
+        pytest.skip("needs setpriv")
+    ours = _helper_step()
     theirs = _identity.Drop(tuple(_identity._setpriv_argv(setpriv)), (), "setpriv")
     seen = []
     for drop in (ours, theirs):
@@ -106,15 +107,7 @@ def test_the_helper_leaves_a_command_as_setpriv_did() -> None:
 def test_the_helper_runs_nothing_when_it_cannot_drop() -> None:
     """Without the capabilities to change identity the helper stops (126, saying which
     step failed) before the command: nothing runs as root by mistake."""
-    helper = _drop.helper()
-    if helper is None:
-        pytest.skip("no helper here")
-    drop = _identity.Drop(
-        (_drop.INSIDE, str(_identity.HOST_UID), str(_identity.HOST_GID)),
-        ("--ro-bind", str(helper), _drop.INSIDE),
-        "helper",
-    )
-    process = _in_bwrap(drop, ["/bin/echo", "RAN"], kept=False)
+    process = _in_bwrap(_helper_step(), ["/bin/echo", "RAN"], kept=False)
     out, _ = process.communicate(timeout=30)
     assert process.returncode == 126, out
     assert "dropping privileges failed at setgroups" in out
