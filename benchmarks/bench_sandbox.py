@@ -11,13 +11,19 @@ issue 34's layers (the whole `/etc`, a writable `/proc/sys`, no user namespace o
 no sized `/dev/shm`, no read-only root, no memory cgroup: `_Before`), in the same run, so
 `layers_ms` is what those layers cost; `bwrap-main` is the sandbox before the host uid
 drop and the seccomp filter (`_Main`: a user namespace mapping the command to swarm's own
-uid, no filter), so `drop_ms` is what those two cost (the `setpriv` exec, the `/bin/sh`
+uid, no filter), so `drop_ms` is what those two cost (the drop step's exec, the `/bin/sh`
 that hands bwrap the filter, the filter itself). Where socat is installed, also `allow` (bwrap
 with an allow-list network: the proxy lane and socat started before each command). On a
 loaded machine the wall figure grows with the load (bwrap's setup is CPU work waiting for
 a core); the CPU figure does not. To count the CPU of a sandbox's processes the benchmark
 makes itself their subreaper: the sandbox's init outlives bwrap's monitor, and would be
 reaped elsewhere otherwise.
+
+`--against DIR` (a checkout of another commit, e.g. `git archive BASE | tar -x -C DIR`):
+this checkout's per-command figures and DIR's, each measured by its own copy of this
+script in a process of its own, in `--rounds` rounds of `--commands / rounds` commands,
+the order of the two swapped each round (so both see the same machine); reported: the
+median over the rounds of each figure, for both, and this one's minus DIR's.
 
 Whole run: `swarm solve` on the shipped demo (simulator, `time_scale` 0.02) with
 `--sandbox bwrap` and `--sandbox none`, alternating, `--solves` times each; median wall
@@ -44,7 +50,7 @@ from typing import Any
 
 import anyio
 
-from swarm._sandbox import BwrapSandbox, NoSandbox, Sandbox, SandboxPolicy, _pids
+from swarm._sandbox import BwrapSandbox, NoSandbox, Sandbox, SandboxPolicy, _identity, _pids
 from swarm._sandbox._seats import Seats
 from swarm._sandbox.bwrap import socat_path
 from swarm.agent._toolbox import run_command
@@ -89,7 +95,7 @@ def _repo(root: Path) -> Path:
 
 
 class _Undropped(BwrapSandbox):
-    """bubblewrap without the host uid drop and the seccomp filter (the `setpriv` step and
+    """bubblewrap without the host uid drop and the seccomp filter (the drop step and
     the `/bin/sh` that hands bwrap the filter)."""
 
     def __init__(self, policy: SandboxPolicy | None = None, **kwargs: Any) -> None:
@@ -97,8 +103,8 @@ class _Undropped(BwrapSandbox):
         self._seccomp = None
 
     @functools.cached_property
-    def _drop(self) -> list[str]:
-        return []
+    def _dropper(self) -> _identity.Drop | None:
+        return None
 
 
 class _Before(_Undropped):
@@ -245,14 +251,52 @@ async def demo_solves(n: int) -> dict[str, Any]:
     return stats
 
 
+_COMPARED = ("overhead_ms", "overhead_cpu_ms")
+_PER_SANDBOX = ("median_ms", "cpu_ms")
+
+
+async def against(other: Path, commands: int, rounds: int) -> dict[str, Any]:
+    """This checkout's per-command figures and `other`'s, in alternating rounds (module)."""
+    trees = {"this": Path(__file__).resolve().parents[1], "against": other.resolve()}
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
+    each = max(commands // rounds, 1)
+    for i in range(rounds):
+        for name in list(trees) if i % 2 == 0 else list(reversed(trees)):
+            argv = [sys.executable, "-m", "benchmarks.bench_sandbox", "--json"]
+            argv += ["--commands", str(each), "--solves", "0"]
+            done = await anyio.run_process(argv, cwd=trees[name])
+            runs[name].append(json.loads(done.stdout)["per_command"])
+    out: dict[str, Any] = {"rounds": rounds, "commands_per_round": each, "against": str(other)}
+    for label in COMMANDS:
+        figures: dict[str, Any] = {}
+        for name, found in runs.items():
+            mine = {key: round(median(r[label][key] for r in found), 2) for key in _COMPARED}
+            for kind in ("none", "bwrap"):
+                for key in _PER_SANDBOX:
+                    mine[f"{kind}_{key}"] = round(median(r[label][kind][key] for r in found), 2)
+            figures[name] = mine
+        figures["change"] = {
+            key: round(figures["this"][key] - figures["against"][key], 2) for key in figures["this"]
+        }
+        out[label] = figures
+    return out
+
+
 async def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--commands", type=int, default=200)
     parser.add_argument("--solves", type=int, default=3)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--against", type=Path, help="a checkout to compare with (module)")
+    parser.add_argument("--rounds", type=int, default=6)
     args = parser.parse_args(argv)
     _become_subreaper()
     load_before = os.getloadavg()
+    if args.against is not None:
+        compared = await against(args.against, args.commands, args.rounds)
+        compared["load"] = {"before": load_before, "after": os.getloadavg()}
+        print(json.dumps(compared, indent=2))
+        return compared
     result: dict[str, Any] = {
         "per_command": await per_command(args.commands),
         "demo_solve": await demo_solves(args.solves) if args.solves else None,

@@ -19,7 +19,7 @@ from swarm._sandbox import _store
 _MAKE = """
 import json, sys
 from pathlib import Path
-from swarm._sandbox import _seccomp
+from swarm._sandbox import _identity, _seccomp
 from swarm._sandbox._etc import etc_mounts
 from swarm._sandbox._gitconfig import shown_config
 made = {
@@ -27,6 +27,9 @@ made = {
     "etc": etc_mounts(resolver=False)[1],
     "gitconfig": str(shown_config(Path(sys.argv[1]))),
 }
+drop = _identity.dropping()  # a root swarm's static drop helper, a tree of its own
+if drop is not None and drop.mounts:
+    made["drop"] = str(Path(drop.mounts[1]).parent)
 print(json.dumps(made), flush=True)
 if sys.argv[2:] == ["wait"]:
     sys.stdin.read()

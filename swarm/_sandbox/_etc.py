@@ -47,7 +47,7 @@ _SHOWN = (
 where the command has the host's network (`etc_mounts`)."""
 _UNPRIVILEGED_UID = 1000
 """The uid a command has inside its user namespace when swarm runs as root without
-`setpriv` (any other user keeps its own)."""
+a drop step (`swarm._sandbox._identity`; any other user keeps its own)."""
 _GITCONFIG = "[safe]\n\tdirectory = *\n"
 """The sandbox's system git config: the worktree is root's while the command is not
 (`swarm._sandbox._identity`), and git refuses a repository another user owns."""
@@ -56,9 +56,10 @@ _NSSWITCH = (
     "protocols: files\nservices: files\nethers: files\nrpc: files\n"
 )
 """The sandbox's name service: its own files only. The host's may name `systemd`, `sss` or
-`ldap`: every lookup (`setpriv`'s of the uid it drops to, git's of the committer, `id`)
-loaded their libraries and tried their sockets (4 failed connects, ~0.3 ms of each
-`setpriv`), and could only have answered with the host's accounts."""
+`ldap`: every lookup (git's of the committer, `id`, `setpriv`'s of the uid it drops to
+where it is the drop step) loaded their libraries and tried their sockets (4 failed
+connects, ~0.3 ms of each `setpriv`), and could only have answered with the host's
+accounts."""
 _MADE = ("passwd", "group", "gitconfig", "nsswitch.conf")
 """What swarm writes itself: never copied from the host."""
 

@@ -6,8 +6,9 @@ the host without capabilities: the owner of every root-owned file it could reach
 swarm runs as root, bubblewrap therefore makes no user namespace: it builds the mounts as
 root (so it can open every path it binds, `/root` and other 0700 directories included),
 keeps only the capabilities to change identity (`KEPT_CAPABILITIES`), and the command's
-first step, `setpriv` inside the sandbox, becomes `HOST_UID`:`HOST_GID` with no
-supplementary groups, an empty bounding set and `no_new_privs`, then execs the command: an
+first step inside the sandbox (`Drop`: swarm's static helper, `swarm._sandbox._drop`, else
+`setpriv`) becomes `HOST_UID`:`HOST_GID` with no supplementary groups, no capabilities in
+any set, an empty bounding set and `no_new_privs`, then execs the command: an
 unprivileged uid with no capabilities, for good (Docker's order: set up as root, drop
 before the command). Flatpak, Codex and Claude Code's sandbox runtime run bubblewrap as the
 user, which has no root to drop; this is the same end for a root swarm.
@@ -29,67 +30,108 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 import shutil
 import stat
 import struct
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["HOST_GID", "HOST_UID", "KEPT_CAPABILITIES", "dropping", "grant", "setpriv_argv"]
+from swarm._sandbox import _drop
+
+__all__ = ["HOST_GID", "HOST_UID", "KEPT_CAPABILITIES", "Drop", "dropping", "grant", "problem"]
 
 HOST_UID = HOST_GID = 65532
 """The uid and gid a command runs as when swarm is root: owns no file, in no group (the
 number distroless images use for `nonroot`)."""
 KEPT_CAPABILITIES = ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP")
 """What bubblewrap leaves the command's first step: to change uid and gid, and to empty
-the bounding set; `setpriv` gives them up before the command runs."""
+the bounding set; the drop step gives them up before the command runs."""
 _ACCESS, _DEFAULT = "system.posix_acl_access", "system.posix_acl_default"
 _USER_OBJ, _USER, _GROUP_OBJ, _MASK, _OTHER = 0x01, 0x02, 0x04, 0x10, 0x20
 _NO_ID = 0xFFFFFFFF
 _RWX = 7
 
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Drop:
+    """How a command sheds root: its first step, and the bubblewrap arguments that show
+    that step inside the sandbox."""
+
+    argv: tuple[str, ...]
+    """Run before the command's own argv: it ends by exec-ing that argv."""
+    mounts: tuple[str, ...]
+    how: str
+    """In a few words, for the run's log."""
+
 
 @functools.cache
-def dropping() -> str | None:
-    """The `setpriv` executable when commands drop to `HOST_UID` (swarm is root), else
-    None (swarm is not root, or it cannot be done here: see `problem`)."""
-    return None if os.geteuid() != 0 or _why_not() else shutil.which("setpriv")
+def dropping() -> Drop | None:
+    """How commands drop to `HOST_UID` (swarm is root), else None (swarm is not root, or
+    it cannot be done here: see `problem`). The static helper (`swarm._sandbox._drop`)
+    where it builds and runs, else `setpriv`; which one is said once."""
+    if os.geteuid() != 0:
+        return None
+    found = _found()
+    if isinstance(found, str):
+        return None
+    log.info("a root swarm's commands drop to uid %d %s", HOST_UID, found.how)
+    return found
 
 
 def problem() -> str | None:
     """Why a root swarm's commands keep uid 0 on the host (in a user namespace of their
     own, as a normal user's do), or None."""
-    return _why_not() if os.geteuid() == 0 else None
+    if os.geteuid() != 0:
+        return None
+    found = _found()
+    return found if isinstance(found, str) else None
 
 
 @functools.cache
-def _why_not() -> str | None:
-    """Probed once: bubblewrap, as root and without a user namespace, runs `setpriv`. A
-    root without CAP_SYS_ADMIN (a container's, by default) may make no namespace so."""
-    setpriv, bwrap = shutil.which("setpriv"), shutil.which("bwrap")
-    if setpriv is None or bwrap is None:
+def _found() -> Drop | str:
+    """The first drop step bubblewrap runs here, as root and without a user namespace
+    (the helper, then `setpriv`), probed once; or why there is none. A root without
+    CAP_SYS_ADMIN (a container's, by default) may make no namespace so."""
+    if shutil.which("bwrap") is None:
+        return "bubblewrap is not installed"
+    built = _drop.helper()
+    if built is not None:
+        mounts = ("--ro-bind", str(built), _drop.INSIDE)
+        helper = Drop((_drop.INSIDE, str(HOST_UID), str(HOST_GID)), mounts, "via swarm's helper")
+        if (failed := _failure(helper)) is None:
+            return helper
+        log.info("the sandbox's drop helper did not run here (%s): trying setpriv", failed)
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
         return "setpriv (util-linux) is not installed: commands run as host uid 0"
-    line = [bwrap, "--ro-bind", "/", "/", "--unshare-pid", "--unshare-ipc", "--cap-drop", "ALL"]
+    drop = Drop(tuple(_setpriv_argv(setpriv)), (), "via setpriv")
+    if (failed := _failure(drop)) is None:
+        return drop
+    return f"bubblewrap could not drop to uid {HOST_UID} ({failed}): commands run as host uid 0"
+
+
+def _failure(drop: Drop) -> str | None:
+    """Why bubblewrap, as root and without a user namespace, did not run `true` after
+    `drop`'s step; None when it did."""
+    line = [shutil.which("bwrap") or "bwrap", "--ro-bind", "/", "/", "--tmpfs", "/run"]
+    line += drop.mounts  # the helper's mount point is made in that /run
+    line += ["--unshare-pid", "--unshare-ipc", "--cap-drop", "ALL"]
     for name in KEPT_CAPABILITIES:
         line += ["--cap-add", name]
     try:
         done = subprocess.run(
-            [*line, "--", *_setpriv_argv(setpriv), "/bin/true"], capture_output=True, timeout=30
+            [*line, "--", *drop.argv, "/bin/true"], capture_output=True, timeout=30
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"bubblewrap could not drop to uid {HOST_UID} ({exc}): commands run as host uid 0"
+        return str(exc)
     if done.returncode != 0:
-        why = done.stderr.decode(errors="replace").strip()[-300:]
-        return f"bubblewrap could not drop to uid {HOST_UID} ({why}): commands run as host uid 0"
+        return done.stderr.decode(errors="replace").strip()[-300:] or f"exit {done.returncode}"
     return None
-
-
-def setpriv_argv() -> list[str]:
-    """The step that turns the sandbox's root into `HOST_UID` before the command."""
-    setpriv = dropping()
-    assert setpriv is not None
-    return _setpriv_argv(setpriv)
 
 
 def _setpriv_argv(setpriv: str) -> list[str]:

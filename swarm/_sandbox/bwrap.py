@@ -14,8 +14,8 @@ checkout, the journal nor other worktrees: they are simply not mounted. `HOME` a
 `TMPDIR` point into the sandbox's `/tmp`.
 
 Who it runs as: never root to the host's kernel. When swarm is root, bubblewrap makes no
-user namespace and builds the mounts as root; the command's first step, `setpriv`, drops
-to an unprivileged uid with no capabilities in any set and `no_new_privs`
+user namespace and builds the mounts as root; the command's first step (a static helper,
+else `setpriv`) drops to an unprivileged uid with no capabilities in any set and `no_new_privs`
 (`swarm._sandbox._identity`, which also lets that uid write the worktree). Otherwise, an
 unprivileged uid (swarm's own) in a user namespace of its own, in which it may make no
 other (`--disable-userns`), with no capabilities (`--cap-drop ALL`). Either way in a
@@ -259,6 +259,8 @@ class BwrapSandbox(Sandbox):
         # (each everyone's to write, sticky: the command is not the root that mounts them)
         args += ["--dev", "/dev", "--perms", "1777", "--size", shm, "--tmpfs", "/dev/shm"]
         args += ["--remount-ro", "/dev", "--perms", "1777", "--size", tmp, "--tmpfs", "/tmp"]
+        if (drop := self._dropper) and drop.mounts:  # the drop step, shown read-only
+            args += [*_searchable_parents(Path(drop.argv[0]), self._made), *drop.mounts]
         for path in self.policy.read_only:
             parents = _searchable_parents(path, self._made)
             args += [*parents, "--ro-bind-try", str(path), str(path)]
@@ -268,7 +270,7 @@ class BwrapSandbox(Sandbox):
 
     @functools.cached_property
     def _tail(self) -> list[str]:
-        if _identity.dropping():  # swarm is root: no user namespace, `setpriv` drops
+        if _identity.dropping():  # swarm is root: no user namespace, a step drops
             args = ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
             if self.policy.network != "host":
                 args.append("--unshare-net")
@@ -292,9 +294,14 @@ class BwrapSandbox(Sandbox):
         return [*args, "--remount-ro", "/", "--"]
 
     @functools.cached_property
+    def _dropper(self) -> _identity.Drop | None:
+        """How the command sheds root when swarm is root (`swarm._sandbox._identity`)."""
+        return _identity.dropping()
+
+    @functools.cached_property
     def _drop(self) -> list[str]:
-        """The command's first step when swarm is root (`swarm._sandbox._identity`)."""
-        return _identity.setpriv_argv() if _identity.dropping() else []
+        """The command's first step when swarm is root."""
+        return list(self._dropper.argv) if self._dropper else []
 
     def _ulimits(self, *, bash: bool = False) -> str:
         """The rlimits as one shell line. Units: KiB for -d; for -f, 512 B blocks in sh
