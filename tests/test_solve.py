@@ -173,7 +173,10 @@ async def test_a_coder_is_told_where_the_names_its_subtask_uses_appear(
 ) -> None:
     rename = subtask("s1", ["a.py"]) | {"instructions": "Rename `one` to `first`."}
     scripts = ScriptedSource(
-        {"coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()]}
+        {
+            "coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()],
+            "coder:s1:missing": [done("no rename")],  # `first` is still nowhere
+        }
     )
     await solve(request(tmp_path, repo, write_plan(tmp_path, [rename])), source=scripts)
     coder = scripts.models["coder:s1"]

@@ -711,6 +711,39 @@ async def test_a_definition_removed_unasked_is_sent_back_once(tmp_path: Path) ->
     assert "def two" in git(repo, "show", f"{report.branch}:b.py")
 
 
+async def test_a_name_the_subtask_asks_for_and_no_file_has_is_sent_back_once(
+    tmp_path: Path,
+) -> None:
+    """As the 1.5B model did with "Add test_clamp": the check passed without the name
+    asked for. The coder is asked once to add it; one that does merges clean, one that
+    does not is merged with a warning saying what is missing."""
+    repo = make_repo(tmp_path, THREE)
+    task = write_task(tmp_path, f"check: python check.py\npython: {PY}")
+    five = {**subtask("s1", ["b.py"]), "title": "Add five() to b.py"}
+    six = {**subtask("s2", ["c.py"]), "instructions": "Add `six` to c.py; run `pytest`."}
+    plan = write_plan(tmp_path, [five, six])
+    scripts = ScriptedSource(
+        {
+            "coder:s1": [
+                edit("b.py", "def three", "def fiv():\n    return 5\n\n\ndef three"),
+                done(),
+            ],
+            "coder:s1:missing": [edit("b.py", "def fiv", "def five"), done()],
+            "coder:s2": [edit("c.py", "return 4", "return 2 + 2"), done()],
+            "coder:s2:missing": [done("it is there")],
+        }
+    )
+    report = await run(tmp_path, repo, task, plan, scripts)
+    assert states(report) == {"s1": "merged", "s2": "merged"}, report
+    asked = scripts.models["coder:s1:missing"]
+    assert isinstance(asked, ScriptedModel)
+    told = asked.requests[0].messages[-1].content or ""
+    assert told.startswith("Your subtask asks for `five`, but no file in your worktree has it")
+    warnings = {s.id: s.warning for s in report.subtasks}
+    assert warnings == {"s1": None, "s2": "asked for six; no file has it"}
+    assert "def five" in git(repo, "show", f"{report.branch}:b.py")
+
+
 async def test_a_run_stopped_by_an_error_says_its_cause_on_its_root_span(tmp_path: Path) -> None:
     """The planner's provider gives up: the report and the workflow span (what Phoenix
     shows) both say why, never "ExceptionGroup: unhandled errors in a TaskGroup"."""

@@ -42,6 +42,7 @@ from swarm.errors import (
     SwarmError,
     WorkspaceError,
 )
+from swarm.messages import Message
 from swarm.run._agent_factory import AgentFactory
 from swarm.run._check import (
     Checker,
@@ -56,6 +57,7 @@ from swarm.run._environment import CheckEnvironment
 from swarm.run._fix_loop import FixLoop
 from swarm.run._live_path import LivePath
 from swarm.run._merge import Merger, MergeResult
+from swarm.run._missing import asked_names, missing_names, missing_prompt
 from swarm.run._outcome import PhaseTimes, RunOutcome, SubtaskOutcome
 from swarm.run._plan import Plan, Subtask
 from swarm.run._pulse import pulsing, record
@@ -75,6 +77,7 @@ from swarm.run._seams import (
     Seams,
     WorkspaceLike,
     Workspaces,
+    is_local,
     releasing,
 )
 from swarm.run._slack import RouteHints
@@ -388,7 +391,9 @@ class Coordinator:
     async def _code(self, st: Subtask, ws: WorkspaceLike, outcome: SubtaskOutcome) -> str | None:
         """The coder's turn, then its change's unasked removals (`_removals`) sent back
         once; what is still removed is the subtask's warning. Returns the workspace's patch
-        when it read it last (None: not read since the last change)."""
+        when it read it last (None: not read since the last change); then the new names
+        it asks for that no file has yet (`_missing`) sent back once too."""
+        new_names = await self._new_names(st, ws)
         result, patch = await self._coder_turn(st, ws)
         if result is None or not result.finished or patch is None:
             return patch
@@ -403,6 +408,34 @@ class Coordinator:
         if removed:
             removes = f"removes {', '.join(map(str, removed))}; no instruction names it"
             outcome.warning = "; ".join(filter(None, [outcome.warning, removes]))
+        return await self._missing(st, ws, outcome, new_names, result.messages, patch)
+
+    async def _new_names(self, st: Subtask, ws: WorkspaceLike) -> list[str]:
+        """The names the subtask asks for that no file has before its change (a name it
+        renames or removes is there, and may go)."""
+        names = asked_names(st.title, st.instructions)
+        return await missing_names(ws.path, names) if names and is_local(ws.path) else []
+
+    async def _missing(
+        self,
+        st: Subtask,
+        ws: WorkspaceLike,
+        outcome: SubtaskOutcome,
+        new_names: list[str],
+        history: list[Message],
+        patch: str | None,
+    ) -> str | None:
+        """`new_names` that the worktree still holds nowhere (`_missing`) sent back once;
+        what is still missing is the subtask's warning."""
+        missing = await missing_names(ws.path, new_names) if new_names else []
+        if missing:
+            coder = self._agents.agent("coder", f"coder:{st.id}:missing", CODER, ws, st)
+            await coder.run(missing_prompt(missing, st.files), history=history)
+            patch = await ws.patch()
+            missing = await missing_names(ws.path, missing)
+        if missing:
+            lacks = f"asked for {', '.join(missing)}; no file has it"
+            outcome.warning = "; ".join(filter(None, [outcome.warning, lacks]))
         return patch
 
     async def _coder_turn(

@@ -1,0 +1,81 @@
+"""Names a subtask asks for that its change leaves nowhere in the repository.
+
+A small model asked to "Add test_clamp to tests/test_mathutil.py" wrote a second `clamp`
+into the test file instead; the check passed (it ran the one old test) and the run said
+"done" with no test of `clamp`. A subtask's title and instructions are read for the code
+names they ask for: `test_*` names, names called with arguments (`clamp(x, lo, hi)`) and
+names in backticks, bar Python's keywords, builtins and standard modules and the tools
+that run code (`pytest`). Those no file of the worktree holds before the change (as a
+whole word, tracked or new) are new names; a name already there may go (a rename). After
+the coder's turn, each new name still nowhere is missing: the coder is asked once to add
+it, and the report says what is still missing.
+"""
+
+from __future__ import annotations
+
+import builtins
+import keyword
+import re
+import sys
+from pathlib import Path
+
+from swarm.errors import WorkspaceError
+from swarm.run._git import git
+
+__all__ = ["asked_names", "missing_names", "missing_prompt"]
+
+_TEST = re.compile(r"\btest_\w+")
+_CALLED = re.compile(r"\b([A-Za-z_]\w*)\([^()\n]*\)")
+_BACKTICKED = re.compile(r"`([A-Za-z_]\w*)`")
+_PATHS = re.compile(r"[\w.-]*(?:/[\w.-]+)+|[\w-]+\.(?:py|md|rst|txt|toml|json|cfg|ini|ya?ml)\b")
+"""Paths (`tests/test_x.py`): files, not names the code is asked to define."""
+_TOOLS = frozenset({"pytest", "python", "python3", "pip", "git", "ruff", "mypy", "tox", "uv"})
+_MIN_LENGTH = 3
+_MAX_NAMES = 12
+
+
+def asked_names(*texts: str) -> list[str]:
+    """The code names `texts` ask for, in order, each once."""
+    text = _PATHS.sub(" ", "\n".join(texts))
+    found = [
+        *_TEST.findall(text),
+        *(m.group(1) for m in _CALLED.finditer(text)),
+        *_BACKTICKED.findall(text),
+    ]
+    return [name for name in dict.fromkeys(found) if _is_code_name(name)][:_MAX_NAMES]
+
+
+def _is_code_name(name: str) -> bool:
+    return (
+        len(name) >= _MIN_LENGTH
+        and not keyword.iskeyword(name)
+        and not hasattr(builtins, name)
+        and name not in sys.stdlib_module_names
+        and name not in _TOOLS
+    )
+
+
+async def missing_names(root: Path, names: list[str]) -> list[str]:
+    """Those of `names` no file under `root` (a git worktree) holds as a whole word."""
+    if not names:
+        return []
+    patterns = [arg for name in names for arg in ("-e", name)]
+    try:
+        found = await git(
+            "grep", "-o", "-h", "-I", "-w", "-F", "--untracked", "--no-color", *patterns, cwd=root
+        )
+    except WorkspaceError:
+        found = ""  # none found (git grep exits 1)
+    held = set(found.split())
+    return [name for name in names if name not in held]
+
+
+def missing_prompt(missing: list[str], files: tuple[str, ...]) -> str:
+    """What a coder whose change left out names its subtask asks for is told, once."""
+    listed = ", ".join(f"`{name}`" for name in missing)
+    where = f" (your files: {', '.join(files)})" if files else ""
+    return (
+        f"Your subtask asks for {listed}, but no file in your worktree has "
+        f"{'it' if len(missing) == 1 else 'them'} now. Add what is missing{where} with "
+        "edit_file or write_file, keeping what is there, then call `finish`."
+    )

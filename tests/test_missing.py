@@ -1,0 +1,33 @@
+"""Names a subtask asks for that no file holds (`swarm.run._missing`)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from swarm.run._missing import asked_names, missing_names, missing_prompt
+
+
+def test_the_names_a_subtask_asks_for() -> None:
+    assert asked_names(
+        "Add test_clamp to tests/test_mathutil.py",
+        "Write clamp(x, lo, hi) in mathutil/__init__.py; export `Item` and run `pytest`, "
+        "with print() and `json` as they are, sorted(x) and `if`.",
+    ) == ["test_clamp", "clamp", "Item"]
+    assert asked_names("do s1") == []
+
+
+async def test_a_name_is_held_by_a_tracked_or_a_new_file_as_a_whole_word(tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "a.py").write_text("def clamp(x):\n    return x\n")
+    subprocess.run(["git", "-C", str(tmp_path), "add", "a.py"], check=True)
+    (tmp_path / "test_a.py").write_text("def test_clamps():\n    pass\n")  # new, untracked
+    names = ["clamp", "test_clamps", "test_clamp", "Item"]
+    assert await missing_names(tmp_path, names) == ["test_clamp", "Item"]
+    assert await missing_names(tmp_path, []) == []
+
+
+def test_the_coder_is_told_what_is_missing_and_where() -> None:
+    told = missing_prompt(["test_clamp"], ("tests/test_m.py",))
+    assert told.startswith("Your subtask asks for `test_clamp`, but no file in your worktree")
+    assert "(your files: tests/test_m.py)" in told
