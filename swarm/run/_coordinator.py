@@ -413,8 +413,9 @@ class Coordinator:
     async def _new_names(self, st: Subtask, ws: WorkspaceLike) -> list[str]:
         """The names the subtask asks for that no file has before its change (a name it
         renames or removes is there, and may go)."""
-        names = asked_names(st.title, st.instructions)
-        return await missing_names(ws.path, names) if names and is_local(ws.path) else []
+        if not is_local(ws.path):
+            return []
+        return await missing_names(ws.path, asked_names(st.title, st.instructions))
 
     async def _missing(
         self,
@@ -427,7 +428,7 @@ class Coordinator:
     ) -> str | None:
         """`new_names` that the worktree still holds nowhere (`_missing`) sent back once;
         what is still missing is the subtask's warning."""
-        missing = await missing_names(ws.path, new_names) if new_names else []
+        missing = await missing_names(ws.path, new_names)  # none asked: no git run
         if missing:
             coder = self._agents.agent("coder", f"coder:{st.id}:missing", CODER, ws, st)
             await coder.run(missing_prompt(missing, st.files), history=history)
