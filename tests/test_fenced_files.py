@@ -134,7 +134,8 @@ async def test_a_test_shown_alone_goes_to_the_one_file_the_reply_names(workspace
 
 async def test_a_name_the_task_asks_to_rename_may_leave_the_file(workspace: Path) -> None:
     text = f"### shop/pricing.py\n```python\n{RENAMED}```"
-    assert (await _read(FencedFileWrites(workspace, ("shop/*.py",)), text)).tool_call_problem
+    refused = await _read(FencedFileWrites(workspace, ("shop/*.py",)), text)
+    assert refused is not None and refused.tool_call_problem
     asked = "Rename calc_total to order_total everywhere."
     hook = FencedFileWrites(workspace, ("shop/*.py",), asked=asked)
     assert _writes(await _read(hook, text)) == {"shop/pricing.py": RENAMED}
