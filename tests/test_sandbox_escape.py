@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import pytest
@@ -175,7 +175,7 @@ async def world(tmp: Path, kind: str) -> AsyncIterator[World]:
     try:
         with internet() as server:
             async with (
-                Workspace.open(repo, name="mine", run_id="escape") as mine,
+                Workspace.open(repo, name="mine", run_id="escape", disk_mb=DISK_MB) as mine,
                 Workspace.open(repo, name="other", run_id="escape") as other,
             ):
                 (other.path / "notes.txt").write_text(SECRETS["other"])
@@ -276,8 +276,10 @@ class Attack:
     id: str
     perform: Perform
     escaped: Escaped
-    none_escapes: bool
-    """Whether it succeeds without a sandbox (documented by the `none` runs)."""
+    none_escapes: bool | Literal["on-the-host-fs"]
+    """Whether it succeeds without a sandbox (documented by the `none` runs);
+    `"on-the-host-fs"`: only where the worktree is not a filesystem of its own
+    (`swarm._sandbox._volume`: a hard link cannot cross into one)."""
     host_danger: bool = False
     """Too harmful to run for real without a sandbox (a fork bomb): skipped under `none`."""
 
@@ -574,7 +576,7 @@ ATTACKS = [
         "run-write-hard-link",
         run(lambda w: f"ln {_out(w, 'victim.txt')} hl; echo pwned >> hl; cat hl"),
         lambda w, _o: "pwned" in _out(w, "victim.txt").read_text(),
-        True,
+        "on-the-host-fs",
     ),
     Attack(
         "run-write-proc-self-root",
@@ -1011,6 +1013,8 @@ ATTACKS.append(
 
 def _disk_bomb_stopped(w: World, out: str) -> bool:
     grown = sum(p.stat().st_size for p in w.wt.glob("bomb-*")) / (1024 * 1024)
+    if w.mine.volume:  # the kernel refuses the writes past the quota: the command goes on
+        return grown > DISK_MB or f"disk quota of {DISK_MB} MB is used up" not in out
     return "BOMB-DONE" in out or grown > 4 * DISK_MB or f"disk quota of {DISK_MB} MB" not in out
 
 
@@ -1069,10 +1073,14 @@ async def test_attack(
             output = await attack.perform(w)
         await anyio.sleep(0.2)  # let a straggler show itself
         escaped = attack.escaped(w, output)
+        own_filesystem = w.mine.volume
     if kind == "bwrap":
         assert not escaped, f"{attack.id} escaped the bwrap sandbox:\n{output}"
     else:
-        assert escaped == attack.none_escapes, f"{attack.id} under none:\n{output}"
+        expected = attack.none_escapes
+        if expected == "on-the-host-fs":
+            expected = not own_filesystem
+        assert escaped == expected, f"{attack.id} under none:\n{output}"
 
 
 SERVED = ("run-fork-bomb", "run-too-many-processes", "run-setsid-survivor", "check-setsid-survivor")

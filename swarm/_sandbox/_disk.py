@@ -1,9 +1,10 @@
-"""A worktree's disk quota: how much its commands may make it grow, checked while they run.
+"""A worktree's disk quota where the kernel cannot hold it: checked while commands run.
 
-No kernel limit fits a worktree that lives in a directory of the host's filesystem: project
-quotas need the filesystem mounted with `prjquota` (most are not, and it cannot be done
-from here), and a loop-mounted image per worktree would move the worktree itself. What the
-kernel enforces: per file, RLIMIT_FSIZE at `Limits.largest_file_mb` (the smaller of
+Where it can, the worktree is a filesystem of its own (`swarm._sandbox._volume`: swarm is
+root and has loop devices) and nothing here runs. A worktree that is a directory of the
+host's filesystem has no kernel limit that fits: project quotas need the filesystem
+mounted with `prjquota` (most are not, and it cannot be done from here). What the
+kernel enforces there: per file, RLIMIT_FSIZE at `Limits.largest_file_mb` (the smaller of
 `file_size_mb` and `disk_mb`: one file never passes the quota, however fast it is
 written), and per sandbox the sizes of its memory-backed `/tmp` and `/dev/shm`.
 

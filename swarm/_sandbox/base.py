@@ -66,9 +66,11 @@ class Limits:
     shm_mb: int = 256
     """Size of the command's own `/dev/shm` (memory-backed)."""
     disk_mb: int | None = 8192
-    """How much the command's worktree may grow past its size at its first command: past
-    it the command is killed (`swarm._sandbox._disk`: a check, not a kernel limit; no single
-    file may be larger, which the kernel enforces: `largest_file_mb`); None: no quota."""
+    """How much the command's worktree may hold past its checkout. Where the worktree is a
+    filesystem of its own (`swarm._sandbox._volume`: root, loop devices) the kernel refuses
+    writes past it; elsewhere a command that grows the worktree past it is killed
+    (`swarm._sandbox._disk`: a check) and no single file may be larger, which the kernel
+    enforces (`largest_file_mb`). None: no quota."""
 
     @property
     def largest_file_mb(self) -> int | None:

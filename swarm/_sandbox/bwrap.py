@@ -35,7 +35,8 @@ way in; the process count is watched (`guard`), since RLIMIT_NPROC counts the us
 processes machine-wide and does not bind root at all; where swarm may make cgroups, the
 kernel caps the processes and the whole command's memory too, each command in cgroups of
 its own (`swarm._sandbox._pids`).
-The guard also keeps the worktree's disk quota (`swarm._sandbox._disk`: a check).
+The guard also keeps the worktree's disk quota where the worktree is not a filesystem of
+its own (`swarm._sandbox._disk`: a check; `swarm._sandbox._volume`: the kernel's).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ from typing import Self
 
 import anyio
 
-from swarm._sandbox import _disk, _identity, _pids, _seccomp
+from swarm._sandbox import _disk, _identity, _pids, _seccomp, _volume
 from swarm._sandbox._egress import Egress
 from swarm._sandbox._etc import etc_mounts, sandbox_ids
 from swarm._sandbox._gitconfig import shown_config
@@ -437,8 +438,8 @@ class BwrapSandbox(Sandbox):
     def _disk_watch(self, launch: Launch | None) -> _disk.DiskWatch | None:
         """The quota of the command's worktree (`swarm._sandbox._disk`), if it has one."""
         limit = self.policy.limits.disk_mb
-        if launch is None or limit is None:
-            return None
+        if launch is None or limit is None or _volume.quota_of(launch.cwd) is not None:
+            return None  # no quota, or the kernel holds it
         try:
             return _disk.DiskWatch(launch.cwd, limit)
         except OSError:
@@ -468,6 +469,15 @@ def _say_what_is_enforced(policy: SandboxPolicy) -> None:
     if (problem := _identity.problem()) is not None:
         log.warning("%s", problem)
     limits = policy.limits
+    if limits.disk_mb is not None and (why := _volume.unusable()) is not None:
+        log.warning(
+            "worktrees cannot be filesystems of their own here (%s): a worktree's disk quota "
+            "(%d MB) is a check that commands writing many files fast may pass before they "
+            "are killed; the kernel holds each file to %s MB",
+            why,
+            limits.disk_mb,
+            limits.largest_file_mb,
+        )
     if limits.memory_mb is None or (policy.cgroups and _pids.memory_usable()):
         return
     why = (

@@ -26,6 +26,7 @@ from pathlib import Path
 import anyio
 from anyio.abc import ByteReceiveStream
 
+from swarm._sandbox import _volume
 from swarm._sandbox._process import Command, open_command
 from swarm._sandbox.base import Launch, Sandbox
 
@@ -239,7 +240,7 @@ async def run_confined(
                     await anyio.sleep(0.01)
     output = capture.text(max_output_chars)
     refused = lane.denied if lane is not None else []
-    denials = (*stopped, *refused, *sandbox.denials(output))
+    denials = (*stopped, *refused, *sandbox.denials(output), *_volume.used_up(cwd, output))
     notes = "".join(f"\n[sandbox: {d}]" for d in denials)
     return CommandResult(
         exit_code=None if deadline.cancelled_caught else process.returncode,

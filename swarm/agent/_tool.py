@@ -15,6 +15,7 @@ untracked files it names, and no others).
 
 from __future__ import annotations
 
+import errno
 import inspect
 import json
 import re
@@ -30,7 +31,7 @@ import anyio.to_thread
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from swarm._sandbox import Sandbox, default_sandbox
+from swarm._sandbox import Sandbox, _volume, default_sandbox
 from swarm._sandbox._interpreter import interpreters_in, on_path, prefixes
 from swarm._sandbox.process import CommandResult, truncate
 from swarm.agent._env import command_env, environ, scrub_env
@@ -198,6 +199,8 @@ class Tool:
                 raise
             raise ToolError(f"{self.name} failed: {type(exc).__name__}: {exc}") from exc
         except Exception as exc:
+            if (full := _disk_full(exc, ctx)) is not None:
+                raise ToolError(f"{self.name} failed: {full}") from exc
             raise ToolError(f"{self.name} failed: {type(exc).__name__}: {exc}") from exc
         text = (
             result
@@ -384,3 +387,11 @@ def tool(
     if fn is not None:
         return _make(fn, name, description, requires_approval, read_only)
     return lambda f: _make(f, name, description, requires_approval, read_only)
+
+
+def _disk_full(exc: Exception, ctx: ToolContext | None) -> str | None:
+    """What to tell the model when a tool's write met its worktree's disk quota."""
+    if not isinstance(exc, OSError) or exc.errno != errno.ENOSPC or ctx is None:
+        return None
+    notes = _volume.used_up(ctx.root, "No space left on device")
+    return notes[0] if notes else None

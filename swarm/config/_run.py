@@ -178,9 +178,11 @@ class SandboxConfig(BaseModel):
     """Start commands through pidfds where the system has them (false: anyio's way)."""
     """Size of each command's `/dev/shm` (memory-backed)."""
     disk_mb: int | None = Field(default=8192, ge=1)
-    """How much a worktree may grow past its size at its first command (its commands are
-    killed near it, and told so; no one file, in the worktree or `/tmp`, may be larger,
-    which the kernel enforces exactly); None: no quota."""
+    """How much a worktree may hold past its checkout: where swarm is root and has loop
+    devices, the worktree is a filesystem of that much room and the kernel refuses writes
+    past it; elsewhere its commands are killed near it, and told so, and no one file, in
+    the worktree or `/tmp`, may be larger (which the kernel enforces exactly). None: no
+    quota."""
 
     @field_validator("allow")
     @classmethod

@@ -116,7 +116,9 @@ class GitWorkspaces:
         self.repo, self.run_id = repo, run_id
         self.environment = environment or CheckEnvironment.resolve(repo)
         keep = self.environment.include
-        self.pool = WorkspacePool(repo, run_id, keep=keep) if reuse else None
+        self.disk_mb = self.environment.sandbox.policy.limits.disk_mb
+        """Each worktree's disk quota (`Workspace.open`)."""
+        self.pool = WorkspacePool(repo, run_id, keep=keep, disk_mb=self.disk_mb) if reuse else None
 
     def open(self, base: str, name: str) -> AbstractAsyncContextManager[WorkspaceLike]:
         return self._open(base, name)
@@ -126,7 +128,9 @@ class GitWorkspaces:
         opened = (
             self.pool.lease(base, name)
             if self.pool
-            else Workspace.open(self.repo, base=base, name=name, run_id=self.run_id)
+            else Workspace.open(
+                self.repo, base=base, name=name, run_id=self.run_id, disk_mb=self.disk_mb
+            )
         )
         async with opened as ws:
             if self.environment.include or self.environment.setup:

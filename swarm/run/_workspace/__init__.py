@@ -33,6 +33,7 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
+from swarm._sandbox import _volume
 from swarm._sandbox.bwrap import writable_for_commands
 from swarm._sandbox.process import kill_processes_in
 from swarm._tracing import semconv as sc
@@ -80,7 +81,16 @@ def _check_component(kind: str, value: str) -> None:
 class Workspace:
     """A git worktree of `repo` at commit `base`, on its own branch; see `Workspace.open`."""
 
-    def __init__(self, repo: Path, path: Path, branch: str, base: str, common: Path) -> None:
+    def __init__(
+        self,
+        repo: Path,
+        path: Path,
+        branch: str,
+        base: str,
+        common: Path,
+        *,
+        disk_mb: int | None = None,
+    ) -> None:
         self.repo = repo
         """The target repository."""
         self.path = path
@@ -91,6 +101,11 @@ class Workspace:
         """The commit (full sha) the workspace started from."""
         self.written = WriteLog()
         """The files tools wrote here: shared by every ToolContext rooted at `path`."""
+        self.disk_mb = disk_mb
+        """The worktree's disk quota: how much it may hold past its checkout (None: none)."""
+        self.volume = False
+        """Whether the worktree is a filesystem of its own, where the kernel holds
+        `disk_mb` (`swarm._sandbox._volume`); else it is the sandbox's check."""
         self._common = common
         self._owner = path.with_name(f"{path.name}.owner")
         self._owned = False
@@ -110,13 +125,17 @@ class Workspace:
         name: str,
         run_id: str = "adhoc",
         root: Path | None = None,
+        disk_mb: int | None = None,
     ) -> AsyncIterator[Workspace]:
         """Make a worktree of `repo` at `base` for the block, and remove it afterwards.
 
         Removal (files, worktree record, branch) happens on every exit path, cancellation
         included. `root` overrides where worktrees live (default: inside the git dir).
+        `disk_mb`: how much the worktree may hold past its checkout; where swarm can (root,
+        loop devices) the worktree is a filesystem of that size, which refuses writes past
+        it (`swarm._sandbox._volume`).
         """
-        ws = await cls.create(repo, base=base, name=name, run_id=run_id, root=root)
+        ws = await cls.create(repo, base=base, name=name, run_id=run_id, root=root, disk_mb=disk_mb)
         try:
             yield ws
         finally:
@@ -132,9 +151,11 @@ class Workspace:
         run_id: str = "adhoc",
         root: Path | None = None,
         label: str | None = None,
+        disk_mb: int | None = None,
     ) -> Workspace:
         """Make a worktree of `repo` at `base`; the caller owes it a `close()` (`open` is
-        the block that does both). `label` names it in the trace (default: `name`)."""
+        the block that does both). `label` names it in the trace (default: `name`);
+        `disk_mb`: see `open`."""
         _check_component("name", name)
         _check_component("run_id", run_id)
         if base.startswith("-"):
@@ -143,7 +164,8 @@ class Workspace:
         common = await common_dir(repo)
         sha = await _commit_of(repo, base)
         where = Path(await anyio.Path(root).resolve()) if root else common / "swarm-worktrees"
-        ws = cls(repo, where / run_id / name, f"{BRANCH_PREFIX}/{run_id}/{name}", sha, common)
+        branch = f"{BRANCH_PREFIX}/{run_id}/{name}"
+        ws = cls(repo, where / run_id / name, branch, sha, common, disk_mb=disk_mb)
         attrs = {sc.WORKSPACE_NAME: label or name}
         try:
             with tracer().start_as_current_span(f"{sc.WORKSPACE_SPAN} open", attributes=attrs):
@@ -193,6 +215,10 @@ class Workspace:
             raise WorkspaceError(f"{self.path} exists; remove it or run cleanup_stale")
         # git reads every worktree's admin dir when adding one: one add at a time per repo.
         # Shielded: made whole or not at all, so cleanup knows what there is to remove.
+        if self.disk_mb is not None:
+            footprint = await _footprint(self.repo, self.base)
+            with anyio.fail_after(CLEANUP_TIMEOUT_S, shield=True):
+                self.volume = await _volume.make(self.path, self.disk_mb, footprint)
         async with repo_state(self._common).lock:
             with anyio.fail_after(CLEANUP_TIMEOUT_S, shield=True):
                 await git_retry(
@@ -214,6 +240,9 @@ class Workspace:
 
     async def _remove(self) -> None:
         try:
+            if self.volume:  # its files go with it: git's record is all there is to remove
+                await _volume.remove(self.path)
+                self.volume = False
             if self._added:
                 await unregister(self.repo, self._common, self.path, self.branch, self._admin)
             if self._owned:
@@ -295,6 +324,18 @@ class Workspace:
             self.written.note(path)
 
 
+_footprints: dict[str, _volume.Footprint] = {}
+"""What each commit's checkout takes on disk (a commit's tree never changes)."""
+
+
+async def _footprint(repo: Path, sha: str) -> _volume.Footprint:
+    """What checking out `sha` takes on ext4 (for the size of a worktree's volume)."""
+    if (found := _footprints.get(sha)) is None:
+        listing = await git("ls-tree", "-r", "-t", "-l", "-z", "--full-tree", sha, cwd=repo)
+        found = _footprints[sha] = _volume.Footprint.of_tree(listing)
+    return found
+
+
 async def _commit_of(repo: Path, base: str) -> str:
     """`base` as a full sha (a full sha needs no lookup: git checks it where it is used)."""
     if _SHA.fullmatch(base):
@@ -341,6 +382,7 @@ async def cleanup_stale(repo: Path, *, run_id: str | None = None) -> list[Path]:
         if (run_id is not None and run != run_id) or owner_alive(owner):
             continue
         kill_processes_in(path)  # the dead run's checks and commands still running there
+        await _volume.remove(path)
         try:
             await unregister(repo, common, path, f"{BRANCH_PREFIX}/{run}/{name}", admin_dir(path))
         except WorkspaceError as exc:

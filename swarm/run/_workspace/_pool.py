@@ -36,10 +36,14 @@ WARM_AT_ONCE = 4
 class WorkspacePool:
     """Worktrees of `repo` for run `run_id`, leased one subtask at a time."""
 
-    def __init__(self, repo: Path, run_id: str, *, keep: Sequence[str] = ()) -> None:
+    def __init__(
+        self, repo: Path, run_id: str, *, keep: Sequence[str] = (), disk_mb: int | None = None
+    ) -> None:
         self.repo, self.run_id = repo, run_id
         self.keep = tuple(keep)
         """Untracked paths a reset leaves in place (what `include:` brought)."""
+        self.disk_mb = disk_mb
+        """Each worktree's disk quota (`Workspace.open`)."""
         self.made = 0
         """Worktrees made so far (each leased one is either made or reused)."""
         self.reused = 0
@@ -85,7 +89,12 @@ class WorkspacePool:
         self.made += 1
         name = f"w{self.made:03d}"
         return await Workspace.create(
-            self.repo, base=base, name=name, run_id=self.run_id, label=label
+            self.repo,
+            base=base,
+            name=name,
+            run_id=self.run_id,
+            label=label,
+            disk_mb=self.disk_mb,
         )
 
     async def warm(self, base: str, count: int) -> None:

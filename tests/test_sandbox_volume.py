@@ -1,0 +1,132 @@
+"""A worktree as a filesystem of its own (`swarm._sandbox._volume`): the kernel refuses
+writes past its disk quota, whoever makes them, and nothing of it outlives the worktree."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from swarm._sandbox import BwrapSandbox, Limits, SandboxPolicy, _volume
+from swarm.agent._toolbox import coding_tools
+from swarm.errors import ToolError
+from swarm.run._environment import CheckEnvironment
+from swarm.run._seams import GitWorkspaces
+from swarm.run._workspace import Workspace, cleanup_stale
+from tests.sandboxing import needs_bwrap
+from tests.test_sandbox import repo
+
+__all__ = ["repo"]
+
+TOOLS = {t.name: t for t in coding_tools()}
+_MB = 1024 * 1024
+
+needs_volumes = pytest.mark.skipif(
+    _volume.unusable() is not None,
+    reason=f"worktrees cannot be filesystems here: {_volume.unusable()}",
+)
+
+
+def _files_size(root: Path, pattern: str) -> int:
+    return sum(p.stat().st_size for p in root.glob(pattern))
+
+
+def test_a_checkout_takes_a_block_per_4_kb_of_each_file_and_per_directory() -> None:
+    listing = "\0".join(
+        [
+            "100644 blob 1111 10\tREADME",
+            "040000 tree 2222 -\tsrc",
+            "100644 blob 3333 4097\tsrc/big.py",
+            "100644 blob 4444 0\tsrc/__init__.py",
+            "120000 blob 5555 7\tlink",
+            "",
+        ]
+    )
+    footprint = _volume.Footprint.of_tree(listing)
+    assert footprint == _volume.Footprint(4096 + 4096 + 8192 + 0 + 4096, 5)
+
+
+@needs_volumes
+async def test_the_quota_is_the_room_past_the_checkout(repo: Path) -> None:
+    async with Workspace.open(repo, name="w", disk_mb=64) as ws:
+        assert ws.volume and os.path.ismount(ws.path)
+        assert (ws.path / "app.py").read_text() == "x = 1\n"  # checked out into it
+        info = os.statvfs(ws.path)
+        room = info.f_bavail * info.f_frsize / _MB
+        assert 64 <= room <= 64.1  # the kernel's own reserve is outside it
+        image = _volume.image_of(ws.path)
+        assert image.stat().st_blocks * 512 < 8 * _MB  # sparse: only what is written
+    assert not ws.path.exists() and not image.exists()
+
+
+@needs_volumes
+@needs_bwrap
+async def test_many_small_files_stop_at_the_quota_and_the_command_is_told(repo: Path) -> None:
+    """What the check let pass (64 MB reached 65 to 117 MB): the kernel refuses the write
+    at the quota, and the command goes on to clean up."""
+    sandbox = BwrapSandbox(SandboxPolicy(limits=Limits(disk_mb=16)))
+    env = CheckEnvironment.resolve(repo, python=sys.executable, sandbox=sandbox)
+    async with Workspace.open(repo, name="w", disk_mb=16) as ws:
+        bomb = "for i in $(seq 400); do head -c 100K /dev/zero > bomb-$i; done; echo GO-ON"
+        out = await TOOLS["run"].run({"command": bomb}, env.context(ws.path, timeout_s=60))
+        written = _files_size(ws.path, "bomb-*")
+    assert written <= 16 * _MB
+    assert written > 15 * _MB  # refused at the quota, not long before it
+    assert "GO-ON" in out  # refused, not killed
+    assert "[sandbox: the worktree's disk quota of 16 MB is used up" in out
+
+
+@needs_volumes
+async def test_host_side_writes_meet_the_same_quota(repo: Path) -> None:
+    """A file tool (swarm's own process, root) is refused past the quota too, with a
+    message, not a traceback."""
+    async with Workspace.open(repo, name="w", disk_mb=8) as ws:
+        ctx = ws.context()
+        for i in range(3):
+            await TOOLS["write_file"].run({"path": f"blob-{i}.txt", "content": "y" * _MB * 2}, ctx)
+        with pytest.raises(ToolError) as refused:
+            await TOOLS["write_file"].run({"path": "blob-3.txt", "content": "y" * _MB * 3}, ctx)
+        written = _files_size(ws.path, "blob-*")
+    assert written <= 8 * _MB
+    assert str(refused.value).startswith(
+        "write_file failed: the worktree's disk quota of 8 MB is used up: writes past it "
+        "were refused"
+    )
+
+
+@needs_volumes
+async def test_a_dead_runs_volume_is_unmounted_and_deleted_by_cleanup(repo: Path) -> None:
+    ws = await Workspace.create(repo, name="w", run_id="dead", disk_mb=8)
+    assert ws.volume
+    gone = subprocess.Popen(["true"])  # noqa: ASYNC220 (waited for at once)
+    gone.wait()  # its pid names a process that has ended: the run that made `w` is dead
+    owner = ws.path.with_name(f"{ws.path.name}.owner")
+    owner.write_text(f"{socket.gethostname()} {gone.pid}\n")
+    removed = await cleanup_stale(repo, run_id="dead")
+    assert removed == [ws.path]
+    assert not os.path.ismount(ws.path) and not ws.path.exists()
+    assert not _volume.image_of(ws.path).exists()
+
+
+@needs_volumes
+async def test_a_runs_worktrees_take_the_sandboxs_quota_and_keep_it_when_reused(
+    repo: Path,
+) -> None:
+    sandbox = BwrapSandbox(SandboxPolicy(limits=Limits(disk_mb=8)))
+    env = CheckEnvironment.resolve(repo, python=sys.executable, sandbox=sandbox)
+    workspaces = GitWorkspaces(repo, "r1", env, reuse=True)
+    try:
+        async with workspaces.open("HEAD", "s1") as first:
+            assert isinstance(first, Workspace) and first.volume and first.disk_mb == 8
+            (first.path / "scratch").write_bytes(b"z" * 6 * _MB)
+        async with workspaces.open("HEAD", "s2") as second:
+            assert second is first and not (second.path / "scratch").exists()
+            info = os.statvfs(second.path)
+            assert info.f_bavail * info.f_frsize >= 8 * _MB  # the reset gave the room back
+    finally:
+        await workspaces.aclose()
+    assert not first.path.exists() and not _volume.image_of(first.path).exists()
