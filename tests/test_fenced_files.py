@@ -258,3 +258,15 @@ async def test_the_simulator_shows_whole_files_that_an_agent_writes(workspace: P
         result = await agent.run("Type shop/pricing.py.")
     assert result.finished and result.calls.parsed >= 1
     assert (workspace / "shop" / "pricing.py").read_text() == TYPED
+
+
+async def test_a_file_named_without_its_directories_is_the_scope_file_it_ends(
+    workspace: Path,
+) -> None:
+    """The 1.5B model's "Here is the modified `pricing.py`" for the scope's
+    `shop/pricing.py` (a second scope file elsewhere, so nothing else names it)."""
+    text = f"Here is the modified `pricing.py`:\n\n```python\n{TYPED}```\n"
+    hook = FencedFileWrites(workspace, ("shop/pricing.py", "tests/test_pricing.py"))
+    assert _writes(await _read(hook, text)) == {"shop/pricing.py": TYPED}
+    other = FencedFileWrites(workspace, ("shop/pricing.py", "old/pricing.py"))
+    assert not (await _read(other, text) or reply("")).message.tool_calls  # which one?

@@ -334,3 +334,31 @@ async def test_an_edit_that_drops_a_definition_says_so(ws: Path) -> None:
         "Note: sub is no longer defined in it. To add code beside a definition, keep the "
         "definition's lines in `new`."
     )
+
+
+async def test_a_whole_definition_put_over_anothers_first_line_is_refused(ws: Path) -> None:
+    """What the 1.5B model did to 'add clamp' to a file with `add`: `add`'s body stayed
+    behind under `clamp`, `add` was gone, and three fix rounds never found why."""
+    before = (ws / "src" / "calc.py").read_text()
+    clamp = "def clamp(x, lo, hi):\n    return min(hi, max(lo, x))"
+    with pytest.raises(ToolError) as refused:
+        await call("edit_file", ws, path="src/calc.py", old="def add(a, b):", new=clamp)
+    assert str(refused.value) == (
+        "refused: `old` holds the first line of `def add` but not its "
+        "body, and `new` defines clamp instead: the body of add would be left under your "
+        "code, and add gone. To add code beside it, make `new` your code followed by `old` "
+        "unchanged; to replace add, put all of it in `old`"
+    )
+    assert (ws / "src" / "calc.py").read_text() == before
+    # what the message asks for works; and so does a rename of the header alone
+    await call(
+        "edit_file",
+        ws,
+        path="src/calc.py",
+        old="def add(a, b):",
+        new=f"{clamp}\n\n\ndef add(a, b):",
+    )
+    await call("edit_file", ws, path="src/calc.py", old="def sub(a, b):", new="def minus(a, b):")
+    text = (ws / "src" / "calc.py").read_text()
+    assert "def clamp(x, lo, hi)" in text and "def add(a, b):\n    return a - b" in text
+    assert "def minus(a, b):\n    return a - b" in text

@@ -228,6 +228,8 @@ def edit_file(ctx: ToolContext, path: str, old: str, new: str, replace_all: bool
     if replace_all and text.count(old) > 1:
         return _replace_every(ctx, path, text, old, new)
     index, end, new, how = _locate(text, path, old, new)
+    if (orphan := _orphaned_body(path, text, index, end, new)) is not None:
+        raise ToolError(orphan)
     updated = text[:index] + new + text[end:]
     target = write_confined(ctx, path, updated.encode("utf-8"))
     ctx.written.note(_rel(ctx, target))
@@ -343,6 +345,46 @@ def _elsewhere(ctx: ToolContext, path: str, exc: ToolError) -> ToolError:
         return exc
     others = _same_name(ctx, path)
     return ToolError(f"{exc}; did you mean {' or '.join(map(repr, others))}?") if others else exc
+
+
+def _orphaned_body(path: str, text: str, start: int, end: int, new: str) -> str | None:
+    """Why an edit is refused that replaces only the first line of a definition with a
+    whole definition of another name (what a small model does to add a function "at"
+    one): the old body would stay behind under the new code and the old name be gone."""
+    if not path.endswith(".py"):
+        return None
+    try:
+        before, added = ast.parse(text), ast.parse(textwrap.dedent(new))
+    except (SyntaxError, ValueError):
+        return None
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    made = {n.name for n in ast.walk(added) if isinstance(n, kinds)}
+    if not made:
+        return None
+    starts = _line_starts(text)
+    for node in ast.walk(before):
+        if not isinstance(node, kinds) or node.name in made:
+            continue
+        header, body = starts[node.lineno - 1], starts[node.body[0].lineno - 1]
+        if start <= header < end <= body:
+            kind = "class" if isinstance(node, ast.ClassDef) else "def"
+            return (
+                f"refused: `old` holds the first line of `{kind} {node.name}` but not its "
+                f"body, and `new` defines {', '.join(sorted(made))} instead: the body of "
+                f"{node.name} would be left under your code, and {node.name} gone. To add code "
+                "beside it, make `new` your code followed by `old` unchanged; to replace "
+                f"{node.name}, put all of it in `old`"
+            )
+    return None
+
+
+def _line_starts(text: str) -> list[int]:
+    """The offset where each line of `text` starts."""
+    starts, at = [], 0
+    for line in text.splitlines(keepends=True):
+        starts.append(at)
+        at += len(line)
+    return [*starts, at]
 
 
 def _lost_definitions(path: str, before: str, after: str) -> list[str]:

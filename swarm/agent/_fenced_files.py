@@ -119,7 +119,7 @@ class FencedFileWrites(Hooks):
         taken: dict[str, set[str]] = {}
         problem = ""
         for block in _blocks(text):
-            path = block.path or inferred
+            path = self._in_place(block.path) if block.path else inferred
             if path is None or (block.path is None and not _fits(path, block.language)):
                 continue
             content, why = self._content(path, block)
@@ -129,6 +129,15 @@ class FencedFileWrites(Hooks):
                 problem = why
         # a path shown two ways is ambiguous: neither is taken
         return {path: got.pop() for path, got in taken.items() if len(got) == 1}, problem
+
+    def _in_place(self, path: str) -> str:
+        """`path` as the scope has it: a name the reply gave without its directories
+        (`test_x.py` for the scope's `tests/test_x.py`) is the one scope file it ends."""
+        relative = _normal(path)
+        if relative is None or self._in_scope(relative, (self.root / relative).is_file()):
+            return path
+        ends = {e for e in map(_normal, self.scope) if e and e.endswith(f"/{relative}")}
+        return ends.pop() if len(ends) == 1 else path
 
     def _only_file(self) -> str | None:
         """The scope's one file, when it is a single plain path."""
