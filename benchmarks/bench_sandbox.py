@@ -25,6 +25,10 @@ script in a process of its own, in `--rounds` rounds of `--commands / rounds` co
 the order of the two swapped each round (so both see the same machine); reported: the
 median over the rounds of each figure, for both, and this one's minus DIR's.
 
+Per worktree (`--workspaces`): making and removing one with its disk quota, a filesystem
+of its own where swarm can make one (root, loop devices: `swarm._sandbox._volume`), and
+without, alternating; the commands above run in such a worktree, as in a solve.
+
 Whole run: `swarm solve` on the shipped demo (simulator, `time_scale` 0.02) with
 `--sandbox bwrap` and `--sandbox none`, alternating, `--solves` times each; median wall
 time and swarm's own CPU (its process only). Goal: bwrap no more than 10 % slower.
@@ -170,7 +174,12 @@ async def per_command(n: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="bench-sbx-") as tmp:
         repo = _repo(Path(tmp))
-        async with Workspace.open(repo, name="bench") as ws, AsyncExitStack() as stack:
+        quota = SandboxPolicy().limits.disk_mb  # a solve's worktree: a volume where it can be
+        async with (
+            Workspace.open(repo, name="bench", disk_mb=quota) as ws,
+            AsyncExitStack() as stack,
+        ):
+            out["worktree_volume"] = ws.volume
             for sandbox in sandboxes.values():  # the proxy, once, as a run opens it
                 await stack.enter_async_context(sandbox.session())
             for label, command in COMMANDS.items():
@@ -212,6 +221,39 @@ async def per_command(n: int) -> dict[str, Any]:
                     allow_over = stats["allow"]["median_ms"] - stats["none"]["median_ms"]
                     stats["allow_overhead_ms"] = round(allow_over, 2)
                 out[label] = stats
+    return out
+
+
+async def per_workspace(n: int) -> dict[str, Any]:
+    """Making and removing a worktree with its disk quota (a filesystem of its own where
+    `swarm._sandbox._volume` can make one) and without, alternating: what the volume costs
+    each worktree a run makes (the pool reuses them)."""
+    quota = SandboxPolicy().limits.disk_mb
+    made: dict[str, list[float]] = {"plain": [], "quota": []}
+    removed: dict[str, list[float]] = {"plain": [], "quota": []}
+    volumes = 0
+    with tempfile.TemporaryDirectory(prefix="bench-sbx-ws-") as tmp:
+        repo = _repo(Path(tmp))
+        for i in range(n):
+            for kind in ("plain", "quota") if i % 2 == 0 else ("quota", "plain"):
+                t0 = time.perf_counter()
+                ws = await Workspace.create(
+                    repo, name=f"{kind}{i}", disk_mb=quota if kind == "quota" else None
+                )
+                t1 = time.perf_counter()
+                volumes += ws.volume
+                await ws.close()
+                made[kind].append(t1 - t0)
+                removed[kind].append(time.perf_counter() - t1)
+    out: dict[str, Any] = {
+        kind: {
+            "create_ms": round(median(made[kind]) * 1000, 2),
+            "close_ms": round(median(removed[kind]) * 1000, 2),
+        }
+        for kind in made
+    }
+    out["volumes"] = volumes
+    out["added_ms"] = round(sum(out["quota"].values()) - sum(out["plain"].values()), 2)
     return out
 
 
@@ -286,6 +328,7 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--commands", type=int, default=200)
     parser.add_argument("--solves", type=int, default=3)
+    parser.add_argument("--workspaces", type=int, default=20)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--against", type=Path, help="a checkout to compare with (module)")
     parser.add_argument("--rounds", type=int, default=6)
@@ -299,6 +342,7 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
         return compared
     result: dict[str, Any] = {
         "per_command": await per_command(args.commands),
+        "per_workspace": await per_workspace(args.workspaces) if args.workspaces else None,
         "demo_solve": await demo_solves(args.solves) if args.solves else None,
         "goals": {"per_command_overhead_ms": 15, "demo_slower_pct": 10},
         # the machine is shared: wall figures grow with the load, CPU figures far less
@@ -308,11 +352,21 @@ async def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(json.dumps(result, indent=2))
     else:
         for label, s in result["per_command"].items():
+            if label == "worktree_volume":
+                print(f"commands ran in a worktree that is a filesystem of its own: {s}")
+                continue
             print(
                 f"{label:>7}: none {s['none']['median_ms']} ms, bwrap {s['bwrap']['median_ms']}"
                 f" ms: +{s['overhead_ms']} ms per command (CPU +{s['overhead_cpu_ms']} ms); "
                 f"before issue 34 +{s['overhead_before_ms']} ms: the layers {s['layers_ms']:+} ms"
                 f" (uid drop and seccomp {s['drop_ms']:+} ms)"
+            )
+        w = result["per_workspace"]
+        if w is not None:
+            print(
+                f"worktree: plain {w['plain']['create_ms']} + {w['plain']['close_ms']} ms, "
+                f"with its filesystem {w['quota']['create_ms']} + {w['quota']['close_ms']} ms"
+                f" ({w['volumes']} volumes made)"
             )
         print(f"load average (1, 5, 15 min): before {load_before}, after {os.getloadavg()}")
         d = result["demo_solve"]

@@ -22,6 +22,7 @@ from swarm._sandbox import (
     Limits,
     NoSandbox,
     SandboxPolicy,
+    _volume,
     bwrap_problem,
     make_sandbox,
     sandboxed_git,
@@ -222,7 +223,12 @@ async def test_the_report_says_which_sandbox_ran(repo: Path) -> None:
     task = parse_task("---\ncheck: python -c pass\n---\n# T\n\nDo.\n")
     bwrap = await GitWorld(repo, task, sandbox=make_sandbox(kind="bwrap")).warnings(task)
     none = await GitWorld(repo, task, sandbox=make_sandbox(kind="none")).warnings(task)
-    assert "sandbox: bwrap: commands write only their worktree; no network" in bwrap
+    said = next(n for n in bwrap if n.startswith("sandbox: bwrap:"))
+    held = "held by the kernel (a filesystem each)" if _volume.unusable() is None else "checked"
+    assert said.startswith(
+        "sandbox: bwrap: commands write only their worktree; no network; "
+        f"8192 MB of disk per worktree, {held}"
+    )
     assert any(
         n.startswith("sandbox: none: agents' commands and checks run on this machine") for n in none
     )

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from swarm._cluster.node import CallLimits, WorkspaceNode
 from swarm._sandbox import BwrapSandbox, Limits, SandboxPolicy, _volume
 from swarm.agent._toolbox import coding_tools
 from swarm.errors import ToolError
@@ -90,6 +91,10 @@ async def test_host_side_writes_meet_the_same_quota(repo: Path) -> None:
             await TOOLS["write_file"].run({"path": f"blob-{i}.txt", "content": "y" * _MB * 2}, ctx)
         with pytest.raises(ToolError) as refused:
             await TOOLS["write_file"].run({"path": "blob-3.txt", "content": "y" * _MB * 3}, ctx)
+        with pytest.raises(ToolError):  # an existing file is left whole, not cut short
+            await TOOLS["write_file"].run({"path": "blob-0.txt", "content": "w" * _MB * 5}, ctx)
+        assert (ws.path / "blob-0.txt").read_text() == "y" * _MB * 2
+        assert not (ws.path / "blob-3.txt").exists()  # nor is half a new one left
         written = _files_size(ws.path, "blob-*")
     assert written <= 8 * _MB
     assert str(refused.value).startswith(
@@ -130,3 +135,33 @@ async def test_a_runs_worktrees_take_the_sandboxs_quota_and_keep_it_when_reused(
     finally:
         await workspaces.aclose()
     assert not first.path.exists() and not _volume.image_of(first.path).exists()
+
+
+@needs_volumes
+async def test_a_cluster_nodes_clone_is_a_filesystem_of_its_own_too(repo: Path) -> None:
+    """The node's clone (made from a bundle, no shared disk) meets the same quota; its git
+    dir is beside it, and nothing of either outlives the actor."""
+    sandbox = BwrapSandbox(SandboxPolicy(limits=Limits(disk_mb=8)))
+    env = CheckEnvironment.resolve(repo, python=sys.executable, sandbox=sandbox)
+    bundle = subprocess.run(
+        ["git", "bundle", "create", "-", "--all"], cwd=repo, capture_output=True, check=True
+    ).stdout
+    sha = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    node = WorkspaceNode(env, "r1", "n1")
+    limits = CallLimits(check=None, timeout_s=30, max_output_chars=20_000)
+    try:
+        info = await node.open(bundle, sha)
+        assert node.volume and os.path.ismount(info.path)
+        assert (node.root / "app.py").read_text() == "x = 1\n"
+        wrote = await node.tool("write_file", {"path": "a.txt", "content": "a" * _MB * 6}, limits)
+        assert wrote.error is None
+        refused = await node.tool("write_file", {"path": "b.txt", "content": "b" * _MB * 4}, limits)
+        assert refused.error is not None and "disk quota of 8 MB is used up" in refused.error
+        assert "+" + "a" * 10 in await node.patch()  # a clone like any other
+        status = await node.tool("run", {"command": "git status --short"}, limits)
+        assert status.text.startswith("command exited with code 0\n?? a.txt\n"), status
+    finally:
+        await node.close()
+    assert not node.root.exists() and not node.root.parent.exists()

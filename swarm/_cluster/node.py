@@ -24,13 +24,14 @@ from typing import Any
 
 import anyio.to_thread
 
+from swarm._sandbox import _volume
 from swarm.agent._tool import Finish, Tool, WriteLog
 from swarm.agent._toolbox import coding_tools
 from swarm.errors import ToolError
 from swarm.run._check import CheckResult, run_check
 from swarm.run._diff import patch_paths, worktree_diff
 from swarm.run._environment import CheckEnvironment
-from swarm.run._git import git
+from swarm.run._git import checkout_footprint, git
 
 __all__ = ["CallLimits", "NodeInfo", "Reply", "WorkspaceNode"]
 
@@ -86,6 +87,8 @@ class WorkspaceNode:
         self.base = ""
         self._written = WriteLog()
         self._tools: dict[str, Tool] = {t.name: t for t in coding_tools()}
+        self.volume = False
+        """Whether the clone's files are a filesystem of their own."""
 
     async def ready(self) -> NodeInfo:
         """Answers once the actor runs (the driver waits here while the cluster is full):
@@ -93,11 +96,23 @@ class WorkspaceNode:
         return NodeInfo(socket.gethostname(), _node_id(), "")
 
     async def open(self, bundle: bytes, base: str) -> NodeInfo:
-        """Clone `base` from `bundle` into a fresh directory, then run the task's `setup:`."""
+        """Clone `base` from `bundle` into a fresh directory, then run the task's `setup:`.
+
+        The clone's git dir is beside its files (`git`), which are a filesystem of their
+        own where the node can make one (`swarm._sandbox._volume`: the kernel holds the
+        sandbox's `disk_mb`), as on the driver."""
         where = Path(tempfile.mkdtemp(prefix=f"swarm-{self.run_id}-{self.name}-"))
         self.root = where / "repo"
-        await git("init", "--quiet", str(self.root), cwd=where)
+        await git(
+            "init", "--quiet", f"--separate-git-dir={where / 'git'}", str(self.root), cwd=where
+        )
         await self._fetch(bundle)
+        quota = self.environment.sandbox.policy.limits.disk_mb
+        if quota is not None and _volume.unusable() is None:
+            footprint = await checkout_footprint(self.root, base)
+            gitfile = _unmade(self.root)
+            self.volume = await _volume.make(self.root, quota, footprint)
+            _remade(self.root, gitfile, made=self.volume)
         await git("checkout", "--quiet", "--detach", base, cwd=self.root)
         return await self._fresh(base)
 
@@ -185,9 +200,29 @@ class WorkspaceNode:
 
     async def close(self) -> None:
         """Remove the clone (the actor ends after this)."""
+        if self.volume:
+            with anyio.CancelScope(shield=True):
+                await _volume.remove(self.root)
+            self.volume = False
         if self.root != Path():
             await anyio.to_thread.run_sync(shutil.rmtree, self.root.parent, True)
 
     async def pid(self) -> int:
         """The actor's process id (the fault tests kill nodes, not this)."""
         return os.getpid()
+
+
+def _unmade(root: Path) -> str:
+    """Take away the clone's directory (it holds only its `.git` file, which this returns),
+    so that a filesystem can be made in its place."""
+    gitfile = (root / ".git").read_text()
+    (root / ".git").unlink()
+    root.rmdir()
+    return gitfile
+
+
+def _remade(root: Path, gitfile: str, *, made: bool) -> None:
+    """Put the clone's `.git` file back in `root` (a directory anew, unless `made`)."""
+    if not made:
+        root.mkdir()
+    (root / ".git").write_text(gitfile)

@@ -205,7 +205,9 @@ class Sandbox(ABC):
 
 def git_paths(cwd: Path) -> tuple[Path | None, Path | None]:
     """For a linked worktree `cwd`: its git common dir and the `swarm-worktrees` dir inside
-    it that holds the other worktrees (hidden from it). (None, None) when `cwd` is not one.
+    it that holds the other worktrees (hidden from it); for a checkout whose git dir is
+    elsewhere (`git init --separate-git-dir`: a cluster node's clone), that git dir. (None,
+    None) when `cwd` is neither.
 
     Agents' commands get read-only git: `git diff`, `log`, `status` work; commits, branch
     and ref changes do not (swarm makes the commits; the patch is computed outside)."""
@@ -215,6 +217,8 @@ def git_paths(cwd: Path) -> tuple[Path | None, Path | None]:
     try:
         common_rel = (admin / "commondir").read_text().strip()
     except OSError:
+        if (admin / "HEAD").is_file() and (admin / "objects").is_dir():
+            return admin, admin / "swarm-worktrees"  # a git dir of its own
         return None, None
     common = Path(common_rel) if Path(common_rel).is_absolute() else admin / common_rel
     common = common.resolve()

@@ -17,6 +17,7 @@ checked with `fstat`, and anything but a regular file refused; a write truncates
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -146,15 +147,34 @@ def read_regular(path: Path) -> bytes | None:
 
 
 def write_confined(ctx: ToolContext, path: str, data: bytes) -> Path:
-    """Write `data` to `path` in the workspace (parents made); returns the resolved path."""
+    """Write `data` to `path` in the workspace (parents made); returns the resolved path.
+
+    The room is taken before the file is touched: a write the disk (a worktree's quota)
+    refuses leaves an existing file as it was and makes no new one."""
     with _parent_fd(ctx, path, writing=True) as (parent, name, target):
         try:
-            fd = _open_file(path, name, parent, os.O_WRONLY | os.O_CREAT)
-        except IsADirectoryError:
-            raise ToolError(f"{path!r} is a directory") from None
+            fd = _open_file(path, name, parent, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+            made = True
+        except FileExistsError:
+            made = False
+            try:
+                fd = _open_file(path, name, parent, os.O_WRONLY)
+            except IsADirectoryError:
+                raise ToolError(f"{path!r} is a directory") from None
         with os.fdopen(fd, "wb") as f:
-            f.truncate(0)  # only now that it is known to be a file
-            f.write(data)
+            size = os.fstat(f.fileno()).st_size
+            try:
+                if data:
+                    os.posix_fallocate(f.fileno(), 0, len(data))
+            except OSError:
+                with contextlib.suppress(OSError):  # what a refused allocation added
+                    if made:
+                        os.unlink(name, dir_fd=parent)
+                    else:
+                        f.truncate(size)
+                raise
+            f.write(data)  # over the old bytes, in room already taken
+            f.truncate(len(data))  # what was longer ends here
         return target
 
 

@@ -31,6 +31,7 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
+from swarm._sandbox._volume import Footprint
 from swarm._sandbox.process import pid_alive
 from swarm.agent._tool import command_env, environ
 from swarm.errors import WorkspaceError
@@ -39,6 +40,7 @@ from swarm.run import _spawn
 __all__ = [
     "TRASH_PREFIX",
     "admin_dir",
+    "checkout_footprint",
     "common_dir",
     "delete_branch",
     "git",
@@ -394,3 +396,16 @@ def admin_dir(path: Path) -> Path | None:
     except OSError:
         return None
     return Path(gitfile.removeprefix("gitdir: ")) if gitfile.startswith("gitdir: ") else None
+
+
+_footprints: dict[str, Footprint] = {}
+"""What each commit's checkout takes on disk (a commit's tree never changes)."""
+
+
+async def checkout_footprint(repo: Path, sha: str) -> Footprint:
+    """What checking out commit `sha` of `repo` takes on ext4 (the size of a worktree that
+    is a filesystem of its own, `swarm._sandbox._volume`)."""
+    if (found := _footprints.get(sha)) is None:
+        listing = await git("ls-tree", "-r", "-t", "-l", "-z", "--full-tree", sha, cwd=repo)
+        found = _footprints[sha] = Footprint.of_tree(listing)
+    return found

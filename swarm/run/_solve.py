@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 
 from swarm._routing.tiers import with_task_tiers
-from swarm._sandbox import Sandbox, bwrap_problem, make_sandbox
+from swarm._sandbox import Sandbox, SandboxPolicy, _volume, bwrap_problem, make_sandbox
 from swarm._sandbox._spawner import spawn_server
 from swarm.budget import BudgetLimits
 from swarm.config import ClusterConfig, MergeConfig, SwarmConfig, load_config
@@ -355,7 +355,21 @@ def _sandbox_note(sandbox: Sandbox) -> str:
         "loopback": f"the host's loopback at {', '.join(policy.allow)} only",
         "allow": f"network through swarm's proxy to {', '.join(policy.allow)} only",
     }[policy.network]
-    return f"sandbox: {sandbox.kind}: commands write only their worktree; {network}"
+    return (
+        f"sandbox: {sandbox.kind}: commands write only their worktree; {network}; {_disk(policy)}"
+    )
+
+
+def _disk(policy: SandboxPolicy) -> str:
+    """How a worktree's disk quota is held: by the kernel (a filesystem per worktree) or
+    by a check."""
+    quota = policy.limits.disk_mb
+    if quota is None:
+        return "no disk quota"
+    why = _volume.unusable()
+    if why is None:
+        return f"{quota} MB of disk per worktree, held by the kernel (a filesystem each)"
+    return f"{quota} MB of disk per worktree, checked while commands run ({why})"
 
 
 def _task_roles(config: SwarmConfig, task: Task) -> SwarmConfig:

@@ -44,6 +44,7 @@ from swarm.run._diff import patch_paths, worktree_diff
 from swarm.run._git import (
     TRASH_PREFIX,
     admin_dir,
+    checkout_footprint,
     common_dir,
     git,
     git_chain,
@@ -216,7 +217,7 @@ class Workspace:
         # git reads every worktree's admin dir when adding one: one add at a time per repo.
         # Shielded: made whole or not at all, so cleanup knows what there is to remove.
         if self.disk_mb is not None:
-            footprint = await _footprint(self.repo, self.base)
+            footprint = await checkout_footprint(self.repo, self.base)
             with anyio.fail_after(CLEANUP_TIMEOUT_S, shield=True):
                 self.volume = await _volume.make(self.path, self.disk_mb, footprint)
         async with repo_state(self._common).lock:
@@ -322,18 +323,6 @@ class Workspace:
         await git(*args, "-", cwd=self.path, input=data)
         for path in await patch_paths(self.path, data):
             self.written.note(path)
-
-
-_footprints: dict[str, _volume.Footprint] = {}
-"""What each commit's checkout takes on disk (a commit's tree never changes)."""
-
-
-async def _footprint(repo: Path, sha: str) -> _volume.Footprint:
-    """What checking out `sha` takes on ext4 (for the size of a worktree's volume)."""
-    if (found := _footprints.get(sha)) is None:
-        listing = await git("ls-tree", "-r", "-t", "-l", "-z", "--full-tree", sha, cwd=repo)
-        found = _footprints[sha] = _volume.Footprint.of_tree(listing)
-    return found
 
 
 async def _commit_of(repo: Path, base: str) -> str:
