@@ -17,7 +17,7 @@ from swarm.agent._toolbox import coding_tools
 from swarm.agent.hooks import StepInfo
 from swarm.config import ProviderConfig, SwarmConfig, TierConfig
 from swarm.config._faults import RealModel
-from swarm.messages import ChatRequest, ChatResult, ToolCall
+from swarm.messages import ChatRequest, ChatResult, Message, ToolCall
 from swarm.providers.sim import SimProvider
 from swarm.providers.sim._real_model import real_model_script
 from swarm.providers.sim._reply import Reply
@@ -270,3 +270,56 @@ async def test_a_file_named_without_its_directories_is_the_scope_file_it_ends(
     assert _writes(await _read(hook, text)) == {"shop/pricing.py": TYPED}
     other = FencedFileWrites(workspace, ("shop/pricing.py", "old/pricing.py"))
     assert not (await _read(other, text) or reply("")).message.tool_calls  # which one?
+
+
+def _with_calls(text: str, *calls: ToolCall) -> ChatResult:
+    result = reply(list(calls))
+    message = Message.assistant(text, list(calls))
+    return result.model_copy(update={"message": message})
+
+
+async def test_code_shown_beside_run_tests_is_written_first_block_on_block(
+    workspace: Path,
+) -> None:
+    """The 1.5B model's "First, import clamp ```...``` Next, the test ```...``` Finally,
+    we will call run_tests", with its run_tests call: the test file (its subtask's only
+    file) gets the import, then the function, and the tests run after the write."""
+    (workspace / "tests").mkdir()
+    (workspace / "tests" / "test_pricing.py").write_text(
+        "from shop.pricing import calc_total\n\n\n"
+        "def test_total():\n    assert calc_total([]) == 0\n"
+    )
+    text = (
+        "First, import it:\n\n```python\nfrom shop.pricing import apply_discount\n```\n\n"
+        "Next, the test:\n\n```python\ndef test_discount() -> None:\n"
+        "    assert apply_discount(10, 50) == 5\n```\n\nFinally, we run the tests."
+    )
+    hook = FencedFileWrites(workspace, ("tests/test_pricing.py",))
+    tests = call("run_tests")
+    done = await hook.after_model(StepInfo("coder", 2, []), _with_calls(text, tests))
+    assert done is not None
+    assert [c.name for c in done.message.tool_calls] == ["write_file", "run_tests"]
+    assert done.text_tool_calls == 1
+    written = json.loads(done.message.tool_calls[0].arguments)["content"]
+    assert written == (
+        "from shop.pricing import calc_total\nfrom shop.pricing import apply_discount\n\n\n"
+        "def test_total():\n    assert calc_total([]) == 0\n\n\n"
+        "def test_discount() -> None:\n    assert apply_discount(10, 50) == 5\n"
+    )
+
+
+async def test_code_shown_beside_an_edit_is_the_models_own_business(workspace: Path) -> None:
+    text = f"I'll change it to:\n\n```python\n{TYPED}```"
+    edit = call("edit_file", path="shop/pricing.py", old="(price, percent)", new="(p, q)")
+    hook = FencedFileWrites(workspace, ("shop/pricing.py",))
+    assert await hook.after_model(StepInfo("coder", 2, []), _with_calls(text, edit)) is None
+
+
+async def test_imports_alone_go_into_a_file_but_never_its_own_module(workspace: Path) -> None:
+    hook = FencedFileWrites(workspace, ("shop/pricing.py",))
+    text = "```python\nimport math\n```\n\nfor `shop/pricing.py`."
+    after_docstring = PRICING.replace('"""Prices."""\n', '"""Prices."""\nimport math\n')
+    assert _writes(await _read(hook, text)) == {"shop/pricing.py": after_docstring}
+    itself = "```python\nfrom shop.pricing import calc_total\n```\n\nfor `shop/pricing.py`."
+    refused = await _read(hook, itself)
+    assert refused is None or not refused.message.tool_calls

@@ -7,8 +7,10 @@ app/pricing.py ````) or in a first-line comment, or with no path at all when the
 has one file or the reply's prose names one ("add this test to `tests/test_x.py`"). That
 reply changes nothing, and telling the model to call a tool rarely helps a model of that
 size. `FencedFileWrites` (an `after_model` hook) reads such a reply, when it calls no
-tool and was not cut off, as one `write_file` call per file shown, so the check judges
-the change like any other.
+tool (or only `run_tests` or `finish`, which take the change as made: the writes go before
+them) and was not cut off, as one `write_file` call per file shown, so the check judges
+the change like any other. Blocks of one file are read in order, each on what the ones
+before made of it (an import, then a function).
 
 What a block becomes, and when it is refused:
 
@@ -26,7 +28,7 @@ What a block becomes, and when it is refused:
   A block with anything else (a script, example calls) is refused;
 - another existing file must keep all of its lines (it may only grow); a new file is
   taken as written;
-- two blocks that would make a file two different ways: neither is taken.
+- two blocks that show a file whole two different ways: neither is taken.
 
 A block that names its path but is refused becomes the reply's `tool_call_problem`,
 which the agent tells the model (what would be lost, and that `edit_file` changes a part).
@@ -57,6 +59,9 @@ _ELIDED = re.compile(
     re.IGNORECASE | re.MULTILINE,
 )
 _LANGUAGES = {".py": {"python", "py", "python3", ""}}
+_AFTER_A_CHANGE = frozenset({"run_tests", "finish"})
+"""Calls that take the change as made: a reply that shows code and makes only these
+("now I run the tests") writes the code first."""
 _MAX_LABEL_CHARS = 160
 
 
@@ -71,8 +76,9 @@ class _Block:
 
 @dataclass
 class FencedFileWrites(Hooks):
-    """An `after_model` hook: a reply that calls no tool but shows whole files in fences
-    calls `tool` (`write_file(path, content)`) with each instead."""
+    """An `after_model` hook: a reply that calls no tool (or only `run_tests`, `finish`) but
+    shows files or their functions in fences calls `tool` (`write_file(path, content)`)
+    with each, before its own calls."""
 
     root: Path
     """The workspace the paths are relative to."""
@@ -87,12 +93,16 @@ class FencedFileWrites(Hooks):
 
     async def after_model(self, info: StepInfo, result: ChatResult) -> ChatResult | None:
         message = result.message
-        if message.tool_calls or result.finish_reason in _CUT or "`" not in (message.content or ""):
+        if result.finish_reason in _CUT or "`" not in (message.content or ""):
             return None
+        if any(c.name not in _AFTER_A_CHANGE for c in message.tool_calls):
+            return None  # it works with the tools: what it shows is not what it wrote
         if result.tool_call_problem:
             return None  # a tool call it meant to write: the model is told why it failed
         writes, problem = self._read(message.content or "")
         if not writes:
+            if message.tool_calls:
+                return None
             return result.model_copy(update={"tool_call_problem": problem}) if problem else None
         calls = [
             ToolCall(
@@ -102,33 +112,39 @@ class FencedFileWrites(Hooks):
             )
             for i, (path, content) in enumerate(writes.items())
         ]
+        written = len(calls)
+        calls += message.tool_calls  # its run_tests or finish, once the files are there
         changed = Message(role="assistant", content=message.content, tool_calls=calls)
         return result.model_copy(
             update={
                 "message": changed,
                 "finish_reason": "tool_calls",
                 "tool_call_format": FORMAT,
-                "text_tool_calls": len(calls),
+                "text_tool_calls": written,
             }
         )
 
     def _read(self, text: str) -> tuple[dict[str, str], str]:
         """{path: new content} of the files `text` shows, and why a block that named its
-        path was not taken ("" when none failed)."""
+        path was not taken ("" when none failed). Blocks of one file are taken in order,
+        each on what the ones before made of it (an import, then a function)."""
         inferred = self._only_file() or self._only_mentioned(text)
-        taken: dict[str, set[str]] = {}
+        taken: dict[str, str] = {}
+        wholes: dict[str, set[str]] = {}
         problem = ""
         for block in _blocks(text):
             path = self._in_place(block.path) if block.path else inferred
             if path is None or (block.path is None and not _fits(path, block.language)):
                 continue
-            content, why = self._content(path, block)
+            content, why = self._content(path, block, taken.get(path))
             if content is not None:
-                taken.setdefault(path, set()).add(content)
+                taken[path] = content
+                if content == _ended(block.body):
+                    wholes.setdefault(path, set()).add(content)
             elif block.path is not None and not problem:
                 problem = why
-        # a path shown two ways is ambiguous: neither is taken
-        return {path: got.pop() for path, got in taken.items() if len(got) == 1}, problem
+        # a file shown whole two ways is ambiguous: neither is taken
+        return {p: got for p, got in taken.items() if len(wholes.get(p, ())) <= 1}, problem
 
     def _in_place(self, path: str) -> str:
         """`path` as the scope has it: a name the reply gave without its directories
@@ -158,16 +174,23 @@ class FencedFileWrites(Hooks):
         }
         return named.pop() if len(named) == 1 else None
 
-    def _content(self, path: str, block: _Block) -> tuple[str | None, str]:
-        """What `path` becomes with `block`, or None and why not."""
+    def _content(self, path: str, block: _Block, current: str | None) -> tuple[str | None, str]:
+        """What `path` becomes with `block` (on `current`, what earlier blocks made of it;
+        None: the file as it is), or None and why not."""
         relative = _normal(path)
         if relative is None:
             return None, f"the reply shows {path}, which is not a path inside the workspace"
         target = self.root / relative
-        exists = target.is_file()
+        exists = current is not None or target.is_file()
         if not self._in_scope(relative, exists):
             return None, f"the reply shows {path}, not one of its files"
-        old = target.read_text(errors="replace") if exists else None
+        old = (
+            current
+            if current is not None
+            else target.read_text(errors="replace")
+            if exists
+            else None
+        )
         body = _ended(block.body)
         if old is not None and body == old:
             return None, f"the reply shows {path} as it already is"
@@ -287,7 +310,7 @@ def _python_content(
             "show the whole file, or change a part of it with edit_file"
         )
     now = _defined(tree)
-    if not now:
+    if not now and not (old is not None and _imports_only(tree, path)):
         return None, f"the reply shows {path} as code that defines nothing (a file defines names)"
     if named := sorted(now & tools):
         return None, (
@@ -312,6 +335,22 @@ def _python_content(
         f"the reply shows {path} without {shown}, which the file defines now (writing "
         "it would delete them): show the whole file, or change a part of it with edit_file"
     )
+
+
+def _imports_only(tree: ast.Module, path: str) -> bool:
+    """Whether `tree` is imports alone (for a file that exists: they are put into it), none
+    of them from `path`'s own module (a small model's `from mathutil import clamp` inside
+    `mathutil/__init__.py`)."""
+    own = PurePosixPath(path).with_suffix("").as_posix().removesuffix("/__init__")
+    own = own.replace("/", ".")
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            source = node.module or ""
+            if node.level == 0 and (source == own or own.endswith(f".{source}")):
+                return False
+        elif not isinstance(node, ast.Import):
+            return False
+    return bool(tree.body)
 
 
 def _lost(before: ast.Module, after: ast.Module, mentioned: set[str]) -> list[str]:
