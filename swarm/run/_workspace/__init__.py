@@ -5,6 +5,9 @@ A `Workspace` is a worktree of the target repository at a base commit, on its ow
 it is outside the user's working tree. (Not `swarm/<run_id>/<name>`: git cannot hold that
 beside the run's result branch `swarm/<run_id>`.) The user's checkout, index and branch are never
 touched: a patch is the worktree against its base, or built on a throwaway index file.
+With a disk quota (`disk_mb`), the worktree is a filesystem of its own where swarm can
+make one (root, loop devices: `swarm._sandbox._volume`), mounted at its path before its
+files are checked out and unmounted before it is removed.
 
 Git ref and worktree mutations on one repository are serialised by an `anyio.Lock` per
 repository (per event loop; `repo_lock`) and retried on `.lock` contention from other
@@ -214,12 +217,12 @@ class Workspace:
         self._owned = True
         if self.path.exists():
             raise WorkspaceError(f"{self.path} exists; remove it or run cleanup_stale")
-        # git reads every worktree's admin dir when adding one: one add at a time per repo.
-        # Shielded: made whole or not at all, so cleanup knows what there is to remove.
-        if self.disk_mb is not None:
+        if self.disk_mb is not None:  # made first: git checks the files out into it
             footprint = await checkout_footprint(self.repo, self.base)
             with anyio.fail_after(CLEANUP_TIMEOUT_S, shield=True):
                 self.volume = await _volume.make(self.path, self.disk_mb, footprint)
+        # git reads every worktree's admin dir when adding one: one add at a time per repo.
+        # Shielded: made whole or not at all, so cleanup knows what there is to remove.
         async with repo_state(self._common).lock:
             with anyio.fail_after(CLEANUP_TIMEOUT_S, shield=True):
                 await git_retry(
