@@ -7,11 +7,12 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from swarm._cluster.node import CallLimits, WorkspaceNode
+from swarm._cluster.node import CallLimits, WorkspaceNode, sweep_dead_clones
 from swarm._sandbox import BwrapSandbox, Limits, SandboxPolicy, _volume
 from swarm.agent._toolbox import coding_tools
 from swarm.errors import ToolError
@@ -165,3 +166,33 @@ async def test_a_cluster_nodes_clone_is_a_filesystem_of_its_own_too(repo: Path) 
     finally:
         await node.close()
     assert not node.root.exists() and not node.root.parent.exists()
+
+
+@needs_volumes
+async def test_a_killed_actors_clone_is_unmounted_by_the_next_one_or_the_cluster(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An actor killed with its node never closes its clone: the next actor on the node
+    (once per process), or the local cluster at its end, unmounts and deletes it."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "node-tmp"))
+    (tmp_path / "node-tmp").mkdir()
+    env = CheckEnvironment.resolve(repo, python=sys.executable, sandbox=BwrapSandbox())
+    bundle = subprocess.run(
+        ["git", "bundle", "create", "-", "--all"], cwd=repo, capture_output=True, check=True
+    ).stdout
+    sha = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    node = WorkspaceNode(env, "r1", "killed")
+    await node.open(bundle, sha)
+    assert os.path.ismount(node.root)
+    gone = subprocess.Popen(["true"])  # noqa: ASYNC220 (waited for at once)
+    gone.wait()
+    (node.root.parent / "repo.owner").write_text(f"{socket.gethostname()} {gone.pid}\n")
+    live = WorkspaceNode(env, "r1", "live")
+    await live.open(bundle, sha)  # its owner (this process) lives: kept
+    sweep_dead_clones(tmp_path / "node-tmp")
+    assert not os.path.ismount(node.root) and not node.root.parent.exists()
+    assert os.path.ismount(live.root)
+    await live.close()
+    assert not live.root.parent.exists()

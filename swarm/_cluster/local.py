@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from swarm._cluster.loopback import LOOPBACK, LOOPBACK_ENV, descendants, keep_loopback
+from swarm._cluster.node import sweep_dead_clones
 
 __all__ = [
     "LocalCluster",
@@ -65,6 +67,12 @@ class LocalCluster:
     address: str
     processes: list[subprocess.Popen[bytes]]
     logs: Path
+    temps: set[Path] = field(default_factory=set)
+    """The nodes' temporary directories, where their clones are."""
+
+
+def _temp_of(node: NodeSpec) -> Path:
+    return Path(node.env.get("TMPDIR", tempfile.gettempdir()))
 
 
 def _listening(port: int) -> bool:
@@ -133,6 +141,7 @@ def local_cluster(
     cluster = LocalCluster(f"{LOOPBACK}:{port}", [], logs)
     try:
         cluster.processes.append(_start(head_args, nodes[0], logs / "node0.log", root))
+        cluster.temps.add(_temp_of(nodes[0]))
         deadline = time.monotonic() + STARTUP_S
         while not _listening(port):
             if cluster.processes[0].poll() is not None or time.monotonic() > deadline:
@@ -144,6 +153,8 @@ def local_cluster(
     finally:
         for proc in reversed(cluster.processes):
             stop_node(proc)
+        for temp in cluster.temps:  # a killed node's clones: mounted until someone unmounts
+            sweep_dead_clones(temp)
 
 
 def add_node(
@@ -153,6 +164,7 @@ def add_node(
     log = cluster.logs / f"node{len(cluster.processes)}.log"
     proc = _start([f"--address={cluster.address}"], node, log, root or _ROOT)
     cluster.processes.append(proc)
+    cluster.temps.add(_temp_of(node))
     return proc
 
 

@@ -25,15 +25,16 @@ from typing import Any
 import anyio.to_thread
 
 from swarm._sandbox import _volume
+from swarm._sandbox.process import kill_processes_in
 from swarm.agent._tool import Finish, Tool, WriteLog
 from swarm.agent._toolbox import coding_tools
 from swarm.errors import ToolError
 from swarm.run._check import CheckResult, run_check
 from swarm.run._diff import patch_paths, worktree_diff
 from swarm.run._environment import CheckEnvironment
-from swarm.run._git import checkout_footprint, git
+from swarm.run._git import checkout_footprint, git, owner_alive, write_owner
 
-__all__ = ["CallLimits", "NodeInfo", "Reply", "WorkspaceNode"]
+__all__ = ["CallLimits", "NodeInfo", "Reply", "WorkspaceNode", "sweep_dead_clones"]
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,9 @@ class WorkspaceNode:
         The clone's git dir is beside its files (`git`), which are a filesystem of their
         own where the node can make one (`swarm._sandbox._volume`: the kernel holds the
         sandbox's `disk_mb`), as on the driver."""
-        where = Path(tempfile.mkdtemp(prefix=f"swarm-{self.run_id}-{self.name}-"))
+        await _sweep_dead_clones()
+        where = Path(tempfile.mkdtemp(prefix=f"{_CLONE_PREFIX}{self.run_id}-{self.name}-"))
+        write_owner(where / "repo")  # `repo.owner`: a later actor here removes what is left
         self.root = where / "repo"
         await git(
             "init", "--quiet", f"--separate-git-dir={where / 'git'}", str(self.root), cwd=where
@@ -210,6 +213,33 @@ class WorkspaceNode:
     async def pid(self) -> int:
         """The actor's process id (the fault tests kill nodes, not this)."""
         return os.getpid()
+
+
+_CLONE_PREFIX = "swarm-"
+_swept: list[bool] = []
+"""Whether this process has swept the node's dead clones (once)."""
+
+
+async def _sweep_dead_clones() -> None:
+    """Remove, once per process, the clones on this node whose actor died without closing
+    them (its node process killed: a clone that is a filesystem of its own stays mounted
+    until someone unmounts it)."""
+    if _swept:
+        return
+    _swept.append(True)
+    await anyio.to_thread.run_sync(sweep_dead_clones, Path(tempfile.gettempdir()))
+
+
+def sweep_dead_clones(temp: Path) -> None:
+    """Remove the clones in `temp` (a node's temporary directory) whose owner process is
+    gone: their commands killed, their filesystem unmounted, their files deleted."""
+    for owner in temp.glob(f"{_CLONE_PREFIX}*/repo.owner"):
+        if owner_alive(owner):
+            continue
+        repo = owner.with_name("repo")
+        kill_processes_in(repo)
+        _volume.release(repo)
+        shutil.rmtree(repo.parent, ignore_errors=True)
 
 
 def _unmade(root: Path) -> str:

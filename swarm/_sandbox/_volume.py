@@ -24,6 +24,7 @@ import functools
 import logging
 import os
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +32,16 @@ import anyio
 
 from swarm.errors import WorkspaceError
 
-__all__ = ["Footprint", "image_of", "make", "quota_of", "remove", "unusable", "used_up"]
+__all__ = [
+    "Footprint",
+    "image_of",
+    "make",
+    "quota_of",
+    "release",
+    "remove",
+    "unusable",
+    "used_up",
+]
 
 log = logging.getLogger(__name__)
 
@@ -133,13 +143,29 @@ async def remove(path: Path) -> None:
     """Unmount worktree `path`'s filesystem if it has one (lazily when something still
     holds it) and delete its image; bounded, and a no-op for a plain directory."""
     _volumes.pop(path, None)
-    if _mounted(path):
-        try:
-            await _run("umount", str(path))
-        except WorkspaceError:
-            with contextlib.suppress(WorkspaceError):
-                await _run("umount", "--lazy", str(path))
+    await anyio.to_thread.run_sync(release, path)
+
+
+def release(path: Path) -> None:
+    """`remove` for a caller with no event loop (or one whose process is gone): unmount,
+    lazily when something still holds it, and delete the image."""
+    _volumes.pop(path, None)
+    if os.path.ismount(path) and not _umount(path):
+        _umount(path, "--lazy")
     image_of(path).unlink(missing_ok=True)
+
+
+def _umount(path: Path, *options: str) -> bool:
+    exe = _tool("umount")
+    if exe is None:
+        return False
+    try:
+        done = subprocess.run(
+            [exe, *options, str(path)], capture_output=True, timeout=_STEP_TIMEOUT_S, env=_ENV
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
 
 
 def quota_of(cwd: Path) -> int | None:
@@ -185,19 +211,13 @@ def _sparse_file(path: Path, size: int) -> None:
         f.truncate(size)
 
 
-def _mounted(path: Path) -> bool:
-    return os.path.ismount(path)
-
-
 async def _run(tool: str, *args: str) -> None:
     exe = _tool(tool)
     if exe is None:
         raise WorkspaceError(f"no {tool}")
     try:
         with anyio.fail_after(_STEP_TIMEOUT_S, shield=True):
-            done = await anyio.run_process(
-                [exe, *args], check=False, env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
-            )
+            done = await anyio.run_process([exe, *args], check=False, env=_ENV)
     except TimeoutError:
         raise WorkspaceError(f"{tool} took over {_STEP_TIMEOUT_S:.0f} s") from None
     if done.returncode != 0:
@@ -205,9 +225,12 @@ async def _run(tool: str, *args: str) -> None:
         raise WorkspaceError(f"{tool} failed ({done.returncode}): {said[:300]}")
 
 
+_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+
+
 @functools.cache
 def _tool(name: str) -> str | None:
-    return shutil.which(name, path="/usr/sbin:/usr/bin:/sbin:/bin")
+    return shutil.which(name, path=_ENV["PATH"])
 
 
 def _say_once(why: str) -> None:
