@@ -73,6 +73,20 @@ def test_every_error_class_is_in_errors_py() -> None:
     assert elsewhere == []
 
 
+def test_python_is_parsed_only_behind_the_lock() -> None:
+    """`ast.parse` from two threads at once fails on CPython 3.11 (`swarm._pyast`): every
+    parse in swarm and its built-in tools goes through `swarm._pyast`."""
+    root = Path(__file__).parents[1]
+    found = [
+        f"{path.relative_to(root)}:{n}"
+        for tree in (root / "swarm", root / "tools")
+        for path in sorted(tree.rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if "ast.parse(" in line and path.name != "_pyast.py"
+    ]
+    assert found == []
+
+
 def test_no_test_patches_swarm_with_monkeypatch() -> None:
     """Knobs are options passed in (a config section's field, a policy, an argument), not
     private module constants a test overwrites: what a test needs to set, a user may too."""

@@ -170,12 +170,11 @@ async def test_a_cluster_nodes_clone_is_a_filesystem_of_its_own_too(repo: Path) 
 
 @needs_volumes
 async def test_a_killed_actors_clone_is_unmounted_by_the_next_one_or_the_cluster(
-    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    repo: Path,
 ) -> None:
     """An actor killed with its node never closes its clone: the next actor on the node
-    (once per process), or the local cluster at its end, unmounts and deletes it."""
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "node-tmp"))
-    (tmp_path / "node-tmp").mkdir()
+    (once per process), or the local cluster at its end, unmounts and deletes it (live
+    clones in the same directory, another test's too, are kept)."""
     env = CheckEnvironment.resolve(repo, python=sys.executable, sandbox=BwrapSandbox())
     bundle = subprocess.run(
         ["git", "bundle", "create", "-", "--all"], cwd=repo, capture_output=True, check=True
@@ -191,7 +190,7 @@ async def test_a_killed_actors_clone_is_unmounted_by_the_next_one_or_the_cluster
     (node.root.parent / "repo.owner").write_text(f"{socket.gethostname()} {gone.pid}\n")
     live = WorkspaceNode(env, "r1", "live")
     await live.open(bundle, sha)  # its owner (this process) lives: kept
-    sweep_dead_clones(tmp_path / "node-tmp")
+    sweep_dead_clones(Path(tempfile.gettempdir()))
     assert not os.path.ismount(node.root) and not node.root.parent.exists()
     assert os.path.ismount(live.root)
     await live.close()

@@ -18,6 +18,7 @@ import re
 import textwrap
 from pathlib import Path
 
+from swarm._pyast import parse as parse_python
 from swarm.agent._confined import list_confined, read_confined, write_confined
 from swarm.agent._tool import ToolContext, tool, truncate
 from swarm.agent._toolbox import resolve_path
@@ -299,14 +300,14 @@ def _python_checked(path: str, content: str) -> tuple[str, str]:
     if not path.endswith(".py"):
         return content, ""
     try:
-        ast.parse(content)
+        parse_python(content)
         return content, ""
     except (SyntaxError, ValueError) as exc:
         problem = exc
     unindented = textwrap.dedent(content).strip("\n").rstrip() + "\n"
     if unindented.strip() and unindented != content.strip("\n").rstrip() + "\n":
         try:
-            ast.parse(unindented)
+            parse_python(unindented)
         except (SyntaxError, ValueError):
             pass
         else:
@@ -354,7 +355,7 @@ def _orphaned_body(path: str, text: str, start: int, end: int, new: str) -> str 
     if not path.endswith(".py"):
         return None
     try:
-        before, added = ast.parse(text), ast.parse(textwrap.dedent(new))
+        before, added = parse_python(text), parse_python(textwrap.dedent(new))
     except (SyntaxError, ValueError):
         return None
     kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -392,7 +393,7 @@ def _lost_definitions(path: str, before: str, after: str) -> list[str]:
     if not path.endswith(".py"):
         return []
     try:
-        old, new = ast.parse(before), ast.parse(after)
+        old, new = parse_python(before), parse_python(after)
     except (SyntaxError, ValueError):
         return []
     kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)

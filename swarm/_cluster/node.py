@@ -71,9 +71,13 @@ class Reply:
 
 
 def _node_id() -> str:
+    """The Ray node this runs on; '' outside Ray (where asking would start a local Ray
+    cluster, and leave `~/.ray/auth_token` behind, which later local clusters refuse)."""
     try:
         import ray  # present: this runs in a Ray worker when it runs remotely
 
+        if not ray.is_initialized():
+            return ""
         return str(ray.get_runtime_context().get_node_id())
     except Exception:
         return ""

@@ -45,6 +45,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from swarm._pyast import parse as parse_python
 from swarm.agent.hooks import Hooks, StepInfo
 from swarm.messages import ChatResult, Message, ToolCall
 
@@ -301,7 +302,7 @@ def _python_content(
     else the file with the block's definitions put in (`_merged`); None and why when
     neither is plainly meant."""
     try:
-        tree = ast.parse(body)
+        tree = parse_python(body)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         return None, f"the reply shows {path}, but it is not valid Python ({exc})"
     if elided := _ELIDED.search(body):
@@ -320,7 +321,7 @@ def _python_content(
     if old is None:
         return body, ""
     try:
-        before = ast.parse(old)
+        before = parse_python(old)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return body, ""  # the file as it is does not parse: any parsing whole is better
     mentioned = set(re.findall(r"\w+", asked))
@@ -328,7 +329,7 @@ def _python_content(
     if not lost:
         return body, ""
     merged = _merged(old, before, body, tree)
-    if merged is not None and not _lost(before, ast.parse(merged), mentioned):
+    if merged is not None and not _lost(before, parse_python(merged), mentioned):
         return merged, ""
     shown = ", ".join(lost[:5]) + (" ..." if len(lost) > 5 else "")
     return None, (

@@ -42,6 +42,8 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from swarm._pyast import parse as parse_python
+from swarm._pyast import parse_expression
 from swarm.messages import ChatRequest, ChatResult, Message, ToolCall
 
 __all__ = ["TextCalls", "call_format_hint", "calls_from_text", "read_calls", "text_request"]
@@ -472,7 +474,7 @@ def _literal_bindings(text: str) -> dict[str, Any]:
     bodies = [m.group(1) for m in _FENCE.finditer(text)] or [text]
     for body in bodies:
         try:
-            tree = ast.parse(body)
+            tree = parse_python(body)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue
         for node in tree.body:
@@ -498,7 +500,7 @@ def _python_call(
         if end < 0:
             return None
         try:
-            node = ast.parse(text[start : end + 1].strip(), mode="eval").body
+            node = parse_expression(text[start : end + 1].strip())
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             end = text.find(")", end + 1)
             continue

@@ -34,6 +34,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from swarm._pyast import parse as parse_python
+
 __all__ = ["Selection", "changed_files", "select", "unselectable"]
 
 
@@ -326,7 +328,7 @@ def _raw_imports(source: bytes) -> tuple[_Raw, ...]:
 
 def _parsed_imports(source: bytes) -> tuple[_Raw, ...]:
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except (SyntaxError, ValueError):
         return ()  # a file Python cannot read imports nothing here; its check says so
     out: list[_Raw] = [(m.decode(), 0, ()) for m in _IMPORT_CALL.findall(source)]
