@@ -15,7 +15,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "swarm"
 
-_GROUND = {"errors", "messages", "model", "config", "budget", "catalog", "_serve", "_tokens"}
+_GROUND = {
+    "errors",
+    "messages",
+    "model",
+    "config",
+    "budget",
+    "catalog",
+    "_serve",
+    "_tokens",
+    "_pyast",
+}
 _TOP = {"__init__", "__main__", "cli", "testing", "pytest_plugin", "_commands"}
 LAYERS: tuple[tuple[str, frozenset[str]], ...] = (
     ("ground", frozenset(_GROUND)),
