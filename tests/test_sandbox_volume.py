@@ -195,3 +195,19 @@ async def test_a_killed_actors_clone_is_unmounted_by_the_next_one_or_the_cluster
     assert os.path.ismount(live.root)
     await live.close()
     assert not live.root.parent.exists()
+
+
+@needs_volumes
+async def test_a_volume_that_cannot_be_made_leaves_a_plain_worktree_and_what_was_there(
+    repo: Path, tmp_path: Path
+) -> None:
+    """An image already where the worktree's would go (another's): the worktree is a plain
+    directory (the quota is then the sandbox's check), and the image is left alone."""
+    where = tmp_path / "worktrees"
+    (where / "adhoc").mkdir(parents=True)
+    theirs = _volume.image_of(where / "adhoc" / "w")
+    theirs.write_bytes(b"not ours")
+    async with Workspace.open(repo, name="w", disk_mb=8, root=where) as ws:
+        assert not ws.volume and not os.path.ismount(ws.path)
+        assert (ws.path / "app.py").read_text() == "x = 1\n"
+    assert theirs.read_bytes() == b"not ours"

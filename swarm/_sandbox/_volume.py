@@ -118,23 +118,29 @@ async def make(path: Path, quota_mb: int, footprint: Footprint) -> bool:
     image = image_of(path)
     inodes = footprint.inodes + quota_mb * _MB // _BYTES_PER_INODE + 64
     size = _image_size(footprint.bytes + 2 * _BLOCK + quota_mb * _MB, inodes)  # + `.git`
+    made_image = made_dir = False  # on failure, undo only what this call made
     try:
         _sparse_file(image, size)
+        made_image = True
         await _run(
             "mkfs.ext4", "-q", "-F", "-b", str(_BLOCK), "-I", str(_INODE_SIZE),
             "-N", str(inodes), "-m", "0", "-O", "^has_journal,^resize_inode",
             "-E", "lazy_itable_init=1,nodiscard", str(image),
         )  # fmt: skip
         os.mkdir(path)
+        made_dir = True
         await _run("mount", "-o", "loop,nosuid,nodev,noatime", str(image), str(path))
         _volumes[path] = quota_mb
         (path / "lost+found").rmdir()  # git adds a worktree only to an empty directory
     except (OSError, WorkspaceError) as exc:
         _say_once(f"{exc}")
-        with anyio.CancelScope(shield=True):
-            await remove(path)
-        with contextlib.suppress(OSError):
-            os.rmdir(path)
+        if made_dir:
+            with anyio.CancelScope(shield=True):
+                await remove(path)
+            with contextlib.suppress(OSError):
+                os.rmdir(path)
+        elif made_image:
+            image.unlink(missing_ok=True)
         return False
     return True
 
