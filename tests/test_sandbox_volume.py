@@ -33,6 +33,17 @@ needs_volumes = pytest.mark.skipif(
 )
 
 
+def _bundle(repo: Path) -> tuple[bytes, str]:
+    """What the driver sends a cluster node: the repository as a git bundle, and HEAD."""
+    bundle = subprocess.run(
+        ["git", "bundle", "create", "-", "--all"], cwd=repo, capture_output=True, check=True
+    ).stdout
+    sha = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    return bundle, sha
+
+
 def _files_size(root: Path, pattern: str) -> int:
     return sum(p.stat().st_size for p in root.glob(pattern))
 
@@ -144,12 +155,7 @@ async def test_a_cluster_nodes_clone_is_a_filesystem_of_its_own_too(repo: Path) 
     dir is beside it, and nothing of either outlives the actor."""
     sandbox = BwrapSandbox(SandboxPolicy(limits=Limits(disk_mb=8)))
     env = CheckEnvironment.resolve(repo, python=sys.executable, sandbox=sandbox)
-    bundle = subprocess.run(
-        ["git", "bundle", "create", "-", "--all"], cwd=repo, capture_output=True, check=True
-    ).stdout
-    sha = subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True
-    ).stdout.strip()
+    bundle, sha = _bundle(repo)
     node = WorkspaceNode(env, "r1", "n1")
     limits = CallLimits(check=None, timeout_s=30, max_output_chars=20_000)
     try:
@@ -176,12 +182,7 @@ async def test_a_killed_actors_clone_is_unmounted_by_the_next_one_or_the_cluster
     (once per process), or the local cluster at its end, unmounts and deletes it (live
     clones in the same directory, another test's too, are kept)."""
     env = CheckEnvironment.resolve(repo, python=sys.executable, sandbox=BwrapSandbox())
-    bundle = subprocess.run(
-        ["git", "bundle", "create", "-", "--all"], cwd=repo, capture_output=True, check=True
-    ).stdout
-    sha = subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True
-    ).stdout.strip()
+    bundle, sha = _bundle(repo)
     node = WorkspaceNode(env, "r1", "killed")
     await node.open(bundle, sha)
     assert os.path.ismount(node.root)

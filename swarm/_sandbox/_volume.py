@@ -148,7 +148,6 @@ async def make(path: Path, quota_mb: int, footprint: Footprint) -> bool:
 async def remove(path: Path) -> None:
     """Unmount worktree `path`'s filesystem if it has one (lazily when something still
     holds it) and delete its image; bounded, and a no-op for a plain directory."""
-    _volumes.pop(path, None)
     await anyio.to_thread.run_sync(release, path)
 
 
