@@ -24,6 +24,7 @@ from typing import Any
 
 import anyio
 import httpx
+import sniffio
 from opentelemetry import baggage, propagate, trace
 
 from swarm.config._duration import parse_duration_s
@@ -37,7 +38,8 @@ from swarm.errors import (
 )
 from swarm.messages import RateLimitInfo
 from swarm.providers._bounds import aread_bounded
-from swarm.providers._transport import AiohttpTransport, closes_at_once
+from swarm.providers._http11 import LeanBody, Pool
+from swarm.providers._transport import AiohttpTransport, ResponseStream
 
 __all__ = [
     "SIMULATED_HEADER",
@@ -290,10 +292,12 @@ class Sender:
     """How a provider sends its POSTs: one pooled client, and a short path when it is ours.
 
     With a client the provider made itself, the configuration is known (no auth, hooks,
-    cookies or base URL), so requests go straight to the `AiohttpTransport`, skipping
-    `AsyncClient.send`'s auth, redirect, cookie-jar and hook layers (about a third of the
-    client's CPU per call). A client passed in by the user (or a test's `MockTransport`)
-    always gets the full `client.send`, so its settings apply.
+    cookies or base URL), so requests go straight to a lean HTTP/1.1 `Pool`
+    (`swarm.providers._http11`), skipping `AsyncClient.send`'s auth, redirect, cookie-jar
+    and hook layers and aiohttp's request machinery (together about two thirds of the
+    client's CPU per call); under trio they go through the client. A client passed in by
+    the user (or a test's `MockTransport`) always gets the full `client.send`, so its
+    settings apply.
     """
 
     def __init__(
@@ -314,11 +318,12 @@ class Sender:
         )
         self._extensions = {"timeout": timeout.as_dict()}
         self._whole_extensions = {"timeout": self._whole_timeout.as_dict()}
-        self._transport: AiohttpTransport | None = None
+        self._pool: Pool | None = None
         if client is None:
-            self._transport = AiohttpTransport(keepalive_s=keepalive_s)
-            client = httpx.AsyncClient(transport=self._transport, timeout=timeout)
-        self.owned = self._transport is not None
+            self._pool = Pool(keepalive_s=keepalive_s)
+            transport = AiohttpTransport(keepalive_s=keepalive_s)  # under trio: httpx's own
+            client = httpx.AsyncClient(transport=transport, timeout=timeout)
+        self.owned = self._pool is not None
         """True when the client was made here (and so is closed here)."""
         self.client = client
         self._defaults = dict(client.headers)  # httpx's Accept, Accept-Encoding, User-Agent
@@ -333,10 +338,10 @@ class Sender:
         `stream=False` (a reply that arrives whole) lifts the read timeout, which would
         otherwise cut off any reply slower than the stall timeout.
         """
-        if self._transport is not None:
+        if self._pool is not None and sniffio.current_async_library() == "asyncio":
             if url is not self._url:
                 self._url, self._url_text = url, str(url)
-            return await self._transport.post(
+            return await self._pool.post(
                 self._url_text,
                 {**self._defaults, **headers},
                 body,
@@ -362,6 +367,8 @@ class Sender:
         return Exchange(self, url, headers, body, stream, model)
 
     async def aclose(self) -> None:
+        if self._pool is not None:
+            await self._pool.aclose()
         if self.owned:
             await self.client.aclose()
 
@@ -430,8 +437,12 @@ class Exchange:
             await _close(response)
 
 
+_CLOSE_AT_ONCE = (LeanBody, ResponseStream)
+"""Bodies whose `aclose` never waits (it has no checkpoint: cancellation cannot land)."""
+
+
 async def _close(response: httpx.Response) -> None:
-    if closes_at_once(response):  # no checkpoint inside: cancellation cannot land
+    if type(response.stream) in _CLOSE_AT_ONCE:
         await response.aclose()
     else:
         with anyio.move_on_after(5, shield=True):

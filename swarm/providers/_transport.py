@@ -26,7 +26,7 @@ import aiohttp
 import httpx
 import sniffio
 
-__all__ = ["AiohttpTransport", "closes_at_once", "default_async_client"]
+__all__ = ["AiohttpTransport", "ResponseStream", "default_async_client"]
 
 _TimeoutKey = tuple[float | None, float | None, float | None]
 
@@ -61,7 +61,7 @@ _STALE = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError)
 _STALE_RETRIES = 2
 
 
-class _ResponseStream(httpx.AsyncByteStream):
+class ResponseStream(httpx.AsyncByteStream):
     """An aiohttp response body as httpx sees it; closing releases the connection."""
 
     __slots__ = ("_request", "_response")
@@ -102,7 +102,7 @@ class _Response(httpx.Response):
     async def aread(self) -> bytes:
         stream = self.stream
         if (
-            type(stream) is _ResponseStream
+            type(stream) is ResponseStream
             and not hasattr(self, "_content")
             and not (self.is_stream_consumed or self.is_closed)
             and self.headers.get("content-encoding", "identity") == "identity"
@@ -125,12 +125,6 @@ def _skipped(headers: Mapping[str, str] | list[tuple[str, str]]) -> tuple[str, .
     a sort, a multidict and a copy of the headers per request, ~7 % of a call's CPU)."""
     names = headers.keys() if isinstance(headers, Mapping) else {k.lower() for k, _ in headers}
     return None if names >= _AUTO_HEADER_SET else _AUTO_HEADERS  # a set comparison, in C
-
-
-def closes_at_once(response: httpx.Response) -> bool:
-    """Does closing `response` never wait (an `AiohttpTransport` response)? Then its
-    `aclose` needs no shielded scope around it."""
-    return type(response.stream) is _ResponseStream
 
 
 async def _stream_body(stream: httpx.AsyncByteStream) -> AsyncIterator[bytes]:
@@ -262,7 +256,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         return _Response(
             response.status,
             headers=response.raw_headers,
-            stream=_ResponseStream(response, request),
+            stream=ResponseStream(response, request),
             extensions={
                 "http_version": b"HTTP/1.1",
                 "reason_phrase": (response.reason or "").encode(),
