@@ -132,6 +132,20 @@ async def test_a_connection_the_server_closed_while_idle_is_sent_on_again() -> N
     assert seen == [1, 2]
 
 
+async def test_an_interim_reply_is_passed_over() -> None:
+    async def continue_first(stream: SocketStream, n: int) -> None:
+        await read_request(stream)
+        await stream.send(b"HTTP/1.1 100 Continue\r\n\r\n")
+        await stream.send(reply(b"the answer", b"X-Final: yes"))
+
+    pool = Pool()
+    async with serving(continue_first) as (url, _):
+        response = await pool.post(url, {}, b"", _WHOLE)
+        assert (response.status_code, response.headers.get("x-final")) == (200, "yes")
+        assert await body_of(response) == b"the answer"
+        await pool.aclose()
+
+
 async def test_a_body_without_a_length_ends_with_the_connection() -> None:
     async def until_eof(stream: SocketStream, n: int) -> None:
         await read_request(stream)

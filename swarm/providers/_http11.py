@@ -71,6 +71,7 @@ class _Connection(asyncio.Protocol):
         "headers",
         "headers_done",
         "idle_since",
+        "interim",
         "keep_alive",
         "loop",
         "origin",
@@ -103,6 +104,7 @@ class _Connection(asyncio.Protocol):
         self.until_eof = False
         self.complete = False
         self.keep_alive = False
+        self.interim = False
         self.got_bytes = False
         self.error: httpx.HTTPError | None = None
 
@@ -250,7 +252,12 @@ class _Connection(asyncio.Protocol):
         self.headers.append((name, value))
 
     def on_headers_complete(self) -> None:
-        self.status = self.parser.get_status_code()
+        status = self.parser.get_status_code()
+        if status < 200:  # an interim reply (100 Continue): the real one follows
+            self.headers = []
+            self.interim = True
+            return
+        self.status = status
         self.headers_done = True
         framed = False
         for name, value in self.headers:
@@ -259,13 +266,16 @@ class _Connection(asyncio.Protocol):
                 low == b"transfer-encoding" and b"chunked" in value.lower()
             ):
                 framed = True
-        self.until_eof = not framed and self.status not in (204, 304) and self.status >= 200
+        self.until_eof = not framed and status not in (204, 304)
 
     def on_body(self, body: bytes) -> None:
         self.chunks.append(body)
         self.buffered += len(body)
 
     def on_message_complete(self) -> None:
+        if self.interim:
+            self.interim = False
+            return
         self.complete = True
         # asked now: once llhttp is past the message, it no longer knows
         self.keep_alive = self.parser.should_keep_alive()
