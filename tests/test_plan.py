@@ -12,7 +12,15 @@ import pytest
 from pydantic import ValidationError
 
 from swarm.errors import ConfigError
-from swarm.run._plan import Plan, PlanError, Subtask, load_plan, parse_plan_reply, validate_plan
+from swarm.run._plan import (
+    Plan,
+    PlanError,
+    Subtask,
+    fold_contained,
+    load_plan,
+    parse_plan_reply,
+    validate_plan,
+)
 
 
 def st(id: str, files: list[str] | None = None, deps: list[str] | None = None) -> dict[str, Any]:
@@ -378,3 +386,56 @@ def test_agent_places_go_to_the_longest_chains_then_plan_order() -> None:
     priority = {s.id: plan.place_priority(s.id) for s in plan.subtasks}
     # a chain's head first; a dependent ready late still goes before the leaves after it
     assert sorted(priority, key=lambda x: -priority[x]) == ["head", "leaf1", "dep", "leaf2"]
+
+
+def test_a_step_on_its_dependency_s_files_is_folded_into_it() -> None:
+    """A small planner's "add clamp", then "test clamp" in the same files: one coder."""
+    plan = fold_contained(
+        validate_plan(
+            {
+                "subtasks": [
+                    st("add", ["m.py", "tests/test_m.py"]),
+                    st("test", ["tests/test_m.py"], ["add"]),
+                    st("docs", ["README.md"], ["test"]),
+                ]
+            }
+        )
+    )
+    assert [s.id for s in plan.subtasks] == ["add", "docs"]
+    add = plan.by_id()["add"]
+    assert add.instructions == "do add\n\nThen: title test. do test"
+    assert add.files == ("m.py", "tests/test_m.py")
+    assert plan.by_id()["docs"].depends_on == ("add",)  # it waited on the folded step
+    assert plan.folded == (("test", "add"),)
+    assert Plan.model_validate_json(plan.to_json()) == plan  # the journal keeps it
+
+
+def test_a_chain_of_steps_on_one_file_becomes_one_subtask() -> None:
+    plan = fold_contained(
+        validate_plan({"subtasks": [st("a", ["m.py"]), st("b", ["m.py"]), st("c", ["m.py"])]})
+    )  # the overlap serialises them: a <- b <- c
+    assert [s.id for s in plan.subtasks] == ["a"]
+    assert plan.folded == (("b", "a"), ("c", "a"))
+    assert plan.added_dependencies == ()
+
+
+@pytest.mark.parametrize(
+    "subtasks",
+    [
+        # a file of its own: the step has work the first does not
+        [st("add", ["m.py"]), st("test", ["m.py", "tests/test_m.py"], ["add"])],
+        # something else waits on the first too: folding would make it wait longer
+        [
+            st("add", ["m.py", "t.py"]),
+            st("test", ["t.py"], ["add"]),
+            st("use", ["app.py"], ["add"]),
+        ],
+        # two dependencies
+        [st("a", ["m.py"]), st("b", ["n.py"]), st("c", ["m.py"], ["a", "b"])],
+        # no files named
+        [st("a", ["m.py"]), st("b", None, ["a"])],
+    ],
+)
+def test_steps_that_are_not_contained_stay_apart(subtasks: list[dict[str, Any]]) -> None:
+    plan = validate_plan({"subtasks": subtasks})
+    assert fold_contained(plan) is plan

@@ -34,7 +34,7 @@ from swarm.model import Model, Streamed, stream_of
 from swarm.run._environment import CheckEnvironment
 from swarm.run._git import git
 from swarm.run._outcome import PhaseTimes
-from swarm.run._plan import Plan, PlanError, Subtask, parse_plan_reply
+from swarm.run._plan import Plan, PlanError, Subtask, fold_contained, parse_plan_reply
 from swarm.run._roles import PLANNER, PLANNER_TOOLS, mentions_text, planner_prompt, shown_files
 from swarm.run._seams import RunLike, RunOptions, Where, is_local
 from swarm.run._task import Task
@@ -143,7 +143,7 @@ class AgentFactory:
             if result.stop_reason == "stuck":
                 self.stuck[agent_id] = result.repeated
             try:
-                return parse_plan_reply(str(result.output or ""), known)
+                return fold_contained(parse_plan_reply(str(result.output or ""), known))
             except PlanError as exc:
                 errors = exc.problems or [str(exc)]
                 if result.calls.truncated:

@@ -37,6 +37,7 @@ __all__ = [
     "Plan",
     "PlanError",
     "Subtask",
+    "fold_contained",
     "load_plan",
     "parse_plan_reply",
     "validate_plan",
@@ -68,6 +69,9 @@ class Plan(BaseModel, frozen=True):
     subtasks: tuple[Subtask, ...]
     added_dependencies: tuple[tuple[str, str], ...] = ()
     """(subtask, now depends on) edges added because their file scopes overlap."""
+    folded: tuple[tuple[str, str], ...] = ()
+    """(subtask, folded into) pairs: a planner's subtask that waited on one other and
+    worked only on its files became part of it (`fold_contained`)."""
 
     _by_id: Mapping[str, Subtask] = PrivateAttr(default_factory=dict)
     _chain: dict[str, int] = PrivateAttr(default_factory=dict)
@@ -146,6 +150,66 @@ class Plan(BaseModel, frozen=True):
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2)
+
+
+def fold_contained(plan: Plan) -> Plan:
+    """`plan` with every subtask that waits on exactly one other, and works only on files
+    that one names, made part of it (its instructions appended, its dependents waiting on
+    the one it joined), when nothing else waits on that one.
+
+    Small planner models split one change into steps ("add clamp", then "test clamp" in
+    the same files); run apart, the second coder finds its work done or half-done by the
+    first and has nothing it can change, and the run fails on a subtask that had no work.
+    One coder doing both steps in order loses no parallelism: the second could not start
+    before the first was merged. Applied to planners' replies, not to a user's plan file.
+    """
+    subtasks = {s.id: s for s in plan.subtasks}
+    folded: list[tuple[str, str]] = []
+    changed = True
+    while changed:
+        changed = False
+        waiting_on: dict[str, list[str]] = {}
+        for s in subtasks.values():
+            for d in s.depends_on:
+                waiting_on.setdefault(d, []).append(s.id)
+        for s in list(subtasks.values()):
+            if len(s.depends_on) != 1 or not s.files:
+                continue
+            into = subtasks[s.depends_on[0]]
+            if waiting_on.get(into.id) != [s.id] or not set(s.files) <= set(into.files):
+                continue
+            subtasks[into.id] = into.model_copy(
+                update={"instructions": f"{into.instructions}\n\nThen: {s.title}. {s.instructions}"}
+            )
+            del subtasks[s.id]
+            for other in subtasks.values():
+                if s.id in other.depends_on:
+                    deps = tuple(into.id if d == s.id else d for d in other.depends_on)
+                    subtasks[other.id] = other.model_copy(
+                        update={"depends_on": tuple(dict.fromkeys(deps))}
+                    )
+            folded.append((s.id, into.id))
+            changed = True
+            break
+    if not folded:
+        return plan
+    kept = set(subtasks)
+    joined = dict(folded)
+    for part, whole in folded:  # a chain folded twice: each part into what remains
+        while whole in joined:
+            whole = joined[whole]
+        joined[part] = whole
+    return Plan(
+        subtasks=tuple(subtasks[s.id] for s in plan.subtasks if s.id in kept),
+        added_dependencies=tuple(
+            dict.fromkeys(
+                (joined.get(a, a), joined.get(b, b))
+                for a, b in plan.added_dependencies
+                if joined.get(a, a) != joined.get(b, b)
+            )
+        ),
+        folded=(*plan.folded, *folded),
+    )
 
 
 def load_plan(path: Path) -> Plan:

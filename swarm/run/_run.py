@@ -294,6 +294,11 @@ class Run:
             path = self.spec.plan_path
             plan = load_plan(path) if path else await coordinator.make_plan(head)
             journal.save_plan(self.id, plan)
+        self.warnings += [
+            f"subtask {part!r} folded into {whole!r}: it waited on it and worked only on "
+            "its files, so one coder does both"
+            for part, whole in plan.folded
+        ]
         return plan
 
     async def __aexit__(
