@@ -293,8 +293,9 @@ def _check(result: ChatResult) -> ChatResult:
     """Raise TypeError unless the fields built without validation have their types."""
     u = result.usage
     counts = (u.input_tokens, u.output_tokens, u.reasoning_tokens, u.cached_input_tokens)
-    if not all(type(n) is int and n >= 0 for n in counts):
-        raise TypeError(f"usage counts must be non-negative integers: {counts!r}"[:200])
+    for n in counts:  # a loop, not all(<generator>): this runs on every call
+        if type(n) is not int or n < 0:
+            raise TypeError(f"usage counts must be non-negative integers: {counts!r}"[:200])
     if not isinstance(result.finish_reason, str) or not isinstance(result.model, str):
         raise TypeError("finish_reason and model must be strings")
     for c in result.message.tool_calls:

@@ -442,8 +442,13 @@ _CLOSE_AT_ONCE = (LeanBody, ResponseStream)
 
 
 async def _close(response: httpx.Response) -> None:
-    if type(response.stream) in _CLOSE_AT_ONCE:
+    stream = response.stream
+    if isinstance(stream, _CLOSE_AT_ONCE):
+        # what `Response.aclose` does, without the generator context manager it enters
+        # (~5 % of a call's CPU); the close has no checkpoint: cancellation cannot land
+        if not response.is_closed:
+            response.is_closed = True
+            await stream.aclose()
+        return
+    with anyio.move_on_after(5, shield=True):
         await response.aclose()
-    else:
-        with anyio.move_on_after(5, shield=True):
-            await response.aclose()
