@@ -315,6 +315,10 @@ def create_app(
     return app
 
 
+_BACKLOG = 4096
+"""Connections the kernel may queue before they are accepted (it caps this at somaxconn)."""
+
+
 @asynccontextmanager
 async def serve_sim(
     engine: SimEngine,
@@ -331,7 +335,9 @@ async def serve_sim(
     runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=0.25)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, host, port)
+        # a swarm connects hundreds of agents at once: aiohttp's default backlog of 128
+        # drops the rest of the wave's SYNs, and each dropped one waits a 1 s retransmit
+        site = web.TCPSite(runner, host, port, backlog=_BACKLOG)
         await site.start()
         bound_port = runner.addresses[0][1]
         shown = f"[{host}]" if ":" in host else host
