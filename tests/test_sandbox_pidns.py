@@ -5,10 +5,13 @@ sandboxed commands there."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import select
 import signal
 import subprocess
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -32,8 +35,9 @@ def helper() -> Path:
     return found
 
 
-_MANY = "for i in $(seq 600); do sleep {marker} & echo $i; done"
-"""Starts 600 processes that outlive the shell, saying how many have started so far."""
+_MANY = "read go; for i in $(seq 600); do sleep {marker} & echo $i; done"
+"""Once told to go, starts 600 processes that outlive the shell, saying how many have
+started so far (`_to_the_end` runs it)."""
 
 
 def _marked(marker: str) -> list[int]:
@@ -53,6 +57,32 @@ def _children(pid: int) -> list[int]:
     return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
 
 
+def _to_the_end(
+    argv: list[str], env: Mapping[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the helper's `argv`, whose command waits for a line on stdin first, to its end
+    and on until its namespace is empty: the helper exits with the command's status at
+    once, and the kernel empties the namespace as the init exits, which its pidfd says."""
+    with subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=cwd,
+    ) as process:
+        while not (found := _children(process.pid)):  # polling: the helper forks its init
+            time.sleep(0.01)
+        pidfd = os.pidfd_open(found[0])
+        try:
+            out, err = process.communicate("go\n", timeout=120)
+            assert select.select([pidfd], [], [], 120)[0], "the namespace's init did not end"
+        finally:
+            os.close(pidfd)
+    return subprocess.CompletedProcess(argv, process.returncode, out, err)
+
+
 @pytest.fixture
 def started(helper: Path) -> Iterator[subprocess.Popen[str]]:
     """The helper running a shell that leaves a `setsid` child and a background one, and
@@ -66,19 +96,16 @@ def started(helper: Path) -> Iterator[subprocess.Popen[str]]:
         finally:
             process.kill()
             process.wait()
-            for pid in _marked("611.3"):  # only if the namespace outlived its init
-                os.kill(pid, signal.SIGKILL)
+            for pid in _marked("611.3"):  # dying with the namespace, or left if broken
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
 
 
 def test_the_kernel_refuses_forks_past_the_cap(helper: Path) -> None:
     """Nothing watches: the kernel alone stops the shell's forks short of 600 processes,
     and kills what is left once the shell (the namespace's command) has exited."""
-    done = subprocess.run(
-        [helper, str(_pidns.pid_max(16)), "/bin/sh", "-c", _MANY.format(marker="612.7")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    many = _MANY.format(marker="612.7")
+    done = _to_the_end([str(helper), str(_pidns.pid_max(16)), "/bin/sh", "-c", many])
     assert "Cannot fork" in done.stderr  # dash's words for EAGAIN; it gives up there
     assert int(done.stdout.split()[-1]) < _pidns.pid_max(16)
     assert _marked("612.7") == []
@@ -115,6 +142,18 @@ def test_killing_the_init_ends_the_whole_namespace(started: subprocess.Popen[str
     assert _marked("611.3") == []  # the init's exit waited for the namespace to be empty
 
 
+def test_the_helper_exits_as_its_command_does(helper: Path) -> None:
+    for script, code in (("exit 7", 7), ("kill -9 $$", 128 + signal.SIGKILL)):
+        assert subprocess.run([helper, "400", "/bin/sh", "-c", script]).returncode == code
+
+
+def test_the_helper_opens_a_file_for_the_command(helper: Path, tmp_path: Path) -> None:
+    """As bubblewrap reads its seccomp filter: from a descriptor it is given."""
+    (tmp_path / "filter").write_text("FILTER\n")
+    argv = [str(helper), "400", "--fd", "9", str(tmp_path / "filter"), "/bin/sh", "-c", "cat <&9"]
+    assert subprocess.run(argv, capture_output=True, text=True).stdout == "FILTER\n"
+
+
 def test_the_helper_says_why_it_did_not_start_the_command(helper: Path) -> None:
     done = subprocess.run([helper, "5", "/bin/true"], capture_output=True, text=True)
     assert done.returncode == 125
@@ -138,9 +177,7 @@ def test_without_a_cgroup_a_sandboxed_command_is_capped_by_the_kernel(tmp_path: 
     many = _MANY.format(marker="613.1")
     launch = sandbox.launch(["/bin/sh", "-c", many], cwd=tmp_path, env={"PATH": "/usr/bin:/bin"})
     assert launch.capped and launch.cgroup is None
-    done = subprocess.run(
-        launch.argv, env=launch.env, cwd=launch.cwd, capture_output=True, text=True, timeout=120
-    )
+    done = _to_the_end(launch.argv, env=launch.env, cwd=launch.cwd)
     assert "Cannot fork" in done.stderr
     assert int(done.stdout.split()[-1]) < _pidns.pid_max(16)
     assert _marked("613.1") == []

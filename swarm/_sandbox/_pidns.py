@@ -36,7 +36,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from swarm._sandbox import _static
+from swarm._sandbox import _seccomp, _static
 from swarm._sandbox._pids import TASKS_PER_PROCESS
 
 __all__ = ["RESERVED_PIDS", "capped", "helper", "pid_max"]
@@ -57,11 +57,14 @@ def pid_max(max_processes: int) -> int:
 
 def capped(argv: Sequence[str], max_processes: int) -> list[str] | None:
     """`argv` (bubblewrap's line) run in a PID namespace of its own capped for
-    `max_processes`; None where swarm does not cap them so (`helper`)."""
+    `max_processes`; None where swarm does not cap them so (`helper`). The helper opens
+    the seccomp filter for bubblewrap itself (`swarm._sandbox._seccomp.folded`)."""
     found = helper()
     if found is None:
         return None
-    return [str(found), str(pid_max(max_processes)), *argv]
+    opened, rest = _seccomp.folded(argv)
+    fd = ["--fd", str(_seccomp.FD), opened] if opened is not None else []
+    return [str(found), str(pid_max(max_processes)), *fd, *rest]
 
 
 @functools.cache

@@ -1,14 +1,18 @@
 /* A sandboxed command's own PID namespace, capped by the kernel (swarm._sandbox._pidns).
 
-   usage: pidns PID_MAX CMD [ARG...]
+   usage: pidns PID_MAX [--fd FD FILE] CMD [ARG...]
+
+   (`--fd`: FILE opened read-only as descriptor FD for CMD: bubblewrap's seccomp filter,
+   which a `/bin/sh` before bubblewrap opened otherwise, an exec more.)
 
    Makes a user namespace (the caller's uid and gid mapped to themselves) and a PID
    namespace it owns, then forks the namespace's init. The init sets the namespace's
    pid_max to PID_MAX (Linux 6.14 and later: no task of the namespace, nor of one nested
    in it, gets a pid there at or past it, so a fork past the cap fails with EAGAIN), forks
-   CMD and waits for it. When CMD exits, the init exits with CMD's status (128 + the signal
-   that killed it) and the kernel kills whatever is left in the namespace. This process
-   waits for the init and exits with its status.
+   CMD and waits for it. When CMD exits, the init tells this process CMD's status (128 +
+   the signal that killed it), which this process exits with at once, and exits; the
+   kernel then kills whatever is left in the namespace. Killed, the init tells nothing:
+   this process exits 128 + 9 once the namespace is empty.
 
    Killing the init (SIGKILL, from outside: nothing inside can see it) kills the whole
    namespace in one kernel action: the kernel stops it making new pids, then kills every
@@ -74,8 +78,23 @@ static void quiet(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 3) {
-        fprintf(stderr, "usage: %s PID_MAX CMD [ARG...]\n", argv[0]);
+    int first = 2; /* CMD's place in argv */
+    if (argc > 2 && strcmp(argv[2], "--fd") == 0) {
+        first = 5;
+        if (argc > first) {
+            int fd = atoi(argv[3]);
+            if (fd < 3) {
+                errno = EBADF;
+                fail("--fd");
+            }
+            int opened = open(argv[4], O_RDONLY | O_CLOEXEC);
+            if (opened < 0) fail(argv[4]);
+            if (opened != fd && (dup2(opened, fd) < 0 || close(opened) != 0)) fail("dup2");
+            if (opened == fd && fcntl(fd, F_SETFD, 0) != 0) fail("fcntl");
+        }
+    }
+    if (argc <= first) {
+        fprintf(stderr, "usage: %s PID_MAX [--fd FD FILE] CMD [ARG...]\n", argv[0]);
         return 125;
     }
     const char *pid_max = argv[1];
@@ -90,17 +109,27 @@ int main(int argc, char **argv) {
     put("/proc/self/gid_map", map);
 
     int alive[2]; /* the init's way to tell that this process has gone */
-    if (pipe2(alive, O_CLOEXEC) != 0) fail("pipe");
+    int told[2];  /* the init's way to tell CMD's exit status */
+    if (pipe2(alive, O_CLOEXEC) != 0 || pipe2(told, O_CLOEXEC) != 0) fail("pipe");
     pid_t init = fork();
     if (init < 0) fail("fork");
     if (init > 0) {
         close(alive[0]);
+        close(told[1]);
         quiet();
-        return await(init);
+        unsigned char status;
+        ssize_t n;
+        while ((n = read(told[0], &status, 1)) < 0 && errno == EINTR) {
+        }
+        /* CMD's status as soon as it is known: the kernel empties the namespace after
+           that, as it did bubblewrap's, without this waiting for it */
+        if (n == 1) return status;
+        return await(init); /* the init was killed */
     }
 
     /* the init: pid 1 of the new namespace, with every capability in its user namespace */
     close(alive[1]);
+    close(told[0]);
     if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) fail("PR_SET_PDEATHSIG");
     struct pollfd waiter = {alive[0], POLLIN, 0};
     if (poll(&waiter, 1, 0) > 0) _exit(125); /* the waiter died before the line above */
@@ -109,10 +138,14 @@ int main(int argc, char **argv) {
     pid_t command = fork();
     if (command < 0) fail("fork");
     if (command == 0) {
-        execvp(argv[2], argv + 2); /* uid 0 aside, the capabilities end at the exec */
-        fprintf(stderr, "swarm sandbox: %s: %s\n", argv[2], strerror(errno));
+        execvp(argv[first], argv + first); /* uid 0 aside, the capabilities end at the exec */
+        fprintf(stderr, "swarm sandbox: %s: %s\n", argv[first], strerror(errno));
         _exit(errno == ENOENT ? 127 : 126);
     }
     quiet();
-    return await(command);
+    unsigned char status = (unsigned char)await(command);
+    if (write(told[1], &status, 1) != 1) {
+        /* the waiter has gone: nobody to tell */
+    }
+    return status;
 }
