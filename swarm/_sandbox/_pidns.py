@@ -1,30 +1,34 @@
 """A sandboxed command's own PID namespace, capped by the kernel: the process limit where
 swarm is not root and may make no pids cgroup (`swarm._sandbox._pids`).
 
-There, the guard (`BwrapSandbox.guard`) alone kept `Limits.max_processes`, and lost a race
-to a fork bomb on a loaded machine (as uid 1000, both cores busy: BOMB-SURVIVED in about a
-third of the escape suite's tries). The guard saw the bomb and killed bubblewrap's pid 1,
-whose death makes the kernel kill its namespace, but only once pid 1's own memory is torn
-down; pid 1 maps the C library every process of the bomb maps, and its teardown waited
-on that library's mapping lock while thousands of forks took it: seen stuck there (state
-D, `unlink_file_vma_batch_process`) for 17 s while the bomb forked on, then past the
-user's process limit.
+There, the guard (`BwrapSandbox.guard`) alone kept `Limits.max_processes`, and lost to a
+fork bomb on a busy machine (uid 1000, both cores taken by two busy loops: the escape
+suite's bomb printed BOMB-SURVIVED in 5 of 29 tries and failed a sixth, and once took the
+machine's last pids: the next command, as root, could not fork). The guard did see the
+bomb and kill bubblewrap's pid 1, whose death makes the kernel kill its namespace, but
+only once pid 1's own memory is torn down; pid 1 maps the C library every shell of the bomb
+maps, and its teardown waited for that file's mapping lock while thousands of forks took
+it: seen stuck there (state D, in `unlink_file_vma_batch_process`) for 17 s while the bomb
+forked on.
 
 So such a command runs under `pidns.c` (`swarm._sandbox._static`): a user namespace
 mapping swarm's uid to itself and a PID namespace it owns, around bubblewrap's. Its init
 writes the namespace's `pid_max` (Linux 6.14 and later): no task of the command's, in
 bubblewrap's namespace or any other below, gets a pid past it, so a fork past the cap
-fails (EAGAIN), whatever the guard is doing; and the init is the static helper, which maps
+fails (EAGAIN) whatever the guard is doing; and the init is the static helper, which maps
 no library, so the guard's kill (that init, `Launch.capped`) takes the whole namespace at
 once. The kernel hands out pids below `RESERVED_PIDS` only until it first wraps, so the cap
 is `RESERVED_PIDS` above what the command may hold: `TASKS_PER_PROCESS` tasks per process
-(threads take pids too), as a pids cgroup counts them, and the namespace's own three
-(the init, bubblewrap, bubblewrap's init).
+(threads take pids too), as a pids cgroup counts them, and the namespace's own three (the
+init, bubblewrap, bubblewrap's init).
 
-A root swarm does not use it (it has pids cgroups; without a user namespace of its own the
-write would be the host's setting, so the helper always makes one, and on an older kernel
-the write is refused instead). `helper()` probes it once: None where it cannot be built or
-the kernel refuses it, and the guard keeps the limit alone as before.
+A root swarm does not use it: it has pids cgroups where it may write them, and where it may
+not (`cgroups = false`, a read-only cgroup tree) the guard alone keeps the limit still; its
+commands drop to `HOST_UID` inside bubblewrap (`swarm._sandbox._identity`), which the
+helper's user namespace does not map. The helper always makes a user namespace, so the
+write is never the host's setting: on an older kernel it is refused. `helper()` probes it
+once: None where it cannot be built or the kernel refuses it, and the guard keeps the limit
+alone as before.
 """
 
 from __future__ import annotations
