@@ -18,7 +18,7 @@ import pytest
 
 from swarm._sandbox import BwrapSandbox, Limits, SandboxPolicy, _pidns, _static
 from swarm._sandbox.process import run_confined
-from tests.sandboxing import needs_bwrap
+from tests.sandboxing import marked, needs_bwrap
 
 
 @pytest.fixture(scope="module")
@@ -38,19 +38,6 @@ def helper() -> Path:
 _MANY = "read go; for i in $(seq 600); do sleep {marker} & echo $i; done"
 """Once told to go, starts 600 processes that outlive the shell, saying how many have
 started so far (`_to_the_end` runs it)."""
-
-
-def _marked(marker: str) -> list[int]:
-    """Processes whose command line holds `marker`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                pass
-    return found
 
 
 def _children(pid: int) -> list[int]:
@@ -96,7 +83,7 @@ def started(helper: Path) -> Iterator[subprocess.Popen[str]]:
         finally:
             process.kill()
             process.wait()
-            for pid in _marked("611.3"):  # dying with the namespace, or left if broken
+            for pid in marked("611.3"):  # dying with the namespace, or left if broken
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
 
@@ -108,7 +95,7 @@ def test_the_kernel_refuses_forks_past_the_cap(helper: Path) -> None:
     done = _to_the_end([str(helper), str(_pidns.pid_max(16)), "/bin/sh", "-c", many])
     assert "Cannot fork" in done.stderr  # dash's words for EAGAIN; it gives up there
     assert int(done.stdout.split()[-1]) < _pidns.pid_max(16)
-    assert _marked("612.7") == []
+    assert marked("612.7") == []
 
 
 def test_the_namespace_has_its_own_pid_max_and_the_hosts_is_untouched(helper: Path) -> None:
@@ -139,7 +126,7 @@ def test_killing_the_init_ends_the_whole_namespace(started: subprocess.Popen[str
     (init,) = _children(started.pid)
     os.kill(init, signal.SIGKILL)
     assert started.wait(timeout=30) == 128 + signal.SIGKILL
-    assert _marked("611.3") == []  # the init's exit waited for the namespace to be empty
+    assert marked("611.3") == []  # the init's exit waited for the namespace to be empty
 
 
 def test_the_helper_exits_as_its_command_does(helper: Path) -> None:
@@ -180,7 +167,7 @@ def test_without_a_cgroup_a_sandboxed_command_is_capped_by_the_kernel(tmp_path: 
     done = _to_the_end(launch.argv, env=launch.env, cwd=launch.cwd)
     assert "Cannot fork" in done.stderr
     assert int(done.stdout.split()[-1]) < _pidns.pid_max(16)
-    assert _marked("613.1") == []
+    assert marked("613.1") == []
 
 
 @needs_bwrap
@@ -200,4 +187,4 @@ async def test_the_guard_kills_the_capped_namespace_at_the_limit(tmp_path: Path)
         max_output_chars=4000,
     )
     assert result.denials == ("more than 16 processes at once; the command was killed",)
-    assert _marked("614.9") == []  # `setsid` or not: gone with the namespace
+    assert marked("614.9") == []  # `setsid` or not: gone with the namespace
