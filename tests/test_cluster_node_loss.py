@@ -45,6 +45,7 @@ from swarm._cluster.local import (  # noqa: E402
     wait_for_nodes,
 )
 from swarm._cluster.loopback import descendants, off_loopback  # noqa: E402
+from swarm._cluster.node import sweep_dead_clones  # noqa: E402
 
 DOOMED = "swarm-doomed"
 """In the doomed node's TMPDIR: where its clones are."""
@@ -197,6 +198,13 @@ class _PatchHeldThere(WorkspaceNode):
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
+def _mounted_under(where: Path) -> list[str]:
+    """The mount points below `where` (a clone that is a filesystem of its own)."""
+    with open("/proc/self/mountinfo") as f:
+        points = [line.split()[4] for line in f]
+    return [p for p in points if p.startswith(f"{where}/")]
+
+
 def _kill_when_a_patch_holds(
     cluster: LocalCluster, node: subprocess.Popen[bytes], node_id: str, held: Path
 ) -> list[str]:
@@ -242,7 +250,13 @@ async def test_a_node_lost_while_returning_a_patch_restarts_the_subtask_merged_o
         off += off_loopback([os.getpid(), *(p.pid for p in ray_cluster.processes)])
     finally:
         await anyio.to_thread.run_sync(stop_node, doomed)
+        # the node's TMPDIR goes with the test: first its clones, as a cluster's end sweeps
+        # them (removing the directory took the owner files a sweep reads, and the mounted
+        # clone's files, but left it mounted)
+        await anyio.to_thread.run_sync(sweep_dead_clones, tmp)
+        left = _mounted_under(tmp)
         shutil.rmtree(tmp, ignore_errors=True)
+    assert left == []
     assert off == []  # every socket of the driver and the nodes on 127.0.0.1
     assert report.status == "done", report
     assert all(s.status == "merged" for s in report.subtasks), report.subtasks

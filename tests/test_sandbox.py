@@ -27,7 +27,7 @@ from swarm._sandbox import (
     make_sandbox,
     sandboxed_git,
 )
-from swarm._sandbox.process import run_confined
+from swarm._sandbox.process import pid_alive, run_confined
 from swarm._tracing import semconv as sc
 from swarm._tracing.setup import tracer
 from swarm.agent._toolbox import coding_tools
@@ -323,3 +323,15 @@ async def test_files_swarm_writes_after_a_command_are_the_commands_to_change(rep
         edit = "echo two >> sub/new.txt && echo y >> app.py && mkdir sub/more && echo EDITED"
         out = await TOOLS["run"].run({"command": edit}, ctx)
     assert "EDITED" in out, out
+
+
+def test_a_process_that_has_exited_but_is_not_reaped_is_not_alive() -> None:
+    """A zombie holds no file, mount or working directory: what it owned (a cluster
+    node's clone, a cgroup, a store entry) is swept as a dead process's."""
+    child = subprocess.Popen(["true"])
+    try:
+        os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # exited, not reaped
+        assert not pid_alive(child.pid)
+    finally:
+        child.wait()
+    assert pid_alive(os.getpid())

@@ -43,6 +43,7 @@ from swarm.errors import ToolError, WorkspaceError
 from swarm.run._check import run_check
 from swarm.run._environment import CheckEnvironment
 from swarm.run._workspace import Workspace, git, hook_env
+from tests.sandboxing import marked
 
 TOOLS = {t.name: t for t in coding_tools()}
 NO_BWRAP = bwrap_problem()
@@ -249,21 +250,9 @@ def printed(marker: str) -> Escaped:
     return lambda _w, out: marker in out
 
 
-def _survivors(marker: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
-                pass
-    return found
-
-
 def survived(marker: str) -> Escaped:
     def escaped(_w: World, _out: str) -> bool:
-        pids = _survivors(marker)
+        pids = marked(marker)
         for pid in pids:
             os.kill(pid, signal.SIGKILL)
         return bool(pids)
@@ -947,7 +936,7 @@ async def _host_uid_of_a_command(w: World) -> str:
         with anyio.move_on_after(15):
             while not statuses:
                 await anyio.sleep(0.02)
-                for pid in _survivors(SLEEPER):
+                for pid in marked(SLEEPER):
                     with contextlib.suppress(OSError):
                         if Path(f"/proc/{pid}/comm").read_text().strip() == "sleep":
                             status = Path(f"/proc/{pid}/status").read_text().splitlines()

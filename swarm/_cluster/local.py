@@ -25,6 +25,7 @@ from pathlib import Path
 
 from swarm._cluster.loopback import LOOPBACK, LOOPBACK_ENV, descendants, keep_loopback
 from swarm._cluster.node import sweep_dead_clones
+from swarm._sandbox.process import pid_alive
 
 __all__ = [
     "LocalCluster",
@@ -37,6 +38,8 @@ __all__ = [
 ]
 
 STARTUP_S = 90.0
+_GONE_S = 15.0
+"""How long stopping or killing a node waits for the processes it started to be gone."""
 _ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -100,22 +103,26 @@ def _start(args: list[str], node: NodeSpec, log: Path, root: Path) -> subprocess
 
 
 def stop_node(proc: subprocess.Popen[bytes]) -> None:
-    """Stop a node: its whole process group (`ray start --block` and what it started)."""
+    """Stop a node: its whole process group (`ray start --block` and what it started).
+    Returns once every process it had started is gone (bounded: `_GONE_S`)."""
+    started = descendants([proc.pid])
     for sig, wait_s in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
-            return
+            break
         try:
             proc.wait(wait_s)
-            return
+            break
         except subprocess.TimeoutExpired:
             continue
+    _wait_gone(started)
 
 
 def kill_node(proc: subprocess.Popen[bytes]) -> None:
     """Lose a node as a machine is lost: SIGKILL to every process it started, at once
-    (its process group, and what left it: a sandbox is a session of its own)."""
+    (its process group, and what left it: a sandbox is a session of its own). Returns
+    once they are all gone (bounded: `_GONE_S`)."""
     doomed = descendants([proc.pid])
     for pid in doomed:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -123,6 +130,17 @@ def kill_node(proc: subprocess.Popen[bytes]) -> None:
     with contextlib.suppress(ProcessLookupError):  # any forked since in the group
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(STARTUP_S)
+    _wait_gone(doomed)
+
+
+def _wait_gone(pids: set[int]) -> None:
+    """Wait until none of `pids` runs, for up to `_GONE_S`: a node's workspace actors
+    (Ray workers) leave its process group and die once they see their raylet gone, a
+    moment after it; a clone they leave mounted is swept (`sweep_dead_clones`) only once
+    its actor is gone, and a sweep that came first left it mounted."""
+    deadline = time.monotonic() + _GONE_S
+    while any(pid_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)  # polling: they are exiting
 
 
 @contextmanager

@@ -29,7 +29,8 @@ children (its `cgroup.subtree_control`: swarm enables them there if it may); the
 Cgroups are named `swarm-<pid>-<n>` at each hierarchy's root (v2: in swarm's own). One is
 removed once its command has ended; those left by processes that died are removed when the
 first is made. Where swarm may make none (v2 without delegation, no root), `make` returns
-None and the guard alone keeps the limit.
+None: the guard keeps the limit, and the kernel caps the command's PID namespace
+(`swarm._sandbox._pidns`).
 """
 
 from __future__ import annotations

@@ -134,6 +134,9 @@ class Launch:
     seat: Seat | None = None
     """A launcher already in `cgroup` that runs `argv` (`swarm._sandbox._seats`); None:
     `argv` joins its cgroup itself."""
+    capped: bool = False
+    """`argv` starts with the helper that runs the command in a PID namespace of its own
+    whose size the kernel caps (`swarm._sandbox._pidns`): its init is the helper's child."""
 
 
 class Sandbox(ABC):

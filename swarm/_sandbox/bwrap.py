@@ -34,7 +34,9 @@ Limits: RLIMIT_DATA and RLIMIT_FSIZE (`Limits.largest_file_mb`) set by `ulimit` 
 way in; the process count is watched (`guard`), since RLIMIT_NPROC counts the user's
 processes machine-wide and does not bind root at all; where swarm may make cgroups, the
 kernel caps the processes and the whole command's memory too, each command in cgroups of
-its own (`swarm._sandbox._pids`).
+its own (`swarm._sandbox._pids`); where it may not and is not root, the kernel caps the
+processes of a PID namespace of the command's own around bubblewrap's, and the guard's kill
+takes that whole namespace at once (`swarm._sandbox._pidns`).
 The guard also keeps the worktree's disk quota where the worktree is not a filesystem of
 its own (`swarm._sandbox._disk`: a check; `swarm._sandbox._volume`: the kernel's).
 """
@@ -55,7 +57,7 @@ from typing import Self
 
 import anyio
 
-from swarm._sandbox import _disk, _identity, _pids, _seccomp, _volume
+from swarm._sandbox import _disk, _identity, _pidns, _pids, _seccomp, _volume
 from swarm._sandbox._egress import Egress
 from swarm._sandbox._etc import etc_mounts, sandbox_ids
 from swarm._sandbox._gitconfig import shown_config
@@ -207,9 +209,12 @@ class BwrapSandbox(Sandbox):
         if self._seated and (seat := self.seats.take()) is not None:
             return Launch(line, inner, root, seat.cgroup, seat)
         cgroup = self._new_cgroup()
-        if cgroup is None:
-            return Launch(line, inner, root)
-        return Launch(_pids.joined(cgroup, line), inner, root, cgroup)
+        if cgroup is not None:
+            return Launch(_pids.joined(cgroup, line), inner, root, cgroup)
+        capped = _pidns.capped(line, self.policy.limits.max_processes)
+        if capped is not None:
+            return Launch(capped, inner, root, capped=True)
+        return Launch(line, inner, root)
 
     @property
     def _seated(self) -> bool:
@@ -383,11 +388,13 @@ class BwrapSandbox(Sandbox):
         return [*args, "--chdir", str(cwd)]
 
     async def guard(self, pid: int, launch: Launch | None = None) -> str | None:
-        """Kill the sandbox (its PID namespace's init) when it holds too many processes.
-        In a pids cgroup (`swarm._sandbox._pids`: the kernel caps it) its processes are
-        only counted once its tasks are more than the limit: one small file read."""
+        """Kill the sandbox (its PID namespace's init: bubblewrap's, or that of the capped
+        namespace around it, `Launch.capped`) when it holds too many processes. In a pids
+        cgroup (`swarm._sandbox._pids`: the kernel caps it) its processes are only counted
+        once its tasks are more than the limit: one small file read."""
         limit = self.policy.limits.max_processes
         cgroup = launch.cgroup if launch is not None else None
+        capped = launch is not None and launch.capped
         if cgroup is not None and not self.policy.guard_in_cgroup:
             return None  # the kernel's cap alone
         init: int | None = None
@@ -416,7 +423,10 @@ class BwrapSandbox(Sandbox):
                 except OSError:
                     return None  # ended, or not ours to look into
                 try:
-                    too_many = _more_processes_than(init, limit)
+                    # the processes are counted in bubblewrap's namespace, whose /proc lists
+                    # them: in the capped one, two down (bubblewrap, then its init)
+                    inner = _descend(init, 2) if capped else init
+                    too_many = inner is not None and _more_processes_than(inner, limit)
                 except OSError:
                     # bwrap's first child may be a step of its setup that is gone by now,
                     # or not yet readable: it changes its uid inside the user namespace,
@@ -494,10 +504,19 @@ def _say_what_is_enforced(policy: SandboxPolicy) -> None:
         limits.memory_mb,
         limits.tmp_mb,
         limits.shm_mb,
-        "by a pids cgroup"
-        if policy.cgroups and _pids.usable()
-        else "by swarm counting them (no pids cgroup)",
+        _process_cap(policy),
     )
+
+
+def _process_cap(policy: SandboxPolicy) -> str:
+    """What holds a command's processes to the limit, in a few words."""
+    if policy.cgroups and _pids.usable():
+        return "by a pids cgroup"
+    counted = "by swarm counting them (no pids cgroup)"
+    if _pidns.helper() is None:
+        return counted
+    tasks = _pidns.pid_max(policy.limits.max_processes) - 1
+    return f"{counted} and at most {tasks} tasks by the kernel (a PID namespace of their own)"
 
 
 def _searchable_parents(path: Path, made: set[Path]) -> list[str]:
@@ -578,6 +597,16 @@ def _forwarders(socat: str, ports: Sequence[int]) -> list[str]:
 def _children(pid: int) -> list[int]:
     with open(f"/proc/{pid}/task/{pid}/children") as f:
         return [int(p) for p in f.read().split()]
+
+
+def _descend(pid: int, levels: int) -> int | None:
+    """`pid`'s first child's first child ..., `levels` down; None where one has none yet."""
+    for _ in range(levels):
+        found = _children(pid)
+        if not found:
+            return None
+        pid = found[0]
+    return pid
 
 
 def _more_processes_than(init: int, limit: int) -> bool:

@@ -114,14 +114,26 @@ def _shell_for(path: str | None) -> str:
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether process `pid` runs (one we may not signal counts as running)."""
+    """Whether process `pid` runs (one we may not signal counts as running; one that has
+    exited and waits to be reaped, a zombie, does not: it holds no file, mount or cwd)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """Whether `pid` has exited and waits to be reaped (Linux; elsewhere False)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    end = stat.rfind(b")")  # the name, in parentheses, may hold anything
+    return stat[end + 2 : end + 3] == b"Z"
 
 
 def _killpg(pid: int, sig: signal.Signals) -> None:
