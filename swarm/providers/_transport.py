@@ -13,7 +13,8 @@ tests still pass clients and `MockTransport`s) and does the I/O with aiohttp.
   ever catch httpx's.
 - Under trio (no aiohttp there) requests go through httpx's default transport instead.
 
-`swarm.providers._exchange.Sender` is what the adapters post through.
+swarm's own POSTs go through the leaner `swarm.providers._http11.Pool`; this transport is
+for `httpx.AsyncClient`s (`default_async_client`).
 """
 
 from __future__ import annotations
@@ -198,25 +199,6 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         limits = self.client_timeout(request.extensions.get("timeout") or {})
         url = str(request.url)
         return await self._send(loop, request.method, url, headers, data, limits, request)
-
-    async def post(
-        self,
-        url: str,
-        headers: Mapping[str, str],
-        body: bytes,
-        limits: Mapping[str, float | None],
-    ) -> httpx.Response:
-        """POST `body` without building an `httpx.Request` (the `Sender`'s short path:
-        about a tenth of a call's CPU); the response's `request` is then unset.
-        `limits` is httpx's `timeout` extension (`httpx.Timeout.as_dict()`)."""
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # trio (or another non-asyncio loop)
-            request = httpx.Request(
-                "POST", url, headers=headers, content=body, extensions={"timeout": limits}
-            )
-            return await self._fallback_transport().handle_async_request(request)
-        return await self._send(loop, "POST", url, headers, body, self.client_timeout(limits), None)
 
     async def _send(
         self,
