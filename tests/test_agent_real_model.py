@@ -226,6 +226,17 @@ async def test_alternating_between_two_replies_is_stuck() -> None:
     assert result.repeated.startswith("alternating between two replies")
 
 
+async def test_an_alternation_with_an_empty_reply_names_both() -> None:
+    """As the 1.5B model did: a failing edit, then nothing, then the edit again."""
+    texts = ["Let me edit mathutil.", "", "Let me edit mathutil.", ""]
+    model = FunctionModel(lambda r: texts[(len(model.requests) - 1) % 2])
+    result = await Agent[str]("coder", model=model, tools=[add, finish], max_steps=30).run("go")
+    assert result.stop_reason == "stuck"
+    assert result.repeated == (
+        "alternating between two replies: Let me edit mathutil. / (an empty reply)"
+    )
+
+
 async def test_a_tool_result_the_model_invents_is_dropped_and_it_is_told(tmp_path: Path) -> None:
     seen: list[ChatRequest] = []
 

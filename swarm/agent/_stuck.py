@@ -60,6 +60,9 @@ class StuckWatch:
     )
     _last_failure: tuple[str, str, str] | None = None
     _seen: bool = field(default=False, repr=False)
+    _before: Message | None = field(default=None, repr=False)
+    """The reply before the latest (what an alternation alternates with)."""
+    _latest: Message | None = field(default=None, repr=False)
 
     def see_reply(self, message: Message) -> Verdict:
         """The model's latest reply; returns what to do about repeats so far."""
@@ -74,8 +77,10 @@ class StuckWatch:
         if recent.maxlen != 2 * self.after:
             recent = self._recent = deque(recent, maxlen=2 * self.after)
         recent.append((calls, text))
+        self._before, self._latest = self._latest, message
         if len(recent) == recent.maxlen and len(set(recent)) <= 2:
-            self.repeated = "alternating between two replies: " + _describe(message)
+            pair = [_describe(m) for m in (self._before, message) if m is not None]
+            self.repeated = "alternating between two replies: " + " / ".join(dict.fromkeys(pair))
             return "stuck"
         return self._verdict(max(self.repeats, self.failures))
 
@@ -112,4 +117,4 @@ class StuckWatch:
 def _describe(message: Message) -> str:
     calls = "; ".join(f"{c.name}({c.arguments[:200]})" for c in message.tool_calls)
     text = " ".join((message.content or "").split())[:300]
-    return " | ".join(part for part in (text, calls) if part)[:500]
+    return " | ".join(part for part in (text, calls) if part)[:500] or "(an empty reply)"
