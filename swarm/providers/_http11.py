@@ -69,7 +69,6 @@ class _Connection(asyncio.Protocol):
         "error",
         "got_bytes",
         "headers",
-        "headers_done",
         "idle_since",
         "interim",
         "keep_alive",
@@ -100,7 +99,6 @@ class _Connection(asyncio.Protocol):
         self.headers: list[tuple[bytes, bytes]] = []
         self.chunks: deque[bytes] = deque()
         self.buffered = 0
-        self.headers_done = False
         self.until_eof = False
         self.complete = False
         self.keep_alive = False
@@ -115,7 +113,7 @@ class _Connection(asyncio.Protocol):
         if self.status:  # a reply was read on this connection (llhttp reads the next too)
             self.status = 0
             self.headers = []
-            self.headers_done = self.until_eof = self.complete = self.got_bytes = False
+            self.until_eof = self.complete = self.got_bytes = False
             self.keep_alive = False
         self._read_s = read_s
 
@@ -175,6 +173,13 @@ class _Connection(asyncio.Protocol):
             self.transport.resume_reading()
         return data
 
+    def _stop_timer(self) -> None:
+        """Closed (by us or the server): no read is waited for any more."""
+        self.closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
     def _wake(self) -> None:
         waiter = self.waiter
         if waiter is not None and not waiter.done():
@@ -186,10 +191,7 @@ class _Connection(asyncio.Protocol):
         self._wake()
 
     def close(self) -> None:
-        self.closed = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._stop_timer()
         if self.transport is not None:
             self.transport.close()
 
@@ -218,11 +220,8 @@ class _Connection(asyncio.Protocol):
         return False  # close the socket: the reply ends here, or it was cut off
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if self.until_eof and self.headers_done:
+        self._stop_timer()
+        if self.until_eof:  # set with the headers
             self.complete = True  # a body without a length ends with the connection
         elif not self.complete:
             if not self.got_bytes:  # on a reused connection: closed while idle (stale)
@@ -257,8 +256,7 @@ class _Connection(asyncio.Protocol):
             self.headers = []
             self.interim = True
             return
-        self.status = status
-        self.headers_done = True
+        self.status = status  # not 0: the headers are read
         framed = False
         for name, value in self.headers:
             low = name.lower()
@@ -360,7 +358,7 @@ class Pool:
             try:
                 conn.send(request)
                 await conn.drained(limits.get("write"))
-                while not conn.headers_done:
+                while not conn.status:
                     await conn.wait()
             except httpx.RemoteProtocolError:
                 conn.close()

@@ -208,7 +208,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         headers: Any,
         data: Any,
         limits: aiohttp.ClientTimeout,
-        request: httpx.Request | None,
+        request: httpx.Request,
     ) -> httpx.Response:
         session = self._session
         if session is None or self._loop is not loop:
