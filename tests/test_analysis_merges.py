@@ -72,6 +72,8 @@ class Culprits:
         return FunctionModel(self._play, name=agent_id)
 
     async def _play(self, request: ChatRequest) -> Scripted:
+        if request.metadata.get("subtask") == "final":  # a red final check: the report says why
+            return call("finish", summary="not mine to fix")
         k = int(str(request.metadata.get("subtask", "s0"))[1:])
         fixer = str(request.metadata.get("agent", "")).startswith("fixer")
         if not any(m.role == "tool" for m in request.messages):

@@ -157,11 +157,16 @@ async def test_edit_file_shows_closest_candidates_when_missing(ws: Path) -> None
     with pytest.raises(ToolError) as info:
         await call("edit_file", ws, path="src/calc.py", old="def ad(a,b):\n  return a-b", new="")
     message = str(info.value)
-    assert message.startswith("old text not found in 'src/calc.py'. closest candidates:")
-    assert "     1\tdef add(a, b):" in message
+    assert message.startswith(
+        "old text not found in 'src/calc.py'. closest candidates (copy `old` from them exactly):"
+    )
+    # the lines as they are, without read_file's numbers (a model copied those into `old`)
+    assert "lines 1-4:\ndef add(a, b):\n    return a - b\n" in message
     with pytest.raises(ToolError) as small:  # a small file: shown whole, to copy from
         await call("edit_file", ws, path="src/calc.py", old="zzzzzzzzzzzz", new="")
-    assert "no similar lines; the file now reads:\n     1\tdef add(a, b):" in str(small.value)
+    assert "no similar lines; the file now reads (copy `old` from it):\ndef add(a, b):\n" in str(
+        small.value
+    )
     (ws / "big.py").write_text("".join(f"value_{i} = {i}\n" for i in range(400)))
     with pytest.raises(ToolError, match="no similar lines found; read the file"):
         await call("edit_file", ws, path="big.py", old="zzzzzzzzzzzz", new="")
@@ -178,6 +183,13 @@ async def test_edit_file_takes_old_text_copied_with_read_files_line_numbers(ws: 
     )
     assert out.startswith("edited src/calc.py at line 1 (old matched without its line numbers)")
     assert (ws / "src" / "calc.py").read_text().startswith("def add(a, b):\n    return a + b\n")
+    # some lines copied with their numbers, others typed: the 1.5B model's third try
+    mixed = "def sub(a, b):\n     6\t    return a - b"
+    out = await call(
+        "edit_file", ws, path="src/calc.py", old=mixed, new="def sub(a, b):\n    return 0"
+    )
+    assert "(old matched without its line numbers)" in out
+    assert (ws / "src" / "calc.py").read_text().endswith("def sub(a, b):\n    return 0\n")
 
 
 async def test_edit_file_matches_one_place_whatever_its_indentation(ws: Path) -> None:
@@ -336,29 +348,47 @@ async def test_an_edit_that_drops_a_definition_says_so(ws: Path) -> None:
     )
 
 
-async def test_a_whole_definition_put_over_anothers_first_line_is_refused(ws: Path) -> None:
-    """What the 1.5B model did to 'add clamp' to a file with `add`: `add`'s body stayed
-    behind under `clamp`, `add` was gone, and three fix rounds never found why."""
-    before = (ws / "src" / "calc.py").read_text()
+async def test_a_whole_definition_put_over_anothers_first_line_goes_before_it(ws: Path) -> None:
+    """What the 1.5B model did to 'add clamp' to a file with `add`: `old` the first line of
+    `add`, `new` all of `clamp`. As written, `add`'s body would stay behind under `clamp`
+    and `add` be gone (three fix rounds never found why); so `clamp` goes before `add`."""
     clamp = "def clamp(x, lo, hi):\n    return min(hi, max(lo, x))"
-    with pytest.raises(ToolError) as refused:
-        await call("edit_file", ws, path="src/calc.py", old="def add(a, b):", new=clamp)
-    assert str(refused.value) == (
-        "refused: `old` holds the first line of `def add` but not its "
-        "body, and `new` defines clamp instead: the body of add would be left under your "
-        "code, and add gone. To add code beside it, make `new` your code followed by `old` "
-        "unchanged; to replace add, put all of it in `old`"
+    out = await call("edit_file", ws, path="src/calc.py", old="def add(a, b):", new=clamp)
+    assert out.startswith(
+        "edited src/calc.py at line 1 (`old` held only the first line of `def add`: your code "
+        "went before it and add was kept whole; to replace add, put all of it in `old`)"
     )
-    assert (ws / "src" / "calc.py").read_text() == before
-    # what the message asks for works; and so does a rename of the header alone
-    await call(
-        "edit_file",
-        ws,
-        path="src/calc.py",
-        old="def add(a, b):",
-        new=f"{clamp}\n\n\ndef add(a, b):",
+    assert (ws / "src" / "calc.py").read_text() == (
+        f"{clamp}\n\n\ndef add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n"
+    )
+    # a method: one blank line; a rename of the header alone is a rename
+    (ws / "shop.py").write_text("class Cart:\n    def total(self):\n        return 0\n")
+    size = "    def size(self):\n        return 1\n"
+    await call("edit_file", ws, path="shop.py", old="    def total(self):", new=size)
+    assert (ws / "shop.py").read_text() == (
+        f"class Cart:\n{size}\n    def total(self):\n        return 0\n"
     )
     await call("edit_file", ws, path="src/calc.py", old="def sub(a, b):", new="def minus(a, b):")
-    text = (ws / "src" / "calc.py").read_text()
-    assert "def clamp(x, lo, hi)" in text and "def add(a, b):\n    return a - b" in text
-    assert "def minus(a, b):\n    return a - b" in text
+    assert "def minus(a, b):\n    return a - b" in (ws / "src" / "calc.py").read_text()
+
+
+async def test_new_code_is_never_put_between_a_decorator_and_its_definition(ws: Path) -> None:
+    (ws / "deco.py").write_text(
+        "import functools\n\n\n@functools.cache\ndef add(a, b):\n    return a\n"
+    )
+    before = (ws / "deco.py").read_text()
+    with pytest.raises(ToolError) as refused:
+        await call(
+            "edit_file",
+            ws,
+            path="deco.py",
+            old="def add(a, b):",
+            new="def mul(a, b):\n    return 0",
+        )
+    assert str(refused.value) == (
+        "refused: `old` holds the first line of `def add` but not its body, and `new` defines "
+        "other names: the body of add would be left under your code, and add gone. To add "
+        "code beside it, make `new` your code followed by `old` unchanged; to replace add, "
+        "put all of it in `old`"
+    )
+    assert (ws / "deco.py").read_text() == before

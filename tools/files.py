@@ -106,7 +106,9 @@ def _lines_of(text: str, old: str) -> str:
 
 
 def _candidates(text: str, old: str) -> str:
-    """The places in `text` that look most like `old`, numbered, for a failed edit."""
+    """The places in `text` that look most like `old`, for a failed edit: their lines as
+    they are, under a header naming them (numbered lines were copied into the next `old`,
+    numbers and all)."""
     lines = text.splitlines()
     wanted = old.strip().splitlines()
     probe = wanted[0].strip() if wanted else ""
@@ -121,14 +123,14 @@ def _candidates(text: str, old: str) -> str:
                 scored.append((ratio, i))
     if not scored:
         if len(text) <= _WHOLE_FILE_CHARS:  # a small file: its text, to copy `old` from
-            return "no similar lines; the file now reads:\n" + _numbered(lines, 1)
+            return "no similar lines; the file now reads (copy `old` from it):\n" + text
         return "no similar lines found; read the file to see its current text"
     best = sorted(scored, key=lambda s: (-s[0], s[1]))[:3]
     shown = []
     for _, i in sorted(best, key=lambda s: s[1]):
         stop = min(len(lines), i + max(len(wanted), 1) + _CONTEXT_LINES)
-        shown.append(_numbered(lines[i:stop], i + 1))
-    return "closest candidates:\n" + "\n  ...\n".join(shown)
+        shown.append(f"lines {i + 1}-{stop}:\n" + "\n".join(lines[i:stop]))
+    return "closest candidates (copy `old` from them exactly):\n" + "\n".join(shown)
 
 
 _NUMBERED = re.compile(r"^ *\d+\t")
@@ -136,9 +138,10 @@ _NUMBERED = re.compile(r"^ *\d+\t")
 
 
 def _without_numbers(text: str) -> str | None:
-    """`text` with read_file's line numbers taken off, when every line carries one."""
+    """`text` with read_file's line numbers taken off the lines that carry one (a model
+    copies some lines from read_file's output and types others), or None when none does."""
     lines = text.splitlines(keepends=True)
-    if not lines or not all(_NUMBERED.match(line) for line in lines if line.strip()):
+    if not any(_NUMBERED.match(line) for line in lines):
         return None
     return "".join(_NUMBERED.sub("", line, count=1) for line in lines)
 
@@ -229,8 +232,8 @@ def edit_file(ctx: ToolContext, path: str, old: str, new: str, replace_all: bool
     if replace_all and text.count(old) > 1:
         return _replace_every(ctx, path, text, old, new)
     index, end, new, how = _locate(text, path, old, new)
-    if (orphan := _orphaned_body(path, text, index, end, new)) is not None:
-        raise ToolError(orphan)
+    if (over := _over_a_header(path, text, index, end, new)) is not None:
+        new, how = _beside(text, index, end, new, over)
     updated = text[:index] + new + text[end:]
     target = write_confined(ctx, path, updated.encode("utf-8"))
     ctx.written.note(_rel(ctx, target))
@@ -348,10 +351,14 @@ def _elsewhere(ctx: ToolContext, path: str, exc: ToolError) -> ToolError:
     return ToolError(f"{exc}; did you mean {' or '.join(map(repr, others))}?") if others else exc
 
 
-def _orphaned_body(path: str, text: str, start: int, end: int, new: str) -> str | None:
-    """Why an edit is refused that replaces only the first line of a definition with a
-    whole definition of another name (what a small model does to add a function "at"
-    one): the old body would stay behind under the new code and the old name be gone."""
+def _over_a_header(
+    path: str, text: str, start: int, end: int, new: str
+) -> tuple[str, int, bool] | None:
+    """The definition (`def add`) whose first line, and not its body, an edit replaces with
+    whole definitions of other names: what a small model does to add a function "at" one.
+    Done as written, the old body would stay behind under the new code and its name be
+    gone; the edit puts the new code before it instead (`_beside`). Also: its column, and
+    whether `old` starts at or before its decorators (else new code would take them)."""
     if not path.endswith(".py"):
         return None
     try:
@@ -369,14 +376,38 @@ def _orphaned_body(path: str, text: str, start: int, end: int, new: str) -> str 
         header, body = starts[node.lineno - 1], starts[node.body[0].lineno - 1]
         if start <= header < end <= body:
             kind = "class" if isinstance(node, ast.ClassDef) else "def"
-            return (
-                f"refused: `old` holds the first line of `{kind} {node.name}` but not its "
-                f"body, and `new` defines {', '.join(sorted(made))} instead: the body of "
-                f"{node.name} would be left under your code, and {node.name} gone. To add code "
-                "beside it, make `new` your code followed by `old` unchanged; to replace "
-                f"{node.name}, put all of it in `old`"
-            )
+            top = min([d.lineno for d in node.decorator_list] + [node.lineno])
+            return f"{kind} {node.name}", node.col_offset, start <= starts[top - 1]
     return None
+
+
+def _beside(
+    text: str, start: int, end: int, new: str, over: tuple[str, int, bool]
+) -> tuple[str, str]:
+    """`new` put before the definition `over` whose first line `old` held (`start:end`),
+    that definition kept whole: the text to put at `start:end`, and what the result says.
+    Raises the refusal it replaces when that would not parse, or would put the new code
+    under the definition's decorators."""
+    what, column, whole = over
+    gap = "\n\n" if column else "\n\n\n"  # PEP 8: two blank lines between top-level ones
+    replacement = new.rstrip("\n") + gap + text[start:end]
+    name = what.split()[1]
+    try:
+        if not whole:
+            raise ValueError("between a decorator and its definition")
+        parse_python(text[:start] + replacement + text[end:])
+    except (SyntaxError, ValueError):
+        raise ToolError(
+            f"refused: `old` holds the first line of `{what}` but not its body, and `new` "
+            f"defines other names: the body of {name} would be left under your code, and "
+            f"{name} gone. To add code beside it, make `new` your code followed by `old` "
+            f"unchanged; to replace {name}, put all of it in `old`"
+        ) from None
+    note = (
+        f" (`old` held only the first line of `{what}`: your code went before it and "
+        f"{name} was kept whole; to replace {name}, put all of it in `old`)"
+    )
+    return replacement, note
 
 
 def _line_starts(text: str) -> list[int]:
