@@ -36,7 +36,10 @@ async def test_unknown_tool_gets_the_real_names_and_is_counted() -> None:
     result = await Agent[str]("coder", model=model, tools=[add, finish]).run("go")
     told = _told(model.requests[1])
     assert "unknown tool 'ad'" in told and "Did you mean 'add'?" in told
-    assert "The tools are: add, finish." in told
+    # each tool with its arguments (optional ones marked) and what it does
+    assert told.endswith(
+        "The tools are:\n- add(a, b): Add two numbers.\n- finish(summary): End the run."
+    ), told
     assert result.calls.rejected == 1 and result.finished
 
 

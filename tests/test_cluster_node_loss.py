@@ -138,28 +138,34 @@ async def test_a_node_lost_mid_subtask_restarts_each_of_its_subtasks_on_a_live_n
 ) -> None:
     tmp = Path(f"/tmp/{DOOMED}-{tmp_path.name}")  # short: Ray's socket paths live here too
     tmp.mkdir(exist_ok=True)
-    # the most free CPUs of any node: the run's workspaces go there first
-    doomed = add_node(ray_cluster, NodeSpec(8, {"doomed": 1}, env={"TMPDIR": str(tmp)}))
-    await anyio.to_thread.run_sync(wait_for_nodes, ray, 3)
-    doomed_id = next(
-        n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("doomed")
-    )
-    await anyio.to_thread.run_sync(_placeable, doomed_id)
-    plan = write_plan(
-        tmp_path,
-        [
-            subtask("s0", ["s0.txt"]),
-            subtask("s1", ["s1.txt"]),
-            subtask("s2", ["s2.txt"]),
-            subtask("s3", ["s3.txt"], deps=["s0"]),
-        ],
-    )
-    task = write_task(tmp_path, check="sh check.sh", extra="setup: sh setup.sh\n")
-    req = request(tmp_path, repo, plan, task=task, max_agents=4, cluster=ray_cluster.address)
-    coders, seen = _Coders(), set[str]()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(anyio.to_thread.run_sync, _kill_when_all_hold, doomed, doomed_id, seen)
-        report = await solve(req, source=coders, cluster=RayCluster.open)
+    try:
+        # the most free CPUs of any node: the run's workspaces go there first
+        doomed = add_node(ray_cluster, NodeSpec(8, {"doomed": 1}, env={"TMPDIR": str(tmp)}))
+        await anyio.to_thread.run_sync(wait_for_nodes, ray, 3)
+        doomed_id = next(
+            n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("doomed")
+        )
+        await anyio.to_thread.run_sync(_placeable, doomed_id)
+        plan = write_plan(
+            tmp_path,
+            [
+                subtask("s0", ["s0.txt"]),
+                subtask("s1", ["s1.txt"]),
+                subtask("s2", ["s2.txt"]),
+                subtask("s3", ["s3.txt"], deps=["s0"]),
+            ],
+        )
+        task = write_task(tmp_path, check="sh check.sh", extra="setup: sh setup.sh\n")
+        req = request(tmp_path, repo, plan, task=task, max_agents=4, cluster=ray_cluster.address)
+        coders, seen = _Coders(), set[str]()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(anyio.to_thread.run_sync, _kill_when_all_hold, doomed, doomed_id, seen)
+            report = await solve(req, source=coders, cluster=RayCluster.open)
+    finally:  # the node's TMPDIR goes with the test, its clones first (see below)
+        await anyio.to_thread.run_sync(sweep_dead_clones, tmp)
+        left = _mounted_under(tmp)
+        shutil.rmtree(tmp, ignore_errors=True)
+    assert left == []
     assert report.status == "done", report
     lost = {s.id: s.nodes_lost for s in report.subtasks}
     assert all(s.status == "merged" for s in report.subtasks), report.subtasks

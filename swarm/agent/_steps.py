@@ -396,7 +396,7 @@ class Steps(Generic[T]):
                 self.calls.repaired += 1
             if tool is None:
                 self.calls.rejected += 1
-                return _error(span, call, _unknown_tool(call.name, [t.name for t in agent.tools]))
+                return _error(span, call, _unknown_tool(call.name, agent.tools))
             if tool.takes_context and agent.context is None:
                 return _error(span, call, f"{call.name} needs a workspace; this agent has none")
             if tool.span_attributes:
@@ -469,11 +469,25 @@ def _fitting_tool(call: ToolCall, tools: Sequence[Tool]) -> Tool | None:
     return fits[0] if len(fits) == 1 else None
 
 
-def _unknown_tool(name: str, known: list[str]) -> str:
-    close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+def _unknown_tool(name: str, tools: Sequence[Tool]) -> str:
+    """What a call under no tool's name is told: the one it may have meant, and each tool
+    with its arguments and what it does (a small model that names its call after its task,
+    `add_item_class`, learns from a list of bare names neither which tool writes a file nor
+    what that one takes)."""
+    close = difflib.get_close_matches(name, [t.name for t in tools], n=1, cutoff=0.6)
     hint = f" Did you mean {close[0]!r}?" if close else ""
-    listed = ", ".join(sorted(known)) or "none"
-    return f"unknown tool {name!r}.{hint} The tools are: {listed}."
+    listed = "\n".join(f"- {_signature(t)}" for t in sorted(tools, key=lambda t: t.name))
+    return f"unknown tool {name!r}.{hint} The tools are:\n{listed or 'none'}"
+
+
+def _signature(t: Tool) -> str:
+    """`edit_file(path, old, new, replace_all?): Replace an exact, unique snippet ...`."""
+    required = set(t.parameters.get("required", ()))
+    names = [n if n in required else f"{n}?" for n in t.parameters.get("properties", {})]
+    summary = t.description.strip().split("\n", 1)[0]
+    return (
+        f"{t.name}({', '.join(names)}): {summary}" if summary else f"{t.name}({', '.join(names)})"
+    )
 
 
 _SEVERITY = ("ok", "warn", "stuck")
