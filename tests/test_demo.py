@@ -89,7 +89,20 @@ async def _patch(worktree: Path) -> str:
     return (await _git(worktree, "diff", "--cached", "--binary", "HEAD")).stdout.decode()
 
 
-async def _merge(repo: Path, patch: str, message: str) -> bool:
+class _Merged:
+    """Whether a patch landed (truthy), and git's words when it did not."""
+
+    def __init__(self, why: str = "") -> None:
+        self.why = why
+
+    def __bool__(self) -> bool:
+        return not self.why
+
+    def __repr__(self) -> str:
+        return f"not merged: {self.why}" if self.why else "merged"
+
+
+async def _merge(repo: Path, patch: str, message: str) -> _Merged:
     """Apply a patch on the integration checkout as the merge queue does; commit if clean."""
     file = repo.parent / "change.patch"
     file.write_text(patch)
@@ -97,9 +110,10 @@ async def _merge(repo: Path, patch: str, message: str) -> bool:
     if applied.returncode != 0:
         await _git(repo, "reset", "--hard", "--quiet", "HEAD")
         await _git(repo, "clean", "-fdq")
-        return False
+        why = applied.stderr.decode(errors="replace").strip()
+        return _Merged(f"git apply exited {applied.returncode}: {why}")
     await _git(repo, "commit", "--quiet", "-m", message)
-    return True
+    return _Merged()
 
 
 def _agent(role: str, agent_id: str, path: Path, task: Task, st: Subtask) -> Agent[str]:
@@ -195,7 +209,8 @@ async def test_the_whole_story(repo: Path, task: Task) -> None:
     result = await coder.run(coder_prompt(task, st["item"]))
     patch = await _patch(wt)  # (a failure under load once: say which step went wrong)
     assert patch.strip(), (result.stop_reason, [m.content for m in result.messages[-4:]])
-    assert await _merge(repo, patch, "item"), patch
+    merged = await _merge(repo, patch, "item")
+    assert merged, f"{merged!r}\n{patch}"
 
     # pricing and stock in parallel, both from the new head
     paths = {name: await _worktree(repo, name) for name in ("pricing", "stock")}
