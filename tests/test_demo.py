@@ -106,6 +106,10 @@ async def _merge(repo: Path, patch: str, message: str) -> _Merged:
     """Apply a patch on the integration checkout as the merge queue does; commit if clean."""
     file = repo.parent / "change.patch"
     file.write_text(patch)
+    # the planner's sandboxed search granted the sandbox's uid this checkout (ACLs move
+    # every file's ctime): as the merge queue resets its trees first, refresh the index,
+    # or `apply --index` finds the files "do not match index" (a second later, under load)
+    await _git(repo, "update-index", "-q", "--refresh", check=False)
     applied = await _git(repo, "apply", "--3way", "--index", str(file), check=False)
     if applied.returncode != 0:
         await _git(repo, "reset", "--hard", "--quiet", "HEAD")
