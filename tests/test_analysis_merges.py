@@ -155,7 +155,9 @@ def test_the_breakdown_adds_up_and_matches_the_report(
     assert m.rebuilt <= stats.rebuilds  # a batch dropped before it was built has no span
     assert m.size_max >= 2  # (splits: see tests/test_merge_queue.py)
     assert m.checks == stats.checks_run  # a reused result runs nothing: no span, not counted
-    assert m.check_sum_s == pytest.approx(stats.check_s, abs=0.05)
+    # the spans also hold each check's set-up (environment, launch line), which the report's
+    # durations leave out: a few ms a check, 80 ms over 8 checks once under load
+    assert m.check_sum_s == pytest.approx(stats.check_s, abs=0.05 * max(1, m.checks))
     assert m.waits == N + 1 and m.wait_s > 0  # the culprit waited twice
     assert len(source.fixers) == 1  # one culprit, one rebase
 
