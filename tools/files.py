@@ -392,17 +392,19 @@ def _beside(
     gap = "\n\n" if column else "\n\n\n"  # PEP 8: two blank lines between top-level ones
     replacement = new.rstrip("\n") + gap + text[start:end]
     name = what.split()[1]
-    try:
-        if not whole:
-            raise ValueError("between a decorator and its definition")
-        parse_python(text[:start] + replacement + text[end:])
-    except (SyntaxError, ValueError):
+    fits = whole  # else the new code would go between a decorator and its definition
+    if fits:
+        try:
+            parse_python(text[:start] + replacement + text[end:])
+        except (SyntaxError, ValueError):
+            fits = False
+    if not fits:
         raise ToolError(
             f"refused: `old` holds the first line of `{what}` but not its body, and `new` "
             f"defines other names: the body of {name} would be left under your code, and "
             f"{name} gone. To add code beside it, make `new` your code followed by `old` "
             f"unchanged; to replace {name}, put all of it in `old`"
-        ) from None
+        )
     note = (
         f" (`old` held only the first line of `{what}`: your code went before it and "
         f"{name} was kept whole; to replace {name}, put all of it in `old`)"
