@@ -60,9 +60,8 @@ class StuckWatch:
     )
     _last_failure: tuple[str, str, str] | None = None
     _seen: bool = field(default=False, repr=False)
-    _before: Message | None = field(default=None, repr=False)
-    """The reply before the latest (what an alternation alternates with)."""
-    _latest: Message | None = field(default=None, repr=False)
+    _previous: Message | None = field(default=None, repr=False)
+    """The reply before the one being seen (what an alternation alternates with)."""
 
     def see_reply(self, message: Message) -> Verdict:
         """The model's latest reply; returns what to do about repeats so far."""
@@ -77,9 +76,9 @@ class StuckWatch:
         if recent.maxlen != 2 * self.after:
             recent = self._recent = deque(recent, maxlen=2 * self.after)
         recent.append((calls, text))
-        self._before, self._latest = self._latest, message
+        previous, self._previous = self._previous, message
         if len(recent) == recent.maxlen and len(set(recent)) <= 2:
-            pair = [_describe(m) for m in (self._before, message) if m is not None]
+            pair = [_describe(m) for m in (previous, message) if m is not None]
             self.repeated = "alternating between two replies: " + " / ".join(dict.fromkeys(pair))
             return "stuck"
         return self._verdict(max(self.repeats, self.failures))
