@@ -19,6 +19,7 @@ from swarm.agent.events import AgentResult
 from swarm.config import ProviderConfig, SwarmConfig, TierConfig
 from swarm.config._faults import RealModel
 from swarm.messages import ChatRequest, ChatResult, Message, Timing, ToolCall, Usage
+from swarm.providers._call_deadline import DEADLINE_CUT
 from swarm.providers._tool_text import calls_from_text
 from swarm.providers.sim import SimProvider
 from swarm.providers.sim._real_model import real_model_script
@@ -98,6 +99,19 @@ async def test_a_reply_that_looped_is_not_asked_again_but_told_so() -> None:
     result = await Agent[str]("coder", model=model, tools=[add, finish], max_tokens=100).run("go")
     assert [r.max_tokens for r in model.requests] == [100, 100]  # no larger cap for a loop
     assert _told(model.requests[1]).startswith("Your reply kept repeating the same text")
+    assert result.finished and result.calls.truncated == 1
+
+
+async def test_a_reply_that_ran_on_to_its_deadline_is_told_so_and_not_asked_again() -> None:
+    ran_on = _cut("Let me explain every step in detail. First, " * 200, 2_400)
+    ran_on.finish_reason, ran_on.timing = DEADLINE_CUT, Timing(duration_s=412.0)
+    model = ScriptedModel([ran_on, call("finish", summary="ok")])
+    result = await Agent[str]("coder", model=model, tools=[add, finish]).run("go")
+    assert [r.max_tokens for r in model.requests] == [None, None]  # no cap to raise
+    assert _told(model.requests[1]).startswith(
+        "Your reply was still being written after 412 s, the call's deadline, so it was "
+        "stopped at 2,400 tokens and nothing in it was run."
+    )
     assert result.finished and result.calls.truncated == 1
 
 

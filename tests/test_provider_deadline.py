@@ -1,5 +1,6 @@
 """Hostile providers through the real `swarm ask`: each ends with a clear error within its
-deadline, and `--json` prints one object holding it.
+deadline, and `--json` prints one object holding it; a model that writes on and on ends
+at its deadline with what it wrote, said to be cut there.
 
 A loopback aiohttp server answers every call in one hostile way: a token now and then for
 ever, keep-alives and no token, a chunk over the size bound, `tool_calls` as an object, a
@@ -10,6 +11,7 @@ floor plus 4 x 4 tokens at 10 tok/s) bounds the slow ones.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sys
@@ -27,7 +29,13 @@ from swarm.config import ProviderConfig, RoutingConfig, SwarmConfig, TierConfig
 from swarm.errors import MalformedReply, ProviderError
 from swarm.messages import ChatRequest, Message
 from swarm.providers._bounds import MAX_EVENT_BYTES
-from swarm.providers._call_deadline import MIN_DECODE_TPS, UNKNOWN_DECODE_TPS, CallDeadline
+from swarm.providers._call_deadline import (
+    DEADLINE_CUT,
+    DEFAULT_OUTPUT_TOKENS,
+    MIN_DECODE_TPS,
+    UNKNOWN_DECODE_TPS,
+    CallDeadline,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -54,6 +62,11 @@ async def _hostile(request: web.Request) -> web.StreamResponse:
             while True:
                 await resp.write(_chunk({"content": "x"}))
                 await anyio.sleep(0.3)
+        elif shape == "runaway":  # a model that writes fast and never stops (nor loops)
+            for n in itertools.count(0, 10):
+                steps = "".join(f"step {i} then " for i in range(n, n + 10))
+                await resp.write(_chunk({"content": steps}))
+                await anyio.sleep(0.001)
         elif shape == "keep-alive":
             while True:
                 await resp.write(b": keep-alive\n\n")
@@ -200,3 +213,47 @@ def test_the_call_deadline_follows_a_slower_measured_rate_but_not_a_drip() -> No
     deadline.expect("fast", 1000.0)
     deadline.observe("fast", 500, 0.25)  # faster than known: the known rate holds
     assert deadline.seconds("fast", 100, 1.0)[0] == pytest.approx(1 + 4 * 100 / 1000)
+
+
+async def test_a_reply_that_runs_on_ends_at_the_deadline_with_what_it_wrote() -> None:
+    """No `max_tokens`, and the reply is past the length its deadline allowed for: the
+    model runs on (not a slow server), so the call ends there with the reply as it stood,
+    through the router's own deadline; capped, the same stream is a slow server's."""
+    async with hostile_server() as url:
+        providers = {
+            "p": ProviderConfig(kind="openai", base_url=f"{url}/runaway/v1", total_timeout_s=1.5)
+        }
+        config = SwarmConfig(
+            providers=providers,
+            tiers={"speed": TierConfig(models=["p/m"])},
+            routing=RoutingConfig(hedge=False, tier_retries=0),
+        )
+        request = ChatRequest(messages=[Message.user("hi")])
+        async with Router(config, env={}) as router:
+            with anyio.fail_after(30):
+                result = await router.chat(request)
+            capped = request.model_copy(update={"max_tokens": 100_000})
+            with anyio.fail_after(30), pytest.raises(ProviderError) as info:
+                await router.chat(capped)
+    assert result.finish_reason == DEADLINE_CUT
+    assert (result.text or "").startswith("step 0 then step 1 then")
+    assert result.usage.output_tokens >= DEFAULT_OUTPUT_TOKENS
+    assert info.value.kind == "timeout"
+
+
+async def test_swarm_ask_says_a_reply_was_stopped_at_its_deadline(tmp_path: Path) -> None:
+    async with hostile_server() as url:
+        config = tmp_path / "swarm.toml"
+        config.write_text(
+            f'[providers.h]\nkind = "openai"\nbase_url = "{url}/runaway/v1"\n'
+            'total_timeout_s = 1.5\n[tiers.speed]\nmodels = ["h/m"]\n'
+        )
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        env.pop("SWARM_CONFIG", None)
+        argv = [sys.executable, "-m", "swarm", "ask", "hi", "--config", str(config)]
+        with anyio.fail_after(90):
+            done = await anyio.run_process(argv, env=env, cwd=tmp_path, check=False)
+    stderr = done.stderr.decode()
+    assert done.returncode == 0, stderr
+    assert done.stdout.decode().startswith("step 0 then step 1 then")
+    assert "(stopped at the call's deadline after 2 s: set total_timeout_s" in stderr

@@ -34,6 +34,7 @@ async def _ask(args: argparse.Namespace) -> int:
     from swarm._routing.router import Router
     from swarm.config import load_config
     from swarm.messages import ChatRequest, Message
+    from swarm.providers._call_deadline import DEADLINE_CUT
 
     config = load_config(args.config, env=os.environ)
     if config.simulated:
@@ -53,6 +54,12 @@ async def _ask(args: argparse.Namespace) -> int:
             print(
                 f"(stopped at max_tokens: {u.output_tokens} tokens, "
                 f"{u.reasoning_tokens} of them thinking)",
+                file=sys.stderr,
+            )
+        elif result.finish_reason == DEADLINE_CUT:
+            print(
+                f"(stopped at the call's deadline after {result.timing.duration_s:.0f} s: "
+                "set total_timeout_s on the provider to wait longer)",
                 file=sys.stderr,
             )
         return 0

@@ -253,6 +253,10 @@ def _set_limits(target: Target, info: Any, mc: Any) -> None:
 
 
 _FIRST_TRIES = 2
+_CUT_GRACE_S = 2.0
+"""How long after the whole call's deadline the router waits for the try that is writing
+to end its reply there (`swarm.providers._call_deadline.DEADLINE_CUT`): that try's own
+clock started a little after this one."""
 
 
 class Clock:
@@ -260,7 +264,8 @@ class Clock:
     admission (a wait for a slot at the gates is not the provider's time). Until a first
     token comes it is two first-token deadlines (a try and one retry of a hang: a server
     that sends keep-alives and nothing else fails every try the same way); from the
-    first token on, the whole call's deadline."""
+    first token on, the whole call's deadline, and a grace in which the try that is
+    writing may end its reply there itself."""
 
     __slots__ = ("first_s", "scope", "started", "total_s")
 
@@ -279,7 +284,11 @@ class Clock:
 
     def first_token(self) -> None:
         """A reply started: the whole call's deadline applies."""
-        self.scope.deadline = self.started + self.total_s
+        self.scope.deadline = self.started + self.total_s + _CUT_GRACE_S
+
+    def writer_failed(self) -> None:
+        """A try that had started its reply failed: its grace ends with it."""
+        self.scope.deadline = min(self.scope.deadline, self.started + self.total_s)
 
 
 class Call:

@@ -385,6 +385,8 @@ class Router:
                     relay.failed(n)
                 if not first.came and isinstance(exc, anyio.get_cancelled_exc_class()):
                     t.score.waited(clock() - started)
+                elif first.came and call.deadline is not None:
+                    call.deadline.writer_failed()
                 call.scattered_429 = self._failed(t, span, exc, permit)
                 raise
             context.detach(token)

@@ -46,13 +46,13 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from swarm._pyast import parse as parse_python
+from swarm.agent._steps import CUT_SHORT
 from swarm.agent.hooks import Hooks, StepInfo
 from swarm.messages import ChatResult, Message, ToolCall
 
 __all__ = ["FencedFileWrites"]
 
 FORMAT = "fenced-file"
-_CUT = ("length", "repetition")
 _OPEN = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([^`\n]*?)[ \t]*$")
 _PATH = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w-][\w.-]*\.[A-Za-z]\w{0,7})(?![\w/-])")
 _ELIDED = re.compile(
@@ -94,7 +94,7 @@ class FencedFileWrites(Hooks):
 
     async def after_model(self, info: StepInfo, result: ChatResult) -> ChatResult | None:
         message = result.message
-        if result.finish_reason in _CUT or "`" not in (message.content or ""):
+        if result.finish_reason in CUT_SHORT or "`" not in (message.content or ""):
             return None
         if any(c.name not in _AFTER_A_CHANGE for c in message.tool_calls):
             return None  # it works with the tools: what it shows is not what it wrote

@@ -31,13 +31,17 @@ from swarm.agent.hooks import Approvals, StepInfo, Veto
 from swarm.errors import ContextWindowExceeded, ToolError
 from swarm.messages import ChatRequest, ChatResult, Message, ToolCall, Usage
 from swarm.model import Delta, Restart, closing, stream_of
+from swarm.providers._call_deadline import DEADLINE_CUT
 from swarm.providers._repetition import REPETITION
 from swarm.providers._tool_text import INVENTED_RESULT_PROBLEM, call_format_hint
 
 if TYPE_CHECKING:
     from swarm.agent._loop import Agent
 
-__all__ = ["Emit", "Steps"]
+__all__ = ["CUT_SHORT", "Emit", "Steps"]
+
+CUT_SHORT = ("length", REPETITION, DEADLINE_CUT)
+"""Finish reasons of a reply that stopped before the model was done."""
 
 T = TypeVar("T", default=str)
 
@@ -129,7 +133,7 @@ class Steps(Generic[T]):
             self.messages.append(reply.message)
             self.calls.count(reply)
             calls = reply.message.tool_calls
-            cut = reply.finish_reason in ("length", REPETITION)
+            cut = reply.finish_reason in CUT_SHORT
             if cut and (reply.tool_call_problem or not calls):
                 self.messages.append(Message.user(_cut_note(reply)))
                 ended = None
@@ -219,7 +223,8 @@ class Steps(Generic[T]):
             self._spend(reply)
             request = request.model_copy(update={"max_tokens": cap})
             reply = await self._call(request, step)
-        self.calls.truncated += reply.finish_reason == REPETITION  # a loop: no larger cap
+        # a loop, or a reply that ran on to its deadline: no larger cap
+        self.calls.truncated += reply.finish_reason in (REPETITION, DEADLINE_CUT)
         self._spend(reply)
         for hook in self.agent.hooks:
             reply = await hook.after_model(self.info(step), reply) or reply
@@ -439,6 +444,12 @@ def _cut_note(reply: ChatResult) -> str:
         return (
             "Your reply kept repeating the same text over and over, so it was stopped and "
             "nothing in it was run. Write one short tool call, then stop."
+        )
+    if reply.finish_reason == DEADLINE_CUT:
+        return (
+            f"Your reply was still being written after {reply.timing.duration_s:.0f} s, the "
+            f"call's deadline, so it was stopped at {tokens:,} tokens and nothing in it was "
+            "run. Answer in fewer tokens: one short tool call per reply."
         )
     return (
         f"Your reply was cut off at {tokens:,} tokens (max_tokens; finish_reason: length), so "

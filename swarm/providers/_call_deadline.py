@@ -12,11 +12,28 @@ fraction of its quiet speed), but never under `MIN_DECODE_TPS`: slower than that
 drip, which the deadline is there to end. The router holds a candidate's retries, hedges and
 backoffs to the same deadline, from its first try (and, until a reply starts, to two
 first-token deadlines: `swarm._routing.candidate.Clock`).
+
+A streamed reply with no `max_tokens` still being written when the deadline comes, and
+already longer than the deadline allowed for (`tokens`), is a model that runs on, not a
+slow server: it is not
+thrown away but ends there, as it stands, with `finish_reason: "deadline"`
+(`DEADLINE_CUT`), and the agent is told it was cut. A small model that rambles for ten
+minutes then loses one reply, not its subtask. A shorter one (a server dripping tokens)
+fails the call, which fails over.
 """
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_OUTPUT_TOKENS", "MIN_DECODE_TPS", "UNKNOWN_DECODE_TPS", "CallDeadline"]
+__all__ = [
+    "DEADLINE_CUT",
+    "DEFAULT_OUTPUT_TOKENS",
+    "MIN_DECODE_TPS",
+    "UNKNOWN_DECODE_TPS",
+    "CallDeadline",
+]
+
+DEADLINE_CUT = "deadline"
+"""The finish reason of a streamed reply ended, as it stood, by its call's deadline."""
 
 _MARGIN = 4.0
 DEFAULT_OUTPUT_TOKENS = 1024
@@ -61,12 +78,19 @@ class CallDeadline:
         the path of every call)."""
         if self._fixed is not None:
             return self._fixed, "total_timeout_s"
-        tps, thinking = self._speeds.get(model, (UNKNOWN_DECODE_TPS, 0))
+        tps = self._speeds.get(model, (UNKNOWN_DECODE_TPS, 0))[0]
         measured = self._measured.get(model)
         if measured is not None and measured < tps:
             tps = max(measured, MIN_DECODE_TPS)
-        out = max_tokens if max_tokens is not None else DEFAULT_OUTPUT_TOKENS + thinking
+        out = self.tokens(model, max_tokens)
         return first_s + _MARGIN * out / tps, _Why(first_s, out, tps)
+
+    def tokens(self, model: str, max_tokens: int | None) -> int:
+        """The reply's length a deadline allows for: `max_tokens`, else the default and
+        the model's thinking."""
+        if max_tokens is not None:
+            return max_tokens
+        return DEFAULT_OUTPUT_TOKENS + self._speeds.get(model, (0.0, 0))[1]
 
 
 class _Why:

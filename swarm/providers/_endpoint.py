@@ -20,6 +20,8 @@ bounds (`swarm.providers._bounds`) is a `MalformedReply` that is not retried. Tw
 bound a call beyond the stall (read) timeout, which any byte resets: `token_timeout_s`
 between tokens (keep-alive bytes and empty deltas do not count) and the whole call's
 deadline (`total_timeout_s`, else from the model's speed: `swarm.providers._call_deadline`).
+A stream that has run on past the length that deadline allowed for ends there, as a
+reply cut short (`finish_reason: "deadline"`), not as an error.
 A reply that comes whole (even to a streamed request) has its first token at its end, and
 only a stream whose tokens came over two network reads or more is `timed` (has a rate).
 """
@@ -43,7 +45,7 @@ from swarm.errors import MalformedReply, ProviderError, ReplyShapeError, ReplyTo
 from swarm.messages import ChatRequest, ChatResult, Message, RateLimitInfo, Timing, ToolCall, Usage
 from swarm.model import FirstTokenCallback, PieceSink
 from swarm.providers._bounds import aread_bounded
-from swarm.providers._call_deadline import CallDeadline
+from swarm.providers._call_deadline import DEADLINE_CUT, CallDeadline
 from swarm.providers._exchange import SIMULATED_HEADER, Peer, Sender, malformed, rate_limit_info
 from swarm.providers._progress import tell_progress
 
@@ -179,10 +181,13 @@ class _Watch:
         self.ticked = True
         self.scope.deadline = min(self.end, anyio.current_time() + self.token_s)
 
+    def overran(self) -> bool:
+        """Did the whole call's deadline end the call (not the first-token or stall one)?"""
+        return anyio.current_time() >= self.end - 1e-3
+
     def error(self, provider: str, model: str) -> ProviderError:
-        now = anyio.current_time()
-        if now >= self.end - 1e-3:
-            took = now - self.started
+        if self.overran():
+            took = anyio.current_time() - self.started
             what, kind = f"the call's deadline ({took:.0f} s; {self.total[1]})", "timeout"
         elif not self.ticked:
             what, kind = (
@@ -452,10 +457,12 @@ class Endpoint(ABC, Generic[R]):
         watch = reply.watch = _Watch(limits.token_s, limits.total, limits.first)
         secrets = (self._peer.secret,)
         started = time.perf_counter()
+        answered: httpx.Response | None = None
         with watch.scope:
             async with self._sender.exchange(
                 self._url, dict(self._headers), body, stream=request.stream, model=model
             ) as response:
+                answered = response
                 try:
                     if response.headers.get("content-type", "").startswith("text/event-stream"):
                         await self.read_stream(response, reply, model)
@@ -484,7 +491,28 @@ class Endpoint(ABC, Generic[R]):
                     named = "" if isinstance(exc, ReplyShapeError) else f"{type(exc).__name__}: "
                     what = scrub(f"malformed reply ({named}{exc})"[:300], secrets)
                     raise self.malformed(what, response, model) from None
+        ran_on = watch.overran() and reply.first_at and request.max_tokens is None
+        if answered is not None and ran_on:
+            cut = self._cut(model, request, reply, answered, started)
+            if cut is not None:
+                return cut
         raise watch.error(self.name, model)
+
+    def _cut(
+        self, model: str, request: ChatRequest, reply: R, response: httpx.Response, started: float
+    ) -> ChatResult | None:
+        """The reply, uncapped, as it stood when the call's deadline came (`DEADLINE_CUT`),
+        if it ran on past the length the deadline allowed for (None: the server was slow;
+        a capped reply that is not done by then is a slow server's too)."""
+        reply.finish = DEADLINE_CUT
+        span = (started, time.perf_counter())
+        try:
+            result = _check(self._result(model, request, reply, response, span))
+        except SHAPE_ERRORS:
+            return None
+        if result.usage.output_tokens < self.deadline.tokens(model, None):
+            return None
+        return result
 
     def malformed(
         self, what: str, response: httpx.Response, model: str, *, retryable: bool = True
