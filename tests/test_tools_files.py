@@ -392,3 +392,33 @@ async def test_new_code_is_never_put_between_a_decorator_and_its_definition(ws: 
         "put all of it in `old`"
     )
     assert (ws / "deco.py").read_text() == before
+
+
+async def test_an_edit_that_would_break_python_is_refused_with_the_lines_it_would_make(
+    ws: Path,
+) -> None:
+    """The 1.5B model's `return clamp(a, min(a, b), max(a, b)}`: written, it left a module
+    that no test could import, and the fixers that followed never saw why."""
+    before = (ws / "src" / "calc.py").read_text()
+    with pytest.raises(ToolError) as refused:
+        await call(
+            "edit_file",
+            ws,
+            path="src/calc.py",
+            old="    return a - b\n\n\ndef sub",
+            new="    return min(a, max(a, b)}\n\n\ndef sub",
+        )
+    message = str(refused.value)
+    assert message.startswith("refused: the edit would make src/calc.py invalid Python (line 2: ")
+    assert "so the file is unchanged. The edited lines would read:\n     1\tdef add(a, b):\n" in (
+        message
+    )
+    assert "     2\t    return min(a, max(a, b)}\n" in message
+    assert message.endswith("Correct `new` and call edit_file again.")
+    assert (ws / "src" / "calc.py").read_text() == before
+    with pytest.raises(ToolError, match="invalid Python"):  # a rename that breaks it, too
+        await call("edit_file", ws, path="src/calc.py", old="a, b", new="a b", replace_all=True)
+    # a file already broken may be mended a step at a time; other files are not parsed
+    (ws / "broken.py").write_text("def f(:\n    return [\n")
+    await call("edit_file", ws, path="broken.py", old="def f(:", new="def f():")
+    await call("edit_file", ws, path="README.md", old="# calc", new="# calc (")

@@ -235,6 +235,7 @@ def edit_file(ctx: ToolContext, path: str, old: str, new: str, replace_all: bool
     if (over := _over_a_header(path, text, index, end, new)) is not None:
         new, how = _beside(text, index, end, new, over)
     updated = text[:index] + new + text[end:]
+    _refuse_broken_python(path, text, updated)
     target = write_confined(ctx, path, updated.encode("utf-8"))
     ctx.written.note(_rel(ctx, target))
     first = _line_of(updated, index)
@@ -249,10 +250,41 @@ def edit_file(ctx: ToolContext, path: str, old: str, new: str, replace_all: bool
 def _replace_every(ctx: ToolContext, path: str, text: str, old: str, new: str) -> str:
     """`edit_file` with `replace_all`: every occurrence of `old`, the lines they were on."""
     updated = text.replace(old, new)
+    _refuse_broken_python(path, text, updated)
     target = write_confined(ctx, path, updated.encode("utf-8"))
     ctx.written.note(_rel(ctx, target))
     count, lines = text.count(old), _lines_of(text, old)
     return f"replaced {count} occurrences in {_rel(ctx, target)} (lines {lines})"
+
+
+def _refuse_broken_python(path: str, before: str, after: str) -> None:
+    """Refuse an edit that would make a Python file that parses one that does not (a
+    small model drops a bracket or an indent, and a failing run of the tests later says
+    less about why): the error, and the lines around it as they would read."""
+    if not path.endswith(".py"):
+        return
+    try:
+        parse_python(after)
+        return
+    except (SyntaxError, ValueError) as exc:
+        problem = exc
+    try:
+        parse_python(before)
+    except (SyntaxError, ValueError):
+        return  # it was broken already: an edit may be a step toward mending it
+    line = problem.lineno if isinstance(problem, SyntaxError) and problem.lineno else None
+    message = problem.msg if isinstance(problem, SyntaxError) else str(problem)
+    shown = ""
+    if line is not None:
+        lines = after.splitlines()
+        first = max(1, line - _CONTEXT_LINES - 1)
+        last = min(len(lines), line + _CONTEXT_LINES + 1)
+        shown = f" The edited lines would read:\n{_numbered(lines[first - 1 : last], first)}\n"
+    where = f"line {line}: " if line is not None else ""
+    raise ToolError(
+        f"refused: the edit would make {path} invalid Python ({where}{message}), so the file "
+        f"is unchanged.{shown}Correct `new` and call edit_file again."
+    )
 
 
 def _lost_note(path: str, before: str, after: str) -> str:
