@@ -1,7 +1,7 @@
 """A command's own PID namespace capped by the kernel (`swarm._sandbox._pidns`): the helper
 caps the tasks, its init maps no library, and killing that init ends everything in the
-namespace at once; a swarm that is not root and may make no pids cgroup runs its
-sandboxed commands there."""
+namespace at once; a swarm that may make no pids cgroup (root or not) runs its sandboxed
+commands there."""
 
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ from tests.sandboxing import marked, needs_bwrap
 
 @pytest.fixture(scope="module")
 def helper() -> Path:
-    """The helper, built and run once (as any uid: root's commands do not use it, but it
-    works for root too)."""
+    """The helper, built and run once (as root, only on a kernel with per-namespace
+    pid_max: it makes no user namespace then)."""
     try:
         found = _static.program("pidns")
     except OSError as exc:
@@ -149,15 +149,10 @@ def test_the_helper_says_why_it_did_not_start_the_command(helper: Path) -> None:
     assert missing.returncode == 127 and "/no/such/program" in missing.stderr
 
 
-unprivileged = pytest.mark.skipif(
-    os.geteuid() == 0, reason="a root swarm caps its commands by pids cgroups instead"
-)
-
-
 @needs_bwrap
-@unprivileged
 def test_without_a_cgroup_a_sandboxed_command_is_capped_by_the_kernel(tmp_path: Path) -> None:
-    """The launch line alone, no guard: bubblewrap's namespace sits in the capped one."""
+    """The launch line alone, no guard: bubblewrap's namespace sits in the capped one. As
+    root, the command still runs as the sandbox's own uid, not root."""
     if _pidns.helper() is None:
         pytest.skip("the helper does not run here")
     sandbox = BwrapSandbox(SandboxPolicy(limits=Limits(max_processes=16), cgroups=False))
@@ -168,10 +163,12 @@ def test_without_a_cgroup_a_sandboxed_command_is_capped_by_the_kernel(tmp_path: 
     assert "Cannot fork" in done.stderr
     assert int(done.stdout.split()[-1]) < _pidns.pid_max(16)
     assert marked("613.1") == []
+    who = sandbox.launch(["/bin/sh", "-c", "id -u"], cwd=tmp_path, env={"PATH": "/usr/bin:/bin"})
+    uid = subprocess.run(who.argv, env=who.env, cwd=who.cwd, capture_output=True, text=True)
+    assert who.capped and uid.stdout.strip() not in ("", "0"), uid
 
 
 @needs_bwrap
-@unprivileged
 @pytest.mark.anyio
 async def test_the_guard_kills_the_capped_namespace_at_the_limit(tmp_path: Path) -> None:
     if _pidns.helper() is None:

@@ -1,5 +1,5 @@
 """A sandboxed command's own PID namespace, capped by the kernel: the process limit where
-swarm is not root and may make no pids cgroup (`swarm._sandbox._pids`).
+swarm may make no pids cgroup (`swarm._sandbox._pids`).
 
 There, the guard (`BwrapSandbox.guard`) alone kept `Limits.max_processes`, and lost to a
 fork bomb on a busy machine (uid 1000, both cores taken by two busy loops: the escape
@@ -22,20 +22,19 @@ is `RESERVED_PIDS` above what the command may hold: `TASKS_PER_PROCESS` tasks pe
 (threads take pids too), as a pids cgroup counts them, and the namespace's own three (the
 init, bubblewrap, bubblewrap's init).
 
-A root swarm does not use it: it has pids cgroups where it may write them, and where it may
-not (`cgroups = false`, a read-only cgroup tree) the guard alone keeps the limit still; its
-commands drop to `HOST_UID` inside bubblewrap (`swarm._sandbox._identity`), which the
-helper's user namespace does not map. The helper always makes a user namespace, so the
-write is never the host's setting: on an older kernel it is refused. `helper()` probes it
-once: None where it cannot be built or the kernel refuses it, and the guard keeps the limit
-alone as before.
+A root swarm uses it only where it may make no pids cgroup (`cgroups = false`, a read-only
+cgroup tree). For a swarm that is not root the helper makes a user namespace, so the write
+is never the host's setting: on an older kernel it is refused. As root it makes none (its
+commands drop to `HOST_UID` inside bubblewrap, `swarm._sandbox._identity`, which such a
+namespace would have to map), and runs only on a kernel that keeps pid_max per namespace
+(6.14 and later). `helper()` probes it once: None where it cannot be built or the kernel
+refuses it, and the guard keeps the limit alone as before.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-import os
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -73,9 +72,7 @@ def capped(argv: Sequence[str], max_processes: int) -> list[str] | None:
 
 @functools.cache
 def helper() -> Path | None:
-    """The helper, where swarm is not root and it runs here (probed once), else None."""
-    if os.geteuid() == 0:
-        return None
+    """The helper, where it runs here (probed once), else None."""
     try:
         found = _static.program("pidns")
         done = subprocess.run(

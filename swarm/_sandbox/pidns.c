@@ -26,6 +26,12 @@
    is refused (the host's own value needs privilege over the host's user namespace), never
    applied to the host.
 
+   Run as root, it makes no user namespace: root's commands drop to a uid of their own
+   inside bubblewrap (swarm._sandbox._identity), which a user namespace made here would
+   have to map, and a mapped root would be the host's root to the old kernel's check. So
+   as root it runs only on a kernel with per-namespace pid_max (6.14 and later), where the
+   write is the namespace's; on an older one it exits 125 before making anything.
+
    Exits 125 with a message if a step fails before CMD starts; 127 if CMD is not found,
    126 if it cannot be run. */
 #define _GNU_SOURCE
@@ -38,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -72,6 +79,14 @@ static int await(pid_t pid) {
     }
 }
 
+/* Does this kernel keep pid_max per PID namespace (Linux 6.14 and later)? */
+static int per_namespace_pid_max(void) {
+    struct utsname names;
+    unsigned major = 0, minor = 0;
+    if (uname(&names) != 0 || sscanf(names.release, "%u.%u", &major, &minor) != 2) return 0;
+    return major > 6 || (major == 6 && minor >= 14);
+}
+
 static void quiet(void) {
     /* the command's output ends when the command's processes are gone, not with ours */
     for (int fd = 0; fd < 3; fd++) close(fd);
@@ -101,12 +116,20 @@ int main(int argc, char **argv) {
     char map[64];
     uid_t uid = geteuid();
     gid_t gid = getegid();
-    if (unshare(CLONE_NEWUSER | CLONE_NEWPID) != 0) fail("unshare");
-    put("/proc/self/setgroups", "deny");
-    snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
-    put("/proc/self/uid_map", map);
-    snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)gid);
-    put("/proc/self/gid_map", map);
+    if (uid == 0) { /* see above: a PID namespace alone, on a kernel that keeps it apart */
+        if (!per_namespace_pid_max()) {
+            errno = ENOSYS;
+            fail("root's check for a kernel with per-namespace pid_max (6.14)");
+        }
+        if (unshare(CLONE_NEWPID) != 0) fail("unshare");
+    } else {
+        if (unshare(CLONE_NEWUSER | CLONE_NEWPID) != 0) fail("unshare");
+        put("/proc/self/setgroups", "deny");
+        snprintf(map, sizeof map, "%u %u 1\n", (unsigned)uid, (unsigned)uid);
+        put("/proc/self/uid_map", map);
+        snprintf(map, sizeof map, "%u %u 1\n", (unsigned)gid, (unsigned)gid);
+        put("/proc/self/gid_map", map);
+    }
 
     int alive[2]; /* the init's way to tell that this process has gone */
     int told[2];  /* the init's way to tell CMD's exit status */
@@ -127,7 +150,8 @@ int main(int argc, char **argv) {
         return await(init); /* the init was killed */
     }
 
-    /* the init: pid 1 of the new namespace, with every capability in its user namespace */
+    /* the init: pid 1 of the new namespace, with every capability in its user namespace
+       (or root's own) */
     close(alive[1]);
     close(told[0]);
     if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0) fail("PR_SET_PDEATHSIG");
