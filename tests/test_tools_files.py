@@ -422,3 +422,36 @@ async def test_an_edit_that_would_break_python_is_refused_with_the_lines_it_woul
     (ws / "broken.py").write_text("def f(:\n    return [\n")
     await call("edit_file", ws, path="broken.py", old="def f(:", new="def f():")
     await call("edit_file", ws, path="README.md", old="# calc", new="# calc (")
+
+
+async def test_writing_a_file_as_it_already_is_says_nothing_changed(ws: Path) -> None:
+    """The 1.5B model wrote right code, then wrote it again and again, told each time only
+    how many bytes it had written."""
+    text = (ws / "src" / "calc.py").read_text()
+    out = await call("write_file", ws, path="src/calc.py", content=text)
+    assert (
+        out
+        == f"src/calc.py already holds exactly this content ({len(text)} bytes): nothing changed"
+    )
+
+
+async def test_a_new_definition_edited_into_being_goes_at_the_end(ws: Path) -> None:
+    """The 1.5B model's `edit_file(old="def clamp(x, lo, hi):", new=<all of clamp>)` on a
+    file with no clamp: it found nothing, again and again."""
+    clamp = "def clamp(x, lo, hi):\n    return min(hi, max(lo, x))\n"
+    out = await call("edit_file", ws, path="src/calc.py", old="def clamp(x, lo, hi):", new=clamp)
+    assert out.startswith(
+        "edited src/calc.py at line 9 (`old`, the first line of clamp, is not in the file: "
+        "clamp is new, so it went at the end):"
+    )
+    text = (ws / "src" / "calc.py").read_text()
+    assert text.endswith("def sub(a, b):\n    return a - b\n\n\n" + clamp)
+    # not so: a definition the file has, an indented (method's) first line, other text
+    for old, new in (
+        ("def add(a, c):", "def add(a, c):\n    return 0"),
+        ("    def size(self):", "    def size(self):\n        return 1"),
+        ("def mul(a, b):", "x = 1"),
+    ):
+        with pytest.raises(ToolError, match="old text not found"):
+            await call("edit_file", ws, path="src/calc.py", old=old, new=new)
+    assert (ws / "src" / "calc.py").read_text() == text

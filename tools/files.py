@@ -231,20 +231,57 @@ def edit_file(ctx: ToolContext, path: str, old: str, new: str, replace_all: bool
         old, new = old.replace("\n", "\r\n"), new.replace("\n", "\r\n")
     if replace_all and text.count(old) > 1:
         return _replace_every(ctx, path, text, old, new)
-    index, end, new, how = _locate(text, path, old, new)
+    try:
+        index, end, new, how = _locate(text, path, old, new)
+    except ToolError:
+        added = _new_definition(path, text, old, new)
+        if added is None:
+            raise
+        index, end, new, how = added
     if (over := _over_a_header(path, text, index, end, new)) is not None:
         new, how = _beside(text, index, end, new, over)
     updated = text[:index] + new + text[end:]
     _refuse_broken_python(path, text, updated)
     target = write_confined(ctx, path, updated.encode("utf-8"))
     ctx.written.note(_rel(ctx, target))
-    first = _line_of(updated, index)
+    first = _line_of(updated, index + len(new) - len(new.lstrip("\n")))
     lines = updated.splitlines()
     shown_from = max(1, first - _CONTEXT_LINES)
     shown_to = min(len(lines), first + new.count("\n") + _CONTEXT_LINES)
     excerpt = _numbered(lines[shown_from - 1 : shown_to], shown_from)
     done = f"edited {_rel(ctx, target)} at line {first}{how}:\n{excerpt}"
     return done + _lost_note(path, text, updated)
+
+
+def _new_definition(path: str, text: str, old: str, new: str) -> tuple[int, int, str, str] | None:
+    """An edit whose `old` is the first line of a definition the file does not have, and
+    whose `new` is that definition whole (a model "edits" a function into being): the
+    definition, put at the file's end (None: not such an edit)."""
+    header = old.strip()
+    if not path.endswith(".py") or "\n" in header or not new.strip().startswith(header):
+        return None
+    if old.lstrip("\n")[:1].isspace():
+        return None  # a method's, maybe: which class it is meant for is not said
+    try:
+        stub = parse_python(f"{header}\n    pass\n").body
+        module, added = parse_python(text), parse_python(textwrap.dedent(new).strip() + "\n")
+    except (SyntaxError, ValueError):
+        return None
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    if len(stub) != 1 or not isinstance(stub[0], kinds):
+        return None
+    name = stub[0].name
+    if any(isinstance(n, kinds) and n.name == name for n in module.body):
+        return None
+    if not any(isinstance(n, kinds) and n.name == name for n in added.body):
+        return None
+    body = textwrap.dedent(new).strip() + "\n"
+    kept = len(text.rstrip())  # what is there, then two blank lines (PEP 8), then it
+    note = (
+        f" (`old`, the first line of {name}, is not in the file: {name} is new, so it went "
+        "at the end)"
+    )
+    return kept, len(text), ("\n\n\n" if kept else "") + body, note
 
 
 def _replace_every(ctx: ToolContext, path: str, text: str, old: str, new: str) -> str:
@@ -311,6 +348,11 @@ def write_file(ctx: ToolContext, path: str, content: str) -> str:
         before: str | None = _read_text(ctx, path)[1]
     except ToolError:
         before = None
+    if before == content:  # a model that does not see its work is done writes it again
+        return (
+            f"{_rel(ctx, resolve_path(ctx, path, writing=True))} already holds exactly this "
+            f"content ({len(data)} bytes): nothing changed"
+        )
     target = write_confined(ctx, path, data)
     ctx.written.note(_rel(ctx, target))
     done = f"wrote {len(data)} bytes to {_rel(ctx, target)}{note}"
