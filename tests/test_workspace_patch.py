@@ -200,7 +200,8 @@ async def test_edits_to_tracked_files_need_one_git(
         assert names(patch) == {"calc.py"} and "+x = 1" in patch
         assert _listings(trace) == 0
         old = (repo / "old.txt").read_text()
-        await TOOLS["write_file"].run({"path": "old.txt", "content": old}, ctx)
+        for content in ("changed\n", old):
+            await TOOLS["write_file"].run({"path": "old.txt", "content": content}, ctx)
         assert await ws.patch() == patch
         assert _listings(trace) == 1
     assert_clean(repo)
