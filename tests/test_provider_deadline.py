@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -103,23 +104,29 @@ HOSTILE = {
 }
 
 
-@pytest.mark.parametrize("shape", list(HOSTILE))
-async def test_swarm_ask_ends_with_a_clear_error_within_its_deadline(
-    shape: str, tmp_path: Path
-) -> None:
+async def _swarm_ask(
+    tmp_path: Path, shape: str, setting: str, *args: str
+) -> subprocess.CompletedProcess[bytes]:
+    """`swarm ask hi ARGS`, a real process, against the server's `shape` with `setting` on
+    its provider."""
     async with hostile_server() as url:
         config = tmp_path / "swarm.toml"
         config.write_text(
             f'[providers.h]\nkind = "openai"\nbase_url = "{url}/{shape}/v1"\n'
-            'stall_timeout_s = 1\n[tiers.speed]\nmodels = ["h/m"]\n'
+            f'{setting}\n[tiers.speed]\nmodels = ["h/m"]\n'
         )
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         env.pop("SWARM_CONFIG", None)
-        argv = [sys.executable, "-m", "swarm", "ask", "hi", "--max-tokens", "4", "--json"]
-        with anyio.fail_after(90):  # the deadline is ~3 s; the rest is a loaded machine
-            done = await anyio.run_process(
-                [*argv, "--config", str(config)], env=env, cwd=tmp_path, check=False
-            )
+        argv = [sys.executable, "-m", "swarm", "ask", "hi", *args, "--config", str(config)]
+        with anyio.fail_after(90):  # the deadlines are ~3 s; the rest is a loaded machine
+            return await anyio.run_process(argv, env=env, cwd=tmp_path, check=False)
+
+
+@pytest.mark.parametrize("shape", list(HOSTILE))
+async def test_swarm_ask_ends_with_a_clear_error_within_its_deadline(
+    shape: str, tmp_path: Path
+) -> None:
+    done = await _swarm_ask(tmp_path, shape, "stall_timeout_s = 1", "--max-tokens", "4", "--json")
     stdout, stderr = done.stdout.decode(), done.stderr.decode()
     assert done.returncode == 1, stderr
     assert "Traceback" not in stderr
@@ -242,17 +249,7 @@ async def test_a_reply_that_runs_on_ends_at_the_deadline_with_what_it_wrote() ->
 
 
 async def test_swarm_ask_says_a_reply_was_stopped_at_its_deadline(tmp_path: Path) -> None:
-    async with hostile_server() as url:
-        config = tmp_path / "swarm.toml"
-        config.write_text(
-            f'[providers.h]\nkind = "openai"\nbase_url = "{url}/runaway/v1"\n'
-            'total_timeout_s = 1.5\n[tiers.speed]\nmodels = ["h/m"]\n'
-        )
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        env.pop("SWARM_CONFIG", None)
-        argv = [sys.executable, "-m", "swarm", "ask", "hi", "--config", str(config)]
-        with anyio.fail_after(90):
-            done = await anyio.run_process(argv, env=env, cwd=tmp_path, check=False)
+    done = await _swarm_ask(tmp_path, "runaway", "total_timeout_s = 1.5")
     stderr = done.stderr.decode()
     assert done.returncode == 0, stderr
     assert done.stdout.decode().startswith("step 0 then step 1 then")
