@@ -192,6 +192,37 @@ async def test_a_new_file_and_a_file_that_only_grows(workspace: Path) -> None:
     assert shrunk is not None and "without 1 of its lines" in shrunk.tool_call_problem
 
 
+README = """# inventory
+
+A tiny stock and pricing library.
+
+```python
+from inventory import calc_total
+
+print(calc_total(items))  # 4.75
+```
+
+Run the tests with `python -m pytest -q`.
+"""
+
+
+async def test_a_readme_shown_whole_with_its_example_fenced_inside_is_written(
+    workspace: Path,
+) -> None:
+    """The 1.5B model's README update: the file in a ```` ```markdown ```` fence, its
+    ```` ```python ```` example nested in it, some of its lines changed. First line to
+    last, nothing elided: the whole file. Cut short at either end, it is a part."""
+    (workspace / "README.md").write_text(README)
+    hook = FencedFileWrites(workspace, ("README.md",), tools=TOOLS)
+    updated = README.replace("calc_total", "order_total")
+    text = f"Here is the updated README file:\n\n```markdown\n{updated}```\n\nIt uses the new API."
+    assert _writes(await _read(hook, text)) == {"README.md": updated}
+    for part in (updated.split("\n\n", 1)[1], updated.rsplit("\n\n", 1)[0] + "\n"):
+        refused = await _read(hook, f"README.md:\n```markdown\n{part}```")
+        assert refused is not None and not refused.message.tool_calls, part
+        assert "README.md without" in refused.tool_call_problem
+
+
 async def test_an_agent_whose_model_shows_the_file_writes_it(workspace: Path) -> None:
     """The loop end to end: the fenced file is written by the real `write_file`, counted
     as a call read from text, and the model reads the tool's result."""

@@ -26,8 +26,9 @@ What a block becomes, and when it is refused:
   into the file: each replaces the definition of its name or is added at the end, each
   new import goes after the file's imports; the result must keep every definition too.
   A block with anything else (a script, example calls) is refused;
-- another existing file must keep all of its lines (it may only grow); a new file is
-  taken as written;
+- another existing file must keep all of its lines (it may only grow), or be shown whole,
+  changed: from its first line to its last, nothing elided (a README whose example a
+  Markdown fence holds in a fence of its own); a new file is taken as written;
 - two blocks that show a file whole two different ways: neither is taken.
 
 A block that names its path but is refused becomes the reply's `tool_call_problem`,
@@ -59,7 +60,7 @@ _ELIDED = re.compile(
     r"^\s*(?:\.\.\.|#.*(?:\.\.\.|rest of|existing code|unchanged|remains? the same|as before))",
     re.IGNORECASE | re.MULTILINE,
 )
-_LANGUAGES = {".py": {"python", "py", "python3", ""}}
+_LANGUAGES = {".py": {"python", "py", "python3", ""}, ".md": {"markdown", "md", ""}}
 _AFTER_A_CHANGE = frozenset({"run_tests", "finish"})
 """Calls that take the change as made: a reply that shows code and makes only these
 ("now I run the tests") writes the code first."""
@@ -200,7 +201,7 @@ class FencedFileWrites(Hooks):
         if old is not None:
             kept = set(body.splitlines())
             lost = [line for line in old.splitlines() if line.strip() and line not in kept]
-            if lost:
+            if lost and not _whole(old, body):
                 return None, (
                     f"the reply shows {path} without {len(lost)} of its lines "
                     f"(first: {lost[0].strip()[:60]!r}); show the whole file, or change a part "
@@ -220,6 +221,35 @@ class FencedFileWrites(Hooks):
         return False
 
 
+def _whole(old: str, body: str) -> bool:
+    """Does `body`, which drops lines of a file that is not Python, show the file whole
+    (from its first line to its last, nothing elided), changed, rather than a part of it?"""
+    first_last = [line.strip() for line in old.splitlines() if line.strip()]
+    shown = [line.strip() for line in body.splitlines() if line.strip()]
+    if len(first_last) < 3 or not shown or _ELIDED.search(body):
+        return False
+    return (shown[0], shown[-1]) == (first_last[0], first_last[-1])
+
+
+def _closing(lines: Sequence[str], start: int, fence: str, nests: bool) -> int | None:
+    """The line that closes the block opened before `start` with `fence`. In a Markdown
+    block (`nests`), a fence with an info string opens a block inside it (a README's
+    ```` ```python ```` example), which the next bare fence closes; elsewhere any fence
+    closes it (a model that forgot to close one block opens the next)."""
+    depth = 0
+    for j in range(start, len(lines)):
+        if not lines[j].strip().startswith(fence):
+            continue
+        opened = _OPEN.match(lines[j])
+        if nests and opened is not None and opened.group(2):
+            depth += 1
+        elif depth:
+            depth -= 1
+        else:
+            return j
+    return None
+
+
 def _blocks(text: str) -> Iterator[_Block]:
     """The closed fenced blocks of `text`, each with the path it names, if any."""
     lines = text.split("\n")
@@ -230,9 +260,7 @@ def _blocks(text: str) -> Iterator[_Block]:
             i += 1
             continue
         fence, info = opened.group(1), opened.group(2)
-        end = next(
-            (j for j in range(i + 1, len(lines)) if lines[j].strip().startswith(fence)), None
-        )
+        end = _closing(lines, i + 1, fence, info.strip().lower() in _LANGUAGES[".md"] - {""})
         if end is None:
             return  # an open fence: the rest is its body, cut off
         body = lines[i + 1 : end]
