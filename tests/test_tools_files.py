@@ -455,3 +455,16 @@ async def test_a_new_definition_edited_into_being_goes_at_the_end(ws: Path) -> N
         with pytest.raises(ToolError, match="old text not found"):
             await call("edit_file", ws, path="src/calc.py", old=old, new=new)
     assert (ws / "src" / "calc.py").read_text() == text
+
+
+async def test_an_edit_made_again_says_it_is_already_made(ws: Path) -> None:
+    """The 1.5B model renamed `calc_total`'s definition, then sent the same edit again and
+    was shown candidates for the text it had just replaced."""
+    edit = {"path": "src/calc.py", "old": "def sub(a, b):", "new": "def minus(a, b):"}
+    await call("edit_file", ws, **edit)
+    with pytest.raises(ToolError) as again:
+        await call("edit_file", ws, **edit)
+    assert str(again.value) == (
+        "old text not found in 'src/calc.py', but `new` is there (line 5): this edit is "
+        "already made"
+    )

@@ -171,6 +171,12 @@ def _locate(text: str, path: str, old: str, new: str) -> tuple[int, int, str, st
             return index, index + len(old), new, " (old matched without its line numbers)"
     found = _loose(text, old, new)
     if found is None:
+        if new.strip() and new.strip() != old.strip() and text.count(new.strip()) == 1:
+            line = _line_of(text, text.index(new.strip()))
+            raise ToolError(  # a model that does not see its edit was made makes it again
+                f"old text not found in {path!r}, but `new` is there (line {line}): this "
+                "edit is already made"
+            )
         raise ToolError(f"old text not found in {path!r}. {_candidates(text, old)}")
     return (*found, " (old matched ignoring indentation and spaces at line ends)")
 
