@@ -192,6 +192,19 @@ async def test_a_new_file_and_a_file_that_only_grows(workspace: Path) -> None:
     assert shrunk is not None and "without 1 of its lines" in shrunk.tool_call_problem
 
 
+async def test_a_whole_file_that_leaves_out_the_module_docstring_keeps_it(
+    workspace: Path,
+) -> None:
+    """The demo's coder gave each module it typed back whole with its path as a comment
+    where the docstring had been: written so, every module lost its docstring."""
+    hook = FencedFileWrites(workspace, ("shop/pricing.py",), tools=TOOLS)
+    body = TYPED.replace('"""Prices."""\n\n\n', "# shop/pricing.py\nimport math\n")
+    written = _writes(await _read(hook, f"```python\n{body}```"))["shop/pricing.py"]
+    assert written == body.replace("import math\n", '"""Prices."""\n\nimport math\n', 1)
+    own = '"""Prices, typed."""\n' + body  # a docstring of its own is the model's choice
+    assert _writes(await _read(hook, f"```python\n{own}```"))["shop/pricing.py"] == own
+
+
 README = """# inventory
 
 A tiny stock and pricing library.

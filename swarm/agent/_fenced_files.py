@@ -22,7 +22,7 @@ What a block becomes, and when it is refused:
   how the model thinks a tool works). When it keeps every top-level definition of the
   file it replaces (and every method of its classes), bar names the task mentions (a
   rename or a removal it asks for), it is the whole file (what aider calls the "whole"
-  format). Otherwise, when it holds only imports, functions and classes, they are put
+  format), with the file's module docstring put back when the block leaves it out. Otherwise, when it holds only imports, functions and classes, they are put
   into the file: each replaces the definition of its name or is added at the end, each
   new import goes after the file's imports; the result must keep every definition too.
   A block with anything else (a script, example calls) is refused;
@@ -146,7 +146,32 @@ class FencedFileWrites(Hooks):
             elif block.path is not None and not problem:
                 problem = why
         # a file shown whole two ways is ambiguous: neither is taken
-        return {p: got for p, got in taken.items() if len(wholes.get(p, ())) <= 1}, problem
+        return {
+            p: self._docstring_kept(p, got)
+            for p, got in taken.items()
+            if len(wholes.get(p, ())) <= 1
+        }, problem
+
+    def _docstring_kept(self, path: str, content: str) -> str:
+        """`content` with the module docstring the file has now, when the model's whole
+        file leaves it out (it rewrote the file from memory, not as a change to it)."""
+        target = self.root / path
+        if not path.endswith(".py") or not target.is_file():
+            return content
+        try:
+            before, after = parse_python(target.read_text(errors="replace")), parse_python(content)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return content
+        if ast.get_docstring(after, clean=False) is not None or not before.body:
+            return content
+        if ast.get_docstring(before, clean=False) is None:
+            return content
+        docstring = _source(target.read_text(errors="replace"), before.body[0])
+        lines = content.splitlines(keepends=True)
+        top = 0  # after the comments and blank lines it starts with (`# path`, a shebang)
+        while top < len(lines) and (not lines[top].strip() or lines[top].lstrip().startswith("#")):
+            top += 1
+        return "".join([*lines[:top], docstring.rstrip("\n") + "\n\n", *lines[top:]])
 
     def _in_place(self, path: str) -> str:
         """`path` as the scope has it: a name the reply gave without its directories
