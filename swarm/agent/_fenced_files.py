@@ -22,9 +22,10 @@ What a block becomes, and when it is refused:
   how the model thinks a tool works). When it keeps every top-level definition of the
   file it replaces (and every method of its classes), bar names the task mentions (a
   rename or a removal it asks for), it is the whole file (what aider calls the "whole"
-  format), with the file's module docstring put back when the block leaves it out. Otherwise, when it holds only imports, functions and classes, they are put
-  into the file: each replaces the definition of its name or is added at the end, each
-  new import goes after the file's imports; the result must keep every definition too.
+  format), with the file's module docstring put back when the block leaves it out.
+  Otherwise, when it holds only imports, functions and classes, they are put into the
+  file: each replaces the definition of its name or is added at the end, each new import
+  goes after the file's imports; the result must keep every definition too.
   A block with anything else (a script, example calls) is refused;
 - another existing file must keep all of its lines (it may only grow), or be shown whole,
   changed: from its first line to its last, nothing elided (a README whose example a
