@@ -268,9 +268,10 @@ def _new_definition(path: str, text: str, old: str, new: str) -> tuple[int, int,
         return None
     if old.lstrip("\n")[:1].isspace():
         return None  # a method's, maybe: which class it is meant for is not said
+    body = textwrap.dedent(new).strip() + "\n"
     try:
         stub = parse_python(f"{header}\n    pass\n").body
-        module, added = parse_python(text), parse_python(textwrap.dedent(new).strip() + "\n")
+        module, added = parse_python(text), parse_python(body)
     except (SyntaxError, ValueError):
         return None
     kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -281,7 +282,6 @@ def _new_definition(path: str, text: str, old: str, new: str) -> tuple[int, int,
         return None
     if not any(isinstance(n, kinds) and n.name == name for n in added.body):
         return None
-    body = textwrap.dedent(new).strip() + "\n"
     kept = len(text.rstrip())  # what is there, then two blank lines (PEP 8), then it
     note = (
         f" (`old`, the first line of {name}, is not in the file: {name} is new, so it went "
@@ -315,18 +315,16 @@ def _refuse_broken_python(path: str, before: str, after: str) -> None:
         parse_python(before)
     except (SyntaxError, ValueError):
         return  # it was broken already: an edit may be a step toward mending it
-    line = problem.lineno if isinstance(problem, SyntaxError) and problem.lineno else None
-    message = problem.msg if isinstance(problem, SyntaxError) else str(problem)
+    line = problem.lineno if isinstance(problem, SyntaxError) else None
     shown = ""
-    if line is not None:
+    if line:
         lines = after.splitlines()
         first = max(1, line - _CONTEXT_LINES - 1)
         last = min(len(lines), line + _CONTEXT_LINES + 1)
         shown = f" The edited lines would read:\n{_numbered(lines[first - 1 : last], first)}\n"
-    where = f"line {line}: " if line is not None else ""
     raise ToolError(
-        f"refused: the edit would make {path} invalid Python ({where}{message}), so the file "
-        f"is unchanged.{shown}Correct `new` and call edit_file again."
+        f"refused: the edit would make {path} invalid Python ({_why_not(problem)}), so the "
+        f"file is unchanged.{shown}Correct `new` and call edit_file again."
     )
 
 
@@ -395,11 +393,14 @@ def _python_checked(path: str, content: str) -> tuple[str, str]:
             pass
         else:
             return unindented, " (every line was indented: written without that indent)"
-    where = (
-        f"line {problem.lineno}: " if isinstance(problem, SyntaxError) and problem.lineno else ""
-    )
-    message = problem.msg if isinstance(problem, SyntaxError) else str(problem)
-    return content, f". It is not valid Python ({where}{message}): fix it before running tests"
+    return content, f". It is not valid Python ({_why_not(problem)}): fix it before running tests"
+
+
+def _why_not(problem: SyntaxError | ValueError) -> str:
+    """Where and why Python does not parse: `line 6: closing parenthesis ...`."""
+    if isinstance(problem, SyntaxError):
+        return f"line {problem.lineno}: {problem.msg}" if problem.lineno else problem.msg
+    return str(problem)
 
 
 _SCAN_LIMIT = 5000

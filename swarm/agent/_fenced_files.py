@@ -159,15 +159,16 @@ class FencedFileWrites(Hooks):
         target = self.root / path
         if not path.endswith(".py") or not target.is_file():
             return content
+        old = target.read_text(errors="replace")
         try:
-            before, after = parse_python(target.read_text(errors="replace")), parse_python(content)
+            before, after = parse_python(old), parse_python(content)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return content
         if ast.get_docstring(after, clean=False) is not None or not before.body:
             return content
         if ast.get_docstring(before, clean=False) is None:
             return content
-        docstring = _source(target.read_text(errors="replace"), before.body[0])
+        docstring = _source(old, before.body[0])
         lines = content.splitlines(keepends=True)
         top = 0  # after the comments and blank lines it starts with (`# path`, a shebang)
         while top < len(lines) and (not lines[top].strip() or lines[top].lstrip().startswith("#")):

@@ -15,9 +15,8 @@ first-token deadlines: `swarm._routing.candidate.Clock`).
 
 A streamed reply with no `max_tokens` still being written when the deadline comes, and
 already longer than the deadline allowed for (`tokens`), is a model that runs on, not a
-slow server: it is not
-thrown away but ends there, as it stands, with `finish_reason: "deadline"`
-(`DEADLINE_CUT`), and the agent is told it was cut. A small model that rambles for ten
+slow server: it is not thrown away but ends there, as it stands, with `finish_reason:
+"deadline"` (`DEADLINE_CUT`), and the agent is told it was cut. A small model that rambles for ten
 minutes then loses one reply, not its subtask. A shorter one (a server dripping tokens)
 fails the call, which fails over.
 """
