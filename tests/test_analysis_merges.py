@@ -65,6 +65,8 @@ class Culprits:
     def __init__(self, gate: Path) -> None:
         self.gate = gate
         self.fixers: list[str] = []
+        self.final_told = ""
+        """What the final check's fixer was told (why the final check was red)."""
 
     def model(self, role: str, *, agent_id: str, escalate: bool = False) -> Model:
         if role == "fixer":
@@ -73,6 +75,7 @@ class Culprits:
 
     async def _play(self, request: ChatRequest) -> Scripted:
         if request.metadata.get("subtask") == "final":  # a red final check: the report says why
+            self.final_told = self.final_told or str(request.messages[-1].content)
             return call("finish", summary="not mine to fix")
         k = int(str(request.metadata.get("subtask", "s0"))[1:])
         fixer = str(request.metadata.get("agent", "")).startswith("fixer")
@@ -159,7 +162,7 @@ def test_the_breakdown_adds_up_and_matches_the_report(
     # durations leave out: a few ms a check, 80 ms over 8 checks once under load
     assert m.check_sum_s == pytest.approx(stats.check_s, abs=0.05 * max(1, m.checks))
     assert m.waits == N + 1 and m.wait_s > 0  # the culprit waited twice
-    assert len(source.fixers) == 1  # one culprit, one rebase
+    assert len(source.fixers) == 1, source.final_told  # one culprit, one rebase
 
 
 def test_the_culprits_wait_links_to_its_red_batch(merged_run: tuple[RunReport, Culprits]) -> None:

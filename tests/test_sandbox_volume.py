@@ -10,6 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import anyio
 import pytest
 
 from swarm._cluster.node import CallLimits, WorkspaceNode, sweep_dead_clones
@@ -212,3 +213,41 @@ async def test_a_volume_that_cannot_be_made_leaves_a_plain_worktree_and_what_was
         assert not ws.volume and not os.path.ismount(ws.path)
         assert (ws.path / "app.py").read_text() == "x = 1\n"
     assert theirs.read_bytes() == b"not ours"
+
+
+@needs_volumes
+@needs_bwrap
+async def test_other_worktrees_filesystems_are_not_a_commands_and_may_go_as_it_starts(
+    repo: Path,
+) -> None:
+    """A command's bwrap bound the git dir with every mount below it: the other worktrees'
+    filesystems. One removed while bwrap made them read-only failed the command's start
+    ("bwrap: Can't bind mount ... Unable to apply mount flags"), and a check was red for
+    nothing: a final check under load, in CI."""
+    sandbox = BwrapSandbox(SandboxPolicy(limits=Limits(disk_mb=8)))
+    env = CheckEnvironment.resolve(repo, python=sys.executable, sandbox=sandbox)
+    mounts = "grep -c 'swarm-worktrees/adhoc/[og]' /proc/self/mountinfo; echo STARTED"
+    async with Workspace.open(repo, name="mine", disk_mb=8) as mine:
+        ctx = env.context(mine.path, timeout_s=60)
+        async with Workspace.open(repo, name="other", disk_mb=8) as other:
+            assert other.volume and os.path.ismount(other.path)
+            seen = await TOOLS["run"].run({"command": mounts}, ctx)
+        # its own worktree is mounted, not the other's filesystem
+        assert "\n0\nSTARTED" in seen, seen
+
+        async def churn() -> None:
+            for i in range(12):
+                async with Workspace.open(repo, name=f"gone-{i}", disk_mb=8):
+                    pass
+
+        outputs: list[str] = []
+
+        async def commands() -> None:
+            for _ in range(30):
+                outputs.append(await TOOLS["run"].run({"command": mounts}, ctx))
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(churn)
+            tg.start_soon(commands)
+    failed = [out for out in outputs if "STARTED" not in out]
+    assert not failed, failed[0]

@@ -7,7 +7,7 @@ uses when given none (bubblewrap where it works: secure by default). Below
 `swarm.agent`: the toolbox runs every command through one.
 """
 
-from swarm._sandbox.base import Launch, Limits, Network, Sandbox, SandboxPolicy, git_paths
+from swarm._sandbox.base import Launch, Limits, Network, Sandbox, SandboxPolicy, git_dir
 from swarm._sandbox.bwrap import BwrapSandbox, bwrap_path
 from swarm._sandbox.factory import bwrap_problem, default_sandbox, make_sandbox
 from swarm._sandbox.hooks import sandboxed_git
@@ -25,7 +25,7 @@ __all__ = [
     "bwrap_path",
     "bwrap_problem",
     "default_sandbox",
-    "git_paths",
+    "git_dir",
     "make_sandbox",
     "sandboxed_git",
 ]

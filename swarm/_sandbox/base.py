@@ -12,7 +12,7 @@ takes a remote runner later: it only sees argv, cwd and env.
 
 The policy (`SandboxPolicy`) is per sandbox: what besides the working directory may be read
 or written, the network, the limits. Where the command runs (its working directory: a
-worktree) is per command; git access is derived from it (`git_paths`).
+worktree) is per command; git access is derived from it (`git_dir`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ __all__ = [
     "Sandbox",
     "SandboxPolicy",
     "admin_of",
-    "git_paths",
+    "git_dir",
 ]
 
 Network = SandboxNetwork
@@ -206,26 +206,24 @@ class Sandbox(ABC):
         return self
 
 
-def git_paths(cwd: Path) -> tuple[Path | None, Path | None]:
-    """For a linked worktree `cwd`: its git common dir and the `swarm-worktrees` dir inside
-    it that holds the other worktrees (hidden from it); for a checkout whose git dir is
-    elsewhere (`git init --separate-git-dir`: a cluster node's clone), that git dir. (None,
-    None) when `cwd` is neither.
+def git_dir(cwd: Path) -> Path | None:
+    """For a linked worktree `cwd`: its git common dir; for a checkout whose git dir is
+    elsewhere (`git init --separate-git-dir`: a cluster node's clone), that git dir. None
+    when `cwd` is neither.
 
     Agents' commands get read-only git: `git diff`, `log`, `status` work; commits, branch
     and ref changes do not (swarm makes the commits; the patch is computed outside)."""
     admin = admin_of(cwd)
     if admin is None:
-        return None, None
+        return None
     try:
         common_rel = (admin / "commondir").read_text().strip()
     except OSError:
         if (admin / "HEAD").is_file() and (admin / "objects").is_dir():
-            return admin, admin / "swarm-worktrees"  # a git dir of its own
-        return None, None
+            return admin  # a git dir of its own
+        return None
     common = Path(common_rel) if Path(common_rel).is_absolute() else admin / common_rel
-    common = common.resolve()
-    return common, common / "swarm-worktrees"
+    return common.resolve()
 
 
 def admin_of(cwd: Path) -> Path | None:

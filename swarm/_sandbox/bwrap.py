@@ -6,10 +6,10 @@ own `/proc` with the kernel's parts covered read-only (`/proc/sys`, `sysrq-trigg
 `fs`, ...) or masked, its own `/dev` (read-only but for the device nodes) with a sized
 `/dev/shm`, and a sized memory-backed `/tmp`; the root bwrap builds is read-only too
 (each was memory a command could fill). Its working directory (a worktree) is writable,
-except the `.git` file that names its git dir; the repository's git common dir read-only
-with the other worktrees (`swarm-worktrees/`) hidden under an empty tmpfs and its config
-filtered (`_gitconfig`: no remotes, no credentials); and the policy's extra paths (the
-repository's interpreter prefix, `include:` targets). Not the user's home, the main
+except the `.git` file that names its git dir; the repository's git common dir read-only,
+bound entry by entry without swarm's own (the other worktrees, `swarm-worktrees/`) and
+with its config filtered (`_gitconfig`: no remotes, no credentials); and the policy's
+extra paths (the repository's interpreter prefix, `include:` targets). Not the user's home, the main
 checkout, the journal nor other worktrees: they are simply not mounted. `HOME` and
 `TMPDIR` point into the sandbox's `/tmp`.
 
@@ -63,7 +63,7 @@ from swarm._sandbox._etc import etc_mounts, sandbox_ids
 from swarm._sandbox._gitconfig import shown_config
 from swarm._sandbox._proxy import AllowList
 from swarm._sandbox._seats import Seats
-from swarm._sandbox.base import Lane, Launch, Sandbox, SandboxPolicy, admin_of, git_paths
+from swarm._sandbox.base import Lane, Launch, Sandbox, SandboxPolicy, admin_of, git_dir
 from swarm.config._run import PROXY_PORT
 from swarm.errors import ConfigError
 
@@ -110,6 +110,10 @@ command lacks)."""
 _LANE_DIR = "/run/swarm-net"
 _MOUNTED = ("/usr", "/etc", "/proc", "/dev", "/tmp", "/bin", "/lib", "/lib64", "/sbin")
 _CACHED_WORKTREES = 4096
+_SWARM_OWN = "swarm-"
+"""What swarm keeps in a git dir (`swarm-worktrees/`, removed worktrees' `swarm-trash-*`):
+no command's git needs it, other agents' work is there, and the worktrees there are
+filesystems of their own (`_volume`) that come and go while commands start."""
 _PROXIED = ("loopback", "allow")
 
 
@@ -151,8 +155,10 @@ class BwrapSandbox(Sandbox):
         self.seats = seats or Seats(limits.max_processes, limits.memory_mb)
         if self.egress is None and self.policy.network in _PROXIED:
             self.egress = Egress(AllowList.parse(self.policy.allow, self.policy.network))
-        self._seen: dict[tuple[Path, bool], tuple[Path | None, Path, list[str]]] = {}
-        self._layouts: dict[Path, tuple[Path | None, Path | None]] = {}
+        self._seen: dict[tuple[Path, bool], tuple[object, Path, list[str]]] = {}
+        self._layouts: dict[Path, Path | None] = {}
+        self._entries: dict[Path, tuple[int, tuple[str, ...]]] = {}
+        """By git dir: its entries a command sees (`_shown`), and the directory's mtime then."""
         self._seccomp = _seccomp.path()
         self._made: set[Path] = set()
         """Directories `_head` makes searchable (`_searchable_parents`)."""
@@ -337,39 +343,59 @@ class BwrapSandbox(Sandbox):
     def _worktree(self, cwd: Path, git_write: bool) -> tuple[Path, list[str]]:
         """`cwd` resolved and its mounts: built once per worktree (and git config version;
         `shown_config` stats the config each time)."""
-        layout = self._layouts.get(cwd)
-        if layout is None:
-            layout = self._layouts[cwd] = git_paths(cwd)
-        common, hidden = layout
+        if cwd in self._layouts:
+            common = self._layouts[cwd]
+        else:
+            common = self._layouts[cwd] = git_dir(cwd)
         config = shown_config(common) if common is not None else None
+        shown = self._shown(common) if common is not None else ()
         key = (cwd, git_write)
         cached = self._seen.get(key)
-        if cached is not None and cached[0] == config:
+        if cached is not None and cached[0] == (config, shown):
             return cached[1], cached[2]
         if len(self._seen) > _CACHED_WORKTREES:  # a long-lived sandbox: forget old worktrees
             self._seen.clear()
             self._layouts.clear()
+            self._entries.clear()
         root = cwd.resolve()
-        args = self._worktree_mounts(root, git_write, common, hidden, config)
-        self._seen[key] = (config, root, args)
+        args = self._worktree_mounts(root, git_write, common, shown, config)
+        self._seen[key] = ((config, shown), root, args)
         return root, args
+
+    def _shown(self, common: Path) -> tuple[str, ...]:
+        """The entries of the git dir `common` a command sees: all but swarm's own
+        (`_SWARM_OWN`). Listed again only when the directory changed: a stat per command."""
+        try:
+            changed = common.stat().st_mtime_ns
+            cached = self._entries.get(common)
+            if cached is not None and cached[0] == changed:
+                return cached[1]
+            with os.scandir(common) as entries:
+                names = sorted(e.name for e in entries if not e.name.startswith(_SWARM_OWN))
+        except OSError:
+            return ()
+        self._entries[common] = (changed, tuple(names))
+        return tuple(names)
 
     def _worktree_mounts(
         self,
         cwd: Path,
         git_write: bool,
         common: Path | None,
-        hidden: Path | None,
+        shown: Sequence[str],
         config: Path | None,
     ) -> list[str]:
         args: list[str] = []
         made = set(self._made)  # the parents `_head` made
-        if common is not None and hidden is not None:
-            args += [*_searchable_parents(common, made), "--ro-bind", str(common), str(common)]
-            if config is not None:  # no remotes, no credentials
-                args += ["--ro-bind", str(config), str(common / "config")]
-            if hidden.is_dir():
-                args += ["--tmpfs", str(hidden)]
+        if common is not None:
+            # each entry on its own, not the directory: a bind of the directory takes every
+            # mount below it along (the other worktrees' filesystems, `_volume`), and one
+            # unmounted while bwrap makes them read-only fails the command's start
+            args += _searchable_parents(common / "entry", made)
+            for name in shown:
+                # the config with no remotes, no credentials
+                source = config if name == "config" and config is not None else common / name
+                args += ["--ro-bind-try", str(source), str(common / name)]
             admin = admin_of(cwd)
             if git_write and admin is not None and admin.is_relative_to(common):
                 # a hooked git command (`swarm._sandbox.hooks`): the worktree's own git

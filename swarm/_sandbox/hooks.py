@@ -31,7 +31,7 @@ from pathlib import Path
 import anyio
 
 from swarm._sandbox._objects import adopt
-from swarm._sandbox.base import Sandbox, admin_of, git_paths
+from swarm._sandbox.base import Sandbox, admin_of, git_dir
 from swarm._sandbox.process import CommandResult, run_confined
 from swarm.errors import WorkspaceError
 
@@ -54,7 +54,7 @@ async def sandboxed_git(
     """Run `git *args` in worktree `cwd` inside `sandbox`, hooks enabled as `env` leaves
     them (`swarm.run._git.hook_env()`); its output, or a WorkspaceError carrying it."""
     git = shutil.which("git", path=env.get("PATH")) or "git"
-    common, _ = git_paths(cwd)
+    common = git_dir(cwd)
     admin = admin_of(cwd)
     if common is None or admin is None:
         raise WorkspaceError(f"{cwd} is not a linked worktree: its hooks are not run")

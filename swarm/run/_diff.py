@@ -34,7 +34,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from swarm._sandbox.base import git_paths
+from swarm._sandbox.base import git_dir
 from swarm.errors import WorkspaceError
 from swarm.run._git import _git_env, _git_raw, git
 
@@ -112,7 +112,7 @@ async def worktree_diff(
 def _own_objects(root: Path, scratch: Path) -> dict[str, str]:
     """git's variables that write new objects to `scratch/objects`, reading the
     repository's store of `root` through an alternate (none when it is not found)."""
-    common, _ = git_paths(root)
+    common = git_dir(root)
     store = common / "objects" if common is not None else root / ".git" / "objects"
     if not store.is_dir():
         return {}
