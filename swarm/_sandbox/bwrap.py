@@ -114,6 +114,11 @@ _SWARM_OWN = "swarm-"
 """What swarm keeps in a git dir (`swarm-worktrees/`, removed worktrees' `swarm-trash-*`):
 no command's git needs it, other agents' work is there, and the worktrees there are
 filesystems of their own (`_volume`) that come and go while commands start."""
+_NOT_SHOWN = frozenset(
+    {"index", "logs", "description", "branches", "COMMIT_EDITMSG", "ORIG_HEAD", "FETCH_HEAD"}
+)
+"""What of a git dir a worktree's git never reads (the main checkout's index and last
+commit message, reflogs), or only writes: each entry shown is one more mount to make."""
 _PROXIED = ("loopback", "allow")
 
 
@@ -363,15 +368,15 @@ class BwrapSandbox(Sandbox):
         return root, args
 
     def _shown(self, common: Path) -> tuple[str, ...]:
-        """The entries of the git dir `common` a command sees: all but swarm's own
-        (`_SWARM_OWN`). Listed again only when the directory changed: a stat per command."""
+        """The entries of the git dir `common` a command sees (`_shows`). Listed again only
+        when the directory changed: a stat per command."""
         try:
             changed = common.stat().st_mtime_ns
             cached = self._entries.get(common)
             if cached is not None and cached[0] == changed:
                 return cached[1]
             with os.scandir(common) as entries:
-                names = sorted(e.name for e in entries if not e.name.startswith(_SWARM_OWN))
+                names = sorted(e.name for e in entries if _shows(e.name))
         except OSError:
             return ()
         self._entries[common] = (changed, tuple(names))
@@ -543,6 +548,11 @@ def _process_cap(policy: SandboxPolicy) -> str:
         return counted
     tasks = _pidns.pid_max(policy.limits.max_processes) - 1
     return f"{counted} and at most {tasks} tasks by the kernel (a PID namespace of their own)"
+
+
+def _shows(name: str) -> bool:
+    """Whether a command sees the git dir's entry `name` (see `_SWARM_OWN`, `_NOT_SHOWN`)."""
+    return not (name.startswith(_SWARM_OWN) or name in _NOT_SHOWN or name.endswith(".lock"))
 
 
 def _searchable_parents(path: Path, made: set[Path]) -> list[str]:
