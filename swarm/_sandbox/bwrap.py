@@ -115,10 +115,11 @@ _SWARM_OWN = "swarm-"
 no command's git needs it, other agents' work is there, and the worktrees there are
 filesystems of their own (`_volume`) that come and go while commands start."""
 _NOT_SHOWN = frozenset(
-    {"index", "logs", "description", "branches", "COMMIT_EDITMSG", "ORIG_HEAD", "FETCH_HEAD"}
+    {"logs", "description", "branches", "COMMIT_EDITMSG", "ORIG_HEAD", "FETCH_HEAD"}
 )
-"""What of a git dir a worktree's git never reads (the main checkout's index and last
-commit message, reflogs), or only writes: each entry shown is one more mount to make."""
+"""What of a git dir a worktree's git never reads (reflogs, the last commit's message) or
+only writes: each entry shown is one more mount to make. (The `index` is shown: a cluster
+node's clone has its git dir to itself, and its index is the worktree's.)"""
 _PROXIED = ("loopback", "allow")
 
 
