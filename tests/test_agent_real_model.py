@@ -158,6 +158,34 @@ async def test_the_same_failing_call_in_other_words_is_stuck_too() -> None:
     assert "add(" in result.repeated and "error" in result.repeated
 
 
+async def test_a_repeated_edit_is_answered_with_the_files_current_text(tmp_path: Path) -> None:
+    """A 1.5B model told to "check the file's current text" asked what was meant: the
+    warning shows the file its repeated call names, read as `read_file` would."""
+    (tmp_path / "calc.py").write_text("def total(xs):\n    return sum(xs)\n")
+    edit = call("edit_file", path="calc.py", old="def calc_total(xs):", new="def total(xs):")
+    model = FunctionModel(lambda r: edit)
+    ctx = ToolContext(root=tmp_path, sandbox=NoSandbox())
+    result = await Agent[str]("coder", model=model, tools=coding_tools(), context=ctx).run("go")
+    assert result.stop_reason == "stuck"
+    told = _told(model.requests[2])
+    assert told.startswith("You have now sent the same reply twice, and it did not help.")
+    assert "check the file's current text" not in told  # it is shown instead
+    assert told.endswith(
+        "`calc.py` as it is now:\n     1\tdef total(xs):\n     2\t    return sum(xs)"
+    ), told
+
+
+async def test_a_repeated_call_naming_no_readable_file_is_told_to_check_it(
+    tmp_path: Path,
+) -> None:
+    edit = call("edit_file", path="missing.py", old="a", new="b")
+    model = FunctionModel(lambda r: edit)
+    ctx = ToolContext(root=tmp_path, sandbox=NoSandbox())
+    await Agent[str]("coder", model=model, tools=coding_tools(), context=ctx).run("go")
+    told = _told(model.requests[2])
+    assert "check the file's current text" in told and "as it is now" not in told
+
+
 async def test_near_identical_text_replies_count_as_repeats() -> None:
     texts = iter(
         ["I think I should add them.", "I think I should add them!", "i think i should add them."]

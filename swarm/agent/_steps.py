@@ -24,7 +24,7 @@ from swarm._tracing import semconv as sc
 from swarm._tracing.setup import tracer
 from swarm.agent import events as ev
 from swarm.agent._stuck import StuckWatch
-from swarm.agent._tool import Finish, Tool
+from swarm.agent._tool import Finish, Tool, truncate
 from swarm.agent.compaction import Compactor
 from swarm.agent.events import AgentEvent, AgentResult, CallCounts, StopReason
 from swarm.agent.hooks import Approvals, StepInfo, Veto
@@ -159,14 +159,39 @@ class Steps(Generic[T]):
             if fallback is not None and self.model is not fallback:
                 self.model = fallback
                 self.calls.escalated = True
-            self.messages.append(
-                Message.user(
-                    "You have now sent the same reply twice, and it did not help. Do something "
-                    "different: read the error, check the file's current text, or call "
-                    "`finish(summary)` if the work is done. The same reply again stops you."
-                )
+            shown = await self._files_now(reply.message.tool_calls)
+            check = "" if shown else " check the file's current text,"
+            warning = (
+                "You have now sent the same reply twice, and it did not help. Do something "
+                f"different: read the error,{check} or call `finish(summary)` if the work is "
+                "done. The same reply again stops you."
             )
+            self.messages.append(Message.user("\n\n".join([warning, *shown])))
         return None
+
+    async def _files_now(self, calls: Sequence[ToolCall]) -> list[str]:
+        """The files a repeated reply's calls name, as they are now, read by the agent's own
+        `read_file`: a model that lost the thread acts on the text, and told only to check
+        it, a small one asks what is meant (seen with a 1.5B model)."""
+        reader = self.agent.tool_named("read_file")
+        if reader is None or self.agent.context is None:
+            return []
+        paths: dict[str, None] = {}
+        for c in calls:
+            try:
+                path = json.loads(c.arguments).get("path")
+            except (ValueError, AttributeError):  # not JSON, or not an object
+                continue
+            if isinstance(path, str) and path.strip():
+                paths[path] = None
+        shown = []
+        for path in list(paths)[:_FILES_SHOWN]:
+            try:
+                text = await reader.run({"path": path}, self.agent.context)
+            except ToolError:
+                continue  # not a file that can be read: nothing to show
+            shown.append(f"`{path}` as it is now:\n{truncate(text, _FILE_SHOWN_CHARS)}")
+        return shown
 
     async def _fit(self, step: int) -> None:
         assert self.keeper is not None
@@ -423,6 +448,9 @@ def _error(span: Span, call: ToolCall, text: str) -> _Outcome:
     return _Outcome(Message.tool(call, f"error: {text}"), failed=True)
 
 
+_FILES_SHOWN, _FILE_SHOWN_CHARS = 2, 4000
+"""At most this many files a repeated reply names are shown with the warning, each cut to
+this length."""
 _LARGER_CAPS = 2
 """Times a reply cut by `max_tokens` is asked for again with a larger cap."""
 _CAP_WITHOUT_ONE = 8192
