@@ -457,6 +457,17 @@ async def test_a_new_definition_edited_into_being_goes_at_the_end(ws: Path) -> N
     assert (ws / "src" / "calc.py").read_text() == text
 
 
+async def test_a_new_definitions_first_line_may_come_without_its_colon(ws: Path) -> None:
+    """The model's `old` was `def clamp(x, lo, hi) -> float`, copied without the colon that
+    `new` has, and `new` indented with a tab."""
+    clamp = "def clamp(x, lo, hi) -> float:\n\treturn min(max(x, lo), hi)"
+    out = await call(
+        "edit_file", ws, path="src/calc.py", old="def clamp(x, lo, hi) -> float", new=clamp
+    )
+    assert "clamp is new, so it went at the end" in out
+    assert (ws / "src" / "calc.py").read_text().endswith("\n\n\n" + clamp + "\n")
+
+
 async def test_an_edit_made_again_says_it_is_already_made(ws: Path) -> None:
     """The 1.5B model renamed `calc_total`'s definition, then sent the same edit again and
     was shown candidates for the text it had just replaced."""

@@ -270,7 +270,9 @@ def _new_definition(path: str, text: str, old: str, new: str) -> tuple[int, int,
         return None  # a method's, maybe: which class it is meant for is not said
     body = textwrap.dedent(new).strip() + "\n"
     try:
-        stub = parse_python(f"{header}\n    pass\n").body
+        # the first line as a model copies it, its colon sometimes left off
+        colon = "" if header.endswith(":") else ":"
+        stub = parse_python(f"{header}{colon}\n    pass\n").body
         module, added = parse_python(text), parse_python(body)
     except (SyntaxError, ValueError):
         return None
