@@ -92,16 +92,20 @@ async def test_a_path_missing_its_directory_names_the_file_it_means(ws: Path) ->
     assert out == "wrote 6 bytes to calc.py (a new file; src/calc.py exists: did you mean that?)"
 
 
-async def test_write_file_unindents_python_written_all_indented_and_names_what_it_drops(
-    ws: Path,
-) -> None:
-    """As the 1.5B model wrote a module inside a JSON string: every line indented."""
+async def test_write_file_unindents_python_written_all_indented(ws: Path) -> None:
+    """As the 1.5B model wrote a module inside a JSON string: every line indented. Over a
+    file whose other definitions it would delete, it is a part of that file (see
+    `test_an_indented_part_of_a_file_written_over_it_is_put_into_it`)."""
     indented = "\n    import math\n\n    def add(a, b):\n        return a + b\n    "
     out = await call("write_file", ws, path="src/calc.py", content=indented)
-    assert "(every line was indented: written without that indent)" in out
-    assert "sub is no longer in it" in out
+    assert "add put into the file" in out and "no longer" not in out
+    assert (ws / "src" / "calc.py").read_text() == (
+        "import math\ndef add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
+    )
+    out = await call("write_file", ws, path="src/new.py", content=indented)
+    assert out.endswith("(every line was indented: written without that indent)")
     assert (
-        ws / "src" / "calc.py"
+        ws / "src" / "new.py"
     ).read_text() == "import math\n\ndef add(a, b):\n    return a + b\n"
 
 
@@ -466,6 +470,27 @@ async def test_a_new_definitions_first_line_may_come_without_its_colon(ws: Path)
     )
     assert "clamp is new, so it went at the end" in out
     assert (ws / "src" / "calc.py").read_text().endswith("\n\n\n" + clamp + "\n")
+
+
+async def test_an_indented_part_of_a_file_written_over_it_is_put_into_it(ws: Path) -> None:
+    """The 1.5B model wrote each function it changed with write_file, every line indented
+    (a part of a file): written whole, the module's other definitions went with it."""
+    part = "    def sub(a, b):\n        return b - a\n\n    def mul(a, b):\n        return a * b\n"
+    out = await call("write_file", ws, path="src/calc.py", content=part)
+    assert out.endswith(
+        "(every line was indented, as a part of a file is: sub, mul put into the file, each "
+        "in place of the definition of its name or at the end; the rest of the file is as it "
+        "was)"
+    ), out
+    assert (ws / "src" / "calc.py").read_text() == (
+        "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return b - a\n"
+        "\n\ndef mul(a, b):\n    return a * b\n"
+    )
+    # a part that loses nothing written whole (a new file, or one it keeps every name of)
+    out = await call(
+        "write_file", ws, path="src/new.py", content="    def f():\n        return 1\n"
+    )
+    assert out.endswith("(every line was indented: written without that indent)")
 
 
 async def test_an_edit_made_again_says_it_is_already_made(ws: Path) -> None:

@@ -20,11 +20,13 @@ from pathlib import Path
 
 from swarm._pyast import parse as parse_python
 from swarm.agent._confined import list_confined, read_confined, write_confined
+from swarm.agent._fenced_files import merged
 from swarm.agent._tool import ToolContext, tool, truncate
 from swarm.agent._toolbox import resolve_path
 from swarm.errors import ToolError
 
 MAX_FILE_BYTES = 20_000_000
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _BINARY_SNIFF = 8192
 _CONTEXT_LINES = 2
 """Lines shown around an edit and around candidate matches."""
@@ -348,12 +350,12 @@ def write_file(ctx: ToolContext, path: str, content: str) -> str:
         path: File path relative to the workspace root.
         content: The whole new content of the file.
     """
-    content, note = _python_checked(path, content)
-    data = content.encode("utf-8")
     try:
         before: str | None = _read_text(ctx, path)[1]
     except ToolError:
         before = None
+    content, note = _python_checked(path, content, before)
+    data = content.encode("utf-8")
     if before == content:  # a model that does not see its work is done writes it again
         return (
             f"{_rel(ctx, resolve_path(ctx, path, writing=True))} already holds exactly this "
@@ -376,10 +378,12 @@ def write_file(ctx: ToolContext, path: str, content: str) -> str:
     return done
 
 
-def _python_checked(path: str, content: str) -> tuple[str, str]:
+def _python_checked(path: str, content: str, before: str | None) -> tuple[str, str]:
     """`content` for a Python file, unindented when every line of it was indented (as a
     small model writes code inside a JSON string) and only so it parses, and a note for
-    the tool's result: that, or where it does not parse."""
+    the tool's result: that, or where it does not parse. Indented so, it is a part of a
+    file: written over the file `before` it would delete the definitions it leaves out,
+    so its definitions are put into the file instead (`_put_in`)."""
     if not path.endswith(".py"):
         return content, ""
     try:
@@ -390,12 +394,35 @@ def _python_checked(path: str, content: str) -> tuple[str, str]:
     unindented = textwrap.dedent(content).strip("\n").rstrip() + "\n"
     if unindented.strip() and unindented != content.strip("\n").rstrip() + "\n":
         try:
-            parse_python(unindented)
+            part = parse_python(unindented)
         except (SyntaxError, ValueError):
             pass
         else:
+            if before is not None and (put := _put_in(path, before, unindented, part)):
+                return put
             return unindented, " (every line was indented: written without that indent)"
     return content, f". It is not valid Python ({_why_not(problem)}): fix it before running tests"
+
+
+def _put_in(path: str, before: str, part: str, tree: ast.Module) -> tuple[str, str] | None:
+    """`before` with the definitions of `part` put in (each in place of the one of its
+    name, or at the end), when writing `part` whole would lose definitions the file has
+    and putting it in loses none; else None."""
+    if not _lost_definitions(path, before, part):
+        return None
+    try:
+        now = parse_python(before)
+    except (SyntaxError, ValueError):
+        return None
+    text = merged(before, now, part, tree)
+    if text is None or _lost_definitions(path, before, text):
+        return None
+    names = [n.name for n in tree.body if isinstance(n, _DEFINITIONS)]
+    return text, (
+        f" (every line was indented, as a part of a file is: {', '.join(names) or 'its imports'}"
+        " put into the file, each in place of the definition of its name or at the end; the "
+        "rest of the file is as it was)"
+    )
 
 
 def _why_not(problem: SyntaxError | ValueError) -> str:

@@ -52,7 +52,7 @@ from swarm.agent._steps import CUT_SHORT
 from swarm.agent.hooks import Hooks, StepInfo
 from swarm.messages import ChatResult, Message, ToolCall
 
-__all__ = ["FencedFileWrites"]
+__all__ = ["FencedFileWrites", "merged"]
 
 FORMAT = "fenced-file"
 _OPEN = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([^`\n]*?)[ \t]*$")
@@ -354,7 +354,7 @@ def _python_content(
     path: str, body: str, old: str | None, asked: str, tools: frozenset[str]
 ) -> tuple[str | None, str]:
     """`path`'s new text from a Python block: the block itself when it is the whole file,
-    else the file with the block's definitions put in (`_merged`); None and why when
+    else the file with the block's definitions put in (`merged`); None and why when
     neither is plainly meant."""
     try:
         tree = parse_python(body)
@@ -383,9 +383,9 @@ def _python_content(
     lost = _lost(before, tree, mentioned)
     if not lost:
         return body, ""
-    merged = _merged(old, before, body, tree)
-    if merged is not None and not _lost(before, parse_python(merged), mentioned):
-        return merged, ""
+    whole = merged(old, before, body, tree)
+    if whole is not None and not _lost(before, parse_python(whole), mentioned):
+        return whole, ""
     shown = ", ".join(lost[:5]) + (" ..." if len(lost) > 5 else "")
     return None, (
         f"the reply shows {path} without {shown}, which the file defines now (writing "
@@ -418,7 +418,7 @@ def _lost(before: ast.Module, after: ast.Module, mentioned: set[str]) -> list[st
 _MERGEABLE = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
-def _merged(old: str, before: ast.Module, body: str, snippet: ast.Module) -> str | None:
+def merged(old: str, before: ast.Module, body: str, snippet: ast.Module) -> str | None:
     """`old` with `snippet`'s definitions put in: each function or class replaces the one
     of its name, or is added at the end; each import not already there goes after the
     file's imports. None when the snippet holds anything else (a script, example calls):
