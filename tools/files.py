@@ -278,13 +278,12 @@ def _new_definition(path: str, text: str, old: str, new: str) -> tuple[int, int,
         module, added = parse_python(text), parse_python(body)
     except (SyntaxError, ValueError):
         return None
-    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-    if len(stub) != 1 or not isinstance(stub[0], kinds):
+    if len(stub) != 1 or not isinstance(stub[0], _DEFINITIONS):
         return None
     name = stub[0].name
-    if any(isinstance(n, kinds) and n.name == name for n in module.body):
+    if any(isinstance(n, _DEFINITIONS) and n.name == name for n in module.body):
         return None
-    if not any(isinstance(n, kinds) and n.name == name for n in added.body):
+    if not any(isinstance(n, _DEFINITIONS) and n.name == name for n in added.body):
         return None
     kept = len(text.rstrip())  # what is there, then two blank lines (PEP 8), then it
     note = (
@@ -408,11 +407,11 @@ def _put_in(path: str, before: str, part: str, tree: ast.Module) -> tuple[str, s
     """`before` with the definitions of `part` put in (each in place of the one of its
     name, or at the end), when writing `part` whole would lose definitions the file has
     and putting it in loses none; else None."""
-    if not _lost_definitions(path, before, part):
-        return None
     try:
         now = parse_python(before)
     except (SyntaxError, ValueError):
+        return None
+    if not _gone(now, tree):
         return None
     text = merged(before, now, part, tree)
     if text is None or _lost_definitions(path, before, text):
@@ -475,13 +474,12 @@ def _over_a_header(
         before, added = parse_python(text), parse_python(textwrap.dedent(new))
     except (SyntaxError, ValueError):
         return None
-    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-    made = {n.name for n in ast.walk(added) if isinstance(n, kinds)}
+    made = {n.name for n in ast.walk(added) if isinstance(n, _DEFINITIONS)}
     if not made:
         return None
     starts = _line_starts(text)
     for node in ast.walk(before):
-        if not isinstance(node, kinds) or node.name in made:
+        if not isinstance(node, _DEFINITIONS) or node.name in made:
             continue
         header, body = starts[node.lineno - 1], starts[node.body[0].lineno - 1]
         if start <= header < end <= body:
@@ -539,6 +537,10 @@ def _lost_definitions(path: str, before: str, after: str) -> list[str]:
         old, new = parse_python(before), parse_python(after)
     except (SyntaxError, ValueError):
         return []
-    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-    kept = {n.name for n in new.body if isinstance(n, kinds)}
-    return [n.name for n in old.body if isinstance(n, kinds) and n.name not in kept]
+    return _gone(old, new)
+
+
+def _gone(old: ast.Module, new: ast.Module) -> list[str]:
+    """Top-level functions and classes `old` defines and `new` does not."""
+    kept = {n.name for n in new.body if isinstance(n, _DEFINITIONS)}
+    return [n.name for n in old.body if isinstance(n, _DEFINITIONS) and n.name not in kept]

@@ -377,11 +377,11 @@ class BwrapSandbox(Sandbox):
             if cached is not None and cached[0] == changed:
                 return cached[1]
             with os.scandir(common) as entries:
-                names = sorted(e.name for e in entries if _shows(e.name))
+                names = tuple(sorted(e.name for e in entries if _shows(e.name)))
         except OSError:
             return ()
-        self._entries[common] = (changed, tuple(names))
-        return tuple(names)
+        self._entries[common] = (changed, names)
+        return names
 
     def _worktree_mounts(
         self,
@@ -397,7 +397,7 @@ class BwrapSandbox(Sandbox):
             # each entry on its own, not the directory: a bind of the directory takes every
             # mount below it along (the other worktrees' filesystems, `_volume`), and one
             # unmounted while bwrap makes them read-only fails the command's start
-            args += _searchable_parents(common / "entry", made)
+            args += _searchable_parents(common / "entry", made)  # `common` and its parents
             for name in shown:
                 # the config with no remotes, no credentials
                 source = config if name == "config" and config is not None else common / name
