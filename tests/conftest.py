@@ -17,9 +17,48 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from swarm._analysis.loader import load_trace
 from swarm._analysis.synthetic import write_synthetic_trace
 from swarm._tracing.setup import use_tracer
+from tests.mounts import release_all
 
 if TYPE_CHECKING:
     from swarm._cluster.local import LocalCluster
+
+
+@pytest.fixture(autouse=True)
+def _nothing_left_mounted(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test leaves no filesystem mounted under its `tmp_path` (a worktree swarm did not
+    remove): it fails at teardown, and what it left is unmounted."""
+    yield
+    where = request.node.funcargs.get("tmp_path")
+    if isinstance(where, Path) and (left := release_all(where)):
+        pytest.fail(f"left mounted (now unmounted): {', '.join(map(str, left))}")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Before pytest removes old sessions' directories (it keeps the last 3), unmount what
+    a killed session left mounted in them: removing a mount point fails (EBUSY), and with
+    warnings as errors that fails the run. Only the controller, once the workers are done."""
+    if hasattr(session.config, "workerinput"):
+        return
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if factory is None or factory._basetemp is None or session.config.option.basetemp:
+        return
+    base = factory._basetemp.resolve()
+    for old in base.parent.iterdir():
+        if old != base and (old.name.startswith("garbage-") or _older_session(old, base)):
+            release_all(old)
+
+
+def _older_session(path: Path, current: Path) -> bool:
+    """Whether `path` is a `pytest-<n>` directory of a session before `current`'s whose
+    lock is gone (pytest removes those once they are 3 behind)."""
+    number, now = path.name.removeprefix("pytest-"), current.name.removeprefix("pytest-")
+    return (
+        number.isdigit()
+        and now.isdigit()
+        and int(number) < int(now)
+        and not (path / ".lock").exists()
+    )
 
 
 @pytest.fixture

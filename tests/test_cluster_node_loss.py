@@ -29,6 +29,7 @@ from swarm.messages import ChatRequest
 from swarm.model import Model
 from swarm.run._solve import solve
 from swarm.testing import FunctionModel, Scripted, call
+from tests.mounts import mounted_under
 from tests.test_cluster import git
 from tests.test_solve import request, subtask, write_plan, write_task
 from tests.trace_spans import spans as trace_spans
@@ -163,7 +164,7 @@ async def test_a_node_lost_mid_subtask_restarts_each_of_its_subtasks_on_a_live_n
             report = await solve(req, source=coders, cluster=RayCluster.open)
     finally:  # the node's TMPDIR goes with the test, its clones first (see below)
         await anyio.to_thread.run_sync(sweep_dead_clones, tmp)
-        left = _mounted_under(tmp)
+        left = mounted_under(tmp)
         shutil.rmtree(tmp, ignore_errors=True)
     assert left == []
     assert report.status == "done", report
@@ -202,13 +203,6 @@ class _PatchHeldThere(WorkspaceNode):
 
 # the actors unpickle it by value: the workers cannot import this test module by name
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
-
-def _mounted_under(where: Path) -> list[str]:
-    """The mount points below `where` (a clone that is a filesystem of its own)."""
-    with open("/proc/self/mountinfo") as f:
-        points = [line.split()[4] for line in f]
-    return [p for p in points if p.startswith(f"{where}/")]
 
 
 def _kill_when_a_patch_holds(
@@ -260,7 +254,7 @@ async def test_a_node_lost_while_returning_a_patch_restarts_the_subtask_merged_o
         # them (removing the directory took the owner files a sweep reads, and the mounted
         # clone's files, but left it mounted)
         await anyio.to_thread.run_sync(sweep_dead_clones, tmp)
-        left = _mounted_under(tmp)
+        left = mounted_under(tmp)
         shutil.rmtree(tmp, ignore_errors=True)
     assert left == []
     assert off == []  # every socket of the driver and the nodes on 127.0.0.1

@@ -12,11 +12,14 @@ import sys
 import time
 from pathlib import Path
 
+import anyio
 import pytest
 
 from swarm.cli import main
 from swarm.run._lock import owner, run_lock
+from swarm.run._workspace import cleanup_stale
 from swarm.run.journal import Journal
+from tests.mounts import mounted_under
 
 ROOT = Path(__file__).resolve().parents[1]
 TASK = ROOT / "tasks" / "refactor.md"
@@ -79,6 +82,10 @@ def test_a_run_killed_with_sigkill_is_shown_interrupted(
     assert f"swarm resume {run_id}" in str(row["detail"])
     assert main(["runs", "--state-dir", str(state)]) == 0
     assert "interrupted" in capsys.readouterr().out
+    # what the next start does first: the killed run's worktrees removed, filesystems and all
+    demo = state / "demo" / run_id
+    assert anyio.run(cleanup_stale, demo)
+    assert mounted_under(tmp_path) == []
 
 
 def test_the_lock_names_a_live_owner_only(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -154,8 +155,9 @@ def local_cluster(
     root = root or _ROOT
     keep_loopback()  # for the drivers this process connects
     port = _free_port()
-    temp = Path(f"/tmp/swarm-ray-{os.getpid()}-{port}")  # short: Unix socket paths are
-    head_args = ["--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={temp}"]
+    ray_temp = Path(f"/tmp/swarm-ray-{os.getpid()}-{port}")  # short: a socket path's limit
+    head_args = ["--head", f"--port={port}", "--include-dashboard=false"]
+    head_args.append(f"--temp-dir={ray_temp}")
     cluster = LocalCluster(f"{LOOPBACK}:{port}", [], logs)
     try:
         cluster.processes.append(_start(head_args, nodes[0], logs / "node0.log", root))
@@ -173,6 +175,7 @@ def local_cluster(
             stop_node(proc)
         for temp in cluster.temps:  # a killed node's clones: mounted until someone unmounts
             sweep_dead_clones(temp)
+        shutil.rmtree(ray_temp, ignore_errors=True)  # Ray's sessions: its sockets and logs
 
 
 def add_node(

@@ -207,12 +207,10 @@ class WorkspaceNode:
 
     async def close(self) -> None:
         """Remove the clone (the actor ends after this)."""
-        if self.volume:
-            with anyio.CancelScope(shield=True):
-                await _volume.remove(self.root)
-            self.volume = False
         if self.root != Path():
-            await anyio.to_thread.run_sync(shutil.rmtree, self.root.parent, True)
+            with anyio.CancelScope(shield=True):  # bounded: each umount is
+                await anyio.to_thread.run_sync(_remove_clone, self.root)
+            self.volume = False
 
     async def pid(self) -> int:
         """The actor's process id (the fault tests kill nodes, not this)."""
@@ -242,8 +240,18 @@ def sweep_dead_clones(temp: Path) -> None:
             continue
         repo = owner.with_name("repo")
         kill_processes_in(repo)
+        _remove_clone(repo)
+
+
+def _remove_clone(repo: Path) -> None:
+    """Unmount clone `repo` if it is a filesystem of its own, then delete its directory.
+    Looked at twice: a `mount` its killed actor had started may land after the first look,
+    and deleting cannot take a mount point away (the files in it would go, the mount stay)."""
+    for _ in range(2):
         _volume.release(repo)
         shutil.rmtree(repo.parent, ignore_errors=True)
+        if not os.path.ismount(repo):
+            return
 
 
 def _unmade(root: Path) -> str:
