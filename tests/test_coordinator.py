@@ -226,11 +226,15 @@ async def test_a_red_check_gets_fixers_that_escalate_then_give_up(world: World) 
     world.checks = Checks({"a": 99})
     outcome, _ = await world.run(plan(("a", ()), ("b", ("a",))))
     by_id = {s.id: s for s in outcome.subtasks}
-    assert by_id["a"].status == "failed" and by_id["a"].fix_rounds == 3
-    assert "fix rounds" in (by_id["a"].error or "")
+    # three rounds, then afresh from its base with a new coder: three more, then it fails
+    assert by_id["a"].status == "failed" and by_id["a"].fix_rounds == 6
+    assert by_id["a"].error == "check still failing after 3 fix rounds"
+    assert by_id["a"].started_afresh == ["started afresh: check still failing after 3 fix rounds"]
     assert by_id["b"].status == "merged" and by_id["b"].warning == "ran without a (failed)"
-    fixers = [(a, e) for a, e in world.source.asked if a.startswith("fixer:a")]
-    assert fixers == [("fixer:a:1", False), ("fixer:a:2", True), ("fixer:a:3", True)]
+    asked = [(a, e) for a, e in world.source.asked if a.startswith(("fixer:a", "coder:a"))]
+    rounds = [("fixer:a:1", False), ("fixer:a:2", True), ("fixer:a:3", True)]
+    again = [(f"{a}:afresh1", e) for a, e in [("coder:a", False), *rounds]]
+    assert asked == [("coder:a", False), *rounds, *again]
 
 
 async def test_a_dependency_that_is_a_need_skips_its_dependents_when_it_fails(

@@ -104,6 +104,16 @@ def done(summary: str = "done") -> Scripted:
     return call("finish", summary=summary)
 
 
+def red_to_the_end(sid: str, breaks: Scripted) -> dict[str, list[Scripted]]:
+    """Scripts for subtask `sid` whose coder makes the change `breaks` (the check goes red)
+    and whose fixers give up, on its first attempt and when it starts afresh."""
+    scripts: dict[str, list[Scripted]] = {}
+    for attempt in ("", ":afresh1"):
+        scripts[f"coder:{sid}{attempt}"] = [breaks, done()]
+        scripts |= {f"fixer:{sid}:{n}{attempt}": [done("could not")] for n in (1, 2, 3)}
+    return scripts
+
+
 def assert_untouched(repo: Path) -> None:
     assert git(repo, "rev-parse", "--abbrev-ref", "HEAD") == "main"
     assert git(repo, "status", "--porcelain") == ""
@@ -231,10 +241,7 @@ async def test_a_fix_loop_that_gives_up_escalates_then_fails(tmp_path: Path, rep
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["b.py"], ["s1"])])
     scripts = ScriptedSource(
         {
-            "coder:s1": [edit("a.py", "return 1", "return 2"), done()],
-            "fixer:s1:1": [done("could not")],
-            "fixer:s1:2": [done("could not")],
-            "fixer:s1:3": [done("could not")],
+            **red_to_the_end("s1", edit("a.py", "return 1", "return 2")),
             "coder:s2": [edit("b.py", "def two():", "def two() -> int:"), done()],
         }
     )
@@ -243,7 +250,8 @@ async def test_a_fix_loop_that_gives_up_escalates_then_fails(tmp_path: Path, rep
     states = {s.id: s.status for s in report.subtasks}
     # s2 depends on s1 for order (the default): it runs on what merged, and lands
     assert states == {"s1": "failed", "s2": "merged"}
-    assert scripts.escalated == ["fixer:s1:2", "fixer:s1:3"]
+    escalated = ["fixer:s1:2", "fixer:s1:3"]
+    assert scripts.escalated == [*escalated, *(f"{f}:afresh1" for f in escalated)]
     assert_untouched(repo)
 
 
@@ -258,7 +266,7 @@ async def test_the_fixer_escalates_after_the_configured_red_rounds(
         }
     )
     config = tmp_path / "swarm.toml"
-    config.write_text("[routing]\nescalate_after = 2\n", encoding="utf-8")
+    config.write_text("[routing]\nescalate_after = 2\nfresh_starts = 0\n", encoding="utf-8")
     report = await solve(request(tmp_path, repo, plan, config_path=str(config)), source=scripts)
     assert report.status == "failed"
     assert scripts.escalated == ["fixer:s1:3"]
@@ -459,8 +467,7 @@ async def test_a_failed_run_leaves_no_branch_unless_asked(
     scripts = ScriptedSource(
         {
             "coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()],
-            "coder:s2": [edit("b.py", "return 2", "return 3"), done()],
-            **{f"fixer:s2:{k}": [done("could not")] for k in (1, 2, 3)},
+            **red_to_the_end("s2", edit("b.py", "return 2", "return 3")),
         }
     )
     report = await solve(request(tmp_path, repo, plan, keep_branch=keep), source=scripts)
@@ -639,6 +646,32 @@ async def test_a_pytest_acceptance_test_red_before_and_unchanged_is_never_done(
     assert report.status == "failed" and report.final_check == "failed"
     assert "the done condition still fails" in str(report.error)
     assert "1 failed" in str(report.error)
+
+
+async def test_a_subtask_still_red_after_its_fix_rounds_starts_afresh_from_its_base(
+    tmp_path: Path, repo: Path
+) -> None:
+    plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
+    scripts = ScriptedSource(
+        {
+            "coder:s1": [edit("a.py", "return 1", "return 5"), done()],  # breaks the check
+            "coder:s1:afresh1": [edit("a.py", "def one():", "def one() -> int:"), done()],
+        },
+        default=FunctionModel(lambda r: call("finish", summary="cannot fix it")),
+    )
+    report = await solve(request(tmp_path, repo, plan), source=scripts)
+    assert report.status == "done", report
+    (s1,) = report.subtasks
+    assert (s1.status, s1.fix_rounds) == ("merged", 3)
+    assert s1.started_afresh == ["started afresh: check still failing after 3 fix rounds"]
+    # the red change went with its worktree: the fresh coder started from the base
+    assert git(repo, "show", f"{report.branch}:a.py") == "def one() -> int:\n    return 1"
+    fresh = scripts.models["coder:s1:afresh1"]
+    assert isinstance(fresh, ScriptedModel)
+    told = str(fresh.requests[0].messages[-1].content)
+    assert "thrown away" in told and "one is wrong" in told and "def one():" in told
+    assert "started afresh" in Path(str(report.report)).read_text()
+    assert_untouched(repo)
 
 
 async def test_a_rebase_fixer_that_gives_up_fails_its_subtask_not_the_run(

@@ -23,6 +23,7 @@ from swarm.messages import ChatRequest
 from swarm.run._report import RunReport
 from swarm.run._solve import SolveRequest, solve
 from swarm.testing import FunctionModel, Scripted, ScriptedModel, ScriptedSource, call
+from tests.test_solve import red_to_the_end
 
 PY = sys.executable
 PYTEST = "python -m pytest -q -p no:cacheprovider"
@@ -779,8 +780,7 @@ async def test_overlapping_scopes_order_the_work_but_a_failure_skips_nothing(
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["a.py"])])
     scripts = ScriptedSource(
         {
-            "coder:s1": [edit("a.py", "return 1", "return 5"), done()],
-            **{f"fixer:s1:{n}": [done("could not")] for n in (1, 2, 3)},
+            **red_to_the_end("s1", edit("a.py", "return 1", "return 5")),
             "coder:s2": [edit("a.py", "def one():", "def one() -> int:"), done()],
         }
     )

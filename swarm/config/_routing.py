@@ -101,6 +101,9 @@ class AdaptiveRouting(BaseModel):
     """A challenger must beat the current choice by this fraction to take its traffic."""
     escalate_after: int = Field(default=1, ge=0)
     """Red fixer rounds before the fixer moves to the reasoning tier."""
+    fresh_starts: int = Field(default=1, ge=0)
+    """Times a subtask still red after its fix rounds starts again from its base with a
+    new coder, its red change thrown away (0: it fails)."""
     shape: bool = True
     """Route by the run's shape: each subtask's slack on the critical path reaches its
     calls (`balanced` tiers send critical ones to the fastest, others to the cheapest)."""

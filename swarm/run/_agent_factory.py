@@ -69,6 +69,9 @@ class AgentFactory:
     restarts: dict[str, int] = field(default_factory=dict)
     """Times each subtask started again after its cluster node was lost, by id: its
     agents then take fresh journal keys (`agent`)."""
+    fresh: dict[str, int] = field(default_factory=dict)
+    """Times each subtask started afresh after its fix rounds left it red, by id (fresh
+    journal keys too)."""
 
     def agent(
         self,
@@ -88,6 +91,8 @@ class AgentFactory:
             # tool calls again, and the one its node was lost in may be why (a command
             # that takes a node down, or holds it until it is lost).
             agent_id = f"{agent_id}:node{again}"
+        if afresh := self.fresh.get(st.id, 0):
+            agent_id = f"{agent_id}:afresh{afresh}"  # replayed, it would make the red change
         # an agent that repeats itself moves to the reasoning tier once (its own journal key)
         fallback = None
         if not escalate:

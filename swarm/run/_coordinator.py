@@ -54,7 +54,7 @@ from swarm.run._check import (
 )
 from swarm.run._dispatch import Dispatch
 from swarm.run._environment import CheckEnvironment
-from swarm.run._fix_loop import FixLoop
+from swarm.run._fix_loop import FixLoop, StillRed
 from swarm.run._live_path import LivePath
 from swarm.run._merge import Merger, MergeResult
 from swarm.run._missing import asked_names, missing_names, missing_prompt
@@ -65,6 +65,7 @@ from swarm.run._removals import removal_prompt, unasked_removals
 from swarm.run._roles import (
     CODER,
     FIXER,
+    afresh_note,
     coder_prompt,
     named_symbols,
     rebase_prompt,
@@ -379,22 +380,36 @@ class Coordinator:
         return merged
 
     async def _code_and_test(self, st: Subtask, outcome: SubtaskOutcome, base: str) -> str:
-        """Code the subtask in a workspace at `base`; its patch once its check is green."""
-        async with self._workspaces.open(base, st.id) as ws:
-            with self._tree(ws, base):
-                patch = await self._code(st, ws, outcome)
-                checked = await self._fix_loop.first_check(st, ws, base, patch)
-                return await self._fix_loop.until_green(
-                    st, ws, base, outcome, tag="", checked=checked
-                )
+        """Code the subtask in a workspace at `base`; its patch once its check is green.
+        Still red after the fix rounds, it starts afresh from `base` with a new coder told
+        what stayed red (`fresh_starts` times), the red change thrown away."""
+        told = ""
+        while True:
+            try:
+                async with self._workspaces.open(base, st.id) as ws:
+                    with self._tree(ws, base):
+                        patch = await self._code(st, ws, outcome, told)
+                        checked = await self._fix_loop.first_check(st, ws, base, patch)
+                        return await self._fix_loop.until_green(
+                            st, ws, base, outcome, tag="", checked=checked
+                        )
+            except StillRed as red:
+                if len(outcome.started_afresh) >= self.options.fresh_starts:
+                    raise
+                told = afresh_note(red.command, red.result.output)
+                outcome.started_afresh.append(f"started afresh: {red}")
+                self._agents.fresh[st.id] = len(outcome.started_afresh)
+                self._run.progress.note(f"{st.id}: {red}: starting afresh")
 
-    async def _code(self, st: Subtask, ws: WorkspaceLike, outcome: SubtaskOutcome) -> str | None:
+    async def _code(
+        self, st: Subtask, ws: WorkspaceLike, outcome: SubtaskOutcome, told: str = ""
+    ) -> str | None:
         """The coder's turn, then its change's unasked removals (`_removals`) sent back
         once; what is still removed is the subtask's warning. Returns the workspace's patch
         when it read it last (None: not read since the last change); then the new names
         it asks for that no file has yet (`_missing`) sent back once too."""
         new_names = await self._new_names(st, ws)
-        result, patch = await self._coder_turn(st, ws)
+        result, patch = await self._coder_turn(st, ws, told)
         if result is None or not result.finished or patch is None:
             return patch
         asked = (self.task.title, self.task.instructions, st.title, st.instructions)
@@ -440,7 +455,7 @@ class Coordinator:
         return patch
 
     async def _coder_turn(
-        self, st: Subtask, ws: WorkspaceLike
+        self, st: Subtask, ws: WorkspaceLike, told: str = ""
     ) -> tuple[AgentResult[str] | None, str | None]:
         """The coder's turn: its last result (None: it ended without a change) and the
         patch as it read it after (None: not read); a coder that got stuck without
@@ -451,6 +466,7 @@ class Coordinator:
             coder = self._agents.agent("coder", agent_id, CODER, ws, st)
             coder.depends_on(self._dependency_spans(st))
             prompt = coder_prompt(self.task, st, await coder.shown(st.files, named_symbols(st)))
+            prompt += told
             if stuck_on:
                 prompt += (
                     f"\n\nAn earlier attempt got stuck sending this again and again: "

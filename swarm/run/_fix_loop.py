@@ -36,7 +36,16 @@ from swarm.run._roles import FIXER, fix_prompt
 from swarm.run._seams import Place, RunOptions, WorkspaceLike, is_local
 from swarm.run._task import Task
 
-__all__ = ["Checked", "FixLoop"]
+__all__ = ["Checked", "FixLoop", "StillRed"]
+
+
+class StillRed(GaveUp):
+    """A subtask's check still failing after its fix rounds: the command and its last
+    result go with it, for the coder that starts the subtask afresh."""
+
+    def __init__(self, rounds: int, command: str, result: CheckResult) -> None:
+        super().__init__(f"check still failing after {rounds} fix rounds")
+        self.command, self.result = command, result
 
 
 @dataclass(frozen=True)
@@ -155,7 +164,7 @@ class FixLoop:
         rounds = 0
         while not result.passed:
             if rounds >= self.options.fix_rounds:
-                raise GaveUp(f"check still failing after {rounds} fix rounds")
+                raise StillRed(rounds, command, result)
             rounds += 1
             outcome.fix_rounds += 1
             self._fixing(st.id)

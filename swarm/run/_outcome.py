@@ -55,6 +55,8 @@ class SubtaskOutcome:
     """What its change did that nobody asked for (definitions it removed)."""
     nodes_lost: list[str] = field(default_factory=list)
     """Each cluster node lost under it (which, doing what, when): it started again."""
+    started_afresh: list[str] = field(default_factory=list)
+    """Each time it started again from its base after its fix rounds left it red."""
 
     def report(self) -> SubtaskReport:
         return SubtaskReport(
@@ -69,6 +71,7 @@ class SubtaskOutcome:
             check=self.check,
             warning=self.warning,
             nodes_lost=list(self.nodes_lost),
+            started_afresh=list(self.started_afresh),
         )
 
 

@@ -47,6 +47,9 @@ class SubtaskReport(BaseModel):
     nodes_lost: list[str] = []
     """Each cluster node lost under it (`node ID lost during WHAT at S s`): it started
     again from its base on another."""
+    started_afresh: list[str] = []
+    """Each time its check stayed red through the fix rounds and a new coder started it
+    again from its base (what was red), the red change thrown away."""
 
 
 class Overhead(BaseModel):
@@ -198,7 +201,7 @@ def render_markdown(r: RunReport) -> str:
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for s in r.subtasks:
-        note = "; ".join([*s.nodes_lost, *filter(None, [s.error, s.warning])])
+        note = "; ".join([*s.nodes_lost, *s.started_afresh, *filter(None, [s.error, s.warning])])
         note = note.replace("\n", " ").replace("|", "\\|")[:240]
         check = _one_line(s.check, 80) if s.check else ""
         lines.append(

@@ -195,6 +195,20 @@ def fix_prompt(subtask: Subtask, check: str, output: str, shown: str = "") -> st
     )
 
 
+AFRESH_OUTPUT_CHARS = 1500
+"""How much of the red check a subtask's fresh coder is told (the cause, not every line)."""
+
+
+def afresh_note(check: str, output: str) -> str:
+    """What the coder that starts a subtask afresh is told of the attempt thrown away."""
+    return (
+        "\n\nAn earlier attempt at this subtask was thrown away: after its fix rounds, "
+        f"`{check}` still failed:\n{failing_part(output, AFRESH_OUTPUT_CHARS)}\n"
+        "The files above are as they were before it. Make the change again, another way, "
+        "and run the tests before you finish."
+    )
+
+
 def rebase_prompt(subtask: Subtask, patch: str, reason: str, shown: str = "") -> str:
     return (
         f"Your subtask, {subtask.title}, was done on an older version of the "

@@ -226,7 +226,12 @@ class Run:
         spec = self.spec
         if self._models is None:
             raise RuntimeError("Run.execute() needs the run open: `async with Run(...) as run`")
-        options = replace(spec.options, escalate_after=spec.config.routing.escalate_after)
+        routing = spec.config.routing
+        options = replace(
+            spec.options,
+            escalate_after=routing.escalate_after,
+            fresh_starts=routing.fresh_starts,
+        )
         seams = self.world.seams(self.id)
         coordinator = Coordinator(self, spec.task, options=options, seams=seams)
         await self.world.prepare(self.id)

@@ -232,7 +232,11 @@ class RunOptions:
     max_agents: int = 8
     max_steps_per_agent: int = 40
     fix_rounds: int = 3
-    """Fixer rounds per subtask before it is given up."""
+    """Fixer rounds per subtask before it is given up (or started afresh)."""
+    fresh_starts: int = 1
+    """Times a subtask still red after its fix rounds starts again from its base with a
+    new coder, told what stayed red: fixers piling up on a broken change (a small
+    model's) do worse than a clean start."""
     escalate_after: int = 1
     """Fixer rounds on the speed tier before the reasoning tier takes over."""
     rebase_rounds: int = 2
