@@ -745,6 +745,45 @@ async def test_a_name_the_subtask_asks_for_and_no_file_has_is_sent_back_once(
     assert "def five" in git(repo, "show", f"{report.branch}:b.py")
 
 
+async def test_a_name_a_fixer_took_out_is_asked_for_once_the_check_is_green(
+    tmp_path: Path,
+) -> None:
+    """As the 1.5B model did with "Add test_clamp": its fixer made the check green by
+    writing the file without the name asked for, and swarm said `done`. The green change
+    is looked at again: a coder is asked for the name in a fresh conversation, and what
+    it adds is checked before it merges."""
+    repo = make_repo(tmp_path, THREE)
+    task = write_task(tmp_path, f"check: python check.py\npython: {PY}")
+    five = {**subtask("s1", ["a.py", "b.py"]), "title": "Add five() to b.py"}
+    plan = write_plan(tmp_path, [five])
+    with_five = "def five():\n    return 5\n\n\ndef three"
+    scripts = ScriptedSource(
+        {
+            "coder:s1": [
+                edit("b.py", "def three", with_five),
+                edit("a.py", "return 1", "return 2"),  # and the check goes red
+                done(),
+            ],
+            "fixer:s1:1": [
+                call("write_file", path="b.py", content=THREE["b.py"]),
+                edit("a.py", "return 2", "return 1"),
+                done("green"),
+            ],
+            "coder:s1:missing": [edit("b.py", "def three", with_five), done()],
+        }
+    )
+    report = await run(tmp_path, repo, task, plan, scripts)
+    assert states(report) == {"s1": "merged"}, report
+    (s1,) = report.subtasks
+    assert (s1.fix_rounds, s1.warning) == (1, None)
+    asked = scripts.models["coder:s1:missing"]
+    assert isinstance(asked, ScriptedModel)
+    first = asked.requests[0].messages
+    assert [m.role for m in first] == ["system", "user"]  # not the coder's conversation
+    assert "Your subtask asks for `five`" in (first[-1].content or "")
+    assert "def five" in git(repo, "show", f"{report.branch}:b.py")
+
+
 async def test_a_run_stopped_by_an_error_says_its_cause_on_its_root_span(tmp_path: Path) -> None:
     """The planner's provider gives up: the report and the workflow span (what Phoenix
     shows) both say why, never "ExceptionGroup: unhandled errors in a TaskGroup"."""

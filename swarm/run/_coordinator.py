@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TypeVar
@@ -87,6 +88,17 @@ from swarm.run._task import Task
 __all__ = ["Coordinator", "node_lost_in"]
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class _Coded:
+    """What a coder's turn left: the patch (None: not read since the last change), the new
+    names its subtask asks for, and whether the coder was sent back for missing ones."""
+
+    patch: str | None
+    asked: list[str]
+    sent_back: bool = False
+
 
 NODE_RESTARTS = 2
 """Times a subtask starts again elsewhere after its workspace's cluster node was lost."""
@@ -388,11 +400,12 @@ class Coordinator:
             try:
                 async with self._workspaces.open(base, st.id) as ws:
                     with self._tree(ws, base):
-                        patch = await self._code(st, ws, outcome, told)
-                        checked = await self._fix_loop.first_check(st, ws, base, patch)
-                        return await self._fix_loop.until_green(
+                        coded = await self._code(st, ws, outcome, told)
+                        checked = await self._fix_loop.first_check(st, ws, base, coded.patch)
+                        patch = await self._fix_loop.until_green(
                             st, ws, base, outcome, tag="", checked=checked
                         )
+                        return await self._asked_for(st, ws, base, outcome, coded, patch)
             except StillRed as red:
                 if len(outcome.started_afresh) >= self.options.fresh_starts:
                     raise
@@ -403,15 +416,15 @@ class Coordinator:
 
     async def _code(
         self, st: Subtask, ws: WorkspaceLike, outcome: SubtaskOutcome, told: str = ""
-    ) -> str | None:
+    ) -> _Coded:
         """The coder's turn, then its change's unasked removals (`_removals`) sent back
-        once; what is still removed is the subtask's warning. Returns the workspace's patch
-        when it read it last (None: not read since the last change); then the new names
-        it asks for that no file has yet (`_missing`) sent back once too."""
+        once; what is still removed is the subtask's warning. A coder that finished
+        without the new names its subtask asks for (`_missing`) is sent back once too,
+        in its own conversation."""
         new_names = await self._new_names(st, ws)
         result, patch = await self._coder_turn(st, ws, told)
         if result is None or not result.finished or patch is None:
-            return patch
+            return _Coded(patch, new_names)
         asked = (self.task.title, self.task.instructions, st.title, st.instructions)
         removed = unasked_removals(patch, *asked)
         if removed:
@@ -421,9 +434,11 @@ class Coordinator:
             patch = await ws.patch()
             removed = unasked_removals(patch, *asked)
         if removed:
-            removes = f"removes {', '.join(map(str, removed))}; no instruction names it"
-            outcome.warning = "; ".join(filter(None, [outcome.warning, removes]))
-        return await self._missing(st, ws, outcome, new_names, result.messages, patch)
+            outcome.warn(f"removes {', '.join(map(str, removed))}; no instruction names it")
+        if not await missing_names(ws.path, new_names):  # none asked: no git run
+            return _Coded(patch, new_names)
+        await self._send_back_missing(st, ws, new_names, result.messages)
+        return _Coded(await ws.patch(), new_names, sent_back=True)
 
     async def _new_names(self, st: Subtask, ws: WorkspaceLike) -> list[str]:
         """The names the subtask asks for that no file has before its change (a name it
@@ -432,26 +447,37 @@ class Coordinator:
             return []
         return await missing_names(ws.path, asked_names(st.title, st.instructions))
 
-    async def _missing(
+    async def _send_back_missing(
+        self, st: Subtask, ws: WorkspaceLike, missing: list[str], history: list[Message]
+    ) -> None:
+        coder = self._agents.agent("coder", f"coder:{st.id}:missing", CODER, ws, st)
+        await coder.run(missing_prompt(missing, st.files), history=history)
+
+    async def _asked_for(
         self,
         st: Subtask,
         ws: WorkspaceLike,
+        base: str,
         outcome: SubtaskOutcome,
-        new_names: list[str],
-        history: list[Message],
-        patch: str | None,
-    ) -> str | None:
-        """`new_names` that the worktree still holds nowhere (`_missing`) sent back once;
-        what is still missing is the subtask's warning."""
-        missing = await missing_names(ws.path, new_names)  # none asked: no git run
-        if missing:
-            coder = self._agents.agent("coder", f"coder:{st.id}:missing", CODER, ws, st)
-            await coder.run(missing_prompt(missing, st.files), history=history)
+        coded: _Coded,
+        patch: str,
+    ) -> str:
+        """The green patch, looked at for the new names the subtask asks for: a fixer may
+        have taken one out, a coder that got stuck never put it in. Missing ones are sent
+        back once (if the coder was not already), the change checked green again; what is
+        still missing is the subtask's warning: a green check that runs the old tests
+        alone does not make "Add test_clamp" done."""
+        missing = await missing_names(ws.path, coded.asked)  # none asked: no git run
+        if missing and not coded.sent_back:
+            await self._send_back_missing(st, ws, missing, [])
             patch = await ws.patch()
+            checked = await self._fix_loop.first_check(st, ws, base, patch)
+            patch = await self._fix_loop.until_green(
+                st, ws, base, outcome, tag="missing", checked=checked
+            )
             missing = await missing_names(ws.path, missing)
         if missing:
-            lacks = f"asked for {', '.join(missing)}; no file has it"
-            outcome.warning = "; ".join(filter(None, [outcome.warning, lacks]))
+            outcome.warn(f"asked for {', '.join(missing)}; no file has it")
         return patch
 
     async def _coder_turn(

@@ -58,6 +58,10 @@ class SubtaskOutcome:
     started_afresh: list[str] = field(default_factory=list)
     """Each time it started again from its base after its fix rounds left it red."""
 
+    def warn(self, text: str) -> None:
+        """Add `text` to the subtask's warning."""
+        self.warning = "; ".join(filter(None, [self.warning, text]))
+
     def report(self) -> SubtaskReport:
         return SubtaskReport(
             id=self.id,
