@@ -743,6 +743,8 @@ async def test_a_name_the_subtask_asks_for_and_no_file_has_is_sent_back_once(
     warnings = {s.id: s.warning for s in report.subtasks}
     assert warnings == {"s1": None, "s2": "asked for six; no file has it"}
     assert "def five" in git(repo, "show", f"{report.branch}:b.py")
+    said = Path(str(report.report)).read_text()  # at the top, beside the status
+    assert "\n- warning: s2: asked for six; no file has it\n" in said.split("## Subtasks")[0]
 
 
 async def test_a_name_a_fixer_took_out_is_asked_for_once_the_check_is_green(

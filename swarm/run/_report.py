@@ -193,6 +193,8 @@ def render_markdown(r: RunReport) -> str:
         lines.append(f"- flaky tests (excused): {', '.join(r.flaky[:20])}")
     for agent, text in r.stuck.items():
         lines.append(f"- stuck: {agent} kept sending: {_one_line(text, 200)}")
+    # said at the top: a `done` whose subtask left out what it was asked for is not all done
+    lines += [f"- warning: {s.id}: {s.warning}" for s in r.subtasks if s.warning]
     lines += [
         "",
         "## Subtasks",
