@@ -132,6 +132,45 @@ async def test_a_test_shown_alone_goes_to_the_one_file_the_reply_names(workspace
     assert "def test_total():" in merged
 
 
+async def test_fences_in_list_items_go_to_the_file_that_defines_what_they_show(
+    tmp_path: Path,
+) -> None:
+    """As the 1.5B model answered "Add clamp" (two files in scope, both named in its
+    prose, no path on either fence): numbered steps, each fence indented inside its list
+    item. A fence indented N spaces takes N off its lines (CommonMark); a block with no
+    path of its own goes to the one scope file that defines a name it shows (`add`,
+    `test_add`)."""
+    (tmp_path / "mathutil").mkdir()
+    (tmp_path / "tests").mkdir()
+    init = '"""Small numeric helpers."""\n\n\ndef add(a, b):\n    return a + b\n'
+    test = "from mathutil import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+    (tmp_path / "mathutil" / "__init__.py").write_text(init)
+    (tmp_path / "tests" / "test_mathutil.py").write_text(test)
+    clamp = "def clamp(x, lo, hi):\n    return max(lo, min(hi, x))\n"
+    test_clamp = "def test_clamp():\n    assert clamp(5, 0, 3) == 3\n"
+
+    def indented(code: str) -> str:
+        return "\n".join(f"     {line}" if line else "" for line in code.splitlines())
+
+    with_clamp = f"{init}\n\n{clamp}"
+    tested = f"{test.replace('add', 'add, clamp', 1)}\n\n{test_clamp}"
+    text = (
+        "To add `clamp` to `mathutil/__init__.py` and test it in `tests/test_mathutil.py`:\n\n"
+        "1. **Add the `clamp` function to `mathutil/__init__.py`**:\n"
+        "   - Add the `clamp` function as follows:\n"
+        f"     ```python\n{indented(with_clamp)}\n     ```\n\n"
+        "2. **Test it**:\n"
+        "   - Add these tests:\n"
+        f"     ```python\n{indented(tested)}\n     ```\n"
+    )
+    hook = FencedFileWrites(tmp_path, ("mathutil/__init__.py", "tests/test_mathutil.py"))
+    writes = _writes(await _read(hook, text))
+    assert writes["mathutil/__init__.py"] == with_clamp
+    assert writes["tests/test_mathutil.py"].startswith("from mathutil import add, clamp\n")
+    assert writes["tests/test_mathutil.py"].endswith(test_clamp)
+    assert "def test_add():" in writes["tests/test_mathutil.py"]
+
+
 async def test_a_name_the_task_asks_to_rename_may_leave_the_file(workspace: Path) -> None:
     text = f"### shop/pricing.py\n```python\n{RENAMED}```"
     refused = await _read(FencedFileWrites(workspace, ("shop/*.py",)), text)

@@ -4,7 +4,9 @@ Small open models asked to change a file often answer with code instead of a cal
 whole file, or the functions they changed or added, under a path (`### app/pricing.py`,
 `` `app/pricing.py`: ``), with the path in the fence's info string (```` ```python
 app/pricing.py ````) or in a first-line comment, or with no path at all when the subtask
-has one file or the reply's prose names one ("add this test to `tests/test_x.py`"). That
+has one file, the reply's prose names one ("add this test to `tests/test_x.py`"), or one
+of its Python files defines a function or class the block shows (`add`, beside the new
+`clamp`). A fence indented in a list item takes that indent off its lines (CommonMark). That
 reply changes nothing, and telling the model to call a tool rarely helps a model of that
 size. `FencedFileWrites` (an `after_model` hook) reads such a reply, when it calls no
 tool (or only `run_tests` or `finish`, which take the change as made: the writes go before
@@ -136,7 +138,7 @@ class FencedFileWrites(Hooks):
         wholes: dict[str, set[str]] = {}
         problem = ""
         for block in _blocks(text):
-            path = self._in_place(block.path) if block.path else inferred
+            path = self._in_place(block.path) if block.path else inferred or self._owner(block)
             if path is None or (block.path is None and not _fits(path, block.language)):
                 continue
             content, why = self._content(path, block, taken.get(path))
@@ -191,6 +193,29 @@ class FencedFileWrites(Hooks):
         only = self.scope[0]
         plain = not only.endswith("/") and not any(c in only for c in "*?[")
         return only if plain and _normal(only) is not None else None
+
+    def _owner(self, block: _Block) -> str | None:
+        """The one Python file of the scope that defines a name `block` defines too (a
+        block with `add` and `clamp`, from a file that has `add`), for a block whose path
+        the reply did not write and the scope does not settle."""
+        if block.language not in _LANGUAGES[".py"]:
+            return None
+        try:
+            shown = _defined(parse_python(block.body))
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+        owners = set()
+        for entry in self.scope:
+            relative = _normal(entry)
+            target = self.root / relative if relative else None
+            if relative is None or target is None or not relative.endswith(".py"):
+                continue
+            try:
+                if shown & _defined(parse_python(target.read_text(errors="replace"))):
+                    owners.add(relative)
+            except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+                continue
+        return owners.pop() if len(owners) == 1 else None
 
     def _only_mentioned(self, text: str) -> str | None:
         """The one file of the scope the reply's prose names, if it names only one ("add
@@ -290,7 +315,9 @@ def _blocks(text: str) -> Iterator[_Block]:
         end = _closing(lines, i + 1, fence, info.strip().lower() in _LANGUAGES[".md"] - {""})
         if end is None:
             return  # an open fence: the rest is its body, cut off
-        body = lines[i + 1 : end]
+        # a fence indented N spaces (in a list item) takes up to N off each line (CommonMark)
+        indent = len(lines[i]) - len(lines[i].lstrip(" "))
+        body = [_unindented(line, indent) for line in lines[i + 1 : end]]
         words = info.replace(":", " ").replace("=", " ").split()
         language = words[0].lower() if words and "." not in words[0] else ""
         path = _one_path(" ".join(words)) or _label(lines[:i])
@@ -298,6 +325,11 @@ def _blocks(text: str) -> Iterator[_Block]:
             path = _comment_path(body[0])  # kept in the file: a comment is harmless there
         yield _Block("\n".join(body), language, path)
         i = end + 1
+
+
+def _unindented(line: str, indent: int) -> str:
+    """`line` with up to `indent` leading spaces taken off."""
+    return line[min(indent, len(line) - len(line.lstrip(" "))) :]
 
 
 def _label(before: Sequence[str]) -> str | None:
