@@ -56,6 +56,7 @@ __all__ = [
     "PlanError",
     "ProviderError",
     "RateLimited",
+    "StillRed",
     "SwarmError",
     "ToolError",
     "UnsandboxedWarning",
@@ -293,6 +294,15 @@ class PlanError(ConfigError):
 
 class GaveUp(SwarmError):
     """A subtask's agents could not make its check pass: it fails, the run goes on."""
+
+
+class StillRed(GaveUp):
+    """A subtask's check still failing after its fix rounds: the command and its last
+    output go with it, for the coder that starts the subtask afresh."""
+
+    def __init__(self, rounds: int, command: str, output: str) -> None:
+        super().__init__(f"check still failing after {rounds} fix rounds")
+        self.command, self.output = command, output
 
 
 class WireError(SwarmError, ValueError):

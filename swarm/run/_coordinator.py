@@ -40,6 +40,7 @@ from swarm.errors import (
     BudgetExceeded,
     GaveUp,
     ProviderError,
+    StillRed,
     SwarmError,
     WorkspaceError,
 )
@@ -55,7 +56,7 @@ from swarm.run._check import (
 )
 from swarm.run._dispatch import Dispatch
 from swarm.run._environment import CheckEnvironment
-from swarm.run._fix_loop import FixLoop, StillRed
+from swarm.run._fix_loop import FixLoop
 from swarm.run._live_path import LivePath
 from swarm.run._merge import Merger, MergeResult
 from swarm.run._missing import asked_names, missing_names, missing_prompt
@@ -409,7 +410,7 @@ class Coordinator:
             except StillRed as red:
                 if len(outcome.started_afresh) >= self.options.fresh_starts:
                     raise
-                told = afresh_note(red.command, red.result.output)
+                told = afresh_note(red.command, red.output)
                 outcome.started_afresh.append(f"started afresh: {red}")
                 self._agents.fresh[st.id] = len(outcome.started_afresh)
                 self._run.progress.note(f"{st.id}: {red}: starting afresh")

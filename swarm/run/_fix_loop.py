@@ -26,7 +26,7 @@ import anyio
 from swarm._tracing import semconv as sc
 from swarm._tracing.setup import tracer
 from swarm.agent._tool import WriteLog
-from swarm.errors import GaveUp
+from swarm.errors import StillRed
 from swarm.run._agent_factory import AgentFactory
 from swarm.run._check import NOTHING_TO_TEST, Checker, CheckFn, CheckResult, tree_key
 from swarm.run._impact import Selection, changed_files, select, unselectable
@@ -36,16 +36,7 @@ from swarm.run._roles import FIXER, fix_prompt
 from swarm.run._seams import Place, RunOptions, WorkspaceLike, is_local
 from swarm.run._task import Task
 
-__all__ = ["Checked", "FixLoop", "StillRed"]
-
-
-class StillRed(GaveUp):
-    """A subtask's check still failing after its fix rounds: the command and its last
-    result go with it, for the coder that starts the subtask afresh."""
-
-    def __init__(self, rounds: int, command: str, result: CheckResult) -> None:
-        super().__init__(f"check still failing after {rounds} fix rounds")
-        self.command, self.result = command, result
+__all__ = ["Checked", "FixLoop"]
 
 
 @dataclass(frozen=True)
@@ -164,7 +155,7 @@ class FixLoop:
         rounds = 0
         while not result.passed:
             if rounds >= self.options.fix_rounds:
-                raise StillRed(rounds, command, result)
+                raise StillRed(rounds, command, result.output)
             rounds += 1
             outcome.fix_rounds += 1
             self._fixing(st.id)
