@@ -720,15 +720,13 @@ async def test_a_name_the_subtask_asks_for_and_no_file_has_is_sent_back_once(
     does not is merged with a warning saying what is missing."""
     repo = make_repo(tmp_path, THREE)
     task = write_task(tmp_path, f"check: python check.py\npython: {PY}")
-    five = {**subtask("s1", ["b.py"]), "title": "Add five() to b.py"}
+    five = {**subtask("s1", ["b.py"]), "title": "Add five() and seven() to b.py"}
     six = {**subtask("s2", ["c.py"]), "instructions": "Add `six` to c.py; run `pytest`."}
     plan = write_plan(tmp_path, [five, six])
+    fiv_seven = "def fiv():\n    return 5\n\n\ndef seven():\n    return 7\n\n\ndef three"
     scripts = ScriptedSource(
         {
-            "coder:s1": [
-                edit("b.py", "def three", "def fiv():\n    return 5\n\n\ndef three"),
-                done(),
-            ],
+            "coder:s1": [edit("b.py", "def three", fiv_seven), done()],  # seven is there
             "coder:s1:missing": [edit("b.py", "def fiv", "def five"), done()],
             "coder:s2": [edit("c.py", "return 4", "return 2 + 2"), done()],
             "coder:s2:missing": [done("it is there")],

@@ -436,9 +436,10 @@ class Coordinator:
             removed = unasked_removals(patch, *asked)
         if removed:
             outcome.warn(f"removes {', '.join(map(str, removed))}; no instruction names it")
-        if not await missing_names(ws.path, new_names):  # none asked: no git run
+        missing = await missing_names(ws.path, new_names)  # none asked: no git run
+        if not missing:
             return _Coded(patch, new_names)
-        await self._send_back_missing(st, ws, new_names, result.messages)
+        await self._send_back_missing(st, ws, missing, result.messages)
         return _Coded(await ws.patch(), new_names, sent_back=True)
 
     async def _new_names(self, st: Subtask, ws: WorkspaceLike) -> list[str]:
