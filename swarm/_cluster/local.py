@@ -156,8 +156,7 @@ def local_cluster(
     keep_loopback()  # for the drivers this process connects
     port = _free_port()
     ray_temp = Path(f"/tmp/swarm-ray-{os.getpid()}-{port}")  # short: a socket path's limit
-    head_args = ["--head", f"--port={port}", "--include-dashboard=false"]
-    head_args.append(f"--temp-dir={ray_temp}")
+    head_args = ["--head", f"--port={port}", "--include-dashboard=false", f"--temp-dir={ray_temp}"]
     cluster = LocalCluster(f"{LOOPBACK}:{port}", [], logs)
     try:
         cluster.processes.append(_start(head_args, nodes[0], logs / "node0.log", root))

@@ -208,7 +208,7 @@ class WorkspaceNode:
     async def close(self) -> None:
         """Remove the clone (the actor ends after this)."""
         if self.root != Path():
-            with anyio.CancelScope(shield=True):  # bounded: each umount is
+            with anyio.CancelScope(shield=True):  # bounded: each umount has a timeout
                 await anyio.to_thread.run_sync(_remove_clone, self.root)
             self.volume = False
 

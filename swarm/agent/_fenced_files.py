@@ -207,11 +207,11 @@ class FencedFileWrites(Hooks):
         owners = set()
         for entry in self.scope:
             relative = _normal(entry)
-            target = self.root / relative if relative else None
-            if relative is None or target is None or not relative.endswith(".py"):
+            if relative is None or not relative.endswith(".py"):
                 continue
             try:
-                if shown & _defined(parse_python(target.read_text(errors="replace"))):
+                source = (self.root / relative).read_text(errors="replace")
+                if shown & _defined(parse_python(source)):
                     owners.add(relative)
             except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
                 continue
