@@ -74,6 +74,12 @@ def test_a_run_killed_with_sigkill_is_shown_interrupted(
         assert run_id is not None, "the run never started"
         (row,) = _runs(state, capsys)
         assert (row["run_id"], row["status"]) == (run_id, "running")
+        # killed once it has a worktree, so the next start has one to clean up
+        worktrees = state / "demo" / run_id / ".git" / "swarm-worktrees" / run_id
+        while not any(worktrees.glob("*.owner")) and time.monotonic() < deadline:
+            assert proc.poll() is None, "the run ended before it made a worktree"
+            time.sleep(0.1)
+        assert any(worktrees.glob("*.owner")), "the run never made a worktree"
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
