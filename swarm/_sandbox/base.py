@@ -96,7 +96,7 @@ class SandboxPolicy:
     cgroups: bool = True
     """Put each command in pids (and memory) cgroups of its own where the machine lets
     swarm make them (`swarm._sandbox._pids`); False: never, the guard alone keeps the
-    process limit and memory is limited per process."""
+    process limit and adds up each command's memory (`swarm._sandbox._memory`)."""
     guard_in_cgroup: bool = True
     """In a pids cgroup, where the kernel caps the tasks, the guard still counts the
     processes now and then and ends a command spinning on failed forks; False: the

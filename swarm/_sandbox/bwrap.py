@@ -36,7 +36,9 @@ processes machine-wide and does not bind root at all; where swarm may make cgrou
 kernel caps the processes and the whole command's memory too, each command in cgroups of
 its own (`swarm._sandbox._pids`); where it may not and is not root, the kernel caps the
 processes of a PID namespace of the command's own around bubblewrap's, and the guard's kill
-takes that whole namespace at once (`swarm._sandbox._pidns`).
+takes that whole namespace at once (`swarm._sandbox._pidns`); where no memory cgroup can
+be made, the guard adds up the command's memory and kills it past the limit
+(`swarm._sandbox._memory`).
 The guard also keeps the worktree's disk quota where the worktree is not a filesystem of
 its own (`swarm._sandbox._disk`: a check; `swarm._sandbox._volume`: the kernel's).
 """
@@ -61,6 +63,7 @@ from swarm._sandbox import _disk, _identity, _pidns, _pids, _seccomp, _volume
 from swarm._sandbox._egress import Egress
 from swarm._sandbox._etc import etc_mounts, sandbox_ids
 from swarm._sandbox._gitconfig import shown_config
+from swarm._sandbox._memory import MemoryWatch
 from swarm._sandbox._proxy import AllowList
 from swarm._sandbox._seats import Seats
 from swarm._sandbox.base import Lane, Launch, Sandbox, SandboxPolicy, admin_of, git_dir
@@ -270,8 +273,7 @@ class BwrapSandbox(Sandbox):
         for name in _PROC_HIDDEN:
             if os.path.lexists(f"/proc/{name}"):
                 args += ["--ro-bind", "/dev/null", f"/proc/{name}"]
-        limits = self.policy.limits
-        shm, tmp = str(limits.shm_mb * _MB), str(limits.tmp_mb * _MB)
+        shm, tmp = (str(mb * _MB) for mb in _memory_backed_mb(self.policy))
         # /dev is a tmpfs of half the machine's memory: its own /dev/shm, sized, and the
         # rest read-only (the device nodes still work), so neither fills the memory
         # (each everyone's to write, sticky: the command is not the root that mounts them)
@@ -421,16 +423,19 @@ class BwrapSandbox(Sandbox):
 
     async def guard(self, pid: int, launch: Launch | None = None) -> str | None:
         """Kill the sandbox (its PID namespace's init: bubblewrap's, or that of the capped
-        namespace around it, `Launch.capped`) when it holds too many processes. In a pids
-        cgroup (`swarm._sandbox._pids`: the kernel caps it) its processes are only counted
-        once its tasks are more than the limit: one small file read."""
+        namespace around it, `Launch.capped`) when it holds too many processes, or, where
+        no memory cgroup holds the command, too much memory (`swarm._sandbox._memory`). In
+        a pids cgroup (`swarm._sandbox._pids`: the kernel caps it) its processes are only
+        counted once its tasks are more than the limit: one small file read."""
         limit = self.policy.limits.max_processes
         cgroup = launch.cgroup if launch is not None else None
         capped = launch is not None and launch.capped
-        if cgroup is not None and not self.policy.guard_in_cgroup:
-            return None  # the kernel's cap alone
+        memory = self._memory_watch(cgroup)
+        if cgroup is not None and memory is None and not self.policy.guard_in_cgroup:
+            return None  # the kernel's caps alone
         init: int | None = None
-        intervals = _GUARD_INTERVALS_S if cgroup is None else _CAPPED_INTERVALS_S
+        counted = cgroup is None or memory is not None  # the guard alone holds a limit
+        intervals = _GUARD_INTERVALS_S if counted else _CAPPED_INTERVALS_S
         waits = iter(intervals)
         count: _pids.TaskCount | None = None  # cgroup's count, read through one open file
         disk = self._disk_watch(launch)
@@ -448,17 +453,28 @@ class BwrapSandbox(Sandbox):
                         if not found:
                             continue
                         init = found[0]
+                    crowded = True
                     if cgroup is not None:
                         count = count or _pids.TaskCount(cgroup)
-                        if count() <= limit:
-                            continue  # no more processes than tasks
+                        crowded = count() > limit  # else no more processes than tasks
                 except OSError:
                     return None  # ended, or not ours to look into
+                if not crowded and memory is None:
+                    continue
                 try:
                     # the processes are counted in bubblewrap's namespace, whose /proc lists
                     # them: in the capped one, two down (bubblewrap, then its init)
                     inner = _descend(init, 2) if capped else init
-                    too_many = inner is not None and _more_processes_than(inner, limit)
+                    proc = None if inner is None else _own_proc(inner)
+                    if proc is None:
+                        continue
+                    why = (
+                        f"more than {limit} processes at once; the command was killed"
+                        if crowded and _more_processes_than(proc, limit)
+                        else None
+                    )
+                    if why is None and memory is not None and inner is not None:
+                        why = memory.over(inner)
                 except OSError:
                     # bwrap's first child may be a step of its setup that is gone by now,
                     # or not yet readable: it changes its uid inside the user namespace,
@@ -467,15 +483,22 @@ class BwrapSandbox(Sandbox):
                     # long as the command runs: giving up let a fork bomb run free
                     init = None
                     continue
-                if too_many:
+                if why is not None:
                     try:
                         os.kill(init, signal.SIGKILL)  # the kernel kills the whole namespace
                     except ProcessLookupError:
                         return None
-                    return f"more than {limit} processes at once; the command was killed"
+                    return why
         finally:
             if count is not None:
                 count.close()
+
+    def _memory_watch(self, cgroup: Path | None) -> MemoryWatch | None:
+        """What adds up the command's memory, where no memory cgroup caps it as a whole."""
+        limit = self.policy.limits.memory_mb
+        if limit is None or (cgroup is not None and _pids.memory_usable()):
+            return None
+        return MemoryWatch(limit)
 
     def _disk_watch(self, launch: Launch | None) -> _disk.DiskWatch | None:
         """The quota of the command's worktree (`swarm._sandbox._disk`), if it has one."""
@@ -501,6 +524,13 @@ class BwrapSandbox(Sandbox):
             notes.append(_file_size_note(limits.largest_file_mb, limits.disk_mb))
         if self.policy.network != "host" and any(s in output for s in _NO_NETWORK):
             notes.append(_NETWORK_NOTES[self.policy.network])
+        shm, tmp = _memory_backed_mb(self.policy)
+        if "No space left on device" in output and (shm, tmp) != (limits.shm_mb, limits.tmp_mb):
+            notes.append(
+                f"no space left on a device: if it was /tmp or /dev/shm, they hold at most "
+                f"{tmp} MB and {shm} MB here, sized to fit the command's memory limit of "
+                f"{limits.memory_mb} MB (no memory cgroup can be made)"
+            )
         return notes[:5]
 
 
@@ -529,15 +559,30 @@ def _say_what_is_enforced(policy: SandboxPolicy) -> None:
         else "[sandbox] cgroups = false"
     )
     log.warning(
-        "no memory cgroup can be made here (%s): a command's memory is limited per process "
-        "(RLIMIT_DATA, %d MB) and its /tmp and /dev/shm by their sizes (%d MB, %d MB), not "
-        "as a whole; its processes %s",
+        "no memory cgroup can be made here (%s): the kernel limits a command's memory per "
+        "process (RLIMIT_DATA, %d MB) and its /tmp and /dev/shm by their sizes (%d MB and "
+        "%d MB, fitted within the limit); swarm adds up what the command holds as a whole "
+        "(processes, shared memory, /tmp, /dev/shm) every 50 ms and kills it past %d MB, so "
+        "a command allocating fast may pass the limit for that long; its processes %s",
         why,
         limits.memory_mb,
-        limits.tmp_mb,
-        limits.shm_mb,
+        *reversed(_memory_backed_mb(policy)),
+        limits.memory_mb,
         _process_cap(policy),
     )
+
+
+def _memory_backed_mb(policy: SandboxPolicy) -> tuple[int, int]:
+    """The sizes (MB) of a command's `/dev/shm` and `/tmp`: as set where a memory cgroup
+    holds the command's memory as a whole; elsewhere fitted together inside `memory_mb`, so
+    that the kernel holds what files there take to the limit exactly (the guard, which adds
+    them to the processes' memory, only looks now and then: a command that filled them
+    and ended at once could pass it)."""
+    limits = policy.limits
+    if limits.memory_mb is None or (policy.cgroups and _pids.memory_usable()):
+        return limits.shm_mb, limits.tmp_mb
+    shm = min(limits.shm_mb, limits.memory_mb // 2)
+    return shm, min(limits.tmp_mb, limits.memory_mb - shm)
 
 
 def _process_cap(policy: SandboxPolicy) -> str:
@@ -646,16 +691,21 @@ def _descend(pid: int, levels: int) -> int | None:
     return pid
 
 
-def _more_processes_than(init: int, limit: int) -> bool:
+def _own_proc(init: int) -> str | None:
+    """The `/proc` the sandbox whose PID namespace's init is `init` sees, once it is its
+    own: while bwrap is still setting up, `init`'s root is the host's, whose /proc lists
+    every process of the machine (a normal user's command, whose processes no cgroup counts
+    first, was killed for the host's)."""
+    proc = f"/proc/{init}/root/proc"
+    return None if os.stat(proc).st_dev == _host_proc_device() else proc
+
+
+def _more_processes_than(proc: str, limit: int) -> bool:
     """Whether the sandbox's PID namespace holds more than `limit` processes: the numeric
-    entries of its own /proc, read only that far (listing 3,500 forking processes in full
-    took 0.9 s, while the bomb went on). While bwrap is still setting up, `init`'s root is
-    the host's, whose /proc lists every process of the machine: not counted (a normal
-    user's command, whose processes no cgroup counts first, was killed for the host's)."""
+    entries of its own `proc`, read only that far (listing 3,500 forking processes in full
+    took 0.9 s, while the bomb went on)."""
     count = 0
-    if os.stat(f"/proc/{init}/root/proc").st_dev == _host_proc_device():
-        return False
-    with os.scandir(f"/proc/{init}/root/proc") as entries:
+    with os.scandir(proc) as entries:
         for entry in entries:
             count += entry.name.isdigit()
             if count > limit:

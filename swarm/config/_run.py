@@ -168,15 +168,16 @@ class SandboxConfig(BaseModel):
     file_size_mb: int | None = Field(default=4096, ge=1)
     tmp_mb: int = Field(default=1024, ge=16)
     shm_mb: int = Field(default=256, ge=1)
+    """Size of each command's `/dev/shm` (memory-backed)."""
     cgroups: bool = True
     """Each command in pids (and memory) cgroups of its own where the machine allows
-    (false: never; the guard alone keeps `max_processes`, memory is limited per process)."""
+    (false: never; the guard alone keeps `max_processes`, and adds up a command's memory
+    to keep `memory_mb`)."""
     guard_in_cgroup: bool = True
     """In a pids cgroup, swarm still counts a command's processes now and then (false: the
     kernel's cap alone)."""
     pidfd: bool = True
     """Start commands through pidfds where the system has them (false: anyio's way)."""
-    """Size of each command's `/dev/shm` (memory-backed)."""
     disk_mb: int | None = Field(default=8192, ge=1)
     """How much a worktree may hold past its checkout: where swarm is root and has loop
     devices, the worktree is a filesystem of that much room and the kernel refuses writes
