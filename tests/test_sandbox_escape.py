@@ -1093,6 +1093,21 @@ async def test_memory_attack_without_a_memory_cgroup(attack: Attack, tmp_path: P
         assert "swarm killed it" in output
 
 
+async def test_without_a_memory_cgroup_a_command_under_the_limit_runs_on(tmp_path: Path) -> None:
+    """The count is not a false alarm: 150 MB in two processes and 40 MB in /tmp, under the
+    256 MB limit, held for a while as the guard looks again and again."""
+    if NO_BWRAP:
+        pytest.skip(f"bubblewrap cannot run here: {NO_BWRAP}")
+    command = (
+        "head -c 40M /dev/zero > /tmp/f; "
+        'for i in 1 2; do python -c "b = bytearray(75 << 20); import time; time.sleep(1)" & '
+        "done; wait; echo STILL-HERE"
+    )
+    async with world(tmp_path, "bwrap", cgroups=False) as w:
+        output = await run(lambda _w: command)(w)
+    assert "STILL-HERE" in output and "memory limit" not in output, output
+
+
 SERVED = ("run-fork-bomb", "run-too-many-processes", "run-setsid-survivor", "check-setsid-survivor")
 """The attacks on process containment, again as a solve runs commands: through its spawn
 server (the server, not swarm, is their parent), in the sandbox's session (each command in

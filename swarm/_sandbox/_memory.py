@@ -67,6 +67,8 @@ def _processes_bytes(proc: str) -> int:
                 text = f.read()
         except (FileNotFoundError, ProcessLookupError):
             continue  # ended between the listing and the read
+        except PermissionError:
+            continue  # changing its uid (the drop step), undumpable until it execs
         start = text.find(_PSS)
         if start >= 0:
             total += int(text[start + len(_PSS) : text.index(b"kB", start)]) * 1024
