@@ -1,7 +1,7 @@
 """The search tool: regex search over the workspace, printed as `path:line:text`.
 
 Uses ripgrep (`rg`) when it is on the workspace's PATH (it honours .gitignore); otherwise a
-Python walk that skips hidden and common build directories. Loaded by
+Python walk that skips hidden and common build directories (`workspace_files`). Loaded by
 `swarm.toolbox.coding_tools()` as `swarm._builtin_tools.search`.
 """
 
@@ -17,12 +17,11 @@ import anyio.to_thread
 
 from swarm.agent._confined import read_regular
 from swarm.agent._tool import ToolContext, tool
-from swarm.agent._toolbox import resolve_path, run_command
+from swarm.agent._toolbox import resolve_path, run_command, workspace_files
 from swarm.errors import ToolError
 
 MAX_LINE_CHARS = 300
 """Longer matching lines (minified code) are clipped."""
-_SKIP_DIRS = frozenset({"node_modules", "__pycache__", "venv", "target", "dist", "build"})
 
 
 @tool(read_only=True)
@@ -71,25 +70,13 @@ def _glob_matches(rel: str, glob: str) -> bool:
     return fnmatch.fnmatchcase(rel, glob) or fnmatch.fnmatchcase(rel, glob.removeprefix("**/"))
 
 
-def _files(root: Path, rel: str) -> list[Path]:
-    start = root / rel
-    if start.is_file():
-        return [start]
-    out: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(start):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in _SKIP_DIRS)
-        files = (Path(dirpath, f) for f in sorted(filenames) if not f.startswith("."))
-        out.extend(f for f in files if not f.is_symlink())  # rg does not follow them either
-    return out
-
-
 def _python_search(root: Path, pattern: str, rel: str, glob: str | None) -> str:
     try:
         regex = re.compile(pattern)
     except re.error as exc:
         raise ToolError(f"bad regular expression {pattern!r}: {exc}") from None
     hits: list[str] = []
-    for file in _files(root, rel):
+    for file in workspace_files(root, rel):
         name = file.relative_to(root).as_posix()
         if glob and not _glob_matches(name, glob):
             continue

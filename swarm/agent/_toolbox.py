@@ -35,6 +35,7 @@ __all__ = [
     "resolve_path",
     "run_command",
     "subprocess_env",
+    "workspace_files",
 ]
 
 BUILTIN_TOOL_NAMES = (
@@ -46,9 +47,10 @@ BUILTIN_TOOL_NAMES = (
     "run",
     "run_tests",
     "git_diff",
+    "rename",
     "finish",
 )
-_BUILTIN_MODULES = ("files", "search", "shell", "git", "finish")
+_BUILTIN_MODULES = ("files", "search", "shell", "git", "rename", "finish")
 
 _builtin: list[Tool] | None = None
 
@@ -113,6 +115,24 @@ def load_tools_from(path: Path) -> list[Tool]:
             raise ConfigError(message, path=str(file)) from exc
         tools.extend(_module_tools(module))
     return tools
+
+
+_SKIP_DIRS = frozenset({"node_modules", "__pycache__", "venv", "target", "dist", "build"})
+"""Directories a walk of the workspace leaves out, with every hidden one (`.git`, `.venv`)."""
+
+
+def workspace_files(root: Path, rel: str = ".") -> list[Path]:
+    """The files under `root / rel` (or that file), in a stable order: not hidden, not in
+    a hidden or build directory, no symlinks (ripgrep does not follow them either)."""
+    start = root / rel
+    if start.is_file():
+        return [start]
+    out: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(start):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d not in _SKIP_DIRS)
+        files = (Path(dirpath, f) for f in sorted(filenames) if not f.startswith("."))
+        out.extend(f for f in files if not f.is_symlink())
+    return out
 
 
 def resolve_path(ctx: ToolContext, path: str, *, writing: bool = False) -> Path:

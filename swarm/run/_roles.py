@@ -51,8 +51,9 @@ order. Every subtask must leave the repository's check passing."""
 
 CODER = """You are a coder in a swarm. You work in your own git worktree of the repository.
 Make the change your subtask asks for, confined to its files where you can, using the
-tools (edit_file needs an exact, unique match of the old text). Run the tests with
-run_tests. When the change is complete and the tests pass, call finish(summary)."""
+tools (edit_file needs an exact, unique match of the old text; rename changes a Python
+name in every file at once). Run the tests with run_tests. When the change is complete
+and the tests pass, call finish(summary)."""
 
 FIXER = """You are a fixer in a swarm. A change in your worktree fails the repository's
 check, or no longer applies on the integration branch. Read the failure, find the cause,
