@@ -504,3 +504,30 @@ async def test_an_edit_made_again_says_it_is_already_made(ws: Path) -> None:
         "old text not found in 'src/calc.py', but `new` is there (line 5): this edit is "
         "already made"
     )
+
+
+async def test_an_edit_made_again_is_refused_rather_than_defining_a_name_twice(ws: Path) -> None:
+    """The 1.5B model sent the same edit three times (`old` the header of `add`, `new` a
+    whole `clamp`): each was put beside `add`, and three passing `clamp`s were merged."""
+    clamp = "def clamp(x, lo, hi):\n    return max(lo, min(x, hi))\n"
+    await call("edit_file", ws, path="src/calc.py", old="def add(a, b):", new=clamp)
+    once = (ws / "src" / "calc.py").read_text()
+    assert once.count("def clamp") == 1
+    with pytest.raises(ToolError) as refused:
+        await call("edit_file", ws, path="src/calc.py", old="def add(a, b):", new=clamp)
+    assert str(refused.value) == (
+        "refused: src/calc.py would define clamp more than once (clamp at lines 1, 5), so the "
+        "file is unchanged. If the definition there is what you meant, that change is already "
+        "made (read_file shows the file); to change it, edit the one that is there."
+    )
+    assert (ws / "src" / "calc.py").read_text() == once
+    with pytest.raises(ToolError, match="would define clamp, add, sub more than once"):
+        await call("write_file", ws, path="src/calc.py", content=once + "\n\n" + once)
+    # what was twice already may stay so, and decorated repeats (overloads) are fine
+    (ws / "twice.py").write_text("def f():\n    pass\n\n\ndef f():\n    pass\n")
+    await call("edit_file", ws, path="twice.py", old="    pass\n\n\n", new="    return 1\n\n\n")
+    overloads = (
+        "from typing import overload\n\n\n@overload\ndef g(x: int) -> int: ...\n\n\n"
+        "@overload\ndef g(x: str) -> str: ...\n\n\ndef g(x):\n    return x\n"
+    )
+    assert (await call("write_file", ws, path="over.py", content=overloads)).startswith("wrote")

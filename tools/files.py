@@ -16,6 +16,7 @@ import difflib
 import os
 import re
 import textwrap
+from collections import Counter
 from pathlib import Path
 
 from swarm._pyast import parse as parse_python
@@ -250,6 +251,7 @@ def edit_file(ctx: ToolContext, path: str, old: str, new: str, replace_all: bool
         new, how = _beside(text, index, end, new, over)
     updated = text[:index] + new + text[end:]
     _refuse_broken_python(path, text, updated)
+    _refuse_defined_again(path, text, updated)
     target = write_confined(ctx, path, updated.encode("utf-8"))
     ctx.written.note(_rel(ctx, target))
     first = _line_of(updated, index + len(new) - len(new.lstrip("\n")))
@@ -297,6 +299,7 @@ def _replace_every(ctx: ToolContext, path: str, text: str, old: str, new: str) -
     """`edit_file` with `replace_all`: every occurrence of `old`, the lines they were on."""
     updated = text.replace(old, new)
     _refuse_broken_python(path, text, updated)
+    _refuse_defined_again(path, text, updated)
     target = write_confined(ctx, path, updated.encode("utf-8"))
     ctx.written.note(_rel(ctx, target))
     count, lines = text.count(old), _lines_of(text, old)
@@ -331,6 +334,33 @@ def _refuse_broken_python(path: str, before: str, after: str) -> None:
     )
 
 
+def _refuse_defined_again(path: str, before: str, after: str) -> None:
+    """Refuse a change that defines a top-level function or class of a Python file once
+    more than the file did (a model that does not see its edit was made makes it again:
+    three passing copies of one `clamp` were merged), saying where the one there is.
+    Decorated definitions (`@overload`) may repeat."""
+    if not path.endswith(".py"):
+        return
+    try:
+        old, new = parse_python(before).body if before else [], parse_python(after)
+    except (SyntaxError, ValueError):
+        return  # _refuse_broken_python's to say
+    had = Counter(n.name for n in old if isinstance(n, _DEFINITIONS))
+    at: dict[str, list[int]] = {}
+    for n in new.body:
+        if isinstance(n, _DEFINITIONS) and not n.decorator_list:
+            at.setdefault(n.name, []).append(n.lineno)
+    again = [name for name, lines in at.items() if len(lines) > max(1, had[name])]
+    if not again:
+        return
+    where = ", ".join(f"{name} at lines {', '.join(map(str, at[name]))}" for name in again)
+    raise ToolError(
+        f"refused: {path} would define {', '.join(again)} more than once ({where}), so "
+        "the file is unchanged. If the definition there is what you meant, that change is "
+        "already made (read_file shows the file); to change it, edit the one that is there."
+    )
+
+
 def _lost_note(path: str, before: str, after: str) -> str:
     lost = _lost_definitions(path, before, after)
     if not lost:
@@ -360,6 +390,7 @@ def write_file(ctx: ToolContext, path: str, content: str) -> str:
             f"{_rel(ctx, resolve_path(ctx, path, writing=True))} already holds exactly this "
             f"content ({len(data)} bytes): nothing changed"
         )
+    _refuse_defined_again(path, before or "", content)
     target = write_confined(ctx, path, data)
     ctx.written.note(_rel(ctx, target))
     done = f"wrote {len(data)} bytes to {_rel(ctx, target)}{note}"
