@@ -252,7 +252,8 @@ def test_coding_tools_are_the_contract() -> None:
     assert list(props["edit_file"]) == ["path", "old", "new", "replace_all"]  # optional last
     assert list(props["run"]) == ["command", "timeout"]
     assert list(props["run_tests"]) == ["args"]
-    assert props["git_diff"] == {}
+    assert list(props["git_diff"]) == ["path"]
+    assert list(props["rename"]) == ["old", "new"]  # no path: {path, old, new} is edit_file's
     assert props["list_dir"]["path"]["default"] == "."
     assert [t.name for t in coding_tools(include=["finish", "read_file"])] == [
         "read_file",

@@ -334,6 +334,14 @@ async def test_git_diff_shows_the_patch_and_leaves_the_index(ws: Path) -> None:
     assert "+print('new')" in diff
     assert "-    return a - b\n+    return a + b" in diff
     assert _git(ws, "status", "--porcelain") == " M src/calc.py\n?? artifact.txt\n?? new.py\n"
+    # one file's or one directory's part (a model asks for a file's diff)
+    for path in ("src/calc.py", "src", "./src/"):
+        part = await TOOLS["git_diff"].run({"path": path}, ctx)
+        assert part.startswith("diff --git a/src/calc.py b/src/calc.py") and "new.py" not in part
+    assert "diff --git a/new.py" in await TOOLS["git_diff"].run({"path": "new.py"}, ctx)
+    assert await TOOLS["git_diff"].run({"path": "README.md"}, ctx) == "(no changes to README.md)"
+    with pytest.raises(ToolError, match="outside"):
+        await TOOLS["git_diff"].run({"path": "../outside.txt"}, ctx)
 
 
 async def test_git_diff_outside_a_repository_is_a_tool_error(ws: Path) -> None:

@@ -111,13 +111,14 @@ async def test_every_use_is_renamed_and_nothing_else(ws: Path) -> None:
 
 
 async def test_a_plain_word_is_renamed_in_code_only(ws: Path) -> None:
-    out, _ = await rename(ws, old="total", new="amount", path="inventory/pricing.py")
+    out, _ = await rename(ws, old="total", new="amount")
     assert out.startswith("renamed total to amount in 1 file(s): inventory/pricing.py (3)")
     text = (ws / "inventory" / "pricing.py").read_text()
     assert "amount = 0" in text and "amount += item" in text and "return amount" in text
     assert "calc_total adds up" in text  # prose and other names untouched
     (ws / "f.py").write_text('total = 1\nprint(f"total {{total}}: {total + 1:>{total}}")\n')
-    await rename(ws, old="total", new="amount", path="f.py")
+    await rename(ws, old="amount", new="total")
+    await rename(ws, old="total", new="amount")
     assert (ws / "f.py").read_text() == (
         'amount = 1\nprint(f"total {{total}}: {amount + 1:>{amount}}")\n'
     )
@@ -132,10 +133,6 @@ async def test_bad_names_and_no_uses_are_told(ws: Path) -> None:
         await rename(ws, old="calc_total", new="calc_total")
     with pytest.raises(ToolError, match="no Python file uses the name 'nowhere'"):
         await rename(ws, old="nowhere", new="somewhere")
-    with pytest.raises(ToolError, match="no such file or directory"):
-        await rename(ws, old="calc_total", new="x", path="missing")
-    with pytest.raises(ToolError, match="outside"):
-        await rename(ws, old="calc_total", new="x", path="../..")
 
 
 async def test_a_file_that_does_not_parse_is_left_alone_and_named(ws: Path) -> None:

@@ -9,7 +9,9 @@ imports, attributes (`pricing.calc_total`) and keyword arguments. In strings and
 (docstrings, `__all__`, `mock.patch("pkg.calc_total")`) the name is changed where it
 stands as a whole word, only when it cannot be a plain word of prose (it has an
 underscore, a digit or a capital past its first letter: `calc_total`, `orderTotal`, not
-`total`). Each file it changes must still parse. Other files that still show the name
+`total`). Each file it changes must still parse. It takes no path: a call under another
+name with `path`, `old` and `new` is an `edit_file`'s (`swarm.agent._steps`), one with
+`old` and `new` alone this one's. Other files that still show the name
 (documentation, configuration) are listed, for the model to change as it sees fit.
 
 Loaded by `swarm.toolbox.coding_tools()` as `swarm._builtin_tools.rename`.
@@ -26,7 +28,7 @@ from pathlib import Path
 from swarm._pyast import parse as parse_python
 from swarm.agent._confined import read_confined, read_regular, write_confined
 from swarm.agent._tool import ToolContext, tool
-from swarm.agent._toolbox import resolve_path, workspace_files
+from swarm.agent._toolbox import workspace_files
 from swarm.errors import ToolError
 
 MAX_FILE_BYTES = 5_000_000
@@ -40,15 +42,13 @@ _TEXT_TOKENS = frozenset(
 
 
 @tool
-def rename(ctx: ToolContext, old: str, new: str, path: str | None = None) -> str:
+def rename(ctx: ToolContext, old: str, new: str) -> str:
     """Rename a Python name (function, class, variable, module attribute) everywhere at
     once: its definition and every use, import and reference in all Python files.
 
     Args:
         old: The name as it is now, e.g. `calc_total`.
         new: The name it is to have, e.g. `order_total`.
-        path: Only the Python files under this file or directory, relative to the
-            workspace root. Default: all.
     """
     for role, name in (("old", old), ("new", new)):
         if not name.isidentifier() or keyword.iskeyword(name):
@@ -56,14 +56,11 @@ def rename(ctx: ToolContext, old: str, new: str, path: str | None = None) -> str
     if old == new:
         raise ToolError(f"old and new are the same name ({old!r}): nothing to rename")
     root = ctx.root.resolve()
-    start = resolve_path(ctx, path or ".")
-    if not start.exists():
-        raise ToolError(f"no such file or directory: {path!r}")
     in_text = _looks_like_code(old)
     changed: list[str] = []
     skipped: list[str] = []
     others: list[Path] = []
-    for file in workspace_files(root, start.relative_to(root).as_posix()):
+    for file in workspace_files(root):
         rel = file.relative_to(root).as_posix()
         if file.suffix != ".py":
             others.append(file)
@@ -85,9 +82,8 @@ def rename(ctx: ToolContext, old: str, new: str, path: str | None = None) -> str
             ctx.written.note(rel)
             changed.append(f"{rel} ({count})")
     if not changed:
-        where = f" under {path!r}" if path else ""
         why = f" ({', '.join(skipped)} does not parse)" if skipped else ""
-        raise ToolError(f"no Python file{where} uses the name {old!r}{why}")
+        raise ToolError(f"no Python file uses the name {old!r}{why}")
     done = f"renamed {old} to {new} in {len(changed)} file(s): {', '.join(changed)}"
     if skipped:
         done += f". Not changed, as they do not parse: {', '.join(skipped)}"
