@@ -53,6 +53,26 @@ async def test_bad_arguments_get_the_schema_error_and_the_expected_shape() -> No
     assert result.calls.rejected == 1
 
 
+async def test_a_tool_answer_written_back_is_told_as_such() -> None:
+    """The 1.5B model answered an argument error with that error, fenced and wrapped as
+    JSON, and told its reply "shows code", wrote it back until it was stopped as stuck."""
+    model = ScriptedModel(
+        [
+            call("add", a=1, c=2),
+            '```\n{"error": "Invalid arguments for add: c: unexpected argument. '
+            'Expected: {\\"a\\": integer, \\"b\\": integer}"}\n```',
+            "The error says `c` is not an argument of add, so I will call add with a and b.",
+            call("finish", summary="ok"),
+        ]
+    )
+    await Agent[str]("coder", model=model, tools=[add, finish]).run("go")
+    told = _told(model.requests[2])
+    assert told.startswith("Your reply repeats what a tool answered you ('"), told
+    assert "c: unexpected argument" in told and "shows code" not in told
+    # a reply that quotes the error to act on it is not an echo
+    assert _told(model.requests[3]).startswith("Your reply called no tool.")
+
+
 async def test_a_reply_without_a_call_gets_the_format_to_use() -> None:
     model = ScriptedModel(["I will add the numbers now.", call("finish", summary="ok")])
     result = await Agent[str]("coder", model=model, tools=[add, finish]).run("go")

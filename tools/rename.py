@@ -43,8 +43,9 @@ _TEXT_TOKENS = frozenset(
 
 @tool
 def rename(ctx: ToolContext, old: str, new: str) -> str:
-    """Rename a Python name (function, class, variable, module attribute) everywhere at
-    once: its definition and every use, import and reference in all Python files.
+    """Rename a Python name (function, class, variable) in every Python file at once.
+
+    Its definition and every use, import, attribute and keyword argument change together.
 
     Args:
         old: The name as it is now, e.g. `calc_total`.

@@ -210,6 +210,12 @@ class Steps(Generic[T]):
             elif reply.tool_call_problem:
                 self.calls.rejected += 1
                 problem = f"Your tool call could not be read: {reply.tool_call_problem}."
+            elif (echo := _echoed(text or "", self.messages)) is not None:
+                problem = (
+                    f"Your reply repeats what a tool answered you ({echo!r}): that answer came "
+                    "from the tool, and writing it back does nothing. Act on it: change the "
+                    "call it is about, or make the next step with another tool."
+                )
             elif "```" in (text or ""):
                 problem = (
                     "Your reply shows code but called no tool: code in a reply changes no "
@@ -484,6 +490,37 @@ def _cut_note(reply: ChatResult) -> str:
         "nothing in it was run. Answer in fewer tokens: one tool call per reply, and smaller "
         "edits (edit_file with a short `old` and `new`) instead of writing whole files."
     )
+
+
+_ECHO_CHARS = 30
+"""How much of a tool's answer a text reply must hold to be that answer written back."""
+_ECHO_LOOKBACK = 6
+"""How many of the latest tool answers a text reply is compared with."""
+
+
+def _echoed(text: str, messages: Sequence[Message]) -> str | None:
+    """The first line of the tool answer a text reply writes back, if it does: a small model
+    that gets an error answers with that error, fenced or wrapped as `{"error": ...}`, and
+    told its reply "shows code", it writes it back again until it is stopped as stuck."""
+    said = _plain(text)
+    if len(said) < _ECHO_CHARS:
+        return None
+    answers = [m.content for m in messages if m.role == "tool" and m.content]
+    for answer in reversed(answers[-_ECHO_LOOKBACK:]):
+        matcher = difflib.SequenceMatcher(None, said, _plain(answer), autojunk=False)
+        same = sum(block.size for block in matcher.get_matching_blocks())
+        if same >= _ECHO_CHARS and same * 3 >= len(said) * 2:
+            return answer.strip().splitlines()[0][:120]
+    return None
+
+
+def _plain(text: str) -> str:
+    """`text` as compared for an echo: lower case, one space between words, no fences,
+    quotes, braces or backslashes (the JSON a model wraps an answer in), at most 2,000
+    characters."""
+    for mark in ("```", '"', "\\", "{", "}"):
+        text = text.replace(mark, " ")
+    return " ".join(text.lower().split())[:2000]
 
 
 def _fitting_tool(call: ToolCall, tools: Sequence[Tool]) -> Tool | None:
