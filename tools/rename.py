@@ -101,7 +101,7 @@ def renamed(source: str, old: str, new: str, *, in_text: bool) -> tuple[str, int
     starts = [0]  # where each line begins, as tokenize counts lines (at "\n" alone)
     for line in source.split("\n"):
         starts.append(starts[-1] + len(line) + 1)
-    word = re.compile(rf"(?<![\w]){re.escape(old)}(?![\w])")
+    word = _whole_word(old)
     spans: list[tuple[int, int]] = []
     for tok in tokenize.generate_tokens(io.StringIO(source).readline):
         offset = starts[tok.start[0] - 1] + tok.start[1]
@@ -148,6 +148,11 @@ def _fstring_code(literal: str) -> list[tuple[int, int]]:
     return regions
 
 
+def _whole_word(name: str) -> re.Pattern[str]:
+    """`name` where it stands as a whole word (not inside `recalc_total`)."""
+    return re.compile(rf"(?<!\w){re.escape(name)}(?!\w)")
+
+
 def _looks_like_code(name: str) -> bool:
     """Whether `name` cannot be a plain word of prose (see the module's docstring)."""
     return "_" in name.strip("_") or any(c.isdigit() for c in name) or name[1:] != name[1:].lower()
@@ -155,7 +160,7 @@ def _looks_like_code(name: str) -> bool:
 
 def _still_shown(root: Path, files: list[Path], old: str) -> list[str]:
     """`path:line:text` of the other files' lines that show `old` as a whole word."""
-    word = re.compile(rf"(?<![\w]){re.escape(old)}(?![\w])")
+    word = _whole_word(old)
     found: list[str] = []
     for file in files:
         data = read_regular(file)
