@@ -11,6 +11,7 @@ import os
 import shutil
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
@@ -23,6 +24,7 @@ from swarm.errors import ToolError
 
 SECRET = "OUTSIDE-SECRET"
 ROUNDS = 3000
+SWAPS = 1000
 
 
 @pytest.fixture
@@ -83,7 +85,12 @@ def test_no_tool_escapes_through_a_swapped_directory(tmp_path: Path, fast_switch
     escaped: list[str] = []
     done = {"read": 0, "write": 0, "edit": 0, "list": 0}
     try:
-        for _ in range(ROUNDS):
+        rounds = 0
+        # Both sides must have run enough: on a loaded machine the swapper may get few
+        # turns in 3,000 rounds, so the tools go on until it has swapped 1,000 times too.
+        give_up = time.monotonic() + 300  # a swapper that died must not hang the suite
+        while (rounds < ROUNDS or swaps[0] < SWAPS) and time.monotonic() < give_up:
+            rounds += 1
             calls: tuple[tuple[str, Callable[[], str]], ...] = (
                 ("read", lambda: tools["read_file"](ctx, "sub/f.txt")),
                 ("list", lambda: tools["list_dir"](ctx, "sub")),
@@ -104,7 +111,7 @@ def test_no_tool_escapes_through_a_swapped_directory(tmp_path: Path, fast_switch
         stop.set()
         swapper.join()
     after = (outside / "f.txt").stat()
-    assert swaps[0] >= 1000, swaps
+    assert swaps[0] >= SWAPS, swaps
     assert all(n > 0 for n in done.values()), done  # the tools did work between the swaps
     assert not (outside / "w.txt").exists(), "write_file wrote outside the workspace"
     assert (after.st_mtime_ns, after.st_ino) == (before.st_mtime_ns, before.st_ino), (
