@@ -43,7 +43,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import closing
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -354,39 +355,108 @@ def _test_calls(source: str) -> dict[str, set[str]]:
     }
 
 
+@contextmanager
+def _checked_out(repo: Path, branch: str, worktree: Path) -> Iterator[Path]:
+    """`branch` of `repo` in a detached worktree at `worktree`, removed after."""
+    git(repo, "worktree", "add", "-q", "--detach", str(worktree), branch)
+    try:
+        yield worktree
+    finally:
+        git(repo, "worktree", "remove", "--force", str(worktree))
+
+
+def _pytest(worktree: Path) -> dict[str, Any]:
+    command = [outside_python(), "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+    done = subprocess.run(
+        command, cwd=worktree, capture_output=True, text=True, timeout=300, check=False
+    )
+    tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
+    return {"pytest_passed": done.returncode == 0, "pytest_tail": tail}
+
+
+def _sources(worktree: Path) -> dict[str, str]:
+    return {p.relative_to(worktree).as_posix(): p.read_text() for p in worktree.rglob("*.py")}
+
+
 def verify_add(repo: Path, branch: str | None, worktree: Path) -> dict[str, Any]:
     """Check out the reported branch: is `clamp` defined, called by a test, `test_add`
     still there and still calling `add`, and pytest green?"""
     if not branch:
         return {"ok": False, "why": "no branch reported"}
     try:
-        git(repo, "worktree", "add", "-q", "--detach", str(worktree), branch)
+        with _checked_out(repo, branch, worktree):
+            sources = _sources(worktree)
+            defined = any(
+                "def clamp(" in t for n, t in sources.items() if not n.startswith("tests/")
+            )
+            tests = {n: _test_calls(t) for n, t in sources.items() if n.startswith("tests/")}
+            tested = any("clamp" in called for found in tests.values() for called in found.values())
+            add_kept = any("add" in found.get("test_add", set()) for found in tests.values())
+            pytest = _pytest(worktree)
     except subprocess.CalledProcessError as exc:
         return {"ok": False, "why": f"cannot check out {branch}: {exc.stderr.strip()}"}
+    return {
+        "ok": defined and tested and add_kept and pytest["pytest_passed"],
+        "clamp_defined": defined,
+        "clamp_tested": tested,
+        "test_add_kept": add_kept,
+        **pytest,
+    }
+
+
+def _functions(source: str) -> list[ast.FunctionDef]:
     try:
-        sources = {
-            p.relative_to(worktree).as_posix(): p.read_text() for p in worktree.rglob("*.py")
-        }
-        defined = any("def clamp(" in t for n, t in sources.items() if not n.startswith("tests/"))
-        tests = {n: _test_calls(t) for n, t in sources.items() if n.startswith("tests/")}
-        tested = any("clamp" in called for found in tests.values() for called in found.values())
-        add_kept = any("add" in found.get("test_add", set()) for found in tests.values())
-        command = [outside_python(), "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-        done = subprocess.run(
-            command, cwd=worktree, capture_output=True, text=True, timeout=300, check=False
-        )
-        tail = (done.stdout + done.stderr).strip().splitlines()[-3:]
-        passed = done.returncode == 0
-        return {
-            "ok": defined and tested and add_kept and passed,
-            "clamp_defined": defined,
-            "clamp_tested": tested,
-            "test_add_kept": add_kept,
-            "pytest_passed": passed,
-            "pytest_tail": tail,
-        }
-    finally:
-        git(repo, "worktree", "remove", "--force", str(worktree))
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    return [node for node in tree.body if isinstance(node, ast.FunctionDef)]
+
+
+def _hinted(fn: ast.FunctionDef) -> bool:
+    args = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]
+    return fn.returns is not None and all(a.annotation is not None for a in args)
+
+
+def verify_demo(repo: Path, branch: str | None, worktree: Path) -> dict[str, Any]:
+    """Check out the reported branch of the demo and look at each part the task asks for:
+    the `Item` dataclass (with `subtotal` and `from_dict`), `calc_total` renamed to
+    `order_total` everywhere, type hints on the public functions of the three modules,
+    `low_stock` defined and tested, the README's example on the new name, pytest green
+    with at least the tests the demo had."""
+    if not branch:
+        return {"ok": False, "why": "no branch reported"}
+    try:
+        with _checked_out(repo, branch, worktree):
+            sources = _sources(worktree)
+            readme = (worktree / "README.md").read_text()
+            item = sources.get("inventory/item.py", "")
+            functions = [
+                fn
+                for name in ("pricing", "stock", "report")
+                for fn in _functions(sources.get(f"inventory/{name}.py", ""))
+                if not fn.name.startswith("_")
+            ]
+            tests = {n: _test_calls(t) for n, t in sources.items() if n.startswith("tests/")}
+            parts = {
+                "item": "class Item" in item and "subtotal" in item and "from_dict" in item,
+                "renamed": "def order_total(" in sources.get("inventory/pricing.py", "")
+                and not any("calc_total" in t for t in sources.values()),
+                "hinted": bool(functions) and all(map(_hinted, functions)),
+                "low_stock": "def low_stock(" in sources.get("inventory/stock.py", "")
+                and any("low_stock" in c for found in tests.values() for c in found.values()),
+                "readme": "order_total" in readme and "calc_total" not in readme,
+            }
+            test_count = sum(len(found) for found in tests.values())
+            pytest = _pytest(worktree)
+    except subprocess.CalledProcessError as exc:
+        return {"ok": False, "why": f"cannot check out {branch}: {exc.stderr.strip()}"}
+    return {
+        "ok": all(parts.values()) and pytest["pytest_passed"],
+        "parts_done": f"{sum(parts.values())}/{len(parts)}",
+        **parts,
+        "tests": test_count,
+        **pytest,
+    }
 
 
 def run_add(bench: Bench) -> dict[str, Any]:
@@ -435,7 +505,12 @@ def main_runs(args: argparse.Namespace, work: Path) -> dict[str, Any]:
 
 
 def run_demo(bench: Bench) -> dict[str, Any]:
-    return run_solve(bench, "demo", ROOT / "tasks" / "refactor.md", None)
+    entry = run_solve(bench, "demo", ROOT / "tasks" / "refactor.md", None)
+    branch = entry.get("branch")
+    run_id = branch.rsplit("/", 1)[-1] if branch else ""
+    repo = bench.work / "demo" / ".swarm" / "demo" / run_id  # where `swarm solve` put it
+    entry["verified"] = verify_demo(repo, branch, bench.work / "demo-verify")
+    return entry
 
 
 COLUMNS = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from swarm.run._missing import asked_names, missing_names, missing_prompt
+from swarm.run._missing import asked_names, missing_names, missing_prompt, taken_prompt
 
 
 def test_the_names_a_subtask_asks_for() -> None:
@@ -15,6 +15,11 @@ def test_the_names_a_subtask_asks_for() -> None:
         "with print() and `json` as they are, sorted(x) and `if`.",
     ) == ["test_clamp", "clamp", "Item"]
     assert asked_names("do s1") == []
+    # snake_case names are code, never prose; `_private` and `__all__` stay out
+    assert asked_names("Rename calc_total to order_total, not _private or __all__.") == [
+        "calc_total",
+        "order_total",
+    ]
 
 
 async def test_a_name_is_held_by_a_tracked_or_a_new_file_as_a_whole_word(tmp_path: Path) -> None:
@@ -31,3 +36,11 @@ def test_the_coder_is_told_what_is_missing_and_where() -> None:
     told = missing_prompt(["test_clamp"], ("tests/test_m.py",))
     assert told.startswith("Your subtask asks for `test_clamp`, but no file in your worktree")
     assert "(your files: tests/test_m.py)" in told
+
+
+def test_the_coder_is_told_what_its_change_took_away() -> None:
+    told = taken_prompt({"order_total": "rename", "Item": "item"})
+    assert told.startswith(
+        "Your change takes away `order_total` (added by rename), `Item` (added by item): the "
+        "task needs them"
+    )

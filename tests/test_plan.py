@@ -17,6 +17,7 @@ from swarm.run._plan import (
     PlanError,
     Subtask,
     fold_contained,
+    fold_steps,
     load_plan,
     parse_plan_reply,
     validate_plan,
@@ -417,6 +418,16 @@ def test_a_chain_of_steps_on_one_file_becomes_one_subtask() -> None:
     assert [s.id for s in plan.subtasks] == ["a"]
     assert plan.folded == (("b", "a"), ("c", "a"))
     assert plan.added_dependencies == ()
+
+
+def test_a_folded_subtask_is_done_in_steps_its_own_then_each_part() -> None:
+    plan = fold_contained(
+        validate_plan({"subtasks": [st("a", ["m.py"]), st("b", ["m.py"]), st("c", ["m.py"])]})
+    )
+    (whole,) = plan.subtasks
+    assert fold_steps(plan, whole) == ["do a", "title b. do b", "title c. do c"]
+    alone = validate_plan({"subtasks": [st("a", ["m.py"]) | {"instructions": "x\n\nThen: y"}]})
+    assert fold_steps(alone, alone.subtasks[0]) == ["x\n\nThen: y"]  # nothing joined it
 
 
 @pytest.mark.parametrize(

@@ -218,6 +218,76 @@ async def test_the_planner_is_shown_the_files_and_its_guessed_paths_are_placed(
     assert "Files in scope: a.py" in (coder.requests[0].messages[-1].content or "")
 
 
+async def test_a_subtask_folded_from_the_planner_s_steps_is_given_one_step_at_a_time(
+    tmp_path: Path, repo: Path
+) -> None:
+    steps = [
+        subtask("hint", ["a.py"]) | {"title": "Hint one", "instructions": "Type one."},
+        subtask("doc", ["a.py"], ["hint"]) | {"title": "Doc one", "instructions": "Doc it."},
+    ]
+    documented = edit("a.py", "    return 1", '    """One."""\n    return 1')
+    scripts = ScriptedSource(
+        {
+            "planner": [json.dumps({"subtasks": steps})],
+            "coder:hint": [edit("a.py", "def one():", "def one() -> int:"), done("typed")],
+            "coder:hint:step2": [documented, done("documented")],
+        }
+    )
+    report = await solve(request(tmp_path, repo, None), source=scripts)
+    assert report.status == "done", report
+    assert [s.id for s in report.subtasks] == ["hint"]
+    first = scripts.models["coder:hint"]
+    assert isinstance(first, ScriptedModel)
+    told = first.requests[0].messages[-1].content or ""
+    assert "Type one.\n\n(Step 1 of 2: do this step, then call finish" in told
+    assert "Doc it." not in told.split("Your subtask:")[1]  # the next step comes later
+    second = scripts.models["coder:hint:step2"]
+    assert isinstance(second, ScriptedModel)
+    asked = second.requests[0].messages
+    assert (asked[-1].content or "").startswith("Step 2 of 2 of your subtask: Doc one. Doc it.")
+    assert any(m.role == "tool" and "finish" in (m.name or "") for m in asked)  # same talk
+    assert '"""One."""' in git(repo, "show", f"{report.branch}:a.py")
+
+
+@pytest.mark.parametrize("puts_it_back", [True, False])
+async def test_a_name_a_merged_subtask_added_is_kept_by_the_ones_after_it(
+    tmp_path: Path, repo: Path, puts_it_back: bool
+) -> None:
+    add = subtask("s1", ["a.py"]) | {"instructions": "Add first_name() to a.py."}
+    readme = subtask("s2", ["b.py"], ["s1"]) | {"instructions": "Tidy b.py."}
+    rename_back = edit("a.py", "def other_name():", "def first_name():")
+    added = edit("a.py", "def one():", "def first_name():\n    return 1\n\n\ndef one():")
+    scripts = ScriptedSource(
+        {
+            "coder:s1": [added, done()],
+            "coder:s2": [
+                edit("b.py", "def two():", "def two() -> int:"),
+                edit("a.py", "def first_name():", "def other_name():"),
+                done(),
+            ],
+            "coder:s2:kept": [rename_back, done()] if puts_it_back else [done("it is better")],
+        }
+    )
+    plan = write_plan(tmp_path, [add, readme])
+    # the task names first_name (as the demo's names order_total): no unasked removal
+    task = tmp_path / "task.md"
+    task.write_text(f"---\ncheck: {CHECK}\n---\n# Tidy\n\nAdd first_name() and tidy b.py.\n")
+    report = await solve(request(tmp_path, repo, plan, task=task), source=scripts)
+    kept = scripts.models["coder:s2:kept"]
+    assert isinstance(kept, ScriptedModel)
+    told = kept.requests[0].messages[-1].content or ""
+    assert told.startswith("Your change takes away `first_name` (added by s1): the task needs it")
+    s2 = {s.id: s for s in report.subtasks}["s2"]
+    a_py = git(repo, "show", f"{report.branch}:a.py")
+    if puts_it_back:
+        assert "def first_name():" in a_py and s2.warning is None
+    else:
+        assert "def other_name():" in a_py
+        assert s2.warning == "takes away first_name, which s1 added"
+        shown = Path(str(report.report)).read_text()
+        assert "- status: **done**, with 1 subtask warning (below)" in shown  # not all done
+
+
 async def test_a_failing_check_is_fixed_by_a_fixer(tmp_path: Path, repo: Path) -> None:
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
     scripts = ScriptedSource(

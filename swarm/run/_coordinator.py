@@ -59,9 +59,15 @@ from swarm.run._environment import CheckEnvironment
 from swarm.run._fix_loop import FixLoop
 from swarm.run._live_path import LivePath
 from swarm.run._merge import Merger, MergeResult
-from swarm.run._missing import asked_names, missing_names, missing_prompt
+from swarm.run._missing import (
+    asked_names,
+    missing_names,
+    missing_prompt,
+    taken_prompt,
+    words,
+)
 from swarm.run._outcome import PhaseTimes, RunOutcome, SubtaskOutcome
-from swarm.run._plan import Plan, Subtask
+from swarm.run._plan import Plan, Subtask, fold_steps
 from swarm.run._pulse import pulsing, record
 from swarm.run._removals import removal_prompt, unasked_removals
 from swarm.run._roles import (
@@ -69,8 +75,10 @@ from swarm.run._roles import (
     FIXER,
     afresh_note,
     coder_prompt,
+    first_step,
     named_symbols,
     rebase_prompt,
+    step_prompt,
     unchanged_prompt,
 )
 from swarm.run._seams import (
@@ -156,6 +164,13 @@ class Coordinator:
         self._live: LivePath | None = None
         self._queued: set[str] = set()
         """Subtasks whose patch is in the merge queue now."""
+        self._steps: dict[str, list[str]] = {}
+        """Each subtask's instructions as steps, the parts folded into it (`fold_steps`)."""
+        self._asked: dict[str, list[str]] = {}
+        """The new names each subtask was asked for (`_missing`), once its coder ran."""
+        self._added: dict[str, str] = {}
+        """The names merged subtasks were asked for, each with the subtask that added it:
+        a later subtask may not take them away unasked."""
 
     # -- planning ---------------------------------------------------------------------
 
@@ -177,6 +192,7 @@ class Coordinator:
         self._order = {st.id: plan.merge_rank(st.id) for st in plan.subtasks}
         self._waited_on = {st.id for st in plan.subtasks if plan.chain_length(st.id) > 1}
         self._priority = {st.id: plan.place_priority(st.id) for st in plan.subtasks}
+        self._steps = {st.id: fold_steps(plan, st) for st in plan.subtasks}
         dispatch = Dispatch.for_plan(plan, queue, done, self.options.max_agents)
         final: CheckResult | None = None
         trace = current_run()
@@ -324,6 +340,9 @@ class Coordinator:
         # waiting for the merge queue holds no agent place: the next subtask codes
         merged = await self._merge_or_rebase(st, outcome, patch, dispatch)
         outcome.status = {"merged": "merged", "empty": "empty"}.get(merged.kind, "failed")
+        if merged.ok:
+            for name in self._asked.get(st.id, ()):
+                self._added.setdefault(name, st.id)
         dispatch.provider_failures = 0
         outcome.commit = merged.commit
         if not merged.ok:
@@ -422,7 +441,8 @@ class Coordinator:
         once; what is still removed is the subtask's warning. A coder that finished
         without the new names its subtask asks for (`_missing`) is sent back once too,
         in its own conversation."""
-        new_names = await self._new_names(st, ws)
+        new_names, kept = await self._names_before(st, ws)
+        self._asked[st.id] = new_names
         result, patch = await self._coder_turn(st, ws, told)
         if result is None or not result.finished or patch is None:
             return _Coded(patch, new_names)
@@ -436,18 +456,47 @@ class Coordinator:
             removed = unasked_removals(patch, *asked)
         if removed:
             outcome.warn(f"removes {', '.join(map(str, removed))}; no instruction names it")
+        patch = await self._keep(st, ws, outcome, kept, result.messages) or patch
         missing = await missing_names(ws.path, new_names)  # none asked: no git run
         if not missing:
             return _Coded(patch, new_names)
         await self._send_back_missing(st, ws, missing, result.messages)
         return _Coded(await ws.patch(), new_names, sent_back=True)
 
-    async def _new_names(self, st: Subtask, ws: WorkspaceLike) -> list[str]:
-        """The names the subtask asks for that no file has before its change (a name it
-        renames or removes is there, and may go)."""
+    async def _names_before(
+        self, st: Subtask, ws: WorkspaceLike
+    ) -> tuple[list[str], dict[str, str]]:
+        """Before the subtask's change: the names it asks for that no file has (a name it
+        renames or removes is there, and may go), and the names merged subtasks added that
+        are here and its words do not name (to keep), each with the subtask that added it."""
         if not is_local(ws.path):
-            return []
-        return await missing_names(ws.path, asked_names(st.title, st.instructions))
+            return [], {}
+        asked = asked_names(st.title, st.instructions)
+        named = words(st.title, st.instructions)
+        added = {n: by for n, by in self._added.items() if n not in named and by != st.id}
+        absent = set(await missing_names(ws.path, [*asked, *added]))  # none: no git run
+        kept = {name: by for name, by in added.items() if name not in absent}
+        return [name for name in asked if name in absent], kept
+
+    async def _keep(
+        self,
+        st: Subtask,
+        ws: WorkspaceLike,
+        outcome: SubtaskOutcome,
+        kept: dict[str, str],
+        history: list[Message],
+    ) -> str | None:
+        """The coder whose change took away names merged subtasks added is sent back once
+        to put them back; what is still gone is the subtask's warning. The patch after it
+        was sent back (None: it was not)."""
+        taken = {name: kept[name] for name in await missing_names(ws.path, list(kept))}
+        if not taken:
+            return None
+        coder = self._agents.agent("coder", f"coder:{st.id}:kept", CODER, ws, st)
+        await coder.run(taken_prompt(taken), history=history)
+        for name in await missing_names(ws.path, list(taken)):
+            outcome.warn(f"takes away {name}, which {taken[name]} added")
+        return await ws.patch()
 
     async def _send_back_missing(
         self, st: Subtask, ws: WorkspaceLike, missing: list[str], history: list[Message]
@@ -493,14 +542,15 @@ class Coordinator:
         for again in range(STUCK_RESTARTS + 1):
             coder = self._agents.agent("coder", agent_id, CODER, ws, st)
             coder.depends_on(self._dependency_spans(st))
-            prompt = coder_prompt(self.task, st, await coder.shown(st.files, named_symbols(st)))
-            prompt += told
+            steps = self._steps.get(st.id) or [st.instructions]
+            shown = await coder.shown(st.files, named_symbols(st))
+            prompt = coder_prompt(self.task, first_step(st, steps), shown) + told
             if stuck_on:
                 prompt += (
                     f"\n\nAn earlier attempt got stuck sending this again and again: "
                     f"{stuck_on}\nDo not repeat it."
                 )
-            result = await coder.run(prompt)
+            result = await self._steps_after(st, ws, agent_id, steps, await coder.run(prompt))
             if patch := await ws.patch():
                 return result, patch  # to check (a stuck coder may have made it, then looped)
             if result.finished:  # finished without a change: asked once to make it
@@ -517,6 +567,23 @@ class Coordinator:
             agent_id = f"coder:{st.id}:again{again + 1}"
             stuck_on = result.repeated[:300]
         raise GaveUp(f"the coder got stuck, changing nothing: {stuck_on}")
+
+    async def _steps_after(
+        self,
+        st: Subtask,
+        ws: WorkspaceLike,
+        agent_id: str,
+        steps: list[str],
+        result: AgentResult[str],
+    ) -> AgentResult[str]:
+        """The coder's next steps, each given once it finished the one before, in its
+        own conversation; a coder that did not finish a step gets no more."""
+        for number, step in enumerate(steps[1:], start=2):
+            if not result.finished:
+                break
+            coder = self._agents.agent("coder", f"{agent_id}:step{number}", CODER, ws, st)
+            result = await coder.run(step_prompt(step, number, len(steps)), history=result.messages)
+        return result
 
     @contextmanager
     def _tree(self, ws: WorkspaceLike, base: str) -> Iterator[None]:

@@ -4,11 +4,18 @@ A small model asked to "Add test_clamp to tests/test_mathutil.py" wrote a second
 into the test file instead; the check passed (it ran the one old test) and the run said
 "done" with no test of `clamp`. A subtask's title and instructions are read for the code
 names they ask for: `test_*` names, names called with arguments (`clamp(x, lo, hi)`) and
-names in backticks, bar Python's keywords, builtins and standard modules and the tools
-that run code (`pytest`). Those no file of the worktree holds before the change (as a
+names in backticks and snake_case names (`order_total`: no word of prose has an inner
+underscore), bar Python's keywords, builtins and standard modules and the tools that run
+code (`pytest`). Those no file of the worktree holds before the change (as a
 whole word, tracked or new) are new names; a name already there may go (a rename). After
 the coder's turn, each new name still nowhere is missing: the coder is asked once to add
 it, and the report says what is still missing.
+
+What a merged subtask added, a later one may take away: a small model given "Update the
+README's example" renamed `order_total`, which the subtask before it had just made, to
+`order_total_new`, and the run said "done". A name a merged subtask was asked for, in the
+worktree when a later subtask starts and not named by that subtask's words, is kept: the
+coder that takes it away is asked once to put it back, and the report says what is gone.
 """
 
 from __future__ import annotations
@@ -17,16 +24,18 @@ import builtins
 import keyword
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from swarm.errors import WorkspaceError
 from swarm.run._git import git
 
-__all__ = ["asked_names", "missing_names", "missing_prompt"]
+__all__ = ["asked_names", "missing_names", "missing_prompt", "taken_prompt", "words"]
 
 _TEST = re.compile(r"\btest_\w+")
 _CALLED = re.compile(r"\b([A-Za-z_]\w*)\([^()\n]*\)")
 _BACKTICKED = re.compile(r"`([A-Za-z_]\w*)`")
+_SNAKE = re.compile(r"\b[A-Za-z]\w*?[A-Za-z0-9]_[A-Za-z0-9]\w*")
 _PATHS = re.compile(r"[\w.-]*(?:/[\w.-]+)+|[\w-]+\.(?:py|md|rst|txt|toml|json|cfg|ini|ya?ml)\b")
 """Paths (`tests/test_x.py`): files, not names the code is asked to define."""
 _TOOLS = frozenset({"pytest", "python", "python3", "pip", "git", "ruff", "mypy", "tox", "uv"})
@@ -41,8 +50,14 @@ def asked_names(*texts: str) -> list[str]:
         *_TEST.findall(text),
         *(m.group(1) for m in _CALLED.finditer(text)),
         *_BACKTICKED.findall(text),
+        *_SNAKE.findall(text),
     ]
     return [name for name in dict.fromkeys(found) if _is_code_name(name)][:_MAX_NAMES]
+
+
+def words(*texts: str) -> frozenset[str]:
+    """Every word of `texts` (runs of letters, digits and `_`): the names they mention."""
+    return frozenset(re.findall(r"\w+", " ".join(texts)))
 
 
 def _is_code_name(name: str) -> bool:
@@ -78,4 +93,17 @@ def missing_prompt(missing: list[str], files: tuple[str, ...]) -> str:
         f"Your subtask asks for {listed}, but no file in your worktree has "
         f"{'it' if len(missing) == 1 else 'them'} now. Add what is missing{where} with "
         "edit_file or write_file, keeping what is there, then call `finish`."
+    )
+
+
+def taken_prompt(taken: Mapping[str, str]) -> str:
+    """What a coder whose change took away names merged subtasks added is told, once;
+    `taken` maps each name to the subtask that added it."""
+    listed = ", ".join(f"`{name}` (added by {by})" for name, by in taken.items())
+    one = len(taken) == 1
+    return (
+        f"Your change takes away {listed}: the task needs {'it' if one else 'them'}, and "
+        f"your subtask does not ask to rename or remove {'it' if one else 'them'}. Put "
+        f"{'it' if one else 'them'} back under the same name (rename back what you renamed), "
+        "run run_tests, then call finish."
     )

@@ -38,6 +38,7 @@ __all__ = [
     "PlanError",
     "Subtask",
     "fold_contained",
+    "fold_steps",
     "load_plan",
     "parse_plan_reply",
     "validate_plan",
@@ -47,6 +48,8 @@ _KEYS = ("id", "title", "instructions", "files", "depends_on")
 _ID = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9_-]|\.(?!\.))*")
 """A subtask id: it names a git branch, a worktree directory and journal rows."""
 MAX_ID_CHARS = 64
+_THEN = "\n\nThen: "
+"""Where a folded subtask's part begins in the instructions of the one it joined."""
 
 
 class Subtask(BaseModel, frozen=True):
@@ -178,9 +181,8 @@ def fold_contained(plan: Plan) -> Plan:
             into = subtasks[s.depends_on[0]]
             if waiting_on.get(into.id) != [s.id] or not set(s.files) <= set(into.files):
                 continue
-            subtasks[into.id] = into.model_copy(
-                update={"instructions": f"{into.instructions}\n\nThen: {s.title}. {s.instructions}"}
-            )
+            then = f"{into.instructions}{_THEN}{s.title}. {s.instructions}"
+            subtasks[into.id] = into.model_copy(update={"instructions": then})
             del subtasks[s.id]
             for other in subtasks.values():
                 if s.id in other.depends_on:
@@ -210,6 +212,25 @@ def fold_contained(plan: Plan) -> Plan:
         ),
         folded=(*plan.folded, *folded),
     )
+
+
+def fold_steps(plan: Plan, subtask: Subtask) -> list[str]:
+    """`subtask`'s instructions as the steps folded into it (`fold_contained`), in order:
+    its own first, then each part that joined it. One step when nothing joined it.
+
+    A small model given the parts at once did the first and called `finish`: "Rename
+    calc_total ... Then: Add type hints ... Then: Add low_stock" ended with the rename
+    alone. Given one at a time in the same conversation, each is the whole of its turn."""
+    final = dict(plan.folded)
+    joined = 0
+    for part in final:
+        whole = final[part]
+        while whole in final:
+            whole = final[whole]
+        joined += whole == subtask.id
+    if not joined:
+        return [subtask.instructions]
+    return subtask.instructions.split(_THEN, joined)
 
 
 def load_plan(path: Path) -> Plan:

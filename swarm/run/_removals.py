@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from swarm.run._missing import words
+
 __all__ = ["Removal", "removal_prompt", "unasked_removals"]
 
 _DEFINITION = re.compile(r"(?:async[ \t]+def|def|class)[ \t]+([A-Za-z_]\w*)")
@@ -57,8 +59,8 @@ def removed_definitions(patch: str) -> list[Removal]:
 def unasked_removals(patch: str, *asked: str) -> list[Removal]:
     """The definitions `patch` removes whose names none of the texts in `asked` (the
     task's and the subtask's words) mention."""
-    words = set(re.findall(r"\w+", " ".join(asked)))
-    return [r for r in removed_definitions(patch) if r.name not in words]
+    named = words(*asked)
+    return [r for r in removed_definitions(patch) if r.name not in named]
 
 
 def removal_prompt(removals: list[Removal]) -> str:

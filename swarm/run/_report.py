@@ -173,6 +173,9 @@ class RunReport(BaseModel):
 def render_markdown(r: RunReport) -> str:
     label = " (simulated)" if r.simulated else ""
     stop = f" ({r.stop_reason})" if r.stop_reason else ""
+    if warned := sum(1 for s in r.subtasks if s.warning):
+        # the check is green, yet a subtask left out what it was asked for: not all done
+        stop += f", with {warned} subtask warning{'s' if warned > 1 else ''} (below)"
     lines = [
         f"# swarm run {r.run_id}{label}",
         "",
@@ -193,7 +196,6 @@ def render_markdown(r: RunReport) -> str:
         lines.append(f"- flaky tests (excused): {', '.join(r.flaky[:20])}")
     for agent, text in r.stuck.items():
         lines.append(f"- stuck: {agent} kept sending: {_one_line(text, 200)}")
-    # said at the top: a `done` whose subtask left out what it was asked for is not all done
     lines += [f"- warning: {s.id}: {s.warning}" for s in r.subtasks if s.warning]
     lines += [
         "",

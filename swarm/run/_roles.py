@@ -25,12 +25,14 @@ __all__ = [
     "PLANNER",
     "PLANNER_TOOLS",
     "coder_prompt",
+    "first_step",
     "fix_prompt",
     "mentions_text",
     "named_symbols",
     "planner_prompt",
     "rebase_prompt",
     "shown_files",
+    "step_prompt",
     "unchanged_prompt",
 ]
 
@@ -173,6 +175,26 @@ def mentions_text(lines: Sequence[str], names: Sequence[str]) -> str:
     listed = ", ".join(f"`{n}`" for n in names)
     body = "\n".join(shown) + tail
     return f"\n\nWhere {listed} appear in other files now:\n```\n{body}\n```"
+
+
+def first_step(subtask: Subtask, steps: Sequence[str]) -> Subtask:
+    """`subtask` as its coder is first given it: its first step alone, when parts were
+    folded into it (`swarm.run._plan.fold_steps`)."""
+    if len(steps) < 2:
+        return subtask
+    now = f"Step 1 of {len(steps)}: do this step, then call finish; the next step comes then."
+    told = f"{steps[0]}\n\n({now})"
+    return subtask.model_copy(update={"instructions": told})
+
+
+def step_prompt(step: str, number: int, count: int) -> str:
+    """What a coder that finished a step of its subtask is told next."""
+    last = "" if number < count else " It is the last one."
+    return (
+        f"Step {number} of {count} of your subtask: {step}\n\nKeep what you changed in "
+        f"the earlier steps. Make this change with edit_file or write_file, then call "
+        f"finish.{last}"
+    )
 
 
 def unchanged_prompt(subtask: Subtask) -> str:
