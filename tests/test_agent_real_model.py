@@ -24,7 +24,7 @@ from swarm.providers._tool_text import calls_from_text
 from swarm.providers.sim import SimProvider
 from swarm.providers.sim._real_model import real_model_script
 from swarm.providers.sim._reply import Reply, Script
-from swarm.testing import FunctionModel, ScriptedModel, call
+from swarm.testing import FunctionModel, Scripted, ScriptedModel, call
 from tests.test_agent import add, finish
 
 
@@ -195,6 +195,22 @@ async def test_a_repeated_edit_is_answered_with_the_files_current_text(tmp_path:
     ), told
 
 
+async def test_a_reply_asking_for_a_file_in_prose_is_shown_it(tmp_path: Path) -> None:
+    """A 1.5B model asked in prose to be given a file's text, again and again, instead of
+    calling read_file: the nudge shows the files its reply names (those that exist)."""
+    (tmp_path / "calc.py").write_text("def total(xs):\n    return sum(xs)\n")
+    asks = "Please provide the current text of the file `calc.py` (not e.g. notes.txt)."
+    model = ScriptedModel([asks, call("finish", summary="ok")])
+    ctx = ToolContext(root=tmp_path, sandbox=NoSandbox())
+    await Agent[str]("coder", model=model, tools=coding_tools(), context=ctx).run("go")
+    told = _told(model.requests[1])
+    assert told.startswith("Your reply called no tool.")
+    assert told.endswith(
+        "Call `finish` when done.\n\n`calc.py` as it is now:\n     1\tdef total(xs):\n"
+        "     2\t    return sum(xs)"
+    ), told
+
+
 async def test_a_repeated_call_naming_no_readable_file_is_told_to_check_it(
     tmp_path: Path,
 ) -> None:
@@ -300,6 +316,27 @@ async def test_an_alternation_with_an_empty_reply_names_both() -> None:
     assert result.repeated == (
         "alternating between two replies: Let me edit mathutil. / (an empty reply)"
     )
+
+
+async def test_replies_in_other_words_that_call_nothing_that_works_are_stuck() -> None:
+    """As the 1.5B model did for 22 replies: three texts, each in new words each time, and
+    a failing call between them; no two neighbours alike."""
+    texts = [
+        "Please provide the current text of the file, version {}.",
+        "Here is the final version of the file, with {} changes I made in my head.",
+        "I see you have updated the file {} times; it looks good to me now.",
+    ]
+
+    def model(request: ChatRequest) -> ChatResult | Scripted:
+        n = len(model_.requests)
+        if n % 4 == 0:
+            return call("add", a="x", b=n)  # fails: not a number
+        return texts[n % 3].format(n * 7919)
+
+    model_ = FunctionModel(model)
+    result = await Agent[str]("coder", model=model_, tools=[add, finish], max_steps=40).run("go")
+    assert result.stop_reason == "stuck" and result.steps == 9
+    assert result.repeated.startswith("9 replies in a row with no tool call that worked; the last:")
 
 
 async def test_a_tool_result_the_model_invents_is_dropped_and_it_is_told(tmp_path: Path) -> None:

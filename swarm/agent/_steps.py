@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic
@@ -140,7 +141,7 @@ class Steps(Generic[T]):
             elif calls:
                 ended = await self._tools(calls, step)
             else:
-                ended = self._answer(reply, step)
+                ended = await self._answer(reply, step)
             if ended is None:
                 ended = await self._judge_repeats(reply, step)
             if ended is not None:
@@ -151,7 +152,7 @@ class Steps(Generic[T]):
         """Warn (and escalate, once) an agent that repeats itself; stop it when it goes on."""
         verdict = self.watch.see_reply(reply.message)
         failed = _failures(reply.message, self.messages, self.failed_calls)
-        verdict = max(verdict, self.watch.see_failures(failed), key=_SEVERITY.index)
+        verdict = max(verdict, self.watch.see_failures(reply.message, failed), key=_SEVERITY.index)
         if verdict == "stuck":
             return self.result(None, "stuck", step)
         if verdict == "warn":
@@ -159,7 +160,7 @@ class Steps(Generic[T]):
             if fallback is not None and self.model is not fallback:
                 self.model = fallback
                 self.calls.escalated = True
-            shown = await self._files_now(reply.message.tool_calls)
+            shown = await self._files_now(_called_paths(reply.message.tool_calls))
             check = "" if shown else " check the file's current text,"
             warning = (
                 "You have now sent the same reply twice, and it did not help. Do something "
@@ -169,23 +170,16 @@ class Steps(Generic[T]):
             self.messages.append(Message.user("\n\n".join([warning, *shown])))
         return None
 
-    async def _files_now(self, calls: Sequence[ToolCall]) -> list[str]:
-        """The files a repeated reply's calls name, as they are now, read by the agent's own
-        `read_file`: a model that lost the thread acts on the text, and told only to check
-        it, a small one asks what is meant (seen with a 1.5B model)."""
+    async def _files_now(self, paths: Sequence[str]) -> list[str]:
+        """The files `paths` name, as they are now, read by the agent's own `read_file`
+        (those it cannot read left out): a model that lost the thread acts on the text,
+        and told only to check it, a small one asks what is meant, or asks to be given
+        the file in prose (both seen with a 1.5B model)."""
         reader = self.agent.tool_named("read_file")
         if reader is None or self.agent.context is None:
             return []
-        paths: dict[str, None] = {}
-        for c in calls:
-            try:
-                path = json.loads(c.arguments).get("path")
-            except (ValueError, AttributeError):  # not JSON, or not an object
-                continue
-            if isinstance(path, str) and path.strip():
-                paths[path] = None
         shown = []
-        for path in list(paths)[:_FILES_SHOWN]:
+        for path in list(dict.fromkeys(paths))[:_FILES_SHOWN]:
             try:
                 text = await reader.run({"path": path}, self.agent.context)
             except ToolError:
@@ -200,7 +194,7 @@ class Steps(Generic[T]):
         if self.emit is not None and self.keeper.compactions != count:
             self.emit(ev.CompactionEvent(step, before, len(self.messages)))
 
-    def _answer(self, reply: ChatResult, step: int) -> AgentResult[T] | None:
+    async def _answer(self, reply: ChatResult, step: int) -> AgentResult[T] | None:
         agent, text = self.agent, reply.text
         if agent.requires_finish:
             self.calls.nudges += 1
@@ -223,7 +217,9 @@ class Steps(Generic[T]):
                 )
             else:
                 problem = "Your reply called no tool."
-            self.messages.append(Message.user(f"{problem} {hint} Call `finish` when done."))
+            shown = await self._files_now(_NAMED_PATH.findall(text or ""))
+            told = f"{problem} {hint} Call `finish` when done."
+            self.messages.append(Message.user("\n\n".join([told, *shown])))
             return None
         if agent.output_adapter is None:
             return self.result(text, "final_answer", step)
@@ -462,6 +458,23 @@ _LARGER_CAPS = 2
 _CAP_WITHOUT_ONE = 8192
 """The cap asked for when a reply with none set was cut (the server's own default)."""
 _CAP_CEILING = 32768
+
+
+_NAMED_PATH = re.compile(r"[\w.-]*\w(?:/[\w.-]+)*\.[A-Za-z]\w*")
+"""A file a reply names in its prose (`inventory/pricing.py`, `README.md`)."""
+
+
+def _called_paths(calls: Sequence[ToolCall]) -> list[str]:
+    """The `path` arguments of `calls`."""
+    paths = []
+    for c in calls:
+        try:
+            path = json.loads(c.arguments).get("path")
+        except (ValueError, AttributeError):  # not JSON, or not an object
+            continue
+        if isinstance(path, str) and path.strip():
+            paths.append(path)
+    return paths
 
 
 def _larger_cap(cap: int | None) -> int | None:

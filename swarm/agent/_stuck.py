@@ -7,7 +7,10 @@ failing the same way several times in a row even when the words around it change
 `after - 1` repeats the agent is warned (and moved to its fallback model, once); at
 `after` it is stopped as `stuck`. A run that only alternates between two replies (A B A B
 A B, or A B B A B B: each repeat breaks the other's streak) is stuck too, once its last
-`2 * after` replies hold no third.
+`2 * after` replies hold no third. So is one whose last `3 * after` replies called no tool
+that worked: a 1.5B model went round three texts in other words each time ("please
+provide the file", "here is the final version", "I see you updated it"), with a failing
+edit between them, for 22 replies, each close to none of its neighbours.
 """
 
 from __future__ import annotations
@@ -59,6 +62,8 @@ class StuckWatch:
         default_factory=lambda: deque(maxlen=6), repr=False
     )
     _last_failure: tuple[str, str, str] | None = None
+    idle: int = 0
+    """How many replies in a row called no tool that worked."""
     _seen: bool = field(default=False, repr=False)
     _previous: Message | None = field(default=None, repr=False)
     """The reply before the one being seen (what an alternation alternates with)."""
@@ -83,8 +88,15 @@ class StuckWatch:
             return "stuck"
         return self._verdict(max(self.repeats, self.failures))
 
-    def see_failures(self, failed: Sequence[tuple[str, str, str]]) -> Verdict:
-        """The calls of the latest reply that failed, as (name, arguments, error text)."""
+    def see_failures(self, message: Message, failed: Sequence[tuple[str, str, str]]) -> Verdict:
+        """The latest reply, and those of its calls that failed, as (name, arguments,
+        error text)."""
+        worked = len(message.tool_calls) > len(failed)
+        self.idle = 0 if worked else self.idle + 1
+        if self.idle >= 3 * self.after:
+            self.repeated = f"{self.idle} replies in a row with no tool call that worked; the "
+            self.repeated += f"last: {_describe(message)}"
+            return "stuck"
         if not failed:
             self.failures, self._last_failure = 0, None
             return "ok"
