@@ -249,6 +249,34 @@ async def test_a_subtask_folded_from_the_planner_s_steps_is_given_one_step_at_a_
     assert '"""One."""' in git(repo, "show", f"{report.branch}:a.py")
 
 
+async def test_a_step_the_coder_got_stuck_on_is_followed_by_the_next(
+    tmp_path: Path, repo: Path
+) -> None:
+    steps = [
+        subtask("hint", ["a.py"]) | {"title": "Hint one", "instructions": "Type one."},
+        subtask("again", ["a.py"], ["hint"]) | {"title": "Hint", "instructions": "Type it."},
+        subtask("doc", ["a.py"], ["again"]) | {"title": "Doc one", "instructions": "Doc it."},
+    ]
+    documented = edit("a.py", "    return 1", '    """One."""\n    return 1')
+    scripts = ScriptedSource(
+        {
+            "planner": [json.dumps({"subtasks": steps})],
+            "coder:hint": [edit("a.py", "def one():", "def one() -> int:"), done("typed")],
+            "coder:hint:step2": ["obj['new']"] * 2,  # done already: it loops
+            "coder:hint:step2:up": ["obj['new']"],
+            "coder:hint:step3": [documented, done("documented")],
+        }
+    )
+    report = await solve(request(tmp_path, repo, None), source=scripts)
+    assert report.status == "done", report
+    third = scripts.models["coder:hint:step3"]
+    assert isinstance(third, ScriptedModel)
+    told = third.requests[0].messages[-1].content or ""
+    assert told.startswith("Step 3 of 3 of your subtask: Doc one. Doc it.")
+    assert "if your earlier changes did it already, call finish and say so" in told
+    assert '"""One."""' in git(repo, "show", f"{report.branch}:a.py")
+
+
 @pytest.mark.parametrize("puts_it_back", [True, False])
 async def test_a_name_a_merged_subtask_added_is_kept_by_the_ones_after_it(
     tmp_path: Path, repo: Path, puts_it_back: bool

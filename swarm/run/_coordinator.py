@@ -577,9 +577,11 @@ class Coordinator:
         result: AgentResult[str],
     ) -> AgentResult[str]:
         """The coder's next steps, each given once it finished the one before, in its
-        own conversation; a coder that did not finish a step gets no more."""
+        own conversation. One stuck on a step is given the next too (a step its earlier
+        change had done left a small model with nothing to do, and it looped); one stopped
+        otherwise (a budget, its step limit) gets no more."""
         for number, step in enumerate(steps[1:], start=2):
-            if not result.finished:
+            if not result.finished and result.stop_reason != "stuck":
                 break
             coder = self._agents.agent("coder", f"{agent_id}:step{number}", CODER, ws, st)
             result = await coder.run(step_prompt(step, number, len(steps)), history=result.messages)

@@ -193,7 +193,7 @@ def step_prompt(step: str, number: int, count: int) -> str:
     return (
         f"Step {number} of {count} of your subtask: {step}\n\nKeep what you changed in "
         f"the earlier steps. Make this change with edit_file or write_file, then call "
-        f"finish.{last}"
+        f"finish; if your earlier changes did it already, call finish and say so.{last}"
     )
 
 
