@@ -294,6 +294,7 @@ async def test_a_name_a_merged_subtask_added_is_kept_by_the_ones_after_it(
                 done(),
             ],
             "coder:s2:kept": [rename_back, done()] if puts_it_back else [done("it is better")],
+            "coder:complete": [done("it is better")],  # first_name is gone at the end
         }
     )
     plan = write_plan(tmp_path, [add, readme])
@@ -313,7 +314,43 @@ async def test_a_name_a_merged_subtask_added_is_kept_by_the_ones_after_it(
         assert "def other_name():" in a_py
         assert s2.warning == "takes away first_name, which s1 added"
         shown = Path(str(report.report)).read_text()
-        assert "- status: **done**, with 1 subtask warning (below)" in shown  # not all done
+        assert "- status: **done**, with 2 warnings (below)" in shown  # not all done
+        assert report.missing == ["first_name"]
+
+
+@pytest.mark.parametrize("adds_it", [True, False])
+async def test_a_name_the_task_asks_for_and_no_subtask_added_goes_to_one_coder_at_the_end(
+    tmp_path: Path, repo: Path, adds_it: bool
+) -> None:
+    task = tmp_path / "task.md"
+    task.write_text(f"---\ncheck: {CHECK}\n---\n# Tidy\n\nType one() and add `first_name()`.\n")
+    plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])  # the planner left it out
+    added = edit("b.py", "def two():", "def first_name():\n    return 1\n\n\ndef two():")
+    scripts = ScriptedSource(
+        {
+            "coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()],
+            "coder:complete": [added, done()] if adds_it else [done("nothing to add")],
+        }
+    )
+    report = await solve(request(tmp_path, repo, plan, task=task), source=scripts)
+    assert report.status == "done", report
+    completer = scripts.models["coder:complete"]
+    assert isinstance(completer, ScriptedModel)
+    told = completer.requests[0].messages[-1].content or ""
+    assert "Every subtask of this task has merged and the tests pass, but the task asks " in told
+    assert "for `first_name`, and no file has it." in told
+    assert "> Type one() and add `first_name()`." in told  # the task itself
+    b_py = git(repo, "show", f"{report.branch}:b.py")
+    shown = Path(str(report.report)).read_text()
+    if adds_it:
+        assert "def first_name():" in b_py and report.missing == []
+        assert "swarm: what the task asks for" in git(
+            repo, "log", "-1", "--format=%s", report.branch or ""
+        )
+    else:
+        assert report.missing == ["first_name"]
+        assert "- status: **done**, with 1 warning (below)" in shown
+        assert "- warning: the task asks for `first_name`; no file of the branch has it" in shown
 
 
 async def test_a_failing_check_is_fixed_by_a_fixer(tmp_path: Path, repo: Path) -> None:

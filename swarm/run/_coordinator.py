@@ -75,6 +75,7 @@ from swarm.run._roles import (
     FIXER,
     afresh_note,
     coder_prompt,
+    completion_prompt,
     first_step,
     named_symbols,
     rebase_prompt,
@@ -83,6 +84,7 @@ from swarm.run._roles import (
 )
 from swarm.run._seams import (
     GitWorkspaces,
+    Place,
     RunLike,
     RunOptions,
     Seams,
@@ -168,6 +170,10 @@ class Coordinator:
         """Each subtask's instructions as steps, the parts folded into it (`fold_steps`)."""
         self._asked: dict[str, list[str]] = {}
         """The new names each subtask was asked for (`_missing`), once its coder ran."""
+        self._task_new: list[str] = []
+        """The names the task asks for that no file had when the run started."""
+        self._missing: list[str] = []
+        """Those of them no file of the branch has at the end."""
         self._added: dict[str, str] = {}
         """The names merged subtasks were asked for, each with the subtask that added it:
         a later subtask may not take them away unasked."""
@@ -204,11 +210,13 @@ class Coordinator:
 
         with anyio.move_on_after(self._run.budget.remaining_s()) as deadline:
             async with pulsing(trace.path if trace is not None else None, now):
+                self._task_new = await self._names_at_start(queue)
                 stop = await self._dispatch_all(plan, dispatch)
                 async with releasing(self._workspaces):  # no one needs them any more
                     if stop is None:
                         try:
                             final = await self._verify(queue)
+                            await self._asked_of_the_run(queue, dispatch, final)
                         except BudgetExceeded as exc:
                             stop = exc.kind
         if deadline.cancelled_caught:
@@ -216,7 +224,16 @@ class Coordinator:
         for outcome in dispatch.skip_rest(stop):
             self._run.journal.set_subtask(self._run.id, outcome.id, "skipped", error=outcome.error)
         outcomes = tuple(dispatch.outcomes.values())
-        return RunOutcome(outcomes, stop, final, self.times, dict(self._agents.stuck))
+        stuck = dict(self._agents.stuck)
+        return RunOutcome(outcomes, stop, final, self.times, stuck, tuple(self._missing))
+
+    async def _names_at_start(self, queue: Merger) -> list[str]:
+        """The names the task asks for (`_missing`) that no file of the integration
+        worktree has before any subtask merged."""
+        if not is_local(queue.worktree):
+            return []
+        asked = asked_names(self.task.title, self.task.instructions)
+        return await missing_names(queue.worktree, asked)  # none asked: no git run
 
     async def _dispatch_all(self, plan: Plan, dispatch: Dispatch) -> str | None:
         """Start subtasks as they become ready; returns the budget kind that stopped it. A
@@ -257,28 +274,83 @@ class Coordinator:
         if not accept:
             return None
         fix_loop = self._fix_loop
-        # an explicit `accept` is judged by itself: no failure the base commit had is excused
-        excuse = not self.task.accept or accept == self.task.check_for(())
+        excuse = self._excused(accept)
         # the head's tree was checked already when its last batch was (same command)
         key = commit_key(queue.head)
         result = await fix_loop.timed(
             "checks", self._check(queue.worktree, accept, key=key, excuse=excuse)
         )
         final = Subtask(id="final", title="final verification", instructions=self.task.title)
+        fixed = await self._fixed(queue, final, result, accept, excuse)
+        if not fixed.passed:
+            await queue.reset()
+            return fixed
+        if fixed is not result:  # fixers made it green
+            await queue.commit("swarm: final verification fixes", stage_edits=True)
+        return fixed
+
+    def _excused(self, accept: str) -> bool:
+        """Whether failures the base commit had are excused in `accept`'s result: an
+        explicit `accept` is judged by itself."""
+        return not self.task.accept or accept == self.task.check_for(())
+
+    async def _fixed(
+        self, queue: Merger, st: Subtask, result: CheckResult, accept: str, excuse: bool
+    ) -> CheckResult:
+        """Fixer rounds in the integration worktree until `accept` passes there (or the
+        rounds run out); the last check's result. Nothing is committed here."""
         for n in range(1, self.options.fix_rounds + 1):
             if result.passed:
                 break
-            await fix_loop.fix(
-                final, queue.worktree, queue.written, result, round_=n, command=accept
+            await self._fix_loop.fix(
+                st, queue.worktree, queue.written, result, round_=n, command=accept
             )
-            result = await fix_loop.timed(
+            result = await self._fix_loop.timed(
                 "checks", self._check(queue.worktree, accept, excuse=excuse)
             )
-            if result.passed:
-                await queue.commit("swarm: final verification fixes", stage_edits=True)
-        if not result.passed:
-            await queue.reset()
         return result
+
+    async def _asked_of_the_run(
+        self, queue: Merger, dispatch: Dispatch, final: CheckResult | None
+    ) -> None:
+        """The names the task asks for that no file of the branch has (the run's
+        `missing`); when every subtask merged and the branch is green, one coder is given
+        them first (`_complete`)."""
+        if not self._task_new:
+            return
+        missing = await missing_names(queue.worktree, self._task_new)
+        merged = all(o.status in ("merged", "empty") for o in dispatch.outcomes.values())
+        accept = self.task.accept_command
+        if missing and merged and accept and final is not None and final.passed:
+            await self._complete(queue, accept, missing)
+            missing = await missing_names(queue.worktree, missing)
+        self._missing = missing
+
+    async def _complete(self, queue: Merger, accept: str, missing: list[str]) -> None:
+        """Names the task asks for that no file has once every subtask merged green (a
+        planner's subtasks left them out, or their coders did) go to one coder in the
+        integration worktree, with fixer rounds after it. Its change is committed green,
+        or dropped: the green branch stays as it was."""
+        excuse = self._excused(accept)
+        self._run.progress.note(f"the task asks for {', '.join(missing)}: one coder adds it")
+        st = Subtask(
+            id="complete",
+            title="what the task asks for and no subtask added",
+            instructions=self.task.instructions,
+        )
+        coder = self._agents.agent(
+            "coder", "coder:complete", CODER, Place(queue.worktree, queue.written), st
+        )
+        await coder.run(completion_prompt(self.task, missing))
+        checked = await self._fix_loop.timed(
+            "checks", self._check(queue.worktree, accept, excuse=excuse)
+        )
+        if (await self._fixed(queue, st, checked, accept, excuse)).passed:
+            await queue.commit(
+                "swarm: what the task asks for and no subtask added", stage_edits=True
+            )
+        else:
+            await queue.reset()
 
     # -- one subtask ------------------------------------------------------------------
 

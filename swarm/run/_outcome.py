@@ -101,6 +101,8 @@ class RunOutcome:
     times: PhaseTimes = field(default_factory=PhaseTimes)
     stuck: dict[str, str] = field(default_factory=dict)
     """Agents stopped for repeating themselves, by id: what they kept sending."""
+    missing: tuple[str, ...] = ()
+    """Names the task asks for that no file of the branch has at the end."""
 
     @property
     def status(self) -> RunStatus:

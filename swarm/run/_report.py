@@ -150,6 +150,9 @@ class RunReport(BaseModel):
     """Tests seen to fail and pass on the same tree: excused, never blamed on a change."""
     stuck: dict[str, str] = {}
     """Agents stopped for repeating themselves, by agent id: the reply they kept sending."""
+    missing: list[str] = []
+    """Names the task asks for that no file of the branch has: what it asked is not all
+    there, whatever the check says."""
     estimates: list[FinishEstimate] = []
     """Each estimate of the finish the run made (also in its trace's pulse file), so
     `swarm trace summary` can judge them when the trace travels without that file."""
@@ -173,9 +176,9 @@ class RunReport(BaseModel):
 def render_markdown(r: RunReport) -> str:
     label = " (simulated)" if r.simulated else ""
     stop = f" ({r.stop_reason})" if r.stop_reason else ""
-    if warned := sum(1 for s in r.subtasks if s.warning):
-        # the check is green, yet a subtask left out what it was asked for: not all done
-        stop += f", with {warned} subtask warning{'s' if warned > 1 else ''} (below)"
+    # the check is green, yet a subtask (or the run) left out what it was asked for
+    if warned := sum(1 for s in r.subtasks if s.warning) + bool(r.missing):
+        stop += f", with {warned} warning{'s' if warned > 1 else ''} (below)"
     lines = [
         f"# swarm run {r.run_id}{label}",
         "",
@@ -196,6 +199,9 @@ def render_markdown(r: RunReport) -> str:
         lines.append(f"- flaky tests (excused): {', '.join(r.flaky[:20])}")
     for agent, text in r.stuck.items():
         lines.append(f"- stuck: {agent} kept sending: {_one_line(text, 200)}")
+    if r.missing:
+        names = ", ".join(f"`{name}`" for name in r.missing)
+        lines.append(f"- warning: the task asks for {names}; no file of the branch has it")
     lines += [f"- warning: {s.id}: {s.warning}" for s in r.subtasks if s.warning]
     lines += [
         "",

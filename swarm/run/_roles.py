@@ -25,6 +25,7 @@ __all__ = [
     "PLANNER",
     "PLANNER_TOOLS",
     "coder_prompt",
+    "completion_prompt",
     "first_step",
     "fix_prompt",
     "mentions_text",
@@ -89,17 +90,22 @@ TASK_CHARS = 2_000
 """How much of the task's own text a coder is shown beside its subtask."""
 
 
+def _quoted(task: Task) -> str:
+    """The task's instructions as a quote (cut at `TASK_CHARS`), or "" when it has none."""
+    body = task.instructions.strip()
+    if len(body) > TASK_CHARS:
+        body = body[:TASK_CHARS].rsplit("\n", 1)[0] + "\n..."
+    return "\n".join(f"> {line}" if line else ">" for line in body.splitlines())
+
+
 def coder_prompt(task: Task, subtask: Subtask, shown: str = "") -> str:
     files = ", ".join(subtask.files) or "(not specified)"
     # the task's words beside the planner's: a small planner's subtask said "Write
     # clamp(x, lo, hi)" and lost what clamp must return
-    body = task.instructions.strip()
-    if len(body) > TASK_CHARS:
-        body = body[:TASK_CHARS].rsplit("\n", 1)[0] + "\n..."
-    quoted = "\n".join(f"> {line}" if line else ">" for line in body.splitlines())
+    quoted = _quoted(task)
     whole = (
         f"\n\nThe whole task (other agents do the parts that are not yours):\n{quoted}"
-        if body
+        if quoted
         else ""
     )
     return (
@@ -175,6 +181,20 @@ def mentions_text(lines: Sequence[str], names: Sequence[str]) -> str:
     listed = ", ".join(f"`{n}`" for n in names)
     body = "\n".join(shown) + tail
     return f"\n\nWhere {listed} appear in other files now:\n```\n{body}\n```"
+
+
+def completion_prompt(task: Task, missing: Sequence[str]) -> str:
+    """What the coder that adds what the task asks for and no subtask added is told."""
+    listed = ", ".join(f"`{name}`" for name in missing)
+    one = len(missing) == 1
+    return (
+        f"The task: {task.title}\n{_quoted(task)}\n\n"
+        f"Every subtask of this task has merged and the tests pass, but the task asks for "
+        f"{listed}, and no file has {'it' if one else 'them'}. Add "
+        f"{'it' if one else 'them'} where the task says, as it says, keeping what is "
+        "there (read_file shows a file; search finds a name), run run_tests, then call "
+        "finish."
+    )
 
 
 def first_step(subtask: Subtask, steps: Sequence[str]) -> Subtask:

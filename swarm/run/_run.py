@@ -366,6 +366,7 @@ class Run:
             overhead=self._overhead(),
             merge=self.merge_stats,
             stuck=dict(outcome.stuck) if outcome else {},
+            missing=list(outcome.missing) if outcome else [],
             flaky=sorted(self.baseline.flaky),
             estimates=_estimates(self._trace.path),
         )
