@@ -186,8 +186,9 @@ def run_solve(bench: Bench, name: str, task: Path, repo: Path | None) -> dict[st
     if bench.deadline:  # a CPU server needs longer than a task file's cloud-sized deadline
         args += ["--budget", f"deadline={bench.deadline}"]
     args += ["--state-dir", str(cwd / ".swarm"), "--traces-dir", str(cwd / "traces")]
+    args += ["--keep-branch"]  # a failed run's branch too: what merged is looked at
     if repo is not None:
-        args += ["--repo", str(repo), "--keep-branch"]
+        args += ["--repo", str(repo)]
     done = run_swarm(bench, args, cwd)
     out = done.json()
     subtasks = out.get("subtasks") or []
