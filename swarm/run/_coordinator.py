@@ -172,8 +172,6 @@ class Coordinator:
         """The new names each subtask was asked for (`_missing`), once its coder ran."""
         self._task_new: list[str] = []
         """The names the task asks for that no file had when the run started."""
-        self._missing: list[str] = []
-        """Those of them no file of the branch has at the end."""
         self._added: dict[str, str] = {}
         """The names merged subtasks were asked for, each with the subtask that added it:
         a later subtask may not take them away unasked."""
@@ -201,6 +199,7 @@ class Coordinator:
         self._steps = {st.id: fold_steps(plan, st) for st in plan.subtasks}
         dispatch = Dispatch.for_plan(plan, queue, done, self.options.max_agents)
         final: CheckResult | None = None
+        missing: list[str] = []
         trace = current_run()
         started = anyio.current_time()
 
@@ -216,7 +215,7 @@ class Coordinator:
                     if stop is None:
                         try:
                             final = await self._verify(queue)
-                            await self._asked_of_the_run(queue, dispatch, final)
+                            missing = await self._asked_of_the_run(queue, dispatch, final)
                         except BudgetExceeded as exc:
                             stop = exc.kind
         if deadline.cancelled_caught:
@@ -225,7 +224,7 @@ class Coordinator:
             self._run.journal.set_subtask(self._run.id, outcome.id, "skipped", error=outcome.error)
         outcomes = tuple(dispatch.outcomes.values())
         stuck = dict(self._agents.stuck)
-        return RunOutcome(outcomes, stop, final, self.times, stuck, tuple(self._missing))
+        return RunOutcome(outcomes, stop, final, self.times, stuck, tuple(missing))
 
     async def _names_at_start(self, queue: Merger) -> list[str]:
         """The names the task asks for (`_missing`) that no file of the integration
@@ -312,19 +311,19 @@ class Coordinator:
 
     async def _asked_of_the_run(
         self, queue: Merger, dispatch: Dispatch, final: CheckResult | None
-    ) -> None:
+    ) -> list[str]:
         """The names the task asks for that no file of the branch has (the run's
         `missing`); when every subtask merged and the branch is green, one coder is given
         them first (`_complete`)."""
         if not self._task_new:
-            return
+            return []
         missing = await missing_names(queue.worktree, self._task_new)
         merged = all(o.status in ("merged", "empty") for o in dispatch.outcomes.values())
         accept = self.task.accept_command
         if missing and merged and accept and final is not None and final.passed:
             await self._complete(queue, accept, missing)
             missing = await missing_names(queue.worktree, missing)
-        self._missing = missing
+        return missing
 
     async def _complete(self, queue: Merger, accept: str, missing: list[str]) -> None:
         """Names the task asks for that no file has once every subtask merged green (a

@@ -100,10 +100,9 @@ def taken_prompt(taken: Mapping[str, str]) -> str:
     """What a coder whose change took away names merged subtasks added is told, once;
     `taken` maps each name to the subtask that added it."""
     listed = ", ".join(f"`{name}` (added by {by})" for name, by in taken.items())
-    one = len(taken) == 1
+    it = "it" if len(taken) == 1 else "them"
     return (
-        f"Your change takes away {listed}: the task needs {'it' if one else 'them'}, and "
-        f"your subtask does not ask to rename or remove {'it' if one else 'them'}. Put "
-        f"{'it' if one else 'them'} back under the same name (rename back what you renamed), "
-        "run run_tests, then call finish."
+        f"Your change takes away {listed}: the task needs {it}, and your subtask does not "
+        f"ask to rename or remove {it}. Put {it} back under the same name (rename back what "
+        "you renamed), run run_tests, then call finish."
     )
