@@ -15,8 +15,8 @@ wraps any script (the demo's included) with it:
   after a tool result the model wrote itself (`<tool_response>`);
 - a `write_file` call shown as the file itself in a fence under its path, no call made.
 
-It is stateless like the scripts it wraps: every draw is seeded by the seed and the
-conversation so far, and the turns that went wrong (a call to an unknown tool, a repeat, a
+It is stateless like the scripts it wraps: every draw is seeded by the seed, the agent
+and its turn, and the turns that went wrong (a call to an unknown tool, a repeat, a
 reply without a call) are taken out of the conversation before the inner script reads it,
 so the inner script goes on from where the last good turn left it.
 """
@@ -26,7 +26,6 @@ from __future__ import annotations
 import inspect
 import json
 import random
-import zlib
 from collections.abc import Sequence
 
 from swarm.config._faults import TEXT_FORMATS, RealModel
@@ -50,14 +49,12 @@ def real_model_script(inner: Script, mode: RealModel, seed: int = 0) -> Script:
 
 
 def _rng(seed: int, request: ChatRequest) -> random.Random:
-    """The draws of one reply: the same conversation by the same agent, the same draws (a
-    retry with a larger cap, or another agent on the same conversation, draws anew, as a
-    sampled model would)."""
-    crc = 0
-    for m in request.messages:
-        crc = zlib.crc32((m.content or "").encode("utf-8", "replace"), crc)
+    """The draws of one reply: the same agent at the same turn, the same draws (a retry with
+    a larger cap, or another agent, draws anew, as a sampled model would). The words of the
+    conversation are left out: they carry the run's own paths and timings, and a seeded run
+    must draw the same wherever it runs."""
     agent = request.metadata.get("agent", "")
-    return random.Random(f"{seed}|{agent}|{len(request.messages)}|{crc}|{request.max_tokens}")
+    return random.Random(f"{seed}|{agent}|{len(request.messages)}|{request.max_tokens}")
 
 
 def _spoil(reply: Reply, request: ChatRequest, mode: RealModel, rng: random.Random) -> Reply:
