@@ -22,7 +22,7 @@ from swarm._tracing import semconv as sc
 from swarm.budget import BudgetLimits
 from swarm.messages import ChatRequest
 from swarm.run._plan import PlanError
-from swarm.run._report import RunReport
+from swarm.run._report import RunReport, render_markdown
 from swarm.run._solve import SolveRequest, solve
 from swarm.testing import FunctionModel, Scripted, ScriptedModel, ScriptedSource, call, reply
 
@@ -275,6 +275,10 @@ async def test_a_step_the_coder_got_stuck_on_is_followed_by_the_next(
     assert told.startswith("Step 3 of 3 of your subtask: Doc one. Doc it.")
     assert "if your earlier changes did it already, call finish and say so" in told
     assert '"""One."""' in git(repo, "show", f"{report.branch}:a.py")
+    hint = next(s for s in report.subtasks if s.id == "hint")
+    assert hint.warning is not None and "got stuck on step 2 of 3 (Hint. Type it.)" in hint.warning
+    assert "obj['new']" in hint.warning
+    assert "- warning: hint: got stuck on step 2 of 3" in render_markdown(report)
 
 
 @pytest.mark.parametrize("puts_it_back", [True, False])
@@ -678,6 +682,28 @@ async def test_a_coder_stuck_without_a_change_starts_over_once_then_fails(
     assert s1.status == "failed"
     assert s1.error is not None and "got stuck, changing nothing" in s1.error
     assert {s.id: s.status for s in report.subtasks}["s2"] == "merged"  # the run went on
+
+
+async def test_a_stuck_coder_starts_over_more_while_the_deadline_leaves_room(
+    tmp_path: Path, repo: Path
+) -> None:
+    """Beyond the one fresh start it always gets, a coder stuck without a change starts
+    over again while the run's deadline has room for a few more attempts like the last."""
+    plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
+    scripts = ScriptedSource(
+        {
+            "coder:s1": _stuck("I will now read a.py."),
+            "coder:s1:up": ["I will now read a.py."],
+            "coder:s1:again1": _stuck("I will now read a.py!"),
+            "coder:s1:again1:up": ["I will now read a.py!"],
+            "coder:s1:again2": [edit("a.py", "def one():", "def one() -> int:"), done()],
+        }
+    )
+    limits = BudgetLimits(deadline=600.0)
+    report = await solve(request(tmp_path, repo, plan, budget=limits), source=scripts)
+    assert report.status == "done", report
+    assert {s.id: s.status for s in report.subtasks} == {"s1": "merged"}
+    assert set(report.stuck) == {"coder:s1", "coder:s1:again1"}
     assert set(report.stuck) == {"coder:s1", "coder:s1:again1"}
     assert "I will now read a.py" in report.stuck["coder:s1"]
     text = Path(str(report.report)).read_text()

@@ -117,8 +117,18 @@ _REBASING = 1 << 62
 """A rebase fixer's claim on an agent place: its subtask is late already."""
 
 
+def _clipped(text: str, limit: int = 80) -> str:
+    """`text` on one line, cut at `limit` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
 STUCK_RESTARTS = 1
 """Times a coder that got stuck without changing anything starts over, fresh."""
+STUCK_RESTARTS_IN_TIME = 3
+"""Times it may, while the run's deadline leaves room for `_ROOM_FOR` more attempts like
+the last: a sampled model stuck once is often not stuck on a fresh try."""
+_ROOM_FOR = 3
 
 
 class Coordinator:
@@ -514,7 +524,7 @@ class Coordinator:
         in its own conversation."""
         new_names, kept = await self._names_before(st, ws)
         self._asked[st.id] = new_names
-        result, patch = await self._coder_turn(st, ws, told)
+        result, patch = await self._coder_turn(st, ws, outcome, told)
         if result is None or not result.finished or patch is None:
             return _Coded(patch, new_names)
         asked = (self.task.title, self.task.instructions, st.title, st.instructions)
@@ -603,17 +613,19 @@ class Coordinator:
         return patch
 
     async def _coder_turn(
-        self, st: Subtask, ws: WorkspaceLike, told: str = ""
+        self, st: Subtask, ws: WorkspaceLike, outcome: SubtaskOutcome, told: str = ""
     ) -> tuple[AgentResult[str] | None, str | None]:
         """The coder's turn: its last result (None: it ended without a change) and the
         patch as it read it after (None: not read); a coder that got stuck without
-        changing anything starts over with a fresh conversation (`STUCK_RESTARTS` times),
-        then the subtask fails."""
+        changing anything starts over with a fresh conversation (`_may_restart`), then the
+        subtask fails. The steps a coder that made a change got stuck on are the
+        subtask's warning."""
         agent_id, stuck_on = f"coder:{st.id}", ""
-        for again in range(STUCK_RESTARTS + 1):
+        steps = self._steps.get(st.id) or [st.instructions]
+        for again in range(STUCK_RESTARTS_IN_TIME + 1):
+            started = anyio.current_time()
             coder = self._agents.agent("coder", agent_id, CODER, ws, st)
             coder.depends_on(self._dependency_spans(st))
-            steps = self._steps.get(st.id) or [st.instructions]
             shown = await coder.shown(st.files, named_symbols(st))
             prompt = coder_prompt(self.task, first_step(st, steps), shown) + told
             if stuck_on:
@@ -621,8 +633,12 @@ class Coordinator:
                     f"\n\nAn earlier attempt got stuck sending this again and again: "
                     f"{stuck_on}\nDo not repeat it."
                 )
-            result = await self._steps_after(st, ws, agent_id, steps, await coder.run(prompt))
+            stuck_steps: list[str] = []
+            result = await coder.run(prompt)
+            result = await self._steps_after(st, ws, agent_id, steps, result, stuck_steps)
             if patch := await ws.patch():
+                for stuck in stuck_steps:
+                    outcome.warn(stuck)
                 return result, patch  # to check (a stuck coder may have made it, then looped)
             if result.finished:  # finished without a change: asked once to make it
                 again_id = f"{agent_id}:unchanged"
@@ -635,9 +651,25 @@ class Coordinator:
                 return asked, patch
             if result.stop_reason != "stuck":
                 return None, None
-            agent_id = f"coder:{st.id}:again{again + 1}"
             stuck_on = result.repeated[:300]
+            if not self._may_restart(again + 1, anyio.current_time() - started):
+                break
+            agent_id = f"coder:{st.id}:again{again + 1}"
         raise GaveUp(f"the coder got stuck, changing nothing: {stuck_on}")
+
+    def _may_restart(self, restarts: int, last_took_s: float) -> bool:
+        """Whether a coder stuck without a change starts over once more: `STUCK_RESTARTS`
+        times always; up to `STUCK_RESTARTS_IN_TIME` while the run's deadline leaves room
+        for `_ROOM_FOR` attempts as long as the last (without a deadline there is no
+        measure of room, and a model that loops costs money each time)."""
+        if restarts <= STUCK_RESTARTS:
+            return True
+        room = self._run.budget.remaining_s()
+        return (
+            restarts <= STUCK_RESTARTS_IN_TIME
+            and room != float("inf")
+            and (room >= _ROOM_FOR * last_took_s)
+        )
 
     async def _steps_after(
         self,
@@ -646,16 +678,25 @@ class Coordinator:
         agent_id: str,
         steps: list[str],
         result: AgentResult[str],
+        stuck_steps: list[str],
     ) -> AgentResult[str]:
         """The coder's next steps, each given once it finished the one before, in its
         own conversation. One stuck on a step is given the next too (a step its earlier
-        change had done left a small model with nothing to do, and it looped); one stopped
-        otherwise (a budget, its step limit) gets no more."""
-        for number, step in enumerate(steps[1:], start=2):
-            if not result.finished and result.stop_reason != "stuck":
-                break
-            coder = self._agents.agent("coder", f"{agent_id}:step{number}", CODER, ws, st)
-            result = await coder.run(step_prompt(step, number, len(steps)), history=result.messages)
+        change had done left a small model with nothing to do, and it looped), and the step
+        goes in `stuck_steps`; one stopped otherwise (a budget, its step limit) gets no
+        more."""
+        for number, step in enumerate(steps, start=1):
+            if number > 1:
+                if not result.finished and result.stop_reason != "stuck":
+                    break
+                coder = self._agents.agent("coder", f"{agent_id}:step{number}", CODER, ws, st)
+                prompt = step_prompt(step, number, len(steps))
+                result = await coder.run(prompt, history=result.messages)
+            if len(steps) > 1 and result.stop_reason == "stuck":
+                stuck_steps.append(
+                    f"got stuck on step {number} of {len(steps)} ({_clipped(step)}), which may"
+                    f" be undone: {_clipped(result.repeated)}"
+                )
         return result
 
     @contextmanager
