@@ -97,7 +97,7 @@ def test_config_and_task_name_the_sandbox(tmp_path: Path) -> None:
 
 def test_a_check_sees_the_interpreter_prefixes_not_the_checkout(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
-    subprocess.run(["python3", "-m", "venv", "--without-pip", str(repo / ".venv")], check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(repo / ".venv")], check=True)
     env = CheckEnvironment.resolve(repo, sandbox=NoSandbox())
     seen = env.sandbox.policy.read_only
     assert (repo / ".venv").resolve() in seen
