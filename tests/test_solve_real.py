@@ -712,6 +712,61 @@ async def test_a_definition_removed_unasked_is_sent_back_once(tmp_path: Path) ->
     assert "def two" in git(repo, "show", f"{report.branch}:b.py")
 
 
+REPORT = {
+    **TWO,
+    "r.py": (
+        "def summary(items):\n"
+        '    """One line per item, then the total."""\n'
+        "    lines = [f\"{i['name']}: {i['qty']}\" for i in items]\n"
+        "    lines.append(f\"total: {sum(i['qty'] for i in items)}\")\n"
+        '    return "\\n".join(lines)\n'
+    ),
+}
+
+
+@pytest.mark.parametrize("changes_the_original", [True, False])
+async def test_a_near_copy_beside_an_unchanged_original_is_sent_back_once(
+    tmp_path: Path, changes_the_original: bool
+) -> None:
+    """As the 1.5B model did with "Add type hints to report.py": a hinted copy of
+    `summary` beside it, `summary` unchanged, and a green check. The coder is asked once
+    to change the original; one that does merges clean, one that does not is merged with
+    a warning naming the copy."""
+    repo = make_repo(tmp_path, REPORT)
+    task = write_task(tmp_path, f"check: python check.py\npython: {PY}")
+    hints = {**subtask("s1", ["r.py"]), "title": "Add type hints to r.py"}
+    plan = write_plan(tmp_path, [hints])
+    source = REPORT["r.py"]
+    copy = source.replace("def summary(items):", "def summary_typed(items: list) -> str:")
+    hinted = "def summary(items: list) -> str:"
+    scripts = ScriptedSource(
+        {
+            "coder:s1": [call("write_file", path="r.py", content=f"{source}\n\n{copy}"), done()],
+            "coder:s1:copied": (
+                [call("write_file", path="r.py", content=copy.replace("summary_typed", "summary"))]
+                if changes_the_original
+                else []
+            )
+            + [done("the new one is better")],
+        }
+    )
+    report = await run(tmp_path, repo, task, plan, scripts)
+    assert states(report) == {"s1": "merged"}, report
+    told = scripts.models["coder:s1:copied"]
+    assert isinstance(told, ScriptedModel)
+    said = told.requests[0].messages[-1].content or ""
+    assert "`summary_typed` in r.py, a near copy of `summary`, which it leaves as it was" in said
+    merged = git(repo, "show", f"{report.branch}:r.py")
+    warning = next(s.warning for s in report.subtasks)
+    if changes_the_original:
+        assert hinted in merged and "summary_typed" not in merged
+        assert warning is None
+    else:
+        assert warning == (
+            "adds summary_typed (a near copy of summary, r.py); the original is unchanged"
+        )
+
+
 async def test_a_name_the_subtask_asks_for_and_no_file_has_is_sent_back_once(
     tmp_path: Path,
 ) -> None:

@@ -54,6 +54,7 @@ from swarm.run._check import (
     failing_part,
     tree_key,
 )
+from swarm.run._copies import copied_definitions, copy_prompt
 from swarm.run._dispatch import Dispatch
 from swarm.run._environment import CheckEnvironment
 from swarm.run._fix_loop import FixLoop
@@ -501,7 +502,7 @@ class Coordinator:
             try:
                 async with self._workspaces.open(base, st.id) as ws:
                     with self._tree(ws, base):
-                        coded = await self._code(st, ws, outcome, told)
+                        coded = await self._code(st, ws, base, outcome, told)
                         checked = await self._fix_loop.first_check(st, ws, base, coded.patch)
                         patch = await self._fix_loop.until_green(
                             st, ws, base, outcome, tag="", checked=checked
@@ -516,10 +517,11 @@ class Coordinator:
                 self._run.progress.note(f"{st.id}: {red}: starting afresh")
 
     async def _code(
-        self, st: Subtask, ws: WorkspaceLike, outcome: SubtaskOutcome, told: str = ""
+        self, st: Subtask, ws: WorkspaceLike, base: str, outcome: SubtaskOutcome, told: str = ""
     ) -> _Coded:
-        """The coder's turn, then its change's unasked removals (`_removals`) sent back
-        once; what is still removed is the subtask's warning. A coder that finished
+        """The coder's turn, then its change's unasked removals (`_removals`) and near
+        copies (`_copies`) sent back once each; what is still removed or copied is the
+        subtask's warning. A coder that finished
         without the new names its subtask asks for (`_missing`) is sent back once too,
         in its own conversation."""
         new_names, kept = await self._names_before(st, ws)
@@ -537,12 +539,39 @@ class Coordinator:
             removed = unasked_removals(patch, *asked)
         if removed:
             outcome.warn(f"removes {', '.join(map(str, removed))}; no instruction names it")
+        patch = await self._uncopied(st, ws, base, outcome, patch, result.messages)
         patch = await self._keep(st, ws, outcome, kept, result.messages) or patch
         missing = await missing_names(ws.path, new_names)  # none asked: no git run
         if not missing:
             return _Coded(patch, new_names)
         await self._send_back_missing(st, ws, missing, result.messages)
         return _Coded(await ws.patch(), new_names, sent_back=True)
+
+    async def _uncopied(
+        self,
+        st: Subtask,
+        ws: WorkspaceLike,
+        base: str,
+        outcome: SubtaskOutcome,
+        patch: str,
+        history: list[Message],
+    ) -> str:
+        """The coder whose change adds near copies of definitions it left as they were
+        (`_copies`) is sent back once to change the originals instead; what is still a
+        copy is the subtask's warning. The patch after."""
+        if not is_local(ws.path):
+            return patch
+        asked = (self.task.title, self.task.instructions, st.title, st.instructions)
+        copies = await copied_definitions(ws.path, base, patch, *asked)
+        if not copies:
+            return patch
+        coder = self._agents.agent("coder", f"coder:{st.id}:copied", CODER, ws, st)
+        await coder.run(copy_prompt(copies), history=history)
+        patch = await ws.patch()
+        copies = await copied_definitions(ws.path, base, patch, *asked)
+        if copies:
+            outcome.warn(f"adds {', '.join(map(str, copies))}; the original is unchanged")
+        return patch
 
     async def _names_before(
         self, st: Subtask, ws: WorkspaceLike
