@@ -67,3 +67,11 @@ def test_text_that_does_not_parse_finds_nothing() -> None:
 def test_short_bodies_are_not_compared() -> None:
     old = "def one():\n    return 1\n"
     assert near_copies("a.py", old, old + "\n\ndef first():\n    return 1\n", frozenset()) == []
+
+
+def test_a_new_test_written_from_the_one_beside_it_is_no_copy() -> None:
+    body = "    stock = {'a': 1}\n    got = low(stock)\n    assert got == ['a']\n"
+    old = f"def test_low():\n{body}"
+    new = f"{old}\n\ndef test_low_again():\n{body}"
+    assert near_copies("tests/test_x.py", old, new, frozenset()) == []
+    assert near_copies("x.py", old.replace("test_", ""), new.replace("test_", ""), frozenset())

@@ -5,7 +5,8 @@ beside `summary`: `summary`'s body under a new name, hinted, and `summary` left 
 was. The check passed (nothing calls the copy, the tests call the original), and the
 subtask merged having changed nothing it was asked to change. A coder's change is read
 for top-level functions and classes of its Python files that are new, that no word of the
-task or subtask names, and whose body is mostly (`SIMILAR`) that of a definition of the
+task or subtask names, that are not tests (a new test is rightly written from the one
+beside it), and whose body is mostly (`SIMILAR`) that of a definition of the
 same kind in the same file which the change leaves exactly as it was: the coder is asked
 once to change the original instead, and the report says what is still a copy.
 """
@@ -59,6 +60,8 @@ def near_copies(path: str, old: str, new: str, named: frozenset[str]) -> list[Co
     for name, (kind, _, lines) in after.items():
         if name in before or name in named or not _SHORTEST <= len(lines) <= _LONGEST:
             continue
+        if name.startswith(("test", "Test")):
+            continue  # tests are written by copying the one beside them, and rightly
         for original, (original_kind, _, original_lines) in kept.items():
             if original_kind != kind or not _SHORTEST <= len(original_lines) <= _LONGEST:
                 continue
