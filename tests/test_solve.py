@@ -281,6 +281,33 @@ async def test_a_step_the_coder_got_stuck_on_is_followed_by_the_next(
     assert "- warning: hint: got stuck on step 2 of 3" in render_markdown(report)
 
 
+async def test_a_coder_stuck_on_its_first_step_with_nothing_changed_starts_over(
+    tmp_path: Path, repo: Path
+) -> None:
+    """Stuck on step 1 with no change made, the coder is not given step 2 in that
+    conversation: it starts over, fresh, from step 1."""
+    steps = [
+        subtask("hint", ["a.py"]) | {"title": "Hint one", "instructions": "Type one."},
+        subtask("doc", ["a.py"], ["hint"]) | {"title": "Doc one", "instructions": "Doc it."},
+    ]
+    documented = edit("a.py", "    return 1", '    """One."""\n    return 1')
+    scripts = ScriptedSource(
+        {
+            "planner": [json.dumps({"subtasks": steps})],
+            "coder:hint": ["I will type it."] * 2,
+            "coder:hint:up": ["I will type it."],
+            "coder:hint:again1": [edit("a.py", "def one():", "def one() -> int:"), done()],
+            "coder:hint:again1:step2": [documented, done("documented")],
+        }
+    )
+    report = await solve(request(tmp_path, repo, None), source=scripts)
+    assert report.status == "done", report
+    assert "coder:hint:step2" not in scripts.models
+    a_py = git(repo, "show", f"{report.branch}:a.py")
+    assert "def one() -> int:" in a_py and '"""One."""' in a_py
+    assert next(s.warning for s in report.subtasks) is None
+
+
 @pytest.mark.parametrize("puts_it_back", [True, False])
 async def test_a_name_a_merged_subtask_added_is_kept_by_the_ones_after_it(
     tmp_path: Path, repo: Path, puts_it_back: bool

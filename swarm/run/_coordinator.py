@@ -710,13 +710,16 @@ class Coordinator:
         stuck_steps: list[str],
     ) -> AgentResult[str]:
         """The coder's next steps, each given once it finished the one before, in its
-        own conversation. One stuck on a step is given the next too (a step its earlier
-        change had done left a small model with nothing to do, and it looped), and the step
-        goes in `stuck_steps`; one stopped otherwise (a budget, its step limit) gets no
-        more."""
+        own conversation. One stuck on a step after it changed something is given the
+        next too (a step its earlier change had done left a small model with nothing to
+        do, and it looped), and the step goes in `stuck_steps`; one stuck with nothing
+        changed yet starts over instead (`_coder_turn`), and one stopped otherwise (a
+        budget, its step limit) gets no more."""
         for number, step in enumerate(steps, start=1):
             if number > 1:
                 if not result.finished and result.stop_reason != "stuck":
+                    break
+                if not result.finished and not await ws.patch():
                     break
                 coder = self._agents.agent("coder", f"{agent_id}:step{number}", CODER, ws, st)
                 prompt = step_prompt(step, number, len(steps))
