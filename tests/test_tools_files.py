@@ -109,6 +109,22 @@ async def test_write_file_unindents_python_written_all_indented(ws: Path) -> Non
     ).read_text() == "import math\n\ndef add(a, b):\n    return a + b\n"
 
 
+async def test_write_file_refuses_search_output_and_takes_off_read_files_numbers(
+    ws: Path,
+) -> None:
+    """As the 1.5B model did: search's hits written over the README (refused, nothing
+    written), and read_file's numbered lines written back (written without the numbers)."""
+    (ws / "README.md").write_text("# calc\n\nfrom calc import add\n")
+    hits = "README.md:3:from calc import total\nREADME.md:5:print(total(1))"
+    with pytest.raises(ToolError, match=r"content for README\.md is search output"):
+        await call("write_file", ws, path="README.md", content=hits)
+    assert (ws / "README.md").read_text() == "# calc\n\nfrom calc import add\n"
+    shown = await call("read_file", ws, path="src/calc.py")
+    out = await call("write_file", ws, path="src/calc.py", content=shown.replace("a - b", "a + b"))
+    assert out.endswith("(read_file's line numbers taken off)")
+    assert (ws / "src" / "calc.py").read_text().startswith("def add(a, b):\n    return a + b\n")
+
+
 async def test_write_file_says_where_python_does_not_parse(ws: Path) -> None:
     out = await call("write_file", ws, path="src/new.py", content="def f(:\n    pass\n")
     assert "It is not valid Python (line 1: " in out

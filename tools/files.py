@@ -383,7 +383,9 @@ def write_file(ctx: ToolContext, path: str, content: str) -> str:
         before: str | None = _read_text(ctx, path)[1]
     except ToolError:
         before = None
+    content, echo = _echo_undone(path, content)
     content, note = _python_checked(path, content, before)
+    note = echo + note
     data = content.encode("utf-8")
     if before == content:  # a model that does not see its work is done writes it again
         return (
@@ -406,6 +408,30 @@ def write_file(ctx: ToolContext, path: str, content: str) -> str:
             "put back what is missing (edit_file changes part of a file)"
         )
     return done
+
+
+_SEARCH_HIT = re.compile(r"^[^\s:]+:\d+:")
+"""A line as search shows it: the file's path, the line's number, then its text."""
+
+
+def _echo_undone(path: str, content: str) -> tuple[str, str]:
+    """`content` with read_file's line numbers taken off when every line carries one (a
+    small model writes back what read_file showed it), and a note saying so; refused when
+    every line is a search hit (`README.md:7:from inventory import ...`: a model wrote
+    search's output over the README)."""
+    lines = [line for line in content.splitlines() if line.strip()]
+    if not lines:
+        return content, ""
+    if all(_SEARCH_HIT.match(line) for line in lines):
+        raise ToolError(
+            f"content for {path} is search output (`path:line:text` on every line), not the "
+            "file's text: nothing was written. Give the whole new text of the file, or "
+            "change a part with edit_file"
+        )
+    if all(_NUMBERED.match(line) for line in lines):
+        bare = _without_numbers(content) or content
+        return bare, " (read_file's line numbers taken off)"
+    return content, ""
 
 
 def _python_checked(path: str, content: str, before: str | None) -> tuple[str, str]:
