@@ -118,12 +118,6 @@ _REBASING = 1 << 62
 """A rebase fixer's claim on an agent place: its subtask is late already."""
 
 
-def _clipped(text: str, limit: int = 80) -> str:
-    """`text` on one line, cut at `limit` characters."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
 STUCK_RESTARTS = 1
 """Times a coder that got stuck without changing anything starts over, fresh."""
 STUCK_RESTARTS_IN_TIME = 3
@@ -662,9 +656,8 @@ class Coordinator:
                     f"\n\nAn earlier attempt got stuck sending this again and again: "
                     f"{stuck_on}\nDo not repeat it."
                 )
-            stuck_steps: list[str] = []
-            result = await coder.run(prompt)
-            result = await self._steps_after(st, ws, agent_id, steps, result, stuck_steps)
+            first = await coder.run(prompt)
+            result, stuck_steps = await self._steps_after(st, ws, agent_id, steps, first)
             if patch := await ws.patch():
                 for stuck in stuck_steps:
                     outcome.warn(stuck)
@@ -707,14 +700,14 @@ class Coordinator:
         agent_id: str,
         steps: list[str],
         result: AgentResult[str],
-        stuck_steps: list[str],
-    ) -> AgentResult[str]:
+    ) -> tuple[AgentResult[str], list[str]]:
         """The coder's next steps, each given once it finished the one before, in its
-        own conversation. One stuck on a step after it changed something is given the
-        next too (a step its earlier change had done left a small model with nothing to
-        do, and it looped), and the step goes in `stuck_steps`; one stuck with nothing
+        own conversation; the last result, and what it got stuck on. One stuck on a step
+        after it changed something is given the next too (a step its earlier change had
+        done left a small model with nothing to do, and it looped); one stuck with nothing
         changed yet starts over instead (`_coder_turn`), and one stopped otherwise (a
         budget, its step limit) gets no more."""
+        stuck_steps: list[str] = []
         for number, step in enumerate(steps, start=1):
             if number > 1:
                 if not result.finished and result.stop_reason != "stuck":
@@ -729,7 +722,7 @@ class Coordinator:
                     f"got stuck on step {number} of {len(steps)} ({_clipped(step)}), which may"
                     f" be undone: {_clipped(result.repeated)}"
                 )
-        return result
+        return result, stuck_steps
 
     @contextmanager
     def _tree(self, ws: WorkspaceLike, base: str) -> Iterator[None]:
@@ -877,3 +870,9 @@ def _first_leaf(group: BaseExceptionGroup[SwarmError]) -> SwarmError:
         first = first.exceptions[0]
     assert isinstance(first, SwarmError)
     return first
+
+
+def _clipped(text: str, limit: int = 80) -> str:
+    """`text` on one line, cut at `limit` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
