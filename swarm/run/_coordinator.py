@@ -71,6 +71,7 @@ from swarm.run._outcome import PhaseTimes, RunOutcome, SubtaskOutcome
 from swarm.run._plan import Plan, Subtask, fold_steps
 from swarm.run._pulse import pulsing, record
 from swarm.run._removals import removal_prompt, unasked_removals
+from swarm.run._report import one_line
 from swarm.run._roles import (
     CODER,
     FIXER,
@@ -710,17 +711,16 @@ class Coordinator:
         stuck_steps: list[str] = []
         for number, step in enumerate(steps, start=1):
             if number > 1:
-                if not result.finished and result.stop_reason != "stuck":
-                    break
-                if not result.finished and not await ws.patch():
+                # stuck with nothing changed: a fresh start does better than the next step
+                if not result.finished and (result.stop_reason != "stuck" or not await ws.patch()):
                     break
                 coder = self._agents.agent("coder", f"{agent_id}:step{number}", CODER, ws, st)
                 prompt = step_prompt(step, number, len(steps))
                 result = await coder.run(prompt, history=result.messages)
             if len(steps) > 1 and result.stop_reason == "stuck":
                 stuck_steps.append(
-                    f"got stuck on step {number} of {len(steps)} ({_clipped(step)}), which may"
-                    f" be undone: {_clipped(result.repeated)}"
+                    f"got stuck on step {number} of {len(steps)} ({one_line(step, 80)}), which"
+                    f" may be undone: {one_line(result.repeated, 80)}"
                 )
         return result, stuck_steps
 
@@ -870,9 +870,3 @@ def _first_leaf(group: BaseExceptionGroup[SwarmError]) -> SwarmError:
         first = first.exceptions[0]
     assert isinstance(first, SwarmError)
     return first
-
-
-def _clipped(text: str, limit: int = 80) -> str:
-    """`text` on one line, cut at `limit` characters."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

@@ -18,6 +18,7 @@ __all__ = [
     "RunReport",
     "RunStatus",
     "SubtaskReport",
+    "one_line",
     "render_markdown",
 ]
 
@@ -255,9 +256,15 @@ def _n(count: int, one: str, many: str) -> str:
     return f"{count} {one if count == 1 else many}"
 
 
-def _one_line(text: str, limit: int) -> str:
-    flat = " ".join(text.split()).replace("|", "\\|")
+def one_line(text: str, limit: int) -> str:
+    """`text` on one line, cut at `limit` characters."""
+    flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _one_line(text: str, limit: int) -> str:
+    """`one_line`, with `|` escaped for a Markdown table."""
+    return one_line(text.replace("|", "\\|"), limit)
 
 
 def _no_branch(r: RunReport) -> str:
