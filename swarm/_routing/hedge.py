@@ -105,7 +105,8 @@ class _Race:
             self.targets[idx].observe_gap(now - self.last[idx])
         self.leader = idx
         self.last[idx] = now
-        self.signal()
+        # no wake-up: the race's loop reads `due` again when its wait ends, so a stream's
+        # tokens cost no turn of the loop each (only an end or a new contender does)
 
     def _decide(self, idx: int) -> None:
         for j in self.contenders - {idx}:
@@ -160,11 +161,10 @@ async def race(
     async with anyio.create_task_group() as tg:
         tg.start_soon(_racer, attempt, state, state.add(t), call)
         while state.contenders and state.winner() is None:
-            due = state.due(delays, hedges)
-            changed = state.changed
-            with anyio.move_on_after(max(0.0, due - anyio.current_time())):
-                await changed.wait()
-            if changed.is_set():
+            wait = state.due(delays, hedges) - anyio.current_time()
+            if wait > 0:  # progress since may have moved `due` on: looked at again
+                with anyio.move_on_after(wait):
+                    await state.changed.wait()
                 continue
             if not backup.breaker.allow():
                 hedges = delays.most
@@ -172,7 +172,8 @@ async def race(
             state.hedge(sc.HEDGE_FIRST_TOKEN if state.leader is None else sc.HEDGE_STALL)
             hedges += 1
             tg.start_soon(_racer, attempt, state, state.add(backup), call)
-        tg.cancel_scope.cancel()  # only losers are left
+        if len(state.targets) > 1:  # only losers are left (a lone racer has ended)
+            tg.cancel_scope.cancel()
     if state.span is not None:
         state.span.end()
     won = state.winner()
