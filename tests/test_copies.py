@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from swarm._demo import DEMO_REPO
-from swarm.run._copies import Copy, near_copies
+from swarm.run._copies import Copy, copied_definitions, near_copies
+from tests.test_solve_real import git as git_output
+from tests.test_solve_real import make_repo
 
 SUMMARY = (DEMO_REPO / "inventory" / "report.py").read_text()
 
@@ -64,3 +68,16 @@ def test_a_new_test_written_from_the_one_beside_it_is_no_copy() -> None:
     new = f"{old}\n\ndef test_low_again():\n{body}"
     assert near_copies("tests/test_x.py", old, new, frozenset()) == []
     assert near_copies("x.py", old.replace("test_", ""), new.replace("test_", ""), frozenset())
+
+
+async def test_only_files_whose_patch_adds_a_definition_are_read(tmp_path: Path) -> None:
+    repo = make_repo(tmp_path, {"inventory/report.py": SUMMARY})
+    (repo / "inventory" / "report.py").write_text(COPIED)
+    patch = git_output(repo, "diff", "HEAD")
+    base = git_output(repo, "rev-parse", "HEAD")
+    found = [Copy("inventory/report.py", "order_summary_updated", "summary")]
+    assert await copied_definitions(repo, base, patch) == found
+    # a patch that only edits lines inside definitions: the file is not read at all
+    body_only = patch.split("+def order_summary_updated")[0]
+    assert "+++ b/inventory/report.py" in body_only
+    assert await copied_definitions(repo, base, body_only) == []

@@ -34,6 +34,8 @@ are alike without one being written from the other."""
 _LONGEST = 200
 """Bodies longer than this many lines are not compared (the comparison is quadratic)."""
 _CHANGED_FILE = re.compile(r"^\+\+\+ b/(.+\.py)$", re.MULTILINE)
+_FILE_SECTION = re.compile(r"^diff --git ", re.MULTILINE)
+_ADDED_DEFINITION = re.compile(r"^\+(?:async[ \t]+def|def|class)[ \t]", re.MULTILINE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +80,7 @@ async def copied_definitions(root: Path, base: str, patch: str, *asked: str) -> 
     and the subtask's words."""
     named = words(*asked)
     copies: list[Copy] = []
-    for path in dict.fromkeys(_CHANGED_FILE.findall(patch)):
+    for path in _adding_definitions(patch):
         try:
             old = await git("show", f"{base}:{path}", cwd=root)
             new = (root / path).read_text(encoding="utf-8", errors="replace")
@@ -86,6 +88,17 @@ async def copied_definitions(root: Path, base: str, patch: str, *asked: str) -> 
             continue  # a new file (nothing there to copy) or one gone since
         copies += near_copies(path, old, new, named)
     return copies
+
+
+def _adding_definitions(patch: str) -> list[str]:
+    """The Python files to which `patch` adds a line that starts a top-level definition:
+    only those can gain a copy (most changes edit lines inside one, and are not read)."""
+    paths: list[str] = []
+    for section in _FILE_SECTION.split(patch):
+        changed = _CHANGED_FILE.search(section)
+        if changed and changed[1] not in paths and _ADDED_DEFINITION.search(section):
+            paths.append(changed[1])
+    return paths
 
 
 def copy_prompt(copies: list[Copy]) -> str:
