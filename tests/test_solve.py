@@ -384,6 +384,33 @@ async def test_a_name_the_task_asks_for_and_no_subtask_added_goes_to_one_coder_a
         assert "- warning: the task asks for `first_name`; no file of the branch has it" in shown
 
 
+async def test_a_name_the_task_asks_for_goes_to_one_coder_at_the_end_when_a_subtask_failed(
+    tmp_path: Path, repo: Path
+) -> None:
+    task = tmp_path / "task.md"
+    task.write_text(f"---\ncheck: {CHECK}\n---\n# Tidy\n\nType one() and add `first_name()`.\n")
+    plan = write_plan(tmp_path, [subtask("s1", ["a.py"]), subtask("s2", ["b.py"])])
+    added = edit("b.py", "def two():", "def first_name():\n    return 1\n\n\ndef two():")
+    scripts = ScriptedSource(
+        {
+            "coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()],
+            **red_to_the_end("s2", edit("b.py", "return 2", "return 3")),
+            "coder:complete": [added, done()],
+        }
+    )
+    report = await solve(request(tmp_path, repo, plan, task=task), source=scripts)
+    assert report.status == "failed", report  # s2's own change did not merge
+    assert {s.id: s.status for s in report.subtasks} == {"s1": "merged", "s2": "failed"}
+    completer = scripts.models["coder:complete"]
+    assert isinstance(completer, ScriptedModel)
+    told = completer.requests[0].messages[-1].content or ""
+    assert "pass the tests, but s2 did not merge, so its changes are not here. " in told
+    assert "The task asks for `first_name`, and no file has it." in told
+    assert report.branch is None and report.patch  # a failed run keeps its patch
+    assert "+def first_name():" in Path(report.patch).read_text()
+    assert report.missing == []
+
+
 async def test_a_failing_check_is_fixed_by_a_fixer(tmp_path: Path, repo: Path) -> None:
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
     scripts = ScriptedSource(

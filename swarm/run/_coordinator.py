@@ -319,23 +319,27 @@ class Coordinator:
         self, queue: Merger, dispatch: Dispatch, final: CheckResult | None
     ) -> list[str]:
         """The names the task asks for that no file of the branch has (the run's
-        `missing`); when every subtask merged and the branch is green, one coder is given
-        them first (`_complete`)."""
+        `missing`); when the branch is green, one coder is given them first (`_complete`),
+        whether every subtask merged or some failed."""
         if not self._task_new:
             return []
         missing = await missing_names(queue.worktree, self._task_new)
-        merged = all(o.status in ("merged", "empty") for o in dispatch.outcomes.values())
+        failed = [id_ for id_ in dispatch.outcomes if id_ not in dispatch.done]
         accept = self.task.accept_command
-        if missing and merged and accept and final is not None and final.passed:
-            await self._complete(queue, accept, missing)
+        if missing and accept and final is not None and final.passed:
+            await self._complete(queue, accept, missing, failed)
             missing = await missing_names(queue.worktree, missing)
         return missing
 
-    async def _complete(self, queue: Merger, accept: str, missing: list[str]) -> None:
-        """Names the task asks for that no file has once every subtask merged green (a
-        planner's subtasks left them out, or their coders did) go to one coder in the
-        integration worktree, with fixer rounds after it. Its change is committed green,
-        or dropped: the green branch stays as it was."""
+    async def _complete(
+        self, queue: Merger, accept: str, missing: list[str], failed: list[str]
+    ) -> None:
+        """Names the task asks for that no file of the green branch has (a planner's
+        subtasks left them out, their coders did, or the subtasks that would have added
+        them failed: `failed`) go to one coder in the integration worktree, with fixer
+        rounds after it. Its change is committed green, or dropped: the green branch
+        stays as it was. The failed subtasks stay failed: their own changes did not
+        merge."""
         excuse = self._excused(accept)
         self._run.progress.note(f"the task asks for {', '.join(missing)}: one coder adds it")
         st = Subtask(
@@ -346,7 +350,7 @@ class Coordinator:
         coder = self._agents.agent(
             "coder", "coder:complete", CODER, Place(queue.worktree, queue.written), st
         )
-        await coder.run(completion_prompt(self.task, missing))
+        await coder.run(completion_prompt(self.task, missing, failed))
         checked = await self._fix_loop.timed(
             "checks", self._check(queue.worktree, accept, excuse=excuse)
         )

@@ -183,13 +183,20 @@ def mentions_text(lines: Sequence[str], names: Sequence[str]) -> str:
     return f"\n\nWhere {listed} appear in other files now:\n```\n{body}\n```"
 
 
-def completion_prompt(task: Task, missing: Sequence[str]) -> str:
-    """What the coder that adds what the task asks for and no subtask added is told."""
+def completion_prompt(task: Task, missing: Sequence[str], failed: Sequence[str] = ()) -> str:
+    """What the coder that adds what the task asks for and no subtask added is told;
+    `failed`: the subtasks that did not merge (failed, or not run)."""
     listed = ", ".join(f"`{name}`" for name in missing)
     one = len(missing) == 1
+    merged = (
+        f"The subtasks of this task that merged pass the tests, but {', '.join(failed)} "
+        f"did not merge, so {'its' if len(failed) == 1 else 'their'} changes are not here. The "
+        if failed
+        else "Every subtask of this task has merged and the tests pass, but the "
+    )
     return (
         f"The task: {task.title}\n{_quoted(task)}\n\n"
-        f"Every subtask of this task has merged and the tests pass, but the task asks for "
+        f"{merged}task asks for "
         f"{listed}, and no file has {'it' if one else 'them'}. Add "
         f"{'it' if one else 'them'} where the task says, as it says, keeping what is "
         "there (read_file shows a file; search finds a name), run run_tests, then call "
