@@ -767,6 +767,48 @@ async def test_a_near_copy_beside_an_unchanged_original_is_sent_back_once(
         )
 
 
+@pytest.mark.parametrize("moves_it", [True, False])
+async def test_a_test_written_where_pytest_never_collects_it_is_sent_back_once(
+    tmp_path: Path, moves_it: bool
+) -> None:
+    """As the 1.5B model did with "Add low_stock to stock.py and test it": the test at the
+    bottom of stock.py, which pytest never collects, and a green check. The coder is asked
+    once to move it into a test file; one that does not is merged with a warning."""
+    repo = make_repo(tmp_path, {**TWO, "tests/test_a.py": "import a\n"})
+    task = write_task(tmp_path, f"check: python check.py\npython: {PY}")
+    plan = write_plan(tmp_path, [{**subtask("s1", ["a.py"]), "title": "Add two() and test it"}])
+    two = "\n\ndef two():\n    return 2\n"
+    test = "\n\ndef test_two():\n    assert two() == 2\n"
+    scripts = ScriptedSource(
+        {
+            "coder:s1": [call("write_file", path="a.py", content=TWO["a.py"] + two + test), done()],
+            "coder:s1:strays": (
+                [
+                    call("write_file", path="a.py", content=TWO["a.py"] + two),
+                    call("write_file", path="tests/test_a.py", content=f"from a import two{test}"),
+                ]
+                if moves_it
+                else []
+            )
+            + [done("it is fine there")],
+        }
+    )
+    report = await run(tmp_path, repo, task, plan, scripts)
+    assert states(report) == {"s1": "merged"}, report
+    told = scripts.models["coder:s1:strays"]
+    assert isinstance(told, ScriptedModel)
+    said = told.requests[0].messages[-1].content or ""
+    assert said.startswith("Your change adds test_two in a.py. The tests never run it: ")
+    assert "into tests/test_a.py, delete it where it is now" in said
+    warning = next(s.warning for s in report.subtasks)
+    if moves_it:
+        assert "def test_two" in git(repo, "show", f"{report.branch}:tests/test_a.py")
+        assert "test_two" not in git(repo, "show", f"{report.branch}:a.py")
+        assert warning is None
+    else:
+        assert warning == "adds test_two in a.py, which the tests never run"
+
+
 async def test_a_name_the_subtask_asks_for_and_no_file_has_is_sent_back_once(
     tmp_path: Path,
 ) -> None:

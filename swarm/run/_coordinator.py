@@ -18,12 +18,12 @@ waited for, and every wait (slot, merge) goes through `swarm._tracing.waits`.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, Generic, TypeVar
 
 import anyio
 from opentelemetry import trace
@@ -54,7 +54,7 @@ from swarm.run._check import (
     failing_part,
     tree_key,
 )
-from swarm.run._copies import copied_definitions, copy_prompt
+from swarm.run._copies import Copy, copied_definitions, copy_prompt
 from swarm.run._dispatch import Dispatch
 from swarm.run._environment import CheckEnvironment
 from swarm.run._fix_loop import FixLoop
@@ -70,7 +70,7 @@ from swarm.run._missing import (
 from swarm.run._outcome import PhaseTimes, RunOutcome, SubtaskOutcome
 from swarm.run._plan import Plan, Subtask, fold_steps
 from swarm.run._pulse import pulsing, record
-from swarm.run._removals import removal_prompt, unasked_removals
+from swarm.run._removals import Removal, removal_prompt, unasked_removals
 from swarm.run._report import one_line
 from swarm.run._roles import (
     CODER,
@@ -96,11 +96,13 @@ from swarm.run._seams import (
     releasing,
 )
 from swarm.run._slack import RouteHints
+from swarm.run._strays import Stray, collected_patterns, stray_prompt, stray_tests
 from swarm.run._task import Task
 
 __all__ = ["Coordinator", "node_lost_in"]
 
 T = TypeVar("T")
+_Found = TypeVar("_Found")
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,22 @@ class _Coded:
     patch: str | None
     asked: list[str]
     sent_back: bool = False
+
+
+@dataclass(frozen=True)
+class _SendBack(Generic[_Found]):
+    """A rule a finished coder's change is read by (`Coordinator._sent_back`): `find` what
+    the patch should not hold, the `prompt` that sends the coder back once, and the
+    subtask's `warning` for what is still found after."""
+
+    tag: str
+    find: Callable[[str], Awaitable[list[_Found]]]
+    prompt: Callable[[list[_Found]], str]
+    warning: Callable[[list[_Found]], str]
+
+
+def _listed(found: Sequence[object]) -> str:
+    return ", ".join(map(str, found))
 
 
 NODE_RESTARTS = 2
@@ -518,9 +536,8 @@ class Coordinator:
     async def _code(
         self, st: Subtask, ws: WorkspaceLike, base: str, outcome: SubtaskOutcome, told: str = ""
     ) -> _Coded:
-        """The coder's turn, then its change's unasked removals (`_removals`) and near
-        copies (`_copies`) sent back once each; what is still removed or copied is the
-        subtask's warning. A coder that finished
+        """The coder's turn, then what its change should not hold sent back once each
+        (`_send_backs`): what is still there is the subtask's warning. A coder that finished
         without the new names its subtask asks for (`_missing`) is sent back once too,
         in its own conversation."""
         new_names, kept = await self._names_before(st, ws)
@@ -528,17 +545,8 @@ class Coordinator:
         result, patch = await self._coder_turn(st, ws, outcome, told)
         if result is None or not result.finished or patch is None:
             return _Coded(patch, new_names)
-        asked = (self.task.title, self.task.instructions, st.title, st.instructions)
-        removed = unasked_removals(patch, *asked)
-        if removed:
-            agent_id = f"coder:{st.id}:removed"
-            coder = self._agents.agent("coder", agent_id, CODER, ws, st)
-            await coder.run(removal_prompt(removed), history=result.messages)
-            patch = await ws.patch()
-            removed = unasked_removals(patch, *asked)
-        if removed:
-            outcome.warn(f"removes {', '.join(map(str, removed))}; no instruction names it")
-        patch = await self._uncopied(st, ws, base, outcome, patch, result.messages)
+        for rule in self._send_backs(st, ws, base):
+            patch = await self._sent_back(st, ws, outcome, patch, result.messages, rule)
         patch = await self._keep(st, ws, outcome, kept, result.messages) or patch
         missing = await missing_names(ws.path, new_names)  # none asked: no git run
         if not missing:
@@ -546,30 +554,66 @@ class Coordinator:
         await self._send_back_missing(st, ws, missing, result.messages)
         return _Coded(await ws.patch(), new_names, sent_back=True)
 
-    async def _uncopied(
+    def _send_backs(self, st: Subtask, ws: WorkspaceLike, base: str) -> list[_SendBack[Any]]:
+        """What a finished coder's change is read for, in order: definitions removed that
+        no instruction names (`_removals`), near copies of definitions it left as they
+        were (`_copies`), and tests added where pytest never collects them (`_strays`).
+        The last two read the worktree, so only a local one."""
+        asked = (self.task.title, self.task.instructions, st.title, st.instructions)
+
+        async def removed(patch: str) -> list[Removal]:
+            return unasked_removals(patch, *asked)
+
+        rules: list[_SendBack[Any]] = [
+            _SendBack(
+                "removed", removed, removal_prompt,
+                lambda found: f"removes {_listed(found)}; no instruction names it",
+            )
+        ]  # fmt: skip
+        if not is_local(ws.path):
+            return rules
+
+        async def copied(patch: str) -> list[Copy]:
+            return await copied_definitions(ws.path, base, patch, *asked)
+
+        patterns = collected_patterns(ws.path)
+
+        async def strays(patch: str) -> list[Stray]:
+            return stray_tests(patch, patterns)
+
+        return [
+            *rules,
+            _SendBack(
+                "copied", copied, copy_prompt,
+                lambda found: f"adds {_listed(found)}; the original is unchanged",
+            ),
+            _SendBack(
+                "strays", strays,
+                lambda found: stray_prompt(found, patterns, ws.path),
+                lambda found: f"adds {_listed(found)}, which the tests never run",
+            ),
+        ]  # fmt: skip
+
+    async def _sent_back(
         self,
         st: Subtask,
         ws: WorkspaceLike,
-        base: str,
         outcome: SubtaskOutcome,
         patch: str,
         history: list[Message],
+        rule: _SendBack[Any],
     ) -> str:
-        """The coder whose change adds near copies of definitions it left as they were
-        (`_copies`) is sent back once to change the originals instead; what is still a
-        copy is the subtask's warning. The patch after."""
-        if not is_local(ws.path):
+        """The coder whose change `patch` holds what `rule` finds is sent back once, in its
+        own conversation, to undo it; what is found after is the subtask's warning. The
+        patch after."""
+        found = await rule.find(patch)
+        if not found:
             return patch
-        asked = (self.task.title, self.task.instructions, st.title, st.instructions)
-        copies = await copied_definitions(ws.path, base, patch, *asked)
-        if not copies:
-            return patch
-        coder = self._agents.agent("coder", f"coder:{st.id}:copied", CODER, ws, st)
-        await coder.run(copy_prompt(copies), history=history)
+        coder = self._agents.agent("coder", f"coder:{st.id}:{rule.tag}", CODER, ws, st)
+        await coder.run(rule.prompt(found), history=history)
         patch = await ws.patch()
-        copies = await copied_definitions(ws.path, base, patch, *asked)
-        if copies:
-            outcome.warn(f"adds {', '.join(map(str, copies))}; the original is unchanged")
+        if found := await rule.find(patch):
+            outcome.warn(rule.warning(found))
         return patch
 
     async def _names_before(
