@@ -603,9 +603,9 @@ class Coordinator:
         history: list[Message],
         rule: _SendBack[Any],
     ) -> str:
-        """The coder whose change `patch` holds what `rule` finds is sent back once, in its
-        own conversation, to undo it; what is found after is the subtask's warning. The
-        patch after."""
+        """The coder whose change `patch` holds what `rule` finds is sent back once, its
+        conversation so far before it, to undo that; what is found after is the
+        subtask's warning. The patch after."""
         found = await rule.find(patch)
         if not found:
             return patch
