@@ -809,6 +809,40 @@ async def test_a_test_written_where_pytest_never_collects_it_is_sent_back_once(
         assert warning == "adds test_two in a.py, which the tests never run"
 
 
+@pytest.mark.parametrize("does_it", [True, False])
+async def test_a_file_the_subtask_names_and_its_change_leaves_alone_is_sent_back_once(
+    tmp_path: Path, does_it: bool
+) -> None:
+    """As the 1.5B model did with "Add type hints to every public function in pricing.py,
+    stock.py and report.py": one file hinted, `finish`, and a green check. The coder is
+    asked once to do the others; one that does not is merged with a warning naming them."""
+    repo = make_repo(tmp_path, {**TWO, "b.py": "def two():\n    return 2\n"})
+    task = write_task(tmp_path, f"check: python check.py\npython: {PY}")
+    hints = {**subtask("s1", ["a.py", "b.py"]), "title": "Add type hints to a.py and b.py"}
+    plan = write_plan(tmp_path, [hints])
+    scripts = ScriptedSource(
+        {
+            "coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()],
+            "coder:s1:untouched": (
+                [edit("b.py", "def two():", "def two() -> int:")] if does_it else []
+            )
+            + [done("b.py needs nothing")],
+        }
+    )
+    report = await run(tmp_path, repo, task, plan, scripts)
+    assert states(report) == {"s1": "merged"}, report
+    told = scripts.models["coder:s1:untouched"]
+    assert isinstance(told, ScriptedModel)
+    said = told.requests[0].messages[-1].content or ""
+    assert said.startswith("Your subtask names b.py, and your change leaves it as it was. ")
+    warning = next(s.warning for s in report.subtasks)
+    if does_it:
+        assert "def two() -> int:" in git(repo, "show", f"{report.branch}:b.py")
+        assert warning is None
+    else:
+        assert warning == "leaves b.py as it was; the subtask names it"
+
+
 async def test_a_name_the_subtask_asks_for_and_no_file_has_is_sent_back_once(
     tmp_path: Path,
 ) -> None:

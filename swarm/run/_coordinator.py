@@ -98,6 +98,7 @@ from swarm.run._seams import (
 from swarm.run._slack import RouteHints
 from swarm.run._strays import Stray, collected_patterns, stray_prompt, stray_tests
 from swarm.run._task import Task
+from swarm.run._untouched import untouched_files, untouched_prompt
 
 __all__ = ["Coordinator", "node_lost_in"]
 
@@ -557,8 +558,9 @@ class Coordinator:
     def _send_backs(self, st: Subtask, ws: WorkspaceLike, base: str) -> list[_SendBack[Any]]:
         """What a finished coder's change is read for, in order: definitions removed that
         no instruction names (`_removals`), near copies of definitions it left as they
-        were (`_copies`), and tests added where pytest never collects them (`_strays`).
-        The last two read the worktree, so only a local one."""
+        were (`_copies`), tests added where pytest never collects them (`_strays`), and
+        files the subtask names that it left as they were (`_untouched`). The last three
+        read the worktree, so only a local one."""
         asked = (self.task.title, self.task.instructions, st.title, st.instructions)
 
         async def removed(patch: str) -> list[Removal]:
@@ -581,6 +583,9 @@ class Coordinator:
         async def strays(patch: str) -> list[Stray]:
             return stray_tests(patch, patterns)
 
+        async def untouched(patch: str) -> list[str]:
+            return untouched_files(patch, st.files, ws.path, patterns)
+
         return [
             *rules,
             _SendBack(
@@ -591,6 +596,10 @@ class Coordinator:
                 "strays", strays,
                 lambda found: stray_prompt(found, patterns, ws.path),
                 lambda found: f"adds {_listed(found)}, which the tests never run",
+            ),
+            _SendBack(
+                "untouched", untouched, untouched_prompt,
+                lambda found: f"leaves {_listed(found)} as it was; the subtask names it",
             ),
         ]  # fmt: skip
 
