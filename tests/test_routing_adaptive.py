@@ -355,3 +355,16 @@ def test_bench_routing_reports_every_mode(capsys: pytest.CaptureFixture[str]) ->
         "router_cpu_within_10pct",
     }
     assert out["router_cpu"]["live_slack"] > 0
+
+
+def test_a_deadline_move_with_one_model_in_every_tier_says_it_changes_nothing() -> None:
+    from swarm._simulate.simulation import SimSpec, run_simulation
+
+    spec = SimSpec(agents=4, steps=40, shape="chain", virtual=True, traces_dir=None)
+    out = run_simulation(replace(spec, reasoning=spec.speed, deadline=30.0))
+    first, *_ = out["notes"]  # one local server: the "fastest candidate" is where it is
+    assert first.startswith("deadline: the critical path ahead needs ~")
+    assert first.endswith(
+        "1 subtask(s) (s0001) would move to the speed tier's fastest candidate, but every "
+        "tier has the one model they are on"
+    )

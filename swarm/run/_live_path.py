@@ -285,10 +285,15 @@ class LivePath:
         hints = self._hints
         hints.hurried.update(behind)
         named = ", ".join(behind[:5]) + (f" and {len(behind) - 5} more" if len(behind) > 5 else "")
+        moved = (
+            "would move to the speed tier's fastest candidate, but every tier has the one "
+            "model they are on"
+            if hints.one_model
+            else "moved to the speed tier's fastest candidate"
+        )
         reason = (
             f"deadline: the critical path ahead needs ~{chain_s:.0f} s, {remaining:.0f} s "
-            f"left: {len(behind)} subtask(s) ({named}) moved to the speed tier's fastest "
-            "candidate"
+            f"left: {len(behind)} subtask(s) ({named}) {moved}"
         )
         hints.hurry = hints.hurry or reason
         self._change(reason)

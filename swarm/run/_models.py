@@ -30,8 +30,11 @@ class RouterSource:
     def __init__(self, router: Router, config: SwarmConfig) -> None:
         self.router, self.config = router, config
         routing = config.routing
+        models = {m for tier in config.tiers.values() for m in tier.models}
         self.hints = RouteHints(
-            margin=routing.deadline_margin, max_agents=routing.deadline_max_agents
+            margin=routing.deadline_margin,
+            max_agents=routing.deadline_max_agents,
+            one_model=len(models) == 1,
         )
         """Each subtask's slack and the deadline's moves (`swarm.run._live_path`), kept by
         the coordinator; agent ids name their subtask (`coder:ID`, `fixer:ID:round`)."""

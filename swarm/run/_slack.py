@@ -56,6 +56,9 @@ class RouteHints:
     """What the deadline changed and why, in order (the report's notes)."""
     margin: float = 1.0
     """Move when the estimated finish times this passes the deadline."""
+    one_model: bool = False
+    """Every tier has the same one model: moving a call to the fastest candidate leaves it
+    where it was (the deadline's notes say so)."""
     max_agents: int | None = None
     """The most agents at once a run behind its deadline may widen to (None: twice the
     run's `max_agents`; 0 or the run's own number: never widen)."""
