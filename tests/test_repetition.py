@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from swarm.providers._repetition import MIN_CHARS, LoopWatch, loop_start
+from swarm.providers._repetition import MAX_PERIOD, MIN_CHARS, LoopWatch, loop_start
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,3 +47,18 @@ def test_the_watch_looks_every_so_many_pieces() -> None:
     pieces += ["b = 2\n"] * 400
     kept = watch.cut(pieces)
     assert kept is not None and kept.endswith("b = 2\n") and kept.count("b = 2") == 1
+
+
+def test_a_whole_file_written_out_again_and_again_is_a_loop() -> None:
+    # the 1.5B model's 10,100-token reply: one fenced pricing.py, 30 times over
+    unit = "```python\n# inventory/pricing.py\n" + (ROOT / "swarm" / "_pyast.py").read_text()
+    unit = unit[:1100] + "\n```\n\n"
+    assert len(unit) > MAX_PERIOD
+    text = "Here is the file:\n\n" + unit * 2
+    assert loop_start(text) is None  # twice may be a model showing before and after
+    text += unit * 2
+    start = loop_start(text)
+    assert start is not None and text[:start].rstrip() == ("Here is the file:\n\n" + unit).rstrip()
+    watch = LoopWatch()  # and while it streams, a few hundred characters at a time
+    pieces = [text[i : i + 4] for i in range(0, len(text), 4)]
+    assert watch.cut(pieces) == text[:start]
