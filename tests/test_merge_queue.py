@@ -234,8 +234,10 @@ async def test_a_speculative_batch_is_rebuilt_when_the_one_ahead_turns_red(
     batches = [s for s in spans.get_finished_spans() if s.name == f"{sc.MERGE_SPAN} batch"]
     attrs = [dict(s.attributes or {}) for s in batches]
     speculative = [a for a in attrs if a[sc.MERGE_SPECULATIVE_DEPTH] == 1]
-    assert speculative and speculative[0][sc.MERGE_OUTCOME] == "cancelled"
-    assert {a[sc.MERGE_OUTCOME] for a in attrs} >= {"red", "green", "cancelled"}
+    # [c d] on [a b] is cancelled when [a b] turns red first; its own check (as red: it
+    # holds `a`) may end first on a loaded machine, as in one CI run: rebuilt either way
+    assert speculative and speculative[0][sc.MERGE_OUTCOME] in ("cancelled", "red")
+    assert {a[sc.MERGE_OUTCOME] for a in attrs} >= {"red", "green"}
     assert [s for s in spans.get_finished_spans() if s.name == f"{sc.MERGE_SPAN} split"]
     assert_clean(repo)
 
