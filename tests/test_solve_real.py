@@ -724,6 +724,18 @@ REPORT = {
 }
 
 
+async def sent_back(
+    tmp_path: Path, repo: Path, task: Path, plan: Path, scripts: ScriptedSource, rule: str
+) -> tuple[RunReport, str]:
+    """The run of one subtask whose coder a rule (`coder:s1:<rule>`) sent back once: it
+    merged; the report and what the coder was told."""
+    report = await run(tmp_path, repo, task, plan, scripts)
+    assert states(report) == {"s1": "merged"}, report
+    told = scripts.models[f"coder:s1:{rule}"]
+    assert isinstance(told, ScriptedModel)
+    return report, told.requests[0].messages[-1].content or ""
+
+
 @pytest.mark.parametrize("changes_the_original", [True, False])
 async def test_a_near_copy_beside_an_unchanged_original_is_sent_back_once(
     tmp_path: Path, changes_the_original: bool
@@ -750,14 +762,10 @@ async def test_a_near_copy_beside_an_unchanged_original_is_sent_back_once(
             + [done("the new one is better")],
         }
     )
-    report = await run(tmp_path, repo, task, plan, scripts)
-    assert states(report) == {"s1": "merged"}, report
-    told = scripts.models["coder:s1:copied"]
-    assert isinstance(told, ScriptedModel)
-    said = told.requests[0].messages[-1].content or ""
+    report, said = await sent_back(tmp_path, repo, task, plan, scripts, "copied")
     assert "`summary_typed` in r.py, a near copy of `summary`, which it leaves as it was" in said
     merged = git(repo, "show", f"{report.branch}:r.py")
-    warning = next(s.warning for s in report.subtasks)
+    warning = report.subtasks[0].warning
     if changes_the_original:
         assert hinted in merged and "summary_typed" not in merged
         assert warning is None
@@ -793,14 +801,10 @@ async def test_a_test_written_where_pytest_never_collects_it_is_sent_back_once(
             + [done("it is fine there")],
         }
     )
-    report = await run(tmp_path, repo, task, plan, scripts)
-    assert states(report) == {"s1": "merged"}, report
-    told = scripts.models["coder:s1:strays"]
-    assert isinstance(told, ScriptedModel)
-    said = told.requests[0].messages[-1].content or ""
+    report, said = await sent_back(tmp_path, repo, task, plan, scripts, "strays")
     assert said.startswith("Your change adds test_two in a.py. The tests never run it: ")
     assert "into tests/test_a.py, delete it where it is now" in said
-    warning = next(s.warning for s in report.subtasks)
+    warning = report.subtasks[0].warning
     if moves_it:
         assert "def test_two" in git(repo, "show", f"{report.branch}:tests/test_a.py")
         assert "test_two" not in git(repo, "show", f"{report.branch}:a.py")
@@ -829,13 +833,9 @@ async def test_a_file_the_subtask_names_and_its_change_leaves_alone_is_sent_back
             + [done("b.py needs nothing")],
         }
     )
-    report = await run(tmp_path, repo, task, plan, scripts)
-    assert states(report) == {"s1": "merged"}, report
-    told = scripts.models["coder:s1:untouched"]
-    assert isinstance(told, ScriptedModel)
-    said = told.requests[0].messages[-1].content or ""
+    report, said = await sent_back(tmp_path, repo, task, plan, scripts, "untouched")
     assert said.startswith("Your subtask names b.py, and your change leaves it as it was. ")
-    warning = next(s.warning for s in report.subtasks)
+    warning = report.subtasks[0].warning
     if does_it:
         assert "def two() -> int:" in git(repo, "show", f"{report.branch}:b.py")
         assert warning is None
