@@ -51,20 +51,27 @@ def test_tests_in_collected_files_methods_and_helpers_are_not_strays() -> None:
 
 def test_the_repositorys_python_files_setting_decides(tmp_path: Path) -> None:
     assert collected_patterns(tmp_path) == DEFAULT_PATTERNS
+    (tmp_path / "setup.cfg").write_text("[tool:pytest]\npython_files = check_*.py\n")
+    assert collected_patterns(tmp_path) == ("check_*.py",)
     (tmp_path / "pyproject.toml").write_text(
         '[tool.pytest.ini_options]\npython_files = ["tests.py", "test_*.py"]\n'
     )
-    assert collected_patterns(tmp_path) == ("tests.py", "test_*.py")
+    assert collected_patterns(tmp_path) == ("tests.py", "test_*.py")  # before setup.cfg
     patch = _patch("shop/tests.py", "def test_low_stock():", "    assert True")
     assert stray_tests(patch, collected_patterns(tmp_path)) == []
     (tmp_path / "pytest.ini").write_text(
         "[pytest]\npython_files =\n    check_*.py\n    *_check.py\n"
     )
     assert collected_patterns(tmp_path) == ("check_*.py", "*_check.py")  # pytest.ini first
+    # a pytest.ini without the setting is still where pytest's settings are: the default
     (tmp_path / "pytest.ini").write_text("[pytest]\naddopts = -q\n")
-    (tmp_path / "pyproject.toml").write_text("not [ toml")
-    (tmp_path / "setup.cfg").write_text("[tool:pytest]\npython_files = check_*.py\n")
-    assert collected_patterns(tmp_path) == ("check_*.py",)
+    assert collected_patterns(tmp_path) == DEFAULT_PATTERNS
+    (tmp_path / "pytest.ini").unlink()
+    for broken in ("not [ toml", "[tool]\npytest = 1\n", "[tool.pytest]\nini_options = 2\n"):
+        (tmp_path / "pyproject.toml").write_text(broken)  # not pytest's: setup.cfg is
+        assert collected_patterns(tmp_path) == ("check_*.py",)
+    (tmp_path / "tox.ini").write_text("[tox]\nenvlist = py311\n[pytest]\naddopts = -q\n")
+    assert collected_patterns(tmp_path) == DEFAULT_PATTERNS  # tox.ini's [pytest], before setup.cfg
 
 
 def test_the_prompt_names_the_test_file_to_move_to(tmp_path: Path) -> None:

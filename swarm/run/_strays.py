@@ -14,6 +14,7 @@ a change that adds no test.
 
 from __future__ import annotations
 
+import configparser
 import fnmatch
 import re
 import tomllib
@@ -29,8 +30,14 @@ _NEW_PATH = re.compile(r"^\+\+\+ b/(.+\.py)$", re.MULTILINE)
 _ADDED_TEST = re.compile(r"^\+(?:async[ \t]+)?def[ \t]+(test_\w+)|^\+class[ \t]+(Test\w+)", re.M)
 _ASSERTS = re.compile(r"\bassert\b|\braises\(")
 _TOP_LEVEL = re.compile(r"^[+ ][^\s#]", re.MULTILINE)
-_CONFIG_FILES = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
-_INI_SETTING = re.compile(r"^[ \t]*python_files[ \t]*=(.*(?:\n[ \t]+.+)*)", re.MULTILINE)
+_CONFIG_FILES = (
+    ("pytest.ini", "pytest"),
+    (".pytest.ini", "pytest"),
+    ("pyproject.toml", ""),
+    ("tox.ini", "pytest"),
+    ("setup.cfg", "tool:pytest"),
+)
+"""Where pytest looks for its settings, in its order, with the section each file uses."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,32 +72,45 @@ def stray_tests(patch: str, patterns: tuple[str, ...] = DEFAULT_PATTERNS) -> lis
 
 
 def collected_patterns(root: Path) -> tuple[str, ...]:
-    """The file names pytest collects tests from in the repository at `root`: its
-    `python_files` setting from the first of pytest.ini, .pytest.ini, pyproject.toml,
-    tox.ini and setup.cfg that sets it, else pytest's default."""
-    for name in _CONFIG_FILES:
+    """The file names pytest collects tests from in the repository at `root`: the
+    `python_files` of the file pytest takes its settings from (the first of pytest.ini,
+    .pytest.ini, pyproject.toml with `[tool.pytest.ini_options]`, tox.ini with `[pytest]`
+    and setup.cfg with `[tool:pytest]`), else pytest's default."""
+    for name, section in _CONFIG_FILES:
         try:
             text = (root / name).read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-        setting = _from_toml(text) if name == "pyproject.toml" else _from_ini(text)
-        if setting:
-            return setting
+        found = _from_toml(text) if name == "pyproject.toml" else _from_ini(text, section)
+        if found is not None:  # pytest's settings are here, whether they name files or not
+            return found or DEFAULT_PATTERNS
     return DEFAULT_PATTERNS
 
 
-def _from_ini(text: str) -> tuple[str, ...]:
-    found = _INI_SETTING.search(text)
-    return tuple(found[1].split()) if found else ()
-
-
-def _from_toml(text: str) -> tuple[str, ...]:
+def _from_ini(text: str, section: str) -> tuple[str, ...] | None:
+    """`python_files` of `section` (empty when unset), or None without the section."""
+    parser = configparser.ConfigParser(interpolation=None, strict=False)
     try:
-        tool = tomllib.loads(text).get("tool", {})
+        parser.read_string(text)
+    except configparser.Error:
+        return None
+    if not parser.has_section(section):
+        return None
+    return tuple(parser.get(section, "python_files", fallback="").split())
+
+
+def _from_toml(text: str) -> tuple[str, ...] | None:
+    """`python_files` of `[tool.pytest.ini_options]` (empty when unset), or None
+    without the table."""
+    try:
+        tool = tomllib.loads(text).get("tool")
     except tomllib.TOMLDecodeError:
-        return ()
-    options = tool.get("pytest", {}).get("ini_options", {}) if isinstance(tool, dict) else {}
-    setting = options.get("python_files") if isinstance(options, dict) else None
+        return None
+    pytest = tool.get("pytest") if isinstance(tool, dict) else None
+    options = pytest.get("ini_options") if isinstance(pytest, dict) else None
+    if not isinstance(options, dict):
+        return None
+    setting = options.get("python_files")
     if isinstance(setting, str):
         return tuple(setting.split())
     if isinstance(setting, list):
