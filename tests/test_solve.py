@@ -404,7 +404,7 @@ async def test_a_name_the_task_asks_for_goes_to_one_coder_at_the_end_when_a_subt
     completer = scripts.models["coder:complete"]
     assert isinstance(completer, ScriptedModel)
     told = completer.requests[0].messages[-1].content or ""
-    assert "pass the tests, but s2 did not merge, so its changes are not here. " in told
+    assert 'pass the tests, but "do s2" did not merge, so its changes are not here. ' in told
     assert "The task asks for `first_name`, and no file has it." in told
     assert report.branch is None and report.patch  # a failed run keeps its patch
     assert "+def first_name():" in Path(report.patch).read_text()

@@ -343,7 +343,7 @@ class Coordinator:
         if not self._task_new:
             return []
         missing = await missing_names(queue.worktree, self._task_new)
-        failed = [id_ for id_ in dispatch.outcomes if id_ not in dispatch.done]
+        failed = [o.title for id_, o in dispatch.outcomes.items() if id_ not in dispatch.done]
         accept = self.task.accept_command
         if missing and accept and final is not None and final.passed:
             await self._complete(queue, accept, missing, failed)
@@ -355,7 +355,7 @@ class Coordinator:
     ) -> None:
         """Names the task asks for that no file of the green branch has (a planner's
         subtasks left them out, their coders did, or the subtasks that would have added
-        them failed: `failed`) go to one coder in the integration worktree, with fixer
+        them failed: `failed`, by title) go to one coder in the integration worktree, with fixer
         rounds after it. Its change is committed green, or dropped: the green branch
         stays as it was. The failed subtasks stay failed: their own changes did not
         merge."""

@@ -185,12 +185,13 @@ def mentions_text(lines: Sequence[str], names: Sequence[str]) -> str:
 
 def completion_prompt(task: Task, missing: Sequence[str], failed: Sequence[str] = ()) -> str:
     """What the coder that adds what the task asks for and no subtask added is told;
-    `failed`: the subtasks that did not merge (failed, or not run)."""
+    `failed`: the titles of the subtasks that did not merge (failed, or not run)."""
     listed = ", ".join(f"`{name}`" for name in missing)
     one = len(missing) == 1
+    titles = ", ".join(f'"{title}"' for title in failed)
     merged = (
-        f"The subtasks of this task that merged pass the tests, but {', '.join(failed)} "
-        f"did not merge, so {'its' if len(failed) == 1 else 'their'} changes are not here. The "
+        f"The subtasks of this task that merged pass the tests, but {titles} did not "
+        f"merge, so {'its' if len(failed) == 1 else 'their'} changes are not here. The "
         if failed
         else "Every subtask of this task has merged and the tests pass, but the "
     )
