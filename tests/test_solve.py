@@ -218,6 +218,40 @@ async def test_the_planner_is_shown_the_files_and_its_guessed_paths_are_placed(
     assert "Files in scope: a.py" in (coder.requests[0].messages[-1].content or "")
 
 
+@pytest.mark.parametrize("second", ["covers", "invalid"])
+async def test_a_plan_that_leaves_out_a_part_of_the_task_is_asked_for_once_more(
+    tmp_path: Path, repo: Path, second: str
+) -> None:
+    task = tmp_path / "task.md"
+    task.write_text(
+        f"---\ncheck: {CHECK}\n---\n# Tidy\n\n- Type `one` in a.py.\n"
+        "- Document the module b.py with a docstring.\n"
+    )
+    hint = subtask("hint", ["a.py"]) | {"title": "Type one", "instructions": "Type one in a.py."}
+    docs = subtask("docs", ["b.py"]) | {"title": "Document b.py", "instructions": "A docstring."}
+    typed = edit("a.py", "def one():", "def one() -> int:")
+    scripts = ScriptedSource(
+        {
+            "planner": [json.dumps({"subtasks": [hint]})],
+            "planner:1": [json.dumps({"subtasks": [hint, docs]}) if second == "covers" else "?"],
+            "coder:hint": [typed, done()],
+            "coder:docs": [edit("b.py", "def two():", '"""Two."""\n\n\ndef two():'), done()],
+        }
+    )
+    report = await solve(request(tmp_path, repo, None, task=task), source=scripts)
+    assert report.status == "done", report
+    again = scripts.models["planner:1"]
+    assert isinstance(again, ScriptedModel)
+    told = again.requests[0].messages[-1].content or ""
+    assert "- it leaves out these parts of the task (no subtask does them" in told
+    assert "\n  - Document the module b.py with a docstring.\n" in told
+    assert "Type `one`" not in told.split("leaves out")[1]
+    ran = [s.id for s in report.subtasks]
+    assert ran == (["hint", "docs"] if second == "covers" else ["hint"])  # else the first
+    left = "the plan leaves out a part of the task: Document the module b.py with a docstring."
+    assert (left in report.warnings) == (second == "invalid")
+
+
 async def test_a_subtask_folded_from_the_planner_s_steps_is_given_one_step_at_a_time(
     tmp_path: Path, repo: Path
 ) -> None:

@@ -31,6 +31,7 @@ from swarm.agent.hooks import Hooks
 from swarm.errors import ModelBehaviorError, WorkspaceError
 from swarm.messages import ChatRequest, ChatResult, Message
 from swarm.model import Model, Streamed, stream_of
+from swarm.run._coverage import coverage_problem, uncovered_parts
 from swarm.run._environment import CheckEnvironment
 from swarm.run._git import git
 from swarm.run._outcome import PhaseTimes
@@ -126,10 +127,14 @@ class AgentFactory:
 
     async def plan(self, path: Path, written: WriteLog) -> Plan:
         """Ask the planner (working in `path`), feeding validation errors back a bounded
-        number of times."""
+        number of times. A valid plan that leaves parts of the task out (`_coverage`) is
+        asked for once more, told which: the one that leaves out fewer is kept."""
         tools = [t for t in self.tools if t.name in PLANNER_TOOLS]
         known = await _files_in(path)
         errors: list[str] | None = None
+        best: Plan | None = None
+        left: list[str] = []  # the parts of the task `best` leaves out
+        asked_again = False
         for attempt in range(self.options.plan_retries + 1):
             agent_id = "planner" if attempt == 0 else f"planner:{attempt}"
             agent: Agent[str] = Agent(
@@ -148,8 +153,10 @@ class AgentFactory:
             if result.stop_reason == "stuck":
                 self.stuck[agent_id] = result.repeated
             try:
-                return fold_contained(parse_plan_reply(str(result.output or ""), known))
+                plan = fold_contained(parse_plan_reply(str(result.output or ""), known))
             except PlanError as exc:
+                if best is not None:  # asked again for the parts left out: that went wrong
+                    return best
                 errors = exc.problems or [str(exc)]
                 if result.calls.truncated:
                     errors.append(
@@ -158,6 +165,18 @@ class AgentFactory:
                     )
                 if result.stop_reason not in ("final_answer", "finish"):
                     errors.append(f"the planner ended with {result.stop_reason}, not an answer")
+                continue
+            missed = uncovered_parts(self.task.instructions, plan)
+            if best is None or len(missed) < len(left):
+                best, left = plan, missed
+            if not left or asked_again:
+                return best
+            asked_again, errors = True, [coverage_problem(left)]
+            self.run.progress.note(
+                f"the plan leaves out {len(left)} part(s) of the task: asked again"
+            )
+        if best is not None:
+            return best
         raise ModelBehaviorError(
             "no valid plan: " + "; ".join(errors or ["no reply"]),
             agent="planner",

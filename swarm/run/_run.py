@@ -39,12 +39,20 @@ from swarm.messages import ModelSettings
 from swarm.model import Provider
 from swarm.run._check import Baseline, plain
 from swarm.run._coordinator import Coordinator
+from swarm.run._coverage import uncovered_parts
 from swarm.run._merge import Merger
 from swarm.run._models import RouterSource, RunModels
 from swarm.run._outcome import RunOutcome
 from swarm.run._plan import Plan, load_plan
 from swarm.run._progress import Progress
-from swarm.run._report import FinishEstimate, MergeStats, Overhead, RunReport, RunStatus
+from swarm.run._report import (
+    FinishEstimate,
+    MergeStats,
+    Overhead,
+    RunReport,
+    RunStatus,
+    one_line,
+)
 from swarm.run._seams import (
     ModelSource,
     Pooled,
@@ -304,6 +312,11 @@ class Run:
             "its files, so one coder does both"
             for part, whole in plan.folded
         ]
+        if not self.spec.plan_path:  # the planner's: what it left out after being told
+            self.warnings += [
+                f"the plan leaves out a part of the task: {one_line(part, 160)}"
+                for part in uncovered_parts(self.spec.task.instructions, plan)
+            ]
         return plan
 
     async def __aexit__(
