@@ -445,6 +445,29 @@ async def test_a_name_the_task_asks_for_goes_to_one_coder_at_the_end_when_a_subt
     assert report.missing == []
 
 
+async def test_a_fresh_start_drops_the_warnings_of_the_attempt_it_threw_away(
+    tmp_path: Path, repo: Path
+) -> None:
+    plan = write_plan(tmp_path, [subtask("s1", ["a.py", "b.py"])])
+    typed = [
+        edit("a.py", "def one():", "def one() -> int:"),
+        edit("b.py", "def two():", "def two() -> int:"),
+    ]
+    scripts = ScriptedSource(
+        {
+            "coder:s1": [edit("a.py", "return 1", "return 2"), done()],  # red, b.py untouched
+            "coder:s1:untouched": [done("b.py needs nothing")],
+            **{f"fixer:s1:{n}": [done("could not")] for n in (1, 2, 3)},
+            "coder:s1:afresh1": [*typed, done()],
+        }
+    )
+    report = await solve(request(tmp_path, repo, plan), source=scripts)
+    assert report.status == "done", report
+    s1 = report.subtasks[0]
+    assert s1.status == "merged" and s1.warning is None  # "leaves b.py as it was" went too
+    assert "def two() -> int:" in git(repo, "show", f"{report.branch}:b.py")
+
+
 async def test_a_failing_check_is_fixed_by_a_fixer(tmp_path: Path, repo: Path) -> None:
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
     scripts = ScriptedSource(

@@ -514,9 +514,12 @@ class Coordinator:
     async def _code_and_test(self, st: Subtask, outcome: SubtaskOutcome, base: str) -> str:
         """Code the subtask in a workspace at `base`; its patch once its check is green.
         Still red after the fix rounds, it starts afresh from `base` with a new coder told
-        what stayed red (`fresh_starts` times), the red change thrown away."""
+        what stayed red (`fresh_starts` times), the red change thrown away, and with it
+        what the attempt was warned of."""
         told = ""
+        warned = outcome.warning  # before any attempt (ran without a failed dependency)
         while True:
+            outcome.warning = warned
             try:
                 async with self._workspaces.open(base, st.id) as ws:
                     with self._tree(ws, base):
@@ -599,7 +602,10 @@ class Coordinator:
             ),
             _SendBack(
                 "untouched", untouched, untouched_prompt,
-                lambda found: f"leaves {_listed(found)} as it was; the subtask names it",
+                lambda found: (
+                    f"leaves {_listed(found)} as {'it was' if len(found) == 1 else 'they were'}; "
+                    f"the subtask names {'it' if len(found) == 1 else 'them'}"
+                ),
             ),
         ]  # fmt: skip
 
