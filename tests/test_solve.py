@@ -114,6 +114,13 @@ def red_to_the_end(sid: str, breaks: Scripted) -> dict[str, list[Scripted]]:
     return scripts
 
 
+def first_told(scripts: ScriptedSource, agent_id: str) -> str:
+    """What agent `agent_id` was told last in its first request."""
+    model = scripts.models[agent_id]
+    assert isinstance(model, ScriptedModel)
+    return model.requests[0].messages[-1].content or ""
+
+
 def assert_untouched(repo: Path) -> None:
     assert git(repo, "rev-parse", "--abbrev-ref", "HEAD") == "main"
     assert git(repo, "status", "--porcelain") == ""
@@ -189,9 +196,7 @@ async def test_a_coder_is_told_where_the_names_its_subtask_uses_appear(
         }
     )
     await solve(request(tmp_path, repo, write_plan(tmp_path, [rename])), source=scripts)
-    coder = scripts.models["coder:s1"]
-    assert isinstance(coder, ScriptedModel)
-    prompt = coder.requests[0].messages[-1].content or ""
+    prompt = first_told(scripts, "coder:s1")
     assert "Where `one`, `first` appear in other files now:" in prompt
     assert "check.py:2:assert a.one() == 1, 'one is wrong'" in prompt
     assert "shared.py:1:" in prompt and "a.py:1:" not in prompt.split("appear in")[1]
@@ -209,9 +214,7 @@ async def test_the_planner_is_shown_the_files_and_its_guessed_paths_are_placed(
     )
     report = await solve(request(tmp_path, repo, None), source=scripts)
     assert report.status == "done", report
-    planner = scripts.models["planner"]
-    assert isinstance(planner, ScriptedModel)
-    prompt = planner.requests[0].messages[-1].content or ""
+    prompt = first_told(scripts, "planner")
     assert "The repository's files (use these paths):\n```\na.py\nb.py\ncheck.py\n" in prompt
     coder = scripts.models["coder:s1"]
     assert isinstance(coder, ScriptedModel)
@@ -240,9 +243,7 @@ async def test_a_plan_that_leaves_out_a_part_of_the_task_is_asked_for_once_more(
     )
     report = await solve(request(tmp_path, repo, None, task=task), source=scripts)
     assert report.status == "done", report
-    again = scripts.models["planner:1"]
-    assert isinstance(again, ScriptedModel)
-    told = again.requests[0].messages[-1].content or ""
+    told = first_told(scripts, "planner:1")
     assert "- it leaves out these parts of the task (no subtask does them" in told
     assert "\n  - Document the module b.py with a docstring.\n" in told
     assert "Type `one`" not in told.split("leaves out")[1]
@@ -270,9 +271,7 @@ async def test_a_subtask_folded_from_the_planner_s_steps_is_given_one_step_at_a_
     report = await solve(request(tmp_path, repo, None), source=scripts)
     assert report.status == "done", report
     assert [s.id for s in report.subtasks] == ["hint"]
-    first = scripts.models["coder:hint"]
-    assert isinstance(first, ScriptedModel)
-    told = first.requests[0].messages[-1].content or ""
+    told = first_told(scripts, "coder:hint")
     assert "Type one.\n\n(Step 1 of 2: do this step, then call finish" in told
     assert "Doc it." not in told.split("Your subtask:")[1]  # the next step comes later
     second = scripts.models["coder:hint:step2"]
@@ -303,9 +302,7 @@ async def test_a_step_the_coder_got_stuck_on_is_followed_by_the_next(
     )
     report = await solve(request(tmp_path, repo, None), source=scripts)
     assert report.status == "done", report
-    third = scripts.models["coder:hint:step3"]
-    assert isinstance(third, ScriptedModel)
-    told = third.requests[0].messages[-1].content or ""
+    told = first_told(scripts, "coder:hint:step3")
     assert told.startswith("Step 3 of 3 of your subtask: Doc one. Doc it.")
     assert "if your earlier changes did it already, call finish and say so" in told
     assert '"""One."""' in git(repo, "show", f"{report.branch}:a.py")
@@ -367,9 +364,7 @@ async def test_a_name_a_merged_subtask_added_is_kept_by_the_ones_after_it(
     task = tmp_path / "task.md"
     task.write_text(f"---\ncheck: {CHECK}\n---\n# Tidy\n\nAdd first_name() and tidy b.py.\n")
     report = await solve(request(tmp_path, repo, plan, task=task), source=scripts)
-    kept = scripts.models["coder:s2:kept"]
-    assert isinstance(kept, ScriptedModel)
-    told = kept.requests[0].messages[-1].content or ""
+    told = first_told(scripts, "coder:s2:kept")
     assert told.startswith("Your change takes away `first_name` (added by s1): the task needs it")
     s2 = {s.id: s for s in report.subtasks}["s2"]
     a_py = git(repo, "show", f"{report.branch}:a.py")
@@ -399,9 +394,7 @@ async def test_a_name_the_task_asks_for_and_no_subtask_added_goes_to_one_coder_a
     )
     report = await solve(request(tmp_path, repo, plan, task=task), source=scripts)
     assert report.status == "done", report
-    completer = scripts.models["coder:complete"]
-    assert isinstance(completer, ScriptedModel)
-    told = completer.requests[0].messages[-1].content or ""
+    told = first_told(scripts, "coder:complete")
     assert "Every subtask of this task has merged and the tests pass, but the task asks " in told
     assert "for `first_name`, and no file has it." in told
     assert "> Type one() and add `first_name()`." in told  # the task itself
@@ -435,9 +428,7 @@ async def test_a_name_the_task_asks_for_goes_to_one_coder_at_the_end_when_a_subt
     report = await solve(request(tmp_path, repo, plan, task=task), source=scripts)
     assert report.status == "failed", report  # s2's own change did not merge
     assert {s.id: s.status for s in report.subtasks} == {"s1": "merged", "s2": "failed"}
-    completer = scripts.models["coder:complete"]
-    assert isinstance(completer, ScriptedModel)
-    told = completer.requests[0].messages[-1].content or ""
+    told = first_told(scripts, "coder:complete")
     assert 'pass the tests, but "do s2" did not merge, so its changes are not here. ' in told
     assert "The task asks for `first_name`, and no file has it." in told
     assert report.branch is None and report.patch  # a failed run keeps its patch
