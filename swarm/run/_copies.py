@@ -21,6 +21,7 @@ from pathlib import Path
 
 from swarm._pyast import parse
 from swarm.errors import WorkspaceError
+from swarm.run._diff import python_sections
 from swarm.run._git import git
 from swarm.run._missing import words
 
@@ -33,8 +34,6 @@ _SHORTEST = 3
 are alike without one being written from the other."""
 _LONGEST = 200
 """Bodies longer than this many lines are not compared (the comparison is quadratic)."""
-_CHANGED_FILE = re.compile(r"^\+\+\+ b/(.+\.py)$", re.MULTILINE)
-_FILE_SECTION = re.compile(r"^diff --git ", re.MULTILINE)
 _ADDED_DEFINITION = re.compile(r"^\+(?:async[ \t]+def|def|class)[ \t]", re.MULTILINE)
 
 
@@ -94,10 +93,9 @@ def _adding_definitions(patch: str) -> list[str]:
     """The Python files to which `patch` adds a line that starts a top-level definition:
     only those can gain a copy (most changes edit lines inside one, and are not read)."""
     paths: list[str] = []
-    for section in _FILE_SECTION.split(patch):
-        changed = _CHANGED_FILE.search(section)
-        if changed and changed[1] not in paths and _ADDED_DEFINITION.search(section):
-            paths.append(changed[1])
+    for path, section in python_sections(patch):
+        if path not in paths and _ADDED_DEFINITION.search(section):
+            paths.append(path)
     return paths
 
 

@@ -28,6 +28,7 @@ together past `MAX_PATCH_BYTES` refuse the patch with a `WorkspaceError` naming 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -44,6 +45,7 @@ __all__ = [
     "SWARMIGNORE",
     "header_path",
     "patch_paths",
+    "python_sections",
     "worktree_diff",
 ]
 
@@ -55,6 +57,8 @@ MAX_PATCH_BYTES = 64 * 1024 * 1024
 SWARMIGNORE = ".swarmignore"
 """Gitignore-syntax patterns of paths that never enter a patch."""
 _EMPTY_BLOB = "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"
+_FILE_SECTION = re.compile(r"^diff --git ", re.MULTILINE)
+_NEW_PYTHON_PATH = re.compile(r"^\+\+\+ b/(.+\.py)$", re.MULTILINE)
 
 
 async def worktree_diff(
@@ -167,6 +171,16 @@ async def _diff(root: Path, base: str, env: Mapping[str, str], *, cached: bool) 
 def _changed_paths(diff: str) -> set[str]:
     """The paths of a diff's `diff --git a/P b/P` headers (not renames, copies, quoted)."""
     return {p for line in diff.splitlines() if (p := header_path(line)) is not None}
+
+
+def python_sections(patch: str) -> list[tuple[str, str]]:
+    """Each Python file a unified diff leaves in place (its `+++ b/` side), with its part
+    of the patch, in order."""
+    sections = []
+    for section in _FILE_SECTION.split(patch):
+        if (path := _NEW_PYTHON_PATH.search(section)) is not None:
+            sections.append((path[1], section))
+    return sections
 
 
 def header_path(line: str) -> str | None:

@@ -18,15 +18,16 @@ import configparser
 import fnmatch
 import re
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-__all__ = ["Stray", "collected_patterns", "stray_prompt", "stray_tests"]
+from swarm.run._diff import python_sections
+
+__all__ = ["Stray", "collected_patterns", "is_test_file", "stray_prompt", "stray_tests"]
 
 DEFAULT_PATTERNS = ("test_*.py", "*_test.py")
 """pytest's own `python_files`."""
-_SECTION = re.compile(r"^diff --git ", re.MULTILINE)
-_NEW_PATH = re.compile(r"^\+\+\+ b/(.+\.py)$", re.MULTILINE)
 _ADDED_TEST = re.compile(r"^\+(?:async[ \t]+)?def[ \t]+(test_\w+)|^\+class[ \t]+(Test\w+)", re.M)
 _ASSERTS = re.compile(r"\bassert\b|\braises\(")
 _TOP_LEVEL = re.compile(r"^[+ ][^\s#]", re.MULTILINE)
@@ -56,19 +57,21 @@ def stray_tests(patch: str, patterns: tuple[str, ...] = DEFAULT_PATTERNS) -> lis
     `patterns` (pytest's `python_files`; `conftest.py` holds fixtures, not tests): the
     `test_*` functions and `Test*` classes whose added body asserts."""
     strays: list[Stray] = []
-    for section in _SECTION.split(patch):
-        changed = _NEW_PATH.search(section)
-        if changed is None:
-            continue
-        name = PurePosixPath(changed[1]).name
-        if name == "conftest.py" or any(fnmatch.fnmatchcase(name, p) for p in patterns):
+    for path, section in python_sections(patch):
+        if is_test_file(PurePosixPath(path).name, patterns):
             continue
         for added in _ADDED_TEST.finditer(section):
             after = _TOP_LEVEL.search(section, added.end())
             body = section[added.end() : after.start() if after else len(section)]
             if _ASSERTS.search(body):  # a test asserts; `test_connection()` of a client not
-                strays.append(Stray(changed[1], added[1] or added[2]))
+                strays.append(Stray(path, added[1] or added[2]))
     return strays
+
+
+def is_test_file(name: str, patterns: Sequence[str] = DEFAULT_PATTERNS) -> bool:
+    """Whether pytest reads file `name` for tests or fixtures: it matches `patterns`
+    (`python_files`), or it is a `conftest.py`."""
+    return name == "conftest.py" or any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
 def collected_patterns(root: Path) -> tuple[str, ...]:

@@ -14,13 +14,12 @@ wildcards.
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
 from swarm.run._diff import header_path
-from swarm.run._strays import DEFAULT_PATTERNS
+from swarm.run._strays import DEFAULT_PATTERNS, is_test_file
 
 __all__ = ["untouched_files", "untouched_prompt"]
 
@@ -52,9 +51,7 @@ def untouched_files(
 def _is_test(path: PurePosixPath, tests: Sequence[str]) -> bool:
     """A test file (by `tests`, pytest's `python_files`) or one in a tests folder: a
     planner lists those for the check to run (`{files}`), whether they change or not."""
-    if path.name == "conftest.py" or any(fnmatch.fnmatchcase(path.name, p) for p in tests):
-        return True
-    return any(part in ("tests", "test") for part in path.parts[:-1])
+    return is_test_file(path.name, tests) or any(p in ("tests", "test") for p in path.parts[:-1])
 
 
 def untouched_prompt(files: list[str]) -> str:
