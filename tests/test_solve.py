@@ -253,19 +253,28 @@ async def test_a_plan_that_leaves_out_a_part_of_the_task_is_asked_for_once_more(
     assert (left in report.warnings) == (second == "invalid")
 
 
+HINT_STEP = subtask("hint", ["a.py"]) | {"title": "Hint one", "instructions": "Type one."}
+"""A planner's step on a.py, to be folded with `doc_step`."""
+DOCUMENTED = edit("a.py", "    return 1", '    """One."""\n    return 1')
+
+
+def doc_step(after: str) -> dict[str, Any]:
+    """A planner's step on a.py after step `after` (folded into it)."""
+    return subtask("doc", ["a.py"], [after]) | {"title": "Doc one", "instructions": "Doc it."}
+
+
 async def test_a_subtask_folded_from_the_planner_s_steps_is_given_one_step_at_a_time(
     tmp_path: Path, repo: Path
 ) -> None:
     steps = [
-        subtask("hint", ["a.py"]) | {"title": "Hint one", "instructions": "Type one."},
-        subtask("doc", ["a.py"], ["hint"]) | {"title": "Doc one", "instructions": "Doc it."},
+        HINT_STEP,
+        doc_step("hint"),
     ]
-    documented = edit("a.py", "    return 1", '    """One."""\n    return 1')
     scripts = ScriptedSource(
         {
             "planner": [json.dumps({"subtasks": steps})],
             "coder:hint": [edit("a.py", "def one():", "def one() -> int:"), done("typed")],
-            "coder:hint:step2": [documented, done("documented")],
+            "coder:hint:step2": [DOCUMENTED, done("documented")],
         }
     )
     report = await solve(request(tmp_path, repo, None), source=scripts)
@@ -286,18 +295,17 @@ async def test_a_step_the_coder_got_stuck_on_is_followed_by_the_next(
     tmp_path: Path, repo: Path
 ) -> None:
     steps = [
-        subtask("hint", ["a.py"]) | {"title": "Hint one", "instructions": "Type one."},
+        HINT_STEP,
         subtask("again", ["a.py"], ["hint"]) | {"title": "Hint", "instructions": "Type it."},
-        subtask("doc", ["a.py"], ["again"]) | {"title": "Doc one", "instructions": "Doc it."},
+        doc_step("again"),
     ]
-    documented = edit("a.py", "    return 1", '    """One."""\n    return 1')
     scripts = ScriptedSource(
         {
             "planner": [json.dumps({"subtasks": steps})],
             "coder:hint": [edit("a.py", "def one():", "def one() -> int:"), done("typed")],
             "coder:hint:step2": ["obj['new']"] * 2,  # done already: it loops
             "coder:hint:step2:up": ["obj['new']"],
-            "coder:hint:step3": [documented, done("documented")],
+            "coder:hint:step3": [DOCUMENTED, done("documented")],
         }
     )
     report = await solve(request(tmp_path, repo, None), source=scripts)
@@ -318,17 +326,16 @@ async def test_a_coder_stuck_on_its_first_step_with_nothing_changed_starts_over(
     """Stuck on step 1 with no change made, the coder is not given step 2 in that
     conversation: it starts over, fresh, from step 1."""
     steps = [
-        subtask("hint", ["a.py"]) | {"title": "Hint one", "instructions": "Type one."},
-        subtask("doc", ["a.py"], ["hint"]) | {"title": "Doc one", "instructions": "Doc it."},
+        HINT_STEP,
+        doc_step("hint"),
     ]
-    documented = edit("a.py", "    return 1", '    """One."""\n    return 1')
     scripts = ScriptedSource(
         {
             "planner": [json.dumps({"subtasks": steps})],
             "coder:hint": ["I will type it."] * 2,
             "coder:hint:up": ["I will type it."],
             "coder:hint:again1": [edit("a.py", "def one():", "def one() -> int:"), done()],
-            "coder:hint:again1:step2": [documented, done("documented")],
+            "coder:hint:again1:step2": [DOCUMENTED, done("documented")],
         }
     )
     report = await solve(request(tmp_path, repo, None), source=scripts)
