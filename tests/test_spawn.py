@@ -1,4 +1,4 @@
-"""swarm.run._spawn: short commands run to the end, their output, and on cancel let finish
+"""swarm._sandbox._spawn: short commands run to the end, their output, and on cancel let finish
 (for a while) then killed;
 started here, or through a run's spawn server (`swarm._sandbox._spawner`)."""
 
@@ -14,9 +14,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from swarm._sandbox import _spawner
-from swarm.run import _spawn
-from swarm.run._spawn import Spawning
+from swarm._sandbox import _spawn, _spawner
+from swarm._sandbox._spawn import Spawning
 
 pytestmark = pytest.mark.anyio
 

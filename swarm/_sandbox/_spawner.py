@@ -2,7 +2,7 @@
 
 `spawn_server()` starts `swarm._sandbox._spawn_server` for as long as its block runs
 (`swarm.run._solve` opens it around a run) and makes it the current one for the tasks
-started inside. While it is open, `swarm.run._spawn` (git) and `swarm._sandbox._process`
+started inside. While it is open, `swarm._sandbox._spawn` (git) and `swarm._sandbox._process`
 (sandboxed commands) hand their commands to it (`Server.start`) instead of forking the
 coordinator, whose event loop then never waits for a child to reach its `exec`. Outside
 one (a library call, a test, a system without pidfds) they start commands themselves.

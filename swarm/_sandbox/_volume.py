@@ -30,6 +30,7 @@ from pathlib import Path
 
 import anyio
 
+from swarm._sandbox import _spawn
 from swarm.errors import WorkspaceError
 
 __all__ = [
@@ -148,16 +149,29 @@ async def make(path: Path, quota_mb: int, footprint: Footprint) -> bool:
 async def remove(path: Path) -> None:
     """Unmount worktree `path`'s filesystem if it has one (lazily when something still
     holds it) and delete its image; bounded, and a no-op for a plain directory."""
-    await anyio.to_thread.run_sync(release, path)
+    if _forget(path):
+        with anyio.CancelScope(shield=True):
+            try:
+                await _run("umount", str(path))
+            except WorkspaceError:
+                with contextlib.suppress(WorkspaceError):
+                    await _run("umount", "--lazy", str(path))
+    image_of(path).unlink(missing_ok=True)
 
 
 def release(path: Path) -> None:
     """`remove` for a caller with no event loop (or one whose process is gone): unmount,
     lazily when something still holds it, and delete the image."""
-    _volumes.pop(path, None)
-    if os.path.ismount(path) and not _umount(path):
+    if _forget(path) and not _umount(path):
         _umount(path, "--lazy")
     image_of(path).unlink(missing_ok=True)
+
+
+def _forget(path: Path) -> bool:
+    """Forget worktree `path`'s quota; whether a filesystem is mounted there (this
+    process's or a dead run's)."""
+    _volumes.pop(path, None)
+    return os.path.ismount(path)
 
 
 def _umount(path: Path, *options: str) -> bool:
@@ -222,15 +236,19 @@ async def _run(tool: str, *args: str) -> None:
         raise WorkspaceError(f"no {tool}")
     try:
         with anyio.fail_after(_STEP_TIMEOUT_S, shield=True):
-            done = await anyio.run_process([exe, *args], check=False, env=_ENV)
+            done = await _spawn.run([exe, *args], env=_ENV, how=_QUICK)
     except TimeoutError:
         raise WorkspaceError(f"{tool} took over {_STEP_TIMEOUT_S:.0f} s") from None
+    except OSError as exc:
+        raise WorkspaceError(f"{tool} could not start: {exc}") from None
     if done.returncode != 0:
         said = (done.stderr or done.stdout).decode(errors="replace").strip()
         raise WorkspaceError(f"{tool} failed ({done.returncode}): {said[:300]}")
 
 
 _ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+_QUICK = _spawn.Spawning(grace_s=0.0)
+"""mkfs, mount and umount run shielded within their own bound: no grace on top."""
 
 
 @functools.cache

@@ -1,6 +1,6 @@
 """Git plumbing for workspaces: running git, the per-repository lock, removal.
 
-Owns `git` (run git, stdout or a WorkspaceError; started through `swarm.run._spawn`, its
+Owns `git` (run git, stdout or a WorkspaceError; started through `swarm._sandbox._spawn`, its
 environment built once until `os.environ` changes), `git_chain` (several git commands
 for one process start), `git_retry` (for ref and worktree
 changes that may meet another process's `.lock`), the per-repository, per-event-loop
@@ -31,11 +31,11 @@ import anyio
 import anyio.lowlevel
 import anyio.to_thread
 
+from swarm._sandbox import _spawn
 from swarm._sandbox._volume import Footprint
 from swarm._sandbox.process import pid_alive
 from swarm.agent._tool import command_env, environ
 from swarm.errors import WorkspaceError
-from swarm.run import _spawn
 
 __all__ = [
     "TRASH_PREFIX",
@@ -183,7 +183,7 @@ async def git_chain(*commands: Sequence[str], cwd: Path) -> None:
     """Run git `commands` in `cwd` one after the other, stopping at the first that fails
     (WorkspaceError, as `git`), for one process start: a shell running them, the last in
     its place (`exec`). Each start costs the coordinator about 0.3 ms of CPU (see
-    `swarm.run._spawn`), a git's own work in its child is not the coordinator's. Without
+    `swarm._sandbox._spawn`), a git's own work in its child is not the coordinator's. Without
     a shell on PATH they run one by one."""
     env = _base_env()
     executable, shell = _spawn.which("git", env), _spawn.which("sh", env)

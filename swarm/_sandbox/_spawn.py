@@ -1,4 +1,4 @@
-"""Running a short command (git) for its output with as little of swarm's own CPU as we can.
+"""Running a short command (git, mkfs, mount) for its output, with little of swarm's CPU.
 
 A solve runs thousands of git commands. Through `anyio.run_process` each one costs the
 coordinator about 0.6 ms of CPU (measured on Linux, Python 3.11): asyncio's subprocess
