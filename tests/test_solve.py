@@ -305,6 +305,8 @@ async def test_a_step_the_coder_got_stuck_on_is_followed_by_the_next(
             "coder:hint": [edit("a.py", "def one():", "def one() -> int:"), done("typed")],
             "coder:hint:step2": ["obj['new']"] * 2,  # done already: it loops
             "coder:hint:step2:up": ["obj['new']"],
+            "coder:hint:step2:afresh": ["obj['new']"] * 2,  # and again, fresh
+            "coder:hint:step2:afresh:up": ["obj['new']"],
             "coder:hint:step3": [DOCUMENTED, done("documented")],
         }
     )
@@ -318,6 +320,33 @@ async def test_a_step_the_coder_got_stuck_on_is_followed_by_the_next(
     assert hint.warning is not None and "got stuck on step 2 of 3 (Hint. Type it.)" in hint.warning
     assert "obj['new']" in hint.warning
     assert "- warning: hint: got stuck on step 2 of 3" in render_markdown(report)
+
+
+async def test_a_step_the_coder_got_stuck_on_is_given_once_more_to_a_fresh_coder(
+    tmp_path: Path, repo: Path
+) -> None:
+    """A small model that had finished step 1 answered step 2 with a lone fence, again
+    and again: the step goes to a coder with a conversation of its own, shown the files
+    as step 1 left them."""
+    steps = [HINT_STEP, doc_step("hint")]
+    scripts = ScriptedSource(
+        {
+            "planner": [json.dumps({"subtasks": steps})],
+            "coder:hint": [edit("a.py", "def one():", "def one() -> int:"), done("typed")],
+            "coder:hint:step2": ["```"] * 2,
+            "coder:hint:step2:up": ["```"],
+            "coder:hint:step2:afresh": [DOCUMENTED, done("documented")],
+        }
+    )
+    report = await solve(request(tmp_path, repo, None), source=scripts)
+    assert report.status == "done", report
+    told = first_told(scripts, "coder:hint:step2:afresh")
+    assert told.startswith("Overall task: ")
+    assert "Doc one. Doc it.\n\n(Step 2 of 2: step 1 is done in your worktree" in told
+    assert "def one() -> int:" in told  # a.py as step 1 left it
+    a_py = git(repo, "show", f"{report.branch}:a.py")
+    assert "def one() -> int:" in a_py and '"""One."""' in a_py
+    assert next(s.warning for s in report.subtasks) is None
 
 
 async def test_a_coder_stuck_on_its_first_step_with_nothing_changed_starts_over(

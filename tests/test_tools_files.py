@@ -145,6 +145,24 @@ async def test_write_file_over_a_module_says_which_definitions_it_dropped(ws: Pa
     assert kept == "wrote 30 bytes to src/calc.py"
 
 
+async def test_write_file_that_would_delete_most_of_a_module_is_refused_once(ws: Path) -> None:
+    # a small model asked to add what was missing wrote the module anew as a class
+    clobber = "class Calc:\n    def total(self):\n        return 0\n"
+    ctx, args = ctx_for(ws), {"path": "src/calc.py", "content": clobber}
+    with pytest.raises(ToolError) as refused:
+        await TOOLS["write_file"].run(args, ctx)
+    assert str(refused.value) == (
+        "not written: this would replace the whole of src/calc.py and delete add, sub (2 of "
+        "its 2 functions and classes). To change a part, use edit_file; to add to it, write "
+        "it whole with what it has kept. To replace it anyway, call write_file again with "
+        "the same content."
+    )
+    assert (ws / "src" / "calc.py").read_text().startswith("def add(a, b):")
+    out = await TOOLS["write_file"].run(args, ctx)  # asked for again: meant
+    assert out.startswith("wrote 50 bytes to src/calc.py. It replaced the whole file: add, sub")
+    assert (ws / "src" / "calc.py").read_text() == clobber
+
+
 async def test_edit_file_replaces_a_unique_match(ws: Path) -> None:
     out = await call(
         "edit_file",

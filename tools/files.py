@@ -306,6 +306,35 @@ def _replace_every(ctx: ToolContext, path: str, text: str, old: str, new: str) -
     return f"replaced {count} occurrences in {_rel(ctx, target)} (lines {lines})"
 
 
+def _refuse_clobbering(
+    ctx: ToolContext, path: str, before: str, after: str, lost: list[str]
+) -> None:
+    """Refuse, once, a write_file that deletes more than half of a Python file's top-level
+    functions and classes: a small model asked to add what is missing to a file wrote it
+    anew as a class of its own, and every function of the file was gone. The same write
+    asked for again is done (a rewrite can be meant)."""
+    if not lost:
+        return
+    had = len(_definitions(before))
+    if 2 * len(lost) <= had or ctx.written.asked_again(path, after):
+        return
+    shown = ", ".join(lost[:8]) + (" ..." if len(lost) > 8 else "")
+    raise ToolError(
+        f"not written: this would replace the whole of {path} and delete {shown} "
+        f"({len(lost)} of its {had} functions and classes). To change "
+        "a part, use edit_file; to add to it, write it whole with what it has kept. To "
+        "replace it anyway, call write_file again with the same content."
+    )
+
+
+def _definitions(text: str) -> list[str]:
+    try:
+        module = parse_python(text)
+    except (SyntaxError, ValueError):
+        return []
+    return [n.name for n in module.body if isinstance(n, _DEFINITIONS)]
+
+
 def _refuse_broken_python(path: str, before: str, after: str) -> None:
     """Refuse an edit that would make a Python file that parses one that does not (a
     small model drops a bracket or an indent, and a failing run of the tests later says
@@ -393,6 +422,8 @@ def write_file(ctx: ToolContext, path: str, content: str) -> str:
             f"content ({len(data)} bytes): nothing changed"
         )
     _refuse_defined_again(path, before or "", content)
+    lost = _lost_definitions(path, before, content) if before is not None else []
+    _refuse_clobbering(ctx, path, before or "", content, lost)
     target = write_confined(ctx, path, data)
     ctx.written.note(_rel(ctx, target))
     done = f"wrote {len(data)} bytes to {_rel(ctx, target)}{note}"
@@ -401,7 +432,7 @@ def write_file(ctx: ToolContext, path: str, content: str) -> str:
         if others:
             done += f" (a new file; {', '.join(others)} exists: did you mean that?)"
         return done
-    if lost := _lost_definitions(path, before, content):
+    if lost:
         done += (
             f". It replaced the whole file: {', '.join(lost)} "
             f"{'is' if len(lost) == 1 else 'are'} no longer in it. If that was not meant, "

@@ -62,6 +62,7 @@ class WriteLog:
 
     def __init__(self) -> None:
         self._paths: set[str] = set()
+        self._refused: set[tuple[str, int]] = set()
         self._lock = threading.Lock()
 
     def note(self, path: str) -> None:
@@ -73,6 +74,16 @@ class WriteLog:
         """Every path noted so far."""
         with self._lock:
             return frozenset(self._paths)
+
+    def asked_again(self, path: str, content: str) -> bool:
+        """Whether this write of `content` to `path` was refused before (asked for again,
+        it is meant); else it is noted as refused now."""
+        key = (path, hash(content))
+        with self._lock:
+            if key in self._refused:
+                return True
+            self._refused.add(key)
+            return False
 
     def __repr__(self) -> str:
         return f"WriteLog({sorted(self.paths())!r})"

@@ -79,6 +79,7 @@ from swarm.run._roles import (
     coder_prompt,
     completion_prompt,
     first_step,
+    later_step,
     named_symbols,
     rebase_prompt,
     step_prompt,
@@ -780,12 +781,26 @@ class Coordinator:
                 coder = self._agents.agent("coder", f"{agent_id}:step{number}", CODER, ws, st)
                 prompt = step_prompt(step, number, len(steps))
                 result = await coder.run(prompt, history=result.messages)
+                if result.stop_reason == "stuck":  # once more, out of that conversation
+                    result = await self._step_afresh(
+                        st, ws, f"{agent_id}:step{number}", steps, number
+                    )
             if len(steps) > 1 and result.stop_reason == "stuck":
                 stuck_steps.append(
                     f"got stuck on step {number} of {len(steps)} ({one_line(step, 80)}), which"
                     f" may be undone: {one_line(result.repeated, 80)}"
                 )
         return result, stuck_steps
+
+    async def _step_afresh(
+        self, st: Subtask, ws: WorkspaceLike, agent_id: str, steps: list[str], number: int
+    ) -> AgentResult[str]:
+        """Step `number` given to a fresh coder, shown the files as the earlier steps left
+        them: a small model that finished a rename answered the next step with a lone
+        "```", again and again, in the conversation that held the rename."""
+        coder = self._agents.agent("coder", f"{agent_id}:afresh", CODER, ws, st)
+        shown = await coder.shown(st.files, named_symbols(st))
+        return await coder.run(coder_prompt(self.task, later_step(st, steps, number), shown))
 
     @contextmanager
     def _tree(self, ws: WorkspaceLike, base: str) -> Iterator[None]:

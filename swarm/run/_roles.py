@@ -28,6 +28,7 @@ __all__ = [
     "completion_prompt",
     "first_step",
     "fix_prompt",
+    "later_step",
     "mentions_text",
     "named_symbols",
     "planner_prompt",
@@ -213,6 +214,17 @@ def first_step(subtask: Subtask, steps: Sequence[str]) -> Subtask:
     now = f"Step 1 of {len(steps)}: do this step, then call finish; the next step comes then."
     told = f"{steps[0]}\n\n({now})"
     return subtask.model_copy(update={"instructions": told})
+
+
+def later_step(subtask: Subtask, steps: Sequence[str], number: int) -> Subtask:
+    """`subtask` as a fresh coder is given its step `number` (from 1), the ones before it
+    done: for a coder that got stuck on it in the conversation of the earlier steps."""
+    done = f"steps 1 to {number - 1} of this subtask are" if number > 2 else "step 1 is"
+    now = (
+        f"Step {number} of {len(steps)}: {done} done in your worktree (keep what they "
+        "changed); do this step, then call finish."
+    )
+    return subtask.model_copy(update={"instructions": f"{steps[number - 1]}\n\n({now})"})
 
 
 def step_prompt(step: str, number: int, count: int) -> str:
