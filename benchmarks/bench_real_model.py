@@ -572,6 +572,9 @@ def main() -> None:
     if unknown := sorted(set(args.only) - set(RUNS)):
         parser.error(f"--only: unknown runs {unknown} (choose from {', '.join(RUNS)})")
     work = Path(tempfile.mkdtemp(prefix="swarm-bench-real-"))
+    # `timeout` and `kill` send SIGTERM: exit through the `finally`s, which stop the
+    # running swarm and the server (killed outright, they were left running)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("bench_real_model: terminated"))
     try:
         out = main_runs(args, work)
     except _llama.SetupError as exc:
