@@ -263,6 +263,20 @@ def doc_step(after: str) -> dict[str, Any]:
     return subtask("doc", ["a.py"], [after]) | {"title": "Doc one", "instructions": "Doc it."}
 
 
+def typed_first(steps: list[dict[str, Any]], then: dict[str, list[str]]) -> ScriptedSource:
+    """The planner plans `steps`; the coder of the first types `one` (step 1) and the
+    agents of `then` do the rest."""
+    typed = [edit("a.py", "def one():", "def one() -> int:"), done("typed")]
+    return ScriptedSource(
+        {"planner": [json.dumps({"subtasks": steps})], "coder:hint": typed, **then}
+    )
+
+
+def looping(agent: str, reply: str) -> dict[str, list[str]]:
+    """`agent` sends `reply` until it is stuck, and again once escalated."""
+    return {agent: [reply] * 2, f"{agent}:up": [reply]}
+
+
 async def test_a_subtask_folded_from_the_planner_s_steps_is_given_one_step_at_a_time(
     tmp_path: Path, repo: Path
 ) -> None:
@@ -270,13 +284,7 @@ async def test_a_subtask_folded_from_the_planner_s_steps_is_given_one_step_at_a_
         HINT_STEP,
         doc_step("hint"),
     ]
-    scripts = ScriptedSource(
-        {
-            "planner": [json.dumps({"subtasks": steps})],
-            "coder:hint": [edit("a.py", "def one():", "def one() -> int:"), done("typed")],
-            "coder:hint:step2": [DOCUMENTED, done("documented")],
-        }
-    )
+    scripts = typed_first(steps, {"coder:hint:step2": [DOCUMENTED, done("documented")]})
     report = await solve(request(tmp_path, repo, None), source=scripts)
     assert report.status == "done", report
     assert [s.id for s in report.subtasks] == ["hint"]
@@ -299,16 +307,13 @@ async def test_a_step_the_coder_got_stuck_on_is_followed_by_the_next(
         subtask("again", ["a.py"], ["hint"]) | {"title": "Hint", "instructions": "Type it."},
         doc_step("again"),
     ]
-    scripts = ScriptedSource(
+    scripts = typed_first(
+        steps,
         {
-            "planner": [json.dumps({"subtasks": steps})],
-            "coder:hint": [edit("a.py", "def one():", "def one() -> int:"), done("typed")],
-            "coder:hint:step2": ["obj['new']"] * 2,  # done already: it loops
-            "coder:hint:step2:up": ["obj['new']"],
-            "coder:hint:step2:afresh": ["obj['new']"] * 2,  # and again, fresh
-            "coder:hint:step2:afresh:up": ["obj['new']"],
+            **looping("coder:hint:step2", "obj['new']"),  # done already: it loops
+            **looping("coder:hint:step2:afresh", "obj['new']"),  # and again, fresh
             "coder:hint:step3": [DOCUMENTED, done("documented")],
-        }
+        },
     )
     report = await solve(request(tmp_path, repo, None), source=scripts)
     assert report.status == "done", report
@@ -329,14 +334,9 @@ async def test_a_step_the_coder_got_stuck_on_is_given_once_more_to_a_fresh_coder
     and again: the step goes to a coder with a conversation of its own, shown the files
     as step 1 left them."""
     steps = [HINT_STEP, doc_step("hint")]
-    scripts = ScriptedSource(
-        {
-            "planner": [json.dumps({"subtasks": steps})],
-            "coder:hint": [edit("a.py", "def one():", "def one() -> int:"), done("typed")],
-            "coder:hint:step2": ["```"] * 2,
-            "coder:hint:step2:up": ["```"],
-            "coder:hint:step2:afresh": [DOCUMENTED, done("documented")],
-        }
+    scripts = typed_first(
+        steps,
+        {**looping("coder:hint:step2", "```"), "coder:hint:step2:afresh": [DOCUMENTED, done()]},
     )
     report = await solve(request(tmp_path, repo, None), source=scripts)
     assert report.status == "done", report
