@@ -1,12 +1,14 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import anyio
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import BaseModel, ValidationError
 
 from swarm.agent._loop import Agent
-from swarm.agent._tool import Finish, tool
+from swarm.agent._tool import Finish, ToolContext, tool
 from swarm.agent._toolbox import coding_tools
 from swarm.agent.events import ToolResultEvent
 from swarm.errors import ModelBehaviorError, ToolError
@@ -255,6 +257,35 @@ async def test_a_call_named_after_no_tool_runs_the_one_tool_its_arguments_fit() 
     ]
     assert "unknown tool 'look'" in tool_texts(model.requests[2])[-1]
     assert (result.calls.repaired, result.calls.rejected) == (1, 1)
+
+
+async def test_a_file_tool_called_with_the_other_one_s_arguments_runs_that_one(
+    tmp_path: Path,
+) -> None:
+    """A small model called edit_file with write_file's `path` and `content`, and the
+    reverse; arguments that fit neither are the named tool's error."""
+    (tmp_path / "a.py").write_text("x = 1\n")
+    model = ScriptedModel(
+        [
+            call("edit_file", path="b.py", content="y = 2\n"),
+            call("write_file", path="a.py", old="x = 1", new="x = 3"),
+            call("edit_file", path="a.py", text="z"),
+            call("finish", summary="done"),
+        ]
+    )
+    tools = coding_tools(include=["edit_file", "write_file", "finish"])
+    agent = Agent[str]("coder", model=model, tools=tools, context=ToolContext(root=tmp_path))
+    result = await agent.run("go")
+    assert (tmp_path / "b.py").read_text() == "y = 2\n"
+    assert (tmp_path / "a.py").read_text() == "x = 3\n"
+    told = [tool_texts(model.requests[n])[-1] for n in (1, 2, 3)]
+    assert told[0].startswith(
+        "(edit_file does not take these arguments; ran write_file, whose arguments these "
+        "are) wrote 6 bytes to b.py"
+    )
+    assert told[1].startswith("(write_file does not take these arguments; ran edit_file")
+    assert told[2].startswith("error: invalid arguments for edit_file")
+    assert (result.calls.repaired, result.calls.rejected) == (2, 1)
 
 
 async def test_a_result_that_reads_like_an_error_is_not_one() -> None:

@@ -426,6 +426,13 @@ class Steps(Generic[T]):
             if tool is None and (tool := _fitting_tool(call, agent.tools)) is not None:
                 note = f"({call.name!r} is not a tool; ran {tool.name}, whose arguments these are) "
                 self.calls.repaired += 1
+            elif tool is not None and (other := _fitting_instead(call, tool, agent.tools)):
+                note = (
+                    f"({call.name} does not take these arguments; ran {other.name}, whose "
+                    "arguments these are) "
+                )
+                tool = other
+                self.calls.repaired += 1
             if tool is None:
                 self.calls.rejected += 1
                 return _error(span, call, _unknown_tool(call.name, agent.tools))
@@ -540,22 +547,48 @@ def _fitting_tool(call: ToolCall, tools: Sequence[Tool]) -> Tool | None:
     """The one tool whose parameters `call`'s arguments fill, for a call under a name that
     is no tool's: a small model names its call after its task (`create-item-class` with
     `path` and `content`) rather than the tool it means (`write_file`)."""
-    try:
-        arguments = json.loads(call.arguments or "{}")
-    except ValueError:
+    given = _given(call)
+    if not given:
         return None
-    if not isinstance(arguments, dict) or not arguments:
-        return None
-    given = {k for k, v in arguments.items() if v is not None}
     fits = [
         t
         for t in tools
-        if given <= set(t.parameters.get("properties", {}))
-        and set(t.parameters.get("required", ())) <= given
+        if _fills(given, t)
         and t.name != "finish"
         and not t.requires_approval  # approval is decided on the name the call came with
     ]
     return fits[0] if len(fits) == 1 else None
+
+
+def _fitting_instead(call: ToolCall, tool: Tool, tools: Sequence[Tool]) -> Tool | None:
+    """The one other tool whose parameters `call`'s arguments fill, when they do not fill
+    those of `tool`, the one it names: a small model called `edit_file` with `path` and
+    `content`, the arguments of `write_file`. Only between the file-writing tools."""
+    if tool.name not in _FILE_TOOLS or _fills(given := _given(call), tool) or not given:
+        return None
+    other = _fitting_tool(call, tools)
+    return other if other is not None and other.name in _FILE_TOOLS else None
+
+
+_FILE_TOOLS = frozenset({"edit_file", "write_file"})
+
+
+def _given(call: ToolCall) -> set[str]:
+    """The names of the arguments `call` gives (not null); none when they do not parse."""
+    try:
+        arguments = json.loads(call.arguments or "{}")
+    except ValueError:
+        return set()
+    if not isinstance(arguments, dict):
+        return set()
+    return {k for k, v in arguments.items() if v is not None}
+
+
+def _fills(given: set[str], tool: Tool) -> bool:
+    return (
+        given <= set(tool.parameters.get("properties", {}))
+        and set(tool.parameters.get("required", ())) <= given
+    )
 
 
 def _unknown_tool(name: str, tools: Sequence[Tool]) -> str:
