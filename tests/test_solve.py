@@ -263,7 +263,7 @@ def doc_step(after: str) -> dict[str, Any]:
     return subtask("doc", ["a.py"], [after]) | {"title": "Doc one", "instructions": "Doc it."}
 
 
-def typed_first(steps: list[dict[str, Any]], then: dict[str, list[str]]) -> ScriptedSource:
+def typed_first(steps: list[dict[str, Any]], then: dict[str, list[Scripted]]) -> ScriptedSource:
     """The planner plans `steps`; the coder of the first types `one` (step 1) and the
     agents of `then` do the rest."""
     typed = [edit("a.py", "def one():", "def one() -> int:"), done("typed")]
@@ -272,7 +272,7 @@ def typed_first(steps: list[dict[str, Any]], then: dict[str, list[str]]) -> Scri
     )
 
 
-def looping(agent: str, reply: str) -> dict[str, list[str]]:
+def looping(agent: str, reply: str) -> dict[str, list[Scripted]]:
     """`agent` sends `reply` until it is stuck, and again once escalated."""
     return {agent: [reply] * 2, f"{agent}:up": [reply]}
 
