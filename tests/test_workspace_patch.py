@@ -194,7 +194,8 @@ async def test_edits_to_tracked_files_need_one_git(
     monkeypatch.setenv("GIT_TRACE2_EVENT", str(trace))
     async with Workspace.open(repo, name="w") as ws:
         ctx = ws.context()
-        await TOOLS["write_file"].run({"path": "calc.py", "content": "x = 1\n"}, ctx)
+        grown = (ws.path / "calc.py").read_text() + "x = 1\n"  # keeps what calc.py defines
+        await TOOLS["write_file"].run({"path": "calc.py", "content": grown}, ctx)
         assert (await run_check(CHECK, ws.path, timeout_s=30)).passed  # outputs beside
         patch = await ws.patch()
         assert names(patch) == {"calc.py"} and "+x = 1" in patch
