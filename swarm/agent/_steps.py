@@ -426,13 +426,6 @@ class Steps(Generic[T]):
             if tool is None and (tool := _fitting_tool(call, agent.tools)) is not None:
                 note = f"({call.name!r} is not a tool; ran {tool.name}, whose arguments these are) "
                 self.calls.repaired += 1
-            elif tool is not None and (other := _fitting_instead(call, tool, agent.tools)):
-                note = (
-                    f"({call.name} does not take these arguments; ran {other.name}, whose "
-                    "arguments these are) "
-                )
-                tool = other
-                self.calls.repaired += 1
             if tool is None:
                 self.calls.rejected += 1
                 return _error(span, call, _unknown_tool(call.name, agent.tools))
@@ -440,15 +433,25 @@ class Steps(Generic[T]):
                 return _error(span, call, f"{call.name} needs a workspace; this agent has none")
             if tool.span_attributes:
                 span.set_attributes(tool.span_attributes)
-            try:
-                text = await tool.run(call.arguments, agent.context)
-            except Finish as done:
-                return _Outcome(Message.tool(call, "finished"), finish=done.summary)
-            except ToolError as exc:  # failures and bad arguments go back to the model
-                if exc.rejected:
-                    self.calls.rejected += 1
-                return _error(span, call, note + str(exc))
-            return _Outcome(Message.tool(call, note + text))
+            while True:
+                try:
+                    text = await tool.run(call.arguments, agent.context)
+                except Finish as done:
+                    return _Outcome(Message.tool(call, "finished"), finish=done.summary)
+                except ToolError as exc:  # failures and bad arguments go back to the model
+                    # arguments it refused may be the other file tool's: that one runs
+                    other = _fitting_instead(call, tool, agent.tools) if exc.rejected else None
+                    if other is None or note:
+                        self.calls.rejected += int(exc.rejected)
+                        return _error(span, call, note + str(exc))
+                    note = (
+                        f"({call.name} does not take these arguments; ran {other.name}, whose "
+                        "arguments these are) "
+                    )
+                    tool = other
+                    self.calls.repaired += 1
+                    continue
+                return _Outcome(Message.tool(call, note + text))
 
 
 def _error(span: Span, call: ToolCall, text: str) -> _Outcome:
@@ -547,7 +550,10 @@ def _fitting_tool(call: ToolCall, tools: Sequence[Tool]) -> Tool | None:
     """The one tool whose parameters `call`'s arguments fill, for a call under a name that
     is no tool's: a small model names its call after its task (`create-item-class` with
     `path` and `content`) rather than the tool it means (`write_file`)."""
-    given = _given(call)
+    return _fitting(_given(call), tools)
+
+
+def _fitting(given: set[str], tools: Sequence[Tool]) -> Tool | None:
     if not given:
         return None
     fits = [
@@ -561,13 +567,13 @@ def _fitting_tool(call: ToolCall, tools: Sequence[Tool]) -> Tool | None:
 
 
 def _fitting_instead(call: ToolCall, tool: Tool, tools: Sequence[Tool]) -> Tool | None:
-    """The one other tool whose parameters `call`'s arguments fill, when they do not fill
-    those of `tool`, the one it names: a small model called `edit_file` with `path` and
-    `content`, the arguments of `write_file`. Only between the file-writing tools."""
-    if tool.name not in _FILE_TOOLS or _fills(given := _given(call), tool) or not given:
+    """The one other tool whose parameters `call`'s arguments fill, when `tool`, the one
+    it names, refused them: a small model called `edit_file` with `path` and `content`,
+    the arguments of `write_file`. Only between the file-writing tools."""
+    if tool.name not in _FILE_TOOLS:
         return None
-    other = _fitting_tool(call, tools)
-    return other if other is not None and other.name in _FILE_TOOLS else None
+    other = _fitting(_given(call), tools)
+    return other if other is not None and other is not tool and other.name in _FILE_TOOLS else None
 
 
 _FILE_TOOLS = frozenset({"edit_file", "write_file"})
