@@ -49,6 +49,11 @@ class Message(BaseModel):
     """For `role="tool"`: which call this is the result of."""
     name: str | None = None
     """For `role="tool"`: the tool's name (Anthropic and some servers want it)."""
+    written: str | None = None
+    """For an assistant turn whose tool calls were read from its text: that text, as the
+    model wrote it. It is sent back so, with the calls' results as user turns: a model
+    shown its calls in the API's own form starts writing that form (an open model behind
+    a server that does not parse it then answers with an empty call)."""
 
     @classmethod
     def system(cls, text: str) -> Message:
@@ -61,9 +66,14 @@ class Message(BaseModel):
         return cls.model_construct(role="user", content=text, tool_calls=[])
 
     @classmethod
-    def assistant(cls, text: str | None, tool_calls: list[ToolCall] | None = None) -> Message:
-        """A model's turn: its text (None when it only calls tools) and tool calls."""
-        return cls.model_construct(role="assistant", content=text, tool_calls=tool_calls or [])
+    def assistant(
+        cls, text: str | None, tool_calls: list[ToolCall] | None = None, written: str | None = None
+    ) -> Message:
+        """A model's turn: its text (None when it only calls tools) and tool calls; with
+        `written`, the text the calls were read from."""
+        return cls.model_construct(
+            role="assistant", content=text, tool_calls=tool_calls or [], written=written
+        )
 
     @classmethod
     def tool(cls, call: ToolCall, text: str) -> Message:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -50,8 +51,9 @@ async def sim_serve(*flags: str) -> AsyncIterator[str]:
         await process.aclose()
 
 
-async def test_solve_the_demo_over_http_against_sim_serve(tmp_path: Path) -> None:
-    async with sim_serve("--time-scale", "0.02") as url:
+async def _solve_over_http(tmp_path: Path, *flags: str) -> dict[str, object]:
+    """The demo solved against `swarm sim serve FLAGS`; its JSON report."""
+    async with sim_serve("--time-scale", "0.02", *flags) as url:
         model = '["local/cerebras/kimi-k2.6"]'
         (tmp_path / "swarm.toml").write_text(
             f'[providers.local]\nkind = "openai"\nbase_url = "{url}"\napi_key_env = ""\n'
@@ -63,8 +65,26 @@ async def test_solve_the_demo_over_http_against_sim_serve(tmp_path: Path) -> Non
     output = result.stdout.decode() + result.stderr.decode()
     assert "Traceback" not in output, output
     assert result.returncode == 0, output
-    report = json.loads(result.stdout)
+    report: dict[str, object] = json.loads(result.stdout)
     assert report["status"] == "done", output
-    merged = [s for s in report["subtasks"] if s["status"] == "merged"]
-    assert sorted(s["id"] for s in merged) == ["docs", "item", "pricing", "stock"]
+    subtasks = report["subtasks"]
+    assert isinstance(subtasks, list)
+    merged = [s["id"] for s in subtasks if s["status"] == "merged"]
+    assert sorted(merged) == ["docs", "item", "pricing", "stock"]
     assert not report["simulated"]  # the calls went over HTTP, through the OpenAI adapter
+    return report
+
+
+async def test_solve_the_demo_over_http_against_sim_serve(tmp_path: Path) -> None:
+    await _solve_over_http(tmp_path)
+
+
+async def test_calls_written_as_text_go_back_as_written_over_http(tmp_path: Path) -> None:
+    """A model that writes its calls as text is sent them back as it wrote them, with the
+    results as user turns: the simulator reads its own words, and the demo still merges."""
+    await _solve_over_http(tmp_path, "--real-model", "--seed", "3")
+    journal = sqlite3.connect(tmp_path / ".swarm" / "journal.db")
+    replies = [json.loads(r) for (r,) in journal.execute("select result_json from calls")]
+    journal.close()
+    written = [r["message"]["written"] for r in replies if r["message"].get("written")]
+    assert written  # calls were read from text, and kept as written

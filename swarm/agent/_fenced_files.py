@@ -119,7 +119,9 @@ class FencedFileWrites(Hooks):
         ]
         written = len(calls)
         calls += message.tool_calls  # its run_tests or finish, once the files are there
-        changed = Message(role="assistant", content=message.content, tool_calls=calls)
+        native = message.written is None and bool(message.tool_calls)  # its calls, natively
+        as_written = None if native else (message.written or message.content)
+        changed = Message.assistant(message.content, calls, as_written)
         return result.model_copy(
             update={
                 "message": changed,

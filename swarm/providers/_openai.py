@@ -25,6 +25,7 @@ from swarm.providers._endpoint import Endpoint, Reply, loads
 from swarm.providers._exchange import error_from_response
 from swarm.providers._repetition import REPETITION, LoopWatch
 from swarm.providers._sse import iter_sse_batches
+from swarm.providers._tool_text import result_text
 
 __all__ = ["OpenAIProvider", "from_config", "usage_from_openai"]
 
@@ -38,6 +39,23 @@ def _message_json(m: Message) -> dict[str, Any]:
         ]
     if m.role == "tool":
         out["tool_call_id"] = m.tool_call_id
+    return out
+
+
+def _messages_json(messages: list[Message]) -> list[dict[str, Any]]:
+    """The messages as OpenAI takes them; an assistant turn whose calls were read from its
+    text is sent as written, and its calls' results as user turns (`Message.written`)."""
+    out: list[dict[str, Any]] = []
+    in_text: dict[str, str] = {}  # id -> tool name, of the calls sent back as text
+    for m in messages:
+        if m.written is not None:
+            out.append({"role": "assistant", "content": m.written})
+            in_text.update((c.id, c.name) for c in m.tool_calls)
+        elif m.role == "tool" and m.tool_call_id in in_text:
+            tool = in_text[m.tool_call_id]
+            out.append({"role": "user", "content": result_text(tool, m.content)})
+        else:
+            out.append(_message_json(m))
     return out
 
 
@@ -210,7 +228,7 @@ class OpenAIProvider(Endpoint[_Stream]):
     def payload(self, model: str, request: ChatRequest) -> bytes:
         body: dict[str, Any] = {
             "model": model,
-            "messages": [_message_json(m) for m in request.messages],
+            "messages": _messages_json(request.messages),
             "stream": request.stream,
         }
         if request.stream:

@@ -144,7 +144,8 @@ def read_calls(result: ChatResult, request: ChatRequest, *, from_text: bool = Tr
         if not found.calls:
             return
         extra, calls, label = found.calls, found.calls, found.format
-    result.message = Message.assistant(found.text or None, calls)
+    written = None if native else text  # sent back as written (`Message.written`)
+    result.message = Message.assistant(found.text or None, calls, written)
     result.tool_call_format = label
     result.text_tool_calls = len(extra)
     result.repaired_tool_calls = found.repaired
@@ -775,6 +776,22 @@ def call_format_hint(tool_names: Collection[str]) -> str:
     )
 
 
+def result_text(tool: str, content: str | None) -> str:
+    """A tool's result as a user turn's text, for a model that called the tool in text."""
+    return f"<tool_response name={tool!r}>\n{content or ''}\n</tool_response>"
+
+
+_RESULT_TURN = re.compile(
+    r"<tool_response name=(['\"])(?P<name>[^'\"]*)\1>\n(?P<content>.*)\n</tool_response>\Z", re.S
+)
+
+
+def read_result_text(text: str) -> tuple[str, str] | None:
+    """(tool, content) of a user turn `result_text` wrote; None for any other text."""
+    m = _RESULT_TURN.match(text)
+    return (m["name"], m["content"]) if m else None
+
+
 def text_request(request: ChatRequest) -> ChatRequest:
     """`request` for a server that takes no `tools`: described in the system prompt,
     earlier calls written back as `<tool_call>` text, tool results as user turns."""
@@ -793,6 +810,9 @@ def text_request(request: ChatRequest) -> ChatRequest:
     messages: list[Message] = []
     for m in request.messages:
         if m.role == "assistant" and m.tool_calls:
+            if m.written is not None:
+                messages.append(Message.assistant(m.written))
+                continue
             written = "\n".join(
                 f'<tool_call>\n{{"name": {json.dumps(c.name)}, "arguments": {c.arguments}}}\n'
                 "</tool_call>"
@@ -800,11 +820,7 @@ def text_request(request: ChatRequest) -> ChatRequest:
             )
             messages.append(Message.assistant(((m.content or "") + "\n" + written).strip()))
         elif m.role == "tool":
-            messages.append(
-                Message.user(
-                    f"<tool_response name={m.name!r}>\n{m.content or ''}\n</tool_response>"
-                )
-            )
+            messages.append(Message.user(result_text(m.name or "", m.content)))
         else:
             messages.append(m)
     if messages and messages[0].role == "system":

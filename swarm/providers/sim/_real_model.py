@@ -30,6 +30,7 @@ from collections.abc import Sequence
 
 from swarm.config._faults import TEXT_FORMATS, RealModel
 from swarm.messages import ChatRequest, Message, ToolCall
+from swarm.providers._tool_text import calls_from_text, read_result_text
 from swarm.providers.sim._reply import Reply, Script
 
 __all__ = ["TEXT_FORMATS", "RealModel", "real_model_script"]
@@ -39,7 +40,7 @@ def real_model_script(inner: Script, mode: RealModel, seed: int = 0) -> Script:
     """`inner`, its replies spoilt as `mode` says."""
 
     async def script(request: ChatRequest) -> Reply:
-        reply = inner(_good_turns(request))
+        reply = inner(_good_turns(_read_back(request)))
         if inspect.isawaitable(reply):
             reply = await reply
         assert isinstance(reply, Reply)
@@ -144,6 +145,40 @@ def _chatter(text: str) -> str:
     return (
         f"Sure! Here is what I came up with.\n\n{body.strip()}\n\nLet me know if you need changes."
     )
+
+
+def _read_back(request: ChatRequest) -> ChatRequest:
+    """`request` with the turns sent back as written (`Message.written`: a call in text,
+    its results as user turns) read as calls and results again, as a model reads its own
+    words. Results of calls the text does not show (a file written out in a fence) are
+    paired with calls made up for them, with the result's tool name."""
+    offered = {t.name: tuple(t.parameters.get("properties", {})) for t in request.tools}
+    out: list[Message] = []
+    pending: list[ToolCall] = []
+    turn = -1  # where the last assistant turn is in `out`
+    for i, m in enumerate(request.messages):
+        result = read_result_text(m.content or "") if m.role == "user" else None
+        if result is not None and turn >= 0:
+            tool, content = result
+            call = next((c for c in pending if c.name == tool), None)
+            if call is None:  # its call is not in the text: make one up
+                call = ToolCall.model_construct(id=f"read-back-{i}", name=tool, arguments="{}")
+                calls = [*out[turn].tool_calls, call]
+                out[turn] = out[turn].model_copy(update={"tool_calls": calls})
+            else:
+                pending.remove(call)
+            out.append(Message.tool(call, content))
+            continue
+        pending = []
+        if m.role == "assistant":
+            turn = len(out)
+            if not m.tool_calls and m.content and offered:
+                found = calls_from_text(m.content, offered)
+                if found.calls:
+                    pending = list(found.calls)
+                    m = Message.assistant(found.text or None, list(found.calls))
+        out.append(m)
+    return request.model_copy(update={"messages": out})
 
 
 def _last_assistant(messages: Sequence[Message]) -> Message | None:
