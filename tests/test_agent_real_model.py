@@ -240,6 +240,29 @@ async def test_varied_work_is_never_stuck() -> None:
     assert result.stop_reason == "finish"
 
 
+async def test_going_round_a_longer_cycle_of_calls_that_work_is_stuck() -> None:
+    """As the 1.5B model did for 35 replies: rename a name, edit a file, rename it back,
+    edit another, rename again; every call worked, and none was the one before."""
+    cycle = [call("add", a=n, b=1) for n in range(5)]
+    model = FunctionModel(lambda r: cycle[(len(model.requests) - 1) % 5])
+    result = await Agent[str]("coder", model=model, tools=[add, finish], max_steps=40).run("go")
+    assert result.stop_reason == "stuck" and result.steps == 15
+    assert result.repeated.startswith("going round the same 5 replies: add(")
+
+
+async def test_work_that_comes_back_to_a_call_now_and_then_is_not_a_cycle() -> None:
+    """run_tests after every edit: the same call over and over, between calls that differ."""
+
+    def model(request: ChatRequest) -> ToolCall:
+        n = len(request.messages)
+        if n > 30:
+            return call("finish", summary="done")
+        return call("add", a=0, b=0) if n % 4 == 1 else call("add", a=n, b=1)
+
+    result = await Agent[str]("coder", model=FunctionModel(model), tools=[add, finish]).run("go")
+    assert result.stop_reason == "finish"
+
+
 # -- through the router: calls written as text, per provider mode ---------------------------
 
 _TEXT_ONLY = RealModel(text_calls=1.0, wrong_names=0, repeats=0, truncated=0, no_call=0)

@@ -7,7 +7,8 @@ failing the same way several times in a row even when the words around it change
 `after - 1` repeats the agent is warned (and moved to its fallback model, once); at
 `after` it is stopped as `stuck`. A run that only alternates between two replies (A B A B
 A B, or A B B A B B: each repeat breaks the other's streak) is stuck too, once its last
-`2 * after` replies hold no third. So is one whose last `3 * after` replies called no tool
+`2 * after` replies hold no third, and so is one that went round the same 3 to 6 replies
+`after` times over. So is one whose last `3 * after` replies called no tool
 that worked: a 1.5B model went round three texts in other words each time ("please
 provide the file", "here is the final version", "I see you updated it"), with a failing
 edit between them, for 22 replies, each close to none of its neighbours.
@@ -16,6 +17,7 @@ edit between them, for 22 replies, each close to none of its neighbours.
 from __future__ import annotations
 
 import difflib
+import itertools
 import json
 from collections import deque
 from collections.abc import Sequence
@@ -31,6 +33,9 @@ Verdict = Literal["ok", "warn", "stuck"]
 _NEAR = 0.92
 """Texts this similar (difflib's ratio) are the same reply said again."""
 _COMPARED_CHARS = 2000
+_LONGEST_CYCLE = 6
+"""The longest round of replies told apart from work: a 1.5B model went round five calls
+(rename a name, edit a file, rename it back, edit another, rename again) 7 times."""
 
 
 def _canonical(arguments: str) -> str:
@@ -67,6 +72,10 @@ class StuckWatch:
     _seen: bool = field(default=False, repr=False)
     _previous: Message | None = field(default=None, repr=False)
     """The reply before the one being seen (what an alternation alternates with)."""
+    _messages: deque[Message] = field(
+        default_factory=lambda: deque(maxlen=_LONGEST_CYCLE), repr=False
+    )
+    """The latest replies, to name a cycle's."""
 
     def see_reply(self, message: Message) -> Verdict:
         """The model's latest reply; returns what to do about repeats so far."""
@@ -78,15 +87,40 @@ class StuckWatch:
         if same:
             self.repeated = _describe(message)
         recent = self._recent
-        if recent.maxlen != 2 * self.after:
-            recent = self._recent = deque(recent, maxlen=2 * self.after)
+        if recent.maxlen != _LONGEST_CYCLE * self.after:
+            recent = self._recent = deque(recent, maxlen=_LONGEST_CYCLE * self.after)
         recent.append((calls, text))
         previous, self._previous = self._previous, message
-        if len(recent) == recent.maxlen and len(set(recent)) <= 2:
+        self._messages.append(message)
+        pairs = 2 * self.after
+        if (
+            len(recent) >= pairs
+            and len(set(itertools.islice(recent, len(recent) - pairs, None))) <= 2
+        ):
             pair = [_describe(m) for m in (previous, message) if m is not None]
             self.repeated = "alternating between two replies: " + " / ".join(dict.fromkeys(pair))
             return "stuck"
+        if period := self._cycle():
+            cycle = [
+                _describe(m)
+                for m in itertools.islice(self._messages, len(self._messages) - period, None)
+            ]
+            self.repeated = f"going round the same {period} replies: " + " / ".join(cycle)
+            return "stuck"
         return self._verdict(max(self.repeats, self.failures))
+
+    def _cycle(self) -> int:
+        """The period of the cycle the last replies went round `after` times (3 to
+        `_LONGEST_CYCLE` replies long), 0 when they did not."""
+        recent = self._recent
+        for period in range(3, _LONGEST_CYCLE + 1):
+            span = period * self.after
+            if len(recent) < span:
+                break
+            start = len(recent) - span
+            if all(recent[i] == recent[i + period] for i in range(start, len(recent) - period)):
+                return period
+        return 0
 
     def see_failures(self, message: Message, failed: Sequence[tuple[str, str, str]]) -> Verdict:
         """The latest reply, and those of its calls that failed, as (name, arguments,
