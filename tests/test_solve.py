@@ -349,6 +349,26 @@ async def test_a_step_the_coder_got_stuck_on_is_given_once_more_to_a_fresh_coder
     assert next(s.warning for s in report.subtasks) is None
 
 
+async def test_a_step_finished_with_nothing_changed_is_given_once_to_a_fresh_coder(
+    tmp_path: Path, repo: Path
+) -> None:
+    """A small model answered two steps of its subtask with `finish` at once, saying it
+    had made each change: a step that changed nothing goes to a fresh coder, once."""
+    steps = [HINT_STEP, doc_step("hint")]
+    scripts = typed_first(
+        steps,
+        {
+            "coder:hint:step2": [done("Documented one.")],
+            "coder:hint:step2:afresh": [DOCUMENTED, done()],
+        },
+    )
+    report = await solve(request(tmp_path, repo, None), source=scripts)
+    assert report.status == "done", report
+    assert "(Step 2 of 2: step 1 is done" in first_told(scripts, "coder:hint:step2:afresh")
+    a_py = git(repo, "show", f"{report.branch}:a.py")
+    assert "def one() -> int:" in a_py and '"""One."""' in a_py
+
+
 async def test_a_coder_stuck_on_its_first_step_with_nothing_changed_starts_over(
     tmp_path: Path, repo: Path
 ) -> None:

@@ -771,7 +771,8 @@ class Coordinator:
         after it changed something is given the next too (a step its earlier change had
         done left a small model with nothing to do, and it looped); one stuck with nothing
         changed yet starts over instead (`_coder_turn`), and one stopped otherwise (a
-        budget, its step limit) gets no more."""
+        budget, its step limit) gets no more. A step the coder got stuck on, or finished
+        without a change, is given once more to a fresh coder (`_step_afresh`)."""
         stuck_steps: list[str] = []
         for number, step in enumerate(steps, start=1):
             if number > 1:
@@ -780,8 +781,13 @@ class Coordinator:
                     break
                 coder = self._agents.agent("coder", f"{agent_id}:step{number}", CODER, ws, st)
                 prompt = step_prompt(step, number, len(steps))
+                before = await ws.patch()
                 result = await coder.run(prompt, history=result.messages)
-                if result.stop_reason == "stuck":  # once more, out of that conversation
+                # once more, out of that conversation: stuck, or done with nothing changed
+                # (a small model "added type hints" and "added low_stock" in two replies)
+                if result.stop_reason == "stuck" or (
+                    result.finished and await ws.patch() == before
+                ):
                     result = await self._step_afresh(
                         st, ws, f"{agent_id}:step{number}", steps, number
                     )
@@ -797,7 +803,8 @@ class Coordinator:
     ) -> AgentResult[str]:
         """Step `number` given to a fresh coder, shown the files as the earlier steps left
         them: a small model that finished a rename answered the next step with a lone
-        "```", again and again, in the conversation that held the rename."""
+        "```", again and again, in the conversation that held the rename; another called
+        `finish` at once, twice, saying it had made the step's change."""
         coder = self._agents.agent("coder", f"{agent_id}:afresh", CODER, ws, st)
         shown = await coder.shown(st.files, named_symbols(st))
         return await coder.run(coder_prompt(self.task, later_step(st, steps, number), shown))
