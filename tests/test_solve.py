@@ -434,10 +434,11 @@ async def test_a_name_a_merged_subtask_added_is_kept_by_the_ones_after_it(
         assert report.missing == ["first_name"]
 
 
-@pytest.mark.parametrize("adds_it", [True, False])
+@pytest.mark.parametrize("adds_it", [True, False, None])
 async def test_a_name_the_task_asks_for_and_no_subtask_added_goes_to_one_coder_at_the_end(
-    tmp_path: Path, repo: Path, adds_it: bool
+    tmp_path: Path, repo: Path, adds_it: bool | None
 ) -> None:
+    """`adds_it` None: the coder changes something else, which is dropped."""
     task = tmp_path / "task.md"
     task.write_text(f"---\ncheck: {CHECK}\n---\n# Tidy\n\nType one() and add `first_name()`.\n")
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])  # the planner left it out
@@ -445,7 +446,13 @@ async def test_a_name_the_task_asks_for_and_no_subtask_added_goes_to_one_coder_a
     scripts = ScriptedSource(
         {
             "coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()],
-            "coder:complete": [added, done()] if adds_it else [done("nothing to add")],
+            "coder:complete": (
+                [added, done()]
+                if adds_it
+                else [done("nothing to add")]
+                if adds_it is False
+                else [edit("b.py", "def two():", "# tidied\ndef two():"), done("tidied it")]
+            ),
         }
     )
     report = await solve(request(tmp_path, repo, plan, task=task), source=scripts)
@@ -462,7 +469,7 @@ async def test_a_name_the_task_asks_for_and_no_subtask_added_goes_to_one_coder_a
             repo, "log", "-1", "--format=%s", report.branch or ""
         )
     else:
-        assert report.missing == ["first_name"]
+        assert report.missing == ["first_name"] and "# tidied" not in b_py
         assert "- status: **done**, with 1 warning (below)" in shown
         assert "- warning: the task asks for `first_name`; no file of the branch has it" in shown
 

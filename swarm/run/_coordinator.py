@@ -358,7 +358,7 @@ class Coordinator:
         subtasks left them out, their coders did, or the subtasks that would have added
         them failed: `failed`, by title) go to one coder in the integration worktree, with fixer
         rounds after it. Its change is committed green, or dropped: the green branch
-        stays as it was. The failed subtasks stay failed: their own changes did not
+        stays as it was; so is one that added none of the names. The failed subtasks stay failed: their own changes did not
         merge."""
         excuse = self._excused(accept)
         self._run.progress.note(f"the task asks for {', '.join(missing)}: one coder adds it")
@@ -371,6 +371,11 @@ class Coordinator:
             "coder", "coder:complete", CODER, Place(queue.worktree, queue.written), st
         )
         await coder.run(completion_prompt(self.task, missing, failed))
+        if len(await missing_names(queue.worktree, missing)) == len(missing):
+            # it added none of them: what it changed is not what it was asked for (a
+            # small model renamed `summary` to `summary_old` in the README, and back)
+            await queue.reset()
+            return
         checked = await self._fix_loop.timed(
             "checks", self._check(queue.worktree, accept, excuse=excuse)
         )
