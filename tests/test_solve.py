@@ -22,6 +22,7 @@ from swarm._tracing import semconv as sc
 from swarm.budget import BudgetLimits
 from swarm.messages import ChatRequest
 from swarm.run._plan import PlanError
+from swarm.run._renamed import renames
 from swarm.run._report import RunReport, render_markdown
 from swarm.run._solve import SolveRequest, solve
 from swarm.testing import FunctionModel, Scripted, ScriptedModel, ScriptedSource, call, reply
@@ -458,8 +459,8 @@ async def test_a_name_the_task_asks_for_and_no_subtask_added_goes_to_one_coder_a
     report = await solve(request(tmp_path, repo, plan, task=task), source=scripts)
     assert report.status == "done", report
     told = first_told(scripts, "coder:complete")
-    assert "Every subtask of this task has merged and the tests pass, but the task asks " in told
-    assert "for `first_name`, and no file has it." in told
+    assert "Every subtask of this task has merged and the tests pass.\n\n" in told
+    assert "The task asks for `first_name`, and no file has it." in told
     assert "> Type one() and add `first_name()`." in told  # the task itself
     b_py = git(repo, "show", f"{report.branch}:b.py")
     shown = Path(str(report.report)).read_text()
@@ -472,6 +473,54 @@ async def test_a_name_the_task_asks_for_and_no_subtask_added_goes_to_one_coder_a
         assert report.missing == ["first_name"] and "# tidied" not in b_py
         assert "- status: **done**, with 1 warning (below)" in shown
         assert "- warning: the task asks for `first_name`; no file of the branch has it" in shown
+
+
+@pytest.mark.parametrize("finishes_it", [True, False])
+async def test_a_rename_the_branch_has_not_made_everywhere_goes_to_one_coder_at_the_end(
+    tmp_path: Path, repo: Path, finishes_it: bool
+) -> None:
+    """A small model's README coder changed one of the two lines naming the old name."""
+    (repo / "pricing.py").write_text("def calc_total():\n    return 3\n")
+    (repo / "README.md").write_text("# Shop\n\nCall calc_total() for the total.\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "pricing")
+    task = tmp_path / "task.md"
+    task.write_text(
+        f"---\ncheck: {CHECK}\n---\n# Rename\n\nRename `calc_total` to `order_total` everywhere.\n"
+    )
+    plan = write_plan(tmp_path, [subtask("s1", ["pricing.py"])])
+    readme = edit("README.md", "Call calc_total()", "Call order_total()")
+    scripts = ScriptedSource(
+        {
+            "coder:s1": [edit("pricing.py", "def calc_total", "def order_total"), done()],
+            "coder:complete": [readme, done()] if finishes_it else [done("it is fine")],
+        }
+    )
+    report = await solve(request(tmp_path, repo, plan, task=task), source=scripts)
+    assert report.status == "done", report
+    told = first_told(scripts, "coder:complete")
+    assert "The task renames `calc_total` to `order_total`, and these lines still have " in told
+    assert "README.md:3: Call calc_total() for the total." in told
+    shown = Path(str(report.report)).read_text()
+    if finishes_it:
+        assert "order_total()" in git(repo, "show", f"{report.branch}:README.md")
+        assert report.left_behind == {}
+    else:
+        assert report.left_behind == {
+            "calc_total": ["README.md:3: Call calc_total() for the total."]
+        }
+        assert (
+            "- warning: the task renames `calc_total`; the branch still has it at README.md:3"
+            in shown
+        )
+
+
+def test_renames_are_read_from_the_task_s_words() -> None:
+    text = (
+        "Rename `calc_total` to `order_total` everywhere. Also renaming old_name into "
+        "new_name, and rename `a` to `a`. Renames X as Y."
+    )
+    assert renames(text) == [("calc_total", "order_total"), ("old_name", "new_name"), ("X", "Y")]
 
 
 async def test_a_name_the_task_asks_for_goes_to_one_coder_at_the_end_when_a_subtask_failed(
@@ -492,7 +541,7 @@ async def test_a_name_the_task_asks_for_goes_to_one_coder_at_the_end_when_a_subt
     assert report.status == "failed", report  # s2's own change did not merge
     assert {s.id: s.status for s in report.subtasks} == {"s1": "merged", "s2": "failed"}
     told = first_told(scripts, "coder:complete")
-    assert 'pass the tests, but "do s2" did not merge, so its changes are not here. ' in told
+    assert 'pass the tests, but "do s2" did not merge, so its changes are not here.' in told
     assert "The task asks for `first_name`, and no file has it." in told
     assert report.branch is None and report.patch  # a failed run keeps its patch
     assert "+def first_name():" in Path(report.patch).read_text()

@@ -71,6 +71,7 @@ from swarm.run._outcome import PhaseTimes, RunOutcome, SubtaskOutcome
 from swarm.run._plan import Plan, Subtask, fold_steps
 from swarm.run._pulse import pulsing, record
 from swarm.run._removals import Removal, removal_prompt, unasked_removals
+from swarm.run._renamed import left_behind, renames
 from swarm.run._report import one_line
 from swarm.run._roles import (
     CODER,
@@ -198,6 +199,8 @@ class Coordinator:
         """The new names each subtask was asked for (`_missing`), once its coder ran."""
         self._task_new: list[str] = []
         """The names the task asks for that no file had when the run started."""
+        self._renames = renames(task.title, task.instructions)
+        """The (old, new) names the task renames (`_renamed`)."""
         self._added: dict[str, str] = {}
         """The names merged subtasks were asked for, each with the subtask that added it:
         a later subtask may not take them away unasked."""
@@ -226,6 +229,7 @@ class Coordinator:
         dispatch = Dispatch.for_plan(plan, queue, done, self.options.max_agents)
         final: CheckResult | None = None
         missing: list[str] = []
+        left: dict[str, list[str]] = {}
         trace = current_run()
         started = anyio.current_time()
 
@@ -241,7 +245,7 @@ class Coordinator:
                     if stop is None:
                         try:
                             final = await self._verify(queue)
-                            missing = await self._asked_of_the_run(queue, dispatch, final)
+                            missing, left = await self._asked_of_the_run(queue, dispatch, final)
                         except BudgetExceeded as exc:
                             stop = exc.kind
         if deadline.cancelled_caught:
@@ -250,7 +254,7 @@ class Coordinator:
             self._run.journal.set_subtask(self._run.id, outcome.id, "skipped", error=outcome.error)
         outcomes = tuple(dispatch.outcomes.values())
         stuck = dict(self._agents.stuck)
-        return RunOutcome(outcomes, stop, final, self.times, stuck, tuple(missing))
+        return RunOutcome(outcomes, stop, final, self.times, stuck, tuple(missing), left)
 
     async def _names_at_start(self, queue: Merger) -> list[str]:
         """The names the task asks for (`_missing`) that no file of the integration
@@ -337,31 +341,40 @@ class Coordinator:
 
     async def _asked_of_the_run(
         self, queue: Merger, dispatch: Dispatch, final: CheckResult | None
-    ) -> list[str]:
+    ) -> tuple[list[str], dict[str, list[str]]]:
         """The names the task asks for that no file of the branch has (the run's
-        `missing`); when the branch is green, one coder is given them first (`_complete`),
-        whether every subtask merged or some failed."""
-        if not self._task_new:
-            return []
+        `missing`) and the lines that still hold a name it renames (`_renamed`); when the
+        branch is green, one coder is given them first (`_complete`), whether every
+        subtask merged or some failed."""
+        if not self._task_new and not self._renames:
+            return [], {}
         missing = await missing_names(queue.worktree, self._task_new)
+        left = await left_behind(queue.worktree, self._renames)
         failed = [o.title for id_, o in dispatch.outcomes.items() if id_ not in dispatch.done]
         accept = self.task.accept_command
-        if missing and accept and final is not None and final.passed:
-            await self._complete(queue, accept, missing, failed)
+        if (missing or left) and accept and final is not None and final.passed:
+            await self._complete(queue, accept, missing, left, failed)
             missing = await missing_names(queue.worktree, missing)
-        return missing
+            left = await left_behind(queue.worktree, self._renames)
+        return missing, left
 
     async def _complete(
-        self, queue: Merger, accept: str, missing: list[str], failed: list[str]
+        self,
+        queue: Merger,
+        accept: str,
+        missing: list[str],
+        left: dict[str, list[str]],
+        failed: list[str],
     ) -> None:
         """Names the task asks for that no file of the green branch has (a planner's
         subtasks left them out, their coders did, or the subtasks that would have added
-        them failed: `failed`, by title) go to one coder in the integration worktree, with fixer
-        rounds after it. Its change is committed green, or dropped: the green branch
-        stays as it was; so is one that added none of the names. The failed subtasks stay failed: their own changes did not
-        merge."""
+        them failed: `failed`, by title), and lines still holding a name the task renames,
+        go to one coder in the integration worktree, with fixer rounds after it. Its
+        change is committed green, or dropped: the green branch stays as it was; so is
+        one that added none of the names and took no old name away."""
         excuse = self._excused(accept)
-        self._run.progress.note(f"the task asks for {', '.join(missing)}: one coder adds it")
+        asked = [*missing, *(f"{old} renamed" for old in left)]
+        self._run.progress.note(f"the task asks for {', '.join(asked)}: one coder adds it")
         st = Subtask(
             id="complete",
             title="what the task asks for and no subtask added",
@@ -370,10 +383,12 @@ class Coordinator:
         coder = self._agents.agent(
             "coder", "coder:complete", CODER, Place(queue.worktree, queue.written), st
         )
-        await coder.run(completion_prompt(self.task, missing, failed))
-        if len(await missing_names(queue.worktree, missing)) == len(missing):
-            # it added none of them: what it changed is not what it was asked for (a
-            # small model renamed `summary` to `summary_old` in the README, and back)
+        await coder.run(completion_prompt(self.task, missing, failed, self._renamed(left)))
+        added = len(await missing_names(queue.worktree, missing)) < len(missing)
+        still = await left_behind(queue.worktree, self._renames)
+        if not added and sum(map(len, still.values())) >= sum(map(len, left.values())):
+            # none of it done: what it changed is not what it was asked for (a small
+            # model renamed `summary` to `summary_old` in the README, and back)
             await queue.reset()
             return
         checked = await self._fix_loop.timed(
@@ -385,6 +400,10 @@ class Coordinator:
             )
         else:
             await queue.reset()
+
+    def _renamed(self, left: dict[str, list[str]]) -> list[tuple[str, str, list[str]]]:
+        """(old, new, lines still holding old) of each rename `left` names."""
+        return [(old, new, left[old]) for old, new in self._renames if old in left]
 
     # -- one subtask ------------------------------------------------------------------
 

@@ -103,6 +103,8 @@ class RunOutcome:
     """Agents stopped for repeating themselves, by id: what they kept sending."""
     missing: tuple[str, ...] = ()
     """Names the task asks for that no file of the branch has at the end."""
+    left_behind: dict[str, list[str]] = field(default_factory=dict)
+    """Names the task renames, each with the lines of the branch that still hold it."""
 
     @property
     def status(self) -> RunStatus:

@@ -154,6 +154,8 @@ class RunReport(BaseModel):
     missing: list[str] = []
     """Names the task asks for that no file of the branch has: what it asked is not all
     there, whatever the check says."""
+    left_behind: dict[str, list[str]] = {}
+    """Names the task renames that lines of the branch still hold, with those lines."""
     estimates: list[FinishEstimate] = []
     """Each estimate of the finish the run made (also in its trace's pulse file), so
     `swarm trace summary` can judge them when the trace travels without that file."""
@@ -178,7 +180,7 @@ def render_markdown(r: RunReport) -> str:
     label = " (simulated)" if r.simulated else ""
     stop = f" ({r.stop_reason})" if r.stop_reason else ""
     # the check is green, yet a subtask (or the run) left out what it was asked for
-    if warned := sum(1 for s in r.subtasks if s.warning) + bool(r.missing):
+    if warned := sum(1 for s in r.subtasks if s.warning) + bool(r.missing) + len(r.left_behind):
         stop += f", with {warned} warning{'s' if warned > 1 else ''} (below)"
     lines = [
         f"# swarm run {r.run_id}{label}",
@@ -203,6 +205,9 @@ def render_markdown(r: RunReport) -> str:
     if r.missing:
         names = ", ".join(f"`{name}`" for name in r.missing)
         lines.append(f"- warning: the task asks for {names}; no file of the branch has it")
+    for old, where in r.left_behind.items():
+        shown = ", ".join(line.split(": ", 1)[0] for line in where)
+        lines.append(f"- warning: the task renames `{old}`; the branch still has it at {shown}")
     lines += [f"- warning: {s.id}: {s.warning}" for s in r.subtasks if s.warning]
     lines += [
         "",

@@ -184,25 +184,41 @@ def mentions_text(lines: Sequence[str], names: Sequence[str]) -> str:
     return f"\n\nWhere {listed} appear in other files now:\n```\n{body}\n```"
 
 
-def completion_prompt(task: Task, missing: Sequence[str], failed: Sequence[str] = ()) -> str:
+def completion_prompt(
+    task: Task,
+    missing: Sequence[str],
+    failed: Sequence[str] = (),
+    renamed: Sequence[tuple[str, str, Sequence[str]]] = (),
+) -> str:
     """What the coder that adds what the task asks for and no subtask added is told;
-    `failed`: the titles of the subtasks that did not merge (failed, or not run)."""
-    listed = ", ".join(f"`{name}`" for name in missing)
-    one = len(missing) == 1
+    `failed`: the titles of the subtasks that did not merge (failed, or not run);
+    `renamed`: (old, new, lines still holding old) of the renames not done everywhere."""
     titles = ", ".join(f'"{title}"' for title in failed)
     merged = (
         f"The subtasks of this task that merged pass the tests, but {titles} did not "
-        f"merge, so {'its' if len(failed) == 1 else 'their'} changes are not here. The "
+        f"merge, so {'its' if len(failed) == 1 else 'their'} changes are not here."
         if failed
-        else "Every subtask of this task has merged and the tests pass, but the "
+        else "Every subtask of this task has merged and the tests pass."
     )
+    asked: list[str] = []
+    if missing:
+        listed = ", ".join(f"`{name}`" for name in missing)
+        it = "it" if len(missing) == 1 else "them"
+        asked.append(
+            f"The task asks for {listed}, and no file has {it}. Add {it} where the task "
+            "says, as it says, keeping what is there."
+        )
+    for old, new, lines in renamed:
+        shown = "\n".join(lines)
+        asked.append(
+            f"The task renames `{old}` to `{new}`, and these lines still have `{old}`:\n"
+            f"```\n{shown}\n```\nChange `{old}` to `{new}` there (edit_file), where it "
+            "means the renamed name."
+        )
     return (
-        f"The task: {task.title}\n{_quoted(task)}\n\n"
-        f"{merged}task asks for "
-        f"{listed}, and no file has {'it' if one else 'them'}. Add "
-        f"{'it' if one else 'them'} where the task says, as it says, keeping what is "
-        "there (read_file shows a file; search finds a name), run run_tests, then call "
-        "finish."
+        f"The task: {task.title}\n{_quoted(task)}\n\n{merged}\n\n"
+        + "\n\n".join(asked)
+        + "\n\nread_file shows a file; search finds a name. Run run_tests, then call finish."
     )
 
 

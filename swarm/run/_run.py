@@ -380,6 +380,7 @@ class Run:
             merge=self.merge_stats,
             stuck=dict(outcome.stuck) if outcome else {},
             missing=list(outcome.missing) if outcome else [],
+            left_behind=dict(outcome.left_behind) if outcome else {},
             flaky=sorted(self.baseline.flaky),
             estimates=_estimates(self._trace.path),
         )
