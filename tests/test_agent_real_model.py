@@ -19,8 +19,9 @@ from swarm.agent.events import AgentResult
 from swarm.config import ProviderConfig, SwarmConfig, TierConfig
 from swarm.config._faults import RealModel
 from swarm.messages import ChatRequest, ChatResult, Message, Timing, ToolCall, Usage
+from swarm.model import ChatModel
 from swarm.providers._call_deadline import DEADLINE_CUT
-from swarm.providers._tool_text import calls_from_text
+from swarm.providers._tool_text import calls_from_text, read_calls
 from swarm.providers.sim import SimProvider
 from swarm.providers.sim._real_model import real_model_script
 from swarm.providers.sim._reply import Reply, Script
@@ -78,8 +79,33 @@ async def test_a_reply_without_a_call_gets_the_format_to_use() -> None:
     result = await Agent[str]("coder", model=model, tools=[add, finish]).run("go")
     told = _told(model.requests[1])
     assert "Your reply called no tool." in told
-    assert '<tool_call>\n{"name": "add", "arguments": {...}}\n</tool_call>' in told
+    assert '```json\n{"name": "add", "arguments": {...}}\n```' in told
     assert result.calls.nudges == 1
+
+
+class _Reading(ChatModel):
+    """`inner`, its calls read from its text as the router reads them."""
+
+    def __init__(self, inner: ScriptedModel) -> None:
+        self.inner = inner
+
+    async def chat(self, request: ChatRequest) -> ChatResult:
+        result = await self.inner.chat(request)
+        read_calls(result, request)
+        return result
+
+
+async def test_the_format_to_use_is_the_one_the_model_wrote_its_last_call_in() -> None:
+    """Shown `<tool_call>` tags, a model served by llama.cpp that wrote fenced JSON began
+    a native call and stopped; a model that wrote the tags is shown the tags."""
+    hermes = '<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call>'
+    fenced = '```json\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n```'
+    for written, shown in ((hermes, "<tool_call>\n"), (fenced, "```json\n")):
+        model = ScriptedModel([written, "Now I add.", call("finish", summary="ok")])
+        agent = Agent[str]("coder", model=_Reading(model), tools=[add, finish])
+        await agent.run("go")
+        told = _told(model.requests[2])
+        assert f'{shown}{{"name": "add", "arguments": {{...}}}}' in told, told
 
 
 async def test_code_shown_in_a_reply_without_a_call_is_named() -> None:

@@ -82,6 +82,8 @@ class Steps(Generic[T]):
         only for the call it was made on."""
         self.usage, self.cost, self.tool_calls, self.bad_outputs = Usage(), 0.0, 0, 0
         self.calls = CallCounts()
+        self.written = ""
+        """The format of the last call read from a reply's text (`call_format_hint`)."""
         self.model = agent.model
         """The model asked now: the agent's, or its fallback once it was escalated."""
         self.watch = StuckWatch(agent.stuck_after)
@@ -133,6 +135,8 @@ class Steps(Generic[T]):
             self.failed_calls = set()
             self.messages.append(reply.message)
             self.calls.count(reply)
+            if reply.text_tool_calls:
+                self.written = reply.tool_call_format.rpartition("+")[2]
             calls = reply.message.tool_calls
             cut = reply.finish_reason in CUT_SHORT
             if cut and (reply.tool_call_problem or not calls):
@@ -198,7 +202,7 @@ class Steps(Generic[T]):
         agent, text = self.agent, reply.text
         if agent.requires_finish:
             self.calls.nudges += 1
-            hint = call_format_hint([t.name for t in agent.tools])
+            hint = call_format_hint([t.name for t in agent.tools], self.written)
             if reply.tool_call_problem == INVENTED_RESULT_PROBLEM:
                 problem = f"Your reply called no tool, and {INVENTED_RESULT_PROBLEM}."
             elif reply.tool_call_problem:

@@ -765,12 +765,17 @@ def _unreadable(where: str, body: str) -> str:
 # -- asking for calls as text ------------------------------------------------------------------
 
 
-def call_format_hint(tool_names: Collection[str]) -> str:
-    """How to write a call, shown to a model that wrote none (or one swarm could not read)."""
+def call_format_hint(tool_names: Collection[str], written: str = "") -> str:
+    """How to write a call, shown to a model that wrote none (or one swarm could not read):
+    in the Hermes tags when the model's last call read from its text was written so
+    (`written`, a `FORMATS` name), else as a fenced JSON object. Shown the tags, a model
+    served by llama.cpp (which turns them into special tokens) that wrote its calls as
+    fenced JSON began a native call and ended the reply at once."""
     example = next(iter(sorted(tool_names)), "finish")
+    call = f'{{"name": "{example}", "arguments": {{...}}}}'
+    shown = f"<tool_call>\n{call}\n</tool_call>" if written == "hermes" else f"```json\n{call}\n```"
     return (
-        "Call exactly one tool per reply, written as:\n"
-        f'<tool_call>\n{{"name": "{example}", "arguments": {{...}}}}\n</tool_call>\n'
+        f"Call exactly one tool per reply, written as:\n{shown}\n"
         "with `arguments` a JSON object (escape newlines in strings as \\n). "
         f"Tools: {', '.join(sorted(tool_names))}."
     )
