@@ -148,6 +148,32 @@ async def test_a_reply_that_looped_is_not_asked_again_but_told_so() -> None:
     assert result.finished and result.calls.truncated == 1
 
 
+async def test_a_finish_whose_summary_looped_still_finishes() -> None:
+    """A 1.5B model's `finish` summary went round until it was stopped, three times over,
+    each told that nothing in it ran: a cut `finish` ends the run, its summary cut."""
+    summary = "The hints are added. " * 40
+    looped = _cut('```json\n{\n  "name": "finish",\n  "arguments": {"summary": "' + summary, 900)
+    looped.finish_reason = "repetition"
+    model = ScriptedModel([looped, call("finish", summary="not asked")])
+    result = await Agent[str]("coder", model=model, tools=[add, finish]).run("go")
+    assert result.finished and len(model.requests) == 1 and result.output is not None
+    assert (
+        result.output.startswith("The hints are added. The hints")
+        and "(cut short)" in result.output
+    )
+    assert len(result.output) < 520 and result.calls.repaired == 1
+    turn = result.messages[-2]  # the call, sent back as the model wrote it
+    assert turn.tool_calls[0].name == "finish" and turn.written == looped.text
+
+
+async def test_a_cut_call_to_another_tool_still_runs_nothing() -> None:
+    cut = _cut('{"name": "add", "arguments": {"a": 1, "summary": "x', 900)
+    cut.finish_reason = "repetition"
+    model = ScriptedModel([cut, call("finish", summary="ok")])
+    result = await Agent[str]("coder", model=model, tools=[add, finish]).run("go")
+    assert len(model.requests) == 2 and result.calls.repaired == 0
+
+
 async def test_a_reply_that_ran_on_to_its_deadline_is_told_so_and_not_asked_again() -> None:
     ran_on = _cut("Let me explain every step in detail. First, " * 200, 2_400)
     ran_on.finish_reason, ran_on.timing = DEADLINE_CUT, Timing(duration_s=412.0)

@@ -34,7 +34,7 @@ from swarm.messages import ChatRequest, ChatResult, Message, ToolCall, Usage
 from swarm.model import Delta, Restart, closing, stream_of
 from swarm.providers._call_deadline import DEADLINE_CUT
 from swarm.providers._repetition import REPETITION
-from swarm.providers._tool_text import INVENTED_RESULT_PROBLEM, call_format_hint
+from swarm.providers._tool_text import INVENTED_RESULT_PROBLEM, call_format_hint, cut_finish
 
 if TYPE_CHECKING:
     from swarm.agent._loop import Agent
@@ -139,7 +139,11 @@ class Steps(Generic[T]):
                 self.written = reply.tool_call_format.rpartition("+")[2]
             calls = reply.message.tool_calls
             cut = reply.finish_reason in CUT_SHORT
-            if cut and (reply.tool_call_problem or not calls):
+            finish = self._cut_finish(reply) if cut and not calls else None
+            if finish is not None:  # its turn holds the call, sent back as it wrote it
+                self.messages[-1] = Message.assistant(None, [finish], reply.text)
+                ended = await self._tools([finish], step)
+            elif cut and (reply.tool_call_problem or not calls):
                 self.messages.append(Message.user(_cut_note(reply)))
                 ended = None
             elif calls:
@@ -197,6 +201,16 @@ class Steps(Generic[T]):
         self.messages[:] = await self.keeper.fit(self.messages, step)
         if self.emit is not None and self.keeper.compactions != count:
             self.emit(ev.CompactionEvent(step, before, len(self.messages)))
+
+    def _cut_finish(self, reply: ChatResult) -> ToolCall | None:
+        """The `finish` call a cut reply was writing (`cut_finish`), counted repaired;
+        None when it was writing none, or the agent has no `finish`."""
+        if not any(t.name == "finish" for t in self.agent.tools):
+            return None
+        call = cut_finish(reply.text)
+        if call is not None:
+            self.calls.repaired += 1
+        return call
 
     async def _answer(self, reply: ChatResult, step: int) -> AgentResult[T] | None:
         agent, text = self.agent, reply.text

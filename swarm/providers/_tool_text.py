@@ -46,7 +46,14 @@ from swarm._pyast import parse as parse_python
 from swarm._pyast import parse_expression
 from swarm.messages import ChatRequest, ChatResult, Message, ToolCall
 
-__all__ = ["TextCalls", "call_format_hint", "calls_from_text", "read_calls", "text_request"]
+__all__ = [
+    "TextCalls",
+    "call_format_hint",
+    "calls_from_text",
+    "cut_finish",
+    "read_calls",
+    "text_request",
+]
 
 FORMATS = ("hermes", "function", "mistral", "llama3", "json", "pythonic")
 """The text formats recognised, in the order they are tried."""
@@ -760,6 +767,35 @@ def _unreadable(where: str, body: str) -> str:
     snippet = body.strip().replace("\n", " ")
     snippet = snippet if len(snippet) <= 80 else snippet[:60] + " … " + snippet[-15:]
     return f"the tool call after {where} is not complete JSON: {snippet}"
+
+
+_CUT_FINISH = re.compile(
+    r"""["']name["']\s*:\s*["']finish["'].*?["']summary["']\s*:\s*"(?P<summary>(?:[^"\\]|\\.)*)""",
+    re.S,
+)
+_SUMMARY_CHARS = 500
+
+
+def cut_finish(text: str) -> ToolCall | None:
+    """The `finish` call a reply cut short was writing (its summary ran on until the cap,
+    or round in a loop until it was stopped), with the summary as far as it got; None
+    when the reply was not writing one. Only `finish`: its one argument is a summary,
+    and a cut one still says the agent is done, where a cut file's content is not a file.
+    A 1.5B model sent its cut `finish` three times over, each told it ran nothing."""
+    found = _CUT_FINISH.search(text)
+    if found is None:
+        return None
+    raw = found["summary"].rstrip("\\")
+    try:
+        summary = json.loads(f'"{raw}"')
+    except ValueError:
+        summary = raw
+    summary = " ".join(summary.split())
+    if len(summary) > _SUMMARY_CHARS:
+        summary = summary[:_SUMMARY_CHARS].rsplit(" ", 1)[0]
+    arguments = json.dumps({"summary": f"{summary} (cut short)"})
+    digest = hashlib.sha1(f"finish|{arguments}".encode(), usedforsecurity=False)
+    return ToolCall(id=f"call_{digest.hexdigest()[:10]}_0", name="finish", arguments=arguments)
 
 
 # -- asking for calls as text ------------------------------------------------------------------
