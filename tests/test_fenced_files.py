@@ -84,6 +84,41 @@ async def test_a_whole_file_however_its_path_is_written_becomes_a_write(
     assert content.endswith(")\n")
 
 
+ITEM = (
+    "from dataclasses import dataclass\n\n\n@dataclass(frozen=True)\nclass Item:\n    name: str\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments"),
+    [  # as Qwen2.5-Coder-1.5B named its calls after its subtask
+        ("create_item_dataclass", {"content": ITEM}),
+        ("create_dataclass", {"path": "shop/item.py", "code": ITEM}),
+        ("write_file", {"content": ITEM}),
+    ],
+)
+async def test_a_call_under_no_tool_s_name_carrying_code_writes_it(
+    workspace: Path, name: str, arguments: dict[str, str]
+) -> None:
+    hook = FencedFileWrites(workspace, ("shop/item.py",), tools=TOOLS)
+    made = ToolCall(id="c1", name=name, arguments=json.dumps(arguments))
+    done = ToolCall(id="c2", name="finish", arguments='{"summary": "added Item"}')
+    result = ChatResult(message=Message.assistant(None, [made, done]), finish_reason="tool_calls")
+    changed = await hook.after_model(StepInfo("coder", 3, []), result)
+    assert changed is not None and changed.tool_call_format == "fenced-file"
+    calls = changed.message.tool_calls
+    assert [c.name for c in calls] == ["write_file", "finish"]
+    assert json.loads(calls[0].arguments) == {"path": "shop/item.py", "content": ITEM}
+
+
+async def test_a_call_whose_arguments_fit_a_tool_is_left_to_run_as_it(workspace: Path) -> None:
+    hook = FencedFileWrites(workspace, ("shop/item.py",), tools=TOOLS)
+    arguments = json.dumps({"path": "shop/item.py", "content": ITEM})
+    made = ToolCall(id="c1", name="create_item_dataclass", arguments=arguments)
+    result = ChatResult(message=Message.assistant(None, [made]), finish_reason="tool_calls")
+    assert await hook.after_model(StepInfo("coder", 3, []), result) is None
+
+
 async def test_a_snippet_of_definitions_is_put_into_the_file(workspace: Path) -> None:
     """Functions shown alone replace theirs in place, new ones go at the end, and a new
     import goes after the file's imports (or its docstring)."""

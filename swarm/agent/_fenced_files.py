@@ -98,13 +98,15 @@ class FencedFileWrites(Hooks):
 
     async def after_model(self, info: StepInfo, result: ChatResult) -> ChatResult | None:
         message = result.message
-        if result.finish_reason in CUT_SHORT or "`" not in (message.content or ""):
+        shown, others = self._code_calls(message.tool_calls)
+        text = "\n\n".join(filter(None, [message.content, *shown]))
+        if result.finish_reason in CUT_SHORT or "`" not in text:
             return None
-        if any(c.name not in _AFTER_A_CHANGE for c in message.tool_calls):
+        if any(c.name not in _AFTER_A_CHANGE for c in others):
             return None  # it works with the tools: what it shows is not what it wrote
         if result.tool_call_problem:
             return None  # a tool call it meant to write: the model is told why it failed
-        writes, problem = self._read(message.content or "")
+        writes, problem = self._read(text)
         if not writes:
             if message.tool_calls:
                 return None
@@ -118,7 +120,7 @@ class FencedFileWrites(Hooks):
             for i, (path, content) in enumerate(writes.items())
         ]
         written = len(calls)
-        calls += message.tool_calls  # its run_tests or finish, once the files are there
+        calls += others  # its run_tests or finish, once the files are there
         native = message.written is None and bool(message.tool_calls)  # its calls, natively
         as_written = None if native else (message.written or message.content)
         changed = Message.assistant(message.content, calls, as_written)
@@ -130,6 +132,25 @@ class FencedFileWrites(Hooks):
                 "text_tool_calls": written,
             }
         )
+
+    def _code_calls(self, calls: Sequence[ToolCall]) -> tuple[list[str], list[ToolCall]]:
+        """The calls under a name that is no tool's (or `tool` with no path) that carry
+        code for a file, each as the fenced block it would be, and the other calls. Small
+        models named their call after their subtask: `create_item_dataclass(content)`,
+        `create_dataclass(path, code)`; a call whose arguments fit a tool is left to run
+        as that tool (`Steps._execute`)."""
+        shown: list[str] = []
+        others: list[ToolCall] = []
+        for call in calls:
+            named = call.name in self.tools and (
+                call.name != self.tool or '"path"' in call.arguments
+            )
+            block = None if named else _code(call)
+            if block is None:
+                others.append(call)
+            else:
+                shown.append(block)
+        return shown, others
 
     def _read(self, text: str) -> tuple[dict[str, str], str]:
         """{path: new content} of the files `text` shows, and why a block that named its
@@ -302,6 +323,29 @@ def _closing(lines: Sequence[str], start: int, fence: str, nests: bool) -> int |
         else:
             return j
     return None
+
+
+_CODE_KEYS = ("content", "code", "source")
+_PATH_KEYS = ("path", "file", "file_path", "filename")
+
+
+def _code(call: ToolCall) -> str | None:
+    """`call`'s code as a fenced block under its path (none when it gives none), when it
+    carries code (`content`, `code`, `source`) and is not a write's `path` and
+    `content`, which a tool takes as they are."""
+    try:
+        arguments = json.loads(call.arguments or "{}")
+    except ValueError:
+        return None
+    if not isinstance(arguments, dict):
+        return None
+    code = next((v for k in _CODE_KEYS if isinstance(v := arguments.get(k), str)), None)
+    path = next((v for k in _PATH_KEYS if isinstance(v := arguments.get(k), str)), None)
+    if code is None or (path is not None and "content" in arguments):
+        return None
+    language = "python" if path is None or path.endswith(".py") else ""
+    fence = "````" if "```" in code else "```"
+    return f"{fence}{language} {path or ''}".rstrip() + f"\n{code.strip(chr(10))}\n{fence}"
 
 
 def _blocks(text: str) -> Iterator[_Block]:
