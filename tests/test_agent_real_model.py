@@ -230,6 +230,31 @@ async def test_the_same_failing_call_in_other_words_is_stuck_too() -> None:
     assert "add(" in result.repeated and "error" in result.repeated
 
 
+async def test_a_tool_answer_given_as_a_file_s_text_is_not_written(tmp_path: Path) -> None:
+    """A 1.5B model wrote write_file's answer (`wrote 899 bytes to tests/test_stock.py`)
+    as that file's content, five times over; copying read_file's answer is left alone."""
+    test = "def test_low():\n    assert True\n"
+    model = ScriptedModel(
+        [
+            call("write_file", path="test_stock.py", content=test),
+            call("write_file", path="test_stock.py", content="wrote 32 bytes to test_stock.py"),
+            call("read_file", path="test_stock.py"),
+            call(
+                "write_file", path="copy.py", content="     1\tdef test_low():\n     2\t    x = 1\n"
+            ),
+            call("finish", summary="ok"),
+        ]
+    )
+    ctx = ToolContext(root=tmp_path, sandbox=NoSandbox())
+    result = await Agent[str]("coder", model=model, tools=coding_tools(), context=ctx).run("go")
+    assert (tmp_path / "test_stock.py").read_text() == test
+    told = model.requests[2].messages[-1].content or ""
+    assert told.startswith("error: the text you gave write_file is what a tool answered you")
+    assert "('wrote 32 bytes to test_stock.py')" in told, told
+    assert (tmp_path / "copy.py").read_text() == "def test_low():\n    x = 1\n"
+    assert result.finished and result.calls.rejected == 1
+
+
 async def test_a_repeated_edit_is_answered_with_the_files_current_text(tmp_path: Path) -> None:
     """A 1.5B model told to "check the file's current text" asked what was meant: the
     warning shows the file its repeated call names, read as `read_file` would."""

@@ -202,6 +202,25 @@ class Steps(Generic[T]):
         if self.emit is not None and self.keeper.compactions != count:
             self.emit(ev.CompactionEvent(step, before, len(self.messages)))
 
+    def _echoed_text(self, call: ToolCall) -> str | None:
+        """The first line of the tool answer a file tool's call would write into a file:
+        a 1.5B model wrote `wrote 899 bytes to tests/test_stock.py`, write_file's answer,
+        as that test file's content, five times over."""
+        said = _plain(_written_text(call)[:_ECHO_HEAD])
+        if len(said) < _ECHO_CHARS:
+            return None
+        answers = [
+            m.content
+            for m in self.messages
+            if m.role == "tool" and m.content and m.name not in _SHOWS_FILES
+        ]
+        for answer in reversed(answers[-_ECHO_LOOKBACK:]):
+            first = answer.strip().splitlines()[0]
+            head = _plain(first)[:_ECHO_HEAD]
+            if len(head) >= _ECHO_CHARS and said.startswith(head[: len(said)]):
+                return first[:120]
+        return None
+
     def _cut_finish(self, reply: ChatResult) -> ToolCall | None:
         """The `finish` call a cut reply was writing (`cut_finish`), counted repaired;
         None when it was writing none, or the agent has no `finish`."""
@@ -449,6 +468,15 @@ class Steps(Generic[T]):
                 return _error(span, call, _unknown_tool(call.name, agent.tools))
             if tool.takes_context and agent.context is None:
                 return _error(span, call, f"{call.name} needs a workspace; this agent has none")
+            if tool.name in _FILE_TOOLS and (echo := self._echoed_text(call)) is not None:
+                self.calls.rejected += 1
+                return _error(
+                    span,
+                    call,
+                    f"the text you gave {tool.name} is what a tool answered you ({echo!r}), "
+                    "not the file's: nothing was written. Give the file's own text, or call "
+                    "finish if it is done.",
+                )
             if tool.span_attributes:
                 span.set_attributes(tool.span_attributes)
             while True:
@@ -536,7 +564,22 @@ def _cut_note(reply: ChatResult) -> str:
 _ECHO_CHARS = 30
 """How much of a tool's answer a text reply must hold to be that answer written back."""
 _ECHO_LOOKBACK = 6
+_ECHO_HEAD = 80
+"""How much of a file tool's text and a tool answer's first line are compared (cheap:
+each write would otherwise be matched against the last answers whole)."""
 """How many of the latest tool answers a text reply is compared with."""
+
+
+def _written_text(call: ToolCall) -> str:
+    """The text a file tool's call would put in the file (`content`, `new`), or ""."""
+    try:
+        arguments = json.loads(call.arguments or "{}")
+    except ValueError:
+        return ""
+    if not isinstance(arguments, dict):
+        return ""
+    text = arguments.get("content", arguments.get("new"))
+    return text if isinstance(text, str) else ""
 
 
 def _echoed(text: str, messages: Sequence[Message]) -> str | None:
@@ -595,6 +638,8 @@ def _fitting_instead(call: ToolCall, tool: Tool, tools: Sequence[Tool]) -> Tool 
 
 
 _FILE_TOOLS = frozenset({"edit_file", "write_file"})
+_SHOWS_FILES = frozenset({"read_file", "search"})
+"""Tools whose answer is a file's text: copied into a file, it is not an echo."""
 
 
 def _given(call: ToolCall) -> set[str]:
