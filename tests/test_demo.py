@@ -169,6 +169,18 @@ async def test_fresh_demo_repo_is_committed_and_green(repo: Path, task: Task) ->
         create_demo_repo(repo)
 
 
+async def test_the_copy_appears_whole_or_not_at_all(tmp_path: Path) -> None:
+    """Made beside its place and renamed in: what a run killed while making it left (a
+    half copy, no commit) is not the copy, and is cleared by the next one."""
+    left = tmp_path / ".demo.building"
+    (left / "inventory").mkdir(parents=True)
+    (left / "inventory" / "pricing.py").write_text("half")
+    made = create_demo_repo(tmp_path / "demo")
+    assert not left.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["demo"]
+    assert (await _git(made, "rev-parse", "HEAD")).returncode == 0
+    assert "half" not in (made / "inventory" / "pricing.py").read_text()
+
+
 async def test_same_commit_every_time(tmp_path: Path) -> None:
     heads = set()
     for name in ("a", "b"):

@@ -28,16 +28,17 @@ _DATE = "2026-01-01T00:00:00+00:00"
 
 
 def create_demo_repo(dest: Path) -> Path:
-    """Copy the demo repository to `dest` (absent or empty), commit it on `main`, return it."""
+    """Copy the demo repository to `dest` (absent or empty), commit it on `main`, return it.
+
+    It is made beside `dest` and renamed into place once committed: a run killed while
+    making it (kill -9 a second into `swarm solve`) left a repository with no commit,
+    which its resume took as made, and failed on (`git rev-parse HEAD`)."""
     dest = Path(dest)
     if dest.exists() and any(dest.iterdir()):
         raise FileExistsError(f"{dest} exists and is not empty")
-    shutil.copytree(
-        DEMO_REPO,
-        dest,
-        dirs_exist_ok=True,
-        ignore=shutil.ignore_patterns(*_NOT_SHIPPED),
-    )
+    building = dest.with_name(f".{dest.name}.building")
+    shutil.rmtree(building, ignore_errors=True)  # what a killed run left half made
+    shutil.copytree(DEMO_REPO, building, ignore=shutil.ignore_patterns(*_NOT_SHIPPED))
     env = {
         **os.environ,
         "GIT_AUTHOR_DATE": _DATE,
@@ -50,6 +51,9 @@ def create_demo_repo(dest: Path) -> Path:
         (*_AUTHOR, "commit", "--quiet", "--no-verify", "--no-gpg-sign", "-m", "inventory"),
     ):
         subprocess.run(
-            ["git", *args], cwd=dest, env=env, check=True, capture_output=True, text=True
+            ["git", *args], cwd=building, env=env, check=True, capture_output=True, text=True
         )
+    if dest.exists():
+        dest.rmdir()  # empty, as checked
+    building.rename(dest)
     return dest
