@@ -224,7 +224,7 @@ class Steps(Generic[T]):
     def _cut_finish(self, reply: ChatResult) -> ToolCall | None:
         """The `finish` call a cut reply was writing (`cut_finish`), counted repaired;
         None when it was writing none, or the agent has no `finish`."""
-        if not any(t.name == "finish" for t in self.agent.tools):
+        if self.agent.tool_named("finish") is None:
             return None
         call = cut_finish(reply.text)
         if call is not None:
@@ -564,20 +564,15 @@ def _cut_note(reply: ChatResult) -> str:
 _ECHO_CHARS = 30
 """How much of a tool's answer a text reply must hold to be that answer written back."""
 _ECHO_LOOKBACK = 6
+"""How many of the latest tool answers a text reply is compared with."""
 _ECHO_HEAD = 80
 """How much of a file tool's text and a tool answer's first line are compared (cheap:
 each write would otherwise be matched against the last answers whole)."""
-"""How many of the latest tool answers a text reply is compared with."""
 
 
 def _written_text(call: ToolCall) -> str:
     """The text a file tool's call would put in the file (`content`, `new`), or ""."""
-    try:
-        arguments = json.loads(call.arguments or "{}")
-    except ValueError:
-        return ""
-    if not isinstance(arguments, dict):
-        return ""
+    arguments = _arguments(call)
     text = arguments.get("content", arguments.get("new"))
     return text if isinstance(text, str) else ""
 
@@ -642,15 +637,18 @@ _SHOWS_FILES = frozenset({"read_file", "search"})
 """Tools whose answer is a file's text: copied into a file, it is not an echo."""
 
 
-def _given(call: ToolCall) -> set[str]:
-    """The names of the arguments `call` gives (not null); none when they do not parse."""
+def _arguments(call: ToolCall) -> dict[str, Any]:
+    """`call`'s arguments as an object; empty when they do not parse as one."""
     try:
         arguments = json.loads(call.arguments or "{}")
     except ValueError:
-        return set()
-    if not isinstance(arguments, dict):
-        return set()
-    return {k for k, v in arguments.items() if v is not None}
+        return {}
+    return arguments if isinstance(arguments, dict) else {}
+
+
+def _given(call: ToolCall) -> set[str]:
+    """The names of the arguments `call` gives (not null); none when they do not parse."""
+    return {k for k, v in _arguments(call).items() if v is not None}
 
 
 def _fills(given: set[str], tool: Tool) -> bool:
