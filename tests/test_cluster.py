@@ -197,9 +197,12 @@ async def test_checks_run_on_the_node_and_are_judged_here(cluster: str, repo: Pa
             await ws.apply(RED_PATCH)
             red = await checker(ws.path, "python check.py")
             again = await checker(ws.path, "python check.py", key="k1")
+            await ws.apply(RED_PATCH, reverse=True)
+            back = await checker(ws.path, "python check.py")
     assert green.passed and "ok" in green.output
     assert not red.passed and "one is wrong" in red.output
     assert again.reused and again.passed
+    assert back.passed and not back.reused
 
 
 NET = "python -c 'import socket; socket.create_connection((\"1.1.1.1\", 53), 2)'"

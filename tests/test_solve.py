@@ -370,6 +370,33 @@ async def test_a_step_finished_with_nothing_changed_is_given_once_to_a_fresh_cod
     assert "def one() -> int:" in a_py and '"""One."""' in a_py
 
 
+async def test_a_step_that_stays_red_is_undone_and_the_steps_around_it_merge(
+    tmp_path: Path, repo: Path
+) -> None:
+    """One bad step of a folded subtask (a small model's type hints) took the rename and
+    the new function before and after it down with it: it is undone, the files as the
+    step before left them, and the next step goes to a fresh coder."""
+    bump = subtask("bump", ["a.py"], ["hint"]) | {"title": "Bump", "instructions": "Bump one."}
+    scripts = typed_first(
+        [HINT_STEP, bump, doc_step("bump")],
+        {
+            "coder:hint:step2": [edit("a.py", "    return 1", "    return 2"), done()],
+            **{f"fixer:hint:step2:{n}": [done("could not")] for n in (1, 2, 3)},
+            "coder:hint:step3:afresh": [DOCUMENTED, done()],
+        },
+    )
+    report = await solve(request(tmp_path, repo, None), source=scripts)
+    assert report.status == "done", report
+    assert "coder:hint:step3" not in scripts.models  # its conversation held the undone step
+    a_py = git(repo, "show", f"{report.branch}:a.py")
+    assert a_py == 'def one() -> int:\n    """One."""\n    return 1'
+    warning = next(s.warning for s in report.subtasks) or ""
+    assert warning.startswith(
+        "step 2 of 3 (Bump. Bump one.) was undone: `python check.py` stayed red"
+    )
+    assert_untouched(repo)
+
+
 async def test_a_coder_stuck_on_its_first_step_with_nothing_changed_starts_over(
     tmp_path: Path, repo: Path
 ) -> None:

@@ -115,6 +115,10 @@ async def test_patch_has_edits_new_deleted_and_binary_files(repo: Path) -> None:
             assert (other.path / "data.bin").read_bytes() == b"\x00\x02binary"
             assert await other.patch() == patch
             await other.apply("")  # an empty patch is a no-op
+            await other.apply(patch, reverse=True)  # taken back out: the tree at base
+            assert await other.patch() == ""
+            assert not (other.path / "pkg" / "new.py").exists()
+            assert (other.path / "old.txt").read_text() == (repo / "old.txt").read_text()
         with pytest.raises(WorkspaceError, match="git apply"):
             await ws.apply(patch)  # already applied: does not apply again
     assert_clean(repo)

@@ -30,7 +30,7 @@ from swarm.agent._tool import Finish, Tool, WriteLog
 from swarm.agent._toolbox import coding_tools
 from swarm.errors import ToolError
 from swarm.run._check import CheckResult, run_check
-from swarm.run._diff import patch_paths, worktree_diff
+from swarm.run._diff import apply_patch, worktree_diff
 from swarm.run._environment import CheckEnvironment
 from swarm.run._git import checkout_footprint, git, owner_alive, write_owner
 
@@ -196,14 +196,9 @@ class WorkspaceNode:
         """What the agent changed since the base commit (as `Workspace.patch`)."""
         return await worktree_diff(self.root, self.base, untracked=self._written.paths())
 
-    async def apply(self, patch: str) -> None:
-        """Apply `patch` to the clone; the files it makes count as written."""
-        if not patch.strip():
-            return
-        data = patch.encode("utf-8", "surrogateescape")
-        await git("apply", "--binary", "--whitespace=nowarn", "-", cwd=self.root, input=data)
-        for path in await patch_paths(self.root, data):
-            self._written.note(path)
+    async def apply(self, patch: str, reverse: bool = False) -> None:
+        """Apply `patch` to the clone, or take it back out (as `Workspace.apply`)."""
+        await apply_patch(self.root, patch, self._written, reverse=reverse)
 
     async def close(self) -> None:
         """Remove the clone (the actor ends after this)."""

@@ -89,8 +89,8 @@ class RemoteWorkspace:
         patch: str = await self.call("patch", "patch")
         return patch
 
-    async def apply(self, patch: str) -> None:
-        await self.call("apply", "apply", patch)
+    async def apply(self, patch: str, *, reverse: bool = False) -> None:
+        await self.call("apply", "apply", patch, reverse)
 
     async def check(self, command: str, timeout_s: float) -> CheckResult:
         """The check on the node, as the `execute_tool run_tests` span a local one makes."""

@@ -168,7 +168,7 @@ class _Workspace:
     async def patch(self) -> str:
         return f"simulated patch of {self.path.name}\n"
 
-    async def apply(self, patch: str) -> None:
+    async def apply(self, patch: str, *, reverse: bool = False) -> None:
         await anyio.lowlevel.checkpoint()
 
 

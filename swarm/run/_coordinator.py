@@ -571,7 +571,7 @@ class Coordinator:
         in its own conversation."""
         new_names, kept = await self._names_before(st, ws)
         self._asked[st.id] = new_names
-        result, patch = await self._coder_turn(st, ws, outcome, told)
+        result, patch = await self._coder_turn(st, ws, base, outcome, told)
         if result is None or not result.finished or patch is None:
             return _Coded(patch, new_names)
         for rule in self._send_backs(st, ws, base):
@@ -725,7 +725,7 @@ class Coordinator:
         return patch
 
     async def _coder_turn(
-        self, st: Subtask, ws: WorkspaceLike, outcome: SubtaskOutcome, told: str = ""
+        self, st: Subtask, ws: WorkspaceLike, base: str, outcome: SubtaskOutcome, told: str = ""
     ) -> tuple[AgentResult[str] | None, str | None]:
         """The coder's turn: its last result (None: it ended without a change) and the
         patch as it read it after (None: not read); a coder that got stuck without
@@ -746,7 +746,9 @@ class Coordinator:
                     f"{stuck_on}\nDo not repeat it."
                 )
             first = await coder.run(prompt)
-            result, stuck_steps = await self._steps_after(st, ws, agent_id, steps, first)
+            result, stuck_steps = await self._steps_after(
+                st, ws, base, outcome, agent_id, steps, first
+            )
             if patch := await ws.patch():
                 for stuck in stuck_steps:
                     outcome.warn(stuck)
@@ -786,6 +788,8 @@ class Coordinator:
         self,
         st: Subtask,
         ws: WorkspaceLike,
+        base: str,
+        outcome: SubtaskOutcome,
         agent_id: str,
         steps: list[str],
         result: AgentResult[str],
@@ -796,31 +800,71 @@ class Coordinator:
         done left a small model with nothing to do, and it looped); one stuck with nothing
         changed yet starts over instead (`_coder_turn`), and one stopped otherwise (a
         budget, its step limit) gets no more. A step the coder got stuck on, or finished
-        without a change, is given once more to a fresh coder (`_step_afresh`)."""
+        without a change, is given once more to a fresh coder (`_step_afresh`). Each step
+        ends green, or undone (`_step_green`)."""
         stuck_steps: list[str] = []
+        before, undone = "", False
         for number, step in enumerate(steps, start=1):
             if number > 1:
                 # stuck with nothing changed: a fresh start does better than the next step
                 if not result.finished and (result.stop_reason != "stuck" or not await ws.patch()):
                     break
-                coder = self._agents.agent("coder", f"{agent_id}:step{number}", CODER, ws, st)
-                prompt = step_prompt(step, number, len(steps))
+                step_id = f"{agent_id}:step{number}"
                 before = await ws.patch()
-                result = await coder.run(prompt, history=result.messages)
-                # once more, out of that conversation: stuck, or done with nothing changed
-                # (a small model "added type hints" and "added low_stock" in two replies)
-                if result.stop_reason == "stuck" or (
-                    result.finished and await ws.patch() == before
-                ):
-                    result = await self._step_afresh(
-                        st, ws, f"{agent_id}:step{number}", steps, number
-                    )
-            if len(steps) > 1 and result.stop_reason == "stuck":
+                if undone:  # the conversation holds the undone step: a fresh coder
+                    result = await self._step_afresh(st, ws, step_id, steps, number)
+                else:
+                    coder = self._agents.agent("coder", step_id, CODER, ws, st)
+                    prompt = step_prompt(step, number, len(steps))
+                    result = await coder.run(prompt, history=result.messages)
+                    # once more, out of that conversation: stuck, or done with nothing
+                    # changed (a small model "added type hints" and "added low_stock" in
+                    # two replies)
+                    if result.stop_reason == "stuck" or (
+                        result.finished and await ws.patch() == before
+                    ):
+                        result = await self._step_afresh(st, ws, step_id, steps, number)
+            if len(steps) == 1:
+                break
+            if result.stop_reason == "stuck":
                 stuck_steps.append(
                     f"got stuck on step {number} of {len(steps)} ({one_line(step, 80)}), which"
                     f" may be undone: {one_line(result.repeated, 80)}"
                 )
+            undone = not await self._step_green(st, ws, base, outcome, steps, number, before)
         return result, stuck_steps
+
+    async def _step_green(
+        self,
+        st: Subtask,
+        ws: WorkspaceLike,
+        base: str,
+        outcome: SubtaskOutcome,
+        steps: list[str],
+        number: int,
+        before: str,
+    ) -> bool:
+        """Whether step `number` of a folded subtask ends green: checked, and fixed while
+        red. One that stays red is undone, its files back as the steps before left them
+        (green), and is the subtask's warning, so the steps that worked still merge: one
+        bad step (type hints a small model could not get right) took a rename and a new
+        function down with it. Step 1 has nothing before it to keep: it raises `StillRed`
+        (the subtask starts afresh)."""
+        tag = f"step{number}:"
+        try:
+            await self._fix_loop.until_green(st, ws, base, outcome, tag=tag)
+        except StillRed as red:
+            if number == 1:
+                raise
+            await ws.apply(await ws.patch(), reverse=True)
+            await ws.apply(before)
+            outcome.warn(
+                f"step {number} of {len(steps)} ({one_line(steps[number - 1], 80)}) was undone:"
+                f" `{one_line(red.command, 80)}` stayed red after {self.options.fix_rounds}"
+                " fix rounds"
+            )
+            return False
+        return True
 
     async def _step_afresh(
         self, st: Subtask, ws: WorkspaceLike, agent_id: str, steps: list[str], number: int

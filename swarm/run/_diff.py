@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from swarm._sandbox.base import git_dir
+from swarm.agent._tool import WriteLog
 from swarm.errors import WorkspaceError
 from swarm.run._git import _git_env, _git_raw, git
 
@@ -43,6 +44,7 @@ __all__ = [
     "MAX_PATCH_BYTES",
     "MAX_PATCH_FILE_BYTES",
     "SWARMIGNORE",
+    "apply_patch",
     "header_path",
     "patch_paths",
     "python_sections",
@@ -206,6 +208,20 @@ async def _listed(root: Path) -> _Listed:
     entries = _nul_list(out)
     others = [e[2:] for e in entries if e.startswith("? ")]
     return _Listed(others, len(others) < len(entries))
+
+
+async def apply_patch(root: Path, patch: str, written: WriteLog, *, reverse: bool = False) -> None:
+    """Apply `patch` (as `worktree_diff` made it) to the worktree at `root`, or with
+    `reverse` take it back out (`patch` being what is there); the files it makes count as
+    `written`, so they stay in the worktree's patch."""
+    if not patch.strip():
+        return
+    data = patch.encode("utf-8", "surrogateescape")
+    args = ["apply", "--binary", "--whitespace=nowarn"] + (["--reverse"] if reverse else [])
+    await git(*args, "-", cwd=root, input=data)
+    if not reverse:
+        for path in await patch_paths(root, data):
+            written.note(path)
 
 
 async def patch_paths(root: Path, patch: bytes) -> list[str]:

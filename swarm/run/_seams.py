@@ -90,7 +90,9 @@ class WorkspaceLike(Where, Protocol):
 
     async def patch(self) -> str: ...
 
-    async def apply(self, patch: str) -> None: ...
+    async def apply(self, patch: str, *, reverse: bool = False) -> None:
+        """Apply `patch` to its files, or take it back out (`reverse`)."""
+        ...
 
 
 class Workspaces(Protocol):

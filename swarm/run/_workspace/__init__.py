@@ -43,7 +43,7 @@ from swarm._tracing import semconv as sc
 from swarm._tracing.setup import tracer
 from swarm.agent._tool import ToolContext, WriteLog
 from swarm.errors import WorkspaceError
-from swarm.run._diff import patch_paths, worktree_diff
+from swarm.run._diff import apply_patch, worktree_diff
 from swarm.run._git import (
     TRASH_PREFIX,
     admin_dir,
@@ -315,17 +315,11 @@ class Workspace:
         except WorkspaceError:
             return False
 
-    async def apply(self, patch: str, *, three_way: bool = False) -> None:
-        """Apply a patch (as made by `patch`) to the workspace's files.
-
-        The files it makes count as written: they stay in this workspace's `patch`."""
-        if not patch.strip():
-            return
-        data = patch.encode("utf-8", "surrogateescape")
-        args = ["apply", "--binary", "--whitespace=nowarn"] + (["--3way"] if three_way else [])
-        await git(*args, "-", cwd=self.path, input=data)
-        for path in await patch_paths(self.path, data):
-            self.written.note(path)
+    async def apply(self, patch: str, *, reverse: bool = False) -> None:
+        """Apply a patch (as made by `patch`) to the workspace's files, or take it back
+        out (`reverse`). The files it makes count as written: they stay in this
+        workspace's `patch`."""
+        await apply_patch(self.path, patch, self.written, reverse=reverse)
 
 
 async def _commit_of(repo: Path, base: str) -> str:
