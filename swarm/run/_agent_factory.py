@@ -31,9 +31,11 @@ from swarm.agent.hooks import Hooks
 from swarm.errors import ModelBehaviorError, WorkspaceError
 from swarm.messages import ChatRequest, ChatResult, Message
 from swarm.model import Model, Streamed, stream_of
+from swarm.run._asked_renames import RENAME_TOOL, AskedRenames
 from swarm.run._coverage import coverage_problem, uncovered_parts
 from swarm.run._environment import CheckEnvironment
 from swarm.run._git import git
+from swarm.run._missing import words
 from swarm.run._outcome import PhaseTimes
 from swarm.run._plan import Plan, PlanError, Subtask, fold_contained, parse_plan_reply
 from swarm.run._roles import PLANNER, PLANNER_TOOLS, mentions_text, planner_prompt, shown_files
@@ -117,13 +119,20 @@ class AgentFactory:
         return TimedAgent(agent, self.times, role, self.stuck)
 
     def _hooks(self, path: Path, st: Subtask) -> tuple[Hooks, ...]:
-        """A coder's or fixer's reply that shows its files whole in fences, calling no
-        tool, writes them (`swarm.agent._fenced_files`; not on another node's files)."""
-        if not is_local(path) or not any(t.name == "write_file" for t in self.tools):
-            return ()
-        asked = f"{st.title}\n{st.instructions}"
+        """A rename no instruction asks for is vetoed (`swarm.run._asked_renames`). A
+        coder's or fixer's reply that shows its files whole in fences, calling no tool,
+        writes them (`swarm.agent._fenced_files`; not on another node's files)."""
         tools = frozenset(t.name for t in self.tools)
-        return (FencedFileWrites(path, st.files, asked=asked, tools=tools),)
+        task = self.task
+        hooks: list[Hooks] = []
+        if RENAME_TOOL in tools:
+            hooks.append(
+                AskedRenames(words(task.title, task.instructions, st.title, st.instructions))
+            )
+        if is_local(path) and "write_file" in tools:
+            asked = f"{st.title}\n{st.instructions}"
+            hooks.append(FencedFileWrites(path, st.files, asked=asked, tools=tools))
+        return tuple(hooks)
 
     async def plan(self, path: Path, written: WriteLog) -> Plan:
         """Ask the planner (working in `path`), feeding validation errors back a bounded
