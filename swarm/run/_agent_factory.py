@@ -31,11 +31,11 @@ from swarm.agent.hooks import Hooks
 from swarm.errors import ModelBehaviorError, WorkspaceError
 from swarm.messages import ChatRequest, ChatResult, Message
 from swarm.model import Model, Streamed, stream_of
-from swarm.run._asked_renames import RENAME_TOOL, AskedRenames
+from swarm.run._asked_calls import RENAME_TOOL, AskedRenames, NotATool
 from swarm.run._coverage import coverage_problem, uncovered_parts
 from swarm.run._environment import CheckEnvironment
 from swarm.run._git import git
-from swarm.run._missing import words
+from swarm.run._missing import asked_names, words
 from swarm.run._outcome import PhaseTimes
 from swarm.run._plan import Plan, PlanError, Subtask, fold_contained, parse_plan_reply
 from swarm.run._roles import PLANNER, PLANNER_TOOLS, mentions_text, planner_prompt, shown_files
@@ -119,12 +119,14 @@ class AgentFactory:
         return TimedAgent(agent, self.times, role, self.stuck)
 
     def _hooks(self, path: Path, st: Subtask) -> tuple[Hooks, ...]:
-        """A rename no instruction asks for is vetoed (`swarm.run._asked_renames`). A
-        coder's or fixer's reply that shows its files whole in fences, calling no tool,
-        writes them (`swarm.agent._fenced_files`; not on another node's files)."""
+        """A rename no instruction asks for is vetoed, and a call to a name the subtask
+        asks to write is told so (`swarm.run._asked_calls`). A coder's or fixer's reply
+        that shows its files whole in fences, calling no tool, writes them
+        (`swarm.agent._fenced_files`; not on another node's files)."""
         tools = frozenset(t.name for t in self.tools)
         task = self.task
-        hooks: list[Hooks] = []
+        names = frozenset(asked_names(st.title, st.instructions)) - tools
+        hooks: list[Hooks] = [NotATool(names, tuple(st.files))] if names else []
         if RENAME_TOOL in tools:
             hooks.append(
                 AskedRenames(words(task.title, task.instructions, st.title, st.instructions))

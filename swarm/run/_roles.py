@@ -234,13 +234,21 @@ def first_step(subtask: Subtask, steps: Sequence[str]) -> Subtask:
 
 def later_step(subtask: Subtask, steps: Sequence[str], number: int) -> Subtask:
     """`subtask` as a fresh coder is given its step `number` (from 1), the ones before it
-    done: for a coder that got stuck on it in the conversation of the earlier steps."""
+    done: for a coder that got stuck on it in the conversation of the earlier steps. Its
+    title is the step's number."""
     done = f"steps 1 to {number - 1} of this subtask are" if number > 2 else "step 1 is"
     now = (
         f"Step {number} of {len(steps)}: {done} done in your worktree (keep what they "
         "changed); do this step, then call finish."
     )
-    return subtask.model_copy(update={"instructions": f"{steps[number - 1]}\n\n({now})"})
+    # not the subtask's title, which is its first step's: a small model given "Rename
+    # calc_total to order_total" over the type-hint step renamed it again, twice
+    return subtask.model_copy(
+        update={
+            "title": f"step {number} of {len(steps)}",
+            "instructions": f"{steps[number - 1]}\n\n({now})",
+        }
+    )
 
 
 def step_prompt(step: str, number: int, count: int) -> str:

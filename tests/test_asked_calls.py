@@ -1,4 +1,4 @@
-"""A rename no instruction asks for is vetoed before it runs (`swarm.run._asked_renames`)."""
+"""Tool calls read against what the instructions ask (`swarm.run._asked_calls`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from swarm._sandbox import NoSandbox
 from swarm.agent._loop import Agent
 from swarm.agent._tool import ToolContext
 from swarm.agent._toolbox import coding_tools
-from swarm.run._asked_renames import AskedRenames
-from swarm.run._missing import words
+from swarm.run._asked_calls import AskedRenames, NotATool
+from swarm.run._missing import asked_names, words
 from swarm.testing import ScriptedModel, call
 
 TASK = "Rename `calc_total` to `order_total`. Add the `Item` dataclass (name, price, qty)."
@@ -48,3 +48,31 @@ async def test_only_the_renames_the_instructions_name_run(tmp_path: Path) -> Non
     assert (tmp_path / "pricing.py").read_text() == (
         "def order_total(items):\n    return sum(i['price'] for i in items if i['name'])\n"
     )
+
+
+async def test_a_call_to_the_function_the_subtask_asks_for_is_told_to_write_it(
+    tmp_path: Path,
+) -> None:
+    """Asked to add `low_stock`, a small model called a tool `low_stock` with a schema."""
+    asked = "Add a function `low_stock` to `stock.py` that returns sorted names."
+    model = ScriptedModel(
+        [
+            call("low_stock", stock={"type": "dict"}, threshold={"type": "integer"}),
+            call("restock", name="bolt"),  # no tool, and not a name it asks for
+            call("finish", summary="done"),
+        ]
+    )
+    agent = Agent[str](
+        "coder",
+        model=model,
+        tools=coding_tools(),
+        hooks=(NotATool(frozenset(asked_names(asked)), ("stock.py",)),),
+        context=ToolContext(root=tmp_path, sandbox=NoSandbox()),
+    )
+    assert (await agent.run("go")).finished
+    told = [r.messages[-1].content or "" for r in model.requests[1:]]
+    assert told[0].startswith(
+        "error: `low_stock` is not a tool: it is code your subtask asks you to write in "
+        "stock.py. Write it with edit_file or write_file, then call finish. The tools are:\n"
+    )
+    assert told[1].startswith("error: unknown tool 'restock'.")

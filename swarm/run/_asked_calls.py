@@ -1,0 +1,86 @@
+"""Tool calls read against what the task and the subtask ask: `AskedRenames`, `NotATool`.
+
+Renames no instruction asks for are refused before they run. The `rename` tool changes a
+name in every Python file at once, which makes an unasked rename cheap to make and costly
+to undo. A small model given "create the `Item` dataclass" called it ten times in a row
+(`summary` to `order_summary`, `name` to `item_name`, `qty` to `quantity`, `BULK_DISCOUNT`
+to `BULK_DISCOUNT_RATE`, ...): every caller and test changed with them, the check went
+red on the dictionaries that still had `"name"` keys, and three fixers could not bring the
+subtask back.
+
+A rename is asked when the task's or the subtask's words (titles and instructions) name
+both the old name and the new one: "Rename `calc_total` to `order_total`". Any other
+`rename` call is vetoed, and the agent reads why; the names may still change by
+`edit_file`, one use at a time, where a change really needs it. A call under another
+name with `old` and `new` alone is judged too: it runs as a `rename` (`swarm.agent._steps`).
+
+A function the subtask asks for is written, not called. A small model asked to "Add a
+function `low_stock` to `stock.py`" called a tool `low_stock`, with a JSON schema for its
+arguments, twice, and was told only that no tool has that name. Such a call is told what
+the name is: the code its subtask asks it to write, and where.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import orjson
+
+from swarm.agent.hooks import Hooks, StepInfo, Veto
+from swarm.messages import ToolCall
+
+__all__ = ["AskedRenames", "NotATool"]
+
+RENAME_TOOL = "rename"
+_UNKNOWN = "error: unknown tool {!r}."
+"""How the agent's answer to a call under no tool's name begins (`swarm.agent._steps`)."""
+_RENAMES = {"old", "new"}
+"""A `rename` call's arguments: a call under another name with these alone runs as one."""
+
+
+@dataclass(frozen=True)
+class AskedRenames(Hooks):
+    """A `before_tool` hook: vetoes a `rename` whose old or new name `asked` lacks."""
+
+    asked: frozenset[str]
+    """Every word of the task's and the subtask's titles and instructions."""
+
+    async def before_tool(self, info: StepInfo, call: ToolCall) -> ToolCall | Veto | None:
+        try:
+            args = orjson.loads(call.arguments)
+        except orjson.JSONDecodeError:
+            return None  # the tool's own validation says what is wrong
+        if not isinstance(args, dict) or (call.name != RENAME_TOOL and set(args) != _RENAMES):
+            return None
+        old, new = args.get("old"), args.get("new")
+        if not isinstance(old, str) or not isinstance(new, str) or old == new:
+            return None
+        unnamed = [f"`{name}`" for name in (old, new) if name not in self.asked]
+        if not unnamed:
+            return None
+        return Veto(
+            f"Not renamed: no instruction asks to rename `{old}` to `{new}` (none names "
+            f"{' or '.join(unnamed)}). Rename only what the task or your subtask asks to; "
+            "every other name stays as it is."
+        )
+
+
+@dataclass(frozen=True)
+class NotATool(Hooks):
+    """An `after_tool` hook: a call to no tool, under a name the subtask asks to define,
+    is told that the name is code to write (in `files`), not a tool."""
+
+    names: frozenset[str]
+    """The code names the subtask asks for (`swarm.run._missing.asked_names`)."""
+    files: tuple[str, ...] = ()
+
+    async def after_tool(self, info: StepInfo, call: ToolCall, text: str) -> str | None:
+        unknown = _UNKNOWN.format(call.name)
+        if call.name not in self.names or not text.startswith(unknown):
+            return None
+        where = f" in {', '.join(self.files)}" if self.files else ""
+        return (
+            f"error: `{call.name}` is not a tool: it is code your subtask asks you to write"
+            f"{where}. Write it with edit_file or write_file, then call finish."
+            + text[len(unknown) :]
+        )
