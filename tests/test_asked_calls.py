@@ -66,13 +66,14 @@ async def test_a_call_to_the_function_the_subtask_asks_for_is_told_to_write_it(
         "coder",
         model=model,
         tools=coding_tools(),
-        hooks=(NotATool(frozenset(asked_names(asked)), ("stock.py",)),),
+        hooks=(NotATool(frozenset(asked_names(asked)), ("stock.py",), fenced=True),),
         context=ToolContext(root=tmp_path, sandbox=NoSandbox()),
     )
     assert (await agent.run("go")).finished
     told = [r.messages[-1].content or "" for r in model.requests[1:]]
     assert told[0].startswith(
         "error: `low_stock` is not a tool: it is code your subtask asks you to write in "
-        "stock.py. Write it with edit_file or write_file, then call finish. The tools are:\n"
+        "stock.py. To write it, show its code in a ```python fence under the file's path, "
+        "or call edit_file or write_file; then call finish. The tools are:\n"
     )
     assert told[1].startswith("error: unknown tool 'restock'.")

@@ -125,13 +125,14 @@ class AgentFactory:
         (`swarm.agent._fenced_files`; not on another node's files)."""
         tools = frozenset(t.name for t in self.tools)
         task = self.task
+        fenced = is_local(path) and "write_file" in tools
         names = frozenset(asked_names(st.title, st.instructions)) - tools
-        hooks: list[Hooks] = [NotATool(names, tuple(st.files))] if names else []
+        hooks: list[Hooks] = [NotATool(names, tuple(st.files), fenced)] if names else []
         if RENAME_TOOL in tools:
             hooks.append(
                 AskedRenames(words(task.title, task.instructions, st.title, st.instructions))
             )
-        if is_local(path) and "write_file" in tools:
+        if fenced:
             asked = f"{st.title}\n{st.instructions}"
             hooks.append(FencedFileWrites(path, st.files, asked=asked, tools=tools))
         return tuple(hooks)

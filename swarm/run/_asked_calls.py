@@ -73,14 +73,19 @@ class NotATool(Hooks):
     names: frozenset[str]
     """The code names the subtask asks for (`swarm.run._missing.asked_names`)."""
     files: tuple[str, ...] = ()
+    fenced: bool = False
+    """Whether code the model shows in a fence is written (`swarm.agent._fenced_files`):
+    the way a small model writes code best."""
 
     async def after_tool(self, info: StepInfo, call: ToolCall, text: str) -> str | None:
         unknown = _UNKNOWN.format(call.name)
         if call.name not in self.names or not text.startswith(unknown):
             return None
         where = f" in {', '.join(self.files)}" if self.files else ""
+        how = "call edit_file or write_file"
+        if self.fenced:
+            how = f"show its code in a ```python fence under the file's path, or {how}"
         return (
             f"error: `{call.name}` is not a tool: it is code your subtask asks you to write"
-            f"{where}. Write it with edit_file or write_file, then call finish."
-            + text[len(unknown) :]
+            f"{where}. To write it, {how}; then call finish." + text[len(unknown) :]
         )
