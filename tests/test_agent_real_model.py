@@ -74,6 +74,26 @@ async def test_a_tool_answer_written_back_is_told_as_such() -> None:
     assert _told(model.requests[3]).startswith("Your reply called no tool.")
 
 
+async def test_a_tool_answer_sent_to_a_tool_that_is_not_there_is_told_as_such() -> None:
+    """The 1.5B model sent a tool `error` the answer to its call of a tool that is not
+    there (the list of tools), then that answer, until it was stopped as stuck."""
+    answer = (
+        "error: unknown tool 'refactor'. The tools are:\n- add(a, b): Add two numbers.\n"
+        "- finish(summary): End the run."
+    )
+    model = ScriptedModel(
+        [call("refactor", path="a.py"), call("error", message=answer), call("finish", summary="ok")]
+    )
+    result = await Agent[str]("coder", model=model, tools=[add, finish]).run("go")
+    assert result.finished
+    assert _told(model.requests[1]).startswith("error: unknown tool 'refactor'.")
+    assert _told(model.requests[2]) == (
+        "error: 'error' is not a tool, and what you sent is what a tool answered you "
+        "(\"error: unknown tool 'refactor'. The tools are:\"): writing it back does nothing. "
+        "Act on it with one of the tools (add, finish)."
+    )
+
+
 async def test_a_reply_without_a_call_gets_the_format_to_use() -> None:
     model = ScriptedModel(["I will add the numbers now.", call("finish", summary="ok")])
     result = await Agent[str]("coder", model=model, tools=[add, finish]).run("go")

@@ -465,6 +465,18 @@ class Steps(Generic[T]):
                 self.calls.repaired += 1
             if tool is None:
                 self.calls.rejected += 1
+                sent = " ".join(v for v in _arguments(call).values() if isinstance(v, str))
+                if (echo := _echoed(sent, self.messages)) is not None:
+                    # a small model sent a tool `error` the answer to its last call, then
+                    # that answer (the list of tools), and on until it was stopped as stuck
+                    names = ", ".join(sorted(t.name for t in agent.tools))
+                    return _error(
+                        span,
+                        call,
+                        f"{call.name!r} is not a tool, and what you sent is what a tool "
+                        f"answered you ({echo!r}): writing it back does nothing. Act on it "
+                        f"with one of the tools ({names}).",
+                    )
                 return _error(span, call, _unknown_tool(call.name, agent.tools))
             if tool.takes_context and agent.context is None:
                 return _error(span, call, f"{call.name} needs a workspace; this agent has none")
