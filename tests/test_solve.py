@@ -397,6 +397,31 @@ async def test_a_step_that_stays_red_is_undone_and_the_steps_around_it_merge(
     assert_untouched(repo)
 
 
+async def test_a_coder_sent_back_for_a_name_who_turns_the_check_red_is_undone(
+    tmp_path: Path, repo: Path
+) -> None:
+    """Sent back for the `low_stock` it had not added, a small model renamed what was
+    there, its fixers could not make the check green, and the subtask started afresh
+    without the green rename it had: now that send-back is undone instead."""
+    add = subtask("s1", ["a.py"]) | {"instructions": "Type one and add `first_name()` to a.py."}
+    stuck = "I have typed one."
+    scripts = ScriptedSource(
+        {
+            "coder:s1": [edit("a.py", "def one():", "def one() -> int:"), stuck, stuck],
+            "coder:s1:up": [stuck],
+            "coder:s1:missing": [edit("a.py", "    return 1", "    return 2"), done()],
+            **{f"fixer:s1:missing{n}": [done("could not")] for n in (1, 2, 3)},
+            "coder:complete": [done("could not")],
+        }
+    )
+    plan = write_plan(tmp_path, [add])
+    report = await solve(request(tmp_path, repo, plan), source=scripts)
+    assert [s.status for s in report.subtasks] == ["merged"], report
+    assert git(repo, "show", f"{report.branch}:a.py") == "def one() -> int:\n    return 1"
+    assert report.subtasks[0].warning == "asked for first_name; no file has it"
+    assert "coder:s1:afresh1" not in scripts.models
+
+
 async def test_a_coder_stuck_on_its_first_step_with_nothing_changed_starts_over(
     tmp_path: Path, repo: Path
 ) -> None:

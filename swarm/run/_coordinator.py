@@ -708,17 +708,24 @@ class Coordinator:
     ) -> str:
         """The green patch, looked at for the new names the subtask asks for: a fixer may
         have taken one out, a coder that got stuck never put it in. Missing ones are sent
-        back once (if the coder was not already), the change checked green again; what is
-        still missing is the subtask's warning: a green check that runs the old tests
-        alone does not make "Add test_clamp" done."""
+        back once (if the coder was not already), the change checked green again, or
+        undone when it stays red (a small model sent back for `low_stock` renamed what was
+        there, and its fixers could not bring the green rename back); what is still
+        missing is the subtask's warning: a green check that runs the old tests alone does
+        not make "Add test_clamp" done."""
         missing = await missing_names(ws.path, coded.asked)  # none asked: no git run
         if missing and not coded.sent_back:
+            green = patch
             await self._send_back_missing(st, ws, missing, [])
             patch = await ws.patch()
             checked = await self._fix_loop.first_check(st, ws, base, patch)
-            patch = await self._fix_loop.until_green(
-                st, ws, base, outcome, tag="missing", checked=checked
-            )
+            try:
+                patch = await self._fix_loop.until_green(
+                    st, ws, base, outcome, tag="missing", checked=checked
+                )
+            except StillRed:  # the green change stands: what the coder added is undone
+                await _restore(ws, green)
+                patch = green
             missing = await missing_names(ws.path, missing)
         if missing:
             outcome.warn(f"asked for {', '.join(missing)}; no file has it")
@@ -856,8 +863,7 @@ class Coordinator:
         except StillRed as red:
             if number == 1:
                 raise
-            await ws.apply(await ws.patch(), reverse=True)
-            await ws.apply(before)
+            await _restore(ws, before)
             outcome.warn(
                 f"step {number} of {len(steps)} ({one_line(steps[number - 1], 80)}) was undone:"
                 f" `{one_line(red.command, 80)}` stayed red after {self.options.fix_rounds}"
@@ -1002,6 +1008,13 @@ class Coordinator:
                                 st, ws, base, outcome, tag=f"r{outcome.rebases}", checked=checked
                             )
         return (verdict[0] if verdict else await self._merge(st, patch, dispatch)), patch
+
+
+async def _restore(ws: WorkspaceLike, patch: str) -> None:
+    """The workspace's files made as `patch` (an earlier one of its own) left them: what
+    came since is taken back out."""
+    await ws.apply(await ws.patch(), reverse=True)
+    await ws.apply(patch)
 
 
 def node_lost_in(exc: BaseException) -> WorkspaceError | None:
