@@ -8,15 +8,25 @@ from swarm._sandbox import NoSandbox
 from swarm.agent._loop import Agent
 from swarm.agent._tool import ToolContext
 from swarm.agent._toolbox import coding_tools
+from swarm.agent.hooks import StepInfo
+from swarm.messages import ToolCall
 from swarm.run._asked_calls import AskedRenames, NotATool
 from swarm.run._missing import asked_names, words
 from swarm.testing import ScriptedModel, call
 
 TASK = "Rename `calc_total` to `order_total`. Add the `Item` dataclass (name, price, qty)."
+RENAME_CALC = '{"old": "calc_total", "new": "order_total"}'
+SUBTASK = "Rename `calc_total` everywhere, then add the `Item` dataclass (name, price, qty)."
 
 
 async def test_only_the_renames_the_instructions_name_run(tmp_path: Path) -> None:
     """A small model asked for a dataclass renamed ten names it was never asked to."""
+    assert (
+        await AskedRenames(words("Add the `Item` dataclass."), words(TASK)).before_tool(
+            StepInfo("coder", 1, []), ToolCall(id="1", name="rename", arguments=RENAME_CALC)
+        )
+        is not None
+    )  # the task's rename is another subtask's
     (tmp_path / "pricing.py").write_text(
         "def calc_total(items):\n    return sum(i['price'] for i in items if i['name'])\n"
     )
@@ -32,18 +42,18 @@ async def test_only_the_renames_the_instructions_name_run(tmp_path: Path) -> Non
         "coder",
         model=model,
         tools=coding_tools(),
-        hooks=(AskedRenames(words(TASK)),),
+        hooks=(AskedRenames(words(SUBTASK), words(TASK)),),
         context=ToolContext(root=tmp_path, sandbox=NoSandbox()),
     )
     result = await agent.run("go")
     assert result.finished
     told = [r.messages[-1].content or "" for r in model.requests[1:]]
     assert told[0] == (
-        "error: vetoed: Not renamed: no instruction asks to rename `name` to `item_name` "
-        "(none names `item_name`). Rename only what the task or your subtask asks to; every "
-        "other name stays as it is."
+        "error: vetoed: Not renamed: your subtask does not ask to rename `name` to "
+        "`item_name`. Rename only what your subtask asks to (another subtask may do the "
+        "task's other renames); every other name stays as it is."
     )
-    assert "no instruction asks to rename `price` to `item_price`" in told[1]
+    assert "does not ask to rename `price` to `item_price`" in told[1]
     assert told[2].startswith("renamed calc_total to order_total in 1 file(s)")
     assert (tmp_path / "pricing.py").read_text() == (
         "def order_total(items):\n    return sum(i['price'] for i in items if i['name'])\n"

@@ -133,6 +133,15 @@ async def test_bad_names_and_no_uses_are_told(ws: Path) -> None:
         await rename(ws, old="calc_total", new="calc_total")
     with pytest.raises(ToolError, match="no Python file uses the name 'nowhere'"):
         await rename(ws, old="nowhere", new="somewhere")
+    # asked again once made, again and again by a small model: it is told it is made
+    await rename(ws, old="calc_total", new="order_total")
+    with pytest.raises(ToolError) as made:
+        await rename(ws, old="calc_total", new="order_total")
+    assert str(made.value) == (
+        "no Python file uses the name 'calc_total'; 'order_total' is in inventory/pricing.py, "
+        "inventory/report.py, tests/test_report.py: the rename looks made already. If it is, "
+        "your change is done: call finish"
+    )
 
 
 async def test_a_file_that_does_not_parse_is_left_alone_and_named(ws: Path) -> None:

@@ -61,6 +61,7 @@ def rename(ctx: ToolContext, old: str, new: str) -> str:
     changed: list[str] = []
     skipped: list[str] = []
     others: list[Path] = []
+    has_new: list[str] = []
     for file in workspace_files(root):
         rel = file.relative_to(root).as_posix()
         if file.suffix != ".py":
@@ -71,6 +72,8 @@ def rename(ctx: ToolContext, old: str, new: str) -> str:
             before = data.decode("utf-8")
         except (ToolError, UnicodeDecodeError):
             continue
+        if new in before and _whole_word(new).search(before):
+            has_new.append(rel)  # told if nothing is renamed: done already?
         if old not in before:
             continue
         try:
@@ -84,6 +87,11 @@ def rename(ctx: ToolContext, old: str, new: str) -> str:
             changed.append(f"{rel} ({count})")
     if not changed:
         why = f" ({', '.join(skipped)} does not parse)" if skipped else ""
+        if has_new and not skipped:  # a small model asked for it again and again
+            why = (
+                f"; {new!r} is in {_listed(has_new)}: the rename looks made already. If it "
+                "is, your change is done: call finish"
+            )
         raise ToolError(f"no Python file uses the name {old!r}{why}")
     done = f"renamed {old} to {new} in {len(changed)} file(s): {', '.join(changed)}"
     if skipped:
@@ -146,6 +154,11 @@ def _fstring_code(literal: str) -> list[tuple[int, int]]:
                 regions.append((start, i))
         i += 1
     return regions
+
+
+def _listed(paths: list[str], most: int = 5) -> str:
+    more = f" and {len(paths) - most} more" if len(paths) > most else ""
+    return ", ".join(paths[:most]) + more
 
 
 def _whole_word(name: str) -> re.Pattern[str]:

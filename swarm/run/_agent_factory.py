@@ -130,7 +130,7 @@ class AgentFactory:
         hooks: list[Hooks] = [NotATool(names, tuple(st.files), fenced)] if names else []
         if RENAME_TOOL in tools:
             hooks.append(
-                AskedRenames(words(task.title, task.instructions, st.title, st.instructions))
+                AskedRenames(words(st.title, st.instructions), words(task.title, task.instructions))
             )
         if fenced:
             asked = f"{st.title}\n{st.instructions}"

@@ -8,11 +8,15 @@ to `BULK_DISCOUNT_RATE`, ...): every caller and test changed with them, the chec
 red on the dictionaries that still had `"name"` keys, and three fixers could not bring the
 subtask back.
 
-A rename is asked when the task's or the subtask's words (titles and instructions) name
-both the old name and the new one: "Rename `calc_total` to `order_total`". Any other
-`rename` call is vetoed, and the agent reads why; the names may still change by
-`edit_file`, one use at a time, where a change really needs it. A call under another
-name with `old` and `new` alone is judged too: it runs as a `rename` (`swarm.agent._steps`).
+A rename is asked when the subtask's words (its title and instructions) name both the
+old name and the new one ("Rename `calc_total` to `order_total`"), or name one of them and
+the task's words name both (a planner's "Rename `calc_total` everywhere"). The task's
+words alone do not ask it of every subtask: the coder of the `Item` dataclass made the
+task's rename, and the rename's own coder, finding nothing to rename, tried it again
+eleven times. Any other `rename` call is vetoed, and the agent reads why; the names may
+still change by `edit_file`, one use at a time, where a change really needs it. A call
+under another name with `old` and `new` alone is judged too: it runs as a `rename`
+(`swarm.agent._steps`).
 
 A function the subtask asks for is written, not called. A small model asked to "Add a
 function `low_stock` to `stock.py`" called a tool `low_stock`, with a JSON schema for its
@@ -40,10 +44,12 @@ _RENAMES = {"old", "new"}
 
 @dataclass(frozen=True)
 class AskedRenames(Hooks):
-    """A `before_tool` hook: vetoes a `rename` whose old or new name `asked` lacks."""
+    """A `before_tool` hook: vetoes a `rename` its subtask does not ask for."""
 
-    asked: frozenset[str]
-    """Every word of the task's and the subtask's titles and instructions."""
+    subtask: frozenset[str]
+    """Every word of the subtask's title and instructions."""
+    task: frozenset[str]
+    """Every word of the task's title and instructions."""
 
     async def before_tool(self, info: StepInfo, call: ToolCall) -> ToolCall | Veto | None:
         try:
@@ -55,13 +61,13 @@ class AskedRenames(Hooks):
         old, new = args.get("old"), args.get("new")
         if not isinstance(old, str) or not isinstance(new, str) or old == new:
             return None
-        unnamed = [f"`{name}`" for name in (old, new) if name not in self.asked]
-        if not unnamed:
+        named = [name in self.subtask for name in (old, new)]
+        if all(named) or (any(named) and old in self.task and new in self.task):
             return None
         return Veto(
-            f"Not renamed: no instruction asks to rename `{old}` to `{new}` (none names "
-            f"{' or '.join(unnamed)}). Rename only what the task or your subtask asks to; "
-            "every other name stays as it is."
+            f"Not renamed: your subtask does not ask to rename `{old}` to `{new}`. Rename "
+            "only what your subtask asks to (another subtask may do the task's other "
+            "renames); every other name stays as it is."
         )
 
 
