@@ -397,20 +397,24 @@ async def test_a_step_that_stays_red_is_undone_and_the_steps_around_it_merge(
     assert_untouched(repo)
 
 
+@pytest.mark.parametrize("coder", ["finished", "stuck"])
 async def test_a_coder_sent_back_for_a_name_who_turns_the_check_red_is_undone(
-    tmp_path: Path, repo: Path
+    tmp_path: Path, repo: Path, coder: str
 ) -> None:
     """Sent back for the `low_stock` it had not added, a small model renamed what was
     there, its fixers could not make the check green, and the subtask started afresh
-    without the green rename it had: now that send-back is undone instead."""
+    without the green rename it had: now that send-back is undone instead, whether the
+    coder finished (sent back at once) or got stuck (sent back once its change is green)."""
     add = subtask("s1", ["a.py"]) | {"instructions": "Type one and add `first_name()` to a.py."}
+    typed = edit("a.py", "def one():", "def one() -> int:")
     stuck = "I have typed one."
+    fixers = [f"fixer:s1:{n}" if coder == "finished" else f"fixer:s1:missing{n}" for n in (1, 2, 3)]
     scripts = ScriptedSource(
         {
-            "coder:s1": [edit("a.py", "def one():", "def one() -> int:"), stuck, stuck],
+            "coder:s1": [typed, done()] if coder == "finished" else [typed, stuck, stuck],
             "coder:s1:up": [stuck],
             "coder:s1:missing": [edit("a.py", "    return 1", "    return 2"), done()],
-            **{f"fixer:s1:missing{n}": [done("could not")] for n in (1, 2, 3)},
+            **{fixer: [done("could not")] for fixer in fixers},
             "coder:complete": [done("could not")],
         }
     )
@@ -418,7 +422,9 @@ async def test_a_coder_sent_back_for_a_name_who_turns_the_check_red_is_undone(
     report = await solve(request(tmp_path, repo, plan), source=scripts)
     assert [s.status for s in report.subtasks] == ["merged"], report
     assert git(repo, "show", f"{report.branch}:a.py") == "def one() -> int:\n    return 1"
-    assert report.subtasks[0].warning == "asked for first_name; no file has it"
+    warning = report.subtasks[0].warning or ""
+    assert warning.endswith("asked for first_name; no file has it"), warning
+    assert ("what the coder was sent back for was undone" in warning) == (coder == "finished")
     assert "coder:s1:afresh1" not in scripts.models
 
 

@@ -57,7 +57,7 @@ from swarm.run._check import (
 from swarm.run._copies import Copy, copied_definitions, copy_prompt
 from swarm.run._dispatch import Dispatch
 from swarm.run._environment import CheckEnvironment
-from swarm.run._fix_loop import FixLoop
+from swarm.run._fix_loop import Checked, FixLoop
 from swarm.run._live_path import LivePath
 from swarm.run._merge import Merger, MergeResult
 from swarm.run._missing import (
@@ -111,11 +111,17 @@ _Found = TypeVar("_Found")
 @dataclass(frozen=True)
 class _Coded:
     """What a coder's turn left: the patch (None: not read since the last change), the new
-    names its subtask asks for, and whether the coder was sent back for missing ones."""
+    names its subtask asks for, whether the coder was sent back for missing ones, and its
+    own change when that was green before a send-back changed it (None: not green, or
+    nothing changed it)."""
 
     patch: str | None
     asked: list[str]
     sent_back: bool = False
+    green: str | None = None
+    checked: Checked | str | None = None
+    """`patch` checked (`FixLoop.first_check`), when it was before any send-back changed
+    it; None: to check."""
 
 
 @dataclass(frozen=True)
@@ -549,10 +555,7 @@ class Coordinator:
                 async with self._workspaces.open(base, st.id) as ws:
                     with self._tree(ws, base):
                         coded = await self._code(st, ws, base, outcome, told)
-                        checked = await self._fix_loop.first_check(st, ws, base, coded.patch)
-                        patch = await self._fix_loop.until_green(
-                            st, ws, base, outcome, tag="", checked=checked
-                        )
+                        patch = await self._green(st, ws, base, outcome, coded)
                         return await self._asked_for(st, ws, base, outcome, coded, patch)
             except StillRed as red:
                 if len(outcome.started_afresh) >= self.options.fresh_starts:
@@ -561,6 +564,28 @@ class Coordinator:
                 outcome.started_afresh.append(f"started afresh: {red}")
                 self._agents.fresh[st.id] = len(outcome.started_afresh)
                 self._run.progress.note(f"{st.id}: {red}: starting afresh")
+
+    async def _green(
+        self, st: Subtask, ws: WorkspaceLike, base: str, outcome: SubtaskOutcome, coded: _Coded
+    ) -> str:
+        """The coder's change checked, and fixed while red: its patch once green. Still red,
+        it goes back to the coder's own change if that was green before the coder was sent
+        back (a small model sent back for `low_stock` wrote imports of names no file has,
+        and the subtask started afresh without its green rename); else `StillRed`."""
+        checked = coded.checked
+        if checked is None:
+            checked = await self._fix_loop.first_check(st, ws, base, coded.patch)
+        try:
+            return await self._fix_loop.until_green(st, ws, base, outcome, tag="", checked=checked)
+        except StillRed as red:
+            if coded.green is None:
+                raise
+            await _restore(ws, coded.green)
+            outcome.warn(
+                f"what the coder was sent back for was undone: `{one_line(red.command, 80)}`"
+                f" stayed red after {self.options.fix_rounds} fix rounds"
+            )
+            return coded.green
 
     async def _code(
         self, st: Subtask, ws: WorkspaceLike, base: str, outcome: SubtaskOutcome, told: str = ""
@@ -574,14 +599,18 @@ class Coordinator:
         result, patch = await self._coder_turn(st, ws, base, outcome, told)
         if result is None or not result.finished or patch is None:
             return _Coded(patch, new_names)
+        own, checked = patch, await self._fix_loop.first_check(st, ws, base, patch)
         for rule in self._send_backs(st, ws, base):
             patch = await self._sent_back(st, ws, outcome, patch, result.messages, rule)
         patch = await self._keep(st, ws, outcome, kept, result.messages) or patch
         missing = await missing_names(ws.path, new_names)  # none asked: no git run
-        if not missing:
-            return _Coded(patch, new_names)
-        await self._send_back_missing(st, ws, missing, result.messages)
-        return _Coded(await ws.patch(), new_names, sent_back=True)
+        if missing:
+            await self._send_back_missing(st, ws, missing, result.messages)
+            patch = await ws.patch()
+        if patch == own:  # the check stands
+            return _Coded(patch, new_names, sent_back=bool(missing), checked=checked)
+        green = own if isinstance(checked, str) or checked.result.passed else None
+        return _Coded(patch, new_names, sent_back=bool(missing), green=green)
 
     def _send_backs(self, st: Subtask, ws: WorkspaceLike, base: str) -> list[_SendBack[Any]]:
         """What a finished coder's change is read for, in order: definitions removed that
