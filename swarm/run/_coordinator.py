@@ -1040,8 +1040,8 @@ class Coordinator:
 
 
 async def _restore(ws: WorkspaceLike, patch: str) -> None:
-    """The workspace's files made as `patch` (an earlier one of its own) left them: what
-    came since is taken back out."""
+    """The workspace's files put back as they were at `patch`, an earlier patch of its
+    own: what came since is taken back out."""
     await ws.apply(await ws.patch(), reverse=True)
     await ws.apply(patch)
 
