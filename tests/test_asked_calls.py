@@ -8,7 +8,7 @@ from swarm._sandbox import NoSandbox
 from swarm.agent._loop import Agent
 from swarm.agent._tool import ToolContext
 from swarm.agent._toolbox import coding_tools
-from swarm.agent.hooks import StepInfo
+from swarm.agent.hooks import StepInfo, Veto
 from swarm.messages import ToolCall
 from swarm.run._asked_calls import AskedRenames, NotATool
 from swarm.run._missing import asked_names, words
@@ -27,6 +27,15 @@ async def test_only_the_renames_the_instructions_name_run(tmp_path: Path) -> Non
         )
         is not None
     )  # the task's rename is another subtask's
+    readme = AskedRenames(words("Update the README's example."), words(TASK), ("README.md",))
+    vetoed = await readme.before_tool(
+        StepInfo("coder", 1, []), ToolCall(id="1", name="rename", arguments=RENAME_CALC)
+    )
+    assert isinstance(vetoed, Veto) and vetoed.reason == (
+        "Not renamed: `rename` changes Python code, and your files (README.md) are not "
+        'Python. Where they show `calc_total`, change it with edit_file (old: "calc_total", '
+        'new: "order_total", replace_all: true).'
+    )
     (tmp_path / "pricing.py").write_text(
         "def calc_total(items):\n    return sum(i['price'] for i in items if i['name'])\n"
     )

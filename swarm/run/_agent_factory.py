@@ -129,9 +129,11 @@ class AgentFactory:
         names = frozenset(asked_names(st.title, st.instructions)) - tools
         hooks: list[Hooks] = [NotATool(names, tuple(st.files), fenced)] if names else []
         if RENAME_TOOL in tools:
-            hooks.append(
-                AskedRenames(words(st.title, st.instructions), words(task.title, task.instructions))
+            ours, task_words = (
+                words(st.title, st.instructions),
+                words(task.title, task.instructions),
             )
+            hooks.append(AskedRenames(ours, task_words, tuple(st.files)))
         if fenced:
             asked = f"{st.title}\n{st.instructions}"
             hooks.append(FencedFileWrites(path, st.files, asked=asked, tools=tools))

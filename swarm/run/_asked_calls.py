@@ -50,6 +50,9 @@ class AskedRenames(Hooks):
     """Every word of the subtask's title and instructions."""
     task: frozenset[str]
     """Every word of the task's title and instructions."""
+    files: tuple[str, ...] = ()
+    """The subtask's files: where none is Python, a task's rename is theirs to make by
+    `edit_file` (a README's example)."""
 
     async def before_tool(self, info: StepInfo, call: ToolCall) -> ToolCall | Veto | None:
         try:
@@ -62,8 +65,16 @@ class AskedRenames(Hooks):
         if not isinstance(old, str) or not isinstance(new, str) or old == new:
             return None
         named = [name in self.subtask for name in (old, new)]
-        if all(named) or (any(named) and old in self.task and new in self.task):
+        in_task = old in self.task and new in self.task
+        if all(named) or (any(named) and in_task):
             return None
+        if in_task and self.files and not any(f.endswith(".py") for f in self.files):
+            # a README's coder, its rename vetoed, tried it again and again, three times over
+            return Veto(
+                f"Not renamed: `rename` changes Python code, and your files "
+                f"({', '.join(self.files)}) are not Python. Where they show `{old}`, change "
+                f'it with edit_file (old: "{old}", new: "{new}", replace_all: true).'
+            )
         return Veto(
             f"Not renamed: your subtask does not ask to rename `{old}` to `{new}`. Rename "
             "only what your subtask asks to (another subtask may do the task's other "
