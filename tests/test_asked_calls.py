@@ -74,10 +74,12 @@ async def test_a_call_to_the_function_the_subtask_asks_for_is_told_to_write_it(
 ) -> None:
     """Asked to add `low_stock`, a small model called a tool `low_stock` with a schema."""
     asked = "Add a function `low_stock` to `stock.py` that returns sorted names."
+    (tmp_path / "stock.py").write_text("def in_stock(stock, name):\n    return stock[name] > 0\n")
     model = ScriptedModel(
         [
             call("low_stock", stock={"type": "dict"}, threshold={"type": "integer"}),
             call("restock", name="bolt"),  # no tool, and not a name it asks for
+            call("in_stock", name="bolt"),  # a function of its file
             call("finish", summary="done"),
         ]
     )
@@ -85,7 +87,7 @@ async def test_a_call_to_the_function_the_subtask_asks_for_is_told_to_write_it(
         "coder",
         model=model,
         tools=coding_tools(),
-        hooks=(NotATool(frozenset(asked_names(asked)), ("stock.py",), fenced=True),),
+        hooks=(NotATool(frozenset(asked_names(asked)), ("stock.py",), True, tmp_path),),
         context=ToolContext(root=tmp_path, sandbox=NoSandbox()),
     )
     assert (await agent.run("go")).finished
@@ -96,3 +98,7 @@ async def test_a_call_to_the_function_the_subtask_asks_for_is_told_to_write_it(
         "or call edit_file or write_file; then call finish. The tools are:\n"
     )
     assert told[1].startswith("error: unknown tool 'restock'.")
+    assert told[2].startswith(
+        "error: `in_stock` is not a tool: it is code in stock.py. To change it, call "
+        "edit_file on stock.py; then call finish. The tools are:\n"
+    )

@@ -127,7 +127,8 @@ class AgentFactory:
         task = self.task
         fenced = is_local(path) and "write_file" in tools
         names = frozenset(asked_names(st.title, st.instructions)) - tools
-        hooks: list[Hooks] = [NotATool(names, tuple(st.files), fenced)] if names else []
+        root = path if is_local(path) else None
+        hooks: list[Hooks] = [NotATool(names, tuple(st.files), fenced, root)]
         if RENAME_TOOL in tools:
             ours, task_words = (
                 words(st.title, st.instructions),

@@ -26,10 +26,13 @@ the name is: the code its subtask asks it to write, and where.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import orjson
 
+from swarm.agent._confined import read_regular
 from swarm.agent.hooks import Hooks, StepInfo, Veto
 from swarm.messages import ToolCall
 
@@ -84,8 +87,9 @@ class AskedRenames(Hooks):
 
 @dataclass(frozen=True)
 class NotATool(Hooks):
-    """An `after_tool` hook: a call to no tool, under a name the subtask asks to define,
-    is told that the name is code to write (in `files`), not a tool."""
+    """An `after_tool` hook: a call to no tool, under a name the subtask asks to define or
+    one its files define, is told that the name is code (to write, or to change there),
+    not a tool."""
 
     names: frozenset[str]
     """The code names the subtask asks for (`swarm.run._missing.asked_names`)."""
@@ -93,16 +97,37 @@ class NotATool(Hooks):
     fenced: bool = False
     """Whether code the model shows in a fence is written (`swarm.agent._fenced_files`):
     the way a small model writes code best."""
+    root: Path | None = None
+    """Where `files` are, to look for a definition of the name (None: not looked for)."""
 
     async def after_tool(self, info: StepInfo, call: ToolCall, text: str) -> str | None:
         unknown = _UNKNOWN.format(call.name)
-        if call.name not in self.names or not text.startswith(unknown):
+        if not text.startswith(unknown):
             return None
-        where = f" in {', '.join(self.files)}" if self.files else ""
-        how = "call edit_file or write_file"
-        if self.fenced:
-            how = f"show its code in a ```python fence under the file's path, or {how}"
+        if call.name in self.names:
+            where = f" in {', '.join(self.files)}" if self.files else ""
+            how = "call edit_file or write_file"
+            if self.fenced:
+                how = f"show its code in a ```python fence under the file's path, or {how}"
+            said = f"it is code your subtask asks you to write{where}. To write it, {how}"
+        elif (defined := self._defined(call.name)) is not None:
+            # the 1.5B model called `apply_discount`, a function of pricing.py, as a tool
+            said = f"it is code in {defined}. To change it, call edit_file on {defined}"
+        else:
+            return None
         return (
-            f"error: `{call.name}` is not a tool: it is code your subtask asks you to write"
-            f"{where}. To write it, {how}; then call finish." + text[len(unknown) :]
+            f"error: `{call.name}` is not a tool: {said}; then call finish." + text[len(unknown) :]
         )
+
+    def _defined(self, name: str) -> str | None:
+        """The first of `files` that defines `name` (a function or a class)."""
+        if self.root is None or not name.isidentifier():
+            return None
+        definition = re.compile(rf"^\s*(?:async\s+)?(?:def|class)\s+{name}\b", re.MULTILINE)
+        for file in self.files:
+            if not file.endswith(".py"):
+                continue
+            data = read_regular(self.root / file)  # the agent's file: no FIFO, no symlink
+            if data is not None and definition.search(data.decode("utf-8", "replace")):
+                return file
+        return None
