@@ -145,6 +145,19 @@ async def test_write_file_over_a_module_says_which_definitions_it_dropped(ws: Pa
     assert kept == "wrote 30 bytes to src/calc.py"
 
 
+@pytest.mark.parametrize("placeholder", ["...\n...", "# ...\n", "  …  "])
+async def test_write_file_of_a_placeholder_over_a_file_is_refused(
+    ws: Path, placeholder: str
+) -> None:
+    """A fixer of the 1.5B model wrote `...` lines over a module, three times."""
+    before = (ws / "src" / "calc.py").read_text()
+    for _ in range(2):  # refused each time, not once
+        with pytest.raises(ToolError, match="the content is a placeholder"):
+            await call("write_file", ws, path="src/calc.py", content=placeholder)
+    assert (ws / "src" / "calc.py").read_text() == before
+    await call("write_file", ws, path="new.py", content="...\n")  # a new file may be a stub
+
+
 async def test_write_file_that_would_delete_most_of_a_module_is_refused_once(ws: Path) -> None:
     # a small model asked to add what was missing wrote the module anew as a class
     clobber = "class Calc:\n    def total(self):\n        return 0\n"

@@ -412,6 +412,11 @@ def write_file(ctx: ToolContext, path: str, content: str) -> str:
         before: str | None = _read_text(ctx, path)[1]
     except ToolError:
         before = None
+    if before and _PLACEHOLDER.fullmatch(content):
+        raise ToolError(
+            f"the content is a placeholder ({content.strip()[:40]!r}), not the file's text: "
+            "nothing was written. Give the whole new text, or change a part with edit_file"
+        )
     content, echo = _echo_undone(path, content)
     content, note = _python_checked(path, content, before)
     note = echo + note
@@ -441,6 +446,9 @@ def write_file(ctx: ToolContext, path: str, content: str) -> str:
     return done
 
 
+_PLACEHOLDER = re.compile(r"\s*(?:(?:#\s*)?(?:\.\.\.|…)\s*)*")
+"""Text made only of elisions (`...`, `# ...`): a fixer of the 1.5B model wrote
+`...\n...` over `pricing.py`, as Python it parses (an `Ellipsis`), three times."""
 _SEARCH_HIT = re.compile(r"^[^\s:]+:\d+:")
 """A line as search shows it: the file's path, the line's number, then its text."""
 
