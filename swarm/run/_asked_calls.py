@@ -41,6 +41,8 @@ __all__ = ["AskedRenames", "NotATool"]
 RENAME_TOOL = "rename"
 _UNKNOWN = "error: unknown tool {!r}."
 """How the agent's answer to a call under no tool's name begins (`swarm.agent._steps`)."""
+_MAX_READ_BYTES = 5_000_000
+"""A larger file of the agent's is not read for a definition (as the rename tool)."""
 _RENAMES = {"old", "new"}
 """A `rename` call's arguments: a call under another name with these alone runs as one."""
 
@@ -127,7 +129,13 @@ class NotATool(Hooks):
         for file in self.files:
             if not file.endswith(".py"):
                 continue
-            data = read_regular(self.root / file)  # the agent's file: no FIFO, no symlink
+            path = self.root / file
+            try:
+                if path.lstat().st_size > _MAX_READ_BYTES:
+                    continue
+            except OSError:
+                continue
+            data = read_regular(path)  # the agent's file: no FIFO, no symlink followed
             if data is not None and definition.search(data.decode("utf-8", "replace")):
                 return file
         return None
