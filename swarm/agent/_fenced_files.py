@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from swarm._pyast import parse as parse_python
-from swarm.agent._steps import CUT_SHORT
+from swarm.agent._steps import CUT_SHORT, call_arguments
 from swarm.agent.hooks import Hooks, StepInfo
 from swarm.messages import ChatResult, Message, ToolCall
 
@@ -333,12 +333,7 @@ def _code(call: ToolCall) -> str | None:
     """`call`'s code as a fenced block under its path (none when it gives none), when it
     carries code (`content`, `code`, `source`) and is not a write's `path` and
     `content`, which a tool takes as they are."""
-    try:
-        arguments = json.loads(call.arguments or "{}")
-    except ValueError:
-        return None
-    if not isinstance(arguments, dict):
-        return None
+    arguments = call_arguments(call)
     code = next((v for k in _CODE_KEYS if isinstance(v := arguments.get(k), str)), None)
     path = next((v for k in _PATH_KEYS if isinstance(v := arguments.get(k), str)), None)
     if code is None or (path is not None and "content" in arguments):

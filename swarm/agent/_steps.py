@@ -39,7 +39,7 @@ from swarm.providers._tool_text import INVENTED_RESULT_PROBLEM, call_format_hint
 if TYPE_CHECKING:
     from swarm.agent._loop import Agent
 
-__all__ = ["CUT_SHORT", "Emit", "Steps"]
+__all__ = ["CUT_SHORT", "Emit", "Steps", "call_arguments"]
 
 CUT_SHORT = ("length", REPETITION, DEADLINE_CUT)
 """Finish reasons of a reply that stopped before the model was done."""
@@ -465,7 +465,7 @@ class Steps(Generic[T]):
                 self.calls.repaired += 1
             if tool is None:
                 self.calls.rejected += 1
-                sent = " ".join(v for v in _arguments(call).values() if isinstance(v, str))
+                sent = " ".join(v for v in call_arguments(call).values() if isinstance(v, str))
                 if (echo := _echoed(sent, self.messages)) is not None:
                     # a small model sent a tool `error` the answer to its last call, then
                     # that answer (the list of tools), and on until it was stopped as stuck
@@ -536,10 +536,7 @@ def _called_paths(calls: Sequence[ToolCall]) -> list[str]:
     """The `path` arguments of `calls`."""
     paths = []
     for c in calls:
-        try:
-            path = json.loads(c.arguments).get("path")
-        except (ValueError, AttributeError):  # not JSON, or not an object
-            continue
+        path = call_arguments(c).get("path")
         if isinstance(path, str) and path.strip():
             paths.append(path)
     return paths
@@ -584,7 +581,7 @@ each write would otherwise be matched against the last answers whole)."""
 
 def _written_text(call: ToolCall) -> str:
     """The text a file tool's call would put in the file (`content`, `new`), or ""."""
-    arguments = _arguments(call)
+    arguments = call_arguments(call)
     text = arguments.get("content", arguments.get("new"))
     return text if isinstance(text, str) else ""
 
@@ -649,7 +646,7 @@ _SHOWS_FILES = frozenset({"read_file", "search"})
 """Tools whose answer is a file's text: copied into a file, it is not an echo."""
 
 
-def _arguments(call: ToolCall) -> dict[str, Any]:
+def call_arguments(call: ToolCall) -> dict[str, Any]:
     """`call`'s arguments as an object; empty when they do not parse as one."""
     try:
         arguments = json.loads(call.arguments or "{}")
@@ -660,7 +657,7 @@ def _arguments(call: ToolCall) -> dict[str, Any]:
 
 def _given(call: ToolCall) -> set[str]:
     """The names of the arguments `call` gives (not null); none when they do not parse."""
-    return {k for k, v in _arguments(call).items() if v is not None}
+    return {k for k, v in call_arguments(call).items() if v is not None}
 
 
 def _fills(given: set[str], tool: Tool) -> bool:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field, replace
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
 
 import anyio
@@ -118,23 +118,28 @@ class AgentFactory:
         )
         return TimedAgent(agent, self.times, role, self.stuck)
 
+    @cached_property
+    def _tool_names(self) -> frozenset[str]:
+        return frozenset(t.name for t in self.tools)
+
+    @cached_property
+    def _task_words(self) -> frozenset[str]:
+        """The words of the task, read once for every agent's `AskedRenames`."""
+        return words(self.task.title, self.task.instructions)
+
     def _hooks(self, path: Path, st: Subtask) -> tuple[Hooks, ...]:
         """A rename no instruction asks for is vetoed, and a call to a name the subtask
         asks to write is told so (`swarm.run._asked_calls`). A coder's or fixer's reply
         that shows its files whole in fences, calling no tool, writes them
         (`swarm.agent._fenced_files`; not on another node's files)."""
-        tools = frozenset(t.name for t in self.tools)
-        task = self.task
+        tools = self._tool_names
         fenced = is_local(path) and "write_file" in tools
         names = frozenset(asked_names(st.title, st.instructions)) - tools
         root = path if is_local(path) else None
         hooks: list[Hooks] = [NotATool(names, tuple(st.files), fenced, root)]
         if RENAME_TOOL in tools:
-            ours, task_words = (
-                words(st.title, st.instructions),
-                words(task.title, task.instructions),
-            )
-            hooks.append(AskedRenames(ours, task_words, tuple(st.files)))
+            ours = words(st.title, st.instructions)
+            hooks.append(AskedRenames(ours, self._task_words, tuple(st.files), tools))
         if fenced:
             asked = f"{st.title}\n{st.instructions}"
             hooks.append(FencedFileWrites(path, st.files, asked=asked, tools=tools))

@@ -30,9 +30,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import orjson
-
 from swarm.agent._confined import read_regular
+from swarm.agent._steps import call_arguments
 from swarm.agent.hooks import Hooks, StepInfo, Veto
 from swarm.messages import ToolCall
 
@@ -58,13 +57,14 @@ class AskedRenames(Hooks):
     files: tuple[str, ...] = ()
     """The subtask's files: where none is Python, a task's rename is theirs to make by
     `edit_file` (a README's example)."""
+    tools: frozenset[str] = frozenset()
+    """The agent's tool names: a call to another of them is no rename, and is not read."""
 
     async def before_tool(self, info: StepInfo, call: ToolCall) -> ToolCall | Veto | None:
-        try:
-            args = orjson.loads(call.arguments)
-        except orjson.JSONDecodeError:
-            return None  # the tool's own validation says what is wrong
-        if not isinstance(args, dict) or (call.name != RENAME_TOOL and set(args) != _RENAMES):
+        if call.name != RENAME_TOOL and call.name in self.tools:
+            return None
+        args = call_arguments(call)  # unreadable: the tool's own validation says why
+        if call.name != RENAME_TOOL and set(args) != _RENAMES:
             return None
         old, new = args.get("old"), args.get("new")
         if not isinstance(old, str) or not isinstance(new, str) or old == new:
