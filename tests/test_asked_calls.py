@@ -80,6 +80,7 @@ async def test_a_call_to_the_function_the_subtask_asks_for_is_told_to_write_it(
             call("low_stock", stock={"type": "dict"}, threshold={"type": "integer"}),
             call("restock", name="bolt"),  # no tool, and not a name it asks for
             call("in_stock", name="bolt"),  # a function of its file
+            call("add_low_stock", threshold=2),  # named after the subtask's title
             call("finish", summary="done"),
         ]
     )
@@ -101,4 +102,8 @@ async def test_a_call_to_the_function_the_subtask_asks_for_is_told_to_write_it(
     assert told[2].startswith(
         "error: `in_stock` is not a tool: it is code in stock.py. To change it, call "
         "edit_file on stock.py; then call finish. The tools are:\n"
+    )
+    assert told[3].startswith(
+        "error: `add_low_stock` is not a tool: `low_stock` is code your subtask asks you to "
+        "write in stock.py."
     )

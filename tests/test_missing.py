@@ -5,7 +5,13 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from swarm.run._missing import asked_names, missing_names, missing_prompt, taken_prompt
+from swarm.run._missing import (
+    asked_names,
+    missing_names,
+    missing_prompt,
+    named_files,
+    taken_prompt,
+)
 
 
 def test_the_names_a_subtask_asks_for() -> None:
@@ -36,6 +42,25 @@ def test_the_coder_is_told_what_is_missing_and_where() -> None:
     told = missing_prompt(["test_clamp"], ("tests/test_m.py",))
     assert told.startswith("Your subtask asks for `test_clamp`, but no file in your worktree")
     assert "(your files: tests/test_m.py)" in told
+
+
+def test_a_coder_whose_fenced_code_is_written_is_told_it_may_show_the_file() -> None:
+    told = missing_prompt(["test_clamp"], ("tests/test_m.py", "README.md"), fenced=True)
+    assert told == (
+        "Your subtask asks for `test_clamp`, but no file in your worktree has it now. Add "
+        "what is missing (your files: tests/test_m.py, README.md) by showing the whole new "
+        "text of tests/test_m.py in a ```python fence under its path, or with edit_file or "
+        "write_file, keeping what is there, then call `finish`."
+    )
+    assert "fence" not in missing_prompt(["x_y"], ("README.md",), fenced=True)
+
+
+def test_the_files_a_text_names_that_are_there(tmp_path: Path) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_m.py").write_text("")
+    (tmp_path / "m.py").write_text("")
+    text = "Add `clamp` to m.py and a test to tests/test_m.py, not to gone.py or ../m.py."
+    assert named_files(tmp_path, text, "m.py again") == ("m.py", "tests/test_m.py")
 
 
 def test_the_coder_is_told_what_its_change_took_away() -> None:

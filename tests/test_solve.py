@@ -472,6 +472,7 @@ async def test_a_name_a_merged_subtask_added_is_kept_by_the_ones_after_it(
             ],
             "coder:s2:kept": [rename_back, done()] if puts_it_back else [done("it is better")],
             "coder:complete": [done("it is better")],  # first_name is gone at the end
+            "coder:complete:missing": [done("it is better")],
         }
     )
     plan = write_plan(tmp_path, [add, readme])
@@ -493,11 +494,12 @@ async def test_a_name_a_merged_subtask_added_is_kept_by_the_ones_after_it(
         assert report.missing == ["first_name"]
 
 
-@pytest.mark.parametrize("adds_it", [True, False, None])
+@pytest.mark.parametrize("adds_it", [True, "sent back", False, None])
 async def test_a_name_the_task_asks_for_and_no_subtask_added_goes_to_one_coder_at_the_end(
-    tmp_path: Path, repo: Path, adds_it: bool | None
+    tmp_path: Path, repo: Path, adds_it: bool | str | None
 ) -> None:
-    """`adds_it` None: the coder changes something else, which is dropped."""
+    """`adds_it` None: the coder changes something else, which is dropped; "sent back": it
+    says it added the name, is told it did not, and adds it."""
     task = tmp_path / "task.md"
     task.write_text(f"---\ncheck: {CHECK}\n---\n# Tidy\n\nType one() and add `first_name()`.\n")
     plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])  # the planner left it out
@@ -507,11 +509,14 @@ async def test_a_name_the_task_asks_for_and_no_subtask_added_goes_to_one_coder_a
             "coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()],
             "coder:complete": (
                 [added, done()]
-                if adds_it
+                if adds_it is True
+                else [done("Added first_name")]
+                if adds_it == "sent back"
                 else [done("nothing to add")]
                 if adds_it is False
                 else [edit("b.py", "def two():", "# tidied\ndef two():"), done("tidied it")]
             ),
+            "coder:complete:missing": [added, done()] if adds_it == "sent back" else [done()],
         }
     )
     report = await solve(request(tmp_path, repo, plan, task=task), source=scripts)
@@ -522,6 +527,8 @@ async def test_a_name_the_task_asks_for_and_no_subtask_added_goes_to_one_coder_a
     assert "> Type one() and add `first_name()`." in told  # the task itself
     b_py = git(repo, "show", f"{report.branch}:b.py")
     shown = Path(str(report.report)).read_text()
+    sent_back = first_told(scripts, "coder:complete:missing") if adds_it is not True else None
+    assert sent_back is None or sent_back.startswith("Your subtask asks for `first_name`")
     if adds_it:
         assert "def first_name():" in b_py and report.missing == []
         assert "swarm: what the task asks for" in git(

@@ -118,6 +118,11 @@ class AgentFactory:
         )
         return TimedAgent(agent, self.times, role, self.stuck)
 
+    def writes_fences(self, path: Path) -> bool:
+        """Whether the agents working in `path` have code they show in a fence written
+        (`swarm.agent._fenced_files`): a local worktree, with a `write_file` tool."""
+        return is_local(path) and "write_file" in self._tool_names
+
     @cached_property
     def _tool_names(self) -> frozenset[str]:
         return frozenset(t.name for t in self.tools)
@@ -133,7 +138,7 @@ class AgentFactory:
         that shows its files whole in fences, calling no tool, writes them
         (`swarm.agent._fenced_files`; not on another node's files)."""
         tools = self._tool_names
-        fenced = is_local(path) and "write_file" in tools
+        fenced = self.writes_fences(path)
         names = frozenset(asked_names(st.title, st.instructions)) - tools
         root = path if is_local(path) else None
         hooks: list[Hooks] = [NotATool(names, tuple(st.files), fenced, root)]

@@ -89,9 +89,9 @@ class AskedRenames(Hooks):
 
 @dataclass(frozen=True)
 class NotATool(Hooks):
-    """An `after_tool` hook: a call to no tool, under a name the subtask asks to define or
-    one its files define, is told that the name is code (to write, or to change there),
-    not a tool."""
+    """An `after_tool` hook: a call to no tool, under a name the subtask asks to define
+    (or one that holds it: `add_clamp`) or one its files define, is told that the name is
+    code (to write, or to change there), not a tool."""
 
     names: frozenset[str]
     """The code names the subtask asks for (`swarm.run._missing.asked_names`)."""
@@ -106,12 +106,13 @@ class NotATool(Hooks):
         unknown = _UNKNOWN.format(call.name)
         if not text.startswith(unknown):
             return None
-        if call.name in self.names:
+        if (asked := self._asked_within(call.name)) is not None:
             where = f" in {', '.join(self.files)}" if self.files else ""
             how = "call edit_file or write_file"
             if self.fenced:
                 how = f"show its code in a ```python fence under the file's path, or {how}"
-            said = f"it is code your subtask asks you to write{where}. To write it, {how}"
+            what = "it is" if asked == call.name else f"`{asked}` is"
+            said = f"{what} code your subtask asks you to write{where}. To write it, {how}"
         elif (defined := self._defined(call.name)) is not None:
             # the 1.5B model called `apply_discount`, a function of pricing.py, as a tool
             said = f"it is code in {defined}. To change it, call edit_file on {defined}"
@@ -120,6 +121,13 @@ class NotATool(Hooks):
         return (
             f"error: `{call.name}` is not a tool: {said}; then call finish." + text[len(unknown) :]
         )
+
+    def _asked_within(self, name: str) -> str | None:
+        """The longest asked name that `name` is or holds between underscores: the 1.5B
+        model asked for `test_clamp` called a tool `add_clamp`, after the task's title
+        "Add clamp to mathutil"."""
+        held = [n for n in self.names if re.search(rf"(?:^|_){re.escape(n)}(?:_|$)", name)]
+        return max(held, key=len, default=None)
 
     def _defined(self, name: str) -> str | None:
         """The first of `files` that defines `name` (a function or a class)."""

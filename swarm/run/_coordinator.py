@@ -64,6 +64,7 @@ from swarm.run._missing import (
     asked_names,
     missing_names,
     missing_prompt,
+    named_files,
     taken_prompt,
     words,
 )
@@ -375,9 +376,10 @@ class Coordinator:
         """Names the task asks for that no file of the green branch has (a planner's
         subtasks left them out, their coders did, or the subtasks that would have added
         them failed: `failed`, by title), and lines still holding a name the task renames,
-        go to one coder in the integration worktree, with fixer rounds after it. Its
-        change is committed green, or dropped: the green branch stays as it was; so is
-        one that added none of the names and took no old name away."""
+        go to one coder in the integration worktree (sent back once when it finishes with
+        the names still missing), with fixer rounds after it. Its change is committed
+        green, or dropped: the green branch stays as it was; so is one that added none of
+        the names and took no old name away."""
         excuse = self._excused(accept)
         asked = [*missing, *(f"{old} renamed" for old in left)]
         self._run.progress.note(f"the task asks for {', '.join(asked)}: one coder adds it")
@@ -386,10 +388,16 @@ class Coordinator:
             title="what the task asks for and no subtask added",
             instructions=self.task.instructions,
         )
-        coder = self._agents.agent(
-            "coder", "coder:complete", CODER, Place(queue.worktree, queue.written), st
-        )
-        await coder.run(completion_prompt(self.task, missing, failed, self._renamed(left)))
+        place = Place(queue.worktree, queue.written)
+        coder = self._agents.agent("coder", "coder:complete", CODER, place, st)
+        result = await coder.run(completion_prompt(self.task, missing, failed, self._renamed(left)))
+        if result.finished and (still_missing := await missing_names(queue.worktree, missing)):
+            # a small model's completing coder said "Added test_clamp" and wrote nothing:
+            # sent back once, as a subtask's coder is
+            files = named_files(queue.worktree, self.task.instructions)
+            told = missing_prompt(still_missing, files, self._agents.writes_fences(place.path))
+            again = self._agents.agent("coder", "coder:complete:missing", CODER, place, st)
+            await again.run(told, history=result.messages)
         added = len(await missing_names(queue.worktree, missing)) < len(missing)
         still = await left_behind(queue.worktree, self._renames)
         if not added and sum(map(len, still.values())) >= sum(map(len, left.values())):
@@ -724,7 +732,8 @@ class Coordinator:
         self, st: Subtask, ws: WorkspaceLike, missing: list[str], history: list[Message]
     ) -> None:
         coder = self._agents.agent("coder", f"coder:{st.id}:missing", CODER, ws, st)
-        await coder.run(missing_prompt(missing, st.files), history=history)
+        told = missing_prompt(missing, st.files, self._agents.writes_fences(ws.path))
+        await coder.run(told, history=history)
 
     async def _asked_for(
         self,

@@ -30,7 +30,14 @@ from pathlib import Path
 from swarm.errors import WorkspaceError
 from swarm.run._git import git
 
-__all__ = ["asked_names", "missing_names", "missing_prompt", "taken_prompt", "words"]
+__all__ = [
+    "asked_names",
+    "missing_names",
+    "missing_prompt",
+    "named_files",
+    "taken_prompt",
+    "words",
+]
 
 _TEST = re.compile(r"\btest_\w+")
 _CALLED = re.compile(r"\b([A-Za-z_]\w*)\([^()\n]*\)")
@@ -85,14 +92,33 @@ async def missing_names(root: Path, names: list[str]) -> list[str]:
     return [name for name in names if name not in held]
 
 
-def missing_prompt(missing: list[str], files: tuple[str, ...]) -> str:
-    """What a coder whose change left out names its subtask asks for is told, once."""
+def named_files(root: Path, *texts: str) -> tuple[str, ...]:
+    """The paths `texts` name that are files under `root`, in order, each once."""
+    named = dict.fromkeys(m.group(0) for m in _PATHS.finditer("\n".join(texts)))
+    return tuple(
+        name
+        for name in named
+        if not name.startswith("/") and ".." not in name.split("/") and (root / name).is_file()
+    )
+
+
+def missing_prompt(missing: list[str], files: tuple[str, ...], fenced: bool = False) -> str:
+    """What a coder whose change left out names its subtask asks for is told, once;
+    `fenced`: code it shows in a fence is written (`swarm.agent._fenced_files`), the way
+    a small model writes code best."""
     listed = ", ".join(f"`{name}`" for name in missing)
     where = f" (your files: {', '.join(files)})" if files else ""
+    how = "with edit_file or write_file"
+    if fenced and (python := [f for f in files if f.endswith(".py")]):
+        # the 1.5B model sent back for `test_clamp` said three times it had added it
+        how = (
+            f"by showing the whole new text of {' or '.join(python)} in a ```python fence "
+            f"under its path, or {how}"
+        )
     return (
         f"Your subtask asks for {listed}, but no file in your worktree has "
-        f"{'it' if len(missing) == 1 else 'them'} now. Add what is missing{where} with "
-        "edit_file or write_file, keeping what is there, then call `finish`."
+        f"{'it' if len(missing) == 1 else 'them'} now. Add what is missing{where} {how}, "
+        "keeping what is there, then call `finish`."
     )
 
 
