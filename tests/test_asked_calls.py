@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+import pytest
 
 from swarm._sandbox import NoSandbox
 from swarm.agent._loop import Agent
@@ -10,7 +13,7 @@ from swarm.agent._tool import ToolContext
 from swarm.agent._toolbox import coding_tools
 from swarm.agent.hooks import StepInfo, Veto
 from swarm.messages import ToolCall
-from swarm.run._asked_calls import AskedRenames, NotATool
+from swarm.run._asked_calls import AskedRenames, KeptDefinitions, NotATool
 from swarm.run._missing import asked_names, words
 from swarm.testing import ScriptedModel, call
 
@@ -106,4 +109,82 @@ async def test_a_call_to_the_function_the_subtask_asks_for_is_told_to_write_it(
     assert told[3].startswith(
         "error: `add_low_stock` is not a tool: `low_stock` is code your subtask asks you to "
         "write in stock.py."
+    )
+
+
+MATH = '''"""Math."""
+
+
+def add(a, b):
+    """The sum."""
+    return a + b
+
+
+class Box:
+    def size(self):
+        return 1
+'''
+ADD = 'def add(a, b):\n    """The sum."""\n    return a + b\n'
+CLAMP = "def clamp(x, lo, hi):\n    return max(lo, min(x, hi))\n"
+INFO = StepInfo("coder", 1, [])
+
+
+async def test_an_edit_that_puts_new_code_in_the_place_of_a_definition_keeps_it(
+    tmp_path: Path,
+) -> None:
+    """The 1.5B model asked to add `clamp` replaced the whole `add` with it, then, sent
+    back to put `add` back, did it again."""
+    (tmp_path / "m.py").write_text(MATH)
+    model = ScriptedModel(
+        [
+            call("edit_file", path="m.py", old=ADD, new=CLAMP),
+            call("edit_file", path="m.py", old=CLAMP, new="def lo():\n    pass\n"),
+            call("finish", summary="done"),
+        ]
+    )
+    named = words("Add a function `clamp(x, lo, hi)` to m.py")
+    agent = Agent[str](
+        "coder",
+        model=model,
+        tools=coding_tools(),
+        hooks=(KeptDefinitions(named, tmp_path),),
+        context=ToolContext(root=tmp_path, sandbox=NoSandbox()),
+    )
+    assert (await agent.run("go")).finished
+    told = [r.messages[-1].content or "" for r in model.requests[1:]]
+    assert told[0].endswith(
+        "\n(Kept `add`: no instruction asks to remove it. Your new code went in before it.)"
+    )
+    assert "Kept" not in told[1]  # `clamp` is named: that edit runs as written
+    assert (tmp_path / "m.py").read_text() == MATH.replace(ADD, f"def lo():\n    pass\n\n\n{ADD}")
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "why"),
+    [
+        ("def add(a, b):", CLAMP, "a first line alone: edit_file keeps the body itself"),
+        (
+            "    def size(self):\n        return 1\n",
+            "    def area(self):\n        return 2\n",
+            "a method",
+        ),
+        (ADD, CLAMP.replace("clamp", "add_twice"), "the task names `add`, to replace"),
+        (ADD, "def fine():\n    pass\n", "the task names `add`"),
+        ('"""Math."""\n', CLAMP, "not a definition"),
+    ],
+)
+async def test_an_edit_the_instructions_ask_for_or_not_at_a_definition_runs_as_written(
+    tmp_path: Path, old: str, new: str, why: str
+) -> None:
+    (tmp_path / "m.py").write_text(MATH)
+    hook = KeptDefinitions(words("Replace `add` with `add_twice`"), tmp_path)
+    edit = ToolCall(
+        id="1", name="edit_file", arguments=json.dumps({"path": "m.py", "old": old, "new": new})
+    )
+    assert await hook.before_tool(INFO, edit) is None, why
+    replace_all = json.dumps({"path": "m.py", "old": ADD, "new": CLAMP, "replace_all": True})
+    kept = KeptDefinitions(words("Add clamp"), tmp_path)
+    assert (
+        await kept.before_tool(INFO, ToolCall(id="2", name="edit_file", arguments=replace_all))
+        is None
     )

@@ -248,7 +248,7 @@ async def test_the_whole_story(repo: Path, task: Task) -> None:
     assert results["pricing"].returncode != 0
     assert "test_summary_lists_lines_and_total" in red
     fixer = _agent("fixer", "fixer:pricing:1", paths["pricing"], task, st["pricing"])
-    fixed = await fixer.run(fix_prompt(st["pricing"], task.check or "", red))
+    fixed = await fixer.run(fix_prompt(task, st["pricing"], task.check or "", red))
     assert "`>=`" in str(fixed.output) and "all tests pass" in str(fixed.output)
     patches = {name: await _patch(paths[name]) for name in ("pricing", "stock")}
 

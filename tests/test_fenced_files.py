@@ -441,3 +441,43 @@ async def test_imports_alone_go_into_a_file_but_never_its_own_module(workspace: 
     itself = "```python\nfrom shop.pricing import calc_total\n```\n\nfor `shop/pricing.py`."
     refused = await _read(hook, itself)
     assert refused is None or not refused.message.tool_calls
+
+
+MATHUTIL = (
+    '"""Small numeric helpers."""\n\n\ndef add(a, b):\n    return a + b\n\n\n'
+    "def clamp(x, lo, hi):\n    return max(lo, min(x, hi))\n"
+)
+TEST_ADD = "from mathutil import add\n\n\ndef test_add() -> None:\n    assert add(2, 3) == 5\n"
+
+
+async def test_tests_never_go_into_the_code_and_imports_of_names_the_workspace_lacks_go(
+    tmp_path: Path,
+) -> None:
+    """The 1.5B model, sent back for `test_clamp`, showed `test_add` and `test_subtract`
+    under `mathutil/__init__.py`, then a test file importing them from `mathutil`."""
+    (tmp_path / "mathutil").mkdir()
+    (tmp_path / "mathutil" / "__init__.py").write_text(MATHUTIL)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_mathutil.py").write_text(TEST_ADD)
+    hook = FencedFileWrites(tmp_path, ("mathutil/__init__.py", "tests/test_mathutil.py"))
+    text = (
+        "```python\n# mathutil/__init__.py\nfrom mathutil import add\nfrom mathutil import "
+        "subtract\n\ndef test_add() -> None:\n    assert add(2, 3) == 5\n\n"
+        "def test_subtract() -> None:\n    assert subtract(5, 3) == 2\n```\n\n"
+        "```python\n# tests/test_mathutil.py\nfrom mathutil import clamp\n"
+        "from mathutil import test_add, math as m, add as plus\nfrom os import path\n\n"
+        "def test_clamp() -> None:\n    assert clamp(7, 0, 3) == 3\n```\n"
+    )
+    written = _writes(await _read(hook, text))
+    assert list(written) == ["tests/test_mathutil.py"]  # the tests for mathutil are refused
+    assert written["tests/test_mathutil.py"] == (
+        "from mathutil import add\nfrom mathutil import clamp\nfrom mathutil import add as plus\n"
+        "from os import path\n\n\ndef test_add() -> None:\n    assert add(2, 3) == 5\n\n\n"
+        "def test_clamp() -> None:\n    assert clamp(7, 0, 3) == 3\n"
+    )
+    alone = "```python\n# mathutil/__init__.py\ndef test_x() -> None:\n    assert True\n```"
+    refused = await _read(hook, alone)
+    assert refused is not None and refused.tool_call_problem == (
+        "the reply's code for mathutil/__init__.py defines test_x: tests go in a test file "
+        "(tests/test_*.py), not in the code they test"
+    )

@@ -189,6 +189,15 @@ async def test_edit_file_replaces_a_unique_match(ws: Path) -> None:
     assert (ws / "src" / "calc.py").read_text().startswith("def add(a, b):\n    return a + b\n")
 
 
+async def test_an_edit_that_changes_nothing_is_refused(ws: Path) -> None:
+    """The 1.5B model asked for `test_clamp` "added" it so three times, then said it was."""
+    before = (ws / "src" / "calc.py").read_text()
+    line = "def add(a, b):"
+    with pytest.raises(ToolError, match=r"^`new` is the same as `old`: nothing would change"):
+        await call("edit_file", ws, path="src/calc.py", old=line, new=line)
+    assert (ws / "src" / "calc.py").read_text() == before
+
+
 async def test_edit_file_reports_every_place_when_ambiguous(ws: Path) -> None:
     with pytest.raises(ToolError, match=r"occurs 2 times .* \(at lines 2, 6\).*replace_all"):
         await call("edit_file", ws, path="src/calc.py", old="return a - b", new="return 0")

@@ -229,6 +229,11 @@ def edit_file(ctx: ToolContext, path: str, old: str, new: str, replace_all: bool
     """
     if not old:
         raise ToolError("old is empty; to create or overwrite a file use write_file")
+    if new == old:  # a small model "added" a test three times so, and said it was done
+        raise ToolError(
+            "`new` is the same as `old`: nothing would change. To add code after `old`, "
+            "make `new` the text of `old` followed by your new lines"
+        )
     resolve_path(ctx, path, writing=True)
     try:
         target, text = _read_text(ctx, path)

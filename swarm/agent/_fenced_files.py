@@ -21,7 +21,10 @@ What a block becomes, and when it is refused:
   only inferred must be in that file's language;
 - Python must parse, hold no elision (`# ... rest unchanged`, a lone `...`) and define
   something, but no function named as one of the agent's tools (`def finish(summary)`:
-  how the model thinks a tool works). When it keeps every top-level definition of the
+  how the model thinks a tool works), and no `test_*` function outside a test file. Of
+  its top-level `from M import ...`, the names a module `M` of the workspace does not
+  have (as the reply's earlier blocks leave it), and any from the file's own module, are
+  left out: they would fail the file at import. When it keeps every top-level definition of the
   file it replaces (and every method of its classes), bar names the task mentions (a
   rename or a removal it asks for), it is the whole file (what aider calls the "whole"
   format), with the file's module docstring put back when the block leaves it out.
@@ -45,7 +48,7 @@ import ast
 import fnmatch
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -164,7 +167,7 @@ class FencedFileWrites(Hooks):
             path = self._in_place(block.path) if block.path else inferred or self._owner(block)
             if path is None or (block.path is None and not _fits(path, block.language)):
                 continue
-            content, why = self._content(path, block, taken.get(path))
+            content, why = self._content(path, block, taken)
             if content is not None:
                 taken[path] = content
                 if content == _ended(block.body):
@@ -251,9 +254,12 @@ class FencedFileWrites(Hooks):
         }
         return named.pop() if len(named) == 1 else None
 
-    def _content(self, path: str, block: _Block, current: str | None) -> tuple[str | None, str]:
-        """What `path` becomes with `block` (on `current`, what earlier blocks made of it;
-        None: the file as it is), or None and why not."""
+    def _content(
+        self, path: str, block: _Block, taken: Mapping[str, str]
+    ) -> tuple[str | None, str]:
+        """What `path` becomes with `block` (on what earlier blocks made of the files,
+        `taken`, else the file as it is), or None and why not."""
+        current = taken.get(path)
         relative = _normal(path)
         if relative is None:
             return None, f"the reply shows {path}, which is not a path inside the workspace"
@@ -272,6 +278,7 @@ class FencedFileWrites(Hooks):
         if old is not None and body == old:
             return None, f"the reply shows {path} as it already is"
         if path.endswith(".py"):
+            body = self._imports_that_resolve(relative, body, taken)
             return _python_content(path, body, old, self.asked, self.tools)
         if old is not None:
             kept = set(body.splitlines())
@@ -283,6 +290,59 @@ class FencedFileWrites(Hooks):
                     "of it with edit_file"
                 )
         return body, ""
+
+    def _imports_that_resolve(self, path: str, body: str, taken: Mapping[str, str]) -> str:
+        """`body` without the names its top-level `from M import ...` take from a module of
+        the workspace that does not have them, or from `path`'s own module: a small
+        model's test file took `test_add` from `mathutil`, which fails every test of the
+        file at import."""
+        try:
+            tree = parse_python(body)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return body  # refused later, saying why
+        own = _module_of(path)
+        lines = body.splitlines(keepends=True)
+        for node in reversed(tree.body):  # from the end: the line numbers above stay true
+            if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
+                continue
+            has = set[str]() if node.module == own else self._names_of(node.module, taken)
+            if has is None:
+                continue  # not the workspace's, or what it has cannot be told
+            kept = [alias for alias in node.names if alias.name in has]
+            if len(kept) == len(node.names):
+                continue
+            names = ", ".join(
+                alias.name if alias.asname is None else f"{alias.name} as {alias.asname}"
+                for alias in kept
+            )
+            end = node.end_lineno or node.lineno
+            lines[node.lineno - 1 : end] = [f"from {node.module} import {names}\n"] if kept else []
+        return "".join(lines)
+
+    def _names_of(self, module: str, taken: Mapping[str, str]) -> set[str] | None:
+        """What `from module import name` can take from the workspace's `module` (as the
+        reply's earlier blocks, `taken`, leave it): its top-level names and its package's
+        modules (None: not a module of the workspace, or one that takes `*` from another)."""
+        relative = module.replace(".", "/")
+        base = self.root / relative
+        file = f"{relative}/__init__.py" if base.is_dir() else f"{relative}.py"
+        try:
+            text = taken.get(file)
+            if text is None:
+                text = (self.root / file).read_text(errors="replace")
+            tree = parse_python(text)
+        except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+        names = {n for n in _defined(tree) if "." not in n}
+        for node in tree.body:
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                if any(alias.name == "*" for alias in node.names):
+                    return None
+                names.update((a.asname or a.name).partition(".")[0] for a in node.names)
+        if base.is_dir():
+            names.update(p.stem for p in base.glob("*.py"))
+            names.update(p.name for p in base.iterdir() if (p / "__init__.py").is_file())
+        return names
 
     def _in_scope(self, relative: str, exists: bool) -> bool:
         if not self.scope:
@@ -441,6 +501,12 @@ def _python_content(
     now = _defined(tree)
     if not now and not (old is not None and _imports_only(tree, path)):
         return None, f"the reply shows {path} as code that defines nothing (a file defines names)"
+    if not _tests_file(path) and (tests := sorted(n for n in now if n.startswith("test_"))):
+        # the 1.5B model's `test_add` and `test_subtract`, shown under mathutil/__init__.py
+        return None, (
+            f"the reply's code for {path} defines {', '.join(tests)}: tests go in a test "
+            "file (tests/test_*.py), not in the code they test"
+        )
     if named := sorted(now & tools):
         return None, (
             f"the reply's code for {path} defines {', '.join(named)}, a tool: call a tool "
@@ -466,12 +532,31 @@ def _python_content(
     )
 
 
+def _module_of(path: str) -> str:
+    """The module a Python file is (`mathutil/__init__.py`: `mathutil`)."""
+    return (
+        PurePosixPath(path).with_suffix("").as_posix().removesuffix("/__init__").replace("/", ".")
+    )
+
+
+def _tests_file(path: str) -> bool:
+    """Whether `path` is where tests live (pytest's `test_*.py`, `*_test.py`, a
+    `conftest.py`, or a file under a `tests` or `test` directory)."""
+    pure = PurePosixPath(path)
+    name = pure.name
+    return (
+        name.startswith("test_")
+        or name.endswith("_test.py")
+        or name == "conftest.py"
+        or any(part in ("tests", "test") for part in pure.parts[:-1])
+    )
+
+
 def _imports_only(tree: ast.Module, path: str) -> bool:
     """Whether `tree` is imports alone (for a file that exists: they are put into it), none
     of them from `path`'s own module (a small model's `from mathutil import clamp` inside
     `mathutil/__init__.py`)."""
-    own = PurePosixPath(path).with_suffix("").as_posix().removesuffix("/__init__")
-    own = own.replace("/", ".")
+    own = _module_of(path)
     for node in tree.body:
         if isinstance(node, ast.ImportFrom):
             source = node.module or ""

@@ -31,7 +31,7 @@ from swarm.agent.hooks import Hooks
 from swarm.errors import ModelBehaviorError, WorkspaceError
 from swarm.messages import ChatRequest, ChatResult, Message
 from swarm.model import Model, Streamed, stream_of
-from swarm.run._asked_calls import RENAME_TOOL, AskedRenames, NotATool
+from swarm.run._asked_calls import RENAME_TOOL, AskedRenames, KeptDefinitions, NotATool
 from swarm.run._coverage import coverage_problem, uncovered_parts
 from swarm.run._environment import CheckEnvironment
 from swarm.run._git import git
@@ -133,7 +133,8 @@ class AgentFactory:
         return words(self.task.title, self.task.instructions)
 
     def _hooks(self, path: Path, st: Subtask) -> tuple[Hooks, ...]:
-        """A rename no instruction asks for is vetoed, and a call to a name the subtask
+        """A rename no instruction asks for is vetoed, an edit that would put new code in
+        the place of definitions none names keeps them, and a call to a name the subtask
         asks to write is told so (`swarm.run._asked_calls`). A coder's or fixer's reply
         that shows its files whole in fences, calling no tool, writes them
         (`swarm.agent._fenced_files`; not on another node's files)."""
@@ -141,9 +142,11 @@ class AgentFactory:
         fenced = self.writes_fences(path)
         names = frozenset(asked_names(st.title, st.instructions)) - tools
         root = path if is_local(path) else None
+        ours = words(st.title, st.instructions)
         hooks: list[Hooks] = [NotATool(names, tuple(st.files), fenced, root)]
+        if root is not None:
+            hooks.append(KeptDefinitions(ours | self._task_words, root))
         if RENAME_TOOL in tools:
-            ours = words(st.title, st.instructions)
             hooks.append(AskedRenames(ours, self._task_words, tuple(st.files), tools))
         if fenced:
             asked = f"{st.title}\n{st.instructions}"

@@ -1,4 +1,5 @@
-"""Tool calls read against what the task and the subtask ask: `AskedRenames`, `NotATool`.
+"""Tool calls read against what the task and the subtask ask: `AskedRenames`,
+`KeptDefinitions`, `NotATool`.
 
 Renames no instruction asks for are refused before they run. The `rename` tool changes a
 name in every Python file at once, which makes an unasked rename cheap to make and costly
@@ -18,6 +19,15 @@ still change by `edit_file`, one use at a time, where a change really needs it. 
 under another name with `old` and `new` alone is judged too: it runs as a `rename`
 (`swarm.agent._steps`).
 
+A definition is kept when an edit puts new code in its place. A small model asked to "Add
+a function `clamp`" to a file holding `add` called `edit_file` with `old` the whole `add`
+function and `new` the `clamp` function: `add` went, its test went red, and the coder,
+sent back to put it back, made the same edit again. An `edit_file` on a Python file whose
+`old` is whole top-level definitions and whose `new` defines other names in place of ones
+no instruction names runs as adding `new` before `old`, and its answer says so
+(`KeptDefinitions`). (An `old` that is a definition's first line alone, `edit_file` itself
+reads as code to put before it.)
+
 A function the subtask asks for is written, not called. A small model asked to "Add a
 function `low_stock` to `stock.py`" called a tool `low_stock`, with a JSON schema for its
 arguments, twice, and was told only that no tool has that name. Such a call is told what
@@ -26,22 +36,29 @@ the name is: the code its subtask asks it to write, and where.
 
 from __future__ import annotations
 
+import ast
+import json
 import re
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
 
+from swarm._pyast import parse as parse_python
 from swarm.agent._confined import read_regular
 from swarm.agent._steps import call_arguments
 from swarm.agent.hooks import Hooks, StepInfo, Veto
 from swarm.messages import ToolCall
 
-__all__ = ["AskedRenames", "NotATool"]
+__all__ = ["AskedRenames", "KeptDefinitions", "NotATool"]
 
 RENAME_TOOL = "rename"
 _UNKNOWN = "error: unknown tool {!r}."
 """How the agent's answer to a call under no tool's name begins (`swarm.agent._steps`)."""
 _MAX_READ_BYTES = 5_000_000
 """A larger file of the agent's is not read for a definition (as the rename tool)."""
+_HEADER = re.compile(r"^(?:async[ \t]+def|def|class)[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
+"""A top-level definition's name, at the start of its line."""
+_STARTS_A_DEFINITION = re.compile(r"(?:@|async[ \t]+def[ \t]|def[ \t]|class[ \t])")
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _RENAMES = {"old", "new"}
 """A `rename` call's arguments: a call under another name with these alone runs as one."""
 
@@ -85,6 +102,81 @@ class AskedRenames(Hooks):
             "only what your subtask asks to (another subtask may do the task's other "
             "renames); every other name stays as it is."
         )
+
+
+@dataclass(frozen=True)
+class KeptDefinitions(Hooks):
+    """A `before_tool` hook: an `edit_file` that would put new definitions in the place of
+    top-level ones no instruction names runs as adding the new code before them; its
+    answer says what was kept."""
+
+    named: frozenset[str]
+    """Every word of the task's and the subtask's titles and instructions."""
+    root: Path
+    """The agent's worktree (local), where `old` is looked for."""
+    kept: dict[str, list[str]] = field(default_factory=dict, compare=False)
+    """The names kept, by the id of the call that would have removed them."""
+
+    async def before_tool(self, info: StepInfo, call: ToolCall) -> ToolCall | None:
+        if call.name != "edit_file":
+            return None
+        args = call_arguments(call)
+        path, old, new = args.get("path"), args.get("old"), args.get("new")
+        if not (isinstance(path, str) and isinstance(old, str) and isinstance(new, str)):
+            return None
+        if args.get("replace_all") or not path.endswith(".py"):
+            return None
+        in_old = _whole_definitions(old)  # a first line alone: edit_file keeps its body
+        in_new = set(_HEADER.findall(new))
+        gone = [n for n in in_old if n not in in_new and n not in self.named]
+        if not gone or not in_new - set(in_old):
+            return None
+        if not self._at_a_line_start(path, old):
+            return None
+        body = old.lstrip("\n")
+        args["new"] = old[: len(old) - len(body)] + new.strip("\n") + "\n\n\n" + body
+        self.kept[call.id] = gone
+        return call.model_copy(update={"arguments": json.dumps(args)})
+
+    async def after_tool(self, info: StepInfo, call: ToolCall, text: str) -> str | None:
+        gone = self.kept.pop(call.id, None)
+        if gone is None or text.startswith("error"):
+            return None
+        listed = ", ".join(f"`{name}`" for name in gone)
+        return (
+            f"{text}\n(Kept {listed}: no instruction asks to remove "
+            f"{'it' if len(gone) == 1 else 'them'}. Your new code went in before it.)"
+        )
+
+    def _at_a_line_start(self, path: str, old: str) -> bool:
+        """Whether `path` holds `old` once, at the start of a line (a top-level one)."""
+        relative = PurePosixPath(path)
+        if relative.is_absolute() or ".." in relative.parts:
+            return False
+        file = self.root / relative
+        try:
+            if file.lstat().st_size > _MAX_READ_BYTES:
+                return False
+        except OSError:
+            return False
+        data = read_regular(file)  # the agent's file: no FIFO, no symlink followed
+        text = "" if data is None else data.decode("utf-8", "replace")
+        at = text.find(old)
+        return at >= 0 and text.count(old) == 1 and (at == 0 or text[at - 1] == "\n")
+
+
+def _whole_definitions(code: str) -> list[str]:
+    """The names of the top-level functions and classes `code` holds whole, when it is
+    one or more of them and nothing else ([]: not so)."""
+    if not _STARTS_A_DEFINITION.match(code.lstrip("\n")):
+        return []
+    try:
+        body = parse_python(code).body
+    except (SyntaxError, ValueError):
+        return []
+    if not all(isinstance(node, _DEFINITIONS) for node in body):
+        return []
+    return [node.name for node in body if isinstance(node, _DEFINITIONS)]
 
 
 @dataclass(frozen=True)

@@ -183,7 +183,8 @@ class FixLoop:
         agent = self.agents.agent(
             "fixer", agent_id, FIXER, Place(path, written), st, escalate=escalate
         )
-        await agent.run(fix_prompt(st, command, failed.output, await agent.shown(st.files)))
+        shown = await agent.shown(st.files)
+        await agent.run(fix_prompt(self.task, st, command, failed.output, shown))
 
     async def timed(self, phase: str, work: Awaitable[CheckResult]) -> CheckResult:
         started = anyio.current_time()

@@ -272,13 +272,18 @@ def unchanged_prompt(subtask: Subtask) -> str:
     )
 
 
-def fix_prompt(subtask: Subtask, check: str, output: str, shown: str = "") -> str:
+def fix_prompt(task: Task, subtask: Subtask, check: str, output: str, shown: str = "") -> str:
     files = ", ".join(subtask.files) or "(not specified)"
+    # what the code should do: the 1.5B model's fixers, shown only a failing assert of a
+    # test it had just written wrong, changed the expected value three times, each wrong
+    asked = "\n".join(part for part in (subtask.instructions.strip(), _quoted(task)) if part)
     return (
         f"The check failed for your subtask: {subtask.title}.\n"
         f"Command: `{check}`\n\nWhat failed:\n{failing_part(output)}\n\n"
         f"Your files: {files}. Fix the cause within them; change another file only if "
-        f"the failure is there, and say so in your summary.{shown}"
+        "the failure is there, and say so in your summary. What the code should do, as "
+        "your subtask and the task say (the code or a test may be what is wrong):\n"
+        f"{asked}{shown}"
     )
 
 
