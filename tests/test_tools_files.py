@@ -311,6 +311,24 @@ def test_paths_resolve_as_a_full_resolve_does(ws: Path, tmp_path: Path) -> None:
         assert resolve_path(ctx, "src/inner/x.py") == ws.resolve() / "src" / "pkg" / "x.py"
 
 
+async def test_a_path_copied_with_the_workspace_s_own_location_is_the_file_in_it(
+    ws: Path,
+) -> None:
+    """The 1.5B model's fixer edited `swarm-worktrees/<run>/_integration/mathutil/...`, the
+    path a check's traceback showed, and was told no such file, twice."""
+    ctx = ctx_for(ws)
+    copied = "repo/.git/swarm-worktrees/run-1/ws/src/calc.py"
+    assert resolve_path(ctx, copied) == ws.resolve() / "src" / "calc.py"
+    out = await call(
+        "edit_file", ws, path=copied, old="return a - b\n\n\n", new="return a + b\n\n\n"
+    )
+    assert out.startswith("edited src/calc.py at line 2")
+    # nothing there past the name: the path as given
+    assert resolve_path(ctx, "ws/missing.py") == ws.resolve() / "ws" / "missing.py"
+    with pytest.raises(ToolError, match="outside the workspace"):
+        resolve_path(ctx, "ws/../../outside.txt")
+
+
 def _args_for(tool: Tool, path: str) -> dict[str, object]:
     if tool.name == "search":
         return {"pattern": "secret", "path": path}

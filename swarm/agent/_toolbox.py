@@ -142,7 +142,7 @@ def resolve_path(ctx: ToolContext, path: str, *, writing: bool = False) -> Path:
     `writing`, also refuses anything under `.git`.
     """
     root = ctx.real_root
-    given = Path(path)
+    given = _past_the_root(root, Path(path))
     candidate = given if given.is_absolute() else root / given
     resolved = _under(root, given) or candidate.resolve()
     if not resolved.is_relative_to(root):
@@ -155,6 +155,19 @@ def resolve_path(ctx: ToolContext, path: str, *, writing: bool = False) -> Path:
     if writing and ".git" in resolved.relative_to(root).parts:
         raise ToolError(f"{path!r} is inside .git; git metadata is not editable")
     return resolved
+
+
+def _past_the_root(root: Path, given: Path) -> Path:
+    """`given`, or the part of it after the workspace's own directory name when `given` is
+    not there and that part is: a small model copied
+    `swarm-worktrees/<run>/_integration/mathutil/__init__.py` from a check's traceback."""
+    if given.is_absolute() or root.name not in given.parts[:-1]:
+        return given
+    if os.path.lexists(root / given):
+        return given
+    at = len(given.parts) - 1 - given.parts[::-1].index(root.name)
+    tail = Path(*given.parts[at + 1 :])
+    return tail if ".." not in tail.parts and os.path.lexists(root / tail) else given
 
 
 def _under(root: Path, given: Path) -> Path | None:
