@@ -494,6 +494,30 @@ async def test_a_name_a_merged_subtask_added_is_kept_by_the_ones_after_it(
         assert report.missing == ["first_name"]
 
 
+@pytest.mark.parametrize("renaming", [False, True])
+async def test_the_rename_tool_is_offered_only_when_the_task_speaks_of_renaming(
+    tmp_path: Path, repo: Path, renaming: bool
+) -> None:
+    """Asked to add a test, a small model renamed `clamp` to `clamp_test` and back."""
+    task = tmp_path / "task.md"
+    words = "Type one(), renaming nothing." if renaming else "Type one()."
+    task.write_text(f"---\ncheck: {CHECK}\n---\n# Tidy\n\n{words}\n")
+    plan = write_plan(tmp_path, [subtask("s1", ["a.py"])])
+    scripts = ScriptedSource(
+        {"coder:s1": [edit("a.py", "def one():", "def one() -> int:"), done()]}
+    )
+    report = await solve(request(tmp_path, repo, plan, task=task), source=scripts)
+    assert report.status == "done", report
+    model = scripts.models["coder:s1"]
+    assert isinstance(model, ScriptedModel)
+    first = model.requests[0]
+    offered = {spec.name for spec in first.tools}
+    assert ("rename" in offered) is renaming and {"edit_file", "write_file"} <= offered
+    system = first.messages[0].content or ""
+    assert ("rename changes a Python name" in system) is renaming
+    assert "edit_file needs an exact, unique match of the old text)." in system or renaming
+
+
 @pytest.mark.parametrize("adds_it", [True, "sent back", False, None])
 async def test_a_name_the_task_asks_for_and_no_subtask_added_goes_to_one_coder_at_the_end(
     tmp_path: Path, repo: Path, adds_it: bool | str | None

@@ -11,6 +11,7 @@ oldest turns are dropped when that is not enough.
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field, replace
@@ -38,13 +39,22 @@ from swarm.run._git import git
 from swarm.run._missing import asked_names, words
 from swarm.run._outcome import PhaseTimes
 from swarm.run._plan import Plan, PlanError, Subtask, fold_contained, parse_plan_reply
-from swarm.run._roles import PLANNER, PLANNER_TOOLS, mentions_text, planner_prompt, shown_files
+from swarm.run._roles import (
+    PLANNER,
+    PLANNER_TOOLS,
+    RENAME_NOTE,
+    mentions_text,
+    planner_prompt,
+    shown_files,
+)
 from swarm.run._seams import RunLike, RunOptions, Where, is_local
 from swarm.run._task import Task
 
 __all__ = ["AgentFactory", "TimedAgent", "role_policy"]
 
 _KEEP_OUTPUTS = {"coder": 6, "fixer": 4}
+_RENAMING = re.compile(r"\brenam", re.IGNORECASE)
+"""A task that speaks of renaming (rename, renames, renamed, renaming)."""
 
 
 def role_policy(role: str) -> ContextPolicy:
@@ -106,8 +116,10 @@ class AgentFactory:
             role,
             model=models.model(role, agent_id=agent_id, escalate=escalate),
             fallback_model=fallback,
-            instructions=instructions,
-            tools=self.tools,
+            instructions=instructions
+            if RENAME_TOOL in self._tool_names
+            else instructions.replace(RENAME_NOTE, ""),
+            tools=self._offered,
             hooks=self._hooks(where.path, st),
             context=self.context(where.path, where.written, self.task.check_for(st.files)),
             max_steps=self.options.max_steps_per_agent,
@@ -124,8 +136,17 @@ class AgentFactory:
         return is_local(path) and "write_file" in self._tool_names
 
     @cached_property
+    def _offered(self) -> Sequence[Tool]:
+        """The tools the run's coders and fixers get: `rename` only when the task speaks
+        of renaming (asked to add a test, a small model renamed `clamp` to `clamp_test`
+        and back, four times, and wrote no test)."""
+        if _RENAMING.search(f"{self.task.title}\n{self.task.instructions}"):
+            return self.tools
+        return [t for t in self.tools if t.name != RENAME_TOOL]
+
+    @cached_property
     def _tool_names(self) -> frozenset[str]:
-        return frozenset(t.name for t in self.tools)
+        return frozenset(t.name for t in self._offered)
 
     @cached_property
     def _task_words(self) -> frozenset[str]:

@@ -53,11 +53,17 @@ Make subtasks small and independent where possible: they run in parallel, each i
 copy of the repository, and are merged one by one. Subtasks whose files overlap run in
 order. Every subtask must leave the repository's check passing."""
 
-CODER = """You are a coder in a swarm. You work in your own git worktree of the repository.
-Make the change your subtask asks for, confined to its files where you can, using the
-tools (edit_file needs an exact, unique match of the old text; rename changes a Python
-name in every file at once). Run the tests with run_tests. When the change is complete
-and the tests pass, call finish(summary)."""
+RENAME_NOTE = "; rename changes a Python name in every file at once"
+"""What the coder's instructions say of the `rename` tool (left out where it is not
+offered: `swarm.run._agent_factory`)."""
+
+CODER = (
+    "You are a coder in a swarm. You work in your own git worktree of the repository.\n"
+    "Make the change your subtask asks for, confined to its files where you can, using the\n"
+    f"tools (edit_file needs an exact, unique match of the old text{RENAME_NOTE}).\n"
+    "Run the tests with run_tests. When the change is complete and the tests pass, call\n"
+    "finish(summary)."
+)
 
 FIXER = """You are a fixer in a swarm. A change in your worktree fails the repository's
 check, or no longer applies on the integration branch. Read the failure, find the cause,
