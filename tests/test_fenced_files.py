@@ -481,3 +481,29 @@ async def test_tests_never_go_into_the_code_and_imports_of_names_the_workspace_l
         "the reply's code for mathutil/__init__.py defines test_x: tests go in a test file "
         "(tests/test_*.py), not in the code they test"
     )
+
+
+async def test_one_fence_holding_two_files_each_under_its_path_comment_writes_both(
+    tmp_path: Path,
+) -> None:
+    """The 1.5B model, sent back for `test_clamp`, showed `clamp` and its test in one
+    fence, each under a `# path` comment."""
+    (tmp_path / "mathutil").mkdir()
+    (tmp_path / "mathutil" / "__init__.py").write_text(MATHUTIL)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_mathutil.py").write_text(TEST_ADD)
+    hook = FencedFileWrites(tmp_path)  # the completing coder: no scope
+    clamp = "def clamp(x, lo, hi):\n    return max(lo, min(x, hi))\n"
+    test = "def test_clamp():\n    assert clamp(11, 0, 10) == 10\n"
+    text = (
+        f"```python\n# mathutil/__init__.py\n\n{clamp}\n# tests/test_mathutil.py\n\n"
+        f"from mathutil import clamp\n\n{test}```\nThen call `finish`."
+    )
+    written = _writes(await _read(hook, text))
+    assert written == {
+        "mathutil/__init__.py": MATHUTIL,
+        "tests/test_mathutil.py": (
+            "from mathutil import add\nfrom mathutil import clamp\n\n\n"
+            f"def test_add() -> None:\n    assert add(2, 3) == 5\n\n\n{test}"
+        ),
+    }

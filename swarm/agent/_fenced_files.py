@@ -3,7 +3,8 @@
 Small open models asked to change a file often answer with code instead of a call: the
 whole file, or the functions they changed or added, under a path (`### app/pricing.py`,
 `` `app/pricing.py`: ``), with the path in the fence's info string (```` ```python
-app/pricing.py ````) or in a first-line comment, or with no path at all when the subtask
+app/pricing.py ````) or in a first-line comment (a fence holding several files, each
+under such a comment, is one block per file), or with no path at all when the subtask
 has one file, the reply's prose names one ("add this test to `tests/test_x.py`"), or one
 of its Python files defines a function or class the block shows (`add`, beside the new
 `clamp`). A fence indented in a list item takes that indent off its lines (CommonMark). That
@@ -422,10 +423,24 @@ def _blocks(text: str) -> Iterator[_Block]:
         words = info.replace(":", " ").replace("=", " ").split()
         language = words[0].lower() if words and "." not in words[0] else ""
         path = _one_path(" ".join(words)) or _label(lines[:i])
-        if path is None and body:
-            path = _comment_path(body[0])  # kept in the file: a comment is harmless there
-        yield _Block("\n".join(body), language, path)
+        if path is None and body and _comment_path(body[0]) is not None:
+            yield from _by_comment_paths(body, language)
+        else:
+            yield _Block("\n".join(body), language, path)
         i = end + 1
+
+
+def _by_comment_paths(body: Sequence[str], language: str) -> Iterator[_Block]:
+    """A fence whose first line is a comment naming a path (`# mathutil/__init__.py`), cut
+    into one block per such comment at the start of a line: a small model showed a
+    function and its test in one fence, each under its file's comment. The comments stay
+    in the blocks (harmless in the files)."""
+    start = 0
+    for at in range(1, len(body) + 1):
+        if at < len(body) and (body[at][:1].isspace() or _comment_path(body[at]) is None):
+            continue
+        yield _Block("\n".join(body[start:at]), language, _comment_path(body[start]))
+        start = at
 
 
 def _unindented(line: str, indent: int) -> str:
