@@ -127,18 +127,23 @@ class Box:
 ADD = 'def add(a, b):\n    """The sum."""\n    return a + b\n'
 CLAMP = "def clamp(x, lo, hi):\n    return max(lo, min(x, hi))\n"
 INFO = StepInfo("coder", 1, [])
+TEST_ADD = "def test_add():\n    assert add(2, 3) == 5\n"
+TEST = "def test_clamp():\n    assert clamp(5, 0, 3) == 3\n"
 
 
 async def test_an_edit_that_puts_new_code_in_the_place_of_a_definition_keeps_it(
     tmp_path: Path,
 ) -> None:
     """The 1.5B model asked to add `clamp` replaced the whole `add` with it, then, sent
-    back to put `add` back, did it again."""
+    back to put `add` back, did it again; sent back for `test_clamp`, it wrote the test
+    file without `test_add`."""
     (tmp_path / "m.py").write_text(MATH)
+    (tmp_path / "test_m.py").write_text(f"from m import add\n\n\n{TEST_ADD}")
     model = ScriptedModel(
         [
             call("edit_file", path="m.py", old=ADD, new=CLAMP),
             call("edit_file", path="m.py", old=CLAMP, new="def lo():\n    pass\n"),
+            call("write_file", path="test_m.py", content=f"from m import clamp\n\n\n{TEST}"),
             call("finish", summary="done"),
         ]
     )
@@ -153,9 +158,15 @@ async def test_an_edit_that_puts_new_code_in_the_place_of_a_definition_keeps_it(
     assert (await agent.run("go")).finished
     told = [r.messages[-1].content or "" for r in model.requests[1:]]
     assert told[0].endswith(
-        "\n(Kept `add`: no instruction asks to remove it. Your new code went in before it.)"
+        "\n(Kept `add`: no instruction asks to remove it. Your new code went in beside it.)"
     )
     assert "Kept" not in told[1]  # `clamp` is named: that edit runs as written
+    assert told[2].startswith("wrote ") and told[2].endswith(
+        "(Kept `test_add`: no instruction asks to remove it. Your new code went in beside it.)"
+    )
+    assert (tmp_path / "test_m.py").read_text() == (
+        f"from m import add\nfrom m import clamp\n\n\n{TEST_ADD}\n\n{TEST}"
+    )
     assert (tmp_path / "m.py").read_text() == MATH.replace(ADD, f"def lo():\n    pass\n\n\n{ADD}")
 
 

@@ -58,7 +58,7 @@ from swarm.agent._steps import CUT_SHORT, call_arguments
 from swarm.agent.hooks import Hooks, StepInfo
 from swarm.messages import ChatResult, Message, ToolCall
 
-__all__ = ["FencedFileWrites", "merged"]
+__all__ = ["FencedFileWrites", "definitions_kept", "merged"]
 
 FORMAT = "fenced-file"
 _OPEN = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([^`\n]*?)[ \t]*$")
@@ -537,14 +537,38 @@ def _python_content(
     lost = _lost(before, tree, mentioned)
     if not lost:
         return body, ""
-    whole = merged(old, before, body, tree)
-    if whole is not None and not _lost(before, parse_python(whole), mentioned):
+    if (whole := _merged_keeping(old, before, body, tree, mentioned)) is not None:
         return whole, ""
     shown = ", ".join(lost[:5]) + (" ..." if len(lost) > 5 else "")
     return None, (
         f"the reply shows {path} without {shown}, which the file defines now (writing "
         "it would delete them): show the whole file, or change a part of it with edit_file"
     )
+
+
+def _merged_keeping(
+    old: str, before: ast.Module, body: str, tree: ast.Module, mentioned: set[str]
+) -> str | None:
+    """`old` with `body`'s definitions put in (`merged`), when that keeps all it defines
+    bar `mentioned` names; else None."""
+    whole = merged(old, before, body, tree)
+    if whole is None or _lost(before, parse_python(whole), mentioned):
+        return None
+    return whole
+
+
+def definitions_kept(old: str, body: str, mentioned: set[str]) -> tuple[str, list[str]] | None:
+    """For Python `body` written over `old`, dropping what `old` defines bar `mentioned`
+    names: `old` with `body`'s imports, functions and classes put in, and what it kept
+    (None: nothing dropped, or `body` is not only imports and definitions, or either does
+    not parse)."""
+    try:
+        before, tree = parse_python(old), parse_python(body)
+        lost = _lost(before, tree, mentioned)
+        whole = _merged_keeping(old, before, body, tree, mentioned) if lost else None
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return None if whole is None else (whole, lost)
 
 
 def _module_of(path: str) -> str:

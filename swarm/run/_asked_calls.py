@@ -41,9 +41,11 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from swarm._pyast import parse as parse_python
 from swarm.agent._confined import read_regular
+from swarm.agent._fenced_files import definitions_kept
 from swarm.agent._steps import call_arguments
 from swarm.agent.hooks import Hooks, StepInfo, Veto
 from swarm.messages import ToolCall
@@ -107,36 +109,60 @@ class AskedRenames(Hooks):
 @dataclass(frozen=True)
 class KeptDefinitions(Hooks):
     """A `before_tool` hook: an `edit_file` that would put new definitions in the place of
-    top-level ones no instruction names runs as adding the new code before them; its
-    answer says what was kept."""
+    top-level ones no instruction names runs as adding the new code before them, and a
+    `write_file` of a Python file that leaves them out as putting its code in beside them
+    (`swarm.agent._fenced_files.definitions_kept`); the answer says what was kept."""
 
     named: frozenset[str]
     """Every word of the task's and the subtask's titles and instructions."""
     root: Path
-    """The agent's worktree (local), where `old` is looked for."""
+    """The agent's worktree (local), where the file is read."""
     kept: dict[str, list[str]] = field(default_factory=dict, compare=False)
     """The names kept, by the id of the call that would have removed them."""
 
     async def before_tool(self, info: StepInfo, call: ToolCall) -> ToolCall | None:
-        if call.name != "edit_file":
+        if call.name not in ("edit_file", "write_file"):
             return None
         args = call_arguments(call)
-        path, old, new = args.get("path"), args.get("old"), args.get("new")
-        if not (isinstance(path, str) and isinstance(old, str) and isinstance(new, str)):
+        path = args.get("path")
+        if not isinstance(path, str) or not path.endswith(".py") or args.get("replace_all"):
             return None
-        if args.get("replace_all") or not path.endswith(".py"):
+        changed = self._edit(path, args) if call.name == "edit_file" else self._write(path, args)
+        if changed is None:
+            return None
+        self.kept[call.id] = changed
+        return call.model_copy(update={"arguments": json.dumps(args)})
+
+    def _edit(self, path: str, args: dict[str, Any]) -> list[str] | None:
+        """What the edit in `args` would take away, with `args["new"]` made to keep it."""
+        old, new = args.get("old"), args.get("new")
+        if not isinstance(old, str) or not isinstance(new, str):
             return None
         in_old = _whole_definitions(old)  # a first line alone: edit_file keeps its body
         in_new = set(_HEADER.findall(new))
         gone = [n for n in in_old if n not in in_new and n not in self.named]
         if not gone or not in_new - set(in_old):
             return None
-        if not self._at_a_line_start(path, old):
-            return None
+        text = self._text(path)
+        at = -1 if text is None else text.find(old)
+        if text is None or at < 0 or text.count(old) != 1 or (at and text[at - 1] != "\n"):
+            return None  # not once, at the start of a line (a top-level one)
         body = old.lstrip("\n")
         args["new"] = old[: len(old) - len(body)] + new.strip("\n") + "\n\n\n" + body
-        self.kept[call.id] = gone
-        return call.model_copy(update={"arguments": json.dumps(args)})
+        return gone
+
+    def _write(self, path: str, args: dict[str, Any]) -> list[str] | None:
+        """What the write in `args` would take away, with `args["content"]` made to keep
+        it (a small model sent back for `test_clamp` wrote the test file without
+        `test_add`)."""
+        content, text = args.get("content"), self._text(path)
+        if not isinstance(content, str) or text is None:
+            return None
+        kept = definitions_kept(text, content, set(self.named))
+        if kept is None:
+            return None
+        args["content"], gone = kept
+        return gone
 
     async def after_tool(self, info: StepInfo, call: ToolCall, text: str) -> str | None:
         gone = self.kept.pop(call.id, None)
@@ -145,24 +171,23 @@ class KeptDefinitions(Hooks):
         listed = ", ".join(f"`{name}`" for name in gone)
         return (
             f"{text}\n(Kept {listed}: no instruction asks to remove "
-            f"{'it' if len(gone) == 1 else 'them'}. Your new code went in before it.)"
+            f"{'it' if len(gone) == 1 else 'them'}. Your new code went in beside it.)"
         )
 
-    def _at_a_line_start(self, path: str, old: str) -> bool:
-        """Whether `path` holds `old` once, at the start of a line (a top-level one)."""
+    def _text(self, path: str) -> str | None:
+        """The text of the agent's file `path` (None: not a regular file in the worktree,
+        or too large to read)."""
         relative = PurePosixPath(path)
         if relative.is_absolute() or ".." in relative.parts:
-            return False
+            return None
         file = self.root / relative
         try:
             if file.lstat().st_size > _MAX_READ_BYTES:
-                return False
+                return None
         except OSError:
-            return False
+            return None
         data = read_regular(file)  # the agent's file: no FIFO, no symlink followed
-        text = "" if data is None else data.decode("utf-8", "replace")
-        at = text.find(old)
-        return at >= 0 and text.count(old) == 1 and (at == 0 or text[at - 1] == "\n")
+        return None if data is None else data.decode("utf-8", "replace")
 
 
 def _whole_definitions(code: str) -> list[str]:
