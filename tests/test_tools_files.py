@@ -198,6 +198,27 @@ async def test_an_edit_that_changes_nothing_is_refused(ws: Path) -> None:
     assert (ws / "src" / "calc.py").read_text() == before
 
 
+async def test_a_module_never_gains_an_import_of_itself(ws: Path) -> None:
+    """The 1.5B model put `from mathutil import clamp` atop `mathutil/__init__.py`: the
+    package then failed to import, and every test with it."""
+    out = await call(
+        "edit_file",
+        ws,
+        path="src/calc.py",
+        old="def add(a, b):",
+        new="from calc import add\nimport math\n\n\ndef add(a, b):",
+    )
+    assert "(left out `from calc import add`: src/calc.py is that module" in out
+    text = (ws / "src" / "calc.py").read_text()
+    assert text.startswith("import math\n\n\ndef add(a, b):") and "from calc" not in text
+    typed = text.replace("def sub(a, b):", "def sub(a: int, b: int) -> int:")
+    out = await call(
+        "write_file", ws, path="src/calc.py", content=f"from src.calc import sub\n{typed}"
+    )
+    assert "(left out `from src.calc import sub`" in out
+    assert (ws / "src" / "calc.py").read_text() == typed
+
+
 async def test_edit_file_reports_every_place_when_ambiguous(ws: Path) -> None:
     with pytest.raises(ToolError, match=r"occurs 2 times .* \(at lines 2, 6\).*replace_all"):
         await call("edit_file", ws, path="src/calc.py", old="return a - b", new="return 0")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from swarm._pyast import parse as parse_python
 from swarm.agent._confined import list_confined, read_confined, write_confined
-from swarm.agent._fenced_files import merged
+from swarm.agent._fenced_files import merged, module_of
 from swarm.agent._tool import ToolContext, tool, truncate
 from swarm.agent._toolbox import resolve_path
 from swarm.errors import ToolError
@@ -254,6 +254,8 @@ def edit_file(ctx: ToolContext, path: str, old: str, new: str, replace_all: bool
         index, end, new, how = added
     if (over := _over_a_header(path, text, index, end, new)) is not None:
         new, how = _beside(text, index, end, new, over)
+    new, itself = _without_own_imports(path, text, new, text[:index] + new + text[end:])
+    how += itself
     updated = text[:index] + new + text[end:]
     _refuse_broken_python(path, text, updated)
     _refuse_defined_again(path, text, updated)
@@ -340,6 +342,36 @@ def _definitions(text: str) -> list[str]:
     return [n.name for n in module.body if isinstance(n, _DEFINITIONS)]
 
 
+def _without_own_imports(
+    path: str, before: str, new: str, after: str | None = None
+) -> tuple[str, str]:
+    """`new` (the text written into `path`, which becomes `after`, `new` itself by
+    default) without the one-line top-level imports from `path`'s own module that `before`
+    did not have, and what says so: a small model put `from mathutil import clamp` into
+    `mathutil/__init__.py`, and the package no longer imported."""
+    if not path.endswith(".py"):
+        return new, ""
+    try:
+        tree = parse_python(new if after is None else after)
+    except (SyntaxError, ValueError):
+        return new, ""
+    own, had = module_of(path), {line.strip() for line in before.splitlines()}
+    lines = (new if after is None else after).splitlines()
+    found = {
+        statement
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module
+        and (own == node.module or own.endswith(f".{node.module}"))
+        and node.lineno == node.end_lineno
+        and (statement := lines[node.lineno - 1].strip()) not in had
+    }  # fmt: skip
+    if not found:
+        return new, ""
+    kept = "".join(line for line in new.splitlines(keepends=True) if line.strip() not in found)
+    listed = ", ".join(f"`{statement}`" for statement in sorted(found))
+    return kept, f" (left out {listed}: {path} is that module, and has its names already)"
+
+
 def _refuse_broken_python(path: str, before: str, after: str) -> None:
     """Refuse an edit that would make a Python file that parses one that does not (a
     small model drops a bracket or an indent, and a failing run of the tests later says
@@ -424,7 +456,8 @@ def write_file(ctx: ToolContext, path: str, content: str) -> str:
         )
     content, echo = _echo_undone(path, content)
     content, note = _python_checked(path, content, before)
-    note = echo + note
+    content, itself = _without_own_imports(path, before or "", content)
+    note = echo + note + itself
     data = content.encode("utf-8")
     if before == content:  # a model that does not see its work is done writes it again
         return (

@@ -58,7 +58,7 @@ from swarm.agent._steps import CUT_SHORT, call_arguments
 from swarm.agent.hooks import Hooks, StepInfo
 from swarm.messages import ChatResult, Message, ToolCall
 
-__all__ = ["FencedFileWrites", "definitions_kept", "merged"]
+__all__ = ["FencedFileWrites", "definitions_kept", "merged", "module_of"]
 
 FORMAT = "fenced-file"
 _OPEN = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([^`\n]*?)[ \t]*$")
@@ -301,7 +301,7 @@ class FencedFileWrites(Hooks):
             tree = parse_python(body)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return body  # refused later, saying why
-        own = _module_of(path)
+        own = module_of(path)
         lines = body.splitlines(keepends=True)
         for node in reversed(tree.body):  # from the end: the line numbers above stay true
             if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
@@ -571,7 +571,7 @@ def definitions_kept(old: str, body: str, mentioned: set[str]) -> tuple[str, lis
     return None if whole is None else (whole, lost)
 
 
-def _module_of(path: str) -> str:
+def module_of(path: str) -> str:
     """The module a Python file is (`mathutil/__init__.py`: `mathutil`)."""
     return (
         PurePosixPath(path).with_suffix("").as_posix().removesuffix("/__init__").replace("/", ".")
@@ -595,7 +595,7 @@ def _imports_only(tree: ast.Module, path: str) -> bool:
     """Whether `tree` is imports alone (for a file that exists: they are put into it), none
     of them from `path`'s own module (a small model's `from mathutil import clamp` inside
     `mathutil/__init__.py`)."""
-    own = _module_of(path)
+    own = module_of(path)
     for node in tree.body:
         if isinstance(node, ast.ImportFrom):
             source = node.module or ""
