@@ -199,3 +199,30 @@ async def test_an_edit_the_instructions_ask_for_or_not_at_a_definition_runs_as_w
         await kept.before_tool(INFO, ToolCall(id="2", name="edit_file", arguments=replace_all))
         is None
     )
+
+
+async def test_an_edit_renaming_a_definition_no_instruction_names_is_vetoed(
+    tmp_path: Path,
+) -> None:
+    """A small model's fixer made `def test_add` into `def test_clamp`: the asked-for
+    name was there, testing `add`, and the check passed."""
+    hook = KeptDefinitions(words("Add a test `test_clamp` of `clamp`"), tmp_path)
+
+    def edit(old: str, new: str) -> ToolCall:
+        return ToolCall(
+            id="1",
+            name="edit_file",
+            arguments=json.dumps({"path": "tests/test_m.py", "old": old, "new": new}),
+        )
+
+    vetoed = await hook.before_tool(
+        INFO, edit("def test_add() -> None:", "def test_clamp() -> None:")
+    )
+    assert isinstance(vetoed, Veto) and vetoed.reason.startswith(
+        "Not changed: this edit renames `test_add` to `test_clamp`, and no instruction asks "
+        "to rename `test_add`."
+    )
+    typed = edit("def test_add():", "def test_add() -> None:")  # the same name: a change
+    assert await hook.before_tool(INFO, typed) is None
+    asked = KeptDefinitions(words("Rename `test_add` to `test_sum`"), tmp_path)
+    assert await asked.before_tool(INFO, edit("def test_add():", "def test_sum():")) is None

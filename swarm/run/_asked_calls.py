@@ -108,8 +108,9 @@ class AskedRenames(Hooks):
 
 @dataclass(frozen=True)
 class KeptDefinitions(Hooks):
-    """A `before_tool` hook: an `edit_file` that would put new definitions in the place of
-    top-level ones no instruction names runs as adding the new code before them, and a
+    """A `before_tool` hook: an `edit_file` that renames a top-level definition no
+    instruction names by its first line is vetoed; one that would put new definitions in
+    the place of top-level ones none names runs as adding the new code before them, and a
     `write_file` of a Python file that leaves them out as putting its code in beside them
     (`swarm.agent._fenced_files.definitions_kept`); the answer says what was kept."""
 
@@ -120,18 +121,39 @@ class KeptDefinitions(Hooks):
     kept: dict[str, list[str]] = field(default_factory=dict, compare=False)
     """The names kept, by the id of the call that would have removed them."""
 
-    async def before_tool(self, info: StepInfo, call: ToolCall) -> ToolCall | None:
+    async def before_tool(self, info: StepInfo, call: ToolCall) -> ToolCall | Veto | None:
         if call.name not in ("edit_file", "write_file"):
             return None
         args = call_arguments(call)
         path = args.get("path")
         if not isinstance(path, str) or not path.endswith(".py") or args.get("replace_all"):
             return None
+        if call.name == "edit_file" and (renamed := self._renamed(args)) is not None:
+            old, new = renamed
+            return Veto(
+                f"Not changed: this edit renames `{old}` to `{new}`, and no instruction asks "
+                f"to rename `{old}`. To add `{new}`, write it whole beside `{old}`: make "
+                f"`new` the new code followed by `old` unchanged."
+            )
         changed = self._edit(path, args) if call.name == "edit_file" else self._write(path, args)
         if changed is None:
             return None
         self.kept[call.id] = changed
         return call.model_copy(update={"arguments": json.dumps(args)})
+
+    def _renamed(self, args: dict[str, Any]) -> tuple[str, str] | None:
+        """(old, new) when the edit in `args` swaps one top-level definition's first line
+        for another's, the old name named by no instruction: a small model's fixer made
+        `def test_add` into `def test_clamp`, so the asked-for name was there, testing
+        `add`."""
+        old, new = args.get("old"), args.get("new")
+        if not isinstance(old, str) or not isinstance(new, str):
+            return None
+        was, now = _HEADER.findall(old.strip()), _HEADER.findall(new.strip())
+        one_line = "\n" not in old.strip() and "\n" not in new.strip()
+        if not one_line or len(was) != 1 or len(now) != 1 or was == now:
+            return None
+        return None if was[0] in self.named else (was[0], now[0])
 
     def _edit(self, path: str, args: dict[str, Any]) -> list[str] | None:
         """What the edit in `args` would take away, with `args["new"]` made to keep it."""
