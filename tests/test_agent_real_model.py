@@ -194,6 +194,37 @@ async def test_a_cut_call_to_another_tool_still_runs_nothing() -> None:
     assert len(model.requests) == 2 and result.calls.repaired == 0
 
 
+async def test_a_file_call_that_looped_runs_with_its_text_up_to_the_loop(tmp_path: Path) -> None:
+    """The 1.5B model sent back for `test_clamp` wrote it right, then added asserts round
+    and round until it was stopped; a cut for length still runs nothing."""
+    (tmp_path / "test_m.py").write_text("from m import clamp\n")
+    rounds = "    assert clamp(0, 1, 3) == 1\n    assert clamp(4, 1, 3) == 3\n" * 30
+    text = (
+        '```json\n{"name": "edit_file", "arguments": {"path": "test_m.py", '
+        '"old": "def test_clamp() -> None:", "new": """def test_clamp() -> None:\n'
+        f"    assert clamp(2, 1, 3) == 2\n{rounds}    assert clamp(4, 1"
+    )
+    for reason, runs in (("length", False), ("repetition", True)):
+        looped = _cut(text, 900)
+        looped.finish_reason = reason
+        model = ScriptedModel([looped, call("finish", summary="ok")])
+        agent = Agent[str](
+            "coder",
+            model=model,
+            tools=coding_tools(),
+            context=ToolContext(root=tmp_path, sandbox=NoSandbox()),
+        )
+        result = await agent.run("go")
+        assert result.finished and result.calls.repaired == runs
+        written = (tmp_path / "test_m.py").read_text()
+        assert ("def test_clamp() -> None:\n    assert clamp(2, 1, 3) == 2\n" in written) is runs
+        if runs:
+            assert written.endswith("    assert clamp(4, 1, 3) == 3\n")  # whole lines only
+            told = [m.content or "" for m in model.requests[1].messages[-2:]]
+            assert told[0].startswith("edited test_m.py")
+            assert told[1].startswith("Your reply went round in a loop")
+
+
 async def test_a_reply_that_ran_on_to_its_deadline_is_told_so_and_not_asked_again() -> None:
     ran_on = _cut("Let me explain every step in detail. First, " * 200, 2_400)
     ran_on.finish_reason, ran_on.timing = DEADLINE_CUT, Timing(duration_s=412.0)

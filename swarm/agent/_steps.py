@@ -34,7 +34,12 @@ from swarm.messages import ChatRequest, ChatResult, Message, ToolCall, Usage
 from swarm.model import Delta, Restart, closing, stream_of
 from swarm.providers._call_deadline import DEADLINE_CUT
 from swarm.providers._repetition import REPETITION
-from swarm.providers._tool_text import INVENTED_RESULT_PROBLEM, call_format_hint, cut_finish
+from swarm.providers._tool_text import (
+    INVENTED_RESULT_PROBLEM,
+    call_format_hint,
+    cut_file_call,
+    cut_finish,
+)
 
 if TYPE_CHECKING:
     from swarm.agent._loop import Agent
@@ -139,10 +144,12 @@ class Steps(Generic[T]):
                 self.written = reply.tool_call_format.rpartition("+")[2]
             calls = reply.message.tool_calls
             cut = reply.finish_reason in CUT_SHORT
-            finish = self._cut_finish(reply) if cut and not calls else None
-            if finish is not None:  # its turn holds the call, sent back as it wrote it
-                self.messages[-1] = Message.assistant(None, [finish], reply.text)
-                ended = await self._tools([finish], step)
+            salvaged = self._cut_call(reply) if cut and not calls else None
+            if salvaged is not None:  # its turn holds the call, sent back as it wrote it
+                self.messages[-1] = Message.assistant(None, [salvaged], reply.text)
+                ended = await self._tools([salvaged], step)
+                if ended is None and salvaged.name != "finish":
+                    self.messages.append(Message.user(_LOOP_SALVAGED))
             elif cut and (reply.tool_call_problem or not calls):
                 self.messages.append(Message.user(_cut_note(reply)))
                 ended = None
@@ -221,14 +228,16 @@ class Steps(Generic[T]):
                 return first[:120]
         return None
 
-    def _cut_finish(self, reply: ChatResult) -> ToolCall | None:
-        """The `finish` call a cut reply was writing (`cut_finish`), counted repaired;
-        None when it was writing none, or the agent has no `finish`."""
-        if self.agent.tool_named("finish") is None:
+    def _cut_call(self, reply: ChatResult) -> ToolCall | None:
+        """The `finish` call a cut reply was writing (`cut_finish`), or the file tool's
+        call a reply stopped as a loop was writing (`cut_file_call`), counted repaired;
+        None when it was writing neither, or the agent has no such tool."""
+        call = cut_finish(reply.text) if self.agent.tool_named("finish") else None
+        if call is None and reply.finish_reason == REPETITION:
+            call = cut_file_call(reply.text)
+        if call is None or self.agent.tool_named(call.name) is None:
             return None
-        call = cut_finish(reply.text)
-        if call is not None:
-            self.calls.repaired += 1
+        self.calls.repaired += 1
         return call
 
     async def _answer(self, reply: ChatResult, step: int) -> AgentResult[T] | None:
@@ -547,6 +556,13 @@ def _larger_cap(cap: int | None) -> int | None:
     if cap is None:
         return _CAP_WITHOUT_ONE
     return min(cap * 2, _CAP_CEILING) if cap < _CAP_CEILING else None
+
+
+_LOOP_SALVAGED = (
+    "Your reply went round in a loop, writing the same lines over and over, so it was "
+    "stopped; the call it was writing ran with the text up to its last whole line (above: "
+    "what it did). Check the file, then go on with one short call per reply."
+)
 
 
 def _cut_note(reply: ChatResult) -> str:

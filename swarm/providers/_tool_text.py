@@ -37,6 +37,7 @@ import io
 import itertools
 import json
 import re
+import textwrap
 import tokenize
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
@@ -50,6 +51,7 @@ __all__ = [
     "TextCalls",
     "call_format_hint",
     "calls_from_text",
+    "cut_file_call",
     "cut_finish",
     "read_calls",
     "text_request",
@@ -796,6 +798,73 @@ def cut_finish(text: str) -> ToolCall | None:
     arguments = json.dumps({"summary": f"{summary} (cut short)"})
     digest = hashlib.sha1(f"finish|{arguments}".encode(), usedforsecurity=False)
     return ToolCall(id=f"call_{digest.hexdigest()[:10]}_0", name="finish", arguments=arguments)
+
+
+_CUT_FILE_TOOL = re.compile(r"""["']name["']\s*:\s*["'](?P<tool>edit_file|write_file)["']""")
+_WHOLE_STRING = '["\']{key}["\']\\s*:\\s*"(?P<value>(?:[^"\\\\]|\\\\.)*)"'
+_CUT_STRING = '["\']{key}["\']\\s*:\\s*(?P<quote>"""|")'
+_UNFINISHED_ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{0,3})?\Z")
+
+
+def cut_file_call(text: str) -> ToolCall | None:
+    """The `edit_file` or `write_file` call a reply stopped as a loop was writing, its text
+    (`new`, `content`) kept to its last whole line: what came before the loop, and one
+    round of it. None when the reply was not writing one, or its other arguments are not
+    whole. A 1.5B model sent back for `test_clamp` wrote it right, then went on adding
+    asserts round and round until it was stopped; the check judges what is kept."""
+    found = _CUT_FILE_TOOL.search(text)
+    if found is None:
+        return None
+    tool, rest = found["tool"], text[found.end() :]
+    key = "new" if tool == "edit_file" else "content"
+    arguments: dict[str, str] = {}
+    for name in ("path", "old") if tool == "edit_file" else ("path",):
+        whole = re.search(_WHOLE_STRING.format(key=name), rest)
+        if whole is None:
+            return None
+        try:
+            arguments[name] = json.loads(f'"{whole["value"]}"')
+        except ValueError:
+            return None
+    opened = re.search(_CUT_STRING.format(key=key), rest)
+    if opened is None:
+        return None
+    raw = rest[opened.end() :]
+    if opened["quote"] == '"':  # JSON-escaped up to its closing quote, or the cut
+        raw = _UNFINISHED_ESCAPE.sub("", re.match(r'(?:[^"\\]|\\.)*', raw, re.S)[0])  # type: ignore[index]
+        try:
+            raw = json.loads(f'"{raw}"')
+        except ValueError:
+            return None
+    else:
+        raw = raw.split('"""', 1)[0]
+    body = raw[: raw.rfind("\n") + 1]
+    if arguments["path"].endswith(".py"):
+        body = _parsing_head(body)
+    if not body.strip():
+        return None
+    arguments[key] = body
+    encoded = json.dumps(arguments)
+    digest = hashlib.sha1(f"{tool}|{encoded}".encode(), usedforsecurity=False)
+    return ToolCall(id=f"call_{digest.hexdigest()[:10]}_0", name=tool, arguments=encoded)
+
+
+_TRIMMED_LINES = 30
+"""How many lines at the end of a cut Python text are taken off, at most, to make it parse."""
+
+
+def _parsing_head(code: str) -> str:
+    """The longest head of `code`, in whole lines and at most `_TRIMMED_LINES` shorter,
+    that parses as Python (dedented: `new` may be a method); "" when none does."""
+    lines = code.splitlines(keepends=True)
+    for end in range(len(lines), max(0, len(lines) - _TRIMMED_LINES), -1):
+        head = "".join(lines[:end])
+        try:
+            parse_python(textwrap.dedent(head))
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        return head
+    return ""
 
 
 # -- asking for calls as text ------------------------------------------------------------------
