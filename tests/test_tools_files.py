@@ -129,6 +129,11 @@ async def test_write_file_says_where_python_does_not_parse(ws: Path) -> None:
     out = await call("write_file", ws, path="src/new.py", content="def f(:\n    pass\n")
     assert "It is not valid Python (line 1: " in out
     assert (ws / "src" / "new.py").read_text() == "def f(:\n    pass\n"  # written as given
+    # over a file that parses: refused, as edit_file refuses to break one
+    before = (ws / "src" / "calc.py").read_text()
+    with pytest.raises(ToolError, match=r"^refused: the content is not valid Python \(line 1"):
+        await call("write_file", ws, path="src/calc.py", content="test_x() -> None:\n    pass\n")
+    assert (ws / "src" / "calc.py").read_text() == before
     text = await call("write_file", ws, path="notes.txt", content="    indented\n")
     assert text == "wrote 13 bytes to notes.txt"
 

@@ -514,7 +514,8 @@ def _echo_undone(path: str, content: str) -> tuple[str, str]:
 def _python_checked(path: str, content: str, before: str | None) -> tuple[str, str]:
     """`content` for a Python file, unindented when every line of it was indented (as a
     small model writes code inside a JSON string) and only so it parses, and a note for
-    the tool's result: that, or where it does not parse. Indented so, it is a part of a
+    the tool's result: that, or where it does not parse (refused over a file that parses,
+    as `edit_file` refuses to break one). Indented so, it is a part of a
     file: written over the file `before` it would delete the definitions it leaves out,
     so its definitions are put into the file instead (`_put_in`)."""
     if not path.endswith(".py"):
@@ -534,7 +535,22 @@ def _python_checked(path: str, content: str, before: str | None) -> tuple[str, s
             if before is not None and (put := _put_in(path, before, unindented, part)):
                 return put
             return unindented, " (every line was indented: written without that indent)"
+    if before is not None and _parses(before):
+        # a small model wrote `test_clamp() -> None:` (no `def`) over a test file, and its
+        # fixers then had a broken file to mend, not a test to write
+        raise ToolError(
+            f"refused: the content is not valid Python ({_why_not(problem)}), and {path} "
+            "is, so the file is unchanged. Correct `content` and call write_file again"
+        )
     return content, f". It is not valid Python ({_why_not(problem)}): fix it before running tests"
+
+
+def _parses(text: str) -> bool:
+    try:
+        parse_python(text)
+    except (SyntaxError, ValueError):
+        return False
+    return True
 
 
 def _put_in(path: str, before: str, part: str, tree: ast.Module) -> tuple[str, str] | None:
