@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -127,6 +128,14 @@ class Box:
 ADD = 'def add(a, b):\n    """The sum."""\n    return a + b\n'
 CLAMP = "def clamp(x, lo, hi):\n    return max(lo, min(x, hi))\n"
 INFO = StepInfo("coder", 1, [])
+
+
+def committed(root: Path) -> None:
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "start"]):
+        command = ["git", "-c", "user.name=t", "-c", "user.email=t@localhost", *args]
+        subprocess.run(command, cwd=root, check=True, capture_output=True)
+
+
 TEST_ADD = "def test_add():\n    assert add(2, 3) == 5\n"
 TEST = "def test_clamp():\n    assert clamp(5, 0, 3) == 3\n"
 
@@ -139,6 +148,7 @@ async def test_an_edit_that_puts_new_code_in_the_place_of_a_definition_keeps_it(
     file without `test_add`."""
     (tmp_path / "m.py").write_text(MATH)
     (tmp_path / "test_m.py").write_text(f"from m import add\n\n\n{TEST_ADD}")
+    committed(tmp_path)  # what the agent starts from: what it did not add, it keeps
     model = ScriptedModel(
         [
             call("edit_file", path="m.py", old=ADD, new=CLAMP),
@@ -188,6 +198,7 @@ async def test_an_edit_the_instructions_ask_for_or_not_at_a_definition_runs_as_w
     tmp_path: Path, old: str, new: str, why: str
 ) -> None:
     (tmp_path / "m.py").write_text(MATH)
+    committed(tmp_path)
     hook = KeptDefinitions(words("Replace `add` with `add_twice`"), tmp_path)
     edit = ToolCall(
         id="1", name="edit_file", arguments=json.dumps({"path": "m.py", "old": old, "new": new})

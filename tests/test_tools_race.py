@@ -95,7 +95,7 @@ def test_no_tool_escapes_through_a_swapped_directory(tmp_path: Path, fast_switch
                 ("read", lambda: tools["read_file"](ctx, "sub/f.txt")),
                 ("list", lambda: tools["list_dir"](ctx, "sub")),
                 ("write", lambda: tools["write_file"](ctx, "sub/w.txt", "written")),
-                ("edit", lambda: tools["edit_file"](ctx, "sub/f.txt", "inside", "inside")),
+                ("edit", lambda: tools["edit_file"](ctx, "sub/f.txt", "inside", "inside ")),
             )
             for kind, call in calls:
                 try:

@@ -48,7 +48,9 @@ from swarm.agent._confined import read_regular
 from swarm.agent._fenced_files import definitions_kept
 from swarm.agent._steps import call_arguments
 from swarm.agent.hooks import Hooks, StepInfo, Veto
+from swarm.errors import WorkspaceError
 from swarm.messages import ToolCall
+from swarm.run._git import git
 
 __all__ = ["AskedRenames", "KeptDefinitions", "NotATool"]
 
@@ -61,6 +63,9 @@ _HEADER = re.compile(r"^(?:async[ \t]+def|def|class)[ \t]+([A-Za-z_]\w*)", re.MU
 """A top-level definition's name, at the start of its line."""
 _STARTS_A_DEFINITION = re.compile(r"(?:@|async[ \t]+def[ \t]|def[ \t]|class[ \t])")
 _DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_ANY_DEFINITION = re.compile(
+    r"^[ \t]*(?:async[ \t]+def|def|class)[ \t]+([A-Za-z_]\w*)", re.MULTILINE
+)
 _RENAMES = {"old", "new"}
 """A `rename` call's arguments: a call under another name with these alone runs as one."""
 
@@ -108,8 +113,8 @@ class AskedRenames(Hooks):
 
 @dataclass(frozen=True)
 class KeptDefinitions(Hooks):
-    """A `before_tool` hook: an `edit_file` that renames a top-level definition no
-    instruction names by its first line is vetoed; one that would put new definitions in
+    """A `before_tool` hook: an `edit_file` that renames a test no instruction names by
+    its first line is vetoed; one that would put new definitions in
     the place of top-level ones none names runs as adding the new code before them, and a
     `write_file` of a Python file that leaves them out as putting its code in beside them
     (`swarm.agent._fenced_files.definitions_kept`); the answer says what was kept."""
@@ -136,16 +141,16 @@ class KeptDefinitions(Hooks):
                 f"`new` the new code followed by `old` unchanged."
             )
         changed = self._edit(path, args) if call.name == "edit_file" else self._write(path, args)
-        if changed is None:
+        if changed is None or not await self._committed(path, changed):
             return None
         self.kept[call.id] = changed
         return call.model_copy(update={"arguments": json.dumps(args)})
 
     def _renamed(self, args: dict[str, Any]) -> tuple[str, str] | None:
-        """(old, new) when the edit in `args` swaps one top-level definition's first line
-        for another's, the old name named by no instruction: a small model's fixer made
+        """(old, new) when the edit in `args` swaps a test's first line for another
+        definition's, the test named by no instruction: a small model's fixer made
         `def test_add` into `def test_clamp`, so the asked-for name was there, testing
-        `add`."""
+        `add`, and the check passed."""
         old, new = args.get("old"), args.get("new")
         if not isinstance(old, str) or not isinstance(new, str):
             return None
@@ -153,7 +158,9 @@ class KeptDefinitions(Hooks):
         one_line = "\n" not in old.strip() and "\n" not in new.strip()
         if not one_line or len(was) != 1 or len(now) != 1 or was == now:
             return None
-        return None if was[0] in self.named else (was[0], now[0])
+        if not was[0].startswith("test") or was[0] in self.named:
+            return None  # another function renamed so breaks its callers: the check says
+        return was[0], now[0]
 
     def _edit(self, path: str, args: dict[str, Any]) -> list[str] | None:
         """What the edit in `args` would take away, with `args["new"]` made to keep it."""
@@ -195,6 +202,17 @@ class KeptDefinitions(Hooks):
             f"{text}\n(Kept {listed}: no instruction asks to remove "
             f"{'it' if len(gone) == 1 else 'them'}. Your new code went in beside it.)"
         )
+
+    async def _committed(self, path: str, names: list[str]) -> bool:
+        """Whether `path` as the worktree's commit has it (what the agent started from)
+        defines every one of `names`: what the agent itself added, it may take away (a
+        coder sent back to delete the near copy it wrote wrote the file without it)."""
+        try:
+            text = await git("show", f"HEAD:{PurePosixPath(path).as_posix()}", cwd=self.root)
+        except WorkspaceError:
+            return False  # a new file, or no commit: nothing there to keep
+        defined = set(_ANY_DEFINITION.findall(text))
+        return all(name.rpartition(".")[2] in defined for name in names)
 
     def _text(self, path: str) -> str | None:
         """The text of the agent's file `path` (None: not a regular file in the worktree,
