@@ -220,14 +220,19 @@ class KeptDefinitions(Hooks):
         relative = PurePosixPath(path)
         if relative.is_absolute() or ".." in relative.parts:
             return None
-        file = self.root / relative
-        try:
-            if file.lstat().st_size > _MAX_READ_BYTES:
-                return None
-        except OSError:
+        return _agent_text(self.root / relative)
+
+
+def _agent_text(file: Path) -> str | None:
+    """The text of an agent's `file` (None: not a regular file, or larger than
+    `_MAX_READ_BYTES`); no FIFO read, no symlink followed."""
+    try:
+        if file.lstat().st_size > _MAX_READ_BYTES:
             return None
-        data = read_regular(file)  # the agent's file: no FIFO, no symlink followed
-        return None if data is None else data.decode("utf-8", "replace")
+    except OSError:
+        return None
+    data = read_regular(file)
+    return None if data is None else data.decode("utf-8", "replace")
 
 
 def _whole_definitions(code: str) -> list[str]:
@@ -294,13 +299,7 @@ class NotATool(Hooks):
         for file in self.files:
             if not file.endswith(".py"):
                 continue
-            path = self.root / file
-            try:
-                if path.lstat().st_size > _MAX_READ_BYTES:
-                    continue
-            except OSError:
-                continue
-            data = read_regular(path)  # the agent's file: no FIFO, no symlink followed
-            if data is not None and definition.search(data.decode("utf-8", "replace")):
+            text = _agent_text(self.root / file)
+            if text is not None and definition.search(text):
                 return file
         return None
