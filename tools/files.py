@@ -21,7 +21,7 @@ from pathlib import Path
 
 from swarm._pyast import parse as parse_python
 from swarm.agent._confined import list_confined, read_confined, write_confined
-from swarm.agent._fenced_files import merged, module_of
+from swarm.agent._fenced_files import imports_itself, merged
 from swarm.agent._tool import ToolContext, tool, truncate
 from swarm.agent._toolbox import resolve_path
 from swarm.errors import ToolError
@@ -342,26 +342,22 @@ def _definitions(text: str) -> list[str]:
     return [n.name for n in module.body if isinstance(n, _DEFINITIONS)]
 
 
-def _without_own_imports(
-    path: str, before: str, new: str, after: str | None = None
-) -> tuple[str, str]:
-    """`new` (the text written into `path`, which becomes `after`, `new` itself by
-    default) without the one-line top-level imports from `path`'s own module that `before`
-    did not have, and what says so: a small model put `from mathutil import clamp` into
-    `mathutil/__init__.py`, and the package no longer imported."""
+def _without_own_imports(path: str, before: str, new: str, after: str) -> tuple[str, str]:
+    """`new` (the text written into `path`, which then reads `after`) without the one-line
+    top-level imports from `path`'s own module that `before` did not have, and what says
+    so: a small model put `from mathutil import clamp` into `mathutil/__init__.py`, and
+    the package no longer imported."""
     if not path.endswith(".py"):
         return new, ""
     try:
-        tree = parse_python(new if after is None else after)
+        tree = parse_python(after)
     except (SyntaxError, ValueError):
         return new, ""
-    own, had = module_of(path), {line.strip() for line in before.splitlines()}
-    lines = (new if after is None else after).splitlines()
+    had, lines = {line.strip() for line in before.splitlines()}, after.splitlines()
     found = {
         statement
         for node in tree.body
-        if isinstance(node, ast.ImportFrom) and not node.level and node.module
-        and (own == node.module or own.endswith(f".{node.module}"))
+        if isinstance(node, ast.ImportFrom) and imports_itself(path, node)
         and node.lineno == node.end_lineno
         and (statement := lines[node.lineno - 1].strip()) not in had
     }  # fmt: skip
@@ -456,7 +452,7 @@ def write_file(ctx: ToolContext, path: str, content: str) -> str:
         )
     content, echo = _echo_undone(path, content)
     content, note = _python_checked(path, content, before)
-    content, itself = _without_own_imports(path, before or "", content)
+    content, itself = _without_own_imports(path, before or "", content, content)
     note = echo + note + itself
     data = content.encode("utf-8")
     if before == content:  # a model that does not see its work is done writes it again

@@ -58,7 +58,7 @@ from swarm.agent._steps import CUT_SHORT, call_arguments
 from swarm.agent.hooks import Hooks, StepInfo
 from swarm.messages import ChatResult, Message, ToolCall
 
-__all__ = ["FencedFileWrites", "definitions_kept", "merged", "module_of"]
+__all__ = ["FencedFileWrites", "definitions_kept", "imports_itself", "merged"]
 
 FORMAT = "fenced-file"
 _OPEN = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([^`\n]*?)[ \t]*$")
@@ -301,12 +301,12 @@ class FencedFileWrites(Hooks):
             tree = parse_python(body)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return body  # refused later, saying why
-        own = module_of(path)
         lines = body.splitlines(keepends=True)
         for node in reversed(tree.body):  # from the end: the line numbers above stay true
             if not isinstance(node, ast.ImportFrom) or node.level or not node.module:
                 continue
-            has = set[str]() if node.module == own else self._names_of(node.module, taken)
+            itself = imports_itself(path, node)
+            has = set[str]() if itself else self._names_of(node.module, taken)
             if has is None:
                 continue  # not the workspace's, or what it has cannot be told
             kept = [alias for alias in node.names if alias.name in has]
@@ -571,11 +571,14 @@ def definitions_kept(old: str, body: str, mentioned: set[str]) -> tuple[str, lis
     return None if whole is None else (whole, lost)
 
 
-def module_of(path: str) -> str:
-    """The module a Python file is (`mathutil/__init__.py`: `mathutil`)."""
-    return (
-        PurePosixPath(path).with_suffix("").as_posix().removesuffix("/__init__").replace("/", ".")
-    )
+def imports_itself(path: str, node: ast.ImportFrom) -> bool:
+    """Whether `node`, a `from M import ...` of the Python file `path`, takes from the
+    file's own module (`from mathutil import clamp` in `mathutil/__init__.py`, or
+    `from pkg.m import x` in `src/pkg/m.py`)."""
+    own = PurePosixPath(path).with_suffix("").as_posix().removesuffix("/__init__")
+    own = own.replace("/", ".")
+    source = node.module or ""
+    return node.level == 0 and bool(source) and (source == own or own.endswith(f".{source}"))
 
 
 def _tests_file(path: str) -> bool:
@@ -595,11 +598,9 @@ def _imports_only(tree: ast.Module, path: str) -> bool:
     """Whether `tree` is imports alone (for a file that exists: they are put into it), none
     of them from `path`'s own module (a small model's `from mathutil import clamp` inside
     `mathutil/__init__.py`)."""
-    own = module_of(path)
     for node in tree.body:
         if isinstance(node, ast.ImportFrom):
-            source = node.module or ""
-            if node.level == 0 and (source == own or own.endswith(f".{source}")):
+            if imports_itself(path, node):
                 return False
         elif not isinstance(node, ast.Import):
             return False
